@@ -1,0 +1,69 @@
+"""Per-class bookkeeping: which samples belong to which category axis.
+
+Z has one non-zero per row (DESIGN.md section 1), so every per-class quantity is a segmented
+sum over samples. :class:`ClassIndex` does those sums once, vectorised over restarts.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["ClassIndex"]
+
+
+class ClassIndex:
+    """Class membership of N samples with labels coded ``0..K-1``.
+
+    Parameters
+    ----------
+    codes : array-like of int, shape (N,)
+        Class code of each sample, in ``range(n_classes)``.
+    n_classes : int
+
+    Attributes
+    ----------
+    codes : ndarray of shape (N,)
+    counts : ndarray of shape (K,)
+        ``n_k``, the number of samples in each class.
+    order : ndarray of shape (N,) or None
+        Stable permutation that sorts samples by class (None when already sorted).
+    offsets : ndarray of shape (K + 1,)
+        Class ``k`` occupies ``offsets[k]:offsets[k+1]`` of the sorted order.
+    """
+
+    def __init__(self, codes, n_classes):
+        codes = np.asarray(codes, dtype=np.intp)
+        self.codes = codes
+        self.n_classes = int(n_classes)
+        self.counts = np.bincount(codes, minlength=self.n_classes)
+        self.offsets = np.concatenate([[0], np.cumsum(self.counts)])
+        is_sorted = codes.size == 0 or bool(np.all(codes[1:] >= codes[:-1]))
+        self.order = None if is_sorted else np.argsort(codes, kind="stable")
+
+    @property
+    def n_samples(self):
+        return self.codes.shape[0]
+
+    def sort(self, v):
+        """Reorder the last axis of ``v`` so that classes are contiguous."""
+        return v if self.order is None else v[..., self.order]
+
+    def segments(self):
+        """``(k, start, stop)`` of each class in the sorted order."""
+        return [(k, int(self.offsets[k]), int(self.offsets[k + 1])) for k in range(self.n_classes)]
+
+    def sum(self, v):
+        """Per-class sums over the last axis: ``(..., N) -> (..., K)``."""
+        return np.add.reduceat(self.sort(v), self.offsets[:-1], axis=-1)
+
+    def mean(self, v):
+        """Per-class means over the last axis: ``(..., N) -> (..., K)``."""
+        return self.sum(v) / self.counts
+
+    def expand(self, per_class):
+        """Broadcast a per-class value to every sample: ``(..., K) -> (..., N)``."""
+        return per_class[..., self.codes]
+
+    def own(self, M):
+        """Pick each sample's own-class entry: ``(..., N, K) -> (..., N)`` (``M[i, y_i]``)."""
+        return M[..., np.arange(self.n_samples), self.codes]

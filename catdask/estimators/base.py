@@ -1,0 +1,174 @@
+"""Shared scikit-learn machinery of the two category-space estimators.
+
+The subclasses only say how to build the problem (linear or kernel) and how to project new
+data; parameter validation, restarts, choosing the best restart, certificates, the angle
+classifier and warnings live here once.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import (
+    BaseEstimator,
+    ClassifierMixin,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+)
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
+
+from ..certificate import not_applicable
+
+logger = logging.getLogger("catdask")
+
+# Restarts whose objectives agree to this relative tolerance count as ties; a certified one
+# then wins (issue 2: "ties and near-ties broken by certificate").
+TIE_RTOL = 1e-9
+
+
+class BaseCategorySpace(
+    ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClassifierMixin, BaseEstimator
+):
+    """Common parameters, fitting workflow and the angle classifier."""
+
+    _parameter_constraints: dict = {
+        "objective": [StrOptions({"quadratic", "absolute"})],
+        "origin": [StrOptions({"class", "global"})],
+        "eps": [Interval(Real, 0, None, closed="neither")],
+        "n_restarts": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "init": [StrOptions({"auto", "random", "decoupled", "class-means"}), "array-like"],
+        "random_state": ["random_state"],
+        "certify": ["boolean"],
+        "verbose": ["verbose"],
+    }
+
+    # ------------------------------------------------------------------ fitting workflow
+    def _run_restarts(self, problem, state, labels):
+        from ..solver import solve
+
+        callback = getattr(self, "_progress_callback", None)
+        final, results = solve(
+            problem,
+            state,
+            tol=self.tol,
+            max_iter=self.max_iter,
+            starts=labels,
+            callback=callback,
+            log_every=50 if self.verbose else 0,
+        )
+        return final, results
+
+    def _certify_restarts(self, results, certify_one):
+        """Certificate for every restart (cheap bound); the best also gets the full bound."""
+        if self.objective != "quadratic" or not self.certify:
+            reason = (
+                "not applicable: the absolute-value objective (CAS) is not quadratic"
+                if self.objective != "quadratic"
+                else "not requested (certify=False)"
+            )
+            cert = not_applicable(reason)
+            for res in results:
+                res.certificate = cert
+            return
+        for res in results:
+            res.certificate = certify_one(res.index, full_sdp=False)
+
+    def _choose_best(self, results):
+        f = np.array([r.objective for r in results])
+        top = f.max()
+        near = [r for r in results if r.objective >= top - TIE_RTOL * abs(top)]
+        certified = [r for r in near if r.certificate is not None and r.certificate.certified]
+        pool = certified or near
+        return max(pool, key=lambda r: (r.converged, r.objective))
+
+    def _finish_fit(self, results, best, certify_one):
+        """Store restart records, the best restart's diagnostics, and warn when needed."""
+        if self.objective == "quadratic" and self.certify:
+            # The chosen restart gets the full bound (SDP relaxation when small enough).
+            best.certificate = certify_one(best.index, full_sdp="auto")
+        self.restarts_ = results
+        self.objective_ = best.objective
+        self.n_iter_ = best.n_iter
+        self.converged_ = best.converged
+        self.stopping_reason_ = best.stopping_reason
+        self.certificate_ = best.certificate
+        self.best_restart_ = best.index
+        if not best.converged:
+            if best.stopping_reason in ("rank-deficient", "objective-stalled"):
+                msg = (
+                    f"The objective stopped changing while the axes still move "
+                    f"({best.stopping_reason}: last step {best.step:.2e} > tol={self.tol}). "
+                    "Either tol is below what round-off allows, or the centred data have "
+                    "rank < K so the optimal axes are not unique (the objective value is "
+                    "reliable; the axes within the degenerate subspace are arbitrary)."
+                )
+            else:
+                msg = (
+                    f"{type(self).__name__} did not converge in max_iter={self.max_iter} "
+                    f"iterations (last step {best.step:.2e} > tol={self.tol}). Increase "
+                    "max_iter, loosen tol, or use init='decoupled'."
+                )
+            warnings.warn(msg, ConvergenceWarning, stacklevel=3)
+
+    def _labels_and_rng(self, kernel):
+        from ..starts import start_labels
+
+        rng = check_random_state(self.random_state)
+        rng = np.random.default_rng(rng.randint(np.iinfo(np.int32).max))
+        if isinstance(self.init, str):
+            return start_labels(self.init, self.n_restarts, kernel=kernel), rng, None
+        return ["given"], rng, np.asarray(self.init, dtype=float)
+
+    # ------------------------------------------------------------------ projections
+    def _fix_signs(self, P, codes):
+        """Flip axes so each class has a non-negative mean coordinate on its own axis.
+
+        ``P`` (K, N) are training coordinates measured from x0. The objectives are invariant
+        to the sign of each axis, so this only makes the output deterministic (like
+        scikit-learn's ``svd_flip``) and keeps axis k pointing towards class k.
+        """
+        K = P.shape[0]
+        means = np.array([P[k, codes == k].mean() for k in range(K)])
+        return np.where(means < 0, -1.0, 1.0)
+
+    def predict(self, X):
+        """Angle classifier: the class whose axis makes the smallest angle with the pattern.
+
+        ``argmax_k |p_k|`` with ``p`` the category-space coordinates (measured from the
+        training centroid; the absolute value makes each axis's sign irrelevant).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+        """
+        P = self.transform(X)
+        return self.classes_[np.argmax(np.abs(P), axis=1)]
+
+    def fit_transform(self, X, y=None, **fit_params):
+        """Fit to ``(X, y)`` and return the category-space coordinates of ``X``."""
+        return self.fit(X, y, **fit_params).transform(X)
+
+    @property
+    def _n_features_out(self):
+        return len(self.classes_)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        tags.input_tags.allow_nan = False
+        return tags
+
+    def _check_fitted_X(self, X):
+        check_is_fitted(self)
+        return validate_data(self, X, reset=False, dtype=np.float64)

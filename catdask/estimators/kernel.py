@@ -1,0 +1,258 @@
+"""KernelCategorySpace: the RKHS method (K-CQS / K-CAS) of Smith & Rangarajan."""
+
+from __future__ import annotations
+
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import _fit_context
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import validate_data
+
+from ..certificate import certify_global_optimum, not_applicable
+from ..classes import ClassIndex
+from ..gram_factor import pivoted_cholesky
+from ..kernels import make_kernel
+from ..operators import CentredGramOperator, NumpyGramOperator
+from ..problems import CategoryObjective, KernelProblem
+from ..starts import kernel_decoupled_z, kernel_random_z
+from ..validation import encode_labels
+from .base import BaseCategorySpace
+from .linear import _data_scale
+
+__all__ = ["KernelCategorySpace"]
+
+# Certify kernel fits through a pivoted-Cholesky factor G = L L^T of at most this rank
+# (DESIGN.md section 4, "Kernel version"); beyond it the certificate is not attempted.
+CERTIFICATE_MAX_RANK = 1500
+
+
+class KernelCategorySpace(BaseCategorySpace):
+    """Kernel category-space dimensionality reduction (K-CQS / K-CAS).
+
+    Each category axis is ``w_k = sum_j A[k, j] phi(x_j)`` in the RKHS of ``kernel``, with
+    ``A G A^T = I`` (paper eq. AGAeqIK). The W-step uses the exact identity
+    ``A = (Z^T G Z)^{-1/2} Z^T`` (DESIGN.md section 3): one Gram product ``G Z`` per iteration
+    and K x K work, no N x N eigendecomposition. Products exploit the block structure of Z
+    (one non-zero per row), so an iteration costs N^2 kernel-matrix entries, not N^2 K.
+
+    Parameters
+    ----------
+    kernel : {"rbf", "linear", "poly"} or callable, default="rbf"
+        As in :func:`sklearn.metrics.pairwise.pairwise_kernels`.
+    gamma : float, default=None
+        RBF / polynomial gamma; None means ``1 / n_features``.
+    degree : int, default=3
+    coef0 : float, default=1
+    kernel_params : dict, default=None
+        Extra parameters for a callable kernel.
+    objective, origin, eps, n_restarts, tol, max_iter, random_state, certify, verbose
+        As in :class:`CategorySpace`. ``origin="global"`` uses the centred Gram ``H G H``
+        (x0 the feature-space centroid). ``tol`` applies to the RKHS norm of the change,
+        ``sqrt(tr(dA G dA^T))``.
+    init : {"auto", "random", "decoupled"} or array-like of shape (K, N), default="auto"
+        ``"auto"``: the decoupled start (top kernel-PCA direction of each class), then random
+        ones. An array is a single start given by coefficients (e.g. from a Nystroem fit).
+    max_gram_bytes : int, default=2 GiB
+        Keep the whole Gram matrix when it fits in this many bytes; otherwise recompute blocks
+        of it in every product.
+
+    Attributes
+    ----------
+    dual_coef_ : ndarray of shape (K, N)
+        A, with ``w_k = sum_j A[k, j] phi(x_j)``; rows sum to zero, so A measures from the
+        training centroid.
+    X_fit_ : ndarray of shape (N, D)
+        The training patterns (original order).
+    projection_offset_ : ndarray of shape (K,)
+        ``A G 1 / N``: the centroid's coordinates, subtracted in :meth:`transform`.
+    classes_, objective_, n_iter_, converged_, stopping_reason_, certificate_, restarts_,
+    best_restart_, eps_, n_features_in_
+        As in :class:`CategorySpace`.
+
+    See Also
+    --------
+    CategorySpace : the linear method.
+    sklearn.decomposition.KernelPCA
+
+    References
+    ----------
+    .. [1] Smith & Rangarajan, "A Category Space Approach to Supervised Dimensionality
+       Reduction", eqs. (wkRKHS), (AGAeqIK), (Ykerdef), (Asolfinal).
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from catdask import KernelCategorySpace
+    >>> X, y = load_iris(return_X_y=True)
+    >>> kcs = KernelCategorySpace(gamma=0.5, n_restarts=2, random_state=0).fit(X, y)
+    >>> kcs.transform(X[:5]).shape
+    (5, 3)
+    """
+
+    _parameter_constraints: dict = {
+        **BaseCategorySpace._parameter_constraints,
+        "kernel": [StrOptions({"rbf", "linear", "poly"}), callable],
+        "gamma": [Interval(Real, 0, None, closed="neither"), None],
+        "degree": [Interval(Integral, 1, None, closed="left")],
+        "coef0": [Interval(Real, None, None, closed="neither")],
+        "kernel_params": [dict, None],
+        "init": [StrOptions({"auto", "random", "decoupled"}), "array-like"],
+        "max_gram_bytes": [Interval(Integral, 0, None, closed="left")],
+    }
+
+    def __init__(
+        self,
+        kernel="rbf",
+        *,
+        gamma=None,
+        degree=3,
+        coef0=1,
+        kernel_params=None,
+        objective="quadratic",
+        origin="class",
+        eps=0.1,
+        n_restarts=5,
+        tol=1e-8,
+        max_iter=2000,
+        init="auto",
+        random_state=None,
+        certify=True,
+        verbose=0,
+        max_gram_bytes=2 * 1024**3,
+    ):
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.kernel_params = kernel_params
+        self.objective = objective
+        self.origin = origin
+        self.eps = eps
+        self.n_restarts = n_restarts
+        self.tol = tol
+        self.max_iter = max_iter
+        self.init = init
+        self.random_state = random_state
+        self.certify = certify
+        self.verbose = verbose
+        self.max_gram_bytes = max_gram_bytes
+
+    def _make_kernel(self, n_features):
+        return make_kernel(
+            self.kernel,
+            n_features=n_features,
+            gamma=self.gamma,
+            degree=self.degree,
+            coef0=self.coef0,
+            kernel_params=self.kernel_params,
+        )
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y):
+        """Learn the kernel category axes.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+
+        Returns
+        -------
+        self : KernelCategorySpace
+        """
+        X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
+        classes_, codes = encode_labels(y)
+        self.kernel_ = self._make_kernel(X.shape[1])
+        # Sort by class once so every class is a contiguous block of G (cheap slicing).
+        perm = np.argsort(codes, kind="stable")
+        classes = ClassIndex(codes[perm], len(classes_))
+        base = NumpyGramOperator(X[perm], classes, self.kernel_, max_gram_bytes=self.max_gram_bytes)
+        self._fit_operator(base, classes, classes_)
+        A = np.empty_like(self.dual_coef_)
+        A[:, perm] = self.dual_coef_
+        self.dual_coef_ = A
+        self.X_fit_ = X
+        return self
+
+    def _fit_operator(self, base, classes, classes_):
+        """Fit on a Gram operator (numpy or Dask) whose samples are sorted by class."""
+        K, N = len(classes_), base.n_samples
+        centred = CentredGramOperator(base)
+        op = centred if self.origin == "global" else base
+        self.eps_ = float(self.eps * _data_scale(centred.covariance_moments()))
+        problem = KernelProblem(op, CategoryObjective(self.objective, self.origin, self.eps_))
+
+        labels, rng, given = self._labels_and_rng(kernel=True)
+        if given is not None:
+            if given.shape != (K, N):
+                raise ValueError(f"init array must have shape (K, N) = {(K, N)}; got {given.shape}.")
+            state0 = problem.start_from_coefficients(given[None])
+        else:
+            z0 = kernel_random_z(len(labels), classes, self.origin, rng)
+            for r, label in enumerate(labels):
+                if label == "decoupled":
+                    z0[r] = kernel_decoupled_z(op, classes, self.origin)
+            state0 = problem.start_from_z(z0)
+        state, results = self._run_restarts(problem, state0, labels)
+
+        factor = {}
+
+        def certify_one(r, full_sdp):
+            if "L" not in factor:
+                L, residual, ok = pivoted_cholesky(
+                    op.diagonal(), op.columns, rtol=1e-12, max_rank=CERTIFICATE_MAX_RANK
+                )
+                factor.update(L=L, ok=ok)
+            if not factor["ok"]:
+                return not_applicable(
+                    "not attempted: the Gram matrix's numerical rank exceeds "
+                    f"{CERTIFICATE_MAX_RANK} (pivoted Cholesky did not converge)"
+                )
+            return certify_global_optimum(
+                _equivalent_scatter(factor["L"], classes, self.origin),
+                factor["L"].T @ state.A[r].T,
+                full_sdp=full_sdp,
+            )
+
+        self._certify_restarts(results, certify_one)
+        best = self._choose_best(results)
+        A = state.A[best.index]
+        if self.origin == "global":
+            A = A - A.mean(axis=1, keepdims=True)  # coefficients on uncentred features: A H
+            offset = A @ centred.row_sums / N
+        else:
+            offset = state.P[best.index].mean(axis=1)
+        P = state.P[best.index] - offset[:, None] if self.origin == "class" else state.P[best.index]
+        signs = self._fix_signs(P, classes.codes)
+        self.dual_coef_ = A * signs[:, None]
+        self.projection_offset_ = offset * signs
+        self.classes_ = classes_
+        self._finish_fit(results, best, certify_one)
+        return self
+
+    def transform(self, X):
+        """Category-space coordinates ``A k(X_fit, x) - A G 1 / N`` (measured from x0).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        X_new : ndarray of shape (n_samples, K)
+        """
+        X = self._check_fitted_X(X)
+        return self.kernel_(X, self.X_fit_) @ self.dual_coef_.T - self.projection_offset_
+
+
+def _equivalent_scatter(L, classes, origin):
+    """Class matrices of the linear problem on the rows of the Gram factor L (sorted rows)."""
+    r = L.shape[1]
+    R = np.empty((classes.n_classes, r, r))
+    for k, a, b in classes.segments():
+        Lk = L[a:b]
+        if origin == "class":
+            Lk = Lk - Lk.mean(axis=0)
+        R[k] = Lk.T @ Lk
+    return R

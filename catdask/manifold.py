@@ -1,0 +1,88 @@
+"""The Stiefel manifold St(D, K) = {W : W^T W = I_K}: points, the polar step, distances.
+
+Everything here is batched over a leading "restart" axis so that R random restarts share one
+call (DESIGN.md section 3, "Random restarts batch naturally").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["random_stiefel", "polar_factor", "inv_sqrt_spd", "orthonormality_error"]
+
+
+def random_stiefel(n_points, n_rows, n_cols, rng):
+    """Draw ``n_points`` matrices uniformly (Haar) from St(n_rows, n_cols).
+
+    Parameters
+    ----------
+    n_points : int
+        Number of independent points (restarts).
+    n_rows, n_cols : int
+        Shape of each point; requires ``n_rows >= n_cols >= 1``.
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    W : ndarray of shape (n_points, n_rows, n_cols)
+    """
+    if not n_rows >= n_cols >= 1:
+        raise ValueError(
+            f"Need n_rows >= n_cols >= 1. Values supplied were n_rows = {n_rows} and "
+            f"n_cols = {n_cols}"
+        )
+    G = rng.standard_normal((n_points, n_rows, n_cols))
+    Q, R = np.linalg.qr(G)
+    # Fix the signs of R's diagonal so the distribution is exactly Haar.
+    signs = np.sign(np.diagonal(R, axis1=-2, axis2=-1))
+    signs[signs == 0] = 1.0
+    return Q * signs[:, None, :]
+
+
+def polar_factor(Y, *, rank_rtol=1e-10):
+    """The W-step: the orthonormal polar factor of ``Y`` (paper eq. Wsolfinal).
+
+    ``W = U V^T`` from the thin SVD ``Y = U S V^T`` maximises ``trace(W^T Y)`` over the
+    Stiefel manifold (paper eqs. Ydef-Wsolfinal).
+
+    Parameters
+    ----------
+    Y : ndarray of shape (..., D, K)
+    rank_rtol : float
+        ``Y`` counts as rank deficient when ``s_min <= rank_rtol * s_max``; the polar factor is
+        then not unique (DESIGN.md section 3c) and the caller should warn.
+
+    Returns
+    -------
+    W : ndarray of shape (..., D, K)
+    rank_deficient : ndarray of bool, shape (...)
+    """
+    U, s, Vt = np.linalg.svd(Y, full_matrices=False)
+    rank_deficient = s[..., -1] <= rank_rtol * np.maximum(s[..., 0], np.finfo(float).tiny)
+    return U @ Vt, rank_deficient
+
+
+def inv_sqrt_spd(S, *, rank_rtol=1e-12):
+    """Inverse square root of symmetric positive-definite (batched, small) matrices.
+
+    Used by the kernel W-step ``A = S^{-1/2} Z^T`` (DESIGN.md section 3). Eigenvalues below
+    ``rank_rtol * lambda_max`` are treated as zero (pseudo-inverse square root) and reported.
+
+    Returns
+    -------
+    S_inv_sqrt : ndarray, same shape as ``S``
+    rank_deficient : ndarray of bool, shape ``S.shape[:-2]``
+    """
+    S = 0.5 * (S + np.swapaxes(S, -1, -2))
+    lam, V = np.linalg.eigh(S)
+    top = np.maximum(lam[..., -1:], np.finfo(float).tiny)
+    keep = lam > rank_rtol * top
+    inv_sqrt = np.where(keep, 1.0 / np.sqrt(np.where(keep, lam, 1.0)), 0.0)
+    out = (V * inv_sqrt[..., None, :]) @ np.swapaxes(V, -1, -2)
+    return out, ~np.all(keep, axis=-1)
+
+
+def orthonormality_error(W):
+    """``max |W^T W - I|`` for a (batched) matrix with orthonormal columns."""
+    K = W.shape[-1]
+    return float(np.max(np.abs(np.swapaxes(W, -1, -2) @ W - np.eye(K))))

@@ -1,0 +1,116 @@
+"""Fitted estimators as plain arrays plus JSON metadata (never pickles).
+
+``export_model`` and ``import_model`` are the only way models enter or leave a store
+(``catdask.store.registry``): a model is numeric arrays and JSON-safe metadata, so loading a
+model never executes code from the store.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .certificate import Certificate
+from .estimators import CategorySpace, KernelCategorySpace
+from .kernels import make_kernel
+from .solver import RestartResult
+
+__all__ = ["export_model", "import_model", "MODEL_CLASSES"]
+
+MODEL_CLASSES = {"CategorySpace": CategorySpace, "KernelCategorySpace": KernelCategorySpace}
+
+_ARRAYS = {
+    "CategorySpace": ("components_", "mean_"),
+    "KernelCategorySpace": ("dual_coef_", "X_fit_", "projection_offset_"),
+}
+_RESTART_FIELDS = ("index", "start", "objective", "n_iter", "converged", "stopping_reason",
+                   "step", "seconds")
+
+
+def _json_params(est):
+    params = est.get_params()
+    if callable(params.get("kernel")):
+        raise ValueError(
+            "A model with a callable kernel cannot be exported: only named kernels "
+            "('rbf', 'linear', 'poly') can be stored without pickling code."
+        )
+    init = params.get("init")
+    if not isinstance(init, str):
+        params["init"] = "given"  # the warm start is not part of the model
+    return params
+
+
+def export_model(estimator):
+    """Arrays and JSON metadata of a fitted estimator.
+
+    Returns
+    -------
+    arrays : dict of str -> ndarray (numeric dtypes only)
+    meta : dict (JSON-serialisable)
+    """
+    name = type(estimator).__name__
+    if name not in MODEL_CLASSES:
+        raise TypeError(f"Cannot export {name}; expected one of {sorted(MODEL_CLASSES)}.")
+    arrays = {a: np.asarray(getattr(estimator, a), dtype=float) for a in _ARRAYS[name]}
+    classes = estimator.classes_
+    meta = {
+        "class": name,
+        "params": _json_params(estimator),
+        "classes": classes.tolist(),
+        "classes_kind": classes.dtype.kind,
+        "n_features_in": int(estimator.n_features_in_),
+        "objective": float(estimator.objective_),
+        "n_iter": int(estimator.n_iter_),
+        "converged": bool(estimator.converged_),
+        "stopping_reason": estimator.stopping_reason_,
+        "eps": float(estimator.eps_),
+        "best_restart": int(estimator.best_restart_),
+        "certificate": estimator.certificate_.to_dict(),
+        "restarts": [r.to_dict() for r in estimator.restarts_],
+    }
+    if hasattr(estimator, "feature_names_in_"):
+        meta["feature_names_in"] = [str(f) for f in estimator.feature_names_in_]
+    return arrays, meta
+
+
+def import_model(arrays, meta):
+    """Rebuild a fitted estimator from :func:`export_model` output (no code is executed)."""
+    name = meta.get("class")
+    if name not in MODEL_CLASSES:
+        raise ValueError(f"Unknown model class {name!r} in metadata.")
+    params = dict(meta["params"])
+    if params.get("init") == "given":
+        params["init"] = "auto"
+    est = MODEL_CLASSES[name](**params)
+    for a in _ARRAYS[name]:
+        if a not in arrays:
+            raise ValueError(f"Model arrays are missing {a!r}.")
+        arr = np.asarray(arrays[a])
+        if arr.dtype.kind not in "fiu":
+            raise ValueError(f"Model array {a!r} has non-numeric dtype {arr.dtype}.")
+        setattr(est, a, arr.astype(float))
+    kind = meta.get("classes_kind", "U")
+    est.classes_ = np.asarray(meta["classes"], dtype=None if kind in "OU" else kind)
+    est.n_features_in_ = int(meta["n_features_in"])
+    if "feature_names_in" in meta:
+        est.feature_names_in_ = np.asarray(meta["feature_names_in"], dtype=object)
+    est.objective_ = float(meta["objective"])
+    est.n_iter_ = int(meta["n_iter"])
+    est.converged_ = bool(meta["converged"])
+    est.stopping_reason_ = meta["stopping_reason"]
+    est.eps_ = float(meta["eps"])
+    est.best_restart_ = int(meta["best_restart"])
+    est.certificate_ = Certificate.from_dict(meta["certificate"])
+    est.restarts_ = [
+        RestartResult(**{
+            "index": r["restart"], "start": r["start"], "objective": r["objective"],
+            "n_iter": r["n_iter"], "converged": r["converged"],
+            "stopping_reason": r["stopping_reason"], "step": r["step"], "seconds": r["seconds"],
+        })
+        for r in meta["restarts"]
+    ]
+    if name == "KernelCategorySpace":
+        est.kernel_ = make_kernel(
+            est.kernel, n_features=est.n_features_in_, gamma=est.gamma, degree=est.degree,
+            coef0=est.coef0, kernel_params=est.kernel_params,
+        )
+    return est

@@ -1,0 +1,195 @@
+"""The category-space problems: one alternating iteration (Z-step, then W-step) each.
+
+A problem owns the data through an operator (``catdask.operators`` or
+``catdask.distributed.operators``) and the objective (quadratic CQS / absolute CAS, class or
+global origin). The solver loop (``catdask.solver``) only calls ``start``, ``step`` and
+``distance`` and never sees the data: that is how one loop serves numpy and Dask, linear and
+kernel, one restart or a batch of them (pymanopt's problem/solver split).
+
+States carry a leading restart axis R and are plain dataclasses of arrays, so the solver can
+take and put subsets of restarts generically.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from .manifold import inv_sqrt_spd, polar_factor
+from .zstep import absolute_zstep, quadratic_zstep
+
+__all__ = [
+    "CategoryObjective",
+    "LinearState",
+    "KernelState",
+    "LinearProblem",
+    "ScatterProblem",
+    "KernelProblem",
+    "take_restarts",
+    "put_restarts",
+]
+
+
+@dataclass(frozen=True)
+class CategoryObjective:
+    """The objective: ``"quadratic"`` (CQS) or ``"absolute"`` (CAS), and the origin.
+
+    ``eps`` is the absolute smoothing length of CAS (already scaled by the estimator).
+    """
+
+    kind: str
+    origin: str
+    eps: float = 0.0
+
+    def zstep(self, u, classes):
+        if self.kind == "quadratic":
+            return quadratic_zstep(u, classes, self.origin)
+        return absolute_zstep(u, classes, self.origin, self.eps)
+
+
+def take_restarts(state, idx):
+    """The sub-state of restarts ``idx`` (every field has a leading restart axis)."""
+    return type(state)(**{f.name: getattr(state, f.name)[idx] for f in fields(state)})
+
+
+def put_restarts(state, idx, sub):
+    """Write ``sub`` into the restarts ``idx`` of ``state`` (in place) and return ``state``."""
+    for f in fields(state):
+        getattr(state, f.name)[idx] = getattr(sub, f.name)
+    return state
+
+
+@dataclass
+class LinearState:
+    """Axes W (R, D, K), the ascent matrix Y whose polar factor is the next W, f(W) (R,)."""
+
+    W: np.ndarray
+    Y: np.ndarray
+    objective: np.ndarray
+    rank_deficient: np.ndarray
+
+
+class LinearProblem:
+    """CQS/CAS on data (paper Algorithm 1): two data passes per iteration.
+
+    Z-step from ``u = own_projections(W)``, then ``Y = X^T Z`` (paper eq. Ydef) and the polar
+    step ``W = polar(Y)`` (paper eq. Wsolfinal). Works for every objective and streams the data,
+    so it is the form used when the class matrices do not fit in memory, and for CAS.
+    """
+
+    def __init__(self, operator, objective):
+        self.op = operator
+        self.objective = objective
+
+    def _evaluate(self, W, rank_deficient):
+        zs = self.objective.zstep(self.op.own_projections(W), self.op.classes)
+        Y = self.op.class_weighted_sums(zs.z)
+        return LinearState(W=W, Y=Y, objective=zs.objective, rank_deficient=rank_deficient)
+
+    def start(self, W0):
+        return self._evaluate(np.array(W0, dtype=float), np.zeros(W0.shape[0], dtype=bool))
+
+    def step(self, state):
+        W, rank_deficient = polar_factor(state.Y)
+        return self._evaluate(W, rank_deficient)
+
+    @staticmethod
+    def distance(new, old):
+        return np.linalg.norm(new.W - old.W, axis=(1, 2))
+
+
+class ScatterProblem(LinearProblem):
+    """CQS with the class matrices R_k precomputed (one data pass in all).
+
+    For CQS the Z-step and ``X^T Z`` collapse to ``Y = [R_1 w_1, ..., R_K w_K]`` and
+    ``f = 1/2 sum_k w_k^T R_k w_k`` (paper eqs. EquadW2, Rkdef; DESIGN.md section 2), so every
+    iteration after the pass that builds the R_k costs O(K D^2) on the driver.
+
+    Parameters
+    ----------
+    scatter : ndarray of shape (K, D, D)
+    """
+
+    def __init__(self, scatter):
+        self.scatter = scatter
+
+    def _evaluate(self, W, rank_deficient):
+        Y = np.einsum("kde,rek->rdk", self.scatter, W)
+        f = 0.5 * np.einsum("rdk,rdk->r", W, Y)
+        return LinearState(W=W, Y=Y, objective=f, rank_deficient=rank_deficient)
+
+
+@dataclass
+class KernelState:
+    """Kernel point: coefficients A (R, K, N), projections P = A G (R, K, N), Z, f(A)."""
+
+    A: np.ndarray
+    P: np.ndarray
+    z: np.ndarray
+    objective: np.ndarray
+    rank_deficient: np.ndarray
+
+
+class KernelProblem:
+    """K-CQS/K-CAS with the exact cheap W-step (DESIGN.md section 3).
+
+    ``B = G Z`` is the only O(N^2) work; then on the driver ``S = Z^T B`` (K x K),
+    ``A = S^{-1/2} Z^T`` and ``P = S^{-1/2} B^T``. This equals the paper's
+    ``A = U V^T G^{-1/2}`` (eq. Asolfinal) without any N x N eigendecomposition. The Z-step
+    uses ``u_i = P[y_i, i]``.
+
+    Parameters
+    ----------
+    operator : Gram operator
+        ``G`` for ``origin="class"``, the centred ``H G H`` for ``origin="global"``.
+    objective : CategoryObjective
+    """
+
+    def __init__(self, operator, objective):
+        self.op = operator
+        self.objective = objective
+        self.classes = operator.classes
+
+    def _axes_from_z(self, z):
+        """The W-step for fixed Z: returns A, P and a rank flag (batched over restarts)."""
+        classes = self.classes
+        B = self.op.class_matmul(z)  # (R, N, K)
+        # S[r, k, l] = sum_{i in C_k} z_i B[i, l]   (S = Z^T G Z, symmetric PSD)
+        S = np.swapaxes(classes.sum(np.swapaxes(z[:, :, None] * B, 1, 2)), 1, 2)
+        S_inv_sqrt, rank_deficient = inv_sqrt_spd(S)
+        P = S_inv_sqrt @ np.swapaxes(B, 1, 2)  # (R, K, N)
+        # A = S^{-1/2} Z^T: column i is S^{-1/2}[:, y_i] * z_i.
+        A = S_inv_sqrt[:, :, classes.codes] * z[:, None, :]
+        return A, P, rank_deficient
+
+    def _evaluate(self, A, P, rank_deficient):
+        zs = self.objective.zstep(self.classes.own(np.swapaxes(P, 1, 2)), self.classes)
+        return KernelState(A=A, P=P, z=zs.z, objective=zs.objective, rank_deficient=rank_deficient)
+
+    def start_from_z(self, z0):
+        """Start at the axes that the W-step produces from auxiliary variables ``z0``."""
+        return self._evaluate(*self._axes_from_z(np.asarray(z0, dtype=float)))
+
+    def start_from_coefficients(self, A0):
+        """Start at arbitrary coefficients A0 (R, K, N), G-orthonormalised first."""
+        A0 = np.asarray(A0, dtype=float)
+        R, K, N = A0.shape
+        V = self.op.matmul(A0.transpose(2, 0, 1).reshape(N, R * K))  # G A0^T for every restart
+        P0 = V.reshape(N, R, K).transpose(1, 2, 0)
+        S0 = A0 @ np.swapaxes(P0, 1, 2)
+        S_inv_sqrt, rank_deficient = inv_sqrt_spd(S0)
+        return self._evaluate(S_inv_sqrt @ A0, S_inv_sqrt @ P0, rank_deficient)
+
+    start = start_from_z
+
+    def step(self, state):
+        return self._evaluate(*self._axes_from_z(state.z))
+
+    @staticmethod
+    def distance(new, old):
+        # RKHS norm of the change: tr(dA G dA^T) = <dA, dP> because G dA^T = dP^T. Forming
+        # the differences first avoids the cancellation of 2K - 2 tr(A_new G A_old^T).
+        dA = new.A - old.A
+        dP = new.P - old.P
+        return np.sqrt(np.maximum(np.einsum("rkn,rkn->r", dA, dP), 0.0))

@@ -1,0 +1,183 @@
+"""The alternating solver: one loop for every problem, backend and batch of restarts.
+
+Each iteration is one exact block ascent (Z-step, then W-step), so the objective never
+decreases (DESIGN.md section 2). Restarts run as a batch: every pass over the data serves all
+restarts still active, and converged restarts drop out of the batch.
+
+Stopping (DESIGN.md 3c): a restart stops when ``||W_new - W_old|| <= tol`` (kernel: RKHS norm).
+It also stops, flagged as not converged, when the objective has stopped changing while the
+axes keep moving, which happens when the centred data have rank < K and the polar factor is
+not unique; the caller turns that into a warning instead of running to ``max_iter`` silently.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .problems import put_restarts, take_restarts
+
+__all__ = ["RestartResult", "solve"]
+
+logger = logging.getLogger("catdask.solver")
+
+
+@dataclass
+class RestartResult:
+    """Outcome of one restart (compare pymanopt's ``OptimizerResult``).
+
+    Attributes
+    ----------
+    index : int
+    start : str
+        How the restart was initialised (``"decoupled"``, ``"class-means"``, ``"random"``...).
+    objective : float
+    n_iter : int
+    converged : bool
+    stopping_reason : str
+        ``"tol"``, ``"max_iter"``, ``"objective-stalled"`` or ``"rank-deficient"``.
+    step : float
+        Size of the last step.
+    seconds : float
+    history : list of float
+        Objective after every iteration (starting point first).
+    certificate : object or None
+        Filled in by the estimator when certification is on.
+    """
+
+    index: int
+    start: str
+    objective: float
+    n_iter: int
+    converged: bool
+    stopping_reason: str
+    step: float
+    seconds: float
+    history: list = field(default_factory=list, repr=False)
+    certificate: object = None
+
+    def to_dict(self):
+        cert = self.certificate
+        return {
+            "restart": self.index,
+            "start": self.start,
+            "objective": float(self.objective),
+            "n_iter": int(self.n_iter),
+            "converged": bool(self.converged),
+            "stopping_reason": self.stopping_reason,
+            "step": float(self.step),
+            "seconds": float(self.seconds),
+            "certified": None if cert is None else bool(cert.certified),
+            "gap": None if cert is None or not np.isfinite(cert.gap) else float(cert.gap),
+        }
+
+
+def solve(
+    problem,
+    state,
+    *,
+    tol=1e-8,
+    max_iter=1000,
+    stall_rtol=1e-15,
+    stall_patience=25,
+    starts=None,
+    callback=None,
+    log_every=50,
+):
+    """Run the alternating iteration on a batch of restarts until each one stops.
+
+    Parameters
+    ----------
+    problem : LinearProblem, ScatterProblem or KernelProblem
+        Provides ``step(state)`` and ``distance(new, old)``.
+    state : LinearState or KernelState
+        The evaluated starting points (leading axis: restarts).
+    tol : float
+        Step-size tolerance (paper: 1e-8).
+    max_iter : int
+    stall_rtol, stall_patience : float, int
+        A restart whose relative objective change stays below ``stall_rtol`` for
+        ``stall_patience`` consecutive iterations while its step stays above ``tol`` stops
+        with ``stopping_reason="objective-stalled"`` (or ``"rank-deficient"`` when the W-step
+        reported a rank-deficient ascent matrix).
+    starts : list of str, optional
+        Labels of the starting points, stored in the results.
+    callback : callable, optional
+        ``callback(iteration, objective, step, active)`` after every iteration, with arrays
+        over all restarts (for progress bars).
+    log_every : int
+        Log progress at INFO level every that many iterations.
+
+    Returns
+    -------
+    state : the final state of every restart
+    results : list of RestartResult
+    """
+    R = state.objective.shape[0]
+    starts = list(starts) if starts is not None else ["given"] * R
+    t0 = time.perf_counter()
+    active = np.ones(R, dtype=bool)
+    n_iter = np.zeros(R, dtype=int)
+    steps = np.full(R, np.inf)
+    quiet = np.zeros(R, dtype=int)
+    reasons = ["max_iter"] * R
+    seconds = np.zeros(R)
+    history = [[float(f)] for f in state.objective]
+
+    for it in range(1, max_iter + 1):
+        idx = np.flatnonzero(active)
+        if idx.size == 0:
+            break
+        old = take_restarts(state, idx)
+        new = problem.step(old)
+        step = problem.distance(new, old)
+        f_old, f_new = old.objective, new.objective
+        rel = np.abs(f_new - f_old) / np.maximum(np.abs(f_old), np.finfo(float).tiny)
+        if np.any(f_new < f_old - 1e-9 * np.abs(f_old)):
+            # Both steps are exact block maximisers; a decrease means round-off dominates.
+            logger.debug("objective decreased at iteration %d: %s -> %s", it, f_old, f_new)
+        put_restarts(state, idx, new)
+        n_iter[idx] += 1
+        steps[idx] = step
+        for j, r in enumerate(idx):
+            history[r].append(float(f_new[j]))
+        quiet[idx] = np.where(rel <= stall_rtol, quiet[idx] + 1, 0)
+        done_tol = step <= tol
+        done_stall = (~done_tol) & (
+            (quiet[idx] >= stall_patience) | (new.rank_deficient & (rel <= stall_rtol))
+        )
+        for j, r in enumerate(idx):
+            if done_tol[j]:
+                reasons[r] = "tol"
+            elif done_stall[j]:
+                reasons[r] = "rank-deficient" if new.rank_deficient[j] else "objective-stalled"
+        finished = idx[done_tol | done_stall]
+        active[finished] = False
+        seconds[finished] = time.perf_counter() - t0
+        if callback is not None:
+            callback(it, state.objective.copy(), steps.copy(), active.copy())
+        if log_every and it % log_every == 0:
+            logger.info(
+                "iteration %d: %d/%d restarts active, best objective %.10g, largest step %.3g",
+                it, active.sum(), R, state.objective.max(), steps[active].max(initial=0.0),
+            )
+    seconds[active] = time.perf_counter() - t0
+
+    results = [
+        RestartResult(
+            index=r,
+            start=starts[r],
+            objective=float(state.objective[r]),
+            n_iter=int(n_iter[r]),
+            converged=reasons[r] == "tol",
+            stopping_reason=reasons[r],
+            step=float(steps[r]),
+            seconds=float(seconds[r]),
+            history=history[r],
+        )
+        for r in range(R)
+    ]
+    return state, results

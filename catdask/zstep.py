@@ -1,0 +1,109 @@
+"""The Z-step: optimal auxiliary variables for fixed axes (paper section "Estimation of Z").
+
+For fixed W the objective splits over samples; each sample only sees its projection on its
+own class axis, ``u_i = w_{y_i}^T x_i`` (kernel: ``u_i = P[y_i, i]``). Both Z-steps here are
+exact block maximisers, which is what makes the alternating algorithm monotone
+(DESIGN.md section 2).
+
+All functions are vectorised over a leading restart axis: ``u`` has shape (R, N).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["ZStep", "quadratic_zstep", "absolute_zstep", "class_multipliers"]
+
+
+@dataclass
+class ZStep:
+    """Result of a Z-step.
+
+    Attributes
+    ----------
+    z : ndarray of shape (R, N)
+        The non-zero entry of each row of Z (``Z[i, y_i] = z[i]``).
+    objective : ndarray of shape (R,)
+        ``f(W)`` at the axes that produced ``u`` (the maximised value of the Z-subproblem).
+    """
+
+    z: np.ndarray
+    objective: np.ndarray
+
+
+def quadratic_zstep(u, classes, origin):
+    """CQS Z-step (paper eq. Zsolquad): centre ``u`` within each class.
+
+    ``origin="global"`` (paper eq. 1 with x0 the training centroid, DESIGN.md 3b): the data
+    are already centred at x0 and there is no per-class constraint, so ``z = u``.
+
+    The objective is ``f(W) = 1/2 sum_i z_i^2 = 1/2 sum_k w_k^T R_k w_k`` (paper eq. EquadW2).
+    """
+    if origin == "class":
+        z = u - classes.expand(classes.mean(u))
+    else:
+        z = u.copy()
+    return ZStep(z=z, objective=0.5 * np.einsum("rn,rn->r", z, z))
+
+
+def class_multipliers(u, classes, eps, *, max_iter=200):
+    """Per-class multipliers ``mu_k`` of the CAS Z-step (paper eq. zkiksol2).
+
+    ``mu_k`` is the unique root of the strictly increasing function
+    ``g_k(mu) = sum_{i in C_k} (u_i + mu) / sqrt((u_i + mu)^2 + eps^2)``, bracketed by
+    ``[-max u - eps, -min u + eps]`` (DESIGN.md 3c). Solved by Newton's method safeguarded by
+    bisection, vectorised over restarts and classes. The paper's closed form (eq. Zsolabs) is
+    not the KKT solution and makes the iteration cycle; it is not used.
+
+    Returns
+    -------
+    mu : ndarray of shape (R, K)
+    """
+    R = u.shape[0]
+    v = classes.sort(u)
+    starts = classes.offsets[:-1]
+    counts = classes.counts.astype(float)
+    lo = np.empty((R, classes.n_classes))
+    hi = np.empty_like(lo)
+    mu = np.empty_like(lo)
+    for k, a, b in classes.segments():
+        seg = v[:, a:b]
+        lo[:, k] = -seg.max(axis=1) - eps
+        hi[:, k] = -seg.min(axis=1) + eps
+        mu[:, k] = -np.median(seg, axis=1)  # the eps -> 0 solution: a good start
+    sorted_codes = np.repeat(np.arange(classes.n_classes), classes.counts)
+    for _ in range(max_iter):
+        t = v + mu[:, sorted_codes]
+        root = np.sqrt(t * t + eps * eps)
+        g = np.add.reduceat(t / root, starts, axis=1)
+        dg = np.add.reduceat(eps * eps / root**3, starts, axis=1)
+        # Keep the bracket: g is increasing, so g < 0 means the root lies above mu.
+        lo = np.where(g < 0, mu, lo)
+        hi = np.where(g > 0, mu, hi)
+        if np.all(np.abs(g) <= 1e-13 * counts):
+            break
+        newton = mu - g / np.maximum(dg, np.finfo(float).tiny)
+        inside = (newton > lo) & (newton < hi)
+        mu = np.where(inside, newton, 0.5 * (lo + hi))
+        if np.all(hi - lo <= 4 * np.finfo(float).eps * np.maximum(1.0, np.abs(mu))):
+            break
+    return mu
+
+
+def absolute_zstep(u, classes, origin, eps):
+    """CAS Z-step, solved exactly (paper eqs. LabszeffKKT-zkiksol2, DESIGN.md section 2).
+
+    ``z_i = (u_i + mu_k) / sqrt((u_i + mu_k)^2 + eps^2)`` with ``mu_k`` from
+    :func:`class_multipliers` (``origin="class"``), or ``mu = 0`` (``origin="global"``, no
+    sum-to-zero constraint). The objective is the Z-subproblem's maximum,
+    ``f(W) = sum_k sum_{i in C_k} sqrt((u_i + mu_k)^2 + eps^2)``, a smoothed sum of absolute
+    deviations from a smoothed class median.
+    """
+    if origin == "class":
+        t = u + classes.expand(class_multipliers(u, classes, eps))
+    else:
+        t = u
+    root = np.sqrt(t * t + eps * eps)
+    return ZStep(z=t / root, objective=root.sum(axis=-1))
