@@ -130,7 +130,7 @@ class BaseCategorySpace(
     def _fix_signs(self, P, codes):
         """Flip axes so each class has a non-negative mean coordinate on its own axis.
 
-        ``P`` (K, N) are training coordinates measured from x0. The objectives are invariant
+        ``P`` (K, N) are training coordinates measured from the training centroid. The objectives are invariant
         to the sign of each axis, so this only makes the output deterministic (like
         scikit-learn's ``svd_flip``) and keeps axis k pointing towards class k.
         """
@@ -168,6 +168,20 @@ class BaseCategorySpace(
         tags.target_tags.required = True
         tags.input_tags.allow_nan = False
         return tags
+
+    def _expected_failed_checks(self):
+        """scikit-learn common checks this estimator fails by design, with the reason.
+
+        Used by ``tests/test_sklearn_checks.py`` (``parametrize_with_checks``'s
+        ``expected_failed_checks``); every entry is a property of the method, not a bug.
+        """
+        return {
+            "check_classifiers_train": (
+                "the angle classifier (argmax_k |p_k|) is a geometric read-out of the category "
+                "space, not a trained classifier; it does not reach the check's 83% training "
+                "accuracy on its 2-D toy blobs"
+            ),
+        }
 
     def _check_fitted_X(self, X):
         check_is_fitted(self)

@@ -60,12 +60,13 @@ class KernelCategorySpace(BaseCategorySpace):
     Attributes
     ----------
     dual_coef_ : ndarray of shape (K, N)
-        A, with ``w_k = sum_j A[k, j] phi(x_j)``; rows sum to zero, so A measures from the
-        training centroid.
+        A, with ``w_k = sum_j A[k, j] phi(x_j)``; rows sum to zero.
     X_fit_ : ndarray of shape (N, D)
         The training patterns (original order).
     projection_offset_ : ndarray of shape (K,)
-        ``A G 1 / N``: the centroid's coordinates, subtracted in :meth:`transform`.
+        Subtracted in :meth:`transform`: ``A G 1 / N`` (the centroid's coordinates) for
+        ``origin="global"``; zero for ``origin="class"`` (the paper's ``A k(X, x)``, measured
+        from the feature-space origin).
     classes_, objective_, n_iter_, converged_, stopping_reason_, certificate_, restarts_,
     best_restart_, eps_, n_features_in_
         As in :class:`CategorySpace`.
@@ -219,11 +220,14 @@ class KernelCategorySpace(BaseCategorySpace):
         best = self._choose_best(results)
         A = state.A[best.index]
         if self.origin == "global":
-            A = A - A.mean(axis=1, keepdims=True)  # coefficients on uncentred features: A H
+            # Coefficients on uncentred features (A H) and the centroid's coordinates.
+            A = A - A.mean(axis=1, keepdims=True)
             offset = A @ centred.row_sums / N
         else:
-            offset = state.P[best.index].mean(axis=1)
-        P = state.P[best.index] - offset[:, None] if self.origin == "class" else state.P[best.index]
+            # The paper's coordinates A k(X, x), measured from the feature-space origin.
+            offset = np.zeros(K)
+        P = state.P[best.index]
+        P = P - P.mean(axis=1, keepdims=True)  # signs from the centroid, as in the linear case
         signs = self._fix_signs(P, classes.codes)
         self.dual_coef_ = A * signs[:, None]
         self.projection_offset_ = offset * signs
@@ -232,7 +236,10 @@ class KernelCategorySpace(BaseCategorySpace):
         return self
 
     def transform(self, X):
-        """Category-space coordinates ``A k(X_fit, x) - A G 1 / N`` (measured from x0).
+        """Category-space coordinates ``A k(X_fit, x) - projection_offset_``.
+
+        Measured from the feature-space centroid for ``origin="global"`` and from the
+        feature-space origin for ``origin="class"`` (paper section "Visualization").
 
         Parameters
         ----------

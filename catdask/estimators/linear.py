@@ -67,7 +67,8 @@ class CategorySpace(BaseCategorySpace):
     components_ : ndarray of shape (K, D)
         The category axes ``W^T``; row k belongs to ``classes_[k]``.
     mean_ : ndarray of shape (D,)
-        The training centroid x0; :meth:`transform` measures from it.
+        The training centroid x0; :meth:`transform` measures from it when
+        ``origin="global"``.
     classes_ : ndarray of shape (K,)
     objective_ : float
         ``f(W)`` at the chosen restart (scale: ``1/2 sum_k w_k^T R_k w_k`` for CQS).
@@ -189,16 +190,40 @@ class CategorySpace(BaseCategorySpace):
         self._certify_restarts(results, certify_one)
         best = self._choose_best(results)
         W = state.W[best.index]
-        P = W.T @ op.class_means().T  # class means on every axis, to fix the signs
-        signs = np.where(np.diag(P) < 0, -1.0, 1.0)
+        # Class means on their own axes, measured from the centroid, fix the signs (so W is
+        # exactly translation invariant).
+        signs = np.where(np.einsum("dk,kd->k", W, op.class_means()) < 0, -1.0, 1.0)
         self.components_ = (W * signs).T
         self.mean_ = np.asarray(op.center, dtype=float)
         self.classes_ = classes_
         self._finish_fit(results, best, certify_one)
         return self
 
+    def _expected_failed_checks(self):
+        reason = (
+            "the linear method needs K <= D; these checks fit 3 classes on 1 or 2 features "
+            "(the error says to use KernelCategorySpace)"
+        )
+        return {
+            **super()._expected_failed_checks(),
+            **dict.fromkeys(
+                [
+                    "check_estimators_overwrite_params",
+                    "check_estimators_fit_returns_self",
+                    "check_readonly_memmap_input",
+                    "check_classifiers_classes",
+                    "check_fit2d_1feature",
+                ],
+                reason,
+            ),
+        }
+
     def transform(self, X):
-        """Category-space coordinates ``W^T (x - x0)`` of each pattern.
+        """Category-space coordinates of each pattern.
+
+        ``W^T (x - x0)`` with x0 the training centroid for ``origin="global"``; ``W^T x``
+        (the paper's ``y_i = W^T x_i``) for ``origin="class"``, whose model has no common
+        origin. The angle classifier measures angles from this origin.
 
         Parameters
         ----------
@@ -209,7 +234,9 @@ class CategorySpace(BaseCategorySpace):
         X_new : ndarray of shape (n_samples, K)
         """
         X = self._check_fitted_X(X)
-        return (X - self.mean_) @ self.components_.T
+        if self.origin == "global":
+            X = X - self.mean_
+        return X @ self.components_.T
 
 
 def _data_scale(moments):

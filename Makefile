@@ -1,0 +1,38 @@
+# Quick start:  make demo   (the main job end to end)   |   make test   (the full test suite)
+# Both create ./.venv and install catdask with what it needs first.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+export PREFECT_HOME ?= $(CURDIR)/.prefect
+export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
+export MPLBACKEND ?= Agg
+
+.PHONY: install demo test test-fast bench reproduce clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/catdask demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow"
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run_all.py
+
+reproduce: $(STAMP)
+	$(BIN)/python benchmarks/reproduce_paper.py
+
+clean:
+	rm -rf $(VENV) .prefect catdask-store .pytest_cache .hypothesis

@@ -1,0 +1,126 @@
+"""Bad input: every case raises an error whose message names the problem."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from catdask import CategorySpace, KernelCategorySpace
+
+from .conftest import make_blobs
+
+ESTIMATORS = [CategorySpace(n_restarts=1), KernelCategorySpace(n_restarts=1)]
+IDS = ["linear", "kernel"]
+
+
+@pytest.fixture
+def Xy():
+    return make_blobs(n_per_class=6, seed=0)
+
+
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+def test_nan(est, Xy):
+    X, y = Xy
+    X = X.copy()
+    X[3, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        est.fit(X, y)
+
+
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+def test_inf(est, Xy):
+    X, y = Xy
+    X = X.copy()
+    X[0, 0] = np.inf
+    with pytest.raises(ValueError, match="infinity"):
+        est.fit(X, y)
+
+
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+def test_single_class(est, Xy):
+    X, _ = Xy
+    with pytest.raises(ValueError, match="at least 2 classes"):
+        est.fit(X, np.zeros(len(X)))
+
+
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+def test_class_with_one_sample(est, Xy):
+    X, y = Xy
+    y = y.copy()
+    y[0] = 99
+    with pytest.raises(ValueError, match=r"at least 2 samples.*99"):
+        est.fit(X, y)
+
+
+def test_more_classes_than_features_linear_only(Xy):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((40, 3))
+    y = np.repeat(np.arange(4), 10)
+    with pytest.raises(ValueError, match=r"K <= D.*KernelCategorySpace"):
+        CategorySpace().fit(X, y)
+    KernelCategorySpace(n_restarts=1).fit(X, y)  # fine for the kernel method
+
+
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+def test_mismatched_lengths(est, Xy):
+    X, y = Xy
+    with pytest.raises(ValueError, match="inconsistent numbers of samples"):
+        est.fit(X, y[:-1])
+
+
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+def test_empty_input(est):
+    with pytest.raises(ValueError, match="0 sample"):
+        est.fit(np.empty((0, 3)), np.empty(0))
+
+
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+def test_non_numeric_X(est, Xy):
+    X, y = Xy
+    Xs = X.astype(str)
+    Xs[0, 0] = "abc"
+    with pytest.raises(ValueError, match="could not convert|numeric"):
+        est.fit(Xs, y)
+
+
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+def test_continuous_targets_rejected(est, Xy):
+    X, _ = Xy
+    with pytest.raises(ValueError, match="Unknown label type"):
+        est.fit(X, np.linspace(0, 1, len(X)))
+
+
+def test_kernel_returning_non_finite_values(Xy):
+    X, y = Xy
+
+    def bad_kernel(a, b):  # pairwise_kernels calls a callable once per pair
+        return np.nan
+
+    with pytest.raises(ValueError, match="non-finite"):
+        KernelCategorySpace(kernel=bad_kernel, n_restarts=1).fit(X, y)
+
+
+def test_overflowing_kernel_parameters(Xy):
+    X, y = Xy
+    with pytest.raises(ValueError, match="non-finite"):
+        KernelCategorySpace(kernel="poly", degree=400, gamma=10.0, n_restarts=1).fit(X * 1e3, y)
+
+
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+def test_transform_feature_count_mismatch(est, Xy):
+    X, y = Xy
+    est.fit(X, y)
+    with pytest.raises(ValueError, match="features"):
+        est.transform(X[:, :2])
+
+
+@pytest.mark.parametrize("param, value, match", [
+    ("objective", "cubic", "objective"),
+    ("origin", "somewhere", "origin"),
+    ("eps", -1.0, "eps"),
+    ("n_restarts", 0, "n_restarts"),
+])
+def test_invalid_parameters_are_named(param, value, match, Xy):
+    X, y = Xy
+    with pytest.raises(ValueError, match=match):
+        CategorySpace(**{param: value}).fit(X, y)

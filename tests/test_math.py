@@ -1,0 +1,210 @@
+"""The math against brute force and closed forms: Z-steps, W-steps, the kernel identity."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.optimize import minimize_scalar
+from sklearn.metrics.pairwise import rbf_kernel
+
+from catdask import CategorySpace, KernelCategorySpace
+from catdask.classes import ClassIndex
+from catdask.manifold import inv_sqrt_spd, polar_factor, random_stiefel
+from catdask.zstep import absolute_zstep, class_multipliers, quadratic_zstep
+
+from .conftest import make_blobs
+
+
+def _classes(n_per=(5, 7, 4), shuffle_seed=None):
+    codes = np.concatenate([np.full(n, k) for k, n in enumerate(n_per)])
+    if shuffle_seed is not None:
+        np.random.default_rng(shuffle_seed).shuffle(codes)
+    return ClassIndex(codes, len(n_per))
+
+
+# ----------------------------------------------------------------------------- Z-steps
+@pytest.mark.parametrize("shuffle", [None, 3])
+def test_quadratic_zstep_centres_each_class(shuffle):
+    classes = _classes(shuffle_seed=shuffle)
+    u = np.random.default_rng(0).standard_normal((2, classes.n_samples))
+    zs = quadratic_zstep(u, classes, "class")
+    for k in range(3):
+        members = classes.codes == k
+        np.testing.assert_allclose(zs.z[:, members], u[:, members] - u[:, members].mean(1, keepdims=True))
+    np.testing.assert_allclose(classes.sum(zs.z), 0, atol=1e-12)
+    np.testing.assert_allclose(zs.objective, 0.5 * (zs.z**2).sum(1))
+
+
+def test_quadratic_zstep_global_origin_is_identity():
+    classes = _classes()
+    u = np.random.default_rng(1).standard_normal((1, classes.n_samples))
+    np.testing.assert_array_equal(quadratic_zstep(u, classes, "global").z, u)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), eps=st.floats(1e-3, 3.0), scale=st.floats(1e-2, 1e3))
+def test_absolute_zstep_is_the_exact_kkt_solution(seed, eps, scale):
+    """mu_k solves g_k(mu) = 0, so Z meets the sum-to-zero constraint, and f is the dual."""
+    classes = _classes((6, 3, 9), shuffle_seed=seed)
+    u = scale * np.random.default_rng(seed).standard_normal((2, classes.n_samples))
+    eps_abs = eps * scale
+    zs = absolute_zstep(u, classes, "class", eps_abs)
+    np.testing.assert_allclose(classes.sum(zs.z), 0, atol=1e-10)
+    assert np.all(np.abs(zs.z) < 1)
+    # The objective is min_mu sum sqrt((u + mu)^2 + eps^2), computed by brute force.
+    for r in range(2):
+        total = 0.0
+        for k in range(3):
+            uk = u[r, classes.codes == k]
+            res = minimize_scalar(lambda m: np.sqrt((uk + m) ** 2 + eps_abs**2).sum(),
+                                  bracket=(-uk.max(), -uk.min()), tol=1e-12)
+            total += res.fun
+        np.testing.assert_allclose(zs.objective[r], total, rtol=1e-9)
+
+
+def test_paper_closed_form_cas_z_is_not_the_kkt_solution():
+    """Why we root-find: the paper's eq. Zsolabs violates the stationarity condition."""
+    classes = _classes((5, 5))
+    u = np.array([[0.0, 0.1, 0.2, 3.0, 9.0, -1, -2, 0.5, 0.7, 4.0]])
+    eps = 0.5
+    t = u / np.sqrt(u**2 + eps**2)
+    paper_z = t - classes.expand(classes.mean(t))
+    exact = absolute_zstep(u, classes, "class", eps)
+    # Exact z satisfies z = (u + mu)/sqrt((u + mu)^2 + eps^2) for one mu per class:
+    mu = class_multipliers(u, classes, eps)
+    np.testing.assert_allclose(exact.z, (u + classes.expand(mu)) / np.sqrt((u + classes.expand(mu)) ** 2 + eps**2))
+    assert np.abs(paper_z - exact.z).max() > 1e-3
+
+
+# ----------------------------------------------------------------------------- W-steps
+def test_polar_factor_maximises_trace():
+    rng = np.random.default_rng(0)
+    Y = rng.standard_normal((1, 6, 3))
+    W, deficient = polar_factor(Y)
+    assert not deficient[0]
+    best = np.trace(W[0].T @ Y[0])
+    others = random_stiefel(2000, 6, 3, rng)
+    assert np.all(np.einsum("rdk,dk->r", others, Y[0]) <= best + 1e-12)
+
+
+def test_random_stiefel_is_orthonormal():
+    W = random_stiefel(4, 7, 3, np.random.default_rng(0))
+    np.testing.assert_allclose(np.swapaxes(W, 1, 2) @ W, np.broadcast_to(np.eye(3), (4, 3, 3)), atol=1e-12)
+
+
+def test_kernel_wstep_equals_paper_g_inverse_sqrt_form():
+    """A = S^{-1/2} Z^T equals A = U V^T G^{-1/2}, svd(Z^T G G^{-1/2}) = U S V^T (eq. Asolfinal)."""
+    X, y = make_blobs(n_per_class=8, n_features=3, seed=2)
+    G = rbf_kernel(X, gamma=0.3) + 1e-3 * np.eye(len(X))  # well conditioned
+    classes = ClassIndex(y, 3)
+    z = np.random.default_rng(0).standard_normal(len(X))
+    Z = np.zeros((len(X), 3))
+    Z[np.arange(len(X)), y] = z
+    lam, V = np.linalg.eigh(G)
+    G_inv_sqrt = V @ np.diag(lam**-0.5) @ V.T
+    U, _, Vt = np.linalg.svd(Z.T @ G @ G_inv_sqrt, full_matrices=False)
+    A_paper = U @ Vt @ G_inv_sqrt
+    S = Z.T @ G @ Z
+    S_inv_sqrt, _ = inv_sqrt_spd(S[None])
+    A_ours = S_inv_sqrt[0] @ Z.T
+    np.testing.assert_allclose(A_ours, A_paper, atol=1e-9)
+    np.testing.assert_allclose(A_ours @ G @ A_ours.T, np.eye(3), atol=1e-10)
+    assert classes.n_classes == 3
+
+
+# ----------------------------------------------------------------------------- solver
+@pytest.mark.parametrize("objective", ["quadratic", "absolute"])
+@pytest.mark.parametrize("origin", ["class", "global"])
+def test_objective_is_monotone_and_axes_orthonormal(objective, origin):
+    X, y = make_blobs(seed=3)
+    cs = CategorySpace(objective, origin, n_restarts=4, random_state=0).fit(X, y)
+    for r in cs.restarts_:
+        h = np.array(r.history)
+        assert np.all(np.diff(h) >= -1e-10 * np.abs(h[1:])), r
+    W = cs.components_.T
+    np.testing.assert_allclose(W.T @ W, np.eye(3), atol=1e-10)
+
+
+@pytest.mark.parametrize("objective", ["quadratic", "absolute"])
+@pytest.mark.parametrize("origin", ["class", "global"])
+def test_kernel_objective_monotone_and_constraint(objective, origin):
+    X, y = make_blobs(n_per_class=15, seed=4)
+    kcs = KernelCategorySpace(gamma=0.05, objective=objective, origin=origin, n_restarts=3,
+                              random_state=0).fit(X, y)
+    for r in kcs.restarts_:
+        h = np.array(r.history)
+        assert np.all(np.diff(h) >= -1e-10 * np.abs(h[1:])), r
+    G = rbf_kernel(kcs.X_fit_, gamma=0.05)
+    A = kcs.dual_coef_
+    np.testing.assert_allclose(A @ G @ A.T, np.eye(3), atol=1e-10)
+
+
+def test_cqs_objective_matches_brute_force_scatter():
+    X, y = make_blobs(seed=5)
+    for origin in ("class", "global"):
+        cs = CategorySpace(origin=origin, n_restarts=2, random_state=0).fit(X, y)
+        x0 = X.mean(0)
+        f = 0.0
+        for k, w in enumerate(cs.components_):
+            Xk = X[y == k] - (X[y == k].mean(0) if origin == "class" else x0)
+            f += 0.5 * np.sum((Xk @ w) ** 2)
+        np.testing.assert_allclose(cs.objective_, f, rtol=1e-12)
+
+
+@pytest.mark.parametrize("objective", ["quadratic", "absolute"])
+@pytest.mark.parametrize("origin", ["class", "global"])
+def test_linear_kernel_reproduces_linear_method(objective, origin):
+    X, y = make_blobs(seed=6)
+    kw = dict(objective=objective, origin=origin, n_restarts=1, init="decoupled", tol=1e-10)
+    lin = CategorySpace(**kw).fit(X, y)
+    ker = KernelCategorySpace("linear", **kw).fit(X, y)
+    np.testing.assert_allclose(ker.objective_, lin.objective_, rtol=1e-9)
+    np.testing.assert_allclose(ker.transform(X), lin.transform(X), atol=1e-6 * np.abs(lin.transform(X)).max())
+    assert abs(ker.n_iter_ - lin.n_iter_) <= 5
+
+
+@pytest.mark.parametrize("origin", ["class", "global"])
+def test_translation_invariance(origin):
+    X, y = make_blobs(seed=7)
+    a = CategorySpace(origin=origin, n_restarts=1, init="decoupled").fit(X, y)
+    b = CategorySpace(origin=origin, n_restarts=1, init="decoupled").fit(X + 1e6, y)
+    np.testing.assert_allclose(b.components_, a.components_, atol=1e-7)
+    if origin == "global":  # coordinates measured from the centroid move with the data
+        np.testing.assert_allclose(b.transform(X + 1e6), a.transform(X), atol=1e-6)
+
+
+def _riemannian_ascent(R, W, steps=3000, lr=0.02):
+    """Independent optimiser: Riemannian gradient ascent with a QR retraction (batched)."""
+    for _ in range(steps):
+        Gd = np.einsum("kde,sek->sdk", R, W)  # Euclidean gradient [R_k w_k]_k
+        WtG = np.swapaxes(W, 1, 2) @ Gd
+        W, r = np.linalg.qr(W + lr * (Gd - W @ (0.5 * (WtG + np.swapaxes(WtG, 1, 2)))))
+        W = W * np.sign(np.diagonal(r, axis1=1, axis2=2))[:, None, :]
+    return 0.5 * np.einsum("sdk,kde,sek->s", W, R, W)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_best_restart_matches_independent_optimiser(seed):
+    rng = np.random.default_rng(seed)
+    D, K = 4, 3
+    X = rng.standard_normal((60, D)) * rng.uniform(0.3, 3, D)
+    y = np.repeat(np.arange(K), 20)
+    X[y == 1] = X[y == 1] @ rng.standard_normal((D, D))
+    cs = CategorySpace(n_restarts=8, random_state=seed).fit(X, y)
+    Rk = np.stack([(X[y == k] - X[y == k].mean(0)).T @ (X[y == k] - X[y == k].mean(0)) for k in range(K)])
+    scale = np.linalg.norm(Rk, ord=2, axis=(1, 2)).max()
+    best_other = _riemannian_ascent(Rk / scale, random_stiefel(25, D, K, rng)).max() * scale
+    assert cs.objective_ >= best_other - 1e-6 * abs(best_other)
+
+
+def test_first_order_conditions_at_convergence():
+    X, y = make_blobs(seed=8)
+    cs = CategorySpace(n_restarts=2, random_state=0).fit(X, y)
+    W = cs.components_.T
+    Rk = [(X[y == k] - X[y == k].mean(0)).T @ (X[y == k] - X[y == k].mean(0)) for k in range(3)]
+    Y = np.stack([Rk[k] @ W[:, k] for k in range(3)], axis=1)
+    Lam = W.T @ Y
+    assert np.abs(Lam - Lam.T).max() <= 1e-6 * np.abs(Lam).max()
+    assert np.linalg.norm(Y - W @ Lam) <= 1e-6 * np.linalg.norm(Y)
