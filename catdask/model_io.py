@@ -8,6 +8,8 @@ model never executes code from the store.
 from __future__ import annotations
 
 import numpy as np
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import StandardScaler
 
 from .certificate import Certificate
 from .estimators import CategorySpace, KernelCategorySpace
@@ -22,8 +24,7 @@ _ARRAYS = {
     "CategorySpace": ("components_", "mean_"),
     "KernelCategorySpace": ("dual_coef_", "X_fit_", "projection_offset_"),
 }
-_RESTART_FIELDS = ("index", "start", "objective", "n_iter", "converged", "stopping_reason",
-                   "step", "seconds")
+_SCALER_ARRAYS = ("mean_", "scale_")
 
 
 def _json_params(est):
@@ -42,11 +43,24 @@ def _json_params(est):
 def export_model(estimator):
     """Arrays and JSON metadata of a fitted estimator.
 
+    ``estimator`` is a fitted :class:`CategorySpace` / :class:`KernelCategorySpace`, or a
+    :class:`~sklearn.pipeline.Pipeline` of a ``StandardScaler`` and one of them (the scaler's
+    ``mean_``/``scale_`` are stored as ``standardise.mean_``/``standardise.scale_``).
+
     Returns
     -------
     arrays : dict of str -> ndarray (numeric dtypes only)
     meta : dict (JSON-serialisable)
     """
+    if isinstance(estimator, Pipeline):
+        (step, scaler), (_, inner) = estimator.steps
+        if not isinstance(scaler, StandardScaler) or len(estimator.steps) != 2:
+            raise TypeError("Only Pipeline(StandardScaler, category-space estimator) can be exported.")
+        arrays, meta = export_model(inner)
+        arrays.update({f"standardise.{a}": np.asarray(getattr(scaler, a), dtype=float)
+                       for a in _SCALER_ARRAYS})
+        meta["preprocessing"] = "standardise"
+        return arrays, meta
     name = type(estimator).__name__
     if name not in MODEL_CLASSES:
         raise TypeError(f"Cannot export {name}; expected one of {sorted(MODEL_CLASSES)}.")
@@ -74,6 +88,17 @@ def export_model(estimator):
 
 def import_model(arrays, meta):
     """Rebuild a fitted estimator from :func:`export_model` output (no code is executed)."""
+    if meta.get("preprocessing") == "standardise":
+        scaler = StandardScaler()
+        for a in _SCALER_ARRAYS:
+            key = f"standardise.{a}"
+            if key not in arrays:
+                raise ValueError(f"Model arrays are missing {key!r}.")
+            setattr(scaler, a, np.asarray(arrays[key], dtype=float))
+        scaler.var_ = scaler.scale_**2
+        scaler.n_features_in_ = scaler.mean_.shape[0]
+        inner_meta = {k: v for k, v in meta.items() if k != "preprocessing"}
+        return Pipeline([("standardise", scaler), ("model", import_model(arrays, inner_meta))])
     name = meta.get("class")
     if name not in MODEL_CLASSES:
         raise ValueError(f"Unknown model class {name!r} in metadata.")

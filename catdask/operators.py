@@ -228,7 +228,8 @@ class CentredGramOperator:
 
     def columns(self, idx):
         N = self.n_samples
-        C = self.base.columns(idx) - self.row_sums[idx][None, :] / N
+        # (H G H) e_j = H (G e_j - g / N), with g = G 1.
+        C = self.base.columns(idx) - self.row_sums[:, None] / N
         return C - C.mean(axis=0, keepdims=True)
 
     def covariance_moments(self):

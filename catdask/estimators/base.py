@@ -7,6 +7,7 @@ classifier and warnings live here once.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import warnings
 from numbers import Integral, Real
@@ -29,6 +30,49 @@ logger = logging.getLogger("catdask")
 # Restarts whose objectives agree to this relative tolerance count as ties; a certified one
 # then wins (issue 2: "ties and near-ties broken by certificate").
 TIE_RTOL = 1e-9
+
+
+def _tied_certificate(reference, objective, best_index):
+    """Certificate of a restart whose objective ties (to TIE_RTOL) with the tested one."""
+    verdict = "globally optimal" if reference.certified else "not certified either"
+    return dataclasses.replace(
+        reference,
+        objective=float(objective),
+        seconds=0.0,
+        reason=(
+            f"same objective as restart {best_index} to {TIE_RTOL:g} relative, which was "
+            f"tested: {verdict} ({reference.reason})"
+        ),
+    )
+
+
+def _dominated_certificate(reference, objective, best_index):
+    """Certificate of a restart that another restart beats: provably not global.
+
+    ``reference`` is the best restart's certificate; its upper bound on the global maximum
+    (when it has one) also bounds this restart's gap.
+    """
+    bound = reference.upper_bound
+    gap = (bound - objective) / abs(objective) if np.isfinite(bound) and objective else np.nan
+    return dataclasses.replace(
+        reference,
+        certified=False,
+        method=None,
+        objective=float(objective),
+        gap=float(max(gap, 0.0)) if np.isfinite(gap) else np.nan,
+        rapcsak=False,
+        rapcsak_lambda_max=np.nan,
+        sdp_margin=np.nan,
+        nu=None,
+        first_order=np.nan,
+        asymmetry=np.nan,
+        stationarity=np.nan,
+        seconds=0.0,
+        reason=(
+            f"not a global maximiser: restart {best_index} reaches a higher objective "
+            f"({reference.objective:.10g} > {objective:.10g})"
+        ),
+    )
 
 
 class BaseCategorySpace(
@@ -66,7 +110,13 @@ class BaseCategorySpace(
         return final, results
 
     def _certify_restarts(self, results, certify_one):
-        """Certificate for every restart (cheap bound); the best also gets the full bound."""
+        """Check every restart for global optimality; returns the chosen restart.
+
+        The certificate test runs on the restarts that reach the best objective (near-ties
+        included). Every other restart is decided without a test of its own, rigorously: a
+        restart whose objective is below another restart's is not a global maximiser, and a
+        valid upper bound on the global maximum bounds its gap too.
+        """
         if self.objective != "quadratic" or not self.certify:
             reason = (
                 "not applicable: the absolute-value objective (CAS) is not quadratic"
@@ -76,23 +126,31 @@ class BaseCategorySpace(
             cert = not_applicable(reason)
             for res in results:
                 res.certificate = cert
-            return
+            return self._choose_best(results)
+        top = max(r.objective for r in results)
+        near = [r for r in results if r.objective >= top - TIE_RTOL * abs(top)]
+        # One test for the top objective level: near-ties reach the same value to TIE_RTOL,
+        # so a certified global maximum certifies them too (to that tolerance).
+        best = max(near, key=lambda r: (r.converged, r.objective))
+        best.certificate = certify_one(best.index, full_sdp="auto")
         for res in results:
-            res.certificate = certify_one(res.index, full_sdp=False)
+            if res is best:
+                continue
+            if res in near:
+                res.certificate = _tied_certificate(best.certificate, res.objective, best.index)
+            else:
+                res.certificate = _dominated_certificate(best.certificate, res.objective, best.index)
+        return best
 
     def _choose_best(self, results):
-        f = np.array([r.objective for r in results])
-        top = f.max()
+        """Highest objective; among near-ties a certified, then a converged restart wins."""
+        top = max(r.objective for r in results)
         near = [r for r in results if r.objective >= top - TIE_RTOL * abs(top)]
         certified = [r for r in near if r.certificate is not None and r.certificate.certified]
-        pool = certified or near
-        return max(pool, key=lambda r: (r.converged, r.objective))
+        return max(certified or near, key=lambda r: (r.converged, r.objective))
 
-    def _finish_fit(self, results, best, certify_one):
+    def _finish_fit(self, results, best):
         """Store restart records, the best restart's diagnostics, and warn when needed."""
-        if self.objective == "quadratic" and self.certify:
-            # The chosen restart gets the full bound (SDP relaxation when small enough).
-            best.certificate = certify_one(best.index, full_sdp="auto")
         self.restarts_ = results
         self.objective_ = best.objective
         self.n_iter_ = best.n_iter

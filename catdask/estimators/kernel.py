@@ -11,6 +11,7 @@ from sklearn.utils.validation import validate_data
 
 from ..certificate import certify_global_optimum, not_applicable
 from ..classes import ClassIndex
+from ..distributed.inputs import is_distributed_input
 from ..gram_factor import pivoted_cholesky
 from ..kernels import make_kernel
 from ..operators import CentredGramOperator, NumpyGramOperator
@@ -55,7 +56,14 @@ class KernelCategorySpace(BaseCategorySpace):
         ones. An array is a single start given by coefficients (e.g. from a Nystroem fit).
     max_gram_bytes : int, default=2 GiB
         Keep the whole Gram matrix when it fits in this many bytes; otherwise recompute blocks
-        of it in every product.
+        of it in every product. With Dask inputs: the budget for caching Gram blocks on the
+        workers (see :func:`catdask.distributed.gram_options`).
+    approximation : {None, "nystroem"}, default=None
+        ``"nystroem"``: fit the linear method on ``n_landmarks`` Nystroem features (O(N m^2)
+        per pass instead of O(N^2)); the model is a kernel expansion on the landmarks, and
+        ``training_coef_`` warm-starts an exact fit (``init=training_coef_``).
+    n_landmarks : int, default=None
+        Number of Nystroem landmarks (random training rows); None means 500.
 
     Attributes
     ----------
@@ -70,6 +78,9 @@ class KernelCategorySpace(BaseCategorySpace):
     classes_, objective_, n_iter_, converged_, stopping_reason_, certificate_, restarts_,
     best_restart_, eps_, n_features_in_
         As in :class:`CategorySpace`.
+    landmark_indices_, training_coef_ : ndarray
+        Only with ``approximation="nystroem"``: the training rows used as landmarks
+        (``X_fit_``), and the solution as coefficients (K, N) on all training rows.
 
     See Also
     --------
@@ -100,6 +111,8 @@ class KernelCategorySpace(BaseCategorySpace):
         "kernel_params": [dict, None],
         "init": [StrOptions({"auto", "random", "decoupled"}), "array-like"],
         "max_gram_bytes": [Interval(Integral, 0, None, closed="left")],
+        "approximation": [StrOptions({"nystroem"}), None],
+        "n_landmarks": [Interval(Integral, 1, None, closed="left"), None],
     }
 
     def __init__(
@@ -121,6 +134,8 @@ class KernelCategorySpace(BaseCategorySpace):
         certify=True,
         verbose=0,
         max_gram_bytes=2 * 1024**3,
+        approximation=None,
+        n_landmarks=None,
     ):
         self.kernel = kernel
         self.gamma = gamma
@@ -138,6 +153,8 @@ class KernelCategorySpace(BaseCategorySpace):
         self.certify = certify
         self.verbose = verbose
         self.max_gram_bytes = max_gram_bytes
+        self.approximation = approximation
+        self.n_landmarks = n_landmarks
 
     def _make_kernel(self, n_features):
         return make_kernel(
@@ -162,6 +179,14 @@ class KernelCategorySpace(BaseCategorySpace):
         -------
         self : KernelCategorySpace
         """
+        if self.approximation == "nystroem":
+            from ..distributed.nystroem import fit_nystroem
+
+            return fit_nystroem(self, X, y)
+        if is_distributed_input(X):  # Dask array, zarr array or data set: the Dask backend
+            from ..distributed.fit import fit_kernel
+
+            return fit_kernel(self, X, y)
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
         classes_, codes = encode_labels(y)
         self.kernel_ = self._make_kernel(X.shape[1])
@@ -169,15 +194,19 @@ class KernelCategorySpace(BaseCategorySpace):
         perm = np.argsort(codes, kind="stable")
         classes = ClassIndex(codes[perm], len(classes_))
         base = NumpyGramOperator(X[perm], classes, self.kernel_, max_gram_bytes=self.max_gram_bytes)
-        self._fit_operator(base, classes, classes_)
+        self._fit_operator(base, classes, classes_, perm)
         A = np.empty_like(self.dual_coef_)
         A[:, perm] = self.dual_coef_
         self.dual_coef_ = A
         self.X_fit_ = X
         return self
 
-    def _fit_operator(self, base, classes, classes_):
-        """Fit on a Gram operator (numpy or Dask) whose samples are sorted by class."""
+    def _fit_operator(self, base, classes, classes_, perm=None):
+        """Fit on a Gram operator (numpy or Dask) whose samples are sorted by class.
+
+        ``perm`` sorts the caller's samples (``X[perm]``); an ``init`` array is given in the
+        caller's order and is permuted with it.
+        """
         K, N = len(classes_), base.n_samples
         centred = CentredGramOperator(base)
         op = centred if self.origin == "global" else base
@@ -188,6 +217,8 @@ class KernelCategorySpace(BaseCategorySpace):
         if given is not None:
             if given.shape != (K, N):
                 raise ValueError(f"init array must have shape (K, N) = {(K, N)}; got {given.shape}.")
+            if perm is not None:
+                given = given[:, perm]
             state0 = problem.start_from_coefficients(given[None])
         else:
             z0 = kernel_random_z(len(labels), classes, self.origin, rng)
@@ -204,20 +235,19 @@ class KernelCategorySpace(BaseCategorySpace):
                 L, residual, ok = pivoted_cholesky(
                     op.diagonal(), op.columns, rtol=1e-12, max_rank=CERTIFICATE_MAX_RANK
                 )
-                factor.update(L=L, ok=ok)
+                factor.update(L=L, ok=ok, scatter=_equivalent_scatter(L, classes, self.origin))
             if not factor["ok"]:
                 return not_applicable(
                     "not attempted: the Gram matrix's numerical rank exceeds "
                     f"{CERTIFICATE_MAX_RANK} (pivoted Cholesky did not converge)"
                 )
             return certify_global_optimum(
-                _equivalent_scatter(factor["L"], classes, self.origin),
+                factor["scatter"],
                 factor["L"].T @ state.A[r].T,
                 full_sdp=full_sdp,
             )
 
-        self._certify_restarts(results, certify_one)
-        best = self._choose_best(results)
+        best = self._certify_restarts(results, certify_one)
         A = state.A[best.index]
         if self.origin == "global":
             # Coefficients on uncentred features (A H) and the centroid's coordinates.
@@ -232,7 +262,7 @@ class KernelCategorySpace(BaseCategorySpace):
         self.dual_coef_ = A * signs[:, None]
         self.projection_offset_ = offset * signs
         self.classes_ = classes_
-        self._finish_fit(results, best, certify_one)
+        self._finish_fit(results, best)
         return self
 
     def transform(self, X):
@@ -249,6 +279,10 @@ class KernelCategorySpace(BaseCategorySpace):
         -------
         X_new : ndarray of shape (n_samples, K)
         """
+        if is_distributed_input(X):  # lazy: one task per row block
+            from ..distributed.fit import transform_blockwise
+
+            return transform_blockwise(self, X)
         X = self._check_fitted_X(X)
         return self.kernel_(X, self.X_fit_) @ self.dual_coef_.T - self.projection_offset_
 

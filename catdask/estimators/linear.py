@@ -8,6 +8,7 @@ from sklearn.utils.validation import validate_data
 
 from ..certificate import certify_global_optimum, not_applicable
 from ..classes import ClassIndex
+from ..distributed.inputs import is_distributed_input
 from ..operators import NumpyDataOperator
 from ..problems import CategoryObjective, LinearProblem, ScatterProblem
 from ..starts import linear_starts
@@ -150,6 +151,10 @@ class CategorySpace(BaseCategorySpace):
         -------
         self : CategorySpace
         """
+        if is_distributed_input(X):  # Dask array, zarr array or data set: the Dask backend
+            from ..distributed.fit import fit_linear
+
+            return fit_linear(self, X, y)
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
         classes_, codes = encode_labels(y, n_features=X.shape[1], linear=True)
         classes = ClassIndex(codes, len(classes_))
@@ -187,8 +192,7 @@ class CategorySpace(BaseCategorySpace):
                 )
             return certify_global_optimum(scatter, state.W[r], full_sdp=full_sdp)
 
-        self._certify_restarts(results, certify_one)
-        best = self._choose_best(results)
+        best = self._certify_restarts(results, certify_one)
         W = state.W[best.index]
         # Class means on their own axes, measured from the centroid, fix the signs (so W is
         # exactly translation invariant).
@@ -196,7 +200,7 @@ class CategorySpace(BaseCategorySpace):
         self.components_ = (W * signs).T
         self.mean_ = np.asarray(op.center, dtype=float)
         self.classes_ = classes_
-        self._finish_fit(results, best, certify_one)
+        self._finish_fit(results, best)
         return self
 
     def _expected_failed_checks(self):
@@ -233,6 +237,10 @@ class CategorySpace(BaseCategorySpace):
         -------
         X_new : ndarray of shape (n_samples, K)
         """
+        if is_distributed_input(X):  # lazy: one task per row block
+            from ..distributed.fit import transform_blockwise
+
+            return transform_blockwise(self, X)
         X = self._check_fitted_X(X)
         if self.origin == "global":
             X = X - self.mean_

@@ -1,0 +1,196 @@
+"""Train: fit restarts on a stored data set, certify each, decide, register.
+
+Every restart is checked with the global-optimality certificate inside the estimator
+(``certificate_``, ``restarts_``); :func:`registration_decision` then applies the caller's
+policy, and only then :func:`register_outcome` writes an immutable registry version.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import time
+
+import numpy as np
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import StandardScaler
+
+from ..estimators import CategorySpace, KernelCategorySpace
+from ..store import open_dataset_arrays, register_estimator
+
+__all__ = ["METHODS", "ModelSpec", "FitOutcome", "fit_on_dataset", "registration_decision",
+           "register_outcome"]
+
+# Method names as in the paper's tables.
+METHODS = {
+    "cqs": (CategorySpace, "quadratic"),
+    "cas": (CategorySpace, "absolute"),
+    "kcqs": (KernelCategorySpace, "quadratic"),
+    "kcas": (KernelCategorySpace, "absolute"),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    """What to train: method, origin, restarts and preprocessing (JSON round-trippable).
+
+    ``standardise`` fits a StandardScaler on the training data first (constant columns are
+    left unscaled), as in the paper's experiments on UCI data.
+    """
+
+    method: str = "cqs"
+    origin: str = "global"
+    n_restarts: int = 8
+    standardise: bool = True
+    gamma: float | None = None
+    eps: float = 0.1
+    tol: float = 1e-8
+    max_iter: int = 2000
+    random_state: int | None = 0
+
+    def __post_init__(self):
+        if self.method not in METHODS:
+            raise ValueError(f"Unknown method {self.method!r}; use one of {sorted(METHODS)}.")
+
+    @property
+    def is_kernel(self):
+        return METHODS[self.method][0] is KernelCategorySpace
+
+    def estimator(self):
+        cls, objective = METHODS[self.method]
+        kw = dict(objective=objective, origin=self.origin, eps=self.eps, n_restarts=self.n_restarts,
+                  tol=self.tol, max_iter=self.max_iter, random_state=self.random_state)
+        if self.is_kernel:
+            kw["gamma"] = self.gamma
+        return cls(**kw)
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d):
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - fields
+        if unknown:
+            raise ValueError(f"Unknown model-spec fields {sorted(unknown)}; known: {sorted(fields)}.")
+        return cls(**d)
+
+    def fingerprint(self):
+        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclasses.dataclass
+class FitOutcome:
+    """A fitted model with everything the registry and the reports need."""
+
+    dataset: str
+    dataset_sha256: str
+    spec: ModelSpec
+    model: object  # sklearn Pipeline (standardise + estimator) or the bare estimator
+    seconds: float
+    metrics: dict
+
+    @property
+    def estimator(self):
+        return self.model[-1] if isinstance(self.model, Pipeline) else self.model
+
+    @property
+    def restart_table(self):
+        return [r.to_dict() for r in self.estimator.restarts_]
+
+    @property
+    def certificate(self):
+        return self.estimator.certificate_
+
+
+def _fitted_scaler(mean, scale, n_samples):
+    scaler = StandardScaler()
+    scaler.mean_ = mean
+    scaler.var_ = scale**2
+    scaler.scale_ = scale
+    scaler.n_features_in_ = mean.shape[0]
+    scaler.n_samples_seen_ = n_samples
+    return scaler
+
+
+def fit_on_dataset(store, dataset, spec, *, client=None):
+    """Fit ``spec`` on a stored data set, with every restart certified by the estimator.
+
+    Parameters
+    ----------
+    store : path or None
+    dataset : str
+    spec : ModelSpec
+    client : distributed.Client or None
+        With a client the data stay in zarr and are read as Dask arrays (blocked products on
+        the workers, DESIGN.md section 5); without one they are read into memory.
+
+    Returns
+    -------
+    FitOutcome
+    """
+    t0 = time.perf_counter()
+    arrays = open_dataset_arrays(store, dataset, dask=client is not None)
+    X = arrays.X
+    codes = np.asarray(arrays.y_codes[:])
+    y = np.asarray(arrays.classes)[codes]
+    if client is None:
+        X = np.asarray(X[:], dtype=float)
+    steps = []
+    if spec.standardise:
+        mean = np.asarray(X.mean(axis=0), dtype=float)
+        std = np.asarray(X.std(axis=0), dtype=float)
+        if client is not None:
+            mean, std = (np.asarray(a) for a in client.compute([X.mean(axis=0), X.std(axis=0)], sync=True))
+        scale = np.where(std > 0, std, 1.0)  # constant columns (segmentation) stay as they are
+        X = (X - mean) / scale
+        steps.append(("standardise", _fitted_scaler(mean, scale, len(codes))))
+    est = spec.estimator()
+    est.fit(X, y)
+    model = Pipeline(steps + [("model", est)]) if steps else est
+    X_mem = np.asarray(X) if client is None else None
+    metrics = {"train_accuracy_angle": float(est.score(X_mem, y)) if X_mem is not None else None}
+    return FitOutcome(
+        dataset=dataset,
+        dataset_sha256=arrays.attrs.get("content_sha256", ""),
+        spec=spec,
+        model=model,
+        seconds=time.perf_counter() - t0,
+        metrics=metrics,
+    )
+
+
+def registration_decision(outcome, *, allow_uncertified=False):
+    """Whether to register, and the status recorded with the version.
+
+    Returns
+    -------
+    register : bool
+    status : str
+        ``"certified"``; ``"uncertified-allowed"`` (registered because the caller allowed it,
+        and marked so); ``"rejected-uncertified"`` (not registered).
+    """
+    cert = outcome.certificate
+    if cert.certified:
+        return True, "certified"
+    if allow_uncertified:
+        return True, "uncertified-allowed"
+    return False, "rejected-uncertified"
+
+
+def register_outcome(store, name, outcome, *, status, run_key=None, extra=None):
+    """Register a fitted outcome as a new immutable version (idempotent per ``run_key``)."""
+    cert = outcome.certificate
+    meta = {
+        "dataset": outcome.dataset,
+        "dataset_sha256": outcome.dataset_sha256,
+        "spec": outcome.spec.to_dict(),
+        "registration_status": status,
+        "certified": bool(cert.certified),
+        "gap": None if not np.isfinite(cert.gap) else float(cert.gap),
+        "metrics": outcome.metrics,
+        "fit_seconds": outcome.seconds,
+        **(extra or {}),
+    }
+    return register_estimator(store, name, outcome.model, meta, run_key=run_key)
