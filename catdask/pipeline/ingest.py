@@ -40,7 +40,7 @@ def ingest_dataset(name, store=None, *, source_dir=None, allow_download=False, c
             allow_download=allow_download,
         )
     X, y, label_names, provenance = parse_dataset(entry, paths)
-    info = write_dataset(root, entry.name, X, y, label_names=label_names, attrs={"provenance": provenance})
+    info = write_dataset(root, entry.name, X, y, label_names=label_names, attrs=provenance)
     return _report(info, "sklearn" if paths is None else [str(p) for p in paths])
 
 
@@ -49,5 +49,5 @@ def ingest_file(path, name, label_column, store=None, *, delimiter=None, header=
     name = validate_name(name, kind="data set")
     X, y, label_names, provenance = parse_table(path, label_column, delimiter=delimiter, header=header)
     info = write_dataset(resolve_store(store), name, X, y, label_names=label_names,
-                         attrs={"provenance": provenance})
+                         attrs=provenance)
     return _report(info, str(path))

@@ -1,0 +1,130 @@
+"""Train a category-space model with certified restarts, then register it.
+
+What it does: load a stored data set, run the restarts as one batch on the Dask cluster
+(embedded local cluster by default, or the scheduler at ``scheduler`` / $CATDASK_SCHEDULER),
+check every restart with the global-optimality certificate, and register the best model only
+after that check (an uncertified model only when the caller allows it, marked so). Publishes the
+restart table, metrics and a category-space plot as Prefect artifacts, and logs the Dask
+dashboard link.
+
+Run it:  catdask train iris --method cqs     (or)  python -m flows.train iris
+"""
+
+from __future__ import annotations
+
+import sys
+
+from prefect import flow, get_run_logger, task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.cache_policies import NO_CACHE
+from prefect.runtime import flow_run
+
+from catdask.distributed.cluster import get_client
+from catdask.pipeline import ModelSpec, fit_on_dataset, register_outcome, registration_decision
+from catdask.pipeline.reports import (
+    png_markdown,
+    restart_rows,
+    save_category_space_plot,
+    summary_markdown,
+)
+from catdask.store import read_dataset, resolve_store
+
+
+@task(retries=2, retry_delay_seconds=2)
+def describe_dataset(store: str | None, dataset: str) -> dict:
+    """Check the data set is present and intact before spending a cluster on it."""
+    ds = read_dataset(store, dataset)
+    return {"name": ds.name, "n_samples": ds.n_samples, "n_features": ds.n_features,
+            "n_classes": ds.n_classes, "content_sha256": ds.attrs.get("content_sha256")}
+
+
+@task(retries=1, retry_delay_seconds=5, cache_policy=NO_CACHE)
+def fit_restarts(store: str | None, dataset: str, spec: dict, scheduler: str | None):
+    """All restarts as one batch on the Dask cluster; each restart certified by the fit."""
+    logger = get_run_logger()
+    with get_client(scheduler) as client:
+        logger.info("Dask dashboard: %s (scheduler %s)", client.dashboard_link,
+                    client.scheduler.address)
+        outcome = fit_on_dataset(store, dataset, ModelSpec.from_dict(spec), client=client)
+    est = outcome.estimator
+    logger.info("best of %d restarts: objective %.10g, %d iterations, %s",
+                len(est.restarts_), est.objective_, est.n_iter_, est.certificate_)
+    return outcome
+
+
+@task(cache_policy=NO_CACHE)
+def review_certificates(outcome, allow_uncertified: bool) -> tuple[bool, str]:
+    """Publish the restart table; decide whether the best restart may be registered."""
+    create_table_artifact(restart_rows(outcome), key="restart-table",
+                          description="Every restart: objective, iterations, certificate, gap")
+    register, status = registration_decision(outcome, allow_uncertified=allow_uncertified)
+    get_run_logger().info("registration decision: %s", status)
+    return register, status
+
+
+@task(retries=2, retry_delay_seconds=2, cache_policy=NO_CACHE)
+def register(store: str | None, model_name: str, outcome, status: str, run_key: str) -> str:
+    """Write an immutable registry version (idempotent for the same run_key)."""
+    version = register_outcome(store, model_name, outcome, status=status, run_key=run_key)
+    get_run_logger().info("registered %s (%s)", version, status)
+    return str(version)
+
+
+@task(cache_policy=NO_CACHE)
+def publish_reports(store: str | None, outcome, version: str | None, status: str) -> str:
+    """Category-space plot (PNG in the store) and a summary, as Prefect artifacts."""
+    ds = read_dataset(store, outcome.dataset)
+    name = (version or f"{outcome.dataset}-{outcome.spec.method}-rejected").replace(":", "-")
+    path = save_category_space_plot(outcome.model, ds.X, ds.y,
+                                    resolve_store(store) / "plots" / f"{name}.png",
+                                    title=f"{outcome.spec.method.upper()} on {outcome.dataset}")
+    create_markdown_artifact(summary_markdown(outcome, version, status) + "\n\n" + png_markdown(path),
+                             key="train-summary", description="Model summary and category space")
+    create_table_artifact([{"metric": k, "value": v} for k, v in outcome.metrics.items()],
+                          key="metrics", description="Training metrics")
+    return str(path)
+
+
+@flow(name="catdask-train", log_prints=True)
+def train(
+    dataset: str,
+    method: str = "cqs",
+    origin: str = "global",
+    n_restarts: int = 8,
+    gamma: float | None = None,
+    standardise: bool = True,
+    random_state: int | None = 0,
+    model_name: str | None = None,
+    store: str | None = None,
+    scheduler: str | None = None,
+    allow_uncertified: bool = False,
+    run_key: str | None = None,
+) -> dict:
+    """Fit, certify, and register a model; returns a summary of the outcome.
+
+    ``run_key`` makes registration idempotent: a rerun with the same key (by default the flow
+    run's id, so a retried flow run never registers twice) returns the existing version.
+    """
+    spec = ModelSpec(method=method, origin=origin, n_restarts=n_restarts, gamma=gamma,
+                     standardise=standardise, random_state=random_state)
+    info = describe_dataset(store, dataset)
+    outcome = fit_restarts(store, dataset, spec.to_dict(), scheduler)
+    ok, status = review_certificates(outcome, allow_uncertified)
+    version = None
+    if ok:
+        version = register(store, model_name or f"{dataset}-{method}", outcome, status,
+                           run_key or f"flow-run:{flow_run.id}")
+    plot = publish_reports(store, outcome, version, status)
+    cert = outcome.certificate
+    return {
+        "dataset": info["name"], "method": method, "origin": origin, "version": version,
+        "status": status, "certified": bool(cert.certified),
+        "gap": None if cert.gap != cert.gap else float(cert.gap),
+        "objective": float(outcome.estimator.objective_),
+        "n_iter": int(outcome.estimator.n_iter_), "seconds": outcome.seconds, "plot": plot,
+        "metrics": outcome.metrics,
+    }
+
+
+if __name__ == "__main__":
+    print(train(sys.argv[1] if len(sys.argv) > 1 else "iris"))
