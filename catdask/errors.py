@@ -1,0 +1,124 @@
+"""Exceptions for data, catalog and store problems.
+
+Every class derives from :class:`CatdaskError` and from the built-in exception a caller would
+naturally catch (``KeyError`` for "no such thing", ``ValueError`` for "bad content",
+``OSError`` for "could not write"), so ``except KeyError`` keeps working for code that does not
+know about catdask. Messages name the problem and say what to do about it.
+
+The estimators raise plain ``ValueError`` for bad arguments; these classes are for data sets,
+catalogs and stores.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CatdaskError",
+    "InvalidNameError",
+    "CatalogError",
+    "DatasetNotFoundError",
+    "ModelNotFoundError",
+    "SourceNotFoundError",
+    "ChecksumMismatchError",
+    "ParseError",
+    "StoreCorruptError",
+    "StoreWriteError",
+]
+
+
+class CatdaskError(Exception):
+    """Base class of every catdask data/store error."""
+
+
+class _MessageKeyError(KeyError):
+    # KeyError.__str__ returns repr(message), which wraps a sentence in quotes; show it as is.
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class InvalidNameError(CatdaskError, ValueError):
+    """A data-set, model or array name that is not safe to use as a directory name."""
+
+
+class CatalogError(CatdaskError, ValueError):
+    """The data-set catalog (``data/catalog.json``) is malformed."""
+
+
+class DatasetNotFoundError(CatdaskError, _MessageKeyError):
+    """No data set of that name in the catalog or the store."""
+
+
+class ModelNotFoundError(CatdaskError, _MessageKeyError):
+    """No model (or no such version) of that name in the registry."""
+
+
+class SourceNotFoundError(CatdaskError, FileNotFoundError):
+    """The original files of a catalog data set are not available locally."""
+
+
+class ChecksumMismatchError(CatdaskError, ValueError):
+    """A file's sha256 differs from the one recorded in the catalog.
+
+    Attributes
+    ----------
+    path : str
+        The file that was checked.
+    expected, actual : str
+        Hex sha256 digests.
+    """
+
+    def __init__(self, path, expected: str, actual: str, hint: str = ""):
+        self.path = str(path)
+        self.expected = expected
+        self.actual = actual
+        msg = f"sha256 mismatch for {self.path}: expected {expected}, got {actual}."
+        if hint:
+            msg += " " + hint
+        super().__init__(msg)
+
+
+class ParseError(CatdaskError, ValueError):
+    """A source file could not be parsed; says which file, which line and what is wrong.
+
+    Attributes
+    ----------
+    path : str or None
+        The file being parsed (None for in-memory sources).
+    line : int or None
+        1-based line number in that file, when the problem is on one line.
+    problem : str
+        What is wrong, without the location prefix.
+    """
+
+    def __init__(self, problem: str, path=None, line: int | None = None):
+        self.path = None if path is None else str(path)
+        self.line = line
+        self.problem = problem
+        where = ""
+        if self.path is not None:
+            where = self.path + (f", line {line}" if line is not None else "") + ": "
+        elif line is not None:
+            where = f"line {line}: "
+        super().__init__(where + problem)
+
+
+class StoreCorruptError(CatdaskError, ValueError):
+    """A data set or model version in the store is damaged or was edited by hand.
+
+    Attributes
+    ----------
+    path : str
+        The store entry (directory) that failed validation.
+    """
+
+    def __init__(self, path, problem: str):
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}")
+
+
+class StoreWriteError(CatdaskError, OSError):
+    """Writing to the store failed (disk full, permissions, ...).
+
+    Raised from the original ``OSError`` (see ``__cause__``) and keeps its ``errno``; the
+    temporary directory has been removed and what was in the store before is untouched.
+    """

@@ -1,0 +1,170 @@
+"""Filesystem primitives that make store writes all-or-nothing.
+
+Every store entry (a data set, a model version) is written into a private temporary directory
+beside its final place and then renamed into place. ``os.rename`` of a directory is atomic on
+POSIX and Windows and refuses to replace a non-empty directory, which gives both "no half-written
+entry is ever visible" and a lock-free way for concurrent writers to claim distinct names
+(STACK.md: zarr itself locks nothing).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+
+__all__ = [
+    "TMP_PREFIX",
+    "make_temp_dir",
+    "rename_no_replace",
+    "fsync_tree",
+    "remove_tree",
+    "file_lock",
+    "is_temporary",
+    "remove_temporaries",
+]
+
+# Everything the store writes privately starts with this prefix; listings skip it and
+# ``cleanup_temporaries`` removes it. Valid entry names never start with '.' (names.py).
+TMP_PREFIX = ".tmp-"
+
+# errno values meaning "the rename target already exists" (ENOTEMPTY on Linux for a
+# non-empty directory, EEXIST on macOS/BSD, FileExistsError on Windows).
+_EXISTS = {errno.EEXIST, errno.ENOTEMPTY}
+
+
+def is_temporary(path: Path) -> bool:
+    """True for the store's own temporary directories and files."""
+    return path.name.startswith(TMP_PREFIX)
+
+
+def make_temp_dir(parent: Path, label: str) -> Path:
+    """Create a fresh private directory ``parent/.tmp-<label>-<uuid>``."""
+    parent.mkdir(parents=True, exist_ok=True)
+    path = parent / f"{TMP_PREFIX}{label}-{uuid.uuid4().hex}"
+    path.mkdir()
+    return path
+
+
+def rename_no_replace(src: Path, dst: Path) -> bool:
+    """Rename directory ``src`` to ``dst`` unless ``dst`` already holds something.
+
+    Returns
+    -------
+    bool
+        True if the rename happened, False if ``dst`` exists (another writer won).
+
+    Notes
+    -----
+    POSIX ``rename`` silently replaces an *empty* directory; ``src`` is never empty here
+    (it holds at least ``zarr.json``), and an empty ``dst`` is not a valid entry anyway.
+    """
+    try:
+        os.rename(src, dst)
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        if exc.errno in _EXISTS:
+            return False
+        raise
+    return True
+
+
+def fsync_tree(path: Path) -> None:
+    """Flush every file under ``path`` and the directories themselves to disk.
+
+    A rename is only crash-safe across power loss if the data it points to reached the disk
+    first. Best effort: platforms that cannot fsync a directory (Windows) skip that part.
+    """
+    for dirpath, _dirnames, filenames in os.walk(path):
+        for name in filenames:
+            fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fsync_dir(Path(dirpath))
+
+
+def fsync_dir(path: Path) -> None:
+    """fsync a directory entry (makes a completed rename durable); no-op where unsupported."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def remove_tree(path: Path) -> None:
+    """Remove a directory tree, ignoring errors (used on failure paths and for cleanup)."""
+    shutil.rmtree(path, ignore_errors=True)
+    if path.exists() and not path.is_dir():  # a stray file with that name
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+def remove_temporaries(parent: Path, older_than_seconds: float, keep=lambda p: False) -> list[Path]:
+    """Delete ``.tmp-*`` entries directly under ``parent`` older than the given age.
+
+    The age test protects writers that are still running: their temporary directory is
+    young. ``keep(path)`` can veto a removal.
+    """
+    removed = []
+    if not parent.is_dir():
+        return removed
+    now = time.time()
+    for entry in parent.iterdir():
+        if not is_temporary(entry) or keep(entry):
+            continue
+        try:
+            age = now - entry.lstat().st_mtime
+        except FileNotFoundError:  # removed meanwhile by its writer
+            continue
+        if age >= older_than_seconds:
+            remove_tree(entry)
+            removed.append(entry)
+    return removed
+
+
+@contextlib.contextmanager
+def file_lock(path: Path):
+    """Exclusive advisory lock on ``path`` (created if missing), released on exit.
+
+    Uses ``fcntl.flock`` (POSIX) or ``msvcrt.locking`` (Windows). The OS drops the lock when
+    the holder dies, so a crash never leaves a stale lock. Each call opens its own file
+    description, so the lock also excludes threads of the same process.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+b") as fh:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows
+            import msvcrt
+
+            while True:
+                try:
+                    fh.seek(0)
+                    msvcrt.locking(fh.fileno(), msvcrt.LK_LOCK, 1)
+                    break
+                except OSError:
+                    continue
+            try:
+                yield
+            finally:
+                fh.seek(0)
+                msvcrt.locking(fh.fileno(), msvcrt.LK_UNLCK, 1)
+        else:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)

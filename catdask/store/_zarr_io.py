@@ -1,0 +1,214 @@
+"""Safe reading and writing of numeric zarr v3 arrays.
+
+Before zarr opens anything, the JSON metadata (``zarr.json``) is read and checked by hand:
+only numeric data types and a short list of compression codecs are accepted. That keeps
+loading free of code execution whatever a store was tampered with (no object/string dtypes, no
+pickle-based codecs) and turns zarr's low-level errors (``RuntimeError: Zstd decompression
+error`` for a truncated chunk) into :class:`~catdask.errors.StoreCorruptError` naming the entry.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import zarr
+
+from ..errors import StoreCorruptError
+
+__all__ = [
+    "NUMERIC_DTYPES",
+    "read_node_json",
+    "check_array_json",
+    "open_group_checked",
+    "read_array",
+    "write_array",
+]
+
+NUMERIC_DTYPES = frozenset(
+    [
+        "bool",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "float16",
+        "float32",
+        "float64",
+        "complex64",
+        "complex128",
+    ]
+)
+# Codecs that only (de)compress or reorder bytes. Anything else (vlen-utf8, vlen-bytes, unknown
+# plug-ins) is refused: stores hold numbers only.
+_SAFE_CODECS = frozenset(
+    [
+        "bytes",
+        "endian",
+        "transpose",
+        "zstd",
+        "blosc",
+        "gzip",
+        "crc32c",
+        "sharding_indexed",
+        "numcodecs.zstd",
+        "numcodecs.zlib",
+        "numcodecs.gzip",
+        "numcodecs.blosc",
+        "numcodecs.lz4",
+        "numcodecs.bz2",
+        "numcodecs.lzma",
+        "numcodecs.crc32",
+        "numcodecs.crc32c",
+        "numcodecs.shuffle",
+    ]
+)
+# Zarr writes fill_value into chunks that are absent; writing every chunk explicitly makes
+# "chunk file missing" detectable (nchunks_initialized < nchunks) instead of silently zeros.
+_ARRAY_CONFIG = {"write_empty_chunks": True}
+
+
+def read_node_json(node_dir: Path, entry: Path) -> dict:
+    """Parse ``node_dir/zarr.json``; any problem is reported against ``entry``."""
+    path = node_dir / "zarr.json"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise StoreCorruptError(entry, f"{_rel(path, entry)} is missing") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StoreCorruptError(entry, f"cannot read {_rel(path, entry)}: {exc}") from exc
+    try:
+        meta = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise StoreCorruptError(entry, f"{_rel(path, entry)} is not valid JSON ({exc})") from exc
+    if not isinstance(meta, dict) or meta.get("zarr_format") != 3:
+        raise StoreCorruptError(entry, f"{_rel(path, entry)} is not zarr v3 metadata")
+    return meta
+
+
+def _check_codecs(codecs, entry: Path, where: str) -> None:
+    if not isinstance(codecs, list):
+        raise StoreCorruptError(entry, f"{where}: 'codecs' is not a list")
+    for codec in codecs:
+        name = codec.get("name") if isinstance(codec, dict) else codec
+        if name not in _SAFE_CODECS:
+            raise StoreCorruptError(
+                entry,
+                f"{where} uses codec {name!r}, which catdask does not load "
+                "(only numeric arrays with standard compression are accepted)",
+            )
+        if name == "sharding_indexed":
+            conf = codec.get("configuration", {})
+            _check_codecs(conf.get("codecs", []), entry, where)
+            _check_codecs(conf.get("index_codecs", []), entry, where)
+
+
+def check_array_json(array_dir: Path, entry: Path, *, dtypes=NUMERIC_DTYPES, ndim=None) -> dict:
+    """Validate an array's ``zarr.json`` (node type, numeric dtype, safe codecs, ndim)."""
+    meta = read_node_json(array_dir, entry)
+    where = _rel(array_dir, entry)
+    if meta.get("node_type") != "array":
+        raise StoreCorruptError(entry, f"{where} is not an array")
+    dtype = meta.get("data_type")
+    if not isinstance(dtype, str) or dtype not in NUMERIC_DTYPES:
+        raise StoreCorruptError(
+            entry,
+            f"array {where!r} has data type {dtype!r}; only numeric arrays are allowed "
+            "(object/string arrays are rejected: stores never hold pickles or objects)",
+        )
+    if dtype not in dtypes:
+        raise StoreCorruptError(
+            entry, f"array {where!r} has data type {dtype}, expected one of {sorted(dtypes)}"
+        )
+    shape = meta.get("shape")
+    if not isinstance(shape, list) or not all(isinstance(s, int) and s >= 0 for s in shape):
+        raise StoreCorruptError(entry, f"array {where!r} has an invalid shape {shape!r}")
+    if ndim is not None and len(shape) != ndim:
+        raise StoreCorruptError(
+            entry, f"array {where!r} has {len(shape)} dimensions, expected {ndim}"
+        )
+    _check_codecs(meta.get("codecs", []), entry, f"array {where!r}")
+    return meta
+
+
+def open_group_checked(entry: Path) -> zarr.Group:
+    """Open ``entry`` read-only as a zarr group after checking its JSON."""
+    meta = read_node_json(entry, entry)
+    if meta.get("node_type") != "group":
+        raise StoreCorruptError(entry, "zarr.json does not describe a group")
+    try:
+        return zarr.open_group(str(entry), mode="r")
+    except Exception as exc:  # zarr raises a variety of types for bad metadata
+        raise StoreCorruptError(entry, f"zarr cannot open the group: {exc}") from exc
+
+
+def open_array_checked(group: zarr.Group, name: str, entry: Path, **check) -> zarr.Array:
+    """Check ``entry/name/zarr.json`` then return the zarr array (not yet read)."""
+    check_array_json(entry / name, entry, **check)
+    try:
+        arr = group[name]
+    except Exception as exc:
+        raise StoreCorruptError(entry, f"zarr cannot open array {name!r}: {exc}") from exc
+    if not isinstance(arr, zarr.Array):
+        raise StoreCorruptError(entry, f"{name!r} is not an array")
+    return arr
+
+
+def read_array(arr: zarr.Array, entry: Path, name: str) -> np.ndarray:
+    """Read a whole array, turning missing or damaged chunks into StoreCorruptError."""
+    try:
+        n_init = arr.nchunks_initialized
+    except Exception as exc:
+        raise StoreCorruptError(entry, f"cannot list chunks of array {name!r}: {exc}") from exc
+    if n_init != arr.nchunks:
+        raise StoreCorruptError(
+            entry,
+            f"array {name!r} has {arr.nchunks - n_init} of {arr.nchunks} chunk file(s) "
+            "missing (deleted or never written)",
+        )
+    try:
+        data = arr[...]
+    except Exception as exc:  # zstd/blosc errors surface as RuntimeError/ValueError
+        raise StoreCorruptError(
+            entry, f"array {name!r} cannot be read (truncated or corrupt chunk?): {exc}"
+        ) from exc
+    return np.asarray(data)
+
+
+def write_array(group: zarr.Group, name: str, data: np.ndarray, chunks=None, fill_value=None):
+    """Create array ``name`` in ``group`` and write ``data`` (every chunk written explicitly)."""
+    arr = group.create_array(
+        name,
+        shape=data.shape,
+        chunks=chunks if chunks is not None else row_chunks(data.shape, data.dtype.itemsize),
+        dtype=data.dtype,
+        fill_value=fill_value,
+        config=_ARRAY_CONFIG,
+    )
+    if data.size:
+        arr[...] = data
+    return arr
+
+
+def row_chunks(shape, itemsize: int, target_bytes: int = 32 * 2**20) -> tuple[int, ...]:
+    """Chunk shape that splits only the first axis, about ``target_bytes`` per chunk.
+
+    Few large row blocks suit the Dask engine (STACK.md: "prefer few, large blocks").
+    """
+    if len(shape) == 0:
+        return ()
+    row_bytes = itemsize * int(np.prod(shape[1:], dtype=np.int64)) if len(shape) > 1 else itemsize
+    rows = max(1, target_bytes // max(1, row_bytes))
+    return (max(1, min(int(shape[0]), rows)),) + tuple(max(1, int(s)) for s in shape[1:])
+
+
+def _rel(path: Path, entry: Path) -> str:
+    try:
+        return str(path.relative_to(entry))
+    except ValueError:
+        return str(path)
