@@ -128,3 +128,30 @@ def train(
 
 if __name__ == "__main__":
     print(train(sys.argv[1] if len(sys.argv) > 1 else "iris"))
+
+
+@flow(name="catdask-retrain", log_prints=True)
+def retrain_registered(store: str | None = None, scheduler: str | None = None,
+                       allow_uncertified: bool = False) -> list[dict]:
+    """Retrain every registered model on its data set with its recorded spec (nightly job).
+
+    The run key is the model name plus the scheduled date, so a rerun of the same night's run
+    (after a crash) never registers a second version.
+    """
+    from catdask.store import list_models
+
+    latest = {}
+    for v in list_models(store):
+        if v.problem is None and "spec" in v.meta:
+            latest[v.name] = v  # list_models is ordered by name, then version
+    day = flow_run.scheduled_start_time.to_date_string() if flow_run.scheduled_start_time else "manual"
+    results = []
+    for name, v in sorted(latest.items()):
+        spec = v.meta["spec"]
+        results.append(train(
+            dataset=v.meta["dataset"], method=spec["method"], origin=spec["origin"],
+            n_restarts=spec["n_restarts"], gamma=spec["gamma"], standardise=spec["standardise"],
+            random_state=spec["random_state"], model_name=name, store=store, scheduler=scheduler,
+            allow_uncertified=allow_uncertified, run_key=f"retrain:{name}:{day}",
+        ))
+    return results
