@@ -1,0 +1,239 @@
+"""What runs on a Dask worker: plain numpy functions on one block of rows.
+
+Every heavy product of an iteration is a sum (or a concatenation) over row blocks, so the
+Dask operators in :mod:`catdask.distributed.operators` only build a graph of these functions
+and combine their small results; the functions themselves know nothing about Dask, which keeps
+them testable on their own and identical on any scheduler.
+
+Linear blocks receive ``x`` (n_b, D) in the stored dtype (float32 is fine: it is promoted to
+float64 here, DESIGN.md 3c) and the block's class codes ``c`` (n_b,). Gram blocks receive the
+whole training matrix ``X`` sorted by class (N x D is small next to N x N) and a row range.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "class_segments",
+    "block_class_stats",
+    "combine_class_stats",
+    "block_own_projections",
+    "block_weighted_sums",
+    "sum_arrays",
+    "gram_class_product",
+    "gram_matmul",
+    "gram_moments",
+    "gram_rows",
+    "gram_rows_to_zarr",
+    "gram_range_matmul",
+    "gram_submatrix",
+]
+
+
+# ---------------------------------------------------------------------------------- linear
+def class_segments(c, n_classes):
+    """Stable sort of a block's codes: ``order`` and the offsets of each class's segment."""
+    order = np.argsort(c, kind="stable")
+    offsets = np.searchsorted(c[order], np.arange(n_classes + 1))
+    return order, offsets
+
+
+def _class_blocks(x, c, n_classes, center=None):
+    """Yield ``(k, rows, seg)``: the block's class-k rows (positions in the block) and those
+    rows in float64, minus ``center``. Rows are sorted in the stored dtype (float32 stays
+    float32 until a class segment is promoted), so a task holds one float64 segment at a time.
+    """
+    order, off = class_segments(np.asarray(c), n_classes)
+    xs = np.asarray(x)[order]
+    for k in range(n_classes):
+        a, b = off[k], off[k + 1]
+        if b > a:
+            seg = xs[a:b].astype(np.float64)
+            if center is not None:
+                seg -= center
+            yield k, order[a:b], seg
+
+
+def block_class_stats(x, c, n_classes):
+    """Per-class count, mean and scatter ``M2 = sum (x - mean)(x - mean)^T`` of one block.
+
+    Scatter about the block's own class means (not about zero) so that combining blocks
+    (:func:`combine_class_stats`) never subtracts large numbers (DESIGN.md 3c). Also reports
+    whether every value is finite (input validation folded into the one pass).
+    """
+    D = x.shape[1]
+    n = np.zeros(n_classes)
+    mean = np.zeros((n_classes, D))
+    M2 = np.zeros((n_classes, D, D))
+    finite = True
+    for k, rows, seg in _class_blocks(x, c, n_classes):
+        finite = finite and bool(np.isfinite(seg).all())
+        n[k] = seg.shape[0]
+        mean[k] = seg.mean(axis=0)
+        seg -= mean[k]
+        M2[k] = seg.T @ seg
+    return {"n": n, "mean": mean, "M2": M2, "finite": finite}
+
+
+def combine_class_stats(*parts):
+    """Merge per-class statistics of disjoint blocks (Chan, Golub & LeVeque's pairwise update).
+
+    ``M2 = M2_a + M2_b + n_a n_b / n * d d^T`` with ``d = mean_b - mean_a``: no cancellation.
+    """
+    out = {k: np.array(v, copy=True) if k != "finite" else v for k, v in parts[0].items()}
+    for p in parts[1:]:
+        na, nb = out["n"], p["n"]
+        n = na + nb
+        safe = np.where(n > 0, n, 1.0)
+        d = p["mean"] - out["mean"]
+        out["mean"] = out["mean"] + d * (nb / safe)[:, None]
+        out["M2"] = out["M2"] + p["M2"] + (na * nb / safe)[:, None, None] * (
+            d[:, :, None] * d[:, None, :]
+        )
+        out["n"] = n
+        out["finite"] = out["finite"] and p["finite"]
+    return out
+
+
+def block_own_projections(x, c, center, W):
+    """``u[r, i] = w_{y_i}^T (x_i - x0)`` for the block's rows; W has shape (R, D, K)."""
+    R, _, K = W.shape
+    u = np.empty((R, x.shape[0]))
+    for k, rows, seg in _class_blocks(x, c, K, center):
+        u[:, rows] = (seg @ W[:, :, k].T).T
+    return u
+
+
+def block_weighted_sums(x, c, center, z, n_classes):
+    """``Y[r, :, k] = sum_{i in C_k, i in block} z[r, i] (x_i - x0)`` (paper eq. Ydef)."""
+    Y = np.zeros((z.shape[0], x.shape[1], n_classes))
+    for k, rows, seg in _class_blocks(x, c, n_classes, center):
+        Y[:, :, k] = (seg.T @ z[:, rows].T).T
+    return Y
+
+
+def sum_arrays(*parts):
+    """Tree-reduction node: elementwise sum of equally shaped arrays."""
+    out = np.array(parts[0], dtype=np.float64, copy=True)
+    for p in parts[1:]:
+        out += p
+    return out
+
+
+# ---------------------------------------------------------------------------------- Gram
+def _column_blocks(N, col_block):
+    return [(a, min(a + col_block, N)) for a in range(0, N, col_block)]
+
+
+def _gram_block(X, rows, cols, kernel, cache):
+    """``G[rows, cols]`` in float64: read from a cached row block or recomputed."""
+    if cache is None:
+        return kernel(X[rows[0] : rows[1]], X[cols[0] : cols[1]])
+    return np.asarray(_read_cache(cache, rows, cols), dtype=np.float64)
+
+
+def _read_cache(cache, rows, cols):
+    """``cache`` is the row block itself (in memory) or the whole zarr Gram array."""
+    if isinstance(cache, np.ndarray):
+        return cache[:, cols[0] : cols[1]]
+    return cache[rows[0] : rows[1], cols[0] : cols[1]]
+
+
+def _open_cache(cache):
+    if isinstance(cache, str):  # a zarr store path: open once per task
+        import zarr
+
+        return zarr.open_array(cache, mode="r")
+    return cache
+
+
+def gram_class_product(X, rows, offsets, z, kernel, col_block, cache=None):
+    """Rows ``rows`` of ``B = G Z`` for every restart: shape (R, n_rows, K).
+
+    ``X`` and ``z`` (R, N) are sorted by class, class k occupying ``offsets[k]:offsets[k+1]``.
+    Z has one non-zero per row, so only the class-k columns of G feed column k of G Z
+    (DESIGN.md section 3): each Gram entry is used once, and the R restarts share it.
+    """
+    a, b = rows
+    R, N = z.shape
+    K = len(offsets) - 1
+    out = np.zeros((R, b - a, K))
+    cache = _open_cache(cache)
+    for c0, c1 in _column_blocks(N, col_block):
+        G = _gram_block(X, rows, (c0, c1), kernel, cache)
+        for k in range(K):
+            s0, s1 = max(c0, offsets[k]), min(c1, offsets[k + 1])
+            if s1 > s0:
+                out[:, :, k] += (G[:, s0 - c0 : s1 - c0] @ z[:, s0:s1].T).T
+    return out
+
+
+def gram_matmul(X, rows, V, kernel, col_block, cache=None):
+    """Rows ``rows`` of ``G V`` for a dense (N, m) V."""
+    a, b = rows
+    out = np.zeros((b - a, V.shape[1]))
+    cache = _open_cache(cache)
+    for c0, c1 in _column_blocks(V.shape[0], col_block):
+        out += _gram_block(X, rows, (c0, c1), kernel, cache) @ V[c0:c1]
+    return out
+
+
+def gram_moments(X, rows, kernel, col_block, cache=None):
+    """One sweep over G's rows ``rows``: row sums ``G 1``, the diagonal and ``||G_rows||_F^2``.
+
+    These feed the centred operator (``g = G 1``) and the CAS scale (``tr G``, ``||G||_F``),
+    so a fit spends one Gram pass on them, not three.
+    """
+    a, b = rows
+    sums = np.zeros(b - a)
+    diag = np.zeros(b - a)
+    fro2 = 0.0
+    cache = _open_cache(cache)
+    for c0, c1 in _column_blocks(X.shape[0], col_block):
+        G = _gram_block(X, rows, (c0, c1), kernel, cache)
+        sums += G.sum(axis=1)
+        fro2 += float(np.einsum("ij,ij->", G, G))
+        s0, s1 = max(a, c0), min(b, c1)
+        if s1 > s0:
+            diag[s0 - a : s1 - a] = np.diagonal(G[s0 - a : s1 - a, s0 - c0 : s1 - c0])
+    return sums, diag, fro2
+
+
+def gram_rows(X, rows, kernel, dtype, col_block):
+    """The row block ``G[rows, :]`` in ``dtype`` (the in-memory Gram cache)."""
+    a, b = rows
+    N = X.shape[0]
+    out = np.empty((b - a, N), dtype=dtype)
+    for c0, c1 in _column_blocks(N, col_block):
+        out[:, c0:c1] = kernel(X[a:b], X[c0:c1])
+    return out
+
+
+def gram_rows_to_zarr(X, rows, kernel, path, col_block):
+    """Write ``G[rows, :]`` into the zarr Gram cache at ``path``; returns ``rows``.
+
+    Row blocks are aligned with the store's chunks, so concurrent writers never share a chunk
+    and each chunk write is atomic (STACK.md, zarr 3): no lock needed.
+    """
+    import zarr
+
+    arr = zarr.open_array(path, mode="r+")
+    a, b = rows
+    for c0, c1 in _column_blocks(X.shape[0], col_block):
+        arr[a:b, c0:c1] = kernel(X[a:b], X[c0:c1]).astype(arr.dtype, copy=False)
+    return rows
+
+
+def gram_range_matmul(X, rows, cols, V, kernel, col_block):
+    """``G[rows, cols] @ V`` for index ranges, V of shape (cols[1] - cols[0], m)."""
+    out = np.zeros((rows[1] - rows[0], V.shape[1]))
+    for c0 in range(cols[0], cols[1], col_block):
+        c1 = min(c0 + col_block, cols[1])
+        out += kernel(X[rows[0] : rows[1]], X[c0:c1]) @ V[c0 - cols[0] : c1 - cols[0]]
+    return out
+
+
+def gram_submatrix(X, rows, cols, kernel):
+    """``G[rows, cols]`` for two index ranges (class blocks, for the decoupled start)."""
+    return kernel(X[rows[0] : rows[1]], X[cols[0] : cols[1]])

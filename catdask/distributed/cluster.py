@@ -1,0 +1,175 @@
+"""Where catdask's Dask work runs: an existing scheduler, or an embedded local cluster.
+
+:func:`get_client` picks, in order:
+
+1. the ``address`` argument (``"tcp://host:8786"``, ``"tls://..."``);
+2. the ``CATDASK_SCHEDULER`` environment variable;
+3. the Dask client already current in this process (e.g. one the caller opened, or Prefect's
+   ``get_dask_client()``);
+4. an embedded :class:`distributed.LocalCluster` bound to 127.0.0.1, started once per process
+   and reused by later fits (dashboard at http://127.0.0.1:8787/status, or a free port when
+   8787 is taken), closed when the interpreter exits or by :func:`close_embedded_cluster`.
+
+Every worker thread gets one BLAS thread (STACK.md: more oversubscribes the cores). See
+``deploy/dask/README.md`` for starting a real cluster and TLS.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import socket
+import threading
+from contextlib import contextmanager
+
+__all__ = [
+    "ENV_SCHEDULER",
+    "BLAS_ENV",
+    "get_client",
+    "embedded_cluster",
+    "close_embedded_cluster",
+    "limit_blas_threads",
+]
+
+logger = logging.getLogger("catdask.distributed")
+
+ENV_SCHEDULER = "CATDASK_SCHEDULER"
+
+# One BLAS thread per worker thread; set before the worker process loads numpy.
+BLAS_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+_EMBEDDED = {"cluster": None, "client": None}
+_LOCK = threading.Lock()
+
+
+def limit_blas_threads(n=1):
+    """Limit BLAS/OpenMP pools of the calling process to ``n`` threads (run on each worker)."""
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=n)
+    return n
+
+
+def _port_free(host, port):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def embedded_cluster(*, n_workers=None, threads_per_worker=1, processes=True, memory_limit="auto",
+                     dashboard_port=8787):
+    """Start (once per process) and return the embedded LocalCluster's client.
+
+    Parameters
+    ----------
+    n_workers : int, optional
+        Default: one worker per core (``threads_per_worker`` threads each).
+    threads_per_worker : int, default=1
+    processes : bool, default=True
+        Worker processes (the GIL-free default); ``False`` runs worker threads in this process.
+    memory_limit : str or int, default="auto"
+        Per worker, as in :class:`distributed.LocalCluster`.
+    dashboard_port : int, default=8787
+        Used when free; otherwise any free port (the address is logged).
+    """
+    from distributed import Client, LocalCluster
+
+    with _LOCK:
+        client = _EMBEDDED["client"]
+        if client is not None and client.status == "running":
+            return client
+        if n_workers is None:
+            n_workers = max(1, (os.cpu_count() or 1) // threads_per_worker)
+        dash = (
+            f"127.0.0.1:{dashboard_port}" if _port_free("127.0.0.1", dashboard_port)
+            else "127.0.0.1:0"
+        )
+        cluster = LocalCluster(
+            n_workers=n_workers,
+            threads_per_worker=threads_per_worker,
+            processes=processes,
+            host="127.0.0.1",
+            dashboard_address=dash,
+            memory_limit=memory_limit,
+            **({"env": dict(BLAS_ENV)} if processes else {}),
+        )
+        client = Client(cluster, set_as_default=False)
+        client.run(limit_blas_threads, 1)
+        _EMBEDDED.update(cluster=cluster, client=client)
+        logger.info("started embedded Dask cluster %s, dashboard %s",
+                    cluster.scheduler_address, client.dashboard_link)
+        return client
+
+
+def close_embedded_cluster():
+    """Close the embedded cluster started by :func:`get_client` (no-op when none)."""
+    with _LOCK:
+        client, cluster = _EMBEDDED["client"], _EMBEDDED["cluster"]
+        _EMBEDDED.update(cluster=None, client=None)
+    if client is not None:
+        client.close()
+    if cluster is not None:
+        cluster.close()
+
+
+atexit.register(close_embedded_cluster)
+
+
+def _current_client():
+    try:
+        from distributed import default_client
+
+        return default_client()
+    except (ImportError, ValueError):
+        return None
+
+
+@contextmanager
+def get_client(address=None, *, security=None, **cluster_kwargs):
+    """Context manager yielding the :class:`distributed.Client` that catdask computes on.
+
+    Inside the ``with`` block the client is the current one, so ``dask.compute`` and
+    ``.persist()`` run on it. A client connected here (``address`` / ``CATDASK_SCHEDULER``)
+    is closed on exit; a client that was already current and the embedded cluster are left
+    running.
+
+    Parameters
+    ----------
+    address : str, optional
+        Scheduler address such as ``"tcp://10.0.0.5:8786"``. Default: ``$CATDASK_SCHEDULER``,
+        then the current client, then the embedded local cluster.
+    security : distributed.security.Security, optional
+        TLS settings for ``tls://`` addresses (see ``deploy/dask/README.md``).
+    **cluster_kwargs
+        Passed to :func:`embedded_cluster` when the embedded cluster is started.
+
+    Examples
+    --------
+    >>> from catdask.distributed.cluster import get_client
+    >>> with get_client() as client:  # doctest: +SKIP
+    ...     KernelCategorySpace().fit(dask_X, y)
+    """
+    from distributed import Client
+
+    address = address or os.environ.get(ENV_SCHEDULER) or None
+    if address:
+        kwargs = {"security": security} if security is not None else {}
+        client = Client(address, set_as_default=False, **kwargs)
+        try:
+            client.run(limit_blas_threads, 1)
+            with client.as_current():
+                yield client
+        finally:
+            client.close()
+        return
+    client = _current_client()
+    if client is not None:
+        yield client
+        return
+    client = embedded_cluster(**cluster_kwargs)
+    with client.as_current():
+        yield client

@@ -1,0 +1,394 @@
+"""The Dask backend against the numpy one: same start, same iterates, same answer.
+
+One module-scoped LocalCluster (2 worker processes, 1 thread each, 127.0.0.1) serves every
+test. Problems are small so the file runs in well under two minutes on 2 cores; the Dask
+path's cost here is scheduler latency, not arithmetic.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import warnings
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array")
+distributed = pytest.importorskip("distributed")
+zarr = pytest.importorskip("zarr")
+
+from sklearn.exceptions import ConvergenceWarning  # noqa: E402
+
+from catdask import CategorySpace, KernelCategorySpace  # noqa: E402
+from catdask.classes import ClassIndex  # noqa: E402
+from catdask.distributed import DaskGramOperator, get_client, gram_options  # noqa: E402
+from catdask.distributed.cluster import ENV_SCHEDULER  # noqa: E402
+from catdask.distributed.inputs import is_distributed_input  # noqa: E402
+from catdask.kernels import make_kernel  # noqa: E402
+from catdask.operators import NumpyGramOperator  # noqa: E402
+
+from .conftest import make_blobs  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+RTOL = 1e-9
+
+
+@pytest.fixture(scope="module")
+def client():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "Port 8787 in use" and similar
+        cluster = distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+            dashboard_address=":0",
+        )
+    with distributed.Client(cluster) as c:
+        yield c
+    cluster.close()
+
+
+def _data(n_per_class=20, n_features=5, n_classes=3, seed=0):
+    """Blobs in shuffled order (so classes are not contiguous in any chunk)."""
+    X, y = make_blobs(n_per_class=n_per_class, n_features=n_features, n_classes=n_classes,
+                      seed=seed)
+    perm = np.random.default_rng(seed).permutation(len(y))
+    return X[perm] + 5.0, y[perm]
+
+
+def _rel(a, b):
+    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-300))
+
+
+def _assert_same_fit(a, b, coef):
+    """Same iterates from the same start: iterations, stopping reason, objective, axes."""
+    assert a.n_iter_ == b.n_iter_
+    assert a.stopping_reason_ == b.stopping_reason_
+    assert abs(a.objective_ - b.objective_) <= RTOL * abs(b.objective_)
+    assert _rel(getattr(a, coef), getattr(b, coef)) <= RTOL
+    np.testing.assert_array_equal(a.classes_, b.classes_)
+
+
+# Chunkings of 60 rows: even, ragged last chunk, chunks smaller than a class (20 rows).
+CHUNKINGS = {"even": 20, "ragged": 25, "small": 7}
+
+
+def _given_start(D, K, seed=0):
+    """A fixed start on the Stiefel manifold (restarts near saddles amplify round-off, so
+    iterate-by-iterate comparisons use one well-defined start)."""
+    Q, _ = np.linalg.qr(np.random.default_rng(seed).standard_normal((D, K)))
+    return Q
+
+
+# ------------------------------------------------------------------------------ linear
+@pytest.mark.parametrize("origin", ["class", "global"])
+@pytest.mark.parametrize("chunks", list(CHUNKINGS))
+def test_linear_cqs_matches_numpy(client, origin, chunks):
+    X, y = _data()
+    Xd = da.from_array(X, chunks=(CHUNKINGS[chunks], -1))
+    for init in ("decoupled", _given_start(5, 3)):
+        kw = dict(origin=origin, n_restarts=1, init=init, tol=1e-7, random_state=0)
+        ref = CategorySpace(**kw).fit(X, y)
+        got = CategorySpace(**kw).fit(Xd, y)
+        _assert_same_fit(got, ref, "components_")
+        np.testing.assert_allclose(got.mean_, ref.mean_, rtol=1e-12)
+        assert got.certificate_.certified == ref.certificate_.certified
+    # several restarts: every restart reaches the same objective on both backends
+    kw = dict(origin=origin, n_restarts=3, tol=1e-7, random_state=0)
+    ref = CategorySpace(**kw).fit(X, y)
+    got = CategorySpace(**kw).fit(Xd, y)
+    for a, b in zip(got.restarts_, ref.restarts_):
+        assert a.objective == pytest.approx(b.objective, rel=RTOL)
+
+
+@pytest.mark.parametrize("origin, chunks", [("class", "small"), ("global", "ragged")])
+def test_linear_cas_streaming_matches_numpy(client, origin, chunks):
+    """CAS streams X (two passes per iteration): X W, then X^T Z."""
+    X, y = _data()
+    kw = dict(objective="absolute", origin=origin, n_restarts=1, init=_given_start(5, 3, 1),
+              tol=1e-7, max_iter=15)
+    ref = CategorySpace(**kw).fit(X, y)
+    got = CategorySpace(**kw).fit(da.from_array(X, chunks=(CHUNKINGS[chunks], -1)), y)
+    _assert_same_fit(got, ref, "components_")
+    assert got.eps_ == pytest.approx(ref.eps_, rel=1e-12)
+
+
+@pytest.mark.parametrize("origin", ["class", "global"])
+def test_linear_cqs_streaming_form_matches_numpy(client, monkeypatch, origin):
+    """Class matrices over budget: the solver streams X for CQS too (same iterates)."""
+    import catdask.estimators.linear as linear
+
+    monkeypatch.setattr(linear, "SCATTER_BUDGET_BYTES", 0)
+    X, y = _data(seed=2)
+    kw = dict(origin=origin, n_restarts=1, init=_given_start(5, 3, 2), tol=1e-6, max_iter=15)
+    ref = CategorySpace(**kw).fit(X, y)
+    got = CategorySpace(**kw).fit(da.from_array(X, chunks=(CHUNKINGS["ragged"], -1)), y)
+    _assert_same_fit(got, ref, "components_")
+
+
+def test_linear_scatter_path_reads_data_once(client):
+    from catdask.classes import ClassIndex as CI
+    from catdask.distributed import DaskDataOperator
+
+    X, y = _data()
+    op = DaskDataOperator(da.from_array(X, chunks=(7, -1)), CI(y, 3))
+    op.covariance_moments(), op.class_second_moments("class"), op.class_second_moments("global")
+    op.class_means(), op.center
+    assert op.passes == 1
+    Xc = X - X.mean(axis=0)
+    for k in range(3):
+        Xk = Xc[y == k]
+        np.testing.assert_allclose(op.class_second_moments("global")[k], Xk.T @ Xk, rtol=1e-11)
+        Xk = Xk - Xk.mean(axis=0)
+        np.testing.assert_allclose(op.class_second_moments("class")[k], Xk.T @ Xk, rtol=1e-11)
+
+
+def test_nonfinite_dask_input_is_rejected(client):
+    X, y = _data()
+    X[3, 2] = np.nan
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        CategorySpace(certify=False).fit(da.from_array(X, chunks=(20, -1)), y)
+
+
+# ------------------------------------------------------------------------------ kernel
+@pytest.mark.parametrize(
+    "objective, origin, block_rows",
+    [
+        ("quadratic", "class", None),
+        ("quadratic", "global", 7),
+        ("absolute", "class", 7),
+        ("absolute", "global", None),
+    ],
+)
+def test_kernel_matches_numpy(client, objective, origin, block_rows):
+    X, y = _data(n_per_class=15, seed=3)
+    kw = dict(gamma=0.05, objective=objective, origin=origin, n_restarts=1, init="decoupled",
+              tol=1e-7, max_iter=40, certify=False)
+    ref = KernelCategorySpace(**kw).fit(X, y)
+    with gram_options(block_rows=block_rows):
+        got = KernelCategorySpace(**kw).fit(da.from_array(X, chunks=(13, -1)), y)
+    _assert_same_fit(got, ref, "dual_coef_")
+    np.testing.assert_allclose(got.projection_offset_, ref.projection_offset_,
+                               rtol=1e-9, atol=1e-12)
+
+
+def test_kernel_certificate_matches_numpy(client):
+    X, y = _data(n_per_class=12, seed=4)
+    kw = dict(gamma=0.1, origin="global", n_restarts=1, init="decoupled", tol=1e-6)
+    ref = KernelCategorySpace(**kw).fit(X, y)
+    got = KernelCategorySpace(**kw).fit(da.from_array(X, chunks=(20, -1)), y)
+    _assert_same_fit(got, ref, "dual_coef_")
+    assert got.certificate_.certified == ref.certificate_.certified
+    assert got.certificate_.gap == pytest.approx(ref.certificate_.gap, rel=1e-6, abs=1e-9)
+
+
+def test_gram_operator_products_match_numpy(client):
+    X, y = _data(n_per_class=11, seed=5)
+    classes = ClassIndex(y, 3)  # unsorted: the operator sorts internally
+    kern = make_kernel("rbf", n_features=X.shape[1], gamma=0.1)
+    ref = NumpyGramOperator(X, classes, kern)
+    op = DaskGramOperator(X, classes, kern, cache="recompute", block_rows=5)
+    z = np.random.default_rng(0).standard_normal((3, len(y)))
+    V = np.random.default_rng(1).standard_normal((len(y), 4))
+    np.testing.assert_allclose(op.class_matmul(z), ref.class_matmul(z), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(op.matmul(V), ref.matmul(V), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(op.matmul(np.ones((len(y), 1))), ref.matmul(np.ones((len(y), 1))))
+    for k in range(3):
+        np.testing.assert_allclose(op.class_gram(k), ref.class_gram(k), atol=1e-14)
+        np.testing.assert_allclose(op.class_rows(k), ref.class_rows(k), atol=1e-14)
+        v = np.random.default_rng(k).standard_normal(ref.class_gram(k).shape[0])
+        np.testing.assert_allclose(op.class_matvec(k, v), ref.class_gram(k) @ v, atol=1e-12)
+    np.testing.assert_allclose(op.diagonal(), ref.diagonal(), atol=1e-14)
+    np.testing.assert_allclose(op.columns([3, 0]), ref.columns([3, 0]), atol=1e-14)
+    np.testing.assert_allclose(op.covariance_moments(), ref.covariance_moments(), rtol=1e-12)
+
+
+def test_restarts_share_gram_passes(client):
+    """R restarts cost the same number of Gram passes as one: G [Z_1 ... Z_R] per sweep."""
+    X, y = _data(n_per_class=10, seed=6)
+    classes = ClassIndex(np.sort(y), 3)
+    kern = make_kernel("rbf", n_features=X.shape[1], gamma=0.1)
+    op = DaskGramOperator(X[np.argsort(y, kind="stable")], classes, kern, cache="recompute")
+    rng = np.random.default_rng(0)
+    B1 = op.class_matmul(rng.standard_normal((1, len(y))))
+    z8 = rng.standard_normal((8, len(y)))
+    before = op.gram_passes
+    B8 = op.class_matmul(z8)
+    assert op.gram_passes - before == 1 and B8.shape == (8, len(y), 3) and B1.shape[0] == 1
+
+
+def test_gram_cache_modes_agree(client, tmp_path):
+    X, y = _data(n_per_class=15, seed=7)
+    Xd = da.from_array(X, chunks=(20, -1))
+    kw = dict(gamma=0.05, n_restarts=1, init="decoupled", tol=1e-7, max_iter=8, certify=False)
+    fits = {}
+    for mode, extra in [("recompute", {}), ("memory", {}),
+                        ("zarr", {"store": str(tmp_path / "g64.zarr")}),
+                        ("zarr32", {"store": str(tmp_path / "g32.zarr"), "dtype": "float32"})]:
+        with gram_options(cache=mode.rstrip("32"), block_rows=16, **extra):
+            fits[mode] = KernelCategorySpace(**kw).fit(Xd, y)
+    ref = fits["recompute"]
+    for mode in ("memory", "zarr"):
+        _assert_same_fit(fits[mode], ref, "dual_coef_")
+    assert abs(fits["zarr32"].objective_ - ref.objective_) <= 1e-5 * abs(ref.objective_)
+    g = zarr.open_array(str(tmp_path / "g64.zarr"), mode="r")
+    assert g.shape == (45, 45) and g.dtype == np.float64
+    assert zarr.open_array(str(tmp_path / "g32.zarr"), mode="r").dtype == np.float32
+    # a second fit reuses the cache (same data, kernel and dtype): the store is not rewritten
+    stamp = os.stat(tmp_path / "g64.zarr" / "zarr.json").st_mtime_ns
+    with gram_options(cache="zarr", store=str(tmp_path / "g64.zarr"), block_rows=16):
+        again = KernelCategorySpace(**kw).fit(Xd, y)
+    assert os.stat(tmp_path / "g64.zarr" / "zarr.json").st_mtime_ns == stamp
+    _assert_same_fit(again, ref, "dual_coef_")
+
+
+# ------------------------------------------------------------------------------ inputs
+def test_zarr_array_and_group_path_inputs(client, tmp_path):
+    X, y = _data(seed=8)
+    labels = np.array(["ant", "bee", "cat"])
+    lin_kw = dict(n_restarts=1, init="decoupled")
+    ker_kw = dict(gamma=0.05, n_restarts=1, init="decoupled", max_iter=30, certify=False)
+    ref_lin = CategorySpace(**lin_kw).fit(X, labels[y])
+    ref_ker = KernelCategorySpace(**ker_kw).fit(X, labels[y])
+    # a plain zarr group: X chunked by rows, y codes, labels in the attributes
+    path = tmp_path / "plain.zarr"
+    g = zarr.open_group(str(path), mode="w")
+    g.create_array("X", data=X, chunks=(16, X.shape[1]))
+    g.create_array("y", data=y.astype(np.int32), chunks=(16,))
+    g.attrs["classes"] = labels.tolist()
+    lin = CategorySpace(**lin_kw).fit(str(path), None)
+    _assert_same_fit(lin, ref_lin, "components_")
+    ker = KernelCategorySpace(**ker_kw).fit(path, None)
+    _assert_same_fit(ker, ref_ker, "dual_coef_")
+    # a zarr array with labels given
+    lin2 = CategorySpace(**lin_kw).fit(g["X"], labels[y])
+    _assert_same_fit(lin2, ref_lin, "components_")
+    # a data set of the catdask store
+    datasets = pytest.importorskip("catdask.store.datasets")
+    datasets.write_dataset(tmp_path / "store", "toy", X, labels[y])
+    lin3 = CategorySpace(**lin_kw).fit(
+        str(tmp_path / "store" / "datasets" / "toy"), None)
+    _assert_same_fit(lin3, ref_lin, "components_")
+
+
+def test_transform_is_lazy_blockwise_and_matches(client, tmp_path):
+    X, y = _data(seed=9)
+    Xn = np.random.default_rng(0).standard_normal((37, X.shape[1])) + 5.0
+    Xd = da.from_array(Xn, chunks=(10, -1))
+    for est in (CategorySpace(origin="global", n_restarts=2, random_state=0),
+                KernelCategorySpace(gamma=0.05, origin="global", n_restarts=2, max_iter=30,
+                                    random_state=0, certify=False)):
+        est.fit(X, y)
+        T = est.transform(Xd)
+        assert isinstance(T, da.Array)
+        assert T.chunks == ((10, 10, 10, 7), (3,))
+        np.testing.assert_allclose(T.compute(), est.transform(Xn), rtol=1e-12, atol=1e-12)
+        np.testing.assert_array_equal(np.asarray(est.predict(Xd)), est.predict(Xn))
+    with pytest.raises(ValueError, match="features"):
+        est.transform(da.from_array(Xn[:, :2], chunks=(10, -1)))
+
+
+def test_local_threaded_scheduler_without_client():
+    """With Dask's threaded scheduler chosen explicitly, no cluster is involved."""
+    import dask
+
+    X, y = _data(seed=10)
+    Xd = da.from_array(X, chunks=(25, -1))
+    with dask.config.set(scheduler="threads"):
+        for est, coef in ((CategorySpace(objective="absolute", n_restarts=1, init="decoupled",
+                                         max_iter=15), "components_"),
+                          (KernelCategorySpace(gamma=0.05, n_restarts=1, init="decoupled",
+                                               max_iter=15, certify=False), "dual_coef_")):
+            ref = type(est)(**est.get_params()).fit(X, y)
+            _assert_same_fit(est.fit(Xd, y), ref, coef)
+
+
+def test_is_distributed_input():
+    assert not is_distributed_input(np.zeros((3, 2)))
+    assert not is_distributed_input([[1.0, 2.0]])
+    assert is_distributed_input(da.zeros((3, 2)))
+    assert is_distributed_input("some/path.zarr")
+
+
+# ------------------------------------------------------------------------------ Nystroem
+def test_nystroem_fit_and_warm_start():
+    X, y = make_blobs(n_per_class=60, n_features=4, n_classes=3, spread=2.0, seed=11)
+    perm = np.random.default_rng(0).permutation(len(y))
+    X, y = X[perm], y[perm]
+    approx = KernelCategorySpace(gamma=0.02, approximation="nystroem", n_landmarks=120,
+                                 n_restarts=3, random_state=0, certify=False).fit(X, y)
+    assert approx.dual_coef_.shape == (3, 120) and approx.X_fit_.shape == (120, 4)
+    assert approx.training_coef_.shape == (3, len(y))
+    assert approx.transform(X).shape == (len(y), 3)
+    kw = dict(gamma=0.02, n_restarts=1, tol=1e-8, random_state=0, certify=False)
+    cold = KernelCategorySpace(init="decoupled", **kw).fit(X, y)
+    warm = KernelCategorySpace(init=approx.training_coef_, **kw).fit(X, y)
+    # same optimum, fewer exact iterations (measured: 27 instead of 45)
+    assert warm.objective_ == pytest.approx(cold.objective_, rel=1e-9)
+    assert warm.n_iter_ < cold.n_iter_
+    # for origin="class" the Nystroem axes lie in the RKHS, so the exact objective at the
+    # warm start equals the approximate fit's objective (a lower bound on the exact optimum)
+    assert warm.restarts_[0].history[0] == pytest.approx(approx.objective_, rel=1e-9)
+    assert approx.objective_ <= cold.objective_
+    # the Nystroem model's projections approximate the exact ones
+    corr = [abs(np.corrcoef(approx.transform(X)[:, k], warm.transform(X)[:, k])[0, 1])
+            for k in range(3)]
+    assert min(corr) > 0.9
+
+
+def test_nystroem_on_dask_input(client):
+    X, y = _data(n_per_class=30, seed=12)
+    kw = dict(gamma=0.05, approximation="nystroem", n_landmarks=40, n_restarts=1,
+              init="decoupled", random_state=0, certify=False)
+    ref = KernelCategorySpace(**kw).fit(X, y)
+    got = KernelCategorySpace(**kw).fit(da.from_array(X, chunks=(25, -1)), y)
+    _assert_same_fit(got, ref, "dual_coef_")
+    np.testing.assert_array_equal(got.landmark_indices_, ref.landmark_indices_)
+
+
+# ------------------------------------------------------------------------------ cluster
+def test_get_client_uses_env_scheduler(client, monkeypatch):
+    monkeypatch.setenv(ENV_SCHEDULER, client.scheduler.address)
+    with get_client() as c:
+        assert c is not client
+        assert c.scheduler.address == client.scheduler.address
+        assert distributed.default_client() is c
+    assert c.status in ("closed", "closing")
+
+
+def test_get_client_reuses_current_client(client, monkeypatch):
+    monkeypatch.delenv(ENV_SCHEDULER, raising=False)
+    with get_client() as c:
+        assert c is client
+
+
+# ------------------------------------------------------------------------------ resilience
+def test_worker_killed_mid_kernel_fit(client):
+    """SIGKILL a worker during a Gram pass: the fit completes with the same result."""
+    X, y = make_blobs(n_per_class=300, n_features=5, n_classes=3, seed=13)
+    kw = dict(gamma=0.05, n_restarts=2, init="random", tol=1e-7, max_iter=8, random_state=0,
+              certify=False)
+    ref = KernelCategorySpace(**kw).fit(X, y)
+    pids_before = set(client.run(os.getpid).values())
+    killed = []
+
+    def kill_soon(iteration, *args):
+        if iteration == 3 and not killed:
+            pid = sorted(pids_before)[0]
+
+            def kill():
+                time.sleep(0.02)  # land inside the next pass's tasks
+                os.kill(pid, 9)
+                killed.append(pid)
+
+            threading.Thread(target=kill, daemon=True).start()
+
+    est = KernelCategorySpace(**kw)
+    est._progress_callback = kill_soon
+    with gram_options(cache="memory", block_rows=150):  # kill loses cached Gram blocks too
+        est.fit(da.from_array(X, chunks=(300, -1)), y)
+    assert killed
+    _assert_same_fit(est, ref, "dual_coef_")
+    client.wait_for_workers(2, timeout=30)
+    assert set(client.run(os.getpid).values()) != pids_before
