@@ -48,6 +48,11 @@ class ClassIndex:
         """Reorder the last axis of ``v`` so that classes are contiguous."""
         return v if self.order is None else v[..., self.order]
 
+    def members(self, k):
+        """Indices of class ``k``'s points, in the sorted order (``class_gram`` row order)."""
+        a, b = int(self.offsets[k]), int(self.offsets[k + 1])
+        return np.arange(a, b) if self.order is None else self.order[a:b]
+
     def segments(self):
         """``(k, start, stop)`` of each class in the sorted order."""
         return [(k, int(self.offsets[k]), int(self.offsets[k + 1])) for k in range(self.n_classes)]

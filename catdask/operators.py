@@ -119,62 +119,81 @@ class NumpyGramOperator:
         self.n_samples = self.X.shape[0]
         N = self.n_samples
         self.block_rows = block_rows or max(1, min(N, (256 * 1024**2) // (8 * max(N, 1))))
-        self.G = kernel(self.X, self.X) if 8 * N * N <= max_gram_bytes else None
+        # Everything below works in class-sorted order (rows and columns of G), so class k's
+        # columns are one contiguous slice and no product ever permutes a Gram block;
+        # results are put back in the caller's order, which costs O(N K) per product.
+        order = classes.order
+        self._Xs = self.X if order is None else self.X[order]
+        self._inverse = None if order is None else np.argsort(order)
+        self._G = kernel(self._Xs, self._Xs) if 8 * N * N <= max_gram_bytes else None
         self.gram_passes = 0  # number of full passes over G (for benchmarks and tests)
 
+    @property
+    def stores_gram(self):
+        """True when G is precomputed and kept (otherwise blocks are recomputed per product)."""
+        return self._G is not None
+
     def _row_blocks(self):
-        """Yield ``(rows, G[rows, :])``: stored slices, or blocks recomputed on the fly."""
+        """Yield ``(rows, G_s[rows, :])`` of the class-sorted Gram: stored or recomputed."""
         self.gram_passes += 1
         for a in range(0, self.n_samples, self.block_rows):
             rows = slice(a, min(a + self.block_rows, self.n_samples))
-            yield rows, (self.G[rows] if self.G is not None else self.kernel(self.X[rows], self.X))
+            yield rows, (self._G[rows] if self._G is not None
+                         else self.kernel(self._Xs[rows], self._Xs))
+
+    def _unsort(self, M, axis=0):
+        """Sorted positions along ``axis`` back to the caller's order."""
+        return M if self._inverse is None else np.take(M, self._inverse, axis=axis)
 
     def class_matmul(self, z):
         R, N, K = z.shape[0], self.n_samples, self.classes.n_classes
         out = np.empty((R, N, K))
-        order = self.classes.order
         zs = self.classes.sort(z)
         segs = self.classes.segments()
         for rows, Gb in self._row_blocks():
-            if order is not None:
-                Gb = Gb[:, order]
             for k, a, b in segs:
                 # Only class-k columns of G feed column k of G Z (DESIGN.md section 3).
                 out[:, rows, k] = (Gb[:, a:b] @ zs[:, a:b].T).T
-        return out
+        return self._unsort(out, axis=1)
 
     def matmul(self, V):
+        Vs = V if self.classes.order is None else V[self.classes.order]
         out = np.empty((self.n_samples, V.shape[1]))
         for rows, Gb in self._row_blocks():
-            out[rows] = Gb @ V
-        return out
+            out[rows] = Gb @ Vs
+        return self._unsort(out)
+
+    def _class_slice(self, k):
+        return slice(int(self.classes.offsets[k]), int(self.classes.offsets[k + 1]))
 
     def class_gram(self, k):
-        idx = self._class_indices(k)
-        if self.G is not None:
-            return self.G[np.ix_(idx, idx)]
-        Xk = self.X[idx]
-        return self.kernel(Xk, Xk)
+        """``G[C_k, C_k]`` (n_k, n_k), rows and columns in the class's sorted order."""
+        ck = self._class_slice(k)
+        if self._G is not None:
+            return self._G[ck, ck].copy()
+        return self.kernel(self._Xs[ck], self._Xs[ck])
 
     def class_rows(self, k):
-        """``G[C_k, :]`` as a dense (n_k, N) array."""
-        idx = self._class_indices(k)
-        return self.G[idx] if self.G is not None else self.kernel(self.X[idx], self.X)
-
-    def _class_indices(self, k):
-        a, b = self.classes.offsets[k], self.classes.offsets[k + 1]
-        return np.arange(a, b) if self.classes.order is None else self.classes.order[a:b]
+        """``G[C_k, :]`` as a dense (n_k, N) array (columns in the caller's order)."""
+        ck = self._class_slice(k)
+        rows = self._G[ck] if self._G is not None else self.kernel(self._Xs[ck], self._Xs)
+        return self._unsort(rows, axis=1)
 
     def diagonal(self):
-        if self.G is not None:
-            return np.diag(self.G).copy()
+        if self._G is not None:
+            return self._unsort(np.diag(self._G).copy())
         return np.array([self.kernel(x[None], x[None])[0, 0] for x in self.X])
 
     def columns(self, idx):
         """``G[:, idx]`` as a dense (N, len(idx)) array."""
-        return self.G[:, idx] if self.G is not None else self.kernel(self.X, self.X[idx])
+        if self._G is None:
+            return self.kernel(self.X, self.X[idx])
+        idx = np.asarray(idx)
+        cols = self._G[:, idx if self._inverse is None else self._inverse[idx]]
+        return self._unsort(cols)
 
     def covariance_moments(self):
+        # tr(G) and ||G||_F do not depend on the order of the points.
         N = self.n_samples
         tr = fro2 = 0.0
         for rows, Gb in self._row_blocks():
@@ -218,7 +237,7 @@ class CentredGramOperator:
 
     def class_gram(self, k):
         N = self.n_samples
-        idx = self.base._class_indices(k)
+        idx = self.classes.members(k)
         g = self.row_sums[idx]
         return self.base.class_gram(k) - (g[:, None] + g[None, :]) / N + self.total / N**2
 

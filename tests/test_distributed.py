@@ -183,6 +183,26 @@ def test_kernel_certificate_matches_numpy(client):
     assert got.certificate_.gap == pytest.approx(ref.certificate_.gap, rel=1e-6, abs=1e-9)
 
 
+@pytest.mark.parametrize("origin", ["class", "global"])
+def test_decoupled_start_by_lanczos_matches_dense(client, monkeypatch, origin):
+    """Large classes get the decoupled start from Lanczos on blocked class matvecs (no
+    n_k x n_k block on the driver); it must be the dense start up to each class's sign."""
+    from catdask import starts
+
+    X, y = _data(n_per_class=11, seed=6)
+    classes = ClassIndex(y, 3)
+    kern = make_kernel("rbf", n_features=X.shape[1], gamma=0.1)
+    dense = starts.kernel_decoupled_z(NumpyGramOperator(X, classes, kern), classes, origin)
+    op = DaskGramOperator(X, classes, kern, cache="recompute", block_rows=5)
+    monkeypatch.setattr(op, "class_gram", lambda k: pytest.fail("formed a dense class block"))
+    monkeypatch.setattr(starts, "_DENSE_CLASS_GRAM_BYTES", 0)
+    lanczos = starts.kernel_decoupled_z(op, classes, origin)
+    for k in range(3):
+        a, b = dense[y == k], lanczos[y == k]
+        sign = np.sign(a @ b)
+        np.testing.assert_allclose(sign * b, a, rtol=1e-7, atol=1e-9)
+
+
 def test_gram_operator_products_match_numpy(client):
     X, y = _data(n_per_class=11, seed=5)
     classes = ClassIndex(y, 3)  # unsorted: the operator sorts internally

@@ -208,3 +208,39 @@ def test_first_order_conditions_at_convergence():
     Lam = W.T @ Y
     assert np.abs(Lam - Lam.T).max() <= 1e-6 * np.abs(Lam).max()
     assert np.linalg.norm(Y - W @ Lam) <= 1e-6 * np.linalg.norm(Y)
+
+
+@pytest.mark.parametrize("stored", [True, False])
+@pytest.mark.parametrize("shuffled", [True, False])
+def test_gram_operator_products_against_the_explicit_gram(stored, shuffled):
+    """Every product of the in-memory Gram operator equals the one from the explicit G, in
+    the caller's order, whether G is kept or recomputed and whether classes are contiguous."""
+    from catdask.kernels import make_kernel
+    from catdask.operators import NumpyGramOperator
+
+    rng = np.random.default_rng(7)
+    X, y = make_blobs(n_per_class=9, n_features=4, n_classes=3)
+    if shuffled:
+        perm = rng.permutation(len(y))
+        X, y = X[perm], y[perm]
+    classes = ClassIndex(y, 3)
+    kern = make_kernel("rbf", n_features=4, gamma=0.2)
+    G = rbf_kernel(X, X, gamma=0.2)
+    op = NumpyGramOperator(X, classes, kern, max_gram_bytes=2**40 if stored else 0,
+                           block_rows=7)
+    assert op.stores_gram is stored
+    z = rng.standard_normal((2, len(y)))
+    Z = np.zeros((2, len(y), 3))  # the block matrix Z of DESIGN.md 3: z_i in column y_i
+    Z[:, np.arange(len(y)), y] = z
+    np.testing.assert_allclose(op.class_matmul(z), G @ Z, atol=1e-12)
+    V = rng.standard_normal((len(y), 2))
+    np.testing.assert_allclose(op.matmul(V), G @ V, atol=1e-12)
+    for k in range(3):
+        idx = classes.members(k)
+        np.testing.assert_array_equal(np.sort(idx), np.flatnonzero(y == k))
+        np.testing.assert_allclose(op.class_gram(k), G[np.ix_(idx, idx)], atol=1e-12)
+        np.testing.assert_allclose(op.class_rows(k), G[idx], atol=1e-12)
+    np.testing.assert_allclose(op.columns([5, 0, 11]), G[:, [5, 0, 11]], atol=1e-12)
+    np.testing.assert_allclose(op.diagonal(), np.diag(G), atol=1e-12)
+    tr, fro2 = op.covariance_moments()
+    assert tr == pytest.approx(np.trace(G) / len(y)) and fro2 == pytest.approx((G**2).sum() / len(y)**2)

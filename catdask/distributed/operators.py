@@ -374,10 +374,6 @@ class DaskGramOperator:
                            name="gram-matmul", extra=extra)
         return self._unsort_rows(np.concatenate(parts, axis=0), 0)
 
-    def _class_indices(self, k):
-        a, b = self.classes.offsets[k], self.classes.offsets[k + 1]
-        return np.arange(a, b) if self._order is None else self._order[a:b]
-
     def _submatrix(self, rows, cols):
         """``G[rows, cols]`` (sorted positions), computed on workers in row pieces."""
         a, b = rows

@@ -24,6 +24,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
 
 from ..certificate import not_applicable
+from ..distributed.inputs import is_distributed_input
 
 logger = logging.getLogger("catdask")
 
@@ -195,6 +196,34 @@ class BaseCategorySpace(
         K = P.shape[0]
         means = np.array([P[k, codes == k].mean() for k in range(K)])
         return np.where(means < 0, -1.0, 1.0)
+
+    def transform(self, X):
+        """Category-space coordinates of each pattern.
+
+        Linear: ``W^T (x - x0)`` with x0 the training centroid for ``origin="global"``, and
+        ``W^T x`` (the paper's ``y_i = W^T x_i``) for ``origin="class"``, whose model has no
+        common origin. Kernel: ``A k(X_fit, x)``, measured from the feature-space centroid or
+        origin in the same way. The angle classifier measures angles from this origin.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Or a Dask array / zarr input chunked by rows: the result is then a lazy Dask
+            array computed one task per row block.
+
+        Returns
+        -------
+        X_new : ndarray of shape (n_samples, K)
+        """
+        if is_distributed_input(X):
+            from ..distributed.fit import transform_blockwise
+
+            return transform_blockwise(self, X)
+        return self._transform_array(self._check_fitted_X(X))
+
+    def _transform_array(self, X):
+        """Coordinates of validated in-memory patterns (each estimator's formula)."""
+        raise NotImplementedError
 
     def predict(self, X):
         """Angle classifier: the class whose axis makes the smallest angle with the pattern.

@@ -265,25 +265,9 @@ class KernelCategorySpace(BaseCategorySpace):
         self._finish_fit(results, best)
         return self
 
-    def transform(self, X):
-        """Category-space coordinates ``A k(X_fit, x) - projection_offset_``.
-
-        Measured from the feature-space centroid for ``origin="global"`` and from the
-        feature-space origin for ``origin="class"`` (paper section "Visualization").
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        X_new : ndarray of shape (n_samples, K)
-        """
-        if is_distributed_input(X):  # lazy: one task per row block
-            from ..distributed.fit import transform_blockwise
-
-            return transform_blockwise(self, X)
-        X = self._check_fitted_X(X)
+    def _transform_array(self, X):
+        # A k(X_fit, x), measured from the feature-space centroid for origin="global" and from
+        # the feature-space origin for origin="class" (paper section "Visualization").
         return self.kernel_(X, self.X_fit_) @ self.dual_coef_.T - self.projection_offset_
 
 

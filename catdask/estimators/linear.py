@@ -222,26 +222,9 @@ class CategorySpace(BaseCategorySpace):
             ),
         }
 
-    def transform(self, X):
-        """Category-space coordinates of each pattern.
-
-        ``W^T (x - x0)`` with x0 the training centroid for ``origin="global"``; ``W^T x``
-        (the paper's ``y_i = W^T x_i``) for ``origin="class"``, whose model has no common
-        origin. The angle classifier measures angles from this origin.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        X_new : ndarray of shape (n_samples, K)
-        """
-        if is_distributed_input(X):  # lazy: one task per row block
-            from ..distributed.fit import transform_blockwise
-
-            return transform_blockwise(self, X)
-        X = self._check_fitted_X(X)
+    def _transform_array(self, X):
+        # W^T (x - x0) with x0 the training centroid for origin="global"; W^T x (the paper's
+        # y_i = W^T x_i) for origin="class", whose model has no common origin.
         if self.origin == "global":
             X = X - self.mean_
         return X @ self.components_.T
