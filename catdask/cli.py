@@ -54,7 +54,7 @@ def cmd_ingest(args):
         from catdask.pipeline import ingest_file
 
         if not args.name or args.label_column is None:
-            raise SystemExit("catdask ingest --file needs --name and --label-column")
+            _usage_error("ingest", "--file needs --name and --label-column")
         label = int(args.label_column) if args.label_column.lstrip("-").isdigit() else args.label_column
         report = ingest_file(args.file, args.name, label, args.store, delimiter=args.delimiter)
         _print_json([report])
@@ -63,7 +63,7 @@ def cmd_ingest(args):
 
     names = sorted(load_catalog()) if args.all else args.names
     if not names:
-        raise SystemExit("catdask ingest: name data sets (see `catdask datasets`), or --all, or --file")
+        _usage_error("ingest", "name data sets (see `catdask datasets`), or --all, or --file")
     reports = ingest(names, store=args.store, source_dir=args.source_dir,
                      allow_download=args.download)
     _print_json(reports)
@@ -84,7 +84,8 @@ def cmd_train(args):
     result = train(**_train_kwargs(args, args.dataset))
     _print_json(result)
     if result["version"] is None:
-        print(f"not registered: {result['status']} (gap <= {result['gap']}); pass "
+        gap = "" if result["gap"] is None else f" (optimality gap <= {result['gap']:.3g})"
+        print(f"not registered: {result['status']}{gap}; pass "
               "--allow-uncertified to register it marked as uncertified", file=sys.stderr)
         return EXIT_UNCERTIFIED
     return EXIT_OK
@@ -113,6 +114,48 @@ def cmd_datasets(args):
     rows += [{"name": n, "stored": True, "n_samples": d.n_samples, "description": "(not in catalog)"}
              for n, d in stored.items() if n not in {r["name"] for r in rows}]
     _print_table(rows)
+    return EXIT_OK
+
+
+def cmd_check(args):
+    """Verify every stored data set and model version (checksums); optionally clean up first."""
+    from catdask.errors import CatdaskError
+    from catdask.store import (
+        cleanup_temporaries,
+        list_datasets,
+        list_models,
+        load_model_version,
+        resolve_store,
+        verify_dataset,
+    )
+
+    root = resolve_store(args.store)
+    if not root.is_dir():
+        raise FileNotFoundError(f"store {root} does not exist")
+    rows = []
+    if args.cleanup:
+        for path in cleanup_temporaries(root, older_than_seconds=args.older_than):
+            rows.append({"kind": "temporary", "name": str(path.relative_to(root)),
+                         "status": "removed"})
+    for d in list_datasets(root):
+        try:
+            problem = verify_dataset(root, d.name).problem
+        except (CatdaskError, OSError, ValueError) as exc:
+            problem = str(exc)
+        rows.append({"kind": "data set", "name": d.name, "status": problem or "ok"})
+    for v in list_models(root):
+        problem = v.problem
+        if problem is None:
+            try:
+                load_model_version(root, v.name, v.version, verify=True)
+            except (CatdaskError, OSError, ValueError) as exc:
+                problem = str(exc)
+        rows.append({"kind": "model", "name": str(v), "status": problem or "ok"})
+    _print_table(rows)
+    bad = [r for r in rows if r["status"] not in ("ok", "removed")]
+    if bad:
+        print(f"catdask check: {len(bad)} damaged entries in {root}", file=sys.stderr)
+        return EXIT_INPUT
     return EXIT_OK
 
 
@@ -175,6 +218,14 @@ def cmd_demo(args):
     if args.quick:
         names = names[:2]
     console.print(f"store: {Path(args.store or os.environ.get('CATDASK_STORE', 'catdask-store')).resolve()}")
+    from catdask.distributed import get_client
+
+    with get_client(args.scheduler) as client:  # the embedded cluster stays up for the flows
+        console.print(f"Dask scheduler: {client.scheduler.address}  "
+                      f"dashboard: {client.dashboard_link}")
+    console.print("Prefect: " + (os.environ.get("PREFECT_API_URL")
+                                 or "temporary local server (set PREFECT_API_URL, or run "
+                                    "`catdask serve`, to keep runs in a UI)"))
     with _progress() as progress:
         t = progress.add_task("ingest", total=len(names))
         reports = []
@@ -206,6 +257,12 @@ def cmd_demo(args):
 
 
 # ----------------------------------------------------------------------------- helpers
+def _usage_error(command, message):
+    """A command-line mistake found after parsing: exit code 2, as argparse's own errors."""
+    print(f"catdask {command}: error: {message}", file=sys.stderr)
+    raise SystemExit(EXIT_USAGE)
+
+
 def _split_version(spec):
     name, _, version = spec.partition(":")
     return name, (version or None)
@@ -278,6 +335,15 @@ def build_parser():
     s = sub.add_parser("datasets", help="catalog and stored data sets")
     s.set_defaults(func=cmd_datasets)
 
+    s = sub.add_parser("check", help="verify every data set and model version in the store "
+                                     "(checksums); exit 3 if any is damaged")
+    s.add_argument("--cleanup", action="store_true",
+                   help="first remove temporaries left by crashed writers (and restore a data "
+                        "set caught between two renames)")
+    s.add_argument("--older-than", type=float, default=3600.0, metavar="SECONDS",
+                   help="with --cleanup: only temporaries at least this old (default 3600; 0 "
+                        "when no writer can be running)")
+    s.set_defaults(func=cmd_check)
     s = sub.add_parser("models", help="list, show or compare registered models")
     msub = s.add_subparsers(dest="models_cmd", required=True)
     m = msub.add_parser("list")
@@ -308,6 +374,11 @@ def build_parser():
     s.add_argument("--scheduler", default=None)
     s.add_argument("--quick", action="store_true", help="iris and wine only")
     s.set_defaults(func=cmd_demo)
+    # --store also after the command (`catdask ingest iris --store X`); SUPPRESS keeps a
+    # --store given before the command when it is not repeated.
+    for s in [*sub.choices.values(), *msub.choices.values()]:
+        s.add_argument("--store", default=argparse.SUPPRESS,
+                       help="store folder (default $CATDASK_STORE or ./catdask-store)")
     return p
 
 
@@ -316,11 +387,15 @@ def main(argv=None):
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(name)s %(message)s")
+    if not args.verbose:  # distributed logs every worker start and stop at INFO on its own;
+        # read when distributed is imported, and inherited by the worker processes
+        os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
     from catdask.errors import CatdaskError
 
     try:
         return args.func(args)
-    except (CatdaskError, ValueError, FileNotFoundError, KeyError) as exc:
+    except (CatdaskError, ValueError, FileNotFoundError, KeyError,
+            NotADirectoryError, IsADirectoryError, FileExistsError, PermissionError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"catdask {args.command}: error: {msg}", file=sys.stderr)
         return EXIT_INPUT

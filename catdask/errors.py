@@ -122,3 +122,19 @@ class StoreWriteError(CatdaskError, OSError):
     Raised from the original ``OSError`` (see ``__cause__``) and keeps its ``errno``; the
     temporary directory has been removed and what was in the store before is untouched.
     """
+
+
+
+class ServiceStartError(CatdaskError, OSError):
+    """A server (Prefect API, Dask cluster) could not start: port taken, early exit, timeout."""
+
+#: Failures a retry cannot fix: bad names and parameters, missing, unparseable or damaged
+#: inputs (every catdask input error derives from one of these), no permission.
+PERMANENT_ERRORS = (ValueError, TypeError, LookupError, FileNotFoundError, NotADirectoryError,
+                    IsADirectoryError, PermissionError)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True when retrying may help: lost connections, killed workers, timeouts, other I/O
+    errors (a full disk may have been cleared). Used by the flows' task retries."""
+    return not isinstance(exc, PERMANENT_ERRORS)

@@ -100,7 +100,7 @@ def import_model(arrays, meta):
         inner_meta = {k: v for k, v in meta.items() if k != "preprocessing"}
         return Pipeline([("standardise", scaler), ("model", import_model(arrays, inner_meta))])
     name = meta.get("class")
-    if name not in MODEL_CLASSES:
+    if not isinstance(name, str) or name not in MODEL_CLASSES:
         raise ValueError(f"Unknown model class {name!r} in metadata.")
     params = dict(meta["params"])
     if params.get("init") == "given":

@@ -23,6 +23,7 @@ from catdask.evaluation import (
     write_experiment,
 )
 from catdask.store import list_datasets, read_dataset
+from flows._retry import retry_if_transient
 
 
 def _store_loader(store):
@@ -38,7 +39,7 @@ def _store_loader(store):
     return load
 
 
-@task(retries=1, retry_delay_seconds=5)
+@task(retries=1, retry_delay_seconds=5, retry_condition_fn=retry_if_transient)
 def run_table(key: str, datasets: list[str], n_splits: int, store: str | None, out_dir: str) -> dict:
     """One paper table: run the protocol, write the files, publish the Markdown table."""
     logger = get_run_logger()

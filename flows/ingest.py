@@ -14,18 +14,15 @@ import sys
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_table_artifact
 
-from catdask.errors import ChecksumMismatchError, DatasetNotFoundError, ParseError
 from catdask.pipeline import ingest_dataset
+from flows._retry import retry_if_transient
 
 
 @task(
     retries=2,
     retry_delay_seconds=5,
     # Bad data is not transient: retry only network / file-system hiccups.
-    retry_condition_fn=lambda task, run, state: not isinstance(
-        state.result(raise_on_failure=False),
-        (ChecksumMismatchError, DatasetNotFoundError, ParseError),
-    ),
+    retry_condition_fn=retry_if_transient,
 )
 def ingest_one(name: str, store: str | None, source_dir: str | None, allow_download: bool) -> dict:
     """Ingest one catalog data set; returns its summary (written=False when unchanged)."""

@@ -13,6 +13,7 @@ Run it:  catdask train iris --method cqs     (or)  python -m flows.train iris
 from __future__ import annotations
 
 import sys
+from datetime import datetime, timezone
 
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
@@ -20,6 +21,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.runtime import flow_run
 
 from catdask.distributed.cluster import get_client
+from catdask.names import validate_name
 from catdask.pipeline import ModelSpec, fit_on_dataset, register_outcome, registration_decision
 from catdask.pipeline.reports import (
     png_markdown,
@@ -28,9 +30,9 @@ from catdask.pipeline.reports import (
     summary_markdown,
 )
 from catdask.store import read_dataset, resolve_store
+from flows._retry import retry_if_transient
 
-
-@task(retries=2, retry_delay_seconds=2)
+@task(retries=2, retry_delay_seconds=2, retry_condition_fn=retry_if_transient)
 def describe_dataset(store: str | None, dataset: str) -> dict:
     """Check the data set is present and intact before spending a cluster on it."""
     ds = read_dataset(store, dataset)
@@ -38,7 +40,8 @@ def describe_dataset(store: str | None, dataset: str) -> dict:
             "n_classes": ds.n_classes, "content_sha256": ds.attrs.get("content_sha256")}
 
 
-@task(retries=1, retry_delay_seconds=5, cache_policy=NO_CACHE)
+@task(retries=1, retry_delay_seconds=5, cache_policy=NO_CACHE,
+      retry_condition_fn=retry_if_transient)
 def fit_restarts(store: str | None, dataset: str, spec: dict, scheduler: str | None):
     """All restarts as one batch on the Dask cluster; each restart certified by the fit."""
     logger = get_run_logger()
@@ -62,7 +65,7 @@ def review_certificates(outcome, allow_uncertified: bool) -> tuple[bool, str]:
     return register, status
 
 
-@task(retries=2, retry_delay_seconds=2, cache_policy=NO_CACHE)
+@task(retries=2, retry_delay_seconds=2, cache_policy=NO_CACHE, retry_condition_fn=retry_if_transient)
 def register(store: str | None, model_name: str, outcome, status: str, run_key: str) -> str:
     """Write an immutable registry version (idempotent for the same run_key)."""
     version = register_outcome(store, model_name, outcome, status=status, run_key=run_key)
@@ -107,12 +110,15 @@ def train(
     """
     spec = ModelSpec(method=method, origin=origin, n_restarts=n_restarts, gamma=gamma,
                      standardise=standardise, random_state=random_state)
+    # Refuse bad names before spending a cluster on the fit.
+    validate_name(dataset, kind="data set")
+    model_name = validate_name(model_name or f"{dataset}-{method}", kind="model")
     info = describe_dataset(store, dataset)
     outcome = fit_restarts(store, dataset, spec.to_dict(), scheduler)
     ok, status = review_certificates(outcome, allow_uncertified)
     version = None
     if ok:
-        version = register(store, model_name or f"{dataset}-{method}", outcome, status,
+        version = register(store, model_name, outcome, status,
                            run_key or f"flow-run:{flow_run.id}")
     plot = publish_reports(store, outcome, version, status)
     cert = outcome.certificate
@@ -144,7 +150,10 @@ def retrain_registered(store: str | None = None, scheduler: str | None = None,
     for v in list_models(store):
         if v.problem is None and "spec" in v.meta:
             latest[v.name] = v  # list_models is ordered by name, then version
-    day = flow_run.scheduled_start_time.to_date_string() if flow_run.scheduled_start_time else "manual"
+    # The night the run was scheduled for (today for a manual run): a crashed run retried
+    # the same night finds its versions; the next night registers new ones.
+    when = flow_run.scheduled_start_time or datetime.now(timezone.utc)
+    day = when.date().isoformat()
     results = []
     for name, v in sorted(latest.items()):
         spec = v.meta["spec"]

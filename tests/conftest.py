@@ -42,3 +42,56 @@ def make_blobs(n_per_class=30, n_features=5, n_classes=3, spread=3.0, seed=0):
 @pytest.fixture
 def blobs():
     return make_blobs()
+
+
+# ----------------------------------------------------------------------------- Prefect + Dask
+# Used by tests/test_flows.py and tests/test_cli.py: flows run for real against a temporary
+# Prefect API (SQLite) and a small LocalCluster.
+
+
+@pytest.fixture(scope="session")
+def prefect_api():
+    """One Prefect test server for the session; yields its API URL (for subprocess env)."""
+    pytest.importorskip("prefect")
+    import prefect.settings as ps
+    from prefect.settings import temporary_settings
+    from prefect.testing.utilities import prefect_test_harness
+
+    updates = {}
+    # The heartbeat thread adds about 1 s to the end of every flow run (STACK.md). Entered
+    # before the harness so its global settings (seen by other threads) carry it too.
+    if hasattr(ps, "PREFECT_FLOWS_HEARTBEAT_FREQUENCY"):
+        updates[ps.PREFECT_FLOWS_HEARTBEAT_FREQUENCY] = None
+    with temporary_settings(updates), prefect_test_harness(server_startup_timeout=120):
+        yield ps.PREFECT_API_URL.value()
+
+
+@pytest.fixture
+def prefect_env(prefect_api):
+    """Environment for a subprocess that runs flows against the session's Prefect server."""
+    env = dict(os.environ)
+    env.update(
+        PREFECT_API_URL=prefect_api,
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        MPLBACKEND="Agg",
+    )
+    env.pop("CATDASK_SCHEDULER", None)
+    env.pop("CATDASK_STORE", None)
+    return env
+
+
+@pytest.fixture(scope="module")
+def dask_scheduler():
+    """A small LocalCluster per test module; yields the scheduler address (``scheduler=``)."""
+    import warnings
+
+    distributed = pytest.importorskip("distributed")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cluster = distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=":0"
+        )
+    try:
+        yield cluster.scheduler_address
+    finally:
+        cluster.close()

@@ -139,10 +139,11 @@ def fit_on_dataset(store, dataset, spec, *, client=None):
         X = np.asarray(X[:], dtype=float)
     steps = []
     if spec.standardise:
-        mean = np.asarray(X.mean(axis=0), dtype=float)
-        std = np.asarray(X.std(axis=0), dtype=float)
-        if client is not None:
-            mean, std = (np.asarray(a) for a in client.compute([X.mean(axis=0), X.std(axis=0)], sync=True))
+        if client is None:
+            mean, std = X.mean(axis=0), X.std(axis=0)
+        else:  # one pass over the blocks on the workers for both moments
+            mean, std = client.compute([X.mean(axis=0), X.std(axis=0)], sync=True)
+        mean, std = np.asarray(mean, dtype=float), np.asarray(std, dtype=float)
         scale = np.where(std > 0, std, 1.0)  # constant columns (segmentation) stay as they are
         X = (X - mean) / scale
         steps.append(("standardise", _fitted_scaler(mean, scale, len(codes))))

@@ -17,6 +17,7 @@ dies right there, :func:`~catdask.store.layout.cleanup_temporaries` renames the 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -53,7 +54,7 @@ AUTO_VERIFY_BYTES = 256 * 2**20
 # How long a reader waits for a replacement in progress, and how often it re-reads if the
 # data set was replaced under it.
 _REPLACE_WAIT = 2.0
-_READ_ATTEMPTS = 5
+_READ_RETRY_SECONDS = 30.0
 _REQUIRED_ATTRS = {
     "catdask_dataset_format": int,
     "name": str,
@@ -425,7 +426,15 @@ def _move_into_place(tmp: Path, final: Path, parent: Path, content: str, names: 
         except FileNotFoundError:
             continue  # another writer moved it aside already; try again
         replaced = True
-        if rename_no_replace(tmp, final):
+        try:
+            moved = rename_no_replace(tmp, final)
+        except OSError:
+            # Put the previous version back, so a failed write never hides the data set
+            # (if this fails too, cleanup_temporaries restores it from the aside copy).
+            with contextlib.suppress(OSError):
+                rename_no_replace(aside, final)
+            raise
+        if moved:
             remove_tree(aside)
             return replaced
         remove_tree(aside)  # someone else's new version is in place; go round again
@@ -475,33 +484,46 @@ def _aside_exists(parent: Path, name: str) -> bool:
     return any(parent.glob(f"{ASIDE_PREFIX}{name}-*"))
 
 
-def _inode(entry: Path):
+def _identity(entry: Path):
+    """What identifies one immutable copy of a data set: the directory's inode and its
+    metadata (an inode alone is not enough: a freed inode is soon reused by a later copy)."""
     try:
         st = entry.stat()
-    except FileNotFoundError:
+        meta = (entry / "zarr.json").read_bytes()
+    except (FileNotFoundError, NotADirectoryError):
         return None
-    return (st.st_dev, st.st_ino)
+    return (st.st_dev, st.st_ino, hashlib.sha256(meta).hexdigest())
 
 
 def _consistent(read, store, name: str):
     """Run ``read(entry)`` and make sure the data set was not replaced while it ran.
 
     Readers open files by path, so a concurrent replacement could mix the old attributes with
-    the new arrays. The directory's inode identifies one immutable copy: if it changed during
-    the read, read again.
+    the new arrays. ``_identity`` names one immutable copy: if it changed during the read,
+    read again.
     """
-    for _ in range(_READ_ATTEMPTS):
+    # Each failed attempt means a writer replaced the data set meanwhile; under a burst of
+    # replacements keep trying (with a growing pause) for a while rather than a fixed count.
+    deadline = time.monotonic() + _READ_RETRY_SECONDS
+    pause = 0.001
+    while True:
         entry = _dataset_entry(store, name)
-        before = _inode(entry)
+        before = _identity(entry)
         try:
             result = read(entry)
         except StoreCorruptError:
-            if _inode(entry) == before:
+            if (before is not None and _identity(entry) == before) or time.monotonic() > deadline:
                 raise
-            continue
-        if _inode(entry) == before:
-            return result
-    return read(_dataset_entry(store, name))
+        else:
+            if before is not None and _identity(entry) == before:
+                return result
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"{entry}: the data set kept being replaced for {_READ_RETRY_SECONDS:.0f} s "
+                    "while it was read; try again when the writers are done"
+                )
+        time.sleep(pause)
+        pause = min(2 * pause, 0.1)
 
 
 def _checked_attrs(entry: Path) -> dict:
@@ -559,8 +581,16 @@ def _open_checked(entry: Path):
     return attrs, X, y
 
 
-def _classes_array(attrs: dict) -> np.ndarray:
-    if attrs["classes_kind"] == "str":
+def _classes_array(attrs: dict, entry: Path) -> np.ndarray:
+    classes, kind = attrs["classes"], attrs["classes_kind"]
+    want = str if kind == "str" else int
+    if not isinstance(classes, list) or not all(
+        isinstance(c, want) and not isinstance(c, bool) for c in classes
+    ):
+        raise StoreCorruptError(
+            entry, f"the class labels in the attributes are not all {want.__name__}s"
+        )
+    if kind == "str":
         return np.array([str(c) for c in attrs["classes"]], dtype=str)
     return np.array(attrs["classes"], dtype=np.int64)
 
@@ -603,7 +633,7 @@ def _read_entry(entry: Path, verify) -> Dataset:
         verify = X.nbytes <= AUTO_VERIFY_BYTES
     if verify:
         _verify(entry, attrs, X, codes)
-    classes = _classes_array(attrs)
+    classes = _classes_array(attrs, entry)
     return Dataset(
         attrs["name"],
         entry,
@@ -670,7 +700,7 @@ def open_dataset_arrays(store, name: str, *, dask: bool = False) -> DatasetArray
 
         X, y = da.from_zarr(Xa), da.from_zarr(ya)
     return DatasetArrays(
-        attrs["name"], entry, X, y, _classes_array(attrs), list(attrs["label_names"]), attrs
+        attrs["name"], entry, X, y, _classes_array(attrs, entry), list(attrs["label_names"]), attrs
     )
 
 

@@ -1,0 +1,1 @@
+"""Helpers for the deployment, security and fault tests (processes, ports, sockets)."""

@@ -1,0 +1,23 @@
+"""A throw-away Dask cluster in its own process (so a test can SIGKILL the scheduler).
+
+Usage: ``python tests/helpers/dask_cluster.py [N_WORKERS]``. Prints the scheduler address on
+one line, then sleeps until killed (at most an hour). Binds 127.0.0.1, no dashboard.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+if __name__ == "__main__":
+    from distributed import LocalCluster
+
+    n_workers = int(sys.argv[1]) if len(sys.argv) > 1 else 2
+    cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                           host="127.0.0.1", dashboard_address=None,
+                           env={"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"})
+    print(f"SCHEDULER {cluster.scheduler_address}", flush=True)
+    deadline = time.monotonic() + 3600
+    while time.monotonic() < deadline:
+        time.sleep(1)
+    cluster.close()

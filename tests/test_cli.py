@@ -1,0 +1,316 @@
+"""The ``catdask`` command line: exit codes, messages, and the ingest -> train -> models path.
+
+Most cases call ``catdask.cli.main`` in-process (flows run against the session's Prefect test
+server and the module's LocalCluster via ``$CATDASK_SCHEDULER``); two run the installed console
+script in a subprocess.
+
+Exit codes: 0 ok, 2 usage, 3 bad input or store problem, 4 model not certified.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("prefect")
+pytest.importorskip("distributed")
+
+# Importing prefect.main configures Prefect's console log handler on the current sys.stderr.
+# Do it now, at collection, rather than inside a test whose capsys stream is closed afterwards
+# (later flow runs would log to the closed stream and fail).
+import prefect.main  # noqa: E402,F401
+
+from catdask.cli import EXIT_INPUT, EXIT_OK, EXIT_UNCERTIFIED, EXIT_USAGE, main  # noqa: E402
+from catdask.pipeline import ingest_dataset  # noqa: E402
+from catdask.store import list_models, load_model_version  # noqa: E402
+
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning"),
+    pytest.mark.filterwarnings("ignore::UserWarning"),
+]
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+CONSOLE_SCRIPT = Path(sys.executable).with_name("catdask")
+
+
+@pytest.fixture(autouse=True)
+def cli_env(monkeypatch, tmp_path):
+    """No default store in the checkout, no leaking of the CLI's os.environ defaults."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CATDASK_STORE", raising=False)
+    monkeypatch.delenv("CATDASK_SCHEDULER", raising=False)
+    # cmd_* call os.environ.setdefault(...) for these; setting them here restores them after.
+    monkeypatch.setenv("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    monkeypatch.setenv("PREFECT_LOGGING_LEVEL", "WARNING")
+    monkeypatch.setenv("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+
+
+@pytest.fixture
+def flows_env(prefect_api, dask_scheduler, monkeypatch):
+    """For commands that run flows: the session's Prefect API and the module's cluster."""
+    monkeypatch.setenv("CATDASK_SCHEDULER", dask_scheduler)
+    return dask_scheduler
+
+
+@pytest.fixture
+def iris_store(tmp_path):
+    store = tmp_path / "store"
+    ingest_dataset("iris", store)
+    return store
+
+
+def run_cli(capsys, *args):
+    """``catdask ARGS`` in-process; returns (exit code, stdout, stderr)."""
+    try:
+        code = main([str(a) for a in args])
+    except SystemExit as exc:  # argparse
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# ----------------------------------------------------------------------------- usage: exit 2
+@pytest.mark.parametrize("args, expect", [
+    ([], "required: command"),
+    (["frobnicate"], "invalid choice"),
+    (["train"], "required: dataset"),
+    (["train", "iris", "--method", "nope"], "invalid choice: 'nope'"),
+    (["train", "iris", "--restarts", "many"], "invalid int value"),
+    (["models"], "required: models_cmd"),
+    (["models", "compare", "iris-cqs", "1"], "required: v2"),
+    (["ingest"], "name data sets"),
+    (["ingest", "--file", "data.csv"], "--name and --label-column"),
+])
+def test_usage_errors_exit_2(capsys, args, expect):
+    code, out, err = run_cli(capsys, *args)
+    assert code == EXIT_USAGE == 2, (code, err)
+    assert expect in err, err
+
+
+# ----------------------------------------------------------------------------- bad input: exit 3
+def test_unknown_dataset_exit_3(capsys, tmp_path, flows_env):
+    store = tmp_path / "store"
+    code, _, err = run_cli(capsys, "ingest", "no-such-data", "--store", store)
+    assert code == EXIT_INPUT == 3
+    assert "catdask ingest: error: No data set 'no-such-data' in the catalog" in err
+    assert "iris" in err  # lists the known ones
+
+    code, _, err = run_cli(capsys, "train", "no-such-data", "--store", store)
+    assert code == EXIT_INPUT
+    assert "catdask train: error: No data set 'no-such-data' in store" in err
+    assert not store.exists()
+
+
+@pytest.mark.parametrize("args, expect", [
+    (["train", "../iris"], "Invalid data set name '../iris'"),
+    (["train", "iris", "--name", "../../evil"], "Invalid model name '../../evil'"),
+    (["train", "iris", "--name", "a/b"], "path separator"),
+    (["train", "iris;rm", "--name", "ok"], "character(s) ';'"),
+    (["models", "show", "../models/iris-cqs"], "Invalid model name"),
+    (["models", "list", ".."], "Invalid model name '..'"),
+    (["models", "compare", "../x", "1", "2"], "Invalid model name '../x'"),
+    (["plot", "/etc/passwd"], "Invalid model name '/etc/passwd'"),
+    (["ingest", "../iris"], "No data set '../iris' in the catalog"),
+])
+def test_names_that_would_escape_the_store_exit_3(capsys, iris_store, flows_env, args, expect):
+    before = sorted(p.name for p in iris_store.parent.iterdir())
+    code, _, err = run_cli(capsys, *args, "--store", iris_store)
+    assert code == EXIT_INPUT, (code, err)
+    assert expect in err, err
+    assert sorted(p.name for p in iris_store.parent.iterdir()) == before
+    assert list_models(iris_store) == []
+
+
+def test_ingest_file_with_unsafe_name_exit_3(capsys, tmp_path):
+    data = tmp_path / "data.csv"
+    data.write_text("a,b,label\n1,2,x\n3,4,x\n5,6,y\n7,9,y\n")
+    store = tmp_path / "store"
+    for name in ("../escape", "a/b", ".hidden", "con"):
+        code, _, err = run_cli(capsys, "ingest", "--file", data, "--name", name,
+                               "--label-column", "label", "--store", store)
+        assert code == EXIT_INPUT, (name, code, err)
+        assert f"Invalid data set name {name!r}" in err
+    assert not (tmp_path / "escape").exists()
+    assert not (store / "datasets").exists() or list((store / "datasets").iterdir()) == []
+
+
+def test_bad_paths_exit_3(capsys, tmp_path, iris_store):
+    a_file = tmp_path / "not-a-dir"
+    a_file.write_text("x")
+    code, _, err = run_cli(capsys, "--store", a_file, "datasets")
+    assert code == EXIT_INPUT, (code, err)
+    assert "not a directory" in err and str(a_file) in err
+
+    code, _, err = run_cli(capsys, "ingest", "--file", tmp_path / "missing.csv", "--name", "m",
+                           "--label-column", "0", "--store", tmp_path / "store2")
+    assert code == EXIT_INPUT, (code, err)
+    assert "missing.csv" in err and "not found" in err
+
+
+def test_models_show_on_missing_store_exit_3(capsys, tmp_path):
+    missing = tmp_path / "no-store"
+    code, _, err = run_cli(capsys, "models", "show", "iris-cqs", "--store", missing)
+    assert code == EXIT_INPUT
+    assert "No model 'iris-cqs' in the registry" in err and str(missing) in err
+    assert not missing.exists()
+    code, out, _ = run_cli(capsys, "models", "list", "--store", missing)
+    assert code == EXIT_OK and "(none)" in out
+
+
+# ----------------------------------------------------------------------------- uncertified: 4
+def test_uncertified_model_exit_4_unless_allowed(capsys, iris_store, flows_env):
+    code, out, err = run_cli(capsys, "train", "iris", "--method", "cas", "--restarts", "1",
+                             "--store", iris_store)
+    assert code == EXIT_UNCERTIFIED == 4, err
+    assert json.loads(out)["status"] == "rejected-uncertified"
+    assert "not registered: rejected-uncertified" in err and "--allow-uncertified" in err
+    assert list_models(iris_store) == []
+
+    code, out, err = run_cli(capsys, "train", "iris", "--method", "cas", "--restarts", "1",
+                             "--allow-uncertified", "--store", iris_store)
+    assert code == EXIT_OK, err
+    assert json.loads(out)["version"] == "iris-cas:v1"
+    _, meta = load_model_version(iris_store, "iris-cas")
+    assert meta["registration_status"] == "uncertified-allowed"
+
+
+# ----------------------------------------------------------------------------- end to end
+def test_ingest_train_models_plot_datasets(capsys, tmp_path, flows_env):
+    store = tmp_path / "store"
+    code, out, err = run_cli(capsys, "ingest", "iris", "--store", store)
+    assert code == EXIT_OK, err
+    (report,) = json.loads(out)
+    assert report["name"] == "iris" and report["written"] is True
+
+    versions = []
+    for seed in (0, 1):
+        code, out, err = run_cli(capsys, "train", "iris", "--store", store, "--restarts", "2",
+                                 "--seed", seed)
+        assert code == EXIT_OK, err
+        result = json.loads(out)
+        assert result["status"] == "certified"
+        versions.append(result["version"])
+    assert versions == ["iris-cqs:v1", "iris-cqs:v2"]
+
+    code, out, _ = run_cli(capsys, "models", "list", "--store", store)
+    assert code == EXIT_OK
+    assert "iris-cqs:v1" in out and "iris-cqs:v2" in out and "certified" in out
+
+    code, out, _ = run_cli(capsys, "models", "show", "iris-cqs:v1", "--store", store)
+    assert code == EXIT_OK
+    meta = json.loads(out)
+    assert meta["version"] == 1 and meta["dataset"] == "iris"
+    assert meta["registration_status"] == "certified"
+    code, out, _ = run_cli(capsys, "models", "show", "iris-cqs", "--store", store)
+    assert json.loads(out)["version"] == 2  # latest
+
+    code, out, _ = run_cli(capsys, "models", "compare", "iris-cqs", "1", "2", "--store", store)
+    assert code == EXIT_OK
+    cmp = json.loads(out)
+    assert cmp["versions"] == [1, 2] and "run_key" in cmp["changed"]
+
+    code, _, err = run_cli(capsys, "models", "show", "iris-cqs:v9", "--store", store)
+    assert code == EXIT_INPUT and "has no version 'v9'" in err
+
+    png = tmp_path / "plots" / "iris.png"
+    code, out, err = run_cli(capsys, "plot", "iris-cqs:v1", "--out", png, "--store", store)
+    assert code == EXIT_OK, err
+    assert out.strip() == str(png)
+    assert png.stat().st_size > 1000 and png.read_bytes()[:8] == PNG_MAGIC
+
+    code, out, _ = run_cli(capsys, "datasets", "--store", store)
+    assert code == EXIT_OK
+    iris_row = next(line for line in out.splitlines() if " iris " in line)
+    assert "True" in iris_row and "150" in iris_row
+    assert "wine" in out  # catalog entries not stored are listed too
+
+    # The global option before the command works as well.
+    code, out, _ = run_cli(capsys, "--store", store, "models", "list", "iris-cqs")
+    assert code == EXIT_OK and "iris-cqs:v2" in out
+
+
+def test_models_show_refuses_an_edited_version(capsys, tmp_path, iris_store, flows_env):
+    code, _, err = run_cli(capsys, "train", "iris", "--restarts", "1", "--store", iris_store)
+    assert code == EXIT_OK, err
+    path = iris_store / "models" / "iris-cqs" / "v1" / "zarr.json"
+    node = json.loads(path.read_text())
+    node["attributes"]["meta"]["certified"] = "yes"
+    path.write_text(json.dumps(node))
+    code, _, err = run_cli(capsys, "models", "show", "iris-cqs", "--store", iris_store)
+    assert code == EXIT_INPUT
+    assert "modified after registration" in err and "v1" in err
+    code, _, err = run_cli(capsys, "plot", "iris-cqs", "--out", tmp_path / "p.png",
+                           "--store", iris_store)
+    assert code == EXIT_INPUT and "modified after registration" in err
+    assert not (tmp_path / "p.png").exists()
+
+
+def test_check_verifies_the_store_and_cleans_up(capsys, tmp_path, iris_store):
+    """`catdask check`: exit 0 on an intact store; exit 3 naming each damaged entry (edited
+    model attributes, a data-set chunk changed on disk); --cleanup removes crash leftovers."""
+    from sklearn.datasets import load_iris
+
+    from catdask import CategorySpace
+    from catdask.store import register_estimator
+
+    X, y = load_iris(return_X_y=True)
+    register_estimator(iris_store, "iris-cqs", CategorySpace(n_restarts=1).fit(X, y))
+    register_estimator(iris_store, "iris-cqs", CategorySpace(n_restarts=1, random_state=1).fit(X, y))
+    leftover = iris_store / "models" / "iris-cqs" / ".tmp-v3-crashed"
+    leftover.mkdir()
+    code, out, err = run_cli(capsys, "check", "--store", iris_store)
+    assert code == EXIT_OK, err
+    assert out.count(" ok ") >= 3 and "iris-cqs:v2" in out
+
+    path = iris_store / "models" / "iris-cqs" / "v1" / "zarr.json"
+    node = json.loads(path.read_text())
+    node["attributes"]["meta"]["objective"] = 1e9
+    path.write_text(json.dumps(node))
+    code, out, err = run_cli(capsys, "check", "--store", iris_store)
+    assert code == EXIT_INPUT and "1 damaged entries" in err
+    assert leftover.exists()  # only --cleanup touches temporaries
+
+    chunk = next(p for p in (iris_store / "datasets" / "iris" / "X").rglob("*")
+                 if p.is_file() and p.name != "zarr.json")
+    data = bytearray(chunk.read_bytes())
+    data[-1] ^= 0xFF
+    chunk.write_bytes(bytes(data))
+    code, out, err = run_cli(capsys, "check", "--cleanup", "--older-than", "0",
+                             "--store", iris_store)
+    assert code == EXIT_INPUT and "2 damaged entries" in err
+    assert "removed" in out and not leftover.exists()
+
+
+# ----------------------------------------------------------------------------- console script
+def _script(args, env, cwd, timeout=180):
+    if not CONSOLE_SCRIPT.exists():
+        pytest.skip(f"console script not installed at {CONSOLE_SCRIPT}")
+    return subprocess.run([str(CONSOLE_SCRIPT), *map(str, args)], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.timeout(300)
+def test_console_script_train(iris_store, tmp_path, prefect_env, dask_scheduler):
+    """`catdask train` as installed: a flow run on the given Prefect API and Dask scheduler."""
+    env = dict(prefect_env, CATDASK_SCHEDULER=dask_scheduler)
+    r = _script(["train", "iris", "--store", iris_store, "--restarts", "2"], env, tmp_path)
+    assert r.returncode == 0, r.stderr
+    result = json.loads(r.stdout)
+    assert result["version"] == "iris-cqs:v1" and result["status"] == "certified"
+    assert [str(v) for v in list_models(iris_store)] == ["iris-cqs:v1"]
+    assert Path(result["plot"]).is_file()
+
+
+@pytest.mark.timeout(120)
+def test_console_script_exit_codes(tmp_path, prefect_env):
+    missing = tmp_path / "no-store"
+    r = _script(["models", "show", "iris-cqs", "--store", missing], prefect_env, tmp_path)
+    assert r.returncode == 3, r.stderr
+    assert "catdask models: error: No model 'iris-cqs' in the registry" in r.stderr
+    assert "Traceback" not in r.stderr
+    r = _script(["frobnicate"], prefect_env, tmp_path)
+    assert r.returncode == 2 and "invalid choice" in r.stderr

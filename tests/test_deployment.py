@@ -1,0 +1,409 @@
+"""The served deployment for real: Prefect server, `catdask serve`, schedules, load, the UI.
+
+Everything runs on 127.0.0.1 in processes this module starts and stops (tests/helpers/procs.py):
+
+1. ``catdask serve`` on its own (Prefect server + embedded Dask cluster + served deployments):
+   the UI and the Dask dashboard answer, every socket of the process tree listens on
+   127.0.0.1, and SIGTERM to the main process stops the whole tree.
+2. A Prefect server started here (``prefect server start --host 127.0.0.1``) and the real
+   ``catdask serve`` pointed at it through ``PREFECT_API_URL`` (tests/helpers/serve_catdask.py
+   adds one interval-scheduled train deployment that fires a few seconds after start-up):
+   deployments and schedules exist, the scheduler creates runs and the runner executes them,
+   a ``prefect deployment run`` of ``catdask-train/train`` on iris completes and registers a
+   version, 20 runs submitted at once all complete with 20 distinct versions (figures printed
+   and written to JSON), and headless Chromium renders the finished run and its artifacts.
+
+Every test is ``slow`` (CI runs them); the module takes a few minutes on 2 cores.
+Set ``CATDASK_TEST_ARTIFACTS=/some/dir`` to keep the load figures and UI screenshots.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+pytest.importorskip("prefect")
+pytest.importorskip("distributed")
+
+from catdask.pipeline import ingest_dataset  # noqa: E402
+from catdask.store import list_models, load_estimator, read_dataset  # noqa: E402
+
+from .helpers.procs import (  # noqa: E402
+    BIN,
+    LOCALHOST,
+    Managed,
+    child_env,
+    free_port,
+    http_get,
+    listening_sockets,
+    seeded_prefect_home,
+    start_prefect_server,
+    tree_pids,
+    wait_http,
+)
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore::UserWarning"),
+]
+
+SERVED = ["catdask-retrain/nightly-retrain", "catdask-evaluate/weekly-evaluation",
+          "catdask-train/train", "catdask-ingest/ingest", "catdask-train/scheduled-train"]
+SCHEDULE_DELAY = 20.0  # seconds from serve start-up to the interval schedule's one run
+LOAD_RUNS = 20
+FINAL_OK = "COMPLETED"
+
+
+def _keep(path: Path) -> None:
+    """Copy ``path`` to $CATDASK_TEST_ARTIFACTS when set (screenshots, load figures)."""
+    dest = os.environ.get("CATDASK_TEST_ARTIFACTS")
+    if dest:
+        Path(dest).mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, Path(dest) / path.name)
+
+
+@contextlib.contextmanager
+def prefect_client(api_url):
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings(updates={PREFECT_API_URL: api_url}):
+        with get_client(sync_client=True) as client:
+            yield client
+
+
+def _runs(client, ids):
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    return client.read_flow_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=list(ids))),
+                                 limit=len(ids) + 1)
+
+
+def _wait_final(client, ids, timeout, poll=2.0):
+    """Poll until every flow run in ``ids`` is in a final state (bounded); returns them."""
+    deadline = time.monotonic() + timeout
+    while True:
+        runs = _runs(client, ids)
+        if len(runs) == len(ids) and all(r.state is not None and r.state.is_final() for r in runs):
+            return runs
+        if time.monotonic() > deadline:
+            states = sorted(f"{r.name}:{r.state.type.value if r.state else None}" for r in runs)
+            raise AssertionError(f"flow runs not final after {timeout:.0f} s: {states}")
+        time.sleep(poll)
+
+
+def _state(run):
+    return run.state.type.value
+
+
+def _explain(client, run):
+    """Last log lines of a flow run (for assertion messages)."""
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+
+    logs = client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run.id])), limit=200)
+    return f"{run.name} {_state(run)}: {run.state.message}\n" + "\n".join(
+        log.message for log in logs[-15:])
+
+
+# ============================================================================ catdask serve alone
+def test_catdask_serve_end_to_end_binds_localhost_and_stops(tmp_path):
+    """`catdask serve` starts server + cluster + deployments, on 127.0.0.1, and stops cleanly."""
+    port, dash = free_port(), free_port()
+    env = child_env(seeded_prefect_home(tmp_path / "prefect-home"), PREFECT_RUNNER_POLL_FREQUENCY=2)
+    proc = Managed([BIN / "catdask", "--store", tmp_path / "store", "serve", "--port", port,
+                    "--dask-dashboard-port", dash], log=tmp_path / "serve.log", env=env)
+    try:
+        proc.wait_for(r"^Store:\s+\S+", timeout=240)
+        text = proc.text()
+        ui = re.search(r"^Prefect UI:\s+(\S+)", text, re.M).group(1)
+        dashboard = re.search(r"^Dask dashboard:\s+(\S+)", text, re.M).group(1)
+        scheduler = re.search(r"^Dask scheduler:\s+(\S+)", text, re.M).group(1)
+        assert ui == f"http://{LOCALHOST}:{port}"
+        assert dashboard == f"http://{LOCALHOST}:{dash}/status"
+        assert scheduler.startswith(f"tcp://{LOCALHOST}:")
+
+        status, body = http_get(ui + "/")
+        assert status == 200 and b"<html" in body.lower()
+        # The browser UI must talk to *this* server's API, not the default port 4200.
+        _, settings = http_get(ui + "/ui-settings")
+        assert json.loads(settings)["api_url"] == f"{ui}/api"
+        wait_http(dashboard, timeout=30, proc=proc)
+
+        proc.wait_for(r"being served", timeout=180)
+        sockets = listening_sockets(tree_pids(proc.pid))
+        ports = {p for _, _, p in sockets}
+        assert {port, dash, int(scheduler.rsplit(":", 1)[1])} <= ports, sockets
+        assert all(ip == LOCALHOST for _, ip, _ in sockets), sockets
+        tree = proc.tree()
+        assert len(tree) >= 4, [p.cmdline()[:4] for p in tree]  # server, 2 workers, tracker
+    finally:
+        # SIGTERM to the main process only (as `kill PID` / a service manager would do):
+        # catdask serve itself must take the Prefect server and the Dask workers down.
+        clean = proc.stop(signal.SIGTERM, timeout=60, group=False)
+    assert clean, f"processes left after SIGTERM:\n{proc.tail()}"
+    assert proc.proc.returncode == 0, proc.tail()
+    with pytest.raises(OSError):
+        http_get(f"http://{LOCALHOST}:{port}/api/health", timeout=3)
+
+
+# ============================================================================ shared fixtures
+@pytest.fixture(scope="module")
+def prefect_server(tmp_path_factory):
+    base = tmp_path_factory.mktemp("prefect-server")
+    proc, api = start_prefect_server(
+        base / "home", free_port(), base / "server.log",
+        # The scheduler service creates runs of new schedules within seconds, not a minute.
+        PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS=5,
+    )
+    yield SimpleNamespace(proc=proc, api=api, url=api.removesuffix("/api"), base=base)
+    proc.stop(signal.SIGTERM, timeout=30)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    root = tmp_path_factory.mktemp("served-store") / "store"
+    ingest_dataset("iris", root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def served(prefect_server, store):
+    """The real `catdask serve` against the test's Prefect server (plus scheduled-train)."""
+    base = prefect_server.base
+    dash = free_port()
+    env = child_env(base / "serve-home", api_url=prefect_server.api,
+                    PREFECT_RUNNER_POLL_FREQUENCY=2)
+    started = dt.datetime.now(dt.timezone.utc)
+    proc = Managed([BIN / "python", "tests/helpers/serve_catdask.py", store, dash, SCHEDULE_DELAY],
+                   log=base / "serve.log", env=env)
+    try:
+        proc.wait_for(r"being served", timeout=240)
+        scheduler = re.search(r"^Dask scheduler:\s+(\S+)", proc.text(), re.M).group(1)
+        with prefect_client(prefect_server.api) as client:
+            deadline = time.monotonic() + 120
+            while True:
+                try:
+                    deployments = {n: client.read_deployment_by_name(n) for n in SERVED}
+                    break
+                except Exception:
+                    if time.monotonic() > deadline or not proc.alive():
+                        raise
+                    time.sleep(1)
+    except BaseException:
+        proc.stop(signal.SIGTERM, timeout=30)
+        raise
+    yield SimpleNamespace(proc=proc, api=prefect_server.api, dashboard_port=dash,
+                          scheduler=scheduler, deployments=deployments, started=started)
+    # Ctrl-C (SIGINT) to the main process: the runner, the embedded cluster and every flow
+    # run process must go away by themselves.
+    clean = proc.stop(signal.SIGINT, timeout=60, group=False)
+    assert clean, f"catdask serve did not stop cleanly on SIGINT:\n{proc.tail()}"
+
+
+@pytest.fixture(scope="module")
+def triggered_run(served, store):
+    """`prefect deployment run catdask-train/train -p dataset=iris` (the documented command)."""
+    env = child_env(Path(served.proc.log).parent / "cli-home", api_url=served.api)
+    out = subprocess.run(
+        [BIN / "prefect", "deployment", "run", "catdask-train/train", "-p", "dataset=iris",
+         "-p", "n_restarts=2"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    run_id = re.search(r"UUID: ([0-9a-f-]{36})", out.stdout).group(1)
+    with prefect_client(served.api) as client:
+        [run] = _wait_final(client, [run_id], timeout=300)
+        assert _state(run) == FINAL_OK, _explain(client, run)
+    return run
+
+
+# ============================================================================ schedules
+def test_served_deployments_schedules_and_a_scheduled_run(served, store):
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
+
+    d = served.deployments
+    crons = {name: [(s.schedule.cron, s.active) for s in d[name].schedules]
+             for name in ("catdask-retrain/nightly-retrain", "catdask-evaluate/weekly-evaluation")}
+    assert crons == {"catdask-retrain/nightly-retrain": [("0 2 * * *", True)],
+                     "catdask-evaluate/weekly-evaluation": [("0 3 * * 0", True)]}
+    assert d["catdask-train/train"].schedules == [] and d["catdask-ingest/ingest"].schedules == []
+    assert d["catdask-train/train"].parameters["store"] == str(store)
+    assert not any(dep.paused for dep in d.values())
+    [interval] = d["catdask-train/scheduled-train"].schedules
+    anchor = interval.schedule.anchor_date
+
+    def runs_of(client, name):
+        return client.read_flow_runs(
+            deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[d[name].id])))
+
+    with prefect_client(served.api) as client:
+        # The server's scheduler creates the nightly runs (02:00 UTC) ahead of time.
+        deadline = time.monotonic() + 60
+        while not (nightly := runs_of(client, "catdask-retrain/nightly-retrain")):
+            assert time.monotonic() < deadline, "no scheduled nightly-retrain runs were created"
+            time.sleep(1)
+        for run in nightly:
+            assert _state(run) == "SCHEDULED" and run.auto_scheduled
+            when = run.expected_start_time.astimezone(dt.timezone.utc)
+            assert (when.hour, when.minute) == (2, 0) and when > served.started
+
+        # The interval schedule's first run is created by the scheduler, picked up by the
+        # runner (poll every 2 s) when due, and completes.
+        deadline = time.monotonic() + SCHEDULE_DELAY + 90
+        while not (scheduled := runs_of(client, "catdask-train/scheduled-train")):
+            assert time.monotonic() < deadline, "the interval schedule created no run"
+            time.sleep(1)
+        first = min(scheduled, key=lambda r: r.expected_start_time)
+        assert first.auto_scheduled
+        assert abs((first.expected_start_time - anchor).total_seconds()) < 1
+        [run] = _wait_final(client, [first.id], timeout=300)
+        assert _state(run) == FINAL_OK, _explain(client, run)
+        assert run.start_time >= first.expected_start_time - dt.timedelta(seconds=1)
+        lag = (run.start_time - first.expected_start_time).total_seconds()
+        print(f"\nscheduled run started {lag:.1f} s after its scheduled time")
+    [version] = list_models(store, "iris-scheduled")
+    assert version.run_key == f"flow-run:{run.id}"
+
+
+# ============================================================================ a triggered run
+def test_triggered_train_run_completes_and_registers(served, store, triggered_run):
+    from prefect.client.schemas.filters import (
+        FlowRunFilter,
+        FlowRunFilterId,
+        LogFilter,
+        LogFilterFlowRunId,
+    )
+
+    run = triggered_run
+    [version] = list_models(store, "iris-cqs")
+    assert version.version == 1 and version.run_key == f"flow-run:{run.id}"
+    assert version.meta["registration_status"] == "certified" and version.meta["certified"]
+    iris = read_dataset(store, "iris")
+    model = load_estimator(store, "iris-cqs", 1)
+    assert model.transform(iris.X).shape == (150, 3)
+    # The reloaded model is the trained one: it reproduces the accuracy recorded at training.
+    accuracy = np.mean(model.predict(iris.X) == iris.y)
+    assert accuracy == pytest.approx(version.meta["metrics"]["train_accuracy_angle"])
+
+    with prefect_client(served.api) as client:
+        keys = {a.key for a in client.read_artifacts(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[run.id])))}
+        assert {"restart-table", "train-summary", "metrics"} <= keys
+        logs = "\n".join(log.message for log in client.read_logs(
+            LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run.id])), limit=200))
+    # The flow run (a child process of the runner) used the served cluster, via
+    # CATDASK_SCHEDULER, not a cluster of its own.
+    assert f"scheduler {served.scheduler}" in logs, logs
+    assert f"127.0.0.1:{served.dashboard_port}/status" in logs
+
+
+# ============================================================================ load
+@pytest.mark.timeout(900)
+def test_load_twenty_train_runs_at_once(served, store, tmp_path):
+    deployment = served.deployments["catdask-train/train"]
+    params = {"dataset": "iris", "n_restarts": 2, "model_name": "iris-load"}
+    with prefect_client(served.api) as client:
+        t0 = time.time()
+        ids = [client.create_flow_run_from_deployment(deployment.id, parameters=params).id
+               for _ in range(LOAD_RUNS)]
+        submitted = time.time() - t0
+        runs = _wait_final(client, ids, timeout=780, poll=2.0)
+        failed = [r for r in runs if _state(r) != FINAL_OK]
+        assert not failed, "\n\n".join(_explain(client, r) for r in failed[:3])
+
+    ends = [r.end_time.timestamp() for r in runs]
+    durations = [(r.end_time - r.start_time).total_seconds() for r in runs]
+    latencies = [r.end_time.timestamp() - t0 for r in runs]
+    wall = max(ends) - t0
+    figures = {
+        "runs": LOAD_RUNS,
+        "parameters": params,
+        "runner_process_limit": int(os.environ.get("PREFECT_RUNNER_PROCESS_LIMIT", 5)),
+        "cpu_count": os.cpu_count(),
+        "submit_seconds": round(submitted, 2),
+        "wall_seconds_submit_to_last_completion": round(wall, 1),
+        "throughput_runs_per_minute": round(LOAD_RUNS / wall * 60, 2),
+        "slowest_run_seconds_running_to_completed": round(max(durations), 1),
+        "median_run_seconds_running_to_completed": round(float(np.median(durations)), 1),
+        "slowest_submit_to_completed_seconds": round(max(latencies), 1),
+        "load_average_1min_at_end": round(os.getloadavg()[0], 2),
+    }
+    path = tmp_path / "load_test.json"
+    path.write_text(json.dumps(figures, indent=2))
+    _keep(path)
+    print(f"\nload test figures ({path}):\n{json.dumps(figures, indent=2)}")
+
+    # The registry: v1..v20, one per flow run (run_key = flow-run id), each loads and predicts.
+    versions = list_models(store, "iris-load")
+    assert [v.version for v in versions] == list(range(1, LOAD_RUNS + 1))
+    assert sorted(v.run_key for v in versions) == sorted(f"flow-run:{i}" for i in ids)
+    assert all(v.problem is None for v in versions)
+    iris = read_dataset(store, "iris")
+    for v in versions:
+        model = load_estimator(store, "iris-load", v.version)
+        accuracy = np.mean(model.predict(iris.X) == iris.y)
+        assert accuracy == pytest.approx(v.meta["metrics"]["train_accuracy_angle"])
+    leftovers = [p.name for p in (Path(store) / "models" / "iris-load").iterdir()
+                 if p.name.startswith(".tmp-")]
+    assert leftovers == []
+
+
+# ============================================================================ the UI
+def _chromium(url, out_dir: Path, screenshot: Path) -> str:
+    """Headless Chromium after 15 s of virtual time: writes a screenshot, returns the DOM."""
+    out = subprocess.run(
+        [shutil.which("chromium"), "--headless", "--no-sandbox", "--disable-gpu",
+         "--disable-quic", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
+         f"--user-data-dir={out_dir / 'chromium-profile'}", "--window-size=1400,1000",
+         "--virtual-time-budget=15000", f"--screenshot={screenshot}", "--dump-dom", url],
+        capture_output=True, timeout=120, text=True, check=True,
+    )
+    _keep(screenshot)
+    return out.stdout
+
+
+@pytest.mark.timeout(300)
+def test_prefect_ui_shows_finished_run_and_artifacts(served, triggered_run, tmp_path):
+    """The UI (served by the test's server) renders the finished run and its summary artifact."""
+    if shutil.which("chromium") is None:
+        pytest.skip("chromium is not installed (CI installs Debian's `chromium` in .ci/run)")
+    from prefect.client.schemas.filters import (
+        ArtifactFilter,
+        ArtifactFilterKey,
+        FlowRunFilter,
+        FlowRunFilterId,
+    )
+
+    ui = served.api.removesuffix("/api")
+    run = triggered_run
+    shot = tmp_path / "ui_flow_run.png"
+    dom = _chromium(f"{ui}/runs/flow-run/{run.id}", tmp_path, shot)
+    print(f"\nscreenshot of flow run {run.name}: {shot}")
+    assert shot.stat().st_size > 10_000
+    assert "Can't connect to Server API" not in dom
+    assert f"Flow Run: {run.name}" in dom and "Completed" in dom, dom[-3000:]
+
+    with prefect_client(served.api) as client:
+        [summary] = client.read_artifacts(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[run.id])),
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["train-summary"])))
+    shot = tmp_path / "ui_train_summary_artifact.png"
+    dom = _chromium(f"{ui}/artifacts/artifact/{summary.id}", tmp_path, shot)
+    print(f"screenshot of its train-summary artifact: {shot}")
+    for text in ("train-summary", run.name, "CQS on", "iris-cqs:v1",
+                 "certified global optimum", "data:image/png;base64,"):
+        assert text in dom, (text, dom[-3000:])

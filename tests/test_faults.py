@@ -1,0 +1,237 @@
+"""Faults in a deployment: the Dask scheduler lost mid-fit, write errors while registering a
+version, a taken port, SIGTERM while `catdask serve` starts.
+
+Elsewhere (not repeated here): a worker SIGKILLed mid-fit (tests/test_distributed.py), a
+flow run killed and rerun and transient task retries (tests/test_flows.py), disk full /
+permission errors from monkeypatched zarr writes for data sets and versions
+(tests/test_store.py, tests/test_registry.py), hard crashes mid-write (same files).
+
+Here the failures are real where that is possible without privileges: the scheduler process
+is SIGKILLed, the file-size limit (RLIMIT_FSIZE) makes the kernel refuse a write with EFBIG,
+a port is really taken.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+
+from catdask.errors import StoreWriteError
+from catdask.pipeline import ModelSpec, fit_on_dataset, ingest_dataset, register_outcome
+from catdask.store import list_models, load_estimator, read_dataset, write_dataset
+from catdask.store import registry as registry_mod
+
+from .conftest import make_blobs
+from .helpers.procs import BIN, LOCALHOST, REPO, Managed, child_env, free_port, seeded_prefect_home
+
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+
+def _models(store):
+    """``name/entry`` of every version and temporary under the registry (lock files aside)."""
+    d = Path(store) / "models"
+    if not d.exists():
+        return []
+    out = [p.name for p in d.iterdir() if p.name.startswith(".tmp-")]
+    for model in (p for p in d.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        out += [f"{model.name}/{e.name}" for e in model.iterdir() if e.is_dir()]
+    return sorted(out)
+
+
+# ============================================================================ scheduler lost
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_scheduler_lost_mid_fit_raises_and_registers_nothing(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    from distributed.client import FutureCancelledError
+    from distributed.comm.core import CommClosedError
+
+    store = tmp_path / "store"
+    X, y = make_blobs(n_per_class=150, n_features=6, n_classes=3, seed=1)
+    write_dataset(store, "blobs", X, y)
+    spec = ModelSpec(method="kcqs", n_restarts=2, max_iter=300, random_state=0)
+
+    cluster = Managed([BIN / "python", REPO / "tests/helpers/dask_cluster.py", 2],
+                      log=tmp_path / "cluster.log", env=child_env(tmp_path / "home"))
+    client = None
+    try:
+        address = cluster.wait_for(r"^SCHEDULER (tcp://\S+)", timeout=120).group(1)
+        assert address.startswith(f"tcp://{LOCALHOST}:")
+        client = distributed.Client(address, timeout=30)
+        client.wait_for_workers(2, timeout=60)
+        fit_started = threading.Event()
+        killed_at = []
+
+        def kill_scheduler():
+            fit_started.wait(60)
+            time.sleep(2.5)  # well inside the kernel fit (tens of Gram passes)
+            killed_at.append(time.monotonic())
+            os.killpg(cluster.pid, signal.SIGKILL)  # scheduler, nannies and workers
+
+        threading.Thread(target=kill_scheduler, daemon=True).start()
+        with pytest.raises((FutureCancelledError, CommClosedError, OSError)) as info:
+            fit_started.set()
+            # What the train flow does: fit on the cluster, register only on success.
+            outcome = fit_on_dataset(store, "blobs", spec, client=client)
+            register_outcome(store, "blobs-kcqs", outcome, status="certified", run_key="r1")
+        assert killed_at, "the fit finished before the scheduler was killed: make it bigger"
+        waited = time.monotonic() - killed_at[0]
+        message = f"{type(info.value).__name__}: {info.value}"
+        print(f"\nscheduler lost -> {message!r} after {waited:.2f} s")
+        assert waited < 60
+        assert re.search(r"scheduler-connection-lost|closed|Timed out", message), message
+    finally:
+        if client is not None:
+            client.close(timeout=10)
+        cluster.stop(signal.SIGKILL, timeout=10)
+    assert list_models(store) == [] and _models(store) == []
+    # Rerunning without the lost scheduler (here: in-process) registers v1 as if nothing
+    # had happened: the failed attempt left no version and no temporary behind.
+    outcome = fit_on_dataset(store, "blobs", ModelSpec(method="cqs", n_restarts=2))
+    assert register_outcome(store, "blobs-cqs", outcome, status="certified").version == 1
+
+
+# ============================================================================ write errors
+CHILD = r"""
+import errno, json, resource, signal, sys
+from catdask.errors import StoreWriteError
+from catdask.pipeline import ModelSpec, fit_on_dataset, register_outcome
+store, limit = sys.argv[1], int(sys.argv[2])
+outcome = fit_on_dataset(store, "iris", ModelSpec(method="cqs", n_restarts=2))
+for key in ("a", "b"):
+    register_outcome(store, "iris-cqs", outcome, status="certified", run_key=key)
+# From here every file write beyond `limit` bytes fails in the kernel (EFBIG), as a full
+# disk fails with ENOSPC: the real zarr/json write path meets a real OSError.
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+try:
+    v = register_outcome(store, "iris-cqs", outcome, status="certified", run_key="c")
+    print(json.dumps({"registered": str(v)}))
+except StoreWriteError as exc:
+    print(json.dumps({"error": type(exc).__name__, "errno": exc.errno, "message": str(exc)}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_write_error_while_registering_keeps_earlier_versions(tmp_path):
+    store = tmp_path / "store"
+    ingest_dataset("iris", store)
+    out = subprocess.run([sys.executable, "-c", CHILD, str(store), "1024"], cwd=REPO,
+                         capture_output=True, text=True, timeout=150)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    print(f"\nRLIMIT_FSIZE during registration -> {result}")
+    assert result["error"] == "StoreWriteError" and result["errno"] == errno.EFBIG
+    assert "earlier versions are intact" in result["message"]
+    # v1 and v2 are intact and load; the failed version left nothing, not even a temporary.
+    assert [v.version for v in list_models(store, "iris-cqs")] == [1, 2]
+    assert _models(store) == ["iris-cqs/v1", "iris-cqs/v2"]
+    iris = read_dataset(store, "iris")
+    for v in (1, 2):
+        assert load_estimator(store, "iris-cqs", v).transform(iris.X).shape == (150, 3)
+    # Once there is room again, the same run key registers as v3.
+    outcome = fit_on_dataset(store, "iris", ModelSpec(method="cqs", n_restarts=2))
+    v3 = register_outcome(store, "iris-cqs", outcome, status="certified", run_key="c")
+    assert v3.version == 3
+
+
+def test_disk_full_when_claiming_the_version_keeps_earlier_versions(tmp_path, monkeypatch):
+    """ENOSPC from the final rename (a directory that cannot grow): nothing half-visible."""
+    store = tmp_path / "store"
+    register_model = registry_mod.register_model
+    register_model(store, "m", {"W": np.eye(3)}, {"k": 1})
+
+    def no_space(src, dst):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(dst))
+
+    monkeypatch.setattr(registry_mod, "rename_no_replace", no_space)
+    with pytest.raises(StoreWriteError) as info:
+        register_model(store, "m", {"W": 2 * np.eye(3)}, {"k": 2}, run_key="x")
+    assert info.value.errno == errno.ENOSPC and "No space left" in str(info.value)
+    monkeypatch.undo()
+    assert _models(store) == ["m/v1"]
+    assert [v.version for v in list_models(store, "m")] == [1]
+    np.testing.assert_array_equal(registry_mod.load_model_version(store, "m", 1)[0]["W"], np.eye(3))
+    assert register_model(store, "m", {"W": 2 * np.eye(3)}, {"k": 2}, run_key="x").version == 2
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0,
+                    reason="root ignores file permissions (the RLIMIT_FSIZE test covers a real "
+                           "write error as root; tests/test_registry.py covers EACCES)")
+def test_read_only_model_folder_keeps_earlier_versions(tmp_path):
+    store = tmp_path / "store"
+    register_model = registry_mod.register_model
+    register_model(store, "m", {"W": np.eye(3)}, {"k": 1})
+    folder = Path(store) / "models" / "m"
+    folder.chmod(0o555)
+    try:
+        with pytest.raises(StoreWriteError) as info:
+            register_model(store, "m", {"W": 2 * np.eye(3)}, {"k": 2})
+        assert info.value.errno == errno.EACCES
+    finally:
+        folder.chmod(0o755)
+    assert _models(store) == ["m/v1"]
+    registry_mod.load_model_version(store, "m", 1)
+
+
+# ============================================================================ serve start-up
+def test_prefect_server_port_in_use_fails_at_once(tmp_path, monkeypatch):
+    """A taken port is reported at once; the health check never asks a foreign server."""
+    import socket
+
+    from catdask.serve import start_prefect_server
+
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "home"))
+    children = {p.pid for p in psutil.Process().children(recursive=True)}
+    with socket.socket() as taken:
+        taken.bind((LOCALHOST, 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        t0 = time.monotonic()
+        with pytest.raises(OSError, match=f"{LOCALHOST}:{port} is already in use") as info:
+            start_prefect_server(LOCALHOST, port)
+        assert info.value.errno == errno.EADDRINUSE
+        assert time.monotonic() - t0 < 5
+    assert {p.pid for p in psutil.Process().children(recursive=True)} <= children
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_sigterm_while_catdask_serve_starts_leaves_no_orphans(tmp_path):
+    """SIGTERM (to the main process only) while the Prefect server boots: all of it stops."""
+    env = child_env(seeded_prefect_home(tmp_path / "home"))
+    proc = Managed([BIN / "catdask", "--store", tmp_path / "store", "serve", "--port", free_port(),
+                    "--dask-dashboard-port", free_port()], log=tmp_path / "serve.log", env=env)
+    try:
+        deadline = time.monotonic() + 90
+        server = []
+        while not server:
+            assert time.monotonic() < deadline and proc.alive(), proc.tail()
+            server = [p for p in proc.tree()[1:]
+                      if "server" in " ".join(_cmdline(p)) and "start" in " ".join(_cmdline(p))]
+            time.sleep(0.2)
+        time.sleep(1.0)  # inside start_prefect_server's wait for /api/health
+    finally:
+        clean = proc.stop(signal.SIGTERM, timeout=45, group=False)
+    assert clean, "processes outlived catdask serve:\n" + proc.tail()
+    assert not server[0].is_running()
+
+
+def _cmdline(p):
+    try:
+        return p.cmdline()
+    except psutil.Error:
+        return []
