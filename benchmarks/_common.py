@@ -1,0 +1,157 @@
+"""Helpers shared by the benchmark scripts: synthetic data, timing, peak memory, reporting.
+
+Benchmarks print measured ratios within one run (both sides of every comparison run in the
+same process/session under the same BLAS settings); they are not timed tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+GiB = 1024**3
+
+
+def blob_params(n_features, n_classes, *, seed=0, spread=2.0):
+    """Class means and anisotropic covariance factors (``x = z @ A_k + m_k``).
+
+    Anisotropy matters: with isotropic classes every R_k is a multiple of I, the CQS objective
+    is flat in W and the solver cannot converge (DESIGN.md 3c, rank/degeneracy).
+    """
+    rng = np.random.default_rng(seed)
+    means = spread * rng.standard_normal((n_classes, n_features))
+    factors = rng.standard_normal((n_classes, n_features, n_features)) / np.sqrt(n_features)
+    return means, factors
+
+
+def blobs(n_samples, n_features, n_classes, *, seed=0, spread=2.0, dtype=np.float64):
+    """Anisotropic Gaussian classes with distinct means, in random order."""
+    means, factors = blob_params(n_features, n_classes, seed=seed, spread=spread)
+    rng = np.random.default_rng(seed + 1)
+    y = rng.integers(0, n_classes, n_samples)
+    X = np.empty((n_samples, n_features), dtype=dtype)
+    for k in range(n_classes):
+        idx = np.flatnonzero(y == k)
+        X[idx] = rng.standard_normal((idx.size, n_features)) @ factors[k] + means[k]
+    return X, y
+
+
+def rbf_gamma(n_features):
+    """A kernel width of the order of the blobs' within-class distances."""
+    return 1.0 / (2.0 * n_features)
+
+
+class PeakRSS:
+    """Sample the summed RSS of this process and all its descendants (Dask workers, nannies).
+
+    ``peak`` is the largest sum seen; ``peaks`` the largest RSS of each process (by pid).
+    """
+
+    def __init__(self, interval=0.05):
+        import psutil
+
+        self._proc = psutil.Process()
+        self.interval = interval
+        self.peak = 0
+        self.peaks = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self):
+        import psutil
+
+        total = 0
+        procs = [self._proc]
+        try:
+            procs += self._proc.children(recursive=True)
+        except psutil.Error:
+            pass
+        for p in procs:
+            try:
+                rss = p.memory_info().rss
+            except psutil.Error:
+                continue
+            total += rss
+            key = (p.pid, " ".join(p.cmdline()[:3])[-60:] if p.pid != self._proc.pid else "driver")
+            self.peaks[key] = max(self.peaks.get(key, 0), rss)
+        self.peak = max(self.peak, total)
+
+    def _run(self):
+        while not self._stop.is_set():
+            self._sample()
+            self._stop.wait(self.interval)
+
+    def __enter__(self):
+        self._sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+
+@contextmanager
+def timed(record, key):
+    t0 = time.perf_counter()
+    yield
+    record[key] = time.perf_counter() - t0
+
+
+def load_average():
+    return tuple(round(x, 2) for x in os.getloadavg())
+
+
+def local_cluster(n_workers=2, threads_per_worker=1, **kw):
+    """A LocalCluster like the embedded default (127.0.0.1, 1 BLAS thread per thread)."""
+    from distributed import Client, LocalCluster
+
+    from catdask.distributed.cluster import BLAS_ENV, limit_blas_threads
+
+    cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
+                           processes=True, host="127.0.0.1", dashboard_address=":0",
+                           env=dict(BLAS_ENV), **kw)
+    client = Client(cluster)
+    client.run(limit_blas_threads, 1)
+    return cluster, client
+
+
+def parse_args(description):
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    ap.add_argument("--json", type=Path, help="also write the results to this JSON file")
+    return ap.parse_args()
+
+
+def report(name, results, args):
+    """Print ``results`` (a dict) and optionally save it as JSON."""
+    results = {"benchmark": name, "quick": bool(args.quick),
+               "load_average_end": load_average(), **results}
+    print(f"== {name}")
+    for k, v in results.items():
+        print(f"   {k}: {v}")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(results, indent=2, default=str))
+    return results
+
+
+def quiet_warnings():
+    import logging
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    logging.getLogger("distributed").setLevel(logging.ERROR)
