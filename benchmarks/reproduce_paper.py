@@ -1,13 +1,14 @@
 """Regenerate every table and figure of Smith & Rangarajan's experiments.
 
     python benchmarks/reproduce_paper.py            # Tables 1-3 on all data sets, 10 splits, figures
-    python benchmarks/reproduce_paper.py --quick    # wine + iris, 2 splits (minutes, a smoke run)
+    python benchmarks/reproduce_paper.py --quick    # wine + iris, 2 splits (under a minute)
 
 Writes, under --out (default docs/results/): table1/2/3 .csv/.md/.json (ours mean ± std, the
-paper's number, the difference), figures/*.png (the paper's Figures 1-3), and
-reproduction_skeleton.md; docs/reproduction.md is created from the skeleton only if it does not
-exist yet (it holds hand-written explanations). Data sets that are not available (thyroid and
-vertebral are not in ../shared) are skipped with a printed message and listed in the tables.
+paper's number, the difference) and reproduction_skeleton.md; the paper's Figures 1-3 as PNGs
+under --figures-dir (default docs/figures/; with --quick or --out: <out>/figures/).
+docs/reproduction.md is created from the skeleton only if it does not exist yet (it holds
+hand-written explanations). Data sets that are not available (thyroid and vertebral are not in
+../shared) are skipped with a printed message and listed in the tables.
 The protocol is documented in catdask/evaluation/protocol.py.
 """
 
@@ -28,6 +29,8 @@ sys.path.insert(0, str(REPO))
 from catdask.evaluation.data import PAPER_DATASETS  # noqa: E402
 from catdask.evaluation.figures import SIGMAS, paper_figures  # noqa: E402
 from catdask.evaluation.protocol import (  # noqa: E402
+    PROTOCOL_TOL,
+    SELECT_RESTARTS,
     paper_experiments,
     paper_methods,
     run_experiment,
@@ -41,7 +44,8 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true",
-                   help=f"smoke run: {', '.join(QUICK_DATASETS)} with 2 splits, one sigma")
+                   help=f"smoke run: {', '.join(QUICK_DATASETS)} with 2 splits, 2 restarts "
+                        "(1 in the inner CV), one sigma")
     p.add_argument("--datasets", nargs="+", default=None,
                    help=f"data sets (default: all of {', '.join(PAPER_DATASETS)})")
     p.add_argument("--tables", nargs="+", default=["table1", "table2", "table3"],
@@ -49,7 +53,17 @@ def parse_args(argv=None):
     p.add_argument("--splits", type=int, default=None, help="outer splits (default 10; quick 2)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--inner-folds", type=int, default=3)
-    p.add_argument("--n-restarts", type=int, default=5, help="category-space restarts per fit")
+    p.add_argument("--n-restarts", type=int, default=None,
+                   help="category-space restarts in the final refit on each training part "
+                        "(default 5; quick 2)")
+    p.add_argument("--select-restarts", type=int, default=None,
+                   help="category-space restarts per fit inside the inner CV (default "
+                        f"{SELECT_RESTARTS}; quick 1; 0 means --n-restarts)")
+    p.add_argument("--tol", type=float, default=PROTOCOL_TOL,
+                   help=f"category-space stopping tolerance (default {PROTOCOL_TOL:g}; the "
+                        "paper's is 1e-8)")
+    p.add_argument("--kernel-splits", type=int, default=None,
+                   help="outer splits for the kernel tables 2-3 (default: --splits)")
     p.add_argument("--kernel-max-samples", type=int, default=2000,
                    help="subsample larger data sets in the kernel tables (satellite)")
     p.add_argument("--n-jobs", type=int, default=1, help="outer splits in parallel (default 1)")
@@ -58,6 +72,8 @@ def parse_args(argv=None):
                    help="override every table's preprocessing (default: per table, see "
                         "catdask.evaluation.protocol.paper_experiments)")
     p.add_argument("--no-figures", action="store_true")
+    p.add_argument("--figures-dir", type=Path, default=None,
+                   help="PNG folder (default docs/figures; --quick or --out: <out>/figures)")
     p.add_argument("--out", type=Path, default=None,
                    help="results folder (default docs/results; --quick: docs/results/quick)")
     return p.parse_args(argv)
@@ -76,26 +92,37 @@ def main(argv=None):
     def progress(msg):
         print(f"[{time.perf_counter() - start:8.1f} s] {msg}", flush=True)
 
-    methods = paper_methods(n_restarts=args.n_restarts)
+    n_restarts = args.n_restarts or (2 if args.quick else 5)
+    select_restarts = (1 if args.quick else SELECT_RESTARTS) if args.select_restarts is None \
+        else (args.select_restarts or n_restarts)
+    methods = paper_methods(n_restarts=n_restarts, select_restarts=select_restarts,
+                            tol=args.tol)
     experiments = paper_experiments(kernel_max_samples=args.kernel_max_samples)
+    settings = dict(tol=args.tol, n_restarts=n_restarts, select_restarts=select_restarts)
     results = []
     for key in args.tables:
         exp = experiments[key]
         if args.preprocessing:
             exp = dataclasses.replace(exp, preprocessing=args.preprocessing)
-        progress(f"{key}: {exp.title} (preprocessing: {exp.preprocessing})")
-        res = run_experiment(exp, datasets, methods=methods, n_splits=n_splits,
+        splits = n_splits if key == "table1" else (args.kernel_splits or n_splits)
+        progress(f"{key}: {exp.title} (preprocessing: {exp.preprocessing}, {splits} splits)")
+        res = run_experiment(exp, datasets, methods=methods, n_splits=splits,
                              random_state=args.seed, inner_folds=args.inner_folds,
-                             n_jobs=args.n_jobs, progress=progress)
+                             n_jobs=args.n_jobs, progress=progress, settings=settings)
         paths = write_experiment(res, out)
-        progress(f"{key}: wrote {paths['csv']} and {paths['md']}")
+        progress(f"{key}: {res.settings['seconds']:.0f} s; wrote {paths['csv']} and "
+                 f"{paths['md']}")
         results.append(res)
 
     figures = []
     if not args.no_figures:
         sigmas = {"medium": SIGMAS["medium"]} if args.quick else SIGMAS
-        figures = paper_figures(datasets, out / "figures", sigmas=sigmas, progress=progress,
-                                random_state=args.seed)
+        custom = args.quick or out.resolve() != default_out.resolve()
+        fig_dir = args.figures_dir or (out / "figures" if custom else REPO / "docs" / "figures")
+        t0 = time.perf_counter()
+        figures = paper_figures(datasets, fig_dir, sigmas=sigmas, progress=progress,
+                                random_state=args.seed, n_restarts=1 if args.quick else 3)
+        progress(f"figures: {time.perf_counter() - t0:.0f} s")
 
     command = " ".join(["python benchmarks/reproduce_paper.py", *(argv or sys.argv[1:])])
 

@@ -335,3 +335,61 @@ def test_reproduce_paper_cli(tmp_path, capsys):
     out = capsys.readouterr().out
     assert rc == 0 and "skipping thyroid" in out and "CQS-global" in out
     assert (tmp_path / "table1.csv").exists() and (tmp_path / "reproduction_skeleton.md").exists()
+
+
+def test_select_build_only_inside_inner_cv():
+    """``select_build`` serves the inner CV; the refit that the test part scores uses ``build``."""
+    X, y = make_blobs(n_per_class=15, n_features=4, seed=2)
+    stages = []
+
+    def builder(stage):
+        def build(K, p, s):
+            stages.append(stage)
+            return PCA(n_components=2)
+        return build
+
+    method = Method("two-stage", builder("final"), select_build=builder("select"), kernel=True)
+    evaluate_method(method, X, y, n_splits=2, inner_folds=3)
+    per_split = ["select"] * (3 * 5) + ["final"]  # 3 folds x 5 gammas, then one refit
+    assert stages == per_split * 2
+
+
+@needs_estimators
+def test_paper_methods_protocol_settings():
+    methods = paper_methods(n_restarts=5, select_restarts=2, tol=1e-6)
+    m = methods["K-CQS-global"]
+    final = m.builder("final")(3, {"gamma": 0.5}, 0)
+    inner = m.builder("select")(3, {"gamma": 0.5}, 0)
+    assert (final.n_restarts, inner.n_restarts) == (5, 2)
+    assert final.tol == inner.tol == 1e-6 and final.certify is False
+    assert methods["PCA"].select_build is None
+    same = paper_methods(n_restarts=3, select_restarts=None)["CQS-class"]
+    assert same.select_build is None and same.builder("select")(3, {}, 0).n_restarts == 3
+
+
+@needs_estimators
+def test_reproduce_paper_quick_run(tmp_path, capsys):
+    """The CI version of the reproduction: ``--quick`` (wine + iris, 2 splits, all three
+    tables and one figure) end to end, well under a minute."""
+    import time
+
+    spec = importlib.util.spec_from_file_location(
+        "reproduce_paper", REPO / "benchmarks" / "reproduce_paper.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    t0 = time.perf_counter()
+    assert mod.main(["--quick", "--out", str(tmp_path)]) == 0
+    seconds = time.perf_counter() - t0
+    out = capsys.readouterr().out
+    for key in ("table1", "table2", "table3"):
+        for ext in ("csv", "md", "json"):
+            assert (tmp_path / f"{key}.{ext}").exists()
+        with open(tmp_path / f"{key}.csv") as fh:
+            rows = list(csv.DictReader(fh))
+        assert {r["dataset"] for r in rows} == {"wine", "iris"}
+        assert all(r["n_splits"] == "2" and r["ours_mean"] for r in rows)
+        assert "Settings: category-space tol 1e-06" in (tmp_path / f"{key}.md").read_text()
+    pngs = list((tmp_path / "figures").glob("*.png"))
+    assert len(pngs) == 1 and pngs[0].stat().st_size < 300_000
+    assert "done" in out
+    assert seconds < 120  # about 35 s on one core; generous for a loaded CI machine

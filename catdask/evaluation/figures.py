@@ -1,15 +1,22 @@
 """The paper's Figures 1-3: K-CQS beside K-PCA and K-MC-FLD for three-class data sets.
 
-The paper shows, for small, medium and large RBF widths sigma (in [0.1, 0.8] on standardised
-data, ``gamma = 1 / (2 sigma^2)``), one row per three-class data set and the columns K-CQS (3-D
+The paper shows, for small, medium and large RBF widths sigma (in [0.1, 0.8], ``gamma =
+1 / (2 sigma^2)``; the scaling of the data is not stated), one row per three-class data set and the columns K-CQS (3-D
 category space), K-PCA and K-MC-FLD. :func:`paper_figure` draws one such grid for one sigma;
-:func:`paper_figures` draws one grid PNG per (sigma, K-CQS origin). The paper's rows are
+:func:`paper_figures` draws one grid PNG per sigma, with a K-CQS column for each
+origin (``"class"``: Algorithm 1; ``"global"``: eq. (1), DESIGN.md 3b). The paper's rows are
 vertebral, thyroid, wine, iris, seeds (the first two are not available here). Its Figure 1 is
 captioned "medium sigma" but labelled ``fig:category-space-reduced``, its Figure 2 captioned
 "small sigma" but labelled ``...-md-sigma``; we name files by the sigma used.
 
-Every data set is standardised on all its rows (a picture of the fitted space, no test split)
-and, above ``max_samples`` rows, subsampled (stratified, seeded).
+Every data set is scaled on all its rows (a picture of the fitted space, no test split) and,
+above ``max_samples`` rows, subsampled (stratified, seeded). Scaling is min-max to [0, 1] by
+default: the paper's sigma range only spans "small" to "large" on such data. Measured (median
+squared distance between patterns, and the RBF value at a pattern's nearest neighbour): on
+z-scored wine the median squared distance is 25, so at sigma = 0.1 and 0.4 every pattern's
+nearest neighbour has k = 0.00 (the Gram is the identity, all three sigmas look alike); on
+min-max wine (median 1.0) the nearest-neighbour k is 0.00 / 0.69 / 0.91 at sigma 0.1 / 0.4 /
+0.8. Table 2's LaTeX label (``kernel-norm``) also suggests normalised data.
 """
 
 from __future__ import annotations
@@ -29,9 +36,9 @@ def sigma_to_gamma(sigma):
     return 1.0 / (2.0 * sigma**2)
 
 
-def _prepare(X, y, max_samples, seed):
+def _prepare(X, y, max_samples, seed, scaling="minmax"):
     from sklearn.model_selection import StratifiedShuffleSplit
-    from sklearn.preprocessing import StandardScaler
+    from sklearn.preprocessing import MinMaxScaler, StandardScaler
 
     X = np.asarray(X, dtype=float)
     y = np.asarray(y)
@@ -39,19 +46,21 @@ def _prepare(X, y, max_samples, seed):
         sss = StratifiedShuffleSplit(n_splits=1, train_size=max_samples, random_state=seed)
         idx = np.sort(next(sss.split(X, y))[0])
         X, y = X[idx], y[idx]
-    return StandardScaler().fit_transform(X), y
+    scaler = {"minmax": MinMaxScaler(), "standardise": StandardScaler()}[scaling]
+    return scaler.fit_transform(X), y
 
 
-def category_space_panels(X, y, sigma, axes, *, origin="class", n_restarts=3, random_state=0,
-                          name=""):
-    """Fit K-CQS, K-PCA and K-MC-FLD at one sigma and draw them on three Axes.
+def category_space_panels(X, y, sigma, axes, *, origins=("class",), n_restarts=3,
+                          random_state=0, name=""):
+    """Fit K-CQS (one per origin), K-PCA and K-MC-FLD at one sigma and draw them.
 
-    ``axes[0]`` may be a 3-D Axes (3-D scatter) or a 2-D one (view along (1, 1, 1)).
+    ``axes`` holds ``len(origins) + 2`` Axes: the K-CQS ones first (3-D Axes give a 3-D
+    scatter, 2-D ones the view along (1, 1, 1)), then K-PCA and K-MC-FLD.
 
     Returns
     -------
     dict
-        ``{"K-CQS": estimator, "K-PCA": ..., "K-MC-FLD": ...}`` (fitted).
+        ``{"K-CQS (class)": estimator, ..., "K-PCA": ..., "K-MC-FLD": ...}`` (fitted).
     """
     from sklearn.decomposition import KernelPCA
 
@@ -60,27 +69,34 @@ def category_space_panels(X, y, sigma, axes, *, origin="class", n_restarts=3, ra
 
     from .baselines import KernelFisherDiscriminant
 
+    if isinstance(origins, str):
+        origins = (origins,)
     gamma = sigma_to_gamma(sigma)
     K = len(np.unique(y))
-    kcqs = catdask.KernelCategorySpace(
-        kernel="rbf", gamma=gamma, origin=origin, n_restarts=n_restarts,
-        random_state=random_state, certify=False,
-    ).fit(X, y)
+    tag = f"{name}, " if name else ""
+    fitted = {}
+    for ax, origin in zip(axes, origins):
+        kcqs = catdask.KernelCategorySpace(
+            kernel="rbf", gamma=gamma, origin=origin, n_restarts=n_restarts,
+            random_state=random_state, certify=False,
+        ).fit(X, y)
+        plot_category_space(kcqs, X, y, ax=ax, title=f"{tag}K-CQS ({origin}), σ={sigma:g}")
+        fitted[f"K-CQS ({origin})"] = kcqs
     kpca = KernelPCA(n_components=K, kernel="rbf", gamma=gamma).fit(X)
     kfd = KernelFisherDiscriminant(gamma=gamma).fit(X, y)
-    tag = f"{name}, " if name else ""
-    plot_category_space(kcqs, X, y, ax=axes[0], title=f"{tag}K-CQS ({origin}), σ={sigma:g}")
-    plot_coordinates(kpca.transform(X), y, ax=axes[1], kind="2d",
+    n = len(origins)
+    plot_coordinates(kpca.transform(X), y, ax=axes[n], kind="2d",
                      axis_labels=[f"component {j + 1}" for j in range(K)],
                      title=f"{tag}K-PCA, σ={sigma:g}")
-    plot_coordinates(kfd.transform(X), y, ax=axes[2], kind="2d",
+    plot_coordinates(kfd.transform(X), y, ax=axes[n + 1], kind="2d",
                      axis_labels=[f"discriminant {j + 1}" for j in range(K - 1)],
                      title=f"{tag}K-MC-FLD, σ={sigma:g}")
-    return {"K-CQS": kcqs, "K-PCA": kpca, "K-MC-FLD": kfd}
+    fitted.update({"K-PCA": kpca, "K-MC-FLD": kfd})
+    return fitted
 
 
-def paper_figure(data, sigma, path, *, origin="class", n_restarts=3, random_state=0,
-                 max_samples=600, three_d=True):
+def paper_figure(data, sigma, path, *, origins=("class", "global"), n_restarts=3,
+                 random_state=0, max_samples=600, three_d=True, dpi=80, scaling="minmax"):
     """One grid like the paper's figures: rows = data sets, columns = K-CQS, K-PCA, K-MC-FLD.
 
     Parameters
@@ -88,13 +104,18 @@ def paper_figure(data, sigma, path, *, origin="class", n_restarts=3, random_stat
     data : dict of str to (X, y)
         Three-class data sets, in row order.
     sigma : float
-        RBF width on standardised data.
+        RBF width on the scaled data.
     path : str or Path
         PNG file to write.
-    origin : {"class", "global"}, default="class"
-        K-CQS origin (``"class"`` is the paper's Algorithm 1).
+    origins : sequence of {"class", "global"}, default=("class", "global")
+        One K-CQS column per origin (``"class"`` is the paper's Algorithm 1, ``"global"`` the
+        origin that reproduces Table 1; DESIGN.md 3b).
     three_d : bool, default=True
         K-CQS as a 3-D scatter; False draws the view along (1, 1, 1).
+    dpi : int, default=80
+        With a 256-colour palette this keeps a three-row grid near 150 KB.
+    scaling : {"minmax", "standardise"}, default="minmax"
+        How each data set is scaled before the kernel (see the module docstring).
 
     Returns
     -------
@@ -103,29 +124,50 @@ def paper_figure(data, sigma, path, *, origin="class", n_restarts=3, random_stat
     # A bare Figure renders with Agg without touching pyplot's global backend or state.
     from matplotlib.figure import Figure
 
+    if isinstance(origins, str):
+        origins = (origins,)
     names = list(data)
-    fig = Figure(figsize=(13, 4.0 * len(names)))
+    n_cols = len(origins) + 2
+    fig = Figure(figsize=(4.2 * n_cols, 3.9 * len(names)))
     for r, name in enumerate(names):
-        X, y = _prepare(*data[name], max_samples, random_state)
-        ax0 = fig.add_subplot(len(names), 3, 3 * r + 1, projection="3d" if three_d else None)
-        ax1 = fig.add_subplot(len(names), 3, 3 * r + 2)
-        ax2 = fig.add_subplot(len(names), 3, 3 * r + 3)
-        category_space_panels(X, y, sigma, [ax0, ax1, ax2], origin=origin,
-                              n_restarts=n_restarts, random_state=random_state, name=name)
+        X, y = _prepare(*data[name], max_samples, random_state, scaling)
+        axes = [fig.add_subplot(len(names), n_cols, n_cols * r + c + 1,
+                                projection="3d" if (three_d and c < len(origins)) else None)
+                for c in range(n_cols)]
+        category_space_panels(X, y, sigma, axes, origins=origins, n_restarts=n_restarts,
+                              random_state=random_state, name=name)
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
+    _save_small_png(fig, path, dpi)
     return path
 
 
-def paper_figures(datasets=("wine", "iris", "seeds"), out_dir="docs/results/figures", *,
-                  loader=None, sigmas=None, origins=("class", "global"), n_restarts=3,
-                  random_state=0, max_samples=600, progress=print):
-    """Figures 1-3: one grid PNG per (sigma, origin) over the three-class data sets.
+def _save_small_png(fig, path, dpi):
+    """Save as a 256-colour palette PNG (a third of the RGBA size; scatter plots lose nothing
+    visible); plain ``savefig`` when Pillow is missing."""
+    import io
 
-    Data sets that cannot be loaded (:class:`FileNotFoundError`) or do not have three classes
-    are skipped with a message through ``progress``.
+    try:
+        from PIL import Image
+    except ImportError:  # pragma: no cover - Pillow is a matplotlib dependency
+        fig.savefig(path, dpi=dpi)
+        return
+    buf = io.BytesIO()
+    fig.savefig(buf, dpi=dpi, format="png")
+    buf.seek(0)
+    with Image.open(buf) as im:
+        im.convert("RGB").quantize(colors=256).save(path, format="PNG", optimize=True)
+
+
+def paper_figures(datasets=("wine", "iris", "seeds"), out_dir="docs/figures", *,
+                  loader=None, sigmas=None, origins=("class", "global"), n_restarts=3,
+                  random_state=0, max_samples=600, scaling="minmax", progress=print):
+    """Figures 1-3: one grid PNG per sigma over the three-class data sets.
+
+    Each grid has one row per data set and the columns K-CQS (one per origin), K-PCA and
+    K-MC-FLD. Data sets that cannot be loaded (:class:`FileNotFoundError`) or do not have
+    three classes are skipped with a message through ``progress``.
 
     Returns
     -------
@@ -149,11 +191,10 @@ def paper_figures(datasets=("wine", "iris", "seeds"), out_dir="docs/results/figu
     paths = []
     if not data:
         return paths
-    for origin in origins:
-        for label, sigma in sigmas.items():
-            path = Path(out_dir) / f"category_space_{label}_sigma{sigma:g}_{origin}.png"
-            paper_figure(data, sigma, path, origin=origin, n_restarts=n_restarts,
-                         random_state=random_state, max_samples=max_samples)
-            say(f"[figures] wrote {path}")
-            paths.append(path)
+    for label, sigma in sigmas.items():
+        path = Path(out_dir) / f"category_space_{label}_sigma{sigma:g}.png"
+        paper_figure(data, sigma, path, origins=origins, n_restarts=n_restarts,
+                     random_state=random_state, max_samples=max_samples, scaling=scaling)
+        say(f"[figures] wrote {path} ({path.stat().st_size // 1024} KB)")
+        paths.append(path)
     return paths

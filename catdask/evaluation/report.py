@@ -165,6 +165,17 @@ def markdown_table(exp_result, paper_table=None):
     if exp.max_samples:
         lines += [f"Data sets larger than {exp.max_samples} rows are subsampled (stratified, "
                   "seeded) before splitting; see Note.", ""]
+    extra = []
+    if "tol" in s:
+        extra.append(f"category-space tol {s['tol']:g}")
+    if "n_restarts" in s:
+        extra.append(f"restarts {s['n_restarts']} in the final refit"
+                     + (f", {s['select_restarts']} inside the inner CV"
+                        if s.get("select_restarts") not in (None, s["n_restarts"]) else ""))
+    if "seconds" in s:
+        extra.append(f"wall time {s['seconds'] / 60:.1f} min (one process)")
+    if extra:
+        lines += ["Settings: " + "; ".join(extra) + ".", ""]
     lines += [
         "| Data set (K) | Method | Paper column | Ours | Paper | Δ | Classifier | s/split | Note |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -175,6 +186,10 @@ def markdown_table(exp_result, paper_table=None):
             else f"{r['ours_mean']:.2f}")
         diff = "—" if r["diff"] is None else f"{r['diff']:+.2f}"
         note = (r["note"] or "").replace("|", "/").replace("\n", " ")
+        if note.startswith("skipped:"):
+            # The full reason (where the files were looked for) is listed once above the tables
+            # and kept in the CSV/JSON; repeating it on every method's row buries the table.
+            note = "skipped (see *Data sets not run*)"
         lines.append(
             f"| {r['dataset']} ({r['n_classes'] or '?'}) | {r['method']} | "
             f"{r['paper_column'] or '—'} | {ours} | {_fmt(r['paper'])} | {diff} | "
