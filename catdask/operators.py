@@ -216,6 +216,10 @@ class CentredGramOperator:
         ones = np.ones((self.n_samples, 1))
         self.row_sums = base.matmul(ones)[:, 0]  # g = G 1
         self.total = float(self.row_sums.sum())  # 1^T G 1
+        if hasattr(base, "class_matvec"):
+            # Only offered when the base can multiply by a class block without forming it
+            # (the decoupled start checks for it before choosing Lanczos over a dense block).
+            self.class_matvec = self._class_matvec
 
     @property
     def gram_passes(self):
@@ -240,6 +244,19 @@ class CentredGramOperator:
         idx = self.classes.members(k)
         g = self.row_sums[idx]
         return self.base.class_gram(k) - (g[:, None] + g[None, :]) / N + self.total / N**2
+
+    def _class_matvec(self, k, V):
+        # Same block as class_gram(k), applied to V: G_kk V - g_k (1^T V) / N - 1 (g_k^T V) / N
+        # + 1 (1^T G 1 / N^2)(1^T V).
+        N = self.n_samples
+        g = self.row_sums[self.classes.members(k)]
+        V = np.asarray(V, dtype=float)
+        V2 = V.reshape(g.size, -1)
+        col_sums = V2.sum(axis=0)
+        out = np.asarray(self.base.class_matvec(k, V2), dtype=float).reshape(V2.shape)
+        out -= np.outer(g, col_sums) / N
+        out -= (g @ V2 / N - self.total / N**2 * col_sums)[None, :]
+        return out.reshape(V.shape)
 
     def diagonal(self):
         N = self.n_samples

@@ -203,6 +203,33 @@ def test_decoupled_start_by_lanczos_matches_dense(client, monkeypatch, origin):
         np.testing.assert_allclose(sign * b, a, rtol=1e-7, atol=1e-9)
 
 
+def test_centred_gram_class_matvec_and_lanczos_start_match_dense(client, monkeypatch):
+    """origin="global" wraps the Gram in H G H: its class matvec (and so the Lanczos decoupled
+    start) must equal the dense centred class block without ever forming one."""
+    from catdask import starts
+    from catdask.operators import CentredGramOperator
+
+    X, y = _data(n_per_class=11, seed=7)
+    classes = ClassIndex(y, 3)
+    kern = make_kernel("rbf", n_features=X.shape[1], gamma=0.1)
+    ref = CentredGramOperator(NumpyGramOperator(X, classes, kern))
+    assert not hasattr(ref, "class_matvec")  # the numpy base forms blocks; no Lanczos path
+    op = CentredGramOperator(DaskGramOperator(X, classes, kern, cache="recompute", block_rows=5))
+    for k in range(3):
+        Gk = ref.class_gram(k)
+        v = np.random.default_rng(k).standard_normal(Gk.shape[0])
+        V = np.random.default_rng(k + 10).standard_normal((Gk.shape[0], 2))
+        np.testing.assert_allclose(op.class_matvec(k, v), Gk @ v, atol=1e-12)
+        np.testing.assert_allclose(op.class_matvec(k, V), Gk @ V, atol=1e-12)
+    dense = starts.kernel_decoupled_z(ref, classes, "global")
+    monkeypatch.setattr(op, "class_gram", lambda k: pytest.fail("formed a dense class block"))
+    monkeypatch.setattr(starts, "_DENSE_CLASS_GRAM_BYTES", 0)
+    lanczos = starts.kernel_decoupled_z(op, classes, "global")
+    for k in range(3):
+        a, b = dense[y == k], lanczos[y == k]
+        np.testing.assert_allclose(np.sign(a @ b) * b, a, rtol=1e-7, atol=1e-9)
+
+
 def test_gram_operator_products_match_numpy(client):
     X, y = _data(n_per_class=11, seed=5)
     classes = ClassIndex(y, 3)  # unsorted: the operator sorts internally
