@@ -187,14 +187,17 @@ def markdown_table(exp_result, paper_table=None):
         diff = "—" if r["diff"] is None else f"{r['diff']:+.2f}"
         note = (r["note"] or "").replace("|", "/").replace("\n", " ")
         if note.startswith("skipped:"):
-            # The full reason (where the files were looked for) is listed once above the tables
+            # The full reason (where the files were looked for) is listed once under the table
             # and kept in the CSV/JSON; repeating it on every method's row buries the table.
-            note = "skipped (see *Data sets not run*)"
+            note = "skipped (reason below the table)"
         lines.append(
             f"| {r['dataset']} ({r['n_classes'] or '?'}) | {r['method']} | "
             f"{r['paper_column'] or '—'} | {ours} | {_fmt(r['paper'])} | {diff} | "
             f"{r['classifier'] or '—'} | {_fmt(r['seconds_per_split'], '{:.2f}')} | {note} |"
         )
+    if exp_result.skipped:
+        lines += ["", "Not run:"]
+        lines += [f"- **{name}**: skipped: {reason}" for name, reason in exp_result.skipped.items()]
     return "\n".join(lines) + "\n"
 
 
