@@ -244,3 +244,21 @@ def test_gram_operator_products_against_the_explicit_gram(stored, shuffled):
     np.testing.assert_allclose(op.diagonal(), np.diag(G), atol=1e-12)
     tr, fro2 = op.covariance_moments()
     assert tr == pytest.approx(np.trace(G) / len(y)) and fro2 == pytest.approx((G**2).sum() / len(y)**2)
+
+
+@pytest.mark.parametrize("n, m, D", [(1, 1, 1), (7, 300, 3), (1000, 600, 20)])
+def test_rbf_kernel_matches_scikit_learn(n, m, D, monkeypatch):
+    """The slab-wise RBF equals sklearn's rbf_kernel (small slabs force many boundaries)."""
+    from catdask import kernels
+
+    monkeypatch.setattr(kernels, "_RBF_SLAB_ENTRIES", 997)
+    rng = np.random.default_rng(n + m)
+    X, Y = rng.standard_normal((n, D)) * 3, rng.standard_normal((m, D)) * 3
+    for gamma in (0.0, 0.01, 1.0, 50.0):
+        np.testing.assert_allclose(kernels.rbf_kernel(X, Y, gamma), rbf_kernel(X, Y, gamma=gamma),
+                                   rtol=1e-12, atol=1e-14)
+    G = kernels.make_kernel("rbf", n_features=D, gamma=0.5)(Y, Y)
+    np.testing.assert_allclose(np.diag(G), 1.0, rtol=0, atol=1e-13)
+    assert np.all((G >= 0) & (G <= 1))
+    with pytest.raises(ValueError, match="finite gamma"):
+        kernels.rbf_kernel(X, Y, np.inf)
