@@ -242,7 +242,7 @@ class DaskGramOperator:
         self.col_block = max(256, _GRAM_BLOCK_ENTRIES // self.block_rows)
         self._rows = [(a, min(a + self.block_rows, N)) for a in range(0, N, self.block_rows)]
         self._runner = BlockRunner()
-        self._Xd = self._runner.put(Xs, "X-sorted")
+        self._Xd = self._runner.put(Xs, "X-sorted", everywhere=True)
         self.gram_passes = 0
         self._moments = None
 
