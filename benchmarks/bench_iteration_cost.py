@@ -69,7 +69,7 @@ def main():
     from catdask.operators import NumpyGramOperator
 
     N = 3000 if args.quick else 8000
-    n_iter = 3 if args.quick else 5
+    n_iter = 3 if args.quick else 10
     X, y = blobs(N, D, K, seed=1)
     perm = np.argsort(y, kind="stable")
     X, y = X[perm], y[perm]
