@@ -15,6 +15,22 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 
 
+@pytest.fixture(autouse=True)
+def _isolated_dask_scheduler_setting():
+    """Undo a ``scheduler="dask.distributed"`` setting that a test's client did not reset.
+
+    A distributed Client sets it on creation and resets it in ``close()``; a test that kills
+    the scheduler under its client can end before that reset, and every later test computing
+    a Dask collection without a client would then fail with "no Client active".
+    """
+    import dask
+
+    before = dask.config.get("scheduler", None)
+    yield
+    if dask.config.get("scheduler", None) != before:
+        dask.config.set(scheduler=before)
+
+
 @pytest.fixture(scope="session")
 def shared_dir():
     """``../shared`` beside the checkout; tests that need it skip (saying why) when absent."""
