@@ -251,6 +251,11 @@ def cmd_demo(args):
              "plot": r["plot"]} for r in results]
     _print_table(rows)
     n_cert = sum(r["certified"] for r in results)
+    linear_only = [r["name"] for r in reports if r["n_samples"] > DEMO_KERNEL_MAX_SAMPLES]
+    if linear_only:
+        console.print(f"K-CQS not trained on {', '.join(linear_only)} (more than "
+                      f"{DEMO_KERNEL_MAX_SAMPLES} samples; the demo keeps to seconds per fit; "
+                      "`catdask train <name> --method kcqs` fits it).")
     console.print(f"{len(results)} models registered, {n_cert} certified globally optimal; "
                   "the others are marked uncertified with their optimality gap.")
     return EXIT_OK

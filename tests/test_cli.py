@@ -233,6 +233,35 @@ def test_ingest_train_models_plot_datasets(capsys, tmp_path, flows_env):
     assert code == EXIT_OK and "iris-cqs:v2" in out
 
 
+@pytest.mark.slow
+def test_demo_ingests_trains_certifies_registers_and_plots(capsys, tmp_path, flows_env,
+                                                           monkeypatch):
+    """The README's main job (``catdask demo``), reduced: iris and wine, 2 restarts."""
+    import catdask.cli
+
+    # Wine (178 samples) above the kernel limit: the demo must say it skipped K-CQS there.
+    monkeypatch.setattr(catdask.cli, "DEMO_KERNEL_MAX_SAMPLES", 160)
+    store = tmp_path / "store"
+    code, out, err = run_cli(capsys, "demo", "--quick", "--restarts", "2", "--store", store)
+    assert code == EXIT_OK, err
+    messages = " ".join(err.split())  # progress and notes go to stderr, wrapped by rich
+    assert "K-CQS not trained on wine" in messages
+    assert "3 models registered" in messages
+
+    versions = {name: list_models(store, name) for name in ("iris-cqs", "iris-kcqs", "wine-cqs")}
+    assert all(len(v) == 1 for v in versions.values()), versions
+    assert list_models(store, "wine-kcqs") == []
+    n_certified = 0
+    for name in versions:
+        _, meta = load_model_version(store, name)
+        assert meta["dataset"] == name.split("-")[0] and meta["params"]["n_restarts"] == 2
+        assert len(meta["restarts"]) >= 2 and all("certified" in r for r in meta["restarts"])
+        n_certified += meta["registration_status"] == "certified"
+        plot = store / "plots" / f"{name}-v1.png"
+        assert plot.read_bytes()[:8] == PNG_MAGIC and f"{name}:v1" in out  # summary table
+    assert f"{n_certified} certified globally optimal" in messages
+
+
 def test_models_show_refuses_an_edited_version(capsys, tmp_path, iris_store, flows_env):
     code, _, err = run_cli(capsys, "train", "iris", "--restarts", "1", "--store", iris_store)
     assert code == EXIT_OK, err
