@@ -125,7 +125,7 @@ class NumpyGramOperator:
         order = classes.order
         self._Xs = self.X if order is None else self.X[order]
         self._inverse = None if order is None else np.argsort(order)
-        self._G = kernel(self._Xs, self._Xs) if 8 * N * N <= max_gram_bytes else None
+        self._G = kernel.gram(self._Xs) if 8 * N * N <= max_gram_bytes else None
         # A kernel is symmetric, so G[:, C_k] = G[C_k, :]^T and products may read contiguous
         # rows instead of strided columns (measured 1.2x faster for one restart, 1.6x for 8).
         # Built-in kernels are symmetric by construction; a user's callable is checked once.

@@ -287,3 +287,19 @@ def test_rbf_kernel_matches_scikit_learn(n, m, D, monkeypatch):
     assert np.all((G >= 0) & (G <= 1))
     with pytest.raises(ValueError, match="finite gamma"):
         kernels.rbf_kernel(X, Y, np.inf)
+
+
+@pytest.mark.parametrize("n", [1, 63, 64, 65, 300])
+def test_rbf_gram_is_the_exactly_symmetric_rbf_kernel(n):
+    """The triangle-and-mirror Gram equals sklearn's rbf_kernel and is exactly symmetric."""
+    from catdask import kernels
+
+    X = np.random.default_rng(n).standard_normal((n, 5)) * 2
+    for gamma in (0.0, 0.1, 3.0):
+        G = kernels.rbf_gram(X, gamma)
+        np.testing.assert_allclose(G, rbf_kernel(X, X, gamma=gamma), rtol=1e-12, atol=1e-14)
+        np.testing.assert_array_equal(G, G.T)
+    kern = kernels.make_kernel("rbf", n_features=5, gamma=0.1)
+    np.testing.assert_array_equal(kern.gram(X), kernels.rbf_gram(X, 0.1))
+    with pytest.raises(ValueError, match="finite gamma"):
+        kernels.rbf_gram(X, -1.0)
