@@ -119,11 +119,14 @@ def local_cluster(n_workers=2, threads_per_worker=1, **kw):
     """A LocalCluster like the embedded default (127.0.0.1, 1 BLAS thread per thread)."""
     from distributed import Client, LocalCluster
 
-    from catdask.distributed.cluster import BLAS_ENV, limit_blas_threads
+    import dask
 
-    cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
-                           processes=True, host="127.0.0.1", dashboard_address=":0",
-                           env=dict(BLAS_ENV), **kw)
+    from catdask.distributed.cluster import BLAS_ENV, SCHEDULER_CONFIG, limit_blas_threads
+
+    with dask.config.set(SCHEDULER_CONFIG):
+        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
+                               processes=True, host="127.0.0.1", dashboard_address=":0",
+                               env=dict(BLAS_ENV), **kw)
     client = Client(cluster)
     client.run(limit_blas_threads, 1)
     return cluster, client

@@ -4,6 +4,10 @@ RBF, N = 12,000, D = 20, K = 5, recompute mode (every iteration evaluates all N^
 entries on the workers), 2 batched random restarts, ``max_iter=8``, no certificate. Each
 cluster has 1-thread workers with 1 BLAS thread; the driver only does K x N work.
 
+The 1-worker and 2-worker fits alternate three times and the speedup reported is the median
+of the three ratios: on this shared 2-core host a single pair measured anywhere from 1.3x to
+1.9x within the same hour (the second core is not always ours).
+
     python benchmarks/bench_scaling.py [--quick]
 """
 
@@ -11,9 +15,12 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
 from _common import blobs, local_cluster, parse_args, quiet_warnings, rbf_gamma, report
 
 D, K = 20, 5
+REPEATS = 3
 
 
 def fit_seconds(n_workers, Xd, y, max_iter):
@@ -42,10 +49,18 @@ def main():
     max_iter = 4 if args.quick else 8
     X, y = blobs(N, D, K, seed=5)
     Xd = da.from_array(X, chunks=(N // 4, D))
-    t1, f1 = fit_seconds(1, Xd, y, max_iter)
-    t2, f2 = fit_seconds(2, Xd, y, max_iter)
-    results = {"N": N, "max_iter": max_iter, "one_worker_s": round(t1, 2),
-               "two_workers_s": round(t2, 2), "speedup": round(t1 / t2, 2),
+    pairs = []
+    for _ in range(REPEATS):
+        t1, f1 = fit_seconds(1, Xd, y, max_iter)
+        t2, f2 = fit_seconds(2, Xd, y, max_iter)
+        assert abs(f1 - f2) <= 1e-9 * abs(f1), "1 and 2 workers must reach the same objective"
+        pairs.append((t1, t2))
+    ratios = [t1 / t2 for t1, t2 in pairs]
+    results = {"N": N, "max_iter": max_iter,
+               "one_worker_s": [round(t1, 2) for t1, _ in pairs],
+               "two_workers_s": [round(t2, 2) for _, t2 in pairs],
+               "speedup_each_repeat": [round(r, 2) for r in ratios],
+               "speedup": round(float(np.median(ratios)), 2),
                "objective_rel_diff": abs(f1 - f2) / abs(f1)}
     report("kernel fit, 2 workers vs 1", results, args)
 

@@ -439,3 +439,27 @@ def test_worker_killed_mid_kernel_fit(client):
     _assert_same_fit(est, ref, "dual_coef_")
     client.wait_for_workers(2, timeout=30)
     assert set(client.run(os.getpid).values()) != pids_before
+
+
+@pytest.mark.slow
+def test_embedded_cluster_keeps_the_copies_of_x_on_every_worker():
+    """The embedded cluster's scheduler runs without the Active Memory Manager, whose
+    ReduceReplicas policy would drop the per-worker copies of X within seconds and put every
+    task of a Gram pass on the one worker left holding X (measured: 2-worker speed-up 1.2x)."""
+    import time
+
+    from catdask.distributed.cluster import close_embedded_cluster, embedded_cluster
+    from catdask.distributed.execute import BlockRunner
+
+    close_embedded_cluster()
+    emb = embedded_cluster(n_workers=2, dashboard_port=0)
+    try:
+        runner = BlockRunner()
+        runner.client = emb
+        key = runner.put(np.ones((1000, 10)), "X", everywhere=True)
+        time.sleep(5)  # the AMM runs every 2 s by default
+        holders = emb.who_has([runner._data[key]])[key]
+        assert len(holders) == 2, holders
+        runner.release()
+    finally:
+        close_embedded_cluster()

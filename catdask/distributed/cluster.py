@@ -60,6 +60,16 @@ def _port_free(host, port):
     return True
 
 
+#: Scheduler settings for a catdask cluster. The Active Memory Manager's ReduceReplicas
+#: policy drops the extra copies of X made for a Gram pass (``BlockRunner.put(everywhere=True)``)
+#: a few seconds after they are made, and the scheduler then runs both of a pass's row-block
+#: tasks next to the one copy left: measured on 2 workers, 2 to 4 of 9 passes ran on one
+#: worker and the 2-worker speed-up fell to 1.2-1.5x. For a separate cluster, set
+#: ``DASK_DISTRIBUTED__SCHEDULER__ACTIVE_MEMORY_MANAGER__START=False`` where the scheduler
+#: runs (deploy/dask/README.md).
+SCHEDULER_CONFIG = {"distributed.scheduler.active-memory-manager.start": False}
+
+
 def embedded_cluster(*, n_workers=None, threads_per_worker=1, processes=True, memory_limit="auto",
                      dashboard_port=8787):
     """Start (once per process) and return the embedded LocalCluster's client.
@@ -76,6 +86,7 @@ def embedded_cluster(*, n_workers=None, threads_per_worker=1, processes=True, me
     dashboard_port : int, default=8787
         Used when free; otherwise any free port (the address is logged).
     """
+    import dask
     from distributed import Client, LocalCluster
 
     with _LOCK:
@@ -88,15 +99,16 @@ def embedded_cluster(*, n_workers=None, threads_per_worker=1, processes=True, me
             f"127.0.0.1:{dashboard_port}" if _port_free("127.0.0.1", dashboard_port)
             else "127.0.0.1:0"
         )
-        cluster = LocalCluster(
-            n_workers=n_workers,
-            threads_per_worker=threads_per_worker,
-            processes=processes,
-            host="127.0.0.1",
-            dashboard_address=dash,
-            memory_limit=memory_limit,
-            **({"env": dict(BLAS_ENV)} if processes else {}),
-        )
+        with dask.config.set(SCHEDULER_CONFIG):  # read once, when the scheduler starts
+            cluster = LocalCluster(
+                n_workers=n_workers,
+                threads_per_worker=threads_per_worker,
+                processes=processes,
+                host="127.0.0.1",
+                dashboard_address=dash,
+                memory_limit=memory_limit,
+                **({"env": dict(BLAS_ENV)} if processes else {}),
+            )
         client = Client(cluster, set_as_default=False)
         client.run(limit_blas_threads, 1)
         _EMBEDDED.update(cluster=cluster, client=client)
