@@ -62,7 +62,10 @@ def make(store, name="toy", chunk_rows=4, **kw):
 
 
 def visible(store):
-    return sorted(p.name for p in (Path(store) / "datasets").iterdir())
+    """Everything under datasets/ but the empty per-name swap locks (kept by design, like
+    the registry's lock file): data sets, and any temporary left behind."""
+    return sorted(p.name for p in (Path(store) / "datasets").iterdir()
+                  if not (p.name.startswith(".lock-") and p.is_file()))
 
 
 def edit_json(path: Path, fn):

@@ -31,7 +31,14 @@ import zarr
 
 from ..errors import DatasetNotFoundError, StoreCorruptError, StoreWriteError
 from . import _zarr_io
-from ._atomic import fsync_dir, fsync_tree, make_temp_dir, remove_tree, rename_no_replace
+from ._atomic import (
+    file_lock,
+    fsync_dir,
+    fsync_tree,
+    make_temp_dir,
+    remove_tree,
+    rename_no_replace,
+)
 from ._json import catdask_version, json_sha256, to_json_safe, utc_now
 from .layout import ASIDE_PREFIX, datasets_dir, entry_path, list_entries, resolve_store
 
@@ -51,11 +58,7 @@ __all__ = [
 FORMAT = 1
 # read_dataset(verify=None) verifies checksums when X is at most this big (in bytes).
 AUTO_VERIFY_BYTES = 256 * 2**20
-# How long a reader waits for a replacement in progress, and how often it re-reads if the
-# data set was replaced under it.
-_REPLACE_WAIT = 2.0
-# How long a reader re-checks a missing data set when no replacement is visibly in progress.
-_MISSING_GRACE = 0.25
+# How long a reader keeps re-reading a data set that is replaced under it.
 _READ_RETRY_SECONDS = 30.0
 _REQUIRED_ATTRS = {
     "catdask_dataset_format": int,
@@ -423,19 +426,22 @@ def _move_into_place(tmp: Path, final: Path, parent: Path, content: str, names: 
         if _same_content(final, content, names):
             return None
         aside = parent / f"{ASIDE_PREFIX}{final.name}-{uuid.uuid4().hex}"
-        try:
-            os.rename(final, aside)
-        except FileNotFoundError:
-            continue  # another writer moved it aside already; try again
-        replaced = True
-        try:
-            moved = rename_no_replace(tmp, final)
-        except OSError:
-            # Put the previous version back, so a failed write never hides the data set
-            # (if this fails too, cleanup_temporaries restores it from the aside copy).
-            with contextlib.suppress(OSError):
-                rename_no_replace(aside, final)
-            raise
+        # The name is absent from the first rename to the second; a reader that finds it
+        # absent takes this lock and looks again (_dataset_entry).
+        with file_lock(_swap_lock_path(parent, final.name)):
+            try:
+                os.rename(final, aside)
+            except FileNotFoundError:
+                continue  # another writer moved it aside already; try again
+            replaced = True
+            try:
+                moved = rename_no_replace(tmp, final)
+            except OSError:
+                # Put the previous version back, so a failed write never hides the data set
+                # (if this fails too, cleanup_temporaries restores it from the aside copy).
+                with contextlib.suppress(OSError):
+                    rename_no_replace(aside, final)
+                raise
         if moved:
             remove_tree(aside)
             return replaced
@@ -469,18 +475,16 @@ def _dataset_entry(store, name: str) -> Path:
     root = resolve_store(store)
     parent = datasets_dir(root)
     entry = entry_path(parent, name, "data set")
-    # A replacement in progress leaves the name absent for a moment, with the old copy aside.
-    start = time.monotonic()
-    while not entry.is_dir():
-        waited = time.monotonic() - start
-        # While the old copy is aside, wait for the new one (up to _REPLACE_WAIT). Without a
-        # visible aside, still re-check for a moment: a directory scan racing the writers'
-        # renames can miss the aside copy (measured: 1 run in ~10 of the concurrent-replace
-        # test under CI load reported the data set missing).
-        if waited >= _REPLACE_WAIT or (waited >= _MISSING_GRACE
-                                       and not _aside_exists(parent, name)):
-            break
-        time.sleep(0.01)
+    # A replacement in progress leaves the name absent for a moment (old copy aside, new one
+    # not yet renamed in), under the swap lock: waiting for that lock and looking again tells
+    # "being replaced" from "missing" without guessing from a directory scan (a scan racing
+    # the writers' renames missed the aside copy in 1 run in ~10 of the concurrent-replace
+    # test). The lock file exists once a data set of this name has been replaced.
+    lock = _swap_lock_path(parent, name)
+    if not entry.is_dir() and lock.is_file():
+        with contextlib.suppress(OSError):  # e.g. a read-only store: fall back to one look
+            with file_lock(lock):
+                pass
     if not entry.is_dir():
         known = list_entries(parent)
         raise DatasetNotFoundError(
@@ -490,8 +494,9 @@ def _dataset_entry(store, name: str) -> Path:
     return entry
 
 
-def _aside_exists(parent: Path, name: str) -> bool:
-    return any(parent.glob(f"{ASIDE_PREFIX}{name}-*"))
+def _swap_lock_path(parent: Path, name: str) -> Path:
+    """Lock file held by a writer while data set ``name`` is absent mid-replacement."""
+    return parent / f".lock-{name}"
 
 
 def _identity(entry: Path):
