@@ -258,8 +258,8 @@ def test_readers_never_see_a_mixed_or_missing_data_set_during_replacement(store)
 
     def writer(i):
         try:
-            for j in range(6):
-                write_dataset(store, "ds", np.full((10, 2), float(10 * i + j + 1)), [0, 1] * 5)
+            for j in range(10):
+                write_dataset(store, "ds", np.full((10, 2), float(100 * i + j + 1)), [0, 1] * 5)
         except Exception as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
@@ -271,8 +271,8 @@ def test_readers_never_see_a_mixed_or_missing_data_set_during_replacement(store)
         except Exception as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
-    readers = [threading.Thread(target=reader) for _ in range(2)]
-    writers = [threading.Thread(target=writer, args=(i,)) for i in range(4)]
+    readers = [threading.Thread(target=reader) for _ in range(3)]
+    writers = [threading.Thread(target=writer, args=(i,)) for i in range(6)]
     for t in readers + writers:
         t.start()
     for t in writers:

@@ -481,11 +481,13 @@ def _dataset_entry(store, name: str) -> Path:
     # the writers' renames missed the aside copy in 1 run in ~10 of the concurrent-replace
     # test). The lock file exists once a data set of this name has been replaced.
     lock = _swap_lock_path(parent, name)
-    if not entry.is_dir() and lock.is_file():
+    present = entry.is_dir()
+    if not present and lock.is_file():
         with contextlib.suppress(OSError):  # e.g. a read-only store: fall back to one look
             with file_lock(lock):
-                pass
-    if not entry.is_dir():
+                # Look while holding it: after release the next writer may swap again.
+                present = entry.is_dir()
+    if not present:
         known = list_entries(parent)
         raise DatasetNotFoundError(
             f"No data set {name!r} in store {root} (stored: {', '.join(known) or 'none'}). "
