@@ -116,20 +116,11 @@ def load_average():
 
 
 def local_cluster(n_workers=2, threads_per_worker=1, **kw):
-    """A LocalCluster like the embedded default (127.0.0.1, 1 BLAS thread per thread)."""
-    from distributed import Client, LocalCluster
+    """A LocalCluster like the embedded default, its client the default one."""
+    from catdask.distributed.cluster import start_local_cluster
 
-    import dask
-
-    from catdask.distributed.cluster import BLAS_ENV, SCHEDULER_CONFIG, limit_blas_threads
-
-    with dask.config.set(SCHEDULER_CONFIG):
-        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
-                               processes=True, host="127.0.0.1", dashboard_address=":0",
-                               env=dict(BLAS_ENV), **kw)
-    client = Client(cluster)
-    client.run(limit_blas_threads, 1)
-    return cluster, client
+    return start_local_cluster(n_workers, threads_per_worker=threads_per_worker,
+                               set_as_default=True, **kw)
 
 
 def parse_args(description):

@@ -233,8 +233,9 @@ def cmd_demo(args):
             progress.update(t, description=f"ingest {n}")
             reports += ingest([n], store=args.store, source_dir=args.source_dir)
             progress.advance(t)
+        linear_only = [r["name"] for r in reports if r["n_samples"] > DEMO_KERNEL_MAX_SAMPLES]
         jobs = [(r["name"], m) for r in reports for m in ("cqs", "kcqs")
-                if m == "cqs" or r["n_samples"] <= DEMO_KERNEL_MAX_SAMPLES]
+                if m == "cqs" or r["name"] not in linear_only]
         t = progress.add_task("train", total=len(jobs))
         results = []
         for dataset, method in jobs:
@@ -251,7 +252,6 @@ def cmd_demo(args):
              "plot": r["plot"]} for r in results]
     _print_table(rows)
     n_cert = sum(r["certified"] for r in results)
-    linear_only = [r["name"] for r in reports if r["n_samples"] > DEMO_KERNEL_MAX_SAMPLES]
     if linear_only:
         console.print(f"K-CQS not trained on {', '.join(linear_only)} (more than "
                       f"{DEMO_KERNEL_MAX_SAMPLES} samples; the demo keeps to seconds per fit; "

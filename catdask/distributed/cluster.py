@@ -29,6 +29,7 @@ __all__ = [
     "get_client",
     "embedded_cluster",
     "close_embedded_cluster",
+    "start_local_cluster",
     "limit_blas_threads",
 ]
 
@@ -70,6 +71,32 @@ def _port_free(host, port):
 SCHEDULER_CONFIG = {"distributed.scheduler.active-memory-manager.start": False}
 
 
+def start_local_cluster(n_workers, *, threads_per_worker=1, processes=True,
+                        memory_limit="auto", dashboard_address="127.0.0.1:0",
+                        set_as_default=False):
+    """A LocalCluster set up the way catdask computes: bound to 127.0.0.1, one BLAS thread per
+    worker thread, :data:`SCHEDULER_CONFIG` applied. Returns ``(cluster, client)``.
+
+    The embedded cluster and the benchmarks' clusters are both made here.
+    """
+    import dask
+    from distributed import Client, LocalCluster
+
+    with dask.config.set(SCHEDULER_CONFIG):  # read once, when the scheduler starts
+        cluster = LocalCluster(
+            n_workers=n_workers,
+            threads_per_worker=threads_per_worker,
+            processes=processes,
+            host="127.0.0.1",
+            dashboard_address=dashboard_address,
+            memory_limit=memory_limit,
+            **({"env": dict(BLAS_ENV)} if processes else {}),
+        )
+    client = Client(cluster, set_as_default=set_as_default)
+    client.run(limit_blas_threads, 1)
+    return cluster, client
+
+
 def embedded_cluster(*, n_workers=None, threads_per_worker=1, processes=True, memory_limit="auto",
                      dashboard_port=8787):
     """Start (once per process) and return the embedded LocalCluster's client.
@@ -86,9 +113,6 @@ def embedded_cluster(*, n_workers=None, threads_per_worker=1, processes=True, me
     dashboard_port : int, default=8787
         Used when free; otherwise any free port (the address is logged).
     """
-    import dask
-    from distributed import Client, LocalCluster
-
     with _LOCK:
         client = _EMBEDDED["client"]
         if client is not None and client.status == "running":
@@ -99,18 +123,10 @@ def embedded_cluster(*, n_workers=None, threads_per_worker=1, processes=True, me
             f"127.0.0.1:{dashboard_port}" if _port_free("127.0.0.1", dashboard_port)
             else "127.0.0.1:0"
         )
-        with dask.config.set(SCHEDULER_CONFIG):  # read once, when the scheduler starts
-            cluster = LocalCluster(
-                n_workers=n_workers,
-                threads_per_worker=threads_per_worker,
-                processes=processes,
-                host="127.0.0.1",
-                dashboard_address=dash,
-                memory_limit=memory_limit,
-                **({"env": dict(BLAS_ENV)} if processes else {}),
-            )
-        client = Client(cluster, set_as_default=False)
-        client.run(limit_blas_threads, 1)
+        cluster, client = start_local_cluster(
+            n_workers, threads_per_worker=threads_per_worker, processes=processes,
+            memory_limit=memory_limit, dashboard_address=dash,
+        )
         _EMBEDDED.update(cluster=cluster, client=client)
         logger.info("started embedded Dask cluster %s, dashboard %s",
                     cluster.scheduler_address, client.dashboard_link)
