@@ -183,7 +183,7 @@ def write_dataset(
     try:
         tmp = make_temp_dir(folder, "s")
         with hold_dir(tmp):  # marks the temporary as in use (cleanup skips it)
-            group = zarr.open_group(str(tmp), mode="w")
+            group = zarr.open_group(str(tmp), mode="a")  # "w" would recreate the locked folder
             rows = min(chunk_rows, X.shape[0])
             # NaN / -1 fill values: a chunk that goes missing reads as an impossible value.
             # y is chunked like X's rows, so Dask blocks of X and y line up.

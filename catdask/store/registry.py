@@ -233,7 +233,7 @@ def register_model(
 
 def _write_and_claim(tmp: Path, model_dir: Path, name: str, arrays, meta, run_key):
     """Write the arrays into ``tmp`` and claim a version: ``(existing, version, meta)``."""
-    group = zarr.open_group(str(tmp), mode="w")
+    group = zarr.open_group(str(tmp), mode="a")  # "w" would recreate the locked folder
     info = {}
     for key, a in arrays.items():
         _zarr_io.write_array(group, key, a)
