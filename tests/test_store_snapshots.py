@@ -253,3 +253,123 @@ def test_a_crash_at_any_step_loses_no_data_set(tmp_path):
 @pytest.mark.slow
 def test_a_crash_at_any_step_loses_no_data_set_repeatedly(tmp_path):
     _run_crashes(tmp_path, repeats=3)
+
+
+# --------------------------------------------------------------------------- gc
+
+
+def test_gc_keeps_snapshots_models_or_readers_refer_to(tmp_path):
+    store = tmp_path / "store"
+    s1 = write_dataset(store, "ds", *table(1.0))
+    write_dataset(store, "ds", *table(2.0), replace=True)
+    s3 = write_dataset(store, "ds", *table(3.0), replace=True)
+    register_model(store, "m", {"w": np.ones(2)},
+                   {"dataset": "ds", "dataset_sha256": s1.content_sha256})
+    reader = open_dataset_arrays(store, "ds")  # holds s3
+    write_dataset(store, "ds", *table(4.0), replace=True)  # s4 current; s2 is garbage
+
+    dry = gc_store(store, dry_run=True)
+    assert [p.name for p in dry.would_remove] == ["s2", "s3"] and dry.removed == []
+    assert (store / "datasets" / "ds" / "s2").is_dir()
+    result = gc_store(store)
+    kept = {p.name: why for p, why in result.kept}
+    assert [p.name for p in result.removed] == ["s2"]
+    assert "trained on its content" in kept["s1"] and kept["s4"] == "current snapshot"
+    assert kept["s3"] == "a reader holds it"
+    np.testing.assert_array_equal(reader.X[:], table(3.0)[0])  # still readable by path
+    reader.close()
+    assert [p.name for p in gc_store(store).removed] == ["s3"]
+    # A model that records the snapshot id keeps exactly that snapshot.
+    register_model(store, "m", {"w": np.ones(2)}, {"dataset": "ds", "dataset_snapshot": "s4"})
+    write_dataset(store, "ds", *table(5.0), replace=True)
+    assert gc_store(store).removed == []
+    assert sorted(p.name for p in (store / "datasets" / "ds").iterdir()) == [
+        ".lock", "s1", "s4", "s5", "zarr.json"]
+    assert gc_store(store, keep_last=1, dry_run=True).would_remove == []
+
+
+def test_gc_removes_nothing_when_a_models_references_are_unknown(tmp_path):
+    store = tmp_path / "store"
+    write_dataset(store, "ds", *table(1.0))
+    write_dataset(store, "ds", *table(2.0), replace=True)
+    mv = register_model(store, "m", {"w": np.ones(2)}, {})
+    (mv.path / "zarr.json").write_text("{damaged")
+    result = gc_store(store)
+    assert result.removed == [] and any("unreadable" in why for _p, why in result.kept)
+
+
+# --------------------------------------------------------------------------- check
+
+
+def _kinds(report):
+    return sorted((p.kind, p.severity) for p in report.problems)
+
+
+def test_check_reports_strays_unloadable_models_and_stale_lineage(tmp_path):
+    from sklearn.datasets import load_iris
+
+    from catdask import CategorySpace
+    from catdask.store import register_estimator
+    from catdask.store._json import json_sha256
+
+    store = tmp_path / "store"
+    X, y = load_iris(return_X_y=True)
+    info = write_dataset(store, "iris", X, y)
+    meta = {"dataset": "iris", "dataset_sha256": info.content_sha256}
+    good = register_estimator(store, "cqs", CategorySpace(n_restarts=1).fit(X, y), meta)
+    bad = register_estimator(store, "cqs", CategorySpace(n_restarts=1).fit(X, y), meta)
+    report = check_store(store)
+    assert report.ok and report.problems == []
+    assert [r["status"] for r in report.checked] == ["ok", "ok", "ok"]
+
+    # A version edited with recomputed checksums passes the checksums but not the loader.
+    node = json.loads((bad.path / "zarr.json").read_text())
+    node["attributes"]["meta"]["class"] = "NoSuchEstimator"
+    attrs = node["attributes"]
+    attrs["attrs_sha256"] = json_sha256({k: v for k, v in attrs.items() if k != "attrs_sha256"})
+    (bad.path / "zarr.json").write_text(json.dumps(node))
+    (store / "datasets" / "iris" / "notes.txt").write_text("stray")
+    (store / "datasets" / "iris" / "s1" / "model.pkl").write_bytes(b"\x80")
+    (store / "models" / "cqs" / "README").write_text("stray")
+    write_dataset(store, "iris", X[:, ::-1], y, replace=True)  # the models become stale
+    report = check_store(store)
+    assert not report.ok
+    assert _kinds(report) == [
+        ("model", "error"), ("stale", "info"), ("stray", "error"), ("stray", "error"),
+        ("stray", "error")]
+    model_problem = next(p for p in report.problems if p.kind == "model")
+    assert model_problem.path == bad.path and "does not load" in model_problem.message
+    stale = next(p for p in report.problems if p.kind == "stale")
+    assert stale.path == good.path and "s2" in stale.message
+    # s1 is referenced by both models: never "unreferenced"; cleanup deletes no stray.
+    assert check_store(store, cleanup=True).removed == []
+    assert (store / "datasets" / "iris" / "notes.txt").exists()
+
+
+def test_cleanup_restores_the_last_verified_snapshot_only(tmp_path):
+    store = tmp_path / "store"
+    write_dataset(store, "ds", *table(1.0))
+    write_dataset(store, "ds", *table(2.0), replace=True)
+    write_dataset(store, "ds", *table(3.0), replace=True)
+    folder = store / "datasets" / "ds"
+    # The current snapshot is damaged, and so is the one before it: s1 is the last good one.
+    for snap in ("s3", "s2"):
+        chunk = next(p for p in (folder / snap / "X").rglob("*") if p.name != "zarr.json"
+                     and p.is_file())
+        chunk.write_bytes(chunk.read_bytes()[:-3] + b"xyz")
+    report = check_store(store)
+    assert [(p.kind, p.path.name) for p in report.errors] == [
+        ("corrupt-snapshot", "s2"), ("corrupt-snapshot", "s3")]
+    assert report.checked[0]["status"] != "ok"
+    cleaned = check_store(store, cleanup=True)
+    assert cleaned.restored == ["ds: s3 -> s1"]
+    assert value(store) == 1.0
+    # The damaged snapshots are kept (never deleted unverified) and still reported.
+    assert {p.path.name for p in cleaned.errors} == {"s2", "s3"}
+    # Nothing verifies: cleanup restores nothing and the problem stays.
+    store2 = tmp_path / "store2"
+    write_dataset(store2, "ds", *table(1.0))
+    (store2 / "datasets" / "ds" / "s1" / "zarr.json").write_text("{")
+    cleaned = check_store(store2, cleanup=True)
+    assert cleaned.restored == [] and not cleaned.ok
+    assert read_pointer(store2 / "datasets" / "ds").snapshot == "s1"
