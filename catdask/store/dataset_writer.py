@@ -220,14 +220,18 @@ def _discard(tmp: Path | None, new_folder: Path | None) -> None:
     if tmp is not None and tmp.exists():
         remove_tree(tmp)
     if new_folder is not None:
+        # Never unlink the name lock (a waiting writer would then lock a different file): a
+        # folder that holds it stays; rmdir fails (keeps it) when anything else is in it.
         with contextlib.suppress(OSError):
-            (new_folder / ".lock").unlink(missing_ok=True)
-            new_folder.rmdir()  # fails (kept) when another writer's files are in it
+            new_folder.rmdir()
 
 
 def _commit(tmp: Path, folder: Path, name: str, content: str) -> tuple[str, bool]:
     """Rename ``tmp`` to the next ``s<N>`` and point the name at it (under the name lock)."""
-    pointer = read_pointer(folder)
+    try:
+        replacing = read_pointer(folder) is not None
+    except StoreCorruptError:
+        replacing = True  # a damaged pointer is replaced by a valid one
     number = max((snapshot_number(s) for s in snapshot_ids(folder)), default=0) + 1
     snapshot = f"s{number}"
     if not rename_no_replace(tmp, folder / snapshot):
@@ -235,7 +239,7 @@ def _commit(tmp: Path, folder: Path, name: str, content: str) -> tuple[str, bool
     crash_point("snapshot-renamed")
     fsync_dir(folder)
     write_pointer(folder, name, snapshot, content)
-    return snapshot, pointer is not None
+    return snapshot, replacing
 
 
 def _current_state(folder: Path, content: str, names: list, name: str, replace: bool):

@@ -14,7 +14,7 @@ import uuid
 from pathlib import Path
 
 from ..errors import StoreCorruptError
-from ._atomic import TMP_PREFIX, crash_point, remove_tree, try_lock
+from ._atomic import TMP_PREFIX, crash_point, hold_dir, remove_tree, try_lock
 from .layout import datasets_dir, list_entries, models_dir, resolve_store
 from .registry import checked_attrs, version_numbers
 from .snapshots import name_lock, read_pointer, snapshot_ids, snapshot_number
@@ -76,7 +76,8 @@ def remove_snapshot(folder: Path, snapshot: str) -> bool:
         doomed = folder / f"{TMP_PREFIX}gc-{snapshot}-{uuid.uuid4().hex}"
         os.rename(path, doomed)  # gone from view at once; the rest is deleting garbage
         crash_point("gc-renamed")
-    remove_tree(doomed)
+    with hold_dir(doomed):  # in use: check does not report it as a crash leftover
+        remove_tree(doomed)
     return True
 
 

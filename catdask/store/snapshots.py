@@ -133,6 +133,7 @@ def write_pointer(folder: Path, name: str, snapshot: str, content_sha256: str) -
     tmp = folder / f"{TMP_PREFIX}pointer-{uuid.uuid4().hex}"
     try:
         with open(tmp, "w", encoding="utf-8") as fh:
+            _flock(fh.fileno())  # in use: cleanup and check leave it alone
             json.dump(node, fh, indent=2)
             fh.flush()
             os.fsync(fh.fileno())
