@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import errno
 import json
-import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +24,6 @@ from catdask.store import (
     _atomic,
     _zarr_io,
     check_store,
-    gc_store,
     cleanup_temporaries,
     list_datasets,
     open_dataset_arrays,
@@ -557,3 +554,26 @@ def test_end_to_end_with_parser(store):
     # Provenance nested under "provenance" (as the ingest pipeline passes it) works too.
     write_dataset(store, "nested", X, y, names, {"provenance": prov})
     assert read_dataset(store, "nested").attrs["source_sha256"] == d.attrs["source_sha256"]
+
+
+# --------------------------------------------------------------------------- the pointer
+
+
+def test_damaged_pointer_is_reported_and_a_write_repairs_it(store):
+    _info, X, y = make(store)
+    (store / "datasets" / "toy" / "zarr.json").write_text("{not json")
+    with pytest.raises(StoreCorruptError, match="not valid JSON"):
+        read_dataset(store, "toy")
+    [info] = list_datasets(store)
+    assert "not valid JSON" in info.problem
+    assert [p.kind for p in check_store(store).errors] == ["pointer"]
+    info = write_dataset(store, "toy", X, y, {"a": "Alpha", "b": "Beta"})
+    assert info.written and info.replaced and info.snapshot == "s2"
+    np.testing.assert_array_equal(read_dataset(store, "toy").X, X)
+
+
+def test_a_data_set_of_the_older_in_place_layout_is_named(store):
+    g = zarr.open_group(str(store / "datasets" / "old"), mode="w")
+    g.attrs.put({"catdask_dataset_format": 1})
+    with pytest.raises(StoreCorruptError, match="older catdask.*--replace"):
+        read_dataset(store, "old")
