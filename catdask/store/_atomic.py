@@ -4,7 +4,7 @@ Every store entry (a data set, a model version) is written into a private tempor
 beside its final place and then renamed into place. ``os.rename`` of a directory is atomic on
 POSIX and Windows and refuses to replace a non-empty directory, which gives both "no half-written
 entry is ever visible" and a lock-free way for concurrent writers to claim distinct names
-(STACK.md: zarr itself locks nothing).
+(zarr itself locks nothing; docs/design.md section 7).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ __all__ = [
     "crash_point",
     "hold_dir",
     "try_lock",
+    "flock_fd",
 ]
 
 # Everything the store writes privately starts with this prefix; listings skip it and
@@ -159,7 +160,7 @@ def remove_temporaries(parent: Path, older_than_seconds: float, keep=lambda p: F
     return removed
 
 
-def _flock(fd: int, shared: bool = False, wait: bool = True) -> bool:
+def flock_fd(fd: int, shared: bool = False, wait: bool = True) -> bool:
     """flock ``fd``; False if ``wait`` is False and someone else holds it. Where flock does
     not exist (Windows) this is a no-op that reports success."""
     if _fcntl is None:  # pragma: no cover - Windows
@@ -183,7 +184,7 @@ def hold_dir(path: Path, shared: bool = False):
     """
     fd = os.open(path, os.O_RDONLY)
     try:
-        _flock(fd, shared=shared)
+        flock_fd(fd, shared=shared)
         yield fd
     finally:
         os.close(fd)
@@ -202,7 +203,7 @@ def try_lock(path: Path):
         yield True
         return
     try:
-        yield _flock(fd, wait=False)
+        yield flock_fd(fd, wait=False)
     finally:
         os.close(fd)
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from ..errors import DatasetNotFoundError, StoreCorruptError
 from . import _zarr_io
-from ._atomic import TMP_PREFIX, _flock, crash_point, file_lock, fsync_dir
+from ._atomic import TMP_PREFIX, crash_point, flock_fd, file_lock, fsync_dir
 from ._json import utc_now
 from .content import check_attrs, verify_content
 from .layout import datasets_dir, entry_path, list_entries, resolve_store
@@ -133,7 +133,7 @@ def write_pointer(folder: Path, name: str, snapshot: str, content_sha256: str) -
     tmp = folder / f"{TMP_PREFIX}pointer-{uuid.uuid4().hex}"
     try:
         with open(tmp, "w", encoding="utf-8") as fh:
-            _flock(fh.fileno())  # in use: cleanup and check leave it alone
+            flock_fd(fh.fileno())  # in use: cleanup and check leave it alone
             json.dump(node, fh, indent=2)
             fh.flush()
             os.fsync(fh.fileno())
@@ -185,7 +185,7 @@ def hold_snapshot(path: Path) -> SnapshotHold | None:
     except NotADirectoryError:
         return None
     try:
-        _flock(fd, shared=True)
+        flock_fd(fd, shared=True)
         now = os.stat(path / "zarr.json")
         held = os.fstat(fd)
         if (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino):
