@@ -182,7 +182,11 @@ def hold_dir(path: Path, shared: bool = False):
     follows the inode, so it survives the rename into place. The OS releases it when the
     holder dies.
     """
-    fd = os.open(path, os.O_RDONLY)
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except (IsADirectoryError, PermissionError):  # pragma: no cover - Windows: no dir fds
+        yield None
+        return
     try:
         flock_fd(fd, shared=shared)
         yield fd
