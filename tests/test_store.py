@@ -572,8 +572,31 @@ def test_damaged_pointer_is_reported_and_a_write_repairs_it(store):
     np.testing.assert_array_equal(read_dataset(store, "toy").X, X)
 
 
-def test_a_data_set_of_the_older_in_place_layout_is_named(store):
-    g = zarr.open_group(str(store / "datasets" / "old"), mode="w")
-    g.attrs.put({"catdask_dataset_format": 1})
-    with pytest.raises(StoreCorruptError, match="older catdask.*--replace"):
-        read_dataset(store, "old")
+def _old_layout(store, name="toy"):
+    """Turn data set ``name`` into the in-place layout older catdask versions wrote."""
+    import shutil
+
+    folder = store / "datasets" / name
+    current = snap(store, name)
+    for child in ("X", "y"):
+        shutil.move(str(current / child), str(folder / child))
+    shutil.copy(current / "zarr.json", folder / "zarr.json")
+    shutil.rmtree(current)
+    (folder / ".lock").unlink()
+
+
+def test_a_data_set_of_the_older_in_place_layout_is_upgraded(store):
+    _info, X, y = make(store)
+    _old_layout(store)
+    with pytest.raises(StoreCorruptError, match="older catdask.*check --cleanup"):
+        read_dataset(store, "toy")
+    assert not check_store(store).ok
+    report = check_store(store, cleanup=True)
+    assert report.restored == ["toy: old in-place layout -> s1"] and report.ok, report.problems
+    assert contents(store) == ["s1", "zarr.json"]
+    np.testing.assert_array_equal(read_dataset(store, "toy").X, X)
+    # A re-ingest upgrades too (then finds the same content: nothing to write).
+    make(store, "other")
+    _old_layout(store, "other")
+    assert make(store, "other")[0].written is False
+    assert read_dataset(store, "other").snapshot == "s1"

@@ -158,6 +158,8 @@ SCENARIOS = (
     + [("lost-current", "cleanup", p, 1.0 if p == "pointer-replaced" else "corrupt", 1.0)
        for p in ("pointer-written", "pointer-replaced")]
     + [("two-newer", "cleanup", "gc-renamed", 1.0, 1.0)]
+    + [("old-layout", "cleanup", p, 1.0 if p == "pointer-replaced" else "corrupt", 1.0)
+       for p in ("upgrade-copied", "upgrade-moved-aside", "pointer-replaced")]
 )
 
 
@@ -166,6 +168,14 @@ def _prepare(store: Path, state: str) -> None:
         return
     write_dataset(store, "ds", *table(1.0))
     if state == "one":
+        return
+    if state == "old-layout":  # the in-place layout of older catdask versions
+        import shutil
+
+        folder = store / "datasets" / "ds"
+        for child in ("X", "y", "zarr.json"):
+            shutil.move(str(folder / "s1" / child), str(folder / child))
+        (folder / "s1").rmdir()
         return
     write_dataset(store, "ds", *table(2.0), replace=True)
     folder = store / "datasets" / "ds"
@@ -190,12 +200,15 @@ def whole(store: Path) -> bool:
     if not folder.exists():
         return True
     names = {p.name for p in folder.iterdir()} - {".lock"}
-    if any(n.startswith(".") for n in names):
-        return False
+    if any(n != "zarr.json" and not (n[:1] == "s" and n[1:].isdigit()) for n in names):
+        return False  # temporaries, old-layout arrays, stray files
     snaps = sorted(int(n[1:]) for n in names if n.startswith("s"))
     if "zarr.json" not in names:
         return not snaps
-    current = read_pointer(folder).snapshot
+    try:
+        current = read_pointer(folder).snapshot
+    except StoreCorruptError:
+        return False
     if int(current[1:]) not in snaps or max(snaps) > int(current[1:]):
         return False
     try:
@@ -246,7 +259,8 @@ def _run_crashes(tmp_path: Path, repeats: int) -> None:
 
 
 def test_a_crash_at_any_step_loses_no_data_set(tmp_path):
-    """Each injection point of ingest, replace, gc and cleanup once (a killed process)."""
+    """Each injection point of ingest, replace, gc, cleanup and the old-layout upgrade once (a
+    killed process)."""
     _run_crashes(tmp_path, repeats=1)
 
 

@@ -31,6 +31,7 @@ from .snapshots import (
     verify_snapshot,
     write_pointer,
 )
+from .upgrade import upgrade_old_layout
 
 __all__ = ["StoreProblem", "StoreReport", "check_store"]
 
@@ -142,6 +143,9 @@ def _verifies(path: Path) -> bool:
 def _repair(folder: Path, refs, report: StoreReport) -> None:
     """Restore a valid current snapshot if needed, then remove redundant snapshots."""
     with name_lock(folder):
+        upgraded = upgrade_old_layout(folder)
+        if upgraded is not None:
+            report.restored.append(f"{folder.name}: old in-place layout -> {upgraded}")
         ids = snapshot_ids(folder)
         try:
             pointer = read_pointer(folder)

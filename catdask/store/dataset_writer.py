@@ -45,6 +45,7 @@ from .snapshots import (
     verify_snapshot,
     write_pointer,
 )
+from .upgrade import is_old_layout, upgrade_old_layout
 
 __all__ = ["DatasetInfo", "write_dataset", "info_from_attrs"]
 
@@ -151,6 +152,9 @@ def write_dataset(
     content = content_sha256(X, codes, classes)
     provenance = to_json_safe(dict(attrs or {}), "attrs")
 
+    if is_old_layout(folder):
+        with name_lock(folder):
+            upgrade_old_layout(folder)
     current = _current_state(folder, content, names, name, replace)
     if current is not None:
         return current

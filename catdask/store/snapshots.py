@@ -108,7 +108,7 @@ def read_pointer(folder: Path) -> Pointer | None:
             raise StoreCorruptError(
                 folder,
                 "this data set was written by an older catdask (stored in place, without "
-                "snapshots); re-ingest it with replace=True (`catdask ingest --replace`)",
+                "snapshots); `catdask check --cleanup` (or any re-ingest) upgrades it",
             )
         raise StoreCorruptError(folder, "zarr.json is not a catdask data-set pointer")
     snapshot, sha = attrs.get("snapshot"), attrs.get("content_sha256")
