@@ -588,12 +588,13 @@ def _old_layout(store, name="toy"):
 def test_a_data_set_of_the_older_in_place_layout_is_upgraded(store):
     _info, X, y = make(store)
     _old_layout(store)
+    (store / "datasets" / ".lock-toy").touch()  # its swap lock
     with pytest.raises(StoreCorruptError, match="older catdask.*check --cleanup"):
         read_dataset(store, "toy")
     assert not check_store(store).ok
     report = check_store(store, cleanup=True)
     assert report.restored == ["toy: old in-place layout -> s1"] and report.ok, report.problems
-    assert contents(store) == ["s1", "zarr.json"]
+    assert contents(store) == ["s1", "zarr.json"] and visible(store) == ["toy"]
     np.testing.assert_array_equal(read_dataset(store, "toy").X, X)
     # A re-ingest upgrades too (then finds the same content: nothing to write).
     make(store, "other")

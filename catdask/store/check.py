@@ -120,6 +120,11 @@ def check_store(store=None, *, cleanup: bool = False, older_than_seconds: float 
     if cleanup:
         report.removed += cleanup_temporaries(root, older_than_seconds)
         refs = model_references(root)
+        for old_lock in sorted(datasets_dir(root).glob(".lock-*")):
+            # Empty swap locks of the older in-place layout: nothing uses them any more.
+            if old_lock.is_file() and old_lock.stat().st_size == 0:
+                old_lock.unlink()
+                report.removed.append(old_lock)
         for name in list_entries(datasets_dir(root)):
             if is_valid_name(name):
                 _repair(datasets_dir(root) / name, refs, report)
