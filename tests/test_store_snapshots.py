@@ -61,7 +61,7 @@ for j in range(count):
 """
 
 
-def _concurrent_reingests(tmp_path, n_writers: int, commits: int):
+def _concurrent_reingests(tmp_path, n_writers: int, commits: int, n_reads: int):
     store = tmp_path / "store"
     write_dataset(store, "ds", *table(0.0))
     writers = [
@@ -74,7 +74,7 @@ def _concurrent_reingests(tmp_path, n_writers: int, commits: int):
 
     def reader(lazy: bool):
         try:
-            while not done.is_set() or len(reads) < 1000:
+            while not done.is_set() or len(reads) < n_reads:
                 if lazy:
                     with open_dataset_arrays(store, "ds") as a:
                         first = np.asarray(a.X[:])
@@ -112,7 +112,7 @@ def _concurrent_reingests(tmp_path, n_writers: int, commits: int):
     for t in threads:
         t.join(timeout=300)
     assert not errors, errors
-    assert len(reads) >= 1000 and sum(reads) > 0 and len(mixed) == 0
+    assert len(reads) >= n_reads and sum(reads) > 0 and len(mixed) == 0
     final = read_dataset(store, "ds")
     assert final.snapshot == f"s{1 + n_writers * commits}" and np.unique(final.X).size == 1
     assert check_store(store).ok
@@ -122,12 +122,13 @@ def test_concurrent_reingests_never_mix_reads(tmp_path):
     """Writer processes replace the name again and again while threads read it eagerly and
     lazily (two passes over the lazy arrays, as a fit does) and gc runs: every one of >= 1000
     reads sees one content, whose checksum is its snapshot's."""
-    _concurrent_reingests(tmp_path, n_writers=2, commits=6)
+    _concurrent_reingests(tmp_path, n_writers=2, commits=4, n_reads=300)
 
 
 @pytest.mark.slow
 def test_concurrent_reingests_never_mix_reads_many_writers(tmp_path):
-    _concurrent_reingests(tmp_path, n_writers=4, commits=15)
+    """The issue's count: 0 mixed reads in >= 1000 reads, 4 writer processes x 15 commits."""
+    _concurrent_reingests(tmp_path, n_writers=4, commits=15, n_reads=1000)
 
 
 # --------------------------------------------------------------------------- crashes
@@ -229,8 +230,9 @@ def value(store: Path):
     return float(X[0, 0])
 
 
-def _run_crashes(tmp_path: Path, repeats: int) -> None:
-    cases = [(i, r, s) for i, s in enumerate(SCENARIOS) for r in range(repeats)]
+def _run_crashes(tmp_path: Path, repeats: int, states=None) -> None:
+    cases = [(i, r, s) for i, s in enumerate(SCENARIOS) for r in range(repeats)
+             if states is None or s[0] in states]
     stores = {}
     for i, r, (state, *_rest) in cases:
         stores[i, r] = tmp_path / f"store-{i}-{r}"
@@ -259,13 +261,14 @@ def _run_crashes(tmp_path: Path, repeats: int) -> None:
 
 
 def test_a_crash_at_any_step_loses_no_data_set(tmp_path):
-    """Each injection point of ingest, replace, gc, cleanup and the old-layout upgrade once (a
-    killed process)."""
-    _run_crashes(tmp_path, repeats=1)
+    """A kill at each step of a replacement and of gc (the slow test covers every point)."""
+    _run_crashes(tmp_path, repeats=1, states={"one", "two"})
 
 
 @pytest.mark.slow
 def test_a_crash_at_any_step_loses_no_data_set_repeatedly(tmp_path):
+    """Each injection point of ingest, replace, gc, cleanup and the old-layout upgrade, three
+    times (a killed process each time)."""
     _run_crashes(tmp_path, repeats=3)
 
 
