@@ -16,6 +16,7 @@ __all__ = [
     "InvalidNameError",
     "CatalogError",
     "DatasetNotFoundError",
+    "DatasetExistsError",
     "ModelNotFoundError",
     "SourceNotFoundError",
     "ChecksumMismatchError",
@@ -45,6 +46,10 @@ class CatalogError(CatdaskError, ValueError):
 
 class DatasetNotFoundError(CatdaskError, _MessageKeyError):
     """No data set of that name in the catalog or the store."""
+
+
+class DatasetExistsError(CatdaskError, ValueError):
+    """A data set of that name holds different content and replacing it was not asked for."""
 
 
 class ModelNotFoundError(CatdaskError, _MessageKeyError):

@@ -303,7 +303,7 @@ def test_check_verifies_the_store_and_cleans_up(capsys, tmp_path, iris_store):
     assert code == EXIT_INPUT and "1 damaged entries" in err
     assert leftover.exists()  # only --cleanup touches temporaries
 
-    chunk = next(p for p in (iris_store / "datasets" / "iris" / "X").rglob("*")
+    chunk = next(p for p in (iris_store / "datasets" / "iris" / "s1" / "X").rglob("*")
                  if p.is_file() and p.name != "zarr.json")
     data = bytearray(chunk.read_bytes())
     data[-1] ^= 0xFF

@@ -30,7 +30,13 @@ import pytest
 
 from catdask.errors import StoreWriteError
 from catdask.pipeline import ModelSpec, fit_on_dataset, ingest_dataset, register_outcome
-from catdask.store import list_models, load_estimator, read_dataset, write_dataset
+from catdask.store import (
+    list_models,
+    load_estimator,
+    load_model_version,
+    read_dataset,
+    write_dataset,
+)
 from catdask.store import registry as registry_mod
 
 from .conftest import make_blobs
@@ -169,7 +175,7 @@ def test_disk_full_when_claiming_the_version_keeps_earlier_versions(tmp_path, mo
     monkeypatch.undo()
     assert _models(store) == ["m/v1"]
     assert [v.version for v in list_models(store, "m")] == [1]
-    np.testing.assert_array_equal(registry_mod.load_model_version(store, "m", 1)[0]["W"], np.eye(3))
+    np.testing.assert_array_equal(load_model_version(store, "m", 1)[0]["W"], np.eye(3))
     assert register_model(store, "m", {"W": 2 * np.eye(3)}, {"k": 2}, run_key="x").version == 2
 
 
@@ -189,7 +195,7 @@ def test_read_only_model_folder_keeps_earlier_versions(tmp_path):
     finally:
         folder.chmod(0o755)
     assert _models(store) == ["m/v1"]
-    registry_mod.load_model_version(store, "m", 1)
+    load_model_version(store, "m", 1)
 
 
 # ============================================================================ serve start-up

@@ -331,14 +331,14 @@ def test_concurrent_processes_get_distinct_versions(store, tmp_path):
 def test_claim_retries_when_a_version_appears(store, monkeypatch):
     """Another writer takes v1 between our scan and our rename: we get v2."""
     register_model(store, "m", arrays(), {})
-    real = reg_mod._versions
+    real = reg_mod.version_numbers
     calls = {"n": 0}
 
     def stale(model_dir):
         calls["n"] += 1
         return [] if calls["n"] == 1 else real(model_dir)
 
-    monkeypatch.setattr(reg_mod, "_versions", stale)
+    monkeypatch.setattr(reg_mod, "version_numbers", stale)
     mv = register_model(store, "m", arrays(1), {})
     assert mv.version == 2 and mv.meta["version"] == 2
     assert load_model_version(store, "m", 2)[1]["version"] == 2

@@ -180,7 +180,7 @@ def model_v1(store):
 def dataset(store):
     X, y = make_blobs(n_per_class=6, n_features=3, n_classes=2)
     write_dataset(store, "d", X, y)
-    return Path(store) / "datasets" / "d"
+    return Path(store) / "datasets" / "d" / "s1"  # the current (first) snapshot
 
 
 def _edit(path: Path, fn):

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import errno
 import json
-import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -16,13 +14,16 @@ import pytest
 import zarr
 
 from catdask.errors import (
+    DatasetExistsError,
     DatasetNotFoundError,
     InvalidNameError,
     StoreCorruptError,
     StoreWriteError,
 )
 from catdask.store import (
+    _atomic,
     _zarr_io,
+    check_store,
     cleanup_temporaries,
     list_datasets,
     open_dataset_arrays,
@@ -31,6 +32,7 @@ from catdask.store import (
     verify_dataset,
     write_dataset,
 )
+from catdask.store.snapshots import read_pointer
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -62,10 +64,19 @@ def make(store, name="toy", chunk_rows=4, **kw):
 
 
 def visible(store):
-    """Everything under datasets/ but the empty per-name swap locks (kept by design, like
-    the registry's lock file): data sets, and any temporary left behind."""
-    return sorted(p.name for p in (Path(store) / "datasets").iterdir()
-                  if not (p.name.startswith(".lock-") and p.is_file()))
+    """The names under datasets/ and any temporary left behind there."""
+    return sorted(p.name for p in (Path(store) / "datasets").iterdir())
+
+
+def contents(store, name="toy"):
+    """What a data-set folder holds besides its lock: snapshots, pointer, temporaries."""
+    return sorted(p.name for p in (Path(store) / "datasets" / name).iterdir() if p.name != ".lock")
+
+
+def snap(store, name="toy") -> Path:
+    """The folder of the current snapshot of data set ``name``."""
+    folder = Path(store) / "datasets" / name
+    return folder / read_pointer(folder).snapshot
 
 
 def edit_json(path: Path, fn):
@@ -130,7 +141,7 @@ def test_round_trip_int_labels_and_row_chunks(store):
     assert d.y.dtype.kind == "i"
     np.testing.assert_array_equal(d.classes, [1, 2, 3, 5, 7])
     assert d.label_names == ["1", "2", "3", "5", "7"]
-    arr = zarr.open_group(str(store / "datasets" / "ints"), mode="r")["X"]
+    arr = zarr.open_group(str(snap(store, "ints")), mode="r")["X"]
     assert arr.chunks == (6, 4)  # chunked by rows only
     assert arr.dtype == np.float64
 
@@ -220,14 +231,24 @@ def test_new_label_names_rewrite(store):
     assert read_dataset(store, "toy").label_names == ["A!", "B!"]
 
 
-def test_different_content_replaces_atomically(store):
-    make(store)
+def test_different_content_needs_replace_and_names_both_checksums(store):
+    info1, X, y = make(store)
     X2 = np.arange(12.0).reshape(4, 3)
-    info = write_dataset(store, "toy", X2, ["p", "q", "p", "q"])
-    assert info.written and info.replaced
+    with pytest.raises(DatasetExistsError) as err:
+        write_dataset(store, "toy", X2, ["p", "q", "p", "q"])
+    assert isinstance(err.value, ValueError)
+    msg = str(err.value)
+    assert info1.content_sha256 in msg and "replace=True" in msg and "--replace" in msg
+    assert "s2" not in contents(store)  # nothing written
+    info = write_dataset(store, "toy", X2, ["p", "q", "p", "q"], replace=True)
+    assert msg.count(info.content_sha256) == 1
+    assert info.written and info.replaced and info.snapshot == "s2"
     d = read_dataset(store, "toy")
     np.testing.assert_array_equal(d.X, X2)
-    assert visible(store) == ["toy"]  # old copy and temporaries are gone
+    assert (d.snapshot, d.sha256, d.path) == ("s2", info.content_sha256, snap(store))
+    # The old snapshot stays (models may refer to it) until gc; no temporaries are left.
+    assert contents(store) == ["s1", "s2", "zarr.json"]
+    np.testing.assert_array_equal(read_dataset(store, "toy").X, X2)
 
 
 def test_concurrent_identical_writes(store):
@@ -259,7 +280,8 @@ def test_readers_never_see_a_mixed_or_missing_data_set_during_replacement(store)
     def writer(i):
         try:
             for j in range(10):
-                write_dataset(store, "ds", np.full((10, 2), float(100 * i + j + 1)), [0, 1] * 5)
+                write_dataset(store, "ds", np.full((10, 2), float(100 * i + j + 1)), [0, 1] * 5,
+                              replace=True)
         except Exception as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
@@ -313,7 +335,7 @@ def test_crash_mid_replace_keeps_previous(store, monkeypatch):
     _info, X, y = make(store)
     monkeypatch.setattr(_zarr_io, "write_array", _fail_on("y", KeyboardInterrupt()))
     with pytest.raises(KeyboardInterrupt):
-        write_dataset(store, "toy", X + 1, y)
+        write_dataset(store, "toy", X + 1, y, replace=True)
     monkeypatch.undo()
     np.testing.assert_array_equal(read_dataset(store, "toy").X, X)
     assert visible(store) == ["toy"]
@@ -325,11 +347,11 @@ def test_disk_full_is_reported_and_cleaned(store, monkeypatch):
         _zarr_io, "write_array", _fail_on("X", OSError(errno.ENOSPC, "No space left on device"))
     )
     with pytest.raises(StoreWriteError) as info:
-        write_dataset(store, "toy", X * 2, y)
+        write_dataset(store, "toy", X * 2, y, replace=True)
     err = info.value
     assert isinstance(err, OSError) and err.errno == errno.ENOSPC
     assert "No space left" in str(err) and "unchanged" in str(err)
-    assert visible(store) == ["toy"]
+    assert visible(store) == ["toy"] and contents(store) == ["s1", "zarr.json"]
     np.testing.assert_array_equal(read_dataset(store, "toy").X, X)
 
 
@@ -353,26 +375,31 @@ write_dataset({str(store)!r}, "toy", np.ones((4, 2)), [0, 0, 1, 1])
 """
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
     assert proc.returncode == 3, proc.stderr.decode()
-    leftovers = visible(store)
+    leftovers = contents(store)
     assert len(leftovers) == 1 and leftovers[0].startswith(".tmp-")
     assert list_datasets(store) == []
     assert cleanup_temporaries(store, older_than_seconds=3600) == []  # too young: maybe running
     removed = cleanup_temporaries(store, older_than_seconds=0)
     assert [p.name for p in removed] == leftovers
-    assert visible(store) == []
+    assert contents(store) == [] and list_datasets(store) == []
 
 
-def test_cleanup_restores_data_set_lost_between_renames(store):
-    make(store)
-    aside = store / "datasets" / ".tmp-aside-toy-0123456789abcdef"
-    os.rename(store / "datasets" / "toy", aside)  # as if killed right after moving it aside
-    old = time.time() - 7200
-    os.utime(aside, (old, old))
-    with pytest.raises(DatasetNotFoundError):
-        read_dataset(store, "toy")
-    cleanup_temporaries(store, older_than_seconds=3600)
-    assert visible(store) == ["toy"]
-    assert read_dataset(store, "toy").n_samples == 10
+def test_cleanup_skips_a_running_writers_temporary(store):
+    """A writer holds a lock on its temporary: cleanup (even with age 0) leaves it alone."""
+    seen = []
+
+    def hook(label):
+        if label == "snapshot-written":
+            seen.append(cleanup_temporaries(store, older_than_seconds=0))
+            seen.append([p.kind for p in check_store(store).problems])
+
+    _atomic._CRASH_HOOK = hook
+    try:
+        make(store)
+    finally:
+        _atomic._CRASH_HOOK = None
+    assert seen == [[], ["empty"]]
+    assert read_dataset(store, "toy").snapshot == "s1"
 
 
 # --------------------------------------------------------------------------- damaged stores
@@ -389,13 +416,13 @@ def test_missing_array(store):
     make(store)
     import shutil
 
-    shutil.rmtree(store / "datasets" / "toy" / "y")
+    shutil.rmtree(snap(store) / "y")
     corrupt(store, "array 'y' is missing")
 
 
 def test_wrong_dtype(store):
     make(store)
-    g = zarr.open_group(str(store / "datasets" / "toy"), mode="r+")
+    g = zarr.open_group(str(snap(store)), mode="r+")
     X = g["X"][:]
     del g["X"]
     g.create_array("X", data=X.astype(np.float32))
@@ -405,14 +432,14 @@ def test_wrong_dtype(store):
 def test_wrong_shape_in_attributes(store):
     make(store)
     edit_json(
-        store / "datasets" / "toy" / "zarr.json", lambda m: m["attributes"].update(n_samples=11)
+        snap(store) / "zarr.json", lambda m: m["attributes"].update(n_samples=11)
     )
     corrupt(store, r"X has shape \(10, 3\) but the attributes say \(11, 3\)")
 
 
 def test_y_length_mismatch(store):
     make(store)
-    g = zarr.open_group(str(store / "datasets" / "toy"), mode="r+")
+    g = zarr.open_group(str(snap(store)), mode="r+")
     del g["y"]
     g.create_array("y", data=np.zeros(9, dtype=np.int32))
     corrupt(store, "y has 9 labels but X has 10 rows")
@@ -421,7 +448,7 @@ def test_y_length_mismatch(store):
 def test_edited_attributes(store):
     make(store)
     edit_json(
-        store / "datasets" / "toy" / "zarr.json",
+        snap(store) / "zarr.json",
         lambda m: m["attributes"]["provenance"].update(note="edited by hand"),
     )
     corrupt(store, "attributes were modified")
@@ -430,7 +457,7 @@ def test_edited_attributes(store):
 
 def test_edited_values(store):
     make(store)
-    g = zarr.open_group(str(store / "datasets" / "toy"), mode="r+")
+    g = zarr.open_group(str(snap(store)), mode="r+")
     g["X"][0, 0] = 123.0
     corrupt(store, "content checksum mismatch")
 
@@ -441,13 +468,13 @@ def test_swapped_class_labels(store):
     def swap(m):
         m["attributes"]["classes"] = ["b", "a"]
 
-    edit_json(store / "datasets" / "toy" / "zarr.json", swap)
+    edit_json(snap(store) / "zarr.json", swap)
     corrupt(store, "modified")
 
 
 def test_truncated_chunk(store):
     make(store)
-    chunk = store / "datasets" / "toy" / "X" / "c" / "1" / "0"
+    chunk = snap(store) / "X" / "c" / "1" / "0"
     data = chunk.read_bytes()
     chunk.write_bytes(data[: len(data) // 2])
     corrupt(store, "truncated or corrupt chunk", verify=False)
@@ -455,7 +482,7 @@ def test_truncated_chunk(store):
 
 def test_missing_chunk(store):
     make(store)
-    (store / "datasets" / "toy" / "X" / "c" / "1" / "0").unlink()
+    (snap(store) / "X" / "c" / "1" / "0").unlink()
     corrupt(store, "1 of 3 chunk file", verify=False)
     with pytest.raises(StoreCorruptError, match="chunk file"):
         open_dataset_arrays(store, "toy", dask=True)
@@ -463,7 +490,7 @@ def test_missing_chunk(store):
 
 def test_group_json_not_json(store):
     make(store)
-    (store / "datasets" / "toy" / "zarr.json").write_text("{not json")
+    (snap(store) / "zarr.json").write_text("{not json")
     corrupt(store, "not valid JSON")
     [info] = list_datasets(store)
     assert info.name == "toy" and "not valid JSON" in info.problem
@@ -471,13 +498,13 @@ def test_group_json_not_json(store):
 
 def test_missing_attribute(store):
     make(store)
-    edit_json(store / "datasets" / "toy" / "zarr.json", lambda m: m["attributes"].pop("classes"))
+    edit_json(snap(store) / "zarr.json", lambda m: m["attributes"].pop("classes"))
     corrupt(store, "attribute 'classes' is missing")
 
 
 def test_string_array_is_rejected(store):
     make(store)
-    g = zarr.open_group(str(store / "datasets" / "toy"), mode="r+")
+    g = zarr.open_group(str(snap(store)), mode="r+")
     del g["y"]
     s = g.create_array("y", shape=(10,), dtype=str)
     s[:] = np.array(["a"] * 10)
@@ -493,13 +520,13 @@ def test_unknown_codec_is_rejected(store):
             {"name": "numcodecs.pickle"},
         ]
 
-    edit_json(store / "datasets" / "toy" / "X" / "zarr.json", pickle_codec)
+    edit_json(snap(store) / "X" / "zarr.json", pickle_codec)
     corrupt(store, "codec 'numcodecs.pickle'")
 
 
 def test_reingest_repairs_a_damaged_data_set(store):
     _info, X, y = make(store)
-    zarr.open_group(str(store / "datasets" / "toy"), mode="r+")["X"][0, 0] = 123.0
+    zarr.open_group(str(snap(store)), mode="r+")["X"][0, 0] = 123.0
     info = write_dataset(store, "toy", X, y, {"a": "Alpha", "b": "Beta"})
     assert info.written and info.replaced  # same attributes, but the stored values were damaged
     np.testing.assert_array_equal(read_dataset(store, "toy").X, X)
@@ -507,7 +534,7 @@ def test_reingest_repairs_a_damaged_data_set(store):
 
 def test_verify_dataset_streams_and_detects(store):
     make(store)
-    g = zarr.open_group(str(store / "datasets" / "toy"), mode="r+")
+    g = zarr.open_group(str(snap(store)), mode="r+")
     g["X"][9, 2] = -1.0
     with pytest.raises(StoreCorruptError, match="content checksum mismatch"):
         verify_dataset(store, "toy")
@@ -527,3 +554,50 @@ def test_end_to_end_with_parser(store):
     # Provenance nested under "provenance" (as the ingest pipeline passes it) works too.
     write_dataset(store, "nested", X, y, names, {"provenance": prov})
     assert read_dataset(store, "nested").attrs["source_sha256"] == d.attrs["source_sha256"]
+
+
+# --------------------------------------------------------------------------- the pointer
+
+
+def test_damaged_pointer_is_reported_and_a_write_repairs_it(store):
+    _info, X, y = make(store)
+    (store / "datasets" / "toy" / "zarr.json").write_text("{not json")
+    with pytest.raises(StoreCorruptError, match="not valid JSON"):
+        read_dataset(store, "toy")
+    [info] = list_datasets(store)
+    assert "not valid JSON" in info.problem
+    assert [p.kind for p in check_store(store).errors] == ["pointer"]
+    info = write_dataset(store, "toy", X, y, {"a": "Alpha", "b": "Beta"})
+    assert info.written and info.replaced and info.snapshot == "s2"
+    np.testing.assert_array_equal(read_dataset(store, "toy").X, X)
+
+
+def _old_layout(store, name="toy"):
+    """Turn data set ``name`` into the in-place layout older catdask versions wrote."""
+    import shutil
+
+    folder = store / "datasets" / name
+    current = snap(store, name)
+    for child in ("X", "y"):
+        shutil.move(str(current / child), str(folder / child))
+    shutil.copy(current / "zarr.json", folder / "zarr.json")
+    shutil.rmtree(current)
+    (folder / ".lock").unlink()
+
+
+def test_a_data_set_of_the_older_in_place_layout_is_upgraded(store):
+    _info, X, y = make(store)
+    _old_layout(store)
+    (store / "datasets" / ".lock-toy").touch()  # its swap lock
+    with pytest.raises(StoreCorruptError, match="older catdask.*check --cleanup"):
+        read_dataset(store, "toy")
+    assert not check_store(store).ok
+    report = check_store(store, cleanup=True)
+    assert report.restored == ["toy: old in-place layout -> s1"] and report.ok, report.problems
+    assert contents(store) == ["s1", "zarr.json"] and visible(store) == ["toy"]
+    np.testing.assert_array_equal(read_dataset(store, "toy").X, X)
+    # A re-ingest upgrades too (then finds the same content: nothing to write).
+    make(store, "other")
+    _old_layout(store, "other")
+    assert make(store, "other")[0].written is False
+    assert read_dataset(store, "other").snapshot == "s1"

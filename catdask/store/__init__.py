@@ -2,11 +2,14 @@
 
 ::
 
-    <root>/datasets/<name>/      a data set (X, y codes, JSON attributes)
-    <root>/models/<name>/v<N>/   an immutable model version (numeric arrays, JSON metadata)
+    <root>/datasets/<name>/s<N>/   an immutable data-set snapshot (X, y codes, JSON attributes)
+    <root>/datasets/<name>/zarr.json   the pointer naming the current snapshot
+    <root>/models/<name>/v<N>/     an immutable model version (numeric arrays, JSON metadata)
 
 ``<root>`` is an explicit path, else ``$CATDASK_STORE``, else ``./catdask-store``.
-See :mod:`catdask.store.datasets` and :mod:`catdask.store.registry`.
+See :mod:`catdask.store.datasets` (read), :mod:`catdask.store.dataset_writer` (write),
+:mod:`catdask.store.snapshots` (snapshots and the pointer), :mod:`catdask.store.registry`
+(models) and :mod:`catdask.store.check` and :mod:`catdask.store.gc`.
 """
 
 from .datasets import (
@@ -20,15 +23,15 @@ from .datasets import (
     write_dataset,
 )
 from .layout import cleanup_temporaries, resolve_store
-from .registry import (
-    ModelVersion,
+from .check import StoreProblem, StoreReport, check_store
+from .gc import GcResult, gc_store
+from .registry import ModelVersion, register_estimator, register_model
+from .registry_read import (
     compare_versions,
     list_models,
     list_versions,
     load_estimator,
     load_model_version,
-    register_estimator,
-    register_model,
 )
 
 __all__ = [
@@ -42,6 +45,11 @@ __all__ = [
     "open_dataset_arrays",
     "verify_dataset",
     "list_datasets",
+    "check_store",
+    "gc_store",
+    "StoreReport",
+    "StoreProblem",
+    "GcResult",
     "ModelVersion",
     "register_model",
     "load_model_version",

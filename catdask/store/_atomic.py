@@ -4,7 +4,7 @@ Every store entry (a data set, a model version) is written into a private tempor
 beside its final place and then renamed into place. ``os.rename`` of a directory is atomic on
 POSIX and Windows and refuses to replace a non-empty directory, which gives both "no half-written
 entry is ever visible" and a lock-free way for concurrent writers to claim distinct names
-(STACK.md: zarr itself locks nothing).
+(zarr itself locks nothing; docs/design.md section 7).
 """
 
 from __future__ import annotations
@@ -17,6 +17,11 @@ import time
 import uuid
 from pathlib import Path
 
+try:
+    import fcntl as _fcntl
+except ImportError:  # pragma: no cover - Windows: msvcrt below, no directory locks
+    _fcntl = None
+
 __all__ = [
     "TMP_PREFIX",
     "make_temp_dir",
@@ -26,6 +31,10 @@ __all__ = [
     "file_lock",
     "is_temporary",
     "remove_temporaries",
+    "crash_point",
+    "hold_dir",
+    "try_lock",
+    "flock_fd",
 ]
 
 # Everything the store writes privately starts with this prefix; listings skip it and
@@ -35,6 +44,18 @@ TMP_PREFIX = ".tmp-"
 # errno values meaning "the rename target already exists" (ENOTEMPTY on Linux for a
 # non-empty directory, EEXIST on macOS/BSD, FileExistsError on Windows).
 _EXISTS = {errno.EEXIST, errno.ENOTEMPTY}
+
+
+# Test hook: a callable run with the label of each step of a write, replacement, cleanup or
+# gc (``crash_point``). Tests set it to raise or to ``os._exit`` there, to prove that a crash
+# at any step loses no data. None in normal use.
+_CRASH_HOOK = None
+
+
+def crash_point(label: str) -> None:
+    """Mark a step of a multi-step store update (a fault-injection point for the tests)."""
+    if _CRASH_HOOK is not None:
+        _CRASH_HOOK(label)
 
 
 def is_temporary(path: Path) -> bool:
@@ -115,8 +136,9 @@ def remove_tree(path: Path) -> None:
 def remove_temporaries(parent: Path, older_than_seconds: float, keep=lambda p: False) -> list[Path]:
     """Delete ``.tmp-*`` entries directly under ``parent`` older than the given age.
 
-    The age test protects writers that are still running: their temporary directory is
-    young. ``keep(path)`` can veto a removal.
+    A writer that is still running holds a lock on its temporary directory (:func:`hold_dir`),
+    which is never removed; the age test is a second guard (and the only one where locks are
+    unsupported). ``keep(path)`` can veto a removal.
     """
     removed = []
     if not parent.is_dir():
@@ -129,10 +151,65 @@ def remove_temporaries(parent: Path, older_than_seconds: float, keep=lambda p: F
             age = now - entry.lstat().st_mtime
         except FileNotFoundError:  # removed meanwhile by its writer
             continue
-        if age >= older_than_seconds:
-            remove_tree(entry)
-            removed.append(entry)
+        if age < older_than_seconds:
+            continue
+        with try_lock(entry) as free:
+            if free:  # nobody writes into it: its writer is gone
+                remove_tree(entry)
+                removed.append(entry)
     return removed
+
+
+def flock_fd(fd: int, shared: bool = False, wait: bool = True) -> bool:
+    """flock ``fd``; False if ``wait`` is False and someone else holds it. Where flock does
+    not exist (Windows) this is a no-op that reports success."""
+    if _fcntl is None:  # pragma: no cover - Windows
+        return True
+    flags = (_fcntl.LOCK_SH if shared else _fcntl.LOCK_EX) | (0 if wait else _fcntl.LOCK_NB)
+    try:
+        _fcntl.flock(fd, flags)
+    except BlockingIOError:
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def hold_dir(path: Path, shared: bool = False):
+    """Hold a lock on directory ``path`` (or a file) for the duration of the block.
+
+    Writers hold an exclusive lock on their temporary directory while they fill it, so a
+    cleanup can tell a crashed writer's leftovers (lock free) from a running one's. The lock
+    follows the inode, so it survives the rename into place. The OS releases it when the
+    holder dies.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except (IsADirectoryError, PermissionError):  # pragma: no cover - Windows: no dir fds
+        yield None
+        return
+    try:
+        flock_fd(fd, shared=shared)
+        yield fd
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def try_lock(path: Path):
+    """Try to take an exclusive lock on ``path`` without waiting; yields True if taken.
+
+    Yields True also when ``path`` vanished meanwhile or cannot be opened (nothing holds
+    it), and False while another process (or thread) holds any lock on it.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        yield True
+        return
+    try:
+        yield flock_fd(fd, wait=False)
+    finally:
+        os.close(fd)
 
 
 @contextlib.contextmanager

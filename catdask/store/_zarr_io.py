@@ -198,7 +198,7 @@ def write_array(group: zarr.Group, name: str, data: np.ndarray, chunks=None, fil
 def row_chunks(shape, itemsize: int, target_bytes: int = 32 * 2**20) -> tuple[int, ...]:
     """Chunk shape that splits only the first axis, about ``target_bytes`` per chunk.
 
-    Few large row blocks suit the Dask engine (STACK.md: "prefer few, large blocks").
+    Few large row blocks suit the Dask engine (docs/design.md section 5).
     """
     if len(shape) == 0:
         return ()

@@ -2,7 +2,8 @@
 
 ::
 
-    <root>/datasets/<name>/          one zarr v3 group per data set
+    <root>/datasets/<name>/s<N>/     immutable data-set snapshots (zarr v3 groups)
+    <root>/datasets/<name>/zarr.json the pointer to the current snapshot
     <root>/models/<name>/v<N>/       one zarr v3 group per immutable model version
     .../.tmp-*                       private temporaries of running (or crashed) writers
 
@@ -13,11 +14,10 @@ The root is, in order: the ``path`` argument, the ``CATDASK_STORE`` environment 
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
-from ..names import is_valid_name, validate_name
-from ._atomic import TMP_PREFIX, is_temporary, remove_temporaries
+from ..names import validate_name
+from ._atomic import file_lock, remove_temporaries
 
 __all__ = [
     "DEFAULT_STORE",
@@ -31,7 +31,6 @@ __all__ = [
 
 DEFAULT_STORE = "catdask-store"
 STORE_ENV = "CATDASK_STORE"
-ASIDE_PREFIX = TMP_PREFIX + "aside-"
 
 
 def resolve_store(path=None) -> Path:
@@ -71,54 +70,40 @@ def list_entries(parent: Path) -> list[str]:
 
 
 def cleanup_temporaries(store=None, older_than_seconds: float = 3600.0) -> list[Path]:
-    """Remove temporaries left by crashed writers; restore a data set lost mid-replace.
+    """Remove temporaries left by crashed writers (data sets, their snapshots, models).
 
-    A data-set replacement renames the old version aside (``.tmp-aside-<name>-<id>``), renames
-    the new one into place, then deletes the old one. If a crash happened between the two
-    renames, the data set is missing and its old copy is still aside: it is renamed back
-    instead of being deleted.
+    A running writer holds a lock on its temporary, which is never removed; a crashed one's
+    is. Snapshots and pointers are not touched here: see
+    :func:`~catdask.store.check.check_store` (``cleanup=True``) and
+    :func:`~catdask.store.gc.gc_store`.
 
     Parameters
     ----------
     store : path, optional
         Store root (see :func:`resolve_store`).
     older_than_seconds : float, default 3600
-        Only temporaries at least this old are touched, so writers still running are safe.
-        Use 0 when no writer can be running.
+        Only temporaries at least this old are touched (a second guard besides the lock, and
+        the only one where the OS has no advisory locks). 0 removes every unlocked one.
 
     Returns
     -------
     list of Path
-        The temporaries removed (restored ones are not included).
+        The temporaries removed.
     """
     root = resolve_store(store)
     removed: list[Path] = []
-    ds = datasets_dir(root)
-    if ds.is_dir():
-        _restore_orphaned_asides(ds, older_than_seconds)
-        removed += remove_temporaries(ds, older_than_seconds)
-    md = models_dir(root)
-    if md.is_dir():
-        removed += remove_temporaries(md, older_than_seconds)
-        for model in md.iterdir():
-            if model.is_dir() and not model.name.startswith("."):
-                removed += remove_temporaries(model, older_than_seconds)
+    for parent in (datasets_dir(root), models_dir(root)):
+        if not parent.is_dir():
+            continue
+        removed += remove_temporaries(parent, older_than_seconds)
+        for entry in sorted(parent.iterdir()):
+            if not entry.is_dir() or entry.name.startswith("."):
+                continue
+            if parent == models_dir(root):
+                removed += remove_temporaries(entry, older_than_seconds)
+                continue
+            # A data set's pointer temporary is written under the name lock (unlocked file):
+            # take that lock so a commit in progress keeps it.
+            with file_lock(entry / ".lock"):
+                removed += remove_temporaries(entry, older_than_seconds)
     return removed
-
-
-def _restore_orphaned_asides(ds: Path, older_than_seconds: float) -> None:
-    now = time.time()
-    for entry in sorted(ds.iterdir()):
-        if not (is_temporary(entry) and entry.name.startswith(ASIDE_PREFIX)):
-            continue
-        name = entry.name[len(ASIDE_PREFIX) :].rsplit("-", 1)[0]
-        target = ds / name
-        try:
-            old = now - entry.lstat().st_mtime >= older_than_seconds
-        except FileNotFoundError:
-            continue
-        if old and is_valid_name(name) and not target.exists():
-            try:
-                os.rename(entry, target)
-            except OSError:
-                pass  # keep the only copy; the next cleanup tries again

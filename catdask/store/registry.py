@@ -9,7 +9,7 @@ array per model array and the attributes
 - ``attrs_sha256``: checksum of the two above (detects hand edits).
 
 Nothing is ever pickled, and loading refuses object/string dtypes, unknown codecs and any
-file that is not part of the zarr group (DESIGN.md section 7).
+file that is not part of the zarr group (docs/design.md section 7).
 
 Versions are claimed lock-free: the version is written in a private ``.tmp-`` directory, then
 renamed onto ``v<N>``; the rename fails if ``v<N>`` exists, and the writer retries with the
@@ -30,22 +30,29 @@ from pathlib import Path
 import numpy as np
 import zarr
 
-from ..errors import ModelNotFoundError, StoreCorruptError, StoreWriteError
-from ..names import is_valid_name, validate_name
+from ..errors import StoreCorruptError, StoreWriteError
+from ..names import validate_name
 from . import _zarr_io
-from ._atomic import file_lock, fsync_dir, fsync_tree, make_temp_dir, remove_tree, rename_no_replace
+from ._atomic import (
+    file_lock,
+    fsync_dir,
+    fsync_tree,
+    hold_dir,
+    make_temp_dir,
+    remove_tree,
+    rename_no_replace,
+)
 from ._json import catdask_version, json_sha256, to_json_safe, utc_now
-from .layout import entry_path, list_entries, models_dir, resolve_store
+from .layout import entry_path, models_dir, resolve_store
 
 __all__ = [
     "ModelVersion",
     "register_model",
-    "load_model_version",
-    "list_models",
-    "list_versions",
-    "compare_versions",
     "register_estimator",
-    "load_estimator",
+    "checked_attrs",
+    "model_folder",
+    "version_numbers",
+    "array_sha256",
 ]
 
 FORMAT = 1
@@ -53,20 +60,6 @@ RESERVED_META = ("version", "created", "catdask_version", "run_key")
 _VERSION_DIR = re.compile(r"v([1-9][0-9]*)")
 _LOCK_NAME = ".registry.lock"
 _ALLOWED_KINDS = "biufc"  # bool, int, uint, float, complex: numbers only
-COMPARE_FIELDS = (
-    "objective",
-    "gap",
-    "certificate",
-    "metrics",
-    "params",
-    "class",
-    "dataset",
-    "n_iter",
-    "converged",
-    "created",
-    "run_key",
-    "catdask_version",
-)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,12 +99,12 @@ class ModelVersion:
 # --------------------------------------------------------------------------- helpers
 
 
-def _model_dir(store, name: str) -> tuple[Path, Path]:
+def model_folder(store, name: str) -> tuple[Path, Path]:
     root = resolve_store(store)
     return root, entry_path(models_dir(root), name, "model")
 
 
-def _versions(model_dir: Path) -> list[int]:
+def version_numbers(model_dir: Path) -> list[int]:
     """Sorted version numbers present under ``model_dir``."""
     if not model_dir.is_dir():
         return []
@@ -123,7 +116,7 @@ def _versions(model_dir: Path) -> list[int]:
     return sorted(out)
 
 
-def _array_sha256(a: np.ndarray) -> str:
+def array_sha256(a: np.ndarray) -> str:
     h = hashlib.sha256(f"{a.dtype.str}|{list(a.shape)}|".encode())
     h.update(np.ascontiguousarray(a).tobytes())
     return h.hexdigest()
@@ -197,7 +190,7 @@ def register_model(
         Writing failed (disk full, permissions, ...): the temporary directory was removed
         and earlier versions are intact.
     """
-    _root, model_dir = _model_dir(store, name)
+    _root, model_dir = model_folder(store, name)
     arrays = _check_arrays(arrays)
     if not isinstance(meta, dict):
         raise TypeError(f"meta must be a dict, got {type(meta).__name__}.")
@@ -216,21 +209,11 @@ def register_model(
     tmp = None
     try:
         tmp = make_temp_dir(model_dir, "v")
-        group = zarr.open_group(str(tmp), mode="w")
-        info = {}
-        for key, a in arrays.items():
-            _zarr_io.write_array(group, key, a)
-            info[key] = {"dtype": a.dtype.str, "shape": list(a.shape), "sha256": _array_sha256(a)}
-        lock = (
-            file_lock(model_dir / _LOCK_NAME) if run_key is not None else contextlib.nullcontext()
-        )
-        with lock:
-            if run_key is not None:
-                found = _find_run_key(model_dir, name, run_key)
-                if found is not None:
-                    remove_tree(tmp)
-                    return found
-            version, meta = _claim_version(tmp, group, model_dir, info, meta)
+        with hold_dir(tmp):  # marks the temporary as in use (cleanup skips it)
+            found, version, meta = _write_and_claim(tmp, model_dir, name, arrays, meta, run_key)
+        if found is not None:
+            remove_tree(tmp)
+            return found
     except OSError as exc:
         if tmp is not None:
             remove_tree(tmp)
@@ -248,9 +231,26 @@ def register_model(
     return ModelVersion(name, version, model_dir / f"v{version}", meta)
 
 
+def _write_and_claim(tmp: Path, model_dir: Path, name: str, arrays, meta, run_key):
+    """Write the arrays into ``tmp`` and claim a version: ``(existing, version, meta)``."""
+    group = zarr.open_group(str(tmp), mode="a")  # "w" would recreate the locked folder
+    info = {}
+    for key, a in arrays.items():
+        _zarr_io.write_array(group, key, a)
+        info[key] = {"dtype": a.dtype.str, "shape": list(a.shape), "sha256": array_sha256(a)}
+    lock = file_lock(model_dir / _LOCK_NAME) if run_key is not None else contextlib.nullcontext()
+    with lock:
+        if run_key is not None:
+            found = _find_run_key(model_dir, name, run_key)
+            if found is not None:
+                return found, None, meta
+        version, meta = _claim_version(tmp, group, model_dir, info, meta)
+    return None, version, meta
+
+
 def _claim_version(tmp: Path, group, model_dir: Path, info: dict, meta: dict):
     """Rename ``tmp`` onto the next free ``v<N>``; rewrite its version number on each retry."""
-    version = (max(_versions(model_dir), default=0)) + 1
+    version = (max(version_numbers(model_dir), default=0)) + 1
     for _ in range(10000):
         meta = dict(meta, version=version)
         # The temporary group is private, so updating its attributes before the rename is safe.
@@ -258,7 +258,7 @@ def _claim_version(tmp: Path, group, model_dir: Path, info: dict, meta: dict):
         fsync_tree(tmp)
         if rename_no_replace(tmp, model_dir / f"v{version}"):
             return version, meta
-        version = max(version + 1, max(_versions(model_dir), default=0) + 1)
+        version = max(version + 1, max(version_numbers(model_dir), default=0) + 1)
     raise OSError(
         f"Could not claim a version number under {model_dir}: too many concurrent writers."
     )
@@ -266,10 +266,10 @@ def _claim_version(tmp: Path, group, model_dir: Path, info: dict, meta: dict):
 
 def _find_run_key(model_dir: Path, name: str, run_key: str) -> ModelVersion | None:
     """Lowest version whose metadata carries ``run_key`` (unreadable versions are skipped)."""
-    for v in _versions(model_dir):
+    for v in version_numbers(model_dir):
         path = model_dir / f"v{v}"
         try:
-            attrs = _checked_attrs(path)
+            attrs = checked_attrs(path)
         except StoreCorruptError:
             continue
         if attrs["meta"].get("run_key") == run_key:
@@ -277,10 +277,7 @@ def _find_run_key(model_dir: Path, name: str, run_key: str) -> ModelVersion | No
     return None
 
 
-# --------------------------------------------------------------------------- reading
-
-
-def _checked_attrs(entry: Path) -> dict:
+def checked_attrs(entry: Path) -> dict:
     node = _zarr_io.read_node_json(entry, entry)
     if node.get("node_type") != "group":
         raise StoreCorruptError(entry, "zarr.json does not describe a group")
@@ -300,176 +297,6 @@ def _checked_attrs(entry: Path) -> dict:
     return attrs
 
 
-def _resolve_version(model_dir: Path, root: Path, name: str, version) -> int:
-    versions = _versions(model_dir)
-    if not versions:
-        known = [m for m in list_entries(models_dir(root)) if _versions(models_dir(root) / m)]
-        registered = ", ".join(known) or "none"
-        raise ModelNotFoundError(
-            f"No model {name!r} in the registry at {root} (registered: {registered})."
-        )
-    if version is None or version == "latest":
-        return versions[-1]
-    v = version
-    if isinstance(v, str):
-        m = re.fullmatch(r"v?([0-9]+)", v.strip())
-        if not m:
-            raise ValueError(f"version must be an int, 'v<N>' or 'latest', got {version!r}.")
-        v = int(m.group(1))
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-        raise ValueError(f"version must be an int, 'v<N>' or 'latest', got {version!r}.")
-    if int(v) not in versions:
-        raise ModelNotFoundError(
-            f"Model {name!r} has no version {version!r} (versions: "
-            f"{', '.join(f'v{x}' for x in versions)})."
-        )
-    return int(v)
-
-
-def load_model_version(store, name: str, version=None, *, verify: bool = True):
-    """Load the arrays and metadata of one version, validating everything.
-
-    Parameters
-    ----------
-    store : path or None
-        Store root.
-    name : str
-        Model name.
-    version : int, "v<N>", "latest" or None
-        None and "latest" mean the highest version.
-    verify : bool, default True
-        Check the sha256 of every array and of the attributes.
-
-    Returns
-    -------
-    arrays : dict of str -> ndarray
-    meta : dict
-
-    Raises
-    ------
-    ModelNotFoundError
-        Unknown model or version (the message lists what exists).
-    StoreCorruptError
-        Corrupt JSON, missing arrays, object/string dtypes, unexpected files (e.g. a
-        pickle), checksum mismatches, unreadable chunks.
-    """
-    root, model_dir = _model_dir(store, name)
-    v = _resolve_version(model_dir, root, name, version)
-    entry = model_dir / f"v{v}"
-    attrs = _checked_attrs(entry)
-    meta, info = attrs["meta"], attrs["arrays"]
-    if meta.get("version") != v:
-        raise StoreCorruptError(
-            entry, f"directory v{v} holds metadata for version {meta.get('version')!r}"
-        )
-    if verify:
-        stored = {k: val for k, val in attrs.items() if k != "attrs_sha256"}
-        if json_sha256(stored) != attrs.get("attrs_sha256"):
-            raise StoreCorruptError(
-                entry, "the metadata was modified after registration (attrs_sha256 mismatch)"
-            )
-    for key in info:
-        if not is_valid_name(key) or key == "zarr.json":
-            raise StoreCorruptError(
-                entry, f"the metadata lists an array with an unsafe name {key!r}"
-            )
-    for child in sorted(entry.iterdir()):
-        if child.name != "zarr.json" and child.name not in info:
-            raise StoreCorruptError(
-                entry,
-                f"unexpected {'directory' if child.is_dir() else 'file'} {child.name!r}: a "
-                "model version holds only zarr arrays and JSON metadata; refusing to load "
-                "(catdask never unpickles)",
-            )
-    group = _zarr_io.open_group_checked(entry)
-    arrays = {}
-    for key, spec in info.items():
-        if not (entry / key).is_dir():
-            raise StoreCorruptError(entry, f"array {key!r} listed in the metadata is missing")
-        arr = _zarr_io.open_array_checked(group, key, entry)
-        data = _zarr_io.read_array(arr, entry, key)
-        if (
-            not isinstance(spec, dict)
-            or list(data.shape) != spec.get("shape")
-            or data.dtype.str != spec.get("dtype")
-        ):
-            raise StoreCorruptError(
-                entry, f"array {key!r} is {data.dtype.str}{list(data.shape)}, metadata says {spec}"
-            )
-        if verify and _array_sha256(data) != spec.get("sha256"):
-            raise StoreCorruptError(
-                entry, f"array {key!r} does not match its sha256 (modified or damaged)"
-            )
-        arrays[key] = data
-    return arrays, meta
-
-
-def list_versions(store, name: str) -> list[ModelVersion]:
-    """All versions of one model, oldest first (``[]`` if the model does not exist)."""
-    _root, model_dir = _model_dir(store, name)
-    out = []
-    for v in _versions(model_dir):
-        path = model_dir / f"v{v}"
-        try:
-            out.append(ModelVersion(name, v, path, _checked_attrs(path)["meta"]))
-        except StoreCorruptError as exc:
-            out.append(ModelVersion(name, v, path, {}, problem=exc.problem))
-    return out
-
-
-def list_models(store=None, name: str | None = None) -> list[ModelVersion]:
-    """Registered versions, sorted by (name, version); only model ``name`` if given.
-
-    Temporaries of running or crashed registrations never appear. Versions whose metadata
-    cannot be read are listed with ``problem`` set.
-    """
-    if name is not None:
-        return list_versions(store, name)
-    parent = models_dir(resolve_store(store))
-    return [mv for model in list_entries(parent) for mv in list_versions(store, model)]
-
-
-def compare_versions(store, name: str, v1, v2) -> dict:
-    """Side-by-side metadata of two versions.
-
-    Returns
-    -------
-    dict
-        ``{"name", "versions": [a, b], "<field>": [value_a, value_b] ..., "changed": [fields
-        that differ], "params_diff": {param: [a, b]}, "metrics_diff": {metric: [a, b]}}`` for the
-        fields objective, gap (top level or inside ``certificate``), certificate, metrics,
-        params, class, dataset, n_iter, converged, created, run_key, catdask_version.
-    """
-    root, model_dir = _model_dir(store, name)
-    metas, versions = [], []
-    for version in (v1, v2):
-        v = _resolve_version(model_dir, root, name, version)
-        versions.append(v)
-        metas.append(_checked_attrs(model_dir / f"v{v}")["meta"])
-
-    def field(meta, key):
-        if key == "gap" and "gap" not in meta and isinstance(meta.get("certificate"), dict):
-            return meta["certificate"].get("gap")
-        return meta.get(key)
-
-    out = {"name": name, "versions": versions}
-    changed = []
-    for key in COMPARE_FIELDS:
-        a, b = field(metas[0], key), field(metas[1], key)
-        out[key] = [a, b]
-        if json_sha256(a) != json_sha256(b):
-            changed.append(key)
-    out["changed"] = changed
-    for key in ("params", "metrics"):
-        a = metas[0].get(key) if isinstance(metas[0].get(key), dict) else {}
-        b = metas[1].get(key) if isinstance(metas[1].get(key), dict) else {}
-        out[f"{key}_diff"] = {
-            k: [a.get(k), b.get(k)]
-            for k in sorted(set(a) | set(b))
-            if json_sha256(a.get(k)) != json_sha256(b.get(k))
-        }
-    return out
-
 
 # --------------------------------------------------------------------------- estimators
 
@@ -487,11 +314,3 @@ def register_estimator(
     merged = dict(exported)
     merged.update(meta or {})
     return register_model(store, name, arrays, merged, run_key=run_key)
-
-
-def load_estimator(store, name: str, version=None):
-    """Rebuild a fitted estimator from a registered version (no code from the store runs)."""
-    from .. import model_io
-
-    arrays, meta = load_model_version(store, name, version)
-    return model_io.import_model(arrays, meta)

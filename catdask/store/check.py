@@ -1,0 +1,304 @@
+"""``check_store``: every problem a store has, and a cleanup that removes only what it verified.
+
+The check verifies each data set's pointer and current snapshot (checksums), every other
+snapshot, the temporaries and stray files under ``datasets/`` and ``models/``, loads every model
+version with the real loader (arrays, JSON, the estimator rebuilt; never a pickle), and flags
+models whose data set now holds other content (stale lineage).
+
+``cleanup=True`` first removes temporaries of crashed writers (a running writer's is locked),
+points a name whose current snapshot is missing or damaged at the newest snapshot that
+verifies, and removes snapshots that are not current, not referred to by a model, not held by a
+reader, once the current one verified. It never points a name at an unverified snapshot.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from ..errors import CatdaskError, StoreCorruptError
+from ..names import is_valid_name
+from ._atomic import is_temporary, try_lock
+from .gc import model_references, removal_blocker, remove_snapshot
+from .layout import cleanup_temporaries, datasets_dir, list_entries, models_dir, resolve_store
+from .registry import checked_attrs, version_numbers
+from .snapshots import (
+    NAME_LOCK,
+    name_lock,
+    read_pointer,
+    snapshot_ids,
+    snapshot_number,
+    verify_snapshot,
+    write_pointer,
+)
+from .upgrade import upgrade_old_layout
+
+__all__ = ["StoreProblem", "StoreReport", "check_store"]
+
+_SNAPSHOT_FILES = {"zarr.json", "X", "y"}
+_MODEL_FILES = {".registry.lock"}
+
+
+@dataclasses.dataclass(frozen=True)
+class StoreProblem:
+    """One problem found by :func:`check_store`.
+
+    Attributes
+    ----------
+    kind : str
+        ``temporary`` (left by a crashed writer), ``stray`` (a file or folder the store does
+        not write), ``uncommitted`` (a snapshot newer than the current one, or a data set with
+        snapshots but no pointer: a write crashed before it committed), ``pointer`` (damaged,
+        or naming a missing snapshot), ``corrupt-snapshot`` (fails its checksums),
+        ``model`` (a version that does not load), ``unreferenced`` (an old snapshot gc would
+        remove; informational), ``stale`` (a model trained on content its data set no longer
+        holds; informational).
+    path : Path
+    message : str
+    severity : str
+        ``"error"`` (the store is not whole) or ``"info"``.
+    """
+
+    kind: str
+    path: Path
+    message: str
+    severity: str = "error"
+
+
+@dataclasses.dataclass
+class StoreReport:
+    """What :func:`check_store` found and did.
+
+    ``checked`` has one row per data set and model version (``kind``, ``name``, ``status``:
+    ``"ok"`` or the problem); ``removed`` and ``restored`` list what cleanup changed.
+    """
+
+    root: Path
+    problems: list = dataclasses.field(default_factory=list)
+    checked: list = dataclasses.field(default_factory=list)
+    removed: list = dataclasses.field(default_factory=list)
+    restored: list = dataclasses.field(default_factory=list)
+
+    @property
+    def errors(self) -> list:
+        return [p for p in self.problems if p.severity == "error"]
+
+    @property
+    def ok(self) -> bool:
+        """True when the store is whole (informational findings aside)."""
+        return not self.errors
+
+
+def check_store(store=None, *, cleanup: bool = False, older_than_seconds: float = 0.0):
+    """Check a store; with ``cleanup``, first repair what can be repaired safely.
+
+    Parameters
+    ----------
+    store : path, optional
+        Store root.
+    cleanup : bool, default False
+        Remove temporaries of crashed writers and redundant snapshots, and restore the last
+        good snapshot of a name whose current one is missing or damaged (see the module
+        docstring); the report then describes the store after cleanup.
+    older_than_seconds : float, default 0
+        With ``cleanup``: only temporaries at least this old (running writers are protected
+        by their locks anyway).
+
+    Returns
+    -------
+    StoreReport
+
+    Raises
+    ------
+    FileNotFoundError
+        The store does not exist.
+    """
+    root = resolve_store(store)
+    if not root.is_dir():
+        raise FileNotFoundError(f"store {root} does not exist")
+    report = StoreReport(root)
+    if cleanup:
+        report.removed += cleanup_temporaries(root, older_than_seconds)
+        refs = model_references(root)
+        for old_lock in sorted(datasets_dir(root).glob(".lock-*")):
+            # Empty swap locks of the older in-place layout: nothing uses them any more.
+            if old_lock.is_file() and old_lock.stat().st_size == 0:
+                old_lock.unlink()
+                report.removed.append(old_lock)
+        for name in list_entries(datasets_dir(root)):
+            if is_valid_name(name):
+                _repair(datasets_dir(root) / name, refs, report)
+    refs = model_references(root)
+    _check_datasets(root, refs, report)
+    _check_models(root, report)
+    return report
+
+
+# --------------------------------------------------------------------------- cleanup
+
+
+def _verifies(path: Path) -> bool:
+    try:
+        verify_snapshot(path)
+    except (CatdaskError, OSError):
+        return False
+    return True
+
+
+def _repair(folder: Path, refs, report: StoreReport) -> None:
+    """Restore a valid current snapshot if needed, then remove redundant snapshots."""
+    with name_lock(folder):
+        upgraded = upgrade_old_layout(folder)
+        if upgraded is not None:
+            report.restored.append(f"{folder.name}: old in-place layout -> {upgraded}")
+        ids = snapshot_ids(folder)
+        try:
+            pointer = read_pointer(folder)
+        except StoreCorruptError:
+            pointer = None
+        current = pointer.snapshot if pointer is not None else None
+        if current is None or not _verifies(folder / current):
+            good = next((s for s in reversed(ids) if s != current and _verifies(folder / s)), None)
+            if good is None:
+                return  # nothing verified to restore: keep everything for a human to look at
+            sha = verify_snapshot(folder / good)["content_sha256"]
+            write_pointer(folder, folder.name, good, sha)
+            report.restored.append(f"{folder.name}: {current or 'no snapshot'} -> {good}")
+            current = good
+        for snapshot in ids:
+            if snapshot == current or not _verifies(folder / snapshot):
+                continue  # damaged snapshots stay (reported) unless gc is asked to remove them
+            if removal_blocker(folder, snapshot, refs, current, set()) is None:
+                if remove_snapshot(folder, snapshot):
+                    report.removed.append(folder / snapshot)
+
+
+# --------------------------------------------------------------------------- data sets
+
+
+def _strays(folder: Path, allowed, report: StoreReport, what: str) -> None:
+    for child in sorted(folder.iterdir()):
+        if child.name in allowed:
+            continue
+        if is_temporary(child):
+            with try_lock(child) as free:
+                if free:  # a running writer holds its temporary; only crashed ones are problems
+                    report.problems.append(StoreProblem(
+                        "temporary", child, "left by a crashed writer; `check --cleanup` removes it"
+                    ))
+            continue
+        report.problems.append(StoreProblem(
+            "stray", child, f"a {'folder' if child.is_dir() else 'file'} the store does not "
+            f"write, in {what}; move or delete it by hand"
+        ))
+
+
+def _check_datasets(root: Path, refs, report: StoreReport) -> None:
+    parent = datasets_dir(root)
+    if not parent.is_dir():
+        return
+    names = [n for n in list_entries(parent) if is_valid_name(n)]
+    _strays(parent, set(names), report, "datasets/")
+    for name in names:
+        status = _check_dataset(parent / name, refs, report)
+        if status is not None:
+            report.checked.append({"kind": "data set", "name": name, "status": status})
+
+
+def _check_dataset(folder: Path, refs, report: StoreReport) -> str | None:
+    """Problems of one data-set folder; returns the status row (None: not a data set yet)."""
+    ids = snapshot_ids(folder)
+    _strays(folder, {"zarr.json", NAME_LOCK, *ids}, report, f"data set {folder.name!r}")
+    for snapshot in ids:
+        _strays(folder / snapshot, _SNAPSHOT_FILES, report, f"snapshot {folder.name}/{snapshot}")
+
+    def problem(kind, path, message, severity="error"):
+        report.problems.append(StoreProblem(kind, path, message, severity))
+        return message
+
+    try:
+        pointer = read_pointer(folder)
+    except StoreCorruptError as exc:
+        status = problem("pointer", folder / "zarr.json", exc.problem)
+        pointer = None
+    else:
+        status = None
+    current = pointer.snapshot if pointer else None
+    if pointer is None and status is None:
+        if not ids:
+            problem("empty", folder, "a data-set folder without snapshots (a first ingest "
+                    "failed or is running)", "info")
+            return None
+        status = problem("uncommitted", folder, f"snapshots {', '.join(ids)} but no pointer: "
+                         "the first ingest crashed before committing; `check --cleanup` "
+                         "commits the newest one that verifies")
+    elif pointer is not None and current not in ids:
+        status = problem("pointer", folder / "zarr.json", f"points at snapshot {current!r}, "
+                         "which is missing; `check --cleanup` restores the last good snapshot")
+    for snapshot in ids:
+        path = folder / snapshot
+        try:
+            attrs = verify_snapshot(path)
+        except (CatdaskError, OSError) as exc:
+            msg = problem("corrupt-snapshot", path, getattr(exc, "problem", str(exc)))
+            if snapshot == current:
+                status = msg
+            continue
+        if snapshot == current:
+            if attrs["content_sha256"] != pointer.content_sha256:
+                status = problem("pointer", folder / "zarr.json", "the pointer's checksum "
+                                 f"{pointer.content_sha256} differs from snapshot {snapshot}'s "
+                                 f"{attrs['content_sha256']}")
+        elif current is not None and snapshot_number(snapshot) > snapshot_number(current):
+            problem("uncommitted", path, f"newer than the current snapshot {current}: a write "
+                    "crashed before it committed; `check --cleanup` or `gc` removes it")
+        elif removal_blocker(folder, snapshot, refs, current, set()) is None:
+            problem("unreferenced", path, "an old snapshot no model refers to; `gc` removes "
+                    "it", "info")
+    return status or "ok"
+
+
+# --------------------------------------------------------------------------- models
+
+
+def _check_models(root: Path, report: StoreReport) -> None:
+    from .registry_read import load_estimator
+
+    parent = models_dir(root)
+    if not parent.is_dir():
+        return
+    names = [n for n in list_entries(parent) if is_valid_name(n)]
+    _strays(parent, set(names), report, "models/")
+    for name in names:
+        found = version_numbers(parent / name)
+        _strays(parent / name, _MODEL_FILES | {f"v{v}" for v in found}, report, f"model {name!r}")
+        for v in found:
+            path = parent / name / f"v{v}"
+            status = "ok"
+            try:
+                load_estimator(root, name, v)
+                meta = checked_attrs(path)["meta"]
+            except Exception as exc:  # any failure of the real loader means "does not load"
+                status = f"does not load: {exc}"
+                report.problems.append(StoreProblem("model", path, status))
+            else:
+                _check_lineage(root, path, meta, report)
+            report.checked.append({"kind": "model", "name": f"{name}:v{v}", "status": status})
+
+
+def _check_lineage(root: Path, path: Path, meta: dict, report: StoreReport) -> None:
+    dataset, sha = meta.get("dataset"), meta.get("dataset_sha256")
+    if not (isinstance(dataset, str) and isinstance(sha, str) and is_valid_name(dataset)):
+        return
+    try:
+        pointer = read_pointer(datasets_dir(root) / dataset)
+    except StoreCorruptError:
+        return  # reported with the data set
+    if pointer is None:
+        msg = f"trained on data set {dataset!r}, which is no longer stored"
+    elif pointer.content_sha256 != sha:
+        msg = (f"stale: trained on content {sha[:12]} of data set {dataset!r}, which now holds "
+               f"{pointer.content_sha256[:12]} (snapshot {pointer.snapshot})")
+    else:
+        return
+    report.problems.append(StoreProblem("stale", path, msg, "info"))

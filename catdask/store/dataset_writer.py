@@ -1,0 +1,289 @@
+"""Writing a data set: a new immutable snapshot, then one atomic pointer update.
+
+The steps (each a :func:`~catdask.store._atomic.crash_point` for the fault tests):
+
+1. build the snapshot in a ``.tmp-s-`` folder of the data set, holding a lock on it (a cleanup
+   can tell it from a crashed writer's), and fsync it;
+2. under the per-name lock: look at the current snapshot again (identical content: done;
+   different content without ``replace``: refuse), rename the folder to the next ``s<N>``;
+3. replace the pointer (a temporary file, fsync, ``os.replace``); release the lock.
+
+A crash before 3 leaves the previous pointer, so readers keep the previous content; a crash
+after 2 leaves an uncommitted snapshot that ``check`` reports and cleanup/gc remove. The old
+snapshot stays until gc finds no model and no reader referring to it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import zarr
+
+from ..errors import DatasetExistsError, StoreCorruptError, StoreWriteError
+from . import _zarr_io
+from ._atomic import (
+    crash_point,
+    fsync_dir,
+    fsync_tree,
+    hold_dir,
+    make_temp_dir,
+    remove_tree,
+    rename_no_replace,
+)
+from ._json import catdask_version, json_sha256, to_json_safe, utc_now
+from .content import FORMAT, check_attrs, check_data, content_sha256, label_names_for, source_sha256
+from .snapshots import (
+    hold_snapshot,
+    name_dir,
+    name_lock,
+    read_pointer,
+    snapshot_ids,
+    snapshot_number,
+    verify_snapshot,
+    write_pointer,
+)
+from .upgrade import is_old_layout, upgrade_old_layout
+
+__all__ = ["DatasetInfo", "write_dataset", "info_from_attrs"]
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetInfo:
+    """Summary of a stored data set (of its current snapshot).
+
+    Attributes
+    ----------
+    path : Path
+        The snapshot's folder.
+    written : bool
+        True when this call wrote the data (``write_dataset`` only); False when identical
+        content was already stored, and in listings.
+    replaced : bool
+        True when ``write_dataset`` replaced different content stored under the same name.
+    problem : str or None
+        Set by :func:`~catdask.store.datasets.list_datasets` for an entry whose metadata cannot
+        be read.
+    snapshot : str or None
+        Id of the snapshot (``s<N>``).
+    """
+
+    name: str
+    path: Path
+    n_samples: int | None
+    n_features: int | None
+    n_classes: int | None
+    content_sha256: str | None
+    created: str | None = None
+    written: bool = False
+    replaced: bool = False
+    problem: str | None = None
+    snapshot: str | None = None
+
+
+def info_from_attrs(name, path: Path, attrs, *, problem=None, snapshot=None, **flags):
+    """A :class:`DatasetInfo` from a snapshot's attributes (missing values become None)."""
+    attrs = attrs or {}
+
+    def get(key, typ):
+        v = attrs.get(key)
+        return v if isinstance(v, typ) and not isinstance(v, bool) else None
+
+    return DatasetInfo(
+        name,
+        path,
+        get("n_samples", int),
+        get("n_features", int),
+        get("n_classes", int),
+        get("content_sha256", str),
+        get("created", str),
+        problem=problem,
+        snapshot=snapshot,
+        **flags,
+    )
+
+
+def write_dataset(
+    store, name: str, X, y, label_names=None, attrs=None, chunk_rows=None, *, replace=False
+) -> DatasetInfo:
+    """Store a labelled table as a new snapshot; a no-op if the same content is current.
+
+    Parameters
+    ----------
+    store : path or None
+        Store root (see :func:`~catdask.store.resolve_store`).
+    name : str
+        Data-set name (validated by :func:`catdask.names.validate_name`).
+    X : array-like, shape (n_samples, n_features)
+        Finite numbers; stored as float64.
+    y : array-like, shape (n_samples,)
+        Labels, all int or all str. Stored as codes 0..K-1 plus the sorted classes.
+    label_names : list or dict, optional
+        Display names per sorted class, or a mapping label -> name. Default: ``str(label)``.
+    attrs : dict, optional
+        Provenance (JSON-safe), e.g. the ``provenance`` returned by the catalog parsers; a
+        ``files`` list with ``name``/``sha256`` entries is also recorded as ``source_sha256``.
+    chunk_rows : int, optional
+        Rows per chunk of X (default: about 32 MiB per chunk).
+    replace : bool, default False
+        Allow replacing different content stored under ``name``. The previous snapshot is
+        kept (models trained on it refer to it) until gc removes it.
+
+    Returns
+    -------
+    DatasetInfo
+        ``written`` is False when identical content (X, y, classes and label names) was
+        already current; ``replaced`` is True when different content was replaced.
+
+    Raises
+    ------
+    InvalidNameError, ValueError
+        Bad name or data (non-finite X, length mismatch, ...).
+    DatasetExistsError
+        ``name`` holds different content and ``replace`` is False (names both checksums).
+    StoreWriteError
+        The write failed (disk full, permissions); the current snapshot is unchanged.
+    """
+    root, folder = name_dir(store, name)
+    X, codes, classes, kind = check_data(X, y)
+    names = label_names_for(label_names, classes)
+    content = content_sha256(X, codes, classes)
+    provenance = to_json_safe(dict(attrs or {}), "attrs")
+
+    if is_old_layout(folder):
+        with name_lock(folder):
+            upgrade_old_layout(folder)
+    current = _current_state(folder, content, names, name, replace)
+    if current is not None:
+        return current
+    if chunk_rows is None:
+        chunk_rows = _zarr_io.row_chunks(X.shape, 8)[0]
+    chunk_rows = int(chunk_rows)
+    if chunk_rows < 1:
+        raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows}.")
+    meta = {
+        "catdask_dataset_format": FORMAT,
+        "name": name,
+        "n_samples": int(X.shape[0]),
+        "n_features": int(X.shape[1]),
+        "n_classes": len(classes),
+        "classes": classes,
+        "classes_kind": kind,
+        "label_names": names,
+        "class_counts": np.bincount(codes, minlength=len(classes)).tolist(),
+        "content_sha256": content,
+        "source_sha256": source_sha256(provenance),
+        "provenance": provenance,
+        "chunk_rows": chunk_rows,
+        "created": utc_now(),
+        "catdask_version": catdask_version(),
+    }
+    meta["attrs_sha256"] = json_sha256(meta)
+
+    created_folder = not folder.exists()
+    tmp = None
+    try:
+        tmp = make_temp_dir(folder, "s")
+        with hold_dir(tmp):  # marks the temporary as in use (cleanup skips it)
+            group = zarr.open_group(str(tmp), mode="a")  # "w" would recreate the locked folder
+            rows = min(chunk_rows, X.shape[0])
+            # NaN / -1 fill values: a chunk that goes missing reads as an impossible value.
+            # y is chunked like X's rows, so Dask blocks of X and y line up.
+            _zarr_io.write_array(group, "X", X, chunks=(rows, X.shape[1]), fill_value=np.nan)
+            _zarr_io.write_array(group, "y", codes, chunks=(rows,), fill_value=-1)
+            group.attrs.put(meta)
+            fsync_tree(tmp)
+            crash_point("snapshot-written")
+            with name_lock(folder):
+                current = _current_state(folder, content, names, name, replace)
+                if current is not None:  # a concurrent writer committed meanwhile
+                    remove_tree(tmp)
+                    return current
+                snapshot, replaced = _commit(tmp, folder, name, content)
+    except OSError as exc:
+        _discard(tmp, folder if created_folder else None)
+        raise StoreWriteError(
+            exc.errno,
+            f"Could not write data set {name!r} to {folder}: {exc}. The temporary "
+            "copy was removed; the store is unchanged.",
+            str(folder),
+        ) from exc
+    except BaseException:
+        _discard(tmp, folder if created_folder else None)
+        raise
+    return info_from_attrs(
+        name, folder / snapshot, meta, snapshot=snapshot, written=True, replaced=replaced
+    )
+
+
+def _discard(tmp: Path | None, new_folder: Path | None) -> None:
+    """Remove a failed write's temporary (and the data-set folder if this write made it and it
+    holds nothing else)."""
+    if tmp is not None and tmp.exists():
+        remove_tree(tmp)
+    if new_folder is not None:
+        # Never unlink the name lock (a waiting writer would then lock a different file): a
+        # folder that holds it stays; rmdir fails (keeps it) when anything else is in it.
+        with contextlib.suppress(OSError):
+            new_folder.rmdir()
+
+
+def _commit(tmp: Path, folder: Path, name: str, content: str) -> tuple[str, bool]:
+    """Rename ``tmp`` to the next ``s<N>`` and point the name at it (under the name lock)."""
+    try:
+        replacing = read_pointer(folder) is not None
+    except StoreCorruptError:
+        replacing = True  # a damaged pointer is replaced by a valid one
+    number = max((snapshot_number(s) for s in snapshot_ids(folder)), default=0) + 1
+    snapshot = f"s{number}"
+    if not rename_no_replace(tmp, folder / snapshot):
+        raise OSError(f"{folder / snapshot} exists although the name lock is held")
+    crash_point("snapshot-renamed")
+    fsync_dir(folder)
+    write_pointer(folder, name, snapshot, content)
+    return snapshot, replacing
+
+
+def _current_state(folder: Path, content: str, names: list, name: str, replace: bool):
+    """What to do given the current snapshot: a :class:`DatasetInfo` when it already holds
+    this content intact (nothing to write), None to go on writing.
+
+    Raises
+    ------
+    DatasetExistsError
+        The current snapshot holds different content and ``replace`` is False.
+    """
+    try:
+        pointer = read_pointer(folder) if folder.is_dir() else None
+    except StoreCorruptError:
+        return None  # a damaged pointer: a new snapshot repairs it
+    if pointer is None:
+        return None
+    path = folder / pointer.snapshot
+    hold = hold_snapshot(path)
+    if hold is None:
+        return None  # the current snapshot is missing: writing a new one repairs the name
+    try:
+        try:
+            attrs = check_attrs(_zarr_io.read_node_json(path, path).get("attributes"), path)
+        except StoreCorruptError:
+            return None  # unreadable: nothing readable is lost by writing a new snapshot
+        stored = attrs["content_sha256"]
+        if stored == content and attrs.get("label_names") == names:
+            try:
+                verify_snapshot(path)
+            except StoreCorruptError:
+                return None  # damaged: re-ingesting the same content repairs it
+            return info_from_attrs(name, path, attrs, snapshot=pointer.snapshot)
+        if stored != content and not replace:
+            raise DatasetExistsError(
+                f"Data set {name!r} already holds different content (sha256 {stored}); the "
+                f"new content has sha256 {content}. Pass replace=True (`catdask ingest "
+                "--replace`) to replace it; models trained on the old content keep their "
+                "reference to its snapshot."
+            )
+        return None
+    finally:
+        hold.close()
