@@ -6,6 +6,7 @@ logs and CI output stay readable).
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 import time
@@ -31,7 +32,10 @@ def print_table(rows: list[dict]) -> None:
     for r in rows:
         table.add_row(*["" if v is None else (f"{v:.3g}" if isinstance(v, float) else str(v))
                         for v in r.values()])
-    Console(width=200, file=sys.stdout).print(table)
+    # Rendered to a string and written here: rich would turn a closed pipe into exit 1.
+    buffer = io.StringIO()
+    Console(width=200, file=buffer, force_terminal=sys.stdout.isatty()).print(table)
+    sys.stdout.write(buffer.getvalue())
 
 
 def console():
