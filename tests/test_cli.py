@@ -490,7 +490,8 @@ def test_store_commands_never_import_prefect_or_dask(two_versions, tmp_path):
     commands = [f"datasets|--store|{store}", f"models|list|--store|{store}",
                 f"models|show|iris-cqs:1|--store|{store}",
                 f"models|compare|iris-cqs:1|iris-cqs:2|--store|{store}",
-                f"check|--store|{store}", f"plot|iris-cqs|--out|{tmp_path / 'p.png'}|--store|{store}"]
+                f"check|--store|{store}",
+                f"plot|iris-cqs|--out|{tmp_path / 'p.png'}|--store|{store}"]
     r = subprocess.run([sys.executable, "-c", script, *commands], capture_output=True, text=True,
                        cwd=tmp_path, timeout=120, env=dict(os.environ, MPLBACKEND="Agg"))
     assert r.returncode == 0, r.stderr

@@ -88,9 +88,9 @@ class _LiveProgress:
 
     def done(self, step: str, note: str = "") -> None:
         task = self._tasks[step]
-        total = self._progress.tasks[task].total
-        self._progress.update(task, description=f"{step}{note and ' ' + note}",
-                              completed=total if total is not None else None)
+        total = self._progress.tasks[task].total or 1  # an uncounted step shows 1/1 when done
+        self._progress.update(task, description=f"{step}{note and ' ' + note}", total=total,
+                              completed=total)
         self._progress.stop_task(task)
 
 

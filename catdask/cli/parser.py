@@ -46,7 +46,7 @@ def _common(s, verbose_default=argparse.SUPPRESS):
                    else None, help=STORE_HELP)
     s.add_argument("-v", "--verbose", "--debug", dest="verbose", action="store_true",
                    default=verbose_default,
-                   help="log details (Prefect, Dask, solver) and show tracebacks of errors")
+                   help="log details (Prefect, Dask) and show tracebacks of errors")
 
 
 def _add(sub, name, help, **kwargs):
