@@ -54,7 +54,8 @@ class _PlainProgress:
 
     def step(self, description: str, total: int | None = None) -> str:
         self._started[description] = time.perf_counter()
-        print(f"catdask {self.command}: {description} ...", file=sys.stderr, flush=True)
+        count = "" if total is None else f" ({total} to do)"
+        print(f"catdask {self.command}: {description}{count} ...", file=sys.stderr, flush=True)
         return description
 
     def update(self, step: str, description: str) -> None:

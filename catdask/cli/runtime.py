@@ -69,10 +69,17 @@ def prefect_environment(environ, store_root: Path) -> dict[str, str]:
 
 
 def prepare_prefect(store) -> None:
-    """Apply :func:`prefect_environment` to ``os.environ`` (before any Prefect import)."""
+    """Apply :func:`prefect_environment` to ``os.environ`` (before any Prefect import).
+
+    Creates the store-local home: Prefect's SQLite database cannot be opened in a folder
+    that does not exist (the temporary server then fails only after its start-up timeout).
+    """
     from catdask.store import resolve_store
 
-    os.environ.update(prefect_environment(os.environ, resolve_store(store)))
+    updates = prefect_environment(os.environ, resolve_store(store))
+    if "PREFECT_HOME" in updates:
+        Path(updates["PREFECT_HOME"]).mkdir(parents=True, exist_ok=True)
+    os.environ.update(updates)
 
 
 def scheduler_address(given: str | None) -> str | None:
