@@ -8,6 +8,7 @@ import os
 import sys
 import traceback
 
+from . import runtime
 from .exits import (
     EXIT_BROKEN_PIPE,
     EXIT_INPUT,
@@ -43,6 +44,7 @@ def _input_errors():
 
 
 def _configure_logging(verbose: bool) -> None:
+    runtime.show_tracebacks = verbose
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(name)s %(message)s")
     if not verbose:  # distributed logs every worker start and stop at INFO on its own;

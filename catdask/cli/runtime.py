@@ -8,6 +8,7 @@ Nothing here imports Prefect or Dask at module level; the commands that need no 
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import socket
 from pathlib import Path
@@ -24,13 +25,32 @@ DEFAULT_SCHEDULER_PORT = 8786
 ENV_SCHEDULER = "CATDASK_SCHEDULER"
 
 
+#: Set by ``main`` from ``-v``: whether failed flow and task runs may print tracebacks.
+show_tracebacks = False
+
+
+class _NoRunTracebacks(logging.Filter):
+    """Drops the failed-run records that carry a traceback (Prefect logs one per failed task
+    and flow run); the CLI reports the error itself in one line. The records still reach the
+    Prefect API (its handler sits on the run loggers, before they propagate here)."""
+
+    def filter(self, record):
+        return not (record.exc_info and record.name.startswith(("prefect.flow_runs",
+                                                                 "prefect.task_runs")))
+
+
 def flow(name: str):
     """The Prefect flow ``name`` (``"ingest"``, ``"train"``, ``"evaluate"``), imported now.
 
     The only place the CLI imports flows (and so Prefect): call it after the arguments are
     checked.
     """
-    return getattr(importlib.import_module(f"{FLOWS_PACKAGE}.{name}"), name)
+    function = getattr(importlib.import_module(f"{FLOWS_PACKAGE}.{name}"), name)
+    if not show_tracebacks:  # Prefect has configured its console handlers by now
+        for handler in logging.getLogger().handlers:
+            if not any(isinstance(f, _NoRunTracebacks) for f in handler.filters):
+                handler.addFilter(_NoRunTracebacks())
+    return function
 
 
 def dask_client(address: str | None):
