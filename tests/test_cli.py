@@ -60,6 +60,16 @@ def cli_env(monkeypatch, tmp_path):
     monkeypatch.setenv("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     monkeypatch.setenv("PREFECT_LOGGING_LEVEL", "WARNING")
     monkeypatch.setenv("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    yield
+    # In-process runs add a filter to the root log handlers (no run tracebacks without -v):
+    # take it off again so other tests' handlers see every record.
+    import logging
+
+    from catdask.cli.runtime import _NoRunTracebacks
+
+    for handler in logging.getLogger().handlers:
+        for f in [f for f in handler.filters if isinstance(f, _NoRunTracebacks)]:
+            handler.removeFilter(f)
 
 
 @pytest.fixture
