@@ -5,8 +5,11 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-export PREFECT_HOME ?= $(CURDIR)/.prefect
+# One Prefect home: the store's, as the `catdask` command picks when run by hand
+# (<store>/.prefect, store = $CATDASK_STORE or ./catdask-store). Telemetry off unless you opt in.
+export PREFECT_HOME ?= $(abspath $(or $(CATDASK_STORE),catdask-store))/.prefect
 export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
+export DO_NOT_TRACK ?= 1
 export MPLBACKEND ?= Agg
 
 .PHONY: install demo test test-fast bench reproduce clean

@@ -7,9 +7,6 @@ every fit. See ``README.md`` and ``docs/``.
 
 from importlib.metadata import PackageNotFoundError, version
 
-from .certificate import Certificate, certify_global_optimum
-from .estimators import CategorySpace, KernelCategorySpace
-from .plotting import plot_category_space
 
 try:
     __version__ = version("catdask")
@@ -24,3 +21,27 @@ __all__ = [
     "plot_category_space",
     "__version__",
 ]
+
+# The public names load on first use (PEP 562), so `import catdask.catalog` (the CLI's fast
+# path: argument checks before any heavy import) does not pay for scikit-learn and SciPy.
+_LAZY = {
+    "CategorySpace": ".estimators",
+    "KernelCategorySpace": ".estimators",
+    "Certificate": ".certificate",
+    "certify_global_optimum": ".certificate",
+    "plot_category_space": ".plotting",
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        from importlib import import_module
+
+        value = getattr(import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -4,14 +4,19 @@ Most cases call ``catdask.cli.main`` in-process (flows run against the session's
 server and the module's LocalCluster via ``$CATDASK_SCHEDULER``); two run the installed console
 script in a subprocess.
 
-Exit codes: 0 ok, 2 usage, 3 bad input or store problem, 4 model not certified.
+Exit codes: 0 ok, 2 usage, 3 bad input, store problem or unreachable scheduler, 4 model not
+certified, 141 output closed early. Mistakes are refused before Prefect or Dask is imported:
+those tests time the console script and check that it printed one line.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -43,10 +48,28 @@ def cli_env(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("CATDASK_STORE", raising=False)
     monkeypatch.delenv("CATDASK_SCHEDULER", raising=False)
-    # cmd_* call os.environ.setdefault(...) for these; setting them here restores them after.
+    # The CLI sets these in os.environ when they are missing: restore them (or their absence)
+    # after each test.
+    for name in ("PREFECT_HOME", "DO_NOT_TRACK", "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT"):
+        value = os.environ.get(name)
+        monkeypatch.setenv(name, "restore")
+        if value is None:
+            monkeypatch.delenv(name)
+        else:
+            monkeypatch.setenv(name, value)
     monkeypatch.setenv("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     monkeypatch.setenv("PREFECT_LOGGING_LEVEL", "WARNING")
     monkeypatch.setenv("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    yield
+    # In-process runs add a filter to the root log handlers (no run tracebacks without -v):
+    # take it off again so other tests' handlers see every record.
+    import logging
+
+    from catdask.cli.runtime import _NoRunTracebacks
+
+    for handler in logging.getLogger().handlers:
+        for f in [f for f in handler.filters if isinstance(f, _NoRunTracebacks)]:
+            handler.removeFilter(f)
 
 
 @pytest.fixture
@@ -82,6 +105,12 @@ def run_cli(capsys, *args):
     (["train", "iris", "--restarts", "many"], "invalid int value"),
     (["models"], "required: models_cmd"),
     (["models", "compare", "iris-cqs", "1"], "required: v2"),
+    (["models", "compare", "iris-cqs:1", "wine-cqs:2"], "two versions of one model"),
+    (["train", "iris", "--restarts", "0"], "argument --restarts: must be >= 1, got 0"),
+    (["train", "iris", "--gamma", "-1"], "argument --gamma: must be > 0, got -1"),
+    (["train", "iris", "--gamma", "nan"], "argument --gamma: must be > 0"),
+    (["train", "iris", "--name", ""], "the model name is empty"),
+    (["evaluate", "--splits", "1"], "argument --splits: must be >= 2"),
     (["ingest"], "name data sets"),
     (["ingest", "--file", "data.csv"], "--name and --label-column"),
 ])
@@ -237,10 +266,10 @@ def test_ingest_train_models_plot_datasets(capsys, tmp_path, flows_env):
 def test_demo_ingests_trains_certifies_registers_and_plots(capsys, tmp_path, flows_env,
                                                            monkeypatch):
     """The README's main job (``catdask demo``), reduced: iris and wine, 2 restarts."""
-    import catdask.cli
+    import catdask.cli.demo
 
     # Wine (178 samples) above the kernel limit: the demo must say it skipped K-CQS there.
-    monkeypatch.setattr(catdask.cli, "DEMO_KERNEL_MAX_SAMPLES", 160)
+    monkeypatch.setattr(catdask.cli.demo, "DEMO_KERNEL_MAX_SAMPLES", 160)
     store = tmp_path / "store"
     code, out, err = run_cli(capsys, "demo", "--quick", "--restarts", "2", "--store", store)
     assert code == EXIT_OK, err
@@ -343,3 +372,229 @@ def test_console_script_exit_codes(tmp_path, prefect_env):
     assert "Traceback" not in r.stderr
     r = _script(["frobnicate"], prefect_env, tmp_path)
     assert r.returncode == 2 and "invalid choice" in r.stderr
+
+
+# ----------------------------------------------------------------------------- fast failures
+FAST_EXIT_SECONDS = 2.0  # usage and bad-input errors: console script start to exit
+SCHEDULER_EXIT_SECONDS = 10.0
+HANG_SECONDS = 30.0  # wall-time bound for the fast failures on a loaded machine
+
+
+def _closed_port() -> int:
+    """A local TCP port nothing listens on (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _timed_script(args, env, cwd, tmp_path):
+    """Run the console script; returns (result, wall seconds, CPU seconds).
+
+    The CPU time (user + system, from ``wait4``) is what the CLI costs; it is what the fast-
+    failure tests bound, since the wall time on a machine shared by many jobs says more about
+    the other jobs (importing Prefect alone costs more than 2 s of CPU).
+    """
+    if not CONSOLE_SCRIPT.exists():
+        pytest.skip(f"console script not installed at {CONSOLE_SCRIPT}")
+    out, err = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
+    start = time.perf_counter()
+    with open(out, "w") as fout, open(err, "w") as ferr:
+        proc = subprocess.Popen([str(CONSOLE_SCRIPT), *map(str, args)], env=env, cwd=cwd,
+                                stdout=fout, stderr=ferr, text=True)
+        _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    result = subprocess.CompletedProcess(proc.args, proc.returncode, out.read_text(),
+                                         err.read_text())
+    return result, wall, usage.ru_utime + usage.ru_stime
+
+
+@pytest.mark.parametrize("args, code, expect", [
+    (["train", "irsi"], EXIT_INPUT, "No data set 'irsi' in store"),
+    (["train", "irsi"], EXIT_INPUT, "did you mean 'iris'?"),
+    (["train", "wine"], EXIT_INPUT, "`catdask ingest wine` first"),
+    (["ingest", "wnie"], EXIT_INPUT, "No data set 'wnie' in the catalog; did you mean 'wine'?"),
+    (["evaluate", "irsi"], EXIT_INPUT, "did you mean 'iris'?"),
+    (["train", "iris", "--restarts", "0"], EXIT_USAGE, "--restarts: must be >= 1"),
+    (["train", "iris", "--gamma", "-1"], EXIT_USAGE, "--gamma: must be > 0"),
+    (["train", "iris", "--method", "nope"], EXIT_USAGE, "invalid choice: 'nope'"),
+    (["train", "iris", "--name", ""], EXIT_USAGE, "the model name is empty"),
+    (["train", "iris", "--name", "a/b"], EXIT_INPUT, "path separator"),
+])
+def test_mistakes_are_refused_at_once_in_one_line(iris_store, tmp_path, args, code, expect):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API", "CATDASK_"))}
+    r, wall, cpu = _timed_script([*args, "--store", iris_store], env, tmp_path, tmp_path)
+    assert r.returncode == code, r.stderr
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert lines[0].startswith(f"catdask {args[0]}: error: ") and expect in lines[0], lines
+    assert r.stdout == ""
+    assert cpu < FAST_EXIT_SECONDS and wall < HANG_SECONDS, f"CPU {cpu:.2f} s, wall {wall:.2f} s"
+    assert sorted(p.name for p in iris_store.iterdir()) == ["datasets"]  # nothing written
+
+
+def test_verbose_after_the_command_shows_the_traceback(iris_store, tmp_path):
+    r = _script(["train", "irsi", "--store", iris_store, "-v"], dict(os.environ), tmp_path, 60)
+    assert r.returncode == EXIT_INPUT
+    assert "Traceback" in r.stderr and r.stderr.splitlines()[-1].startswith("catdask train: error:")
+    r = _script(["train", "irsi", "--store", iris_store, "--debug"], dict(os.environ), tmp_path, 60)
+    assert "Traceback" in r.stderr
+
+
+def test_unreachable_scheduler_fails_fast_naming_the_address(iris_store, tmp_path):
+    address = f"tcp://127.0.0.1:{_closed_port()}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CATDASK_")}
+    r, seconds, _ = _timed_script(["train", "iris", "--scheduler", address, "--store", iris_store],
+                                  env, tmp_path, tmp_path)
+    assert r.returncode == EXIT_INPUT, r.stderr
+    assert r.stderr.splitlines() == [r.stderr.strip()] and "Traceback" not in r.stderr
+    assert f"cannot reach the Dask scheduler at {address}" in r.stderr
+    assert seconds < SCHEDULER_EXIT_SECONDS, f"{seconds:.2f} s"
+    # The environment variable is checked the same way.
+    r = _script(["train", "iris", "--store", iris_store], dict(env, CATDASK_SCHEDULER=address),
+                tmp_path, 60)
+    assert r.returncode == EXIT_INPUT and address in r.stderr and "Traceback" not in r.stderr
+
+
+def test_bad_scheduler_address_is_named(capsys, iris_store):
+    code, _, err = run_cli(capsys, "train", "iris", "--scheduler", "tcp://host:port",
+                           "--store", iris_store)
+    assert code == EXIT_INPUT and "bad Dask scheduler address 'tcp://host:port'" in err
+
+
+def test_closed_stdout_exits_quietly(iris_store, tmp_path):
+    """`catdask datasets | head -0`: no BrokenPipeError traceback, the SIGPIPE exit code."""
+    if not CONSOLE_SCRIPT.exists():
+        pytest.skip(f"console script not installed at {CONSOLE_SCRIPT}")
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first write
+    try:
+        r = subprocess.run([str(CONSOLE_SCRIPT), "datasets", "--store", str(iris_store)],
+                           stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(write_end)
+    assert r.returncode == 141 and r.stderr == "", r.stderr
+
+
+# ----------------------------------------------------------------------------- store commands
+@pytest.fixture
+def two_versions(iris_store):
+    from sklearn.datasets import load_iris
+
+    from catdask import CategorySpace
+    from catdask.store import register_estimator
+
+    X, y = load_iris(return_X_y=True)
+    for seed in (0, 1):
+        register_estimator(iris_store, "iris-cqs",
+                           CategorySpace(n_restarts=1, random_state=seed).fit(X, y),
+                           meta={"dataset": "iris"})
+    return iris_store
+
+
+@pytest.mark.parametrize("versions", [["iris-cqs:1", "iris-cqs:2"], ["iris-cqs:v1", "iris-cqs:v2"],
+                                      ["iris-cqs", "1", "2"]])
+def test_models_compare_accepts_name_version(capsys, two_versions, versions):
+    code, out, err = run_cli(capsys, "models", "compare", *versions, "--store", two_versions)
+    assert code == EXIT_OK, err
+    assert json.loads(out)["versions"] == [1, 2]
+
+
+def test_store_commands_never_import_prefect_or_dask(two_versions, tmp_path):
+    """datasets, models, check and plot read the store only: no Prefect, no Dask."""
+    script = (
+        "import sys\n"
+        "from catdask.cli import main\n"
+        "codes = [main(a.split('|')) for a in sys.argv[1:]]\n"
+        "print(codes, [m for m in ('prefect', 'distributed', 'dask') if m in sys.modules])\n"
+    )
+    store = str(two_versions)
+    commands = [f"datasets|--store|{store}", f"models|list|--store|{store}",
+                f"models|show|iris-cqs:1|--store|{store}",
+                f"models|compare|iris-cqs:1|iris-cqs:2|--store|{store}",
+                f"check|--store|{store}",
+                f"plot|iris-cqs|--out|{tmp_path / 'p.png'}|--store|{store}"]
+    r = subprocess.run([sys.executable, "-c", script, *commands], capture_output=True, text=True,
+                       cwd=tmp_path, timeout=120, env=dict(os.environ, MPLBACKEND="Agg"))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[-1] == "[0, 0, 0, 0, 0, 0] []", r.stdout[-500:]
+
+
+# ----------------------------------------------------------------------------- environment
+def test_prefect_home_is_store_local_unless_the_user_chose():
+    from catdask.cli.runtime import prefect_environment
+
+    store = Path("/data/store")
+    env = prefect_environment({}, store)
+    assert env["PREFECT_HOME"] == "/data/store/.prefect"
+    assert env["DO_NOT_TRACK"] == "1" and env["PREFECT_SERVER_ANALYTICS_ENABLED"] == "false"
+    assert "PREFECT_HOME" not in prefect_environment({"PREFECT_HOME": "/mine"}, store)
+    assert "PREFECT_HOME" not in prefect_environment({"PREFECT_API_URL": "http://x/api"}, store)
+    opted_in = prefect_environment({"DO_NOT_TRACK": "0",
+                                    "PREFECT_SERVER_ANALYTICS_ENABLED": "true"}, store)
+    assert "DO_NOT_TRACK" not in opted_in and "PREFECT_SERVER_ANALYTICS_ENABLED" not in opted_in
+
+
+class _FakeFlows:
+    """Stands in for the flows (``catdask.cli.runtime.flow``): records the calls."""
+
+    def __init__(self, monkeypatch):
+        self.calls = []
+        monkeypatch.setattr("catdask.cli.runtime.flow", self.flow)
+
+    def flow(self, name):
+        def run(*args, **kwargs):
+            self.calls.append((name, args, kwargs))
+            if name == "train":
+                return {"version": "x:v1", "status": "certified", "objective": 1.0, "n_iter": 3,
+                        "gap": 0.0}
+            return [{"name": n} for n in (args[0] if args else [])]
+        return run
+
+
+def test_flow_arguments_defaults_replace_and_evaluation_dir(capsys, iris_store, monkeypatch):
+    flows = _FakeFlows(monkeypatch)
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.delenv("PREFECT_HOME")  # cli_env restores it (or its absence)
+    code, _, err = run_cli(capsys, "train", "iris", "--store", iris_store)
+    assert code == EXIT_OK, err
+    assert os.environ["PREFECT_HOME"] == str(iris_store.absolute() / ".prefect")
+    (_, _, kwargs), = flows.calls
+    # origin, restarts and gamma not given: the library's defaults apply.
+    assert not {"origin", "n_restarts", "gamma"} & set(kwargs)
+    assert "catdask train: train cqs on iris" in err  # plain progress lines (not a TTY)
+    run_cli(capsys, "train", "iris", "--origin", "class", "--restarts", "3", "--store", iris_store)
+    assert flows.calls[-1][2]["origin"] == "class" and flows.calls[-1][2]["n_restarts"] == 3
+
+    run_cli(capsys, "ingest", "iris", "--store", iris_store)
+    assert "replace" not in flows.calls[-1][2]
+    run_cli(capsys, "ingest", "iris", "--replace", "--store", iris_store)
+    assert flows.calls[-1][2]["replace"] is True
+
+    code, _, err = run_cli(capsys, "evaluate", "--quick", "--store", iris_store)
+    assert code == EXIT_OK, err
+    out_dir = Path(flows.calls[-1][2]["out_dir"])
+    assert out_dir.parent == iris_store.resolve() / "evaluations"
+
+
+def test_every_option_has_help_and_the_epilog_lists_exit_codes(capsys):
+    import argparse
+
+    from catdask.cli import build_parser
+
+    parser = build_parser()
+    subparsers = [parser]
+    while subparsers:
+        p = subparsers.pop()
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                subparsers += action.choices.values()
+            elif not isinstance(action, argparse._HelpAction):
+                assert action.help, (p.prog, action.dest)
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert "exit codes:" in out and "141" in out and "unreachable Dask scheduler" in out
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    assert "(default: 0)" in capsys.readouterr().out  # --seed

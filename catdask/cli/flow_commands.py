@@ -1,0 +1,117 @@
+"""Commands that run Prefect flows (``ingest``, ``train``, ``evaluate``, ``demo``) or start
+services (``serve``). Each checks its arguments first (:mod:`.checks`, no heavy import), then
+prepares Prefect's environment (:mod:`.runtime`), then imports and runs the flow.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime, timezone
+
+from . import checks, runtime
+from .exits import EXIT_OK, EXIT_UNCERTIFIED, usage_error
+from .output import print_json, progress
+
+
+def _label_column(text: str):
+    return int(text) if text.lstrip("-").isdigit() else text
+
+
+def cmd_ingest(args) -> int:
+    """Catalog data sets through the ingest flow, or one table with ``--file``."""
+    if args.file:
+        if not args.name or args.label_column is None:
+            raise usage_error("--file needs --name and --label-column")
+        from catdask.pipeline import ingest_file
+
+        extra = {"replace": True} if args.replace else {}
+        report = ingest_file(args.file, args.name, _label_column(args.label_column), args.store,
+                             delimiter=args.delimiter, **extra)
+        print_json([report])
+        return EXIT_OK
+    names = checks.catalog_names() if args.all else args.names
+    if not names:
+        raise usage_error("name data sets (see `catdask datasets`), or --all, or --file")
+    checks.check_catalog_names(names)
+    runtime.prepare_prefect(args.store)
+    ingest = runtime.flow("ingest")
+    # Passed only when given, until every ingest entry point takes it.
+    extra = {"replace": True} if args.replace else {}
+    reports = []
+    with progress("ingest") as bar:
+        step = bar.step("ingest", total=len(names))
+        for name in names:
+            bar.update(step, f"ingest {name}")
+            reports += ingest([name], store=args.store, source_dir=args.source_dir,
+                              allow_download=args.download, **extra)
+            bar.advance(step)
+        bar.done(step, f"({len(names)} data set{'s' * (len(names) != 1)})")
+    print_json(reports)
+    return EXIT_OK
+
+
+def train_kwargs(args, dataset: str) -> dict:
+    """The train flow's arguments; options the user left out are not passed, so the flow's
+    (the library's) defaults apply."""
+    kwargs = dict(dataset=dataset, method=args.method, standardise=not args.no_standardise,
+                  random_state=args.seed, model_name=args.name, store=args.store,
+                  scheduler=args.scheduler, allow_uncertified=args.allow_uncertified,
+                  run_key=args.run_key)
+    optional = {"origin": args.origin, "n_restarts": args.restarts, "gamma": args.gamma}
+    kwargs.update({k: v for k, v in optional.items() if v is not None})
+    return kwargs
+
+
+def cmd_train(args) -> int:
+    """One certified fit, registered when certified (or allowed); exit 4 when not."""
+    checks.check_model_name(args.name)
+    checks.check_stored_dataset(args.store, args.dataset)
+    runtime.check_scheduler(runtime.scheduler_address(args.scheduler))
+    runtime.prepare_prefect(args.store)
+    train = runtime.flow("train")
+    with progress("train") as bar:
+        step = bar.step(f"train {args.method} on {args.dataset}")
+        result = train(**train_kwargs(args, args.dataset))
+        bar.done(step, f"(objective {result['objective']:.6g}, {result['n_iter']} iterations, "
+                       f"{result['status']})")
+    print_json(result)
+    if result["version"] is None:
+        gap = "" if result["gap"] is None else f" (optimality gap <= {result['gap']:.3g})"
+        print(f"not registered: {result['status']}{gap}; pass "
+              "--allow-uncertified to register it marked as uncertified", file=sys.stderr)
+        return EXIT_UNCERTIFIED
+    return EXIT_OK
+
+
+def default_evaluation_dir(store) -> str:
+    """``<store>/evaluations/<UTC time>``: evaluate never writes into the working directory."""
+    from catdask.store import resolve_store
+
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return str(resolve_store(store) / "evaluations" / stamp)
+
+
+def cmd_evaluate(args) -> int:
+    """The paper's protocol; tables under ``--out`` (default: in the store)."""
+    if args.datasets:
+        checks.check_known_datasets(args.store, args.datasets)
+    out_dir = args.out or default_evaluation_dir(args.store)
+    runtime.prepare_prefect(args.store)
+    evaluate = runtime.flow("evaluate")
+    with progress("evaluate") as bar:
+        step = bar.step("evaluate " + (", ".join(args.datasets) or "stored paper data sets"))
+        out = evaluate(datasets=args.datasets or None, n_splits=args.splits, quick=args.quick,
+                       out_dir=out_dir, store=args.store)
+        bar.done(step, f"(results in {out_dir})")
+    print_json(out)
+    return EXIT_OK
+
+
+def cmd_serve(args) -> int:
+    """Prefect server, served deployments and a local Dask cluster until Ctrl-C."""
+    runtime.prepare_prefect(args.store)
+    from catdask.serve import serve
+
+    serve(host=args.host, port=args.port, dask_dashboard_port=args.dask_dashboard_port,
+          store=args.store)
+    return EXIT_OK

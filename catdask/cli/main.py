@@ -1,0 +1,97 @@
+"""``catdask`` entry point: parse, dispatch, and turn every foreseen failure into one line
+and an exit code (:mod:`.exits`)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import traceback
+
+from . import runtime
+from .exits import (
+    EXIT_BROKEN_PIPE,
+    EXIT_INPUT,
+    EXIT_INTERRUPTED,
+    EXIT_UNEXPECTED,
+    CliError,
+)
+from .parser import build_parser
+
+
+def _command(args):
+    from . import demo, flow_commands, store_commands
+
+    return {
+        "ingest": flow_commands.cmd_ingest,
+        "train": flow_commands.cmd_train,
+        "evaluate": flow_commands.cmd_evaluate,
+        "serve": flow_commands.cmd_serve,
+        "demo": demo.cmd_demo,
+        "datasets": store_commands.cmd_datasets,
+        "check": store_commands.cmd_check,
+        "models": store_commands.cmd_models,
+        "plot": store_commands.cmd_plot,
+    }[args.command]
+
+
+def _input_errors():
+    """Exceptions that mean bad input (exit 3): catdask's own and the OS's "no such file"."""
+    from catdask.errors import CatdaskError
+
+    return (CatdaskError, ValueError, FileNotFoundError, KeyError, NotADirectoryError,
+            IsADirectoryError, FileExistsError, PermissionError)
+
+
+def _configure_logging(verbose: bool) -> None:
+    runtime.show_tracebacks = verbose
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(asctime)s %(name)s %(message)s")
+    if not verbose:  # distributed logs every worker start and stop at INFO on its own;
+        # read when distributed is imported, and inherited by the worker processes
+        os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe: point stdout at /dev/null so the final flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no real file descriptor (tests)
+        pass
+
+
+def main(argv=None) -> int:
+    """Run ``catdask ARGV``; returns the exit code (argparse exits 2 by ``SystemExit``)."""
+    args = build_parser().parse_args(argv)
+    _configure_logging(args.verbose)
+    prefix = f"catdask {args.command}: error:"
+    error = None
+    try:
+        code = _command(args)(args)
+        sys.stdout.flush()  # a closed pipe shows here rather than at interpreter exit
+        return code
+    except CliError as exc:
+        error, code, message = exc, exc.code, str(exc)
+    except _input_errors() as exc:
+        error, code = exc, EXIT_INPUT
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 - last resort: one line unless -v
+        error, code, message = exc, EXIT_UNEXPECTED, f"{type(exc).__name__}: {exc}"
+        if not args.verbose:
+            message += " (run with -v for the traceback)"
+    if args.verbose:
+        traceback.print_exception(error)
+    print(f"{prefix} {message}", file=sys.stderr)
+    return code
+
+
+def run() -> None:
+    """Console-script entry point (``catdask = "catdask.cli:run"``)."""
+    sys.exit(main())

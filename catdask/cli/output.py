@@ -1,0 +1,129 @@
+"""What the CLI prints: JSON and tables on stdout, progress and notes on stderr.
+
+Progress is a live rich display when stderr is a terminal and plain log lines otherwise (so
+logs and CI output stay readable).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+import time
+from contextlib import contextmanager
+
+
+def print_json(obj) -> None:
+    """``obj`` as indented JSON on stdout."""
+    print(json.dumps(obj, indent=2, default=str))
+
+
+def print_table(rows: list[dict]) -> None:
+    """Rows of one shape as a table on stdout; ``(none)`` when there are none."""
+    from rich.console import Console
+    from rich.table import Table
+
+    if not rows:
+        print("(none)")
+        return
+    table = Table(show_lines=False)
+    for col in rows[0]:
+        table.add_column(str(col))
+    for r in rows:
+        table.add_row(*["" if v is None else (f"{v:.3g}" if isinstance(v, float) else str(v))
+                        for v in r.values()])
+    # Rendered to a string and written here: rich would turn a closed pipe into exit 1.
+    buffer = io.StringIO()
+    Console(width=200, file=buffer, force_terminal=sys.stdout.isatty()).print(table)
+    sys.stdout.write(buffer.getvalue())
+
+
+def console():
+    """A rich console on stderr (notes, warnings, progress)."""
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+class _PlainProgress:
+    """Progress as log lines on stderr: one when a step starts, one when it ends."""
+
+    def __init__(self, command: str):
+        self.command = command
+        self._started = {}
+
+    def step(self, description: str, total: int | None = None) -> str:
+        self._started[description] = time.perf_counter()
+        count = "" if total is None else f" ({total} to do)"
+        print(f"catdask {self.command}: {description}{count} ...", file=sys.stderr, flush=True)
+        return description
+
+    def update(self, step: str, description: str) -> None:
+        print(f"catdask {self.command}: {description} ...", file=sys.stderr, flush=True)
+
+    def advance(self, step: str) -> None:
+        pass
+
+    def done(self, step: str, note: str = "") -> None:
+        seconds = time.perf_counter() - self._started.get(step, time.perf_counter())
+        print(f"catdask {self.command}: {step}: done in {seconds:.1f} s{note and ' ' + note}",
+              file=sys.stderr, flush=True)
+
+
+class _LiveProgress:
+    """Progress as a rich display: spinner, description, bar (when counted), elapsed time."""
+
+    def __init__(self, progress):
+        self._progress = progress
+        self._tasks = {}
+
+    def step(self, description: str, total: int | None = None) -> str:
+        self._tasks[description] = self._progress.add_task(description, total=total)
+        return description
+
+    def update(self, step: str, description: str) -> None:
+        self._progress.update(self._tasks[step], description=description)
+
+    def advance(self, step: str) -> None:
+        self._progress.advance(self._tasks[step])
+
+    def done(self, step: str, note: str = "") -> None:
+        task = self._tasks[step]
+        total = self._progress.tasks[task].total or 1  # an uncounted step shows 1/1 when done
+        self._progress.update(task, description=f"{step}{note and ' ' + note}", total=total,
+                              completed=total)
+        self._progress.stop_task(task)
+
+
+@contextmanager
+def progress(command: str, live: bool | None = None):
+    """A progress reporter for ``catdask <command>``.
+
+    Yields an object with ``step(description, total=None) -> step``, ``update(step,
+    description)``, ``advance(step)`` and ``done(step, note="")``.
+
+    Parameters
+    ----------
+    command : str
+        The subcommand, for the plain lines.
+    live : bool, optional
+        Force the rich display on or off; default: on when stderr is a terminal.
+    """
+    if live is None:
+        live = sys.stderr.isatty()
+    if not live:
+        yield _PlainProgress(command)
+        return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                  MofNCompleteColumn(), TimeElapsedColumn(), console=console(),
+                  transient=False) as display:
+        yield _LiveProgress(display)

@@ -1,0 +1,162 @@
+"""The ``catdask`` argument parser: commands, options, help texts and their defaults."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .checks import (
+    non_negative_float,
+    non_negative_int,
+    port_number,
+    positive_float,
+    positive_int,
+    split_count,
+)
+from .exits import EXIT_CODES_HELP, EXIT_USAGE
+
+DESCRIPTION = ("catdask: category-space supervised dimensionality reduction (CQS, CAS, K-CQS, "
+               "K-CAS) with certified fits, a zarr store and Prefect flows.")
+STORE_HELP = "store folder (default: $CATDASK_STORE, else ./catdask-store)"
+METHODS = ["cqs", "cas", "kcqs", "kcas"]
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each option's default, except where it is None or a flag's False (the help text
+    says what happens then), and keeps the exit-code table's line breaks."""
+
+    def _get_help_string(self, action):
+        if action.default is None or action.default is False or action.default is argparse.SUPPRESS:
+            return action.help
+        return super()._get_help_string(action)
+
+
+class _Parser(argparse.ArgumentParser):
+    """Errors as one line, ``catdask train: error: ...``, without the usage block."""
+
+    def error(self, message):
+        print(f"{self.prog}: error: {message} (see `{self.prog} --help`)", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+def _common(s, verbose_default=argparse.SUPPRESS):
+    # Accepted before and after the command; SUPPRESS keeps a value given before the command
+    # when it is not repeated after it.
+    s.add_argument("--store", default=argparse.SUPPRESS if verbose_default is argparse.SUPPRESS
+                   else None, help=STORE_HELP)
+    s.add_argument("-v", "--verbose", "--debug", dest="verbose", action="store_true",
+                   default=verbose_default,
+                   help="log details (Prefect, Dask) and show tracebacks of errors")
+
+
+def _add(sub, name, help, **kwargs):
+    return sub.add_parser(name, help=help, description=help[:1].upper() + help[1:] + ".",
+                          formatter_class=_HelpFormatter, **kwargs)
+
+
+def _ingest(sub):
+    s = _add(sub, "ingest", "ingest catalog data sets (or your own table) into the store")
+    s.add_argument("names", nargs="*", help="catalog data sets (see `catdask datasets`)")
+    s.add_argument("--all", action="store_true", help="ingest every catalog data set")
+    s.add_argument("--source-dir", help="folder with the original files (offline use; default: "
+                                        "$CATDASK_SOURCE_DIR, then ../shared/data/uci)")
+    s.add_argument("--download", action="store_true", help="allow HTTPS downloads of sources")
+    s.add_argument("--replace", action="store_true",
+                   help="replace a stored data set of the same name whose content differs")
+    s.add_argument("--file", help="a CSV or whitespace table to ingest instead of a catalog set")
+    s.add_argument("--name", help="data-set name for --file")
+    s.add_argument("--label-column", help="label column (name or 0-based index) for --file")
+    s.add_argument("--delimiter", help="column delimiter for --file (default: detected)")
+    return s
+
+
+def _train(sub):
+    s = _add(sub, "train", "fit with certified restarts and register the best model")
+    s.add_argument("dataset", help="a data set in the store (see `catdask datasets`)")
+    s.add_argument("--method", default="cqs", choices=METHODS,
+                   help="CQS/CAS (linear) or their kernel versions K-CQS/K-CAS")
+    s.add_argument("--origin", choices=["global", "class"],
+                   help="origin of the category space (default: the library's)")
+    s.add_argument("--restarts", type=positive_int,
+                   help="random restarts, at least 1 (default: the library's)")
+    s.add_argument("--gamma", type=positive_float,
+                   help="RBF kernel gamma > 0 for kcqs/kcas (default: the library's)")
+    s.add_argument("--no-standardise", action="store_true",
+                   help="fit on the raw features instead of standardised ones")
+    s.add_argument("--seed", type=non_negative_int, default=0, help="random seed of the restarts")
+    s.add_argument("--name", help="model name in the registry (default: DATASET-METHOD)")
+    s.add_argument("--scheduler", help="Dask scheduler address, e.g. tcp://10.0.0.5:8786 "
+                                       "(default: $CATDASK_SCHEDULER, else a local cluster)")
+    s.add_argument("--allow-uncertified", action="store_true",
+                   help="register the model even if it cannot be certified (marked so)")
+    s.add_argument("--run-key", help="idempotency key for the registration "
+                                     "(default: the flow run's id)")
+    return s
+
+
+def _evaluate(sub):
+    s = _add(sub, "evaluate", "the paper's protocol on stored/catalog data sets")
+    s.add_argument("datasets", nargs="*", help="data sets (default: every stored paper data set)")
+    s.add_argument("--splits", type=split_count, default=10, help="cross-validation splits")
+    s.add_argument("--quick", action="store_true", help="two data sets, two splits")
+    s.add_argument("--out", help="folder for the result tables (default: "
+                                 "<store>/evaluations/<UTC time>)")
+    return s
+
+
+def _store_commands(sub):
+    s = _add(sub, "datasets", "catalog and stored data sets")
+    s = _add(sub, "check", "verify every data set and model version in the store (checksums); "
+                           "exit 3 if any is damaged")
+    s.add_argument("--cleanup", action="store_true",
+                   help="first remove temporaries left by crashed writers (and restore a data "
+                        "set caught between two renames)")
+    s.add_argument("--older-than", type=non_negative_float, default=3600.0, metavar="SECONDS",
+                   help="with --cleanup: only temporaries at least this old (0 when no writer "
+                        "can be running)")
+    s = _add(sub, "models", "list, show or compare registered models")
+    msub = s.add_subparsers(dest="models_cmd", required=True)
+    m = _add(msub, "list", "registered model versions")
+    m.add_argument("name", nargs="?", help="only this model (default: every model)")
+    m = _add(msub, "show", "metadata of one model version")
+    m.add_argument("model", help="NAME or NAME:VERSION (default version: the latest)")
+    m = _add(msub, "compare", "two versions of one model side by side")
+    m.add_argument("versions", nargs="+", metavar="MODEL",
+                   help="NAME:V1 NAME:V2, or NAME V1 V2")
+    s = _add(sub, "plot", "category-space plot of a registered model")
+    s.add_argument("model", help="NAME or NAME:VERSION (default version: the latest)")
+    s.add_argument("--dataset", help="data set to plot (default: the one it was trained on)")
+    s.add_argument("--out", help="PNG file (default: NAME-vVERSION.png)")
+    return msub
+
+
+def _services(sub):
+    s = _add(sub, "serve", "Prefect server + served deployments + local Dask cluster")
+    s.add_argument("--host", default="127.0.0.1", help="address the servers bind to")
+    s.add_argument("--port", type=port_number, default=4200, help="Prefect UI/API port")
+    s.add_argument("--dask-dashboard-port", type=port_number, default=8787,
+                   help="Dask dashboard port")
+    s = _add(sub, "demo", "the main job end to end on the embedded defaults")
+    s.add_argument("--source-dir", help="folder with the UCI files (default: "
+                                        "$CATDASK_SOURCE_DIR, then ../shared/data/uci)")
+    s.add_argument("--restarts", type=positive_int,
+                   help="random restarts per fit (default: the library's)")
+    s.add_argument("--scheduler", help="Dask scheduler address (default: $CATDASK_SCHEDULER, "
+                                       "else a local cluster)")
+    s.add_argument("--quick", action="store_true", help="iris and wine only")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of ``catdask``; each subcommand's name is in ``args.command``."""
+    p = _Parser(prog="catdask", description=DESCRIPTION, epilog=EXIT_CODES_HELP,
+                formatter_class=_HelpFormatter)
+    _common(p, verbose_default=False)
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    _ingest(sub)
+    _train(sub)
+    _evaluate(sub)
+    msub = _store_commands(sub)
+    _services(sub)
+    for s in [*sub.choices.values(), *msub.choices.values()]:
+        _common(s)
+    return p

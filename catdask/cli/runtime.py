@@ -1,0 +1,160 @@
+"""What the CLI sets up before the heavy imports: Prefect's home and telemetry, the Dask
+scheduler check, and the one place that imports the flows and the Dask client.
+
+Nothing here imports Prefect or Dask at module level; the commands that need no flow
+(``datasets``, ``models``, ``check``, ``plot``) never load them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import socket
+from pathlib import Path
+
+from .exits import CliError
+
+#: The package holding the Prefect flows; each flow ``X`` is ``<FLOWS_PACKAGE>.X.X``.
+FLOWS_PACKAGE = "flows"
+#: Seconds to wait for the TCP connection to a ``--scheduler`` address.
+SCHEDULER_PROBE_TIMEOUT = 3.0
+#: Dask's own connect timeout for that address (its default, 30 s, is retried by the flows).
+SCHEDULER_CONNECT_TIMEOUT = "10s"
+DEFAULT_SCHEDULER_PORT = 8786
+ENV_SCHEDULER = "CATDASK_SCHEDULER"
+
+
+#: Set by ``main`` from ``-v``: whether failed flow and task runs may print tracebacks.
+show_tracebacks = False
+
+
+class _NoRunTracebacks(logging.Filter):
+    """Drops the failed-run records that carry a traceback (Prefect logs one per failed task
+    and flow run); the CLI reports the error itself in one line. The records still reach the
+    Prefect API (its handler sits on the run loggers, before they propagate here)."""
+
+    def filter(self, record):
+        return not (record.exc_info and record.name.startswith(("prefect.flow_runs",
+                                                                 "prefect.task_runs")))
+
+
+def flow(name: str):
+    """The Prefect flow ``name`` (``"ingest"``, ``"train"``, ``"evaluate"``), imported now.
+
+    The only place the CLI imports flows (and so Prefect): call it after the arguments are
+    checked.
+    """
+    function = getattr(importlib.import_module(f"{FLOWS_PACKAGE}.{name}"), name)
+    if not show_tracebacks:  # Prefect has configured its console handlers by now
+        for handler in logging.getLogger().handlers:
+            if not any(isinstance(f, _NoRunTracebacks) for f in handler.filters):
+                handler.addFilter(_NoRunTracebacks())
+    return function
+
+
+def dask_client(address: str | None):
+    """Context manager yielding the Dask client the flows compute on (see ``get_client``)."""
+    from catdask.distributed import get_client
+
+    return get_client(address)
+
+
+def prefect_environment(environ, store_root: Path) -> dict[str, str]:
+    """The variables to add to ``environ`` before Prefect is imported.
+
+    One Prefect home per store (``<store>/.prefect``) unless the user chose one
+    (``PREFECT_HOME``) or points ``PREFECT_API_URL`` at a server; Prefect's SDK telemetry and
+    the embedded server's analytics off unless the user set them (opt-in).
+
+    Parameters
+    ----------
+    environ : mapping
+        The current environment (``os.environ``).
+    store_root : Path
+        The resolved store folder.
+
+    Returns
+    -------
+    dict
+        Only the variables that are not already set.
+    """
+    updates = {"DO_NOT_TRACK": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+               "PREFECT_LOGGING_LEVEL": "WARNING",
+               # The temporary local server needs 6-10 s to start; more on a loaded machine.
+               "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120"}
+    if not environ.get("PREFECT_HOME") and not environ.get("PREFECT_API_URL"):
+        updates["PREFECT_HOME"] = str(Path(store_root).absolute() / ".prefect")
+    return {k: v for k, v in updates.items() if k not in environ}
+
+
+def prepare_prefect(store) -> None:
+    """Apply :func:`prefect_environment` to ``os.environ`` (before any Prefect import).
+
+    Creates the store-local home: Prefect's SQLite database cannot be opened in a folder
+    that does not exist (the temporary server then fails only after its start-up timeout).
+    """
+    from catdask.store import resolve_store
+
+    updates = prefect_environment(os.environ, resolve_store(store))
+    if "PREFECT_HOME" in updates:
+        Path(updates["PREFECT_HOME"]).mkdir(parents=True, exist_ok=True)
+    os.environ.update(updates)
+
+
+def scheduler_address(given: str | None) -> str | None:
+    """The scheduler the flows will use: ``--scheduler``, else ``$CATDASK_SCHEDULER``."""
+    return given or os.environ.get(ENV_SCHEDULER) or None
+
+
+def _host_port(address: str) -> tuple[str, int] | None:
+    """``(host, port)`` of a TCP/TLS scheduler address; None for other transports."""
+    scheme, sep, rest = address.partition("://")
+    if not sep:
+        scheme, rest = "tcp", address
+    if scheme not in ("tcp", "tls"):
+        return None
+    rest = rest.rstrip("/")
+    if rest.startswith("["):  # [IPv6]:port
+        host, _, port = rest[1:].partition("]")
+        port = port.lstrip(":")
+    else:
+        host, _, port = rest.rpartition(":") if ":" in rest else (rest, "", "")
+    if not host:
+        raise CliError(f"bad Dask scheduler address {address!r}: no host "
+                       "(expected e.g. tcp://10.0.0.5:8786)")
+    try:
+        return host, int(port) if port else DEFAULT_SCHEDULER_PORT
+    except ValueError:
+        raise CliError(f"bad Dask scheduler address {address!r}: port {port!r} is not a number "
+                       "(expected e.g. tcp://10.0.0.5:8786)") from None
+
+
+def check_scheduler(address: str | None, timeout: float = SCHEDULER_PROBE_TIMEOUT) -> None:
+    """Fail at once, naming ``address``, when nothing listens there.
+
+    Without this a wrong address costs Dask's connect timeout times the flows' retries, then a
+    page of tracebacks. Also shortens Dask's own connect timeout for that address (unless the
+    user configured one), since the address was just seen answering.
+
+    Raises
+    ------
+    CliError
+        Exit code 3, one line naming the address and the reason.
+    """
+    if not address:
+        return
+    target = _host_port(address)
+    if target is None:  # inproc://, ucx://: nothing to probe over TCP
+        return
+    try:
+        with socket.create_connection(target, timeout=timeout):
+            pass
+    except socket.timeout:
+        raise CliError(f"cannot reach the Dask scheduler at {address}: no answer within "
+                       f"{timeout:g} s (check --scheduler / ${ENV_SCHEDULER})") from None
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise CliError(f"cannot reach the Dask scheduler at {address}: {reason} "
+                       f"(check --scheduler / ${ENV_SCHEDULER})") from None
+    os.environ.setdefault("DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT", SCHEDULER_CONNECT_TIMEOUT)

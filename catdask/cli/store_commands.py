@@ -1,0 +1,125 @@
+"""Commands that read the store and need no flow: ``datasets``, ``check``, ``models``,
+``plot``. None of them imports Prefect or Dask."""
+
+from __future__ import annotations
+
+import sys
+
+from .exits import EXIT_INPUT, EXIT_OK, usage_error
+from .output import print_json, print_table
+
+
+def split_version(spec: str) -> tuple[str, str | None]:
+    """``"iris-cqs:v2"`` -> ``("iris-cqs", "v2")``; no version -> None (the latest)."""
+    name, _, version = spec.partition(":")
+    return name, (version or None)
+
+
+def cmd_datasets(args) -> int:
+    """Catalog entries and stored data sets, one row each."""
+    from catdask.catalog import load_catalog
+    from catdask.store import list_datasets
+
+    stored = {d.name: d for d in list_datasets(args.store)}
+    rows = []
+    for name, entry in sorted(load_catalog().items()):
+        d = stored.get(name)
+        rows.append({"name": name, "stored": d is not None,
+                     "n_samples": getattr(d, "n_samples", None), "description": entry.description})
+    rows += [{"name": n, "stored": True, "n_samples": d.n_samples, "description": "(not in catalog)"}
+             for n, d in stored.items() if n not in {r["name"] for r in rows}]
+    print_table(rows)
+    return EXIT_OK
+
+
+def cmd_check(args) -> int:
+    """Verify every stored data set and model version (checksums); optionally clean up first."""
+    from catdask.errors import CatdaskError
+    from catdask.store import (
+        cleanup_temporaries,
+        list_datasets,
+        list_models,
+        load_model_version,
+        resolve_store,
+        verify_dataset,
+    )
+
+    root = resolve_store(args.store)
+    if not root.is_dir():
+        raise FileNotFoundError(f"store {root} does not exist")
+    rows = []
+    if args.cleanup:
+        for path in cleanup_temporaries(root, older_than_seconds=args.older_than):
+            rows.append({"kind": "temporary", "name": str(path.relative_to(root)),
+                         "status": "removed"})
+    for d in list_datasets(root):
+        try:
+            problem = verify_dataset(root, d.name).problem
+        except (CatdaskError, OSError, ValueError) as exc:
+            problem = str(exc)
+        rows.append({"kind": "data set", "name": d.name, "status": problem or "ok"})
+    for v in list_models(root):
+        problem = v.problem
+        if problem is None:
+            try:
+                load_model_version(root, v.name, v.version, verify=True)
+            except (CatdaskError, OSError, ValueError) as exc:
+                problem = str(exc)
+        rows.append({"kind": "model", "name": str(v), "status": problem or "ok"})
+    print_table(rows)
+    bad = [r for r in rows if r["status"] not in ("ok", "removed")]
+    if bad:
+        print(f"catdask check: {len(bad)} damaged entries in {root}", file=sys.stderr)
+        return EXIT_INPUT
+    return EXIT_OK
+
+
+def compared_versions(specs: list[str]) -> tuple[str, str, str]:
+    """``(name, v1, v2)`` from ``NAME:V1 NAME:V2`` or ``NAME V1 V2``."""
+    if len(specs) == 3 and ":" not in specs[0]:
+        return specs[0], specs[1], specs[2]
+    if len(specs) == 2 and all(":" in s for s in specs):
+        (a, va), (b, vb) = (split_version(s) for s in specs)
+        if a != b:
+            raise usage_error(f"compare needs two versions of one model, got {a!r} and {b!r}")
+        if not (va and vb):
+            raise usage_error("give both versions: NAME:V1 NAME:V2")
+        return a, va, vb
+    if len(specs) == 2:  # NAME V1 without V2
+        raise usage_error("the following arguments are required: v2 "
+                          "(give NAME:V1 NAME:V2, or NAME V1 V2)")
+    raise usage_error(f"compare takes NAME:V1 NAME:V2, or NAME V1 V2; got {' '.join(specs)}")
+
+
+def cmd_models(args) -> int:
+    """``models list`` / ``show`` / ``compare``."""
+    from catdask.store import compare_versions, list_models, load_model_version
+
+    if args.models_cmd == "list":
+        rows = [{"model": str(v), "dataset": v.meta.get("dataset"), "method": v.meta.get("class"),
+                 "status": v.meta.get("registration_status"), "gap": v.meta.get("gap"),
+                 "objective": v.meta.get("objective"), "created": v.created, "problem": v.problem}
+                for v in list_models(args.store, args.name)]
+        print_table(rows)
+    elif args.models_cmd == "show":
+        name, version = split_version(args.model)
+        _, meta = load_model_version(args.store, name, version)
+        print_json(meta)
+    else:
+        print_json(compare_versions(args.store, *compared_versions(args.versions)))
+    return EXIT_OK
+
+
+def cmd_plot(args) -> int:
+    """Save the category-space plot of a registered model; prints the PNG's path."""
+    from catdask.pipeline.reports import save_category_space_plot
+    from catdask.store import load_estimator, load_model_version, read_dataset
+
+    name, version = split_version(args.model)
+    _, meta = load_model_version(args.store, name, version)
+    model = load_estimator(args.store, name, version)
+    ds = read_dataset(args.store, args.dataset or meta["dataset"])
+    out = args.out or f"{name}-v{meta['version']}.png"
+    save_category_space_plot(model, ds.X, ds.y, out, title=f"{name} v{meta['version']} on {ds.name}")
+    print(out)
+    return EXIT_OK
