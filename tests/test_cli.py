@@ -308,8 +308,9 @@ def test_models_show_refuses_an_edited_version(capsys, tmp_path, iris_store, flo
 
 
 def test_check_verifies_the_store_and_cleans_up(capsys, tmp_path, iris_store):
-    """`catdask check`: exit 0 on an intact store; exit 3 naming each damaged entry (edited
-    model attributes, a data-set chunk changed on disk); --cleanup removes crash leftovers."""
+    """`catdask check`: exit 0 only on a whole store; exit 3 naming each problem (a crash
+    leftover, edited model attributes, a data-set chunk changed on disk); --cleanup removes the
+    leftover but never the damaged data."""
     from sklearn.datasets import load_iris
 
     from catdask import CategorySpace
@@ -318,29 +319,52 @@ def test_check_verifies_the_store_and_cleans_up(capsys, tmp_path, iris_store):
     X, y = load_iris(return_X_y=True)
     register_estimator(iris_store, "iris-cqs", CategorySpace(n_restarts=1).fit(X, y))
     register_estimator(iris_store, "iris-cqs", CategorySpace(n_restarts=1, random_state=1).fit(X, y))
-    leftover = iris_store / "models" / "iris-cqs" / ".tmp-v3-crashed"
-    leftover.mkdir()
     code, out, err = run_cli(capsys, "check", "--store", iris_store)
     assert code == EXIT_OK, err
     assert out.count(" ok ") >= 3 and "iris-cqs:v2" in out
+
+    leftover = iris_store / "models" / "iris-cqs" / ".tmp-v3-crashed"
+    leftover.mkdir()
+    code, out, err = run_cli(capsys, "check", "--store", iris_store)
+    assert code == EXIT_INPUT and "1 problem(s)" in err and "temporary" in out
+    assert leftover.exists()  # only --cleanup touches temporaries
 
     path = iris_store / "models" / "iris-cqs" / "v1" / "zarr.json"
     node = json.loads(path.read_text())
     node["attributes"]["meta"]["objective"] = 1e9
     path.write_text(json.dumps(node))
     code, out, err = run_cli(capsys, "check", "--store", iris_store)
-    assert code == EXIT_INPUT and "1 damaged entries" in err
-    assert leftover.exists()  # only --cleanup touches temporaries
+    assert code == EXIT_INPUT and "2 problem(s)" in err and "iris-cqs:v1" in out
 
     chunk = next(p for p in (iris_store / "datasets" / "iris" / "s1" / "X").rglob("*")
                  if p.is_file() and p.name != "zarr.json")
     data = bytearray(chunk.read_bytes())
     data[-1] ^= 0xFF
     chunk.write_bytes(bytes(data))
-    code, out, err = run_cli(capsys, "check", "--cleanup", "--older-than", "0",
-                             "--store", iris_store)
-    assert code == EXIT_INPUT and "2 damaged entries" in err
+    code, out, err = run_cli(capsys, "check", "--cleanup", "--store", iris_store)
+    assert code == EXIT_INPUT and "2 problem(s)" in err  # model v1 and the data set remain
     assert "removed" in out and not leftover.exists()
+    assert chunk.exists()  # damaged data is reported, never deleted
+
+
+def test_gc_keeps_snapshots_models_were_trained_on(capsys, tmp_path):
+    """`catdask gc`: removes a replaced snapshot no model refers to; --dry-run only lists."""
+    import numpy as np
+
+    from catdask.store import write_dataset
+
+    store = tmp_path / "store"
+    rng = np.random.default_rng(0)
+    y = np.repeat([0, 1], 5)
+    write_dataset(store, "blobs", rng.normal(size=(10, 3)), y)
+    write_dataset(store, "blobs", rng.normal(size=(10, 3)), y, replace=True)
+    code, out, _ = run_cli(capsys, "gc", "--dry-run", "--store", store)
+    assert code == EXIT_OK and "would remove" in out
+    assert (store / "datasets" / "blobs" / "s1").exists()
+    code, out, _ = run_cli(capsys, "gc", "--store", store)
+    assert code == EXIT_OK and "removed" in out
+    assert not (store / "datasets" / "blobs" / "s1").exists()
+    assert (store / "datasets" / "blobs" / "s2").exists()
 
 
 # ----------------------------------------------------------------------------- console script

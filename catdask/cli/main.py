@@ -30,6 +30,7 @@ def _command(args):
         "demo": demo.cmd_demo,
         "datasets": store_commands.cmd_datasets,
         "check": store_commands.cmd_check,
+        "gc": store_commands.cmd_gc,
         "models": store_commands.cmd_models,
         "plot": store_commands.cmd_plot,
     }[args.command]

@@ -106,14 +106,20 @@ def _evaluate(sub):
 
 def _store_commands(sub):
     s = _add(sub, "datasets", "catalog and stored data sets")
-    s = _add(sub, "check", "verify every data set and model version in the store (checksums); "
-                           "exit 3 if any is damaged")
+    s = _add(sub, "check", "report every problem of the store: checksums, pointers, crash "
+                           "leftovers, stray files, models that do not load, stale lineage; "
+                           "exit 3 if the store is not whole")
     s.add_argument("--cleanup", action="store_true",
-                   help="first remove temporaries left by crashed writers (and restore a data "
-                        "set caught between two renames)")
-    s.add_argument("--older-than", type=non_negative_float, default=3600.0, metavar="SECONDS",
-                   help="with --cleanup: only temporaries at least this old (0 when no writer "
-                        "can be running)")
+                   help="first remove temporaries of crashed writers and redundant snapshots, "
+                        "and re-point a name whose current snapshot is damaged at the newest "
+                        "snapshot that verifies (never deletes unverified data)")
+    s.add_argument("--older-than", type=non_negative_float, default=0.0, metavar="SECONDS",
+                   help="with --cleanup: only temporaries at least this old (running writers "
+                        "are protected by their locks anyway)")
+    s = _add(sub, "gc", "remove data-set snapshots no model version and no reader refers to")
+    s.add_argument("--dry-run", action="store_true", help="only list what would be removed")
+    s.add_argument("--keep-last", type=int, default=0, metavar="N",
+                   help="also keep the N snapshots before the current one")
     s = _add(sub, "models", "list, show or compare registered models")
     msub = s.add_subparsers(dest="models_cmd", required=True)
     m = _add(msub, "list", "registered model versions")

@@ -33,45 +33,50 @@ def cmd_datasets(args) -> int:
 
 
 def cmd_check(args) -> int:
-    """Verify every stored data set and model version (checksums); optionally clean up first."""
-    from catdask.errors import CatdaskError
-    from catdask.store import (
-        cleanup_temporaries,
-        list_datasets,
-        list_models,
-        load_model_version,
-        resolve_store,
-        verify_dataset,
-    )
+    """Report every problem of the store (non-zero exit if it is not whole); optionally clean up.
+
+    Runs :func:`catdask.store.check_store`: checksums of every snapshot, pointers, crash
+    leftovers, stray files, every model version loaded with the real loader, stale lineage.
+    """
+    from catdask.store import check_store
+
+    report = check_store(args.store, cleanup=args.cleanup, older_than_seconds=args.older_than)
+    root = report.root
+    rows = [{"kind": "removed", "name": _relative(p, root), "status": "cleanup"}
+            for p in report.removed]
+    rows += [{"kind": "restored", "name": _relative(p, root), "status": "cleanup"}
+             for p in report.restored]
+    rows += list(report.checked)
+    rows += [{"kind": p.kind, "name": _relative(p.path, root),
+              "status": f"{p.severity}: {p.message}"} for p in report.problems]
+    print_table(rows)
+    if not report.ok:
+        print(f"catdask check: {len(report.errors)} problem(s) in {root}", file=sys.stderr)
+        return EXIT_INPUT
+    return EXIT_OK
+
+
+def cmd_gc(args) -> int:
+    """Remove data-set snapshots that no model version and no running reader refers to."""
+    from catdask.store import gc_store, resolve_store
 
     root = resolve_store(args.store)
     if not root.is_dir():
         raise FileNotFoundError(f"store {root} does not exist")
-    rows = []
-    if args.cleanup:
-        for path in cleanup_temporaries(root, older_than_seconds=args.older_than):
-            rows.append({"kind": "temporary", "name": str(path.relative_to(root)),
-                         "status": "removed"})
-    for d in list_datasets(root):
-        try:
-            problem = verify_dataset(root, d.name).problem
-        except (CatdaskError, OSError, ValueError) as exc:
-            problem = str(exc)
-        rows.append({"kind": "data set", "name": d.name, "status": problem or "ok"})
-    for v in list_models(root):
-        problem = v.problem
-        if problem is None:
-            try:
-                load_model_version(root, v.name, v.version, verify=True)
-            except (CatdaskError, OSError, ValueError) as exc:
-                problem = str(exc)
-        rows.append({"kind": "model", "name": str(v), "status": problem or "ok"})
+    result = gc_store(root, dry_run=args.dry_run, keep_last=args.keep_last)
+    verb = "would remove" if args.dry_run else "removed"
+    doomed = result.would_remove if args.dry_run else result.removed
+    rows = [{"snapshot": _relative(p, root), "action": verb} for p in doomed]
+    rows += [{"snapshot": _relative(p, root), "action": f"kept: {why}"} for p, why in result.kept]
     print_table(rows)
-    bad = [r for r in rows if r["status"] not in ("ok", "removed")]
-    if bad:
-        print(f"catdask check: {len(bad)} damaged entries in {root}", file=sys.stderr)
-        return EXIT_INPUT
     return EXIT_OK
+
+
+def _relative(path, root) -> str:
+    try:
+        return str(type(root)(path).relative_to(root))
+    except ValueError:
+        return str(path)
 
 
 def compared_versions(specs: list[str]) -> tuple[str, str, str]:
