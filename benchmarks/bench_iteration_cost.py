@@ -64,7 +64,7 @@ def main():
     quiet_warnings()
     from threadpoolctl import threadpool_limits
 
-    from catdask.distributed import DaskGramOperator
+    from catdask.operators import DaskGramOperator
     from catdask.kernels import make_kernel
     from catdask.operators import NumpyGramOperator
 
