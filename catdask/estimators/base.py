@@ -249,7 +249,7 @@ class BaseCategorySpace(
         X_new : ndarray of shape (n_samples, K)
         """
         if is_distributed_input(X):
-            from ..distributed.fit import transform_blockwise
+            from ..distributed.transform import transform_blockwise
 
             return transform_blockwise(self, X)
         return self._transform_array(self._check_fitted_X(X))
