@@ -103,6 +103,20 @@ class BaseCategorySpace(
         "verbose": ["verbose"],
     }
 
+    def _set_solver_params(self, objective, origin, eps, n_restarts, tol, max_iter, init,
+                           random_state, certify, verbose):
+        """Store the parameters both estimators share (called from ``__init__`` only)."""
+        self.objective = objective
+        self.origin = origin
+        self.eps = eps
+        self.n_restarts = n_restarts
+        self.tol = tol
+        self.max_iter = max_iter
+        self.init = init
+        self.random_state = random_state
+        self.certify = certify
+        self.verbose = verbose
+
     # ------------------------------------------------------------------ fitting workflow
     def _validated_training_data(self, X, y, *, linear, to_memory=False):
         """Validate a fit's inputs: returns ``(X, classes_, ClassIndex, distributed)``.

@@ -141,16 +141,8 @@ class KernelCategorySpace(BaseCategorySpace):
         self.degree = degree
         self.coef0 = coef0
         self.kernel_params = kernel_params
-        self.objective = objective
-        self.origin = origin
-        self.eps = eps
-        self.n_restarts = n_restarts
-        self.tol = tol
-        self.max_iter = max_iter
-        self.init = init
-        self.random_state = random_state
-        self.certify = certify
-        self.verbose = verbose
+        self._set_solver_params(objective, origin, eps, n_restarts, tol, max_iter, init,
+                                random_state, certify, verbose)
         self.max_gram_bytes = max_gram_bytes
         self.approximation = approximation
         self.n_landmarks = n_landmarks

@@ -124,16 +124,8 @@ class CategorySpace(BaseCategorySpace):
         certify=True,
         verbose=0,
     ):
-        self.objective = objective
-        self.origin = origin
-        self.eps = eps
-        self.n_restarts = n_restarts
-        self.tol = tol
-        self.max_iter = max_iter
-        self.init = init
-        self.random_state = random_state
-        self.certify = certify
-        self.verbose = verbose
+        self._set_solver_params(objective, origin, eps, n_restarts, tol, max_iter, init,
+                                random_state, certify, verbose)
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):

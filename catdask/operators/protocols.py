@@ -20,21 +20,39 @@ from ..classes import ClassIndex
 __all__ = ["DataOperator", "GramOperator"]
 
 
-@runtime_checkable
-class DataOperator(Protocol):
-    """The linear method's data ``X`` (N, D), measured from the origin ``center`` (x0).
+class _SampleOperator(Protocol):
+    """What both operators have: the N samples' classes, the moments, and ``close``.
 
     Attributes
     ----------
     classes : ClassIndex
         Class membership of the N samples, in the operator's sample order.
-    n_samples, n_features : int
-    center : ndarray of shape (D,)
-        The origin x0 (the training centroid unless given).
+    n_samples : int
     """
 
     classes: ClassIndex
     n_samples: int
+
+    def covariance_moments(self) -> tuple[float, float]:
+        """``(tr C, tr C^2)`` of the total covariance C about the origin (sets the CAS scale);
+        for G: ``(tr G / N, ||G||_F^2 / N^2)``, the same quantities in feature space."""
+
+    def close(self) -> None:
+        """Release whatever the operator holds (cluster data, temporary Gram caches); a no-op
+        in memory."""
+
+
+@runtime_checkable
+class DataOperator(_SampleOperator, Protocol):
+    """The linear method's data ``X`` (N, D), measured from the origin ``center`` (x0).
+
+    Attributes
+    ----------
+    n_features : int
+    center : ndarray of shape (D,)
+        The origin x0 (the training centroid unless given).
+    """
+
     n_features: int
     center: np.ndarray
 
@@ -54,22 +72,13 @@ class DataOperator(Protocol):
     def class_means(self) -> np.ndarray:
         """Class means measured from x0, shape (K, D)."""
 
-    def covariance_moments(self) -> tuple[float, float]:
-        """``(tr C, tr C^2)`` of the total covariance C about x0 (sets the CAS scale)."""
-
-    def close(self) -> None:
-        """Release whatever the operator holds (cluster data); a no-op in memory."""
-
 
 @runtime_checkable
-class GramOperator(Protocol):
+class GramOperator(_SampleOperator, Protocol):
     """The kernel method's Gram matrix ``G`` (N, N), never required to exist in memory.
 
     Attributes
     ----------
-    classes : ClassIndex
-        Class membership of the N samples, in the operator's sample order.
-    n_samples : int
     gram_passes : int
         Number of full passes over G so far (for benchmarks and tests).
     matvec_without_class_block : bool
@@ -77,8 +86,6 @@ class GramOperator(Protocol):
         start may use Lanczos on it for classes too large to hold ``G[C_k, C_k]``.
     """
 
-    classes: ClassIndex
-    n_samples: int
     gram_passes: int
     matvec_without_class_block: bool
 
@@ -103,9 +110,3 @@ class GramOperator(Protocol):
 
     def columns(self, idx) -> np.ndarray:
         """``G[:, idx]`` as a dense (N, len(idx)) array (for the pivoted-Cholesky factor)."""
-
-    def covariance_moments(self) -> tuple[float, float]:
-        """``(tr G / N, ||G||_F^2 / N^2)``: the covariance moments in feature space."""
-
-    def close(self) -> None:
-        """Release cached Gram blocks and temporary files; a no-op in memory."""
