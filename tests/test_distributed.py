@@ -24,7 +24,7 @@ from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 from catdask import CategorySpace, KernelCategorySpace  # noqa: E402
 from catdask.classes import ClassIndex  # noqa: E402
 from catdask.distributed import dask_client_context, gram_options  # noqa: E402
-from catdask.distributed.cluster import ENV_SCHEDULER  # noqa: E402
+from catdask.distributed.cluster import ENV_SCHEDULER, start_local_cluster  # noqa: E402
 from catdask.distributed.inputs import is_distributed_input  # noqa: E402
 from catdask.kernels import make_kernel  # noqa: E402
 from catdask.operators import DaskGramOperator, NumpyGramOperator  # noqa: E402
@@ -40,11 +40,9 @@ RTOL = 1e-9
 def client():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "Port 8787 in use" and similar
-        cluster = distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-            dashboard_address=":0",
-        )
-    with distributed.Client(cluster) as c:
+        # the production factory: same scheduler settings and BLAS threads as a real fit
+        cluster, c = start_local_cluster(2, set_as_default=True)
+    with c:
         yield c
     cluster.close()
 
