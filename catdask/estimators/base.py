@@ -37,6 +37,10 @@ from ..validation import encode_class_labels
 
 logger = logging.getLogger("catdask")
 
+#: Parameters of both estimators (the solver's): objective, restarts, stopping, starts.
+SOLVER_PARAMS = ("objective", "origin", "eps", "n_restarts", "tol", "max_iter", "init",
+                 "random_state", "certify", "verbose")
+
 # Restarts whose objectives agree to this relative tolerance count as ties; a certified one
 # then wins (issue 2: "ties and near-ties broken by certificate").
 TIE_RTOL = 1e-9
@@ -103,19 +107,11 @@ class BaseCategorySpace(
         "verbose": ["verbose"],
     }
 
-    def _set_solver_params(self, objective, origin, eps, n_restarts, tol, max_iter, init,
-                           random_state, certify, verbose):
-        """Store the parameters both estimators share (called from ``__init__`` only)."""
-        self.objective = objective
-        self.origin = origin
-        self.eps = eps
-        self.n_restarts = n_restarts
-        self.tol = tol
-        self.max_iter = max_iter
-        self.init = init
-        self.random_state = random_state
-        self.certify = certify
-        self.verbose = verbose
+    def _set_solver_params(self, *values):
+        """Store the parameters both estimators share, in the order of ``SOLVER_PARAMS``
+        (called from ``__init__`` only, as scikit-learn requires)."""
+        for name, value in zip(SOLVER_PARAMS, values, strict=True):
+            setattr(self, name, value)
 
     # ------------------------------------------------------------------ fitting workflow
     def _validated_training_data(self, X, y, *, linear, to_memory=False):

@@ -16,7 +16,7 @@ from ..kernels import make_kernel
 from ..operators import CentredGramOperator, blocks, make_operator
 from ..problems import CategoryObjective, KernelProblem
 from ..starts import kernel_decoupled_z, kernel_random_z
-from .base import BaseCategorySpace
+from .base import SOLVER_PARAMS, BaseCategorySpace
 from .linear import _data_scale
 from .nystroem import fit_nystroem
 
@@ -193,9 +193,8 @@ class KernelCategorySpace(BaseCategorySpace):
     def _fit_nystroem(self, X, y):
         X, classes_, classes, distributed = self._validated_training_data(X, y, linear=False)
         kernel = self._make_kernel(X.shape[1])
-        linear_params = {name: getattr(self, name) for name in (
-            "objective", "origin", "eps", "n_restarts", "tol", "max_iter", "init", "certify",
-            "verbose")}
+        linear_params = {name: getattr(self, name) for name in SOLVER_PARAMS
+                         if name != "random_state"}  # the landmarks' generator goes on
         with self._compute_context(distributed):
             fitted = fit_nystroem(
                 X, classes, kernel, linear_params=linear_params, n_landmarks=self.n_landmarks,

@@ -51,7 +51,8 @@ class DaskDataOperator:
         import dask.array as da
 
         if not isinstance(X, da.Array) or X.ndim != 2:
-            raise TypeError("DaskDataOperator needs a 2-D dask array; see catdask.distributed.inputs.as_row_chunked")
+            raise TypeError("DaskDataOperator needs a 2-D dask array; see "
+                            "catdask.distributed.inputs.as_row_chunked")
         if X.numblocks[1] > 1:
             X = X.rechunk({1: -1})
         if X.shape[0] != classes.n_samples:
