@@ -64,9 +64,8 @@ def main():
     quiet_warnings()
     from threadpoolctl import threadpool_limits
 
-    from catdask.distributed import DaskGramOperator
     from catdask.kernels import make_kernel
-    from catdask.operators import NumpyGramOperator
+    from catdask.operators import DaskGramOperator, NumpyGramOperator
 
     N = 3000 if args.quick else 8000
     n_iter = 3 if args.quick else 10

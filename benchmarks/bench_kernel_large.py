@@ -27,14 +27,14 @@ def main():
     import dask.array as da
 
     from catdask import KernelCategorySpace
-    from catdask.distributed import close_embedded_cluster, get_client
+    from catdask.distributed import close_embedded_cluster, dask_client_context
 
     N = 10_000 if args.quick else 50_000
     max_iter = 5 if args.quick else 20
     X, y = blobs(N, D, K, seed=3)
     Xd = da.from_array(X, chunks=(10_000, D))
     stamps = []
-    with get_client() as client:  # the embedded default cluster
+    with dask_client_context() as client:  # the embedded default cluster
         workers = len(client.scheduler_info()["workers"])
         est = KernelCategorySpace(gamma=rbf_gamma(D), max_iter=max_iter, certify=False,
                                   random_state=0)

@@ -48,6 +48,24 @@ class ClassIndex:
         """Reorder the last axis of ``v`` so that classes are contiguous."""
         return v if self.order is None else v[..., self.order]
 
+    def sort_rows(self, X):
+        """Reorder the first axis of ``X`` (one row per sample) so that classes are contiguous."""
+        return X if self.order is None else X[self.order]
+
+    def unsort(self, v, axis=-1):
+        """Inverse of :meth:`sort` along ``axis``: sorted positions back to the caller's order."""
+        if self.order is None:
+            return v
+        out = np.empty_like(v)
+        idx = [slice(None)] * np.ndim(v)
+        idx[axis] = self.order
+        out[tuple(idx)] = v
+        return out
+
+    def sorted(self):
+        """The same classes with the samples in sorted order (``order`` is None)."""
+        return self if self.order is None else ClassIndex(self.codes[self.order], self.n_classes)
+
     def members(self, k):
         """Indices of class ``k``'s points, in the sorted order (``class_gram`` row order)."""
         a, b = int(self.offsets[k]), int(self.offsets[k + 1])

@@ -14,7 +14,7 @@ import numpy as np
 __all__ = ["pivoted_cholesky"]
 
 
-def pivoted_cholesky(diagonal, columns, *, rtol=1e-12, max_rank=1000, block=32):
+def pivoted_cholesky(diagonal, columns, *, rtol=1e-12, max_rank=1000):
     """Greedy pivoted Cholesky factor of a PSD matrix given by its diagonal and columns.
 
     Parameters
@@ -26,9 +26,6 @@ def pivoted_cholesky(diagonal, columns, *, rtol=1e-12, max_rank=1000, block=32):
         Stop when the trace of the residual ``G - L L^T`` is at most ``rtol * trace(G)``.
     max_rank : int
         Stop (unconverged) at this rank.
-    block : int
-        Columns requested per call (one pivot is taken per column, recomputing the residual
-        diagonal exactly).
 
     Returns
     -------

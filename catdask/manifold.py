@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["random_stiefel", "polar_factor", "inv_sqrt_spd", "orthonormality_error"]
+__all__ = ["random_stiefel", "polar_factor", "inv_sqrt_spd"]
 
 
 def random_stiefel(n_points, n_rows, n_cols, rng):
@@ -81,8 +81,3 @@ def inv_sqrt_spd(S, *, rank_rtol=1e-12):
     out = (V * inv_sqrt[..., None, :]) @ np.swapaxes(V, -1, -2)
     return out, ~np.all(keep, axis=-1)
 
-
-def orthonormality_error(W):
-    """``max |W^T W - I|`` for a (batched) matrix with orthonormal columns."""
-    K = W.shape[-1]
-    return float(np.max(np.abs(np.swapaxes(W, -1, -2) @ W - np.eye(K))))

@@ -1,8 +1,7 @@
 """The category-space problems: one alternating iteration (Z-step, then W-step) each.
 
-A problem owns the data through an operator (``catdask.operators`` or
-``catdask.distributed.operators``) and the objective (quadratic CQS / absolute CAS, class or
-global origin). The solver loop (``catdask.solver``) only calls ``start``, ``step`` and
+A problem owns the data through an operator (:mod:`catdask.operators`, in memory or on Dask)
+and the objective (quadratic CQS / absolute CAS, class or global origin). The solver loop (``catdask.solver``) only calls ``start``, ``step`` and
 ``distance`` and never sees the data: that is how one loop serves numpy and Dask, linear and
 kernel, one restart or a batch of them (pymanopt's problem/solver split).
 
@@ -24,7 +23,7 @@ __all__ = [
     "LinearState",
     "KernelState",
     "LinearProblem",
-    "ScatterProblem",
+    "ClassMatrixProblem",
     "KernelProblem",
     "take_restarts",
     "put_restarts",
@@ -99,7 +98,7 @@ class LinearProblem:
         return np.linalg.norm(new.W - old.W, axis=(1, 2))
 
 
-class ScatterProblem(LinearProblem):
+class ClassMatrixProblem(LinearProblem):
     """CQS with the class matrices R_k precomputed (one data pass in all).
 
     For CQS the Z-step and ``X^T Z`` collapse to ``Y = [R_1 w_1, ..., R_K w_K]`` and
@@ -108,14 +107,15 @@ class ScatterProblem(LinearProblem):
 
     Parameters
     ----------
-    scatter : ndarray of shape (K, D, D)
+    class_matrices : ndarray of shape (K, D, D)
+        The R_k: class scatter (class origin) or second moments about x0 (global origin).
     """
 
-    def __init__(self, scatter):
-        self.scatter = scatter
+    def __init__(self, class_matrices):
+        self.class_matrices = class_matrices
 
     def _evaluate(self, W, rank_deficient):
-        Y = np.einsum("kde,rek->rdk", self.scatter, W)
+        Y = np.einsum("kde,rek->rdk", self.class_matrices, W)
         f = 0.5 * np.einsum("rdk,rdk->r", W, Y)
         return LinearState(W=W, Y=Y, objective=f, rank_deficient=rank_deficient)
 

@@ -91,7 +91,7 @@ def solve(
 
     Parameters
     ----------
-    problem : LinearProblem, ScatterProblem or KernelProblem
+    problem : LinearProblem, ClassMatrixProblem or KernelProblem
         Provides ``step(state)`` and ``distance(new, old)``.
     state : LinearState or KernelState
         The evaluated starting points (leading axis: restarts).

@@ -18,7 +18,7 @@ __all__ = ["start_labels", "linear_starts", "kernel_decoupled_z", "kernel_random
 
 _DENSE_EIG_MAX = 2000
 #: Largest class Gram block (bytes) formed densely on the driver for the decoupled kernel start;
-#: larger classes use Lanczos on a blocked matvec when the operator offers one (Dask backend),
+#: larger classes use Lanczos on a blocked matvec when the operator has one (Dask backend),
 #: so the driver never holds an n_k x n_k block (measured: N = 50,000, 5 classes, 2.7 GB).
 _DENSE_CLASS_GRAM_BYTES = 256 * 2**20
 
@@ -59,13 +59,13 @@ def _centred_matvec(matvec):
     return centred
 
 
-def linear_starts(labels, *, scatter, class_means, n_features, rng):
+def linear_starts(labels, *, class_matrices, class_means, n_features, rng):
     """Starting axes W0 of shape (R, D, K) for the linear method.
 
     Parameters
     ----------
     labels : list of str
-    scatter : ndarray (K, D, D) or None
+    class_matrices : ndarray (K, D, D) or None
         The class matrices R_k (needed for the decoupled start; skipped when None).
     class_means : ndarray (K, D)
         Class means of the data centred at x0.
@@ -73,8 +73,8 @@ def linear_starts(labels, *, scatter, class_means, n_features, rng):
     K = class_means.shape[0]
     W0 = random_stiefel(len(labels), n_features, K, rng)
     for r, label in enumerate(labels):
-        if label == "decoupled" and scatter is not None:
-            V = np.stack([top_eigenvector(scatter[k])[1] for k in range(K)], axis=1)
+        if label == "decoupled" and class_matrices is not None:
+            V = np.stack([top_eigenvector(class_matrices[k])[1] for k in range(K)], axis=1)
             W0[r] = polar_factor(V)[0]
         elif label == "class-means":
             W0[r] = polar_factor(class_means.T)[0]
@@ -92,7 +92,7 @@ def kernel_decoupled_z(operator, classes, origin):
     z = np.zeros(classes.n_samples)
     for k, a, b in classes.segments():
         n_k = b - a
-        if 8 * n_k * n_k > _DENSE_CLASS_GRAM_BYTES and hasattr(operator, "class_matvec"):
+        if 8 * n_k * n_k > _DENSE_CLASS_GRAM_BYTES and operator.matvec_without_class_block:
             matvec = lambda v, k=k: operator.class_matvec(k, v)  # noqa: E731
             if origin == "class":  # E_k G_kk E_k: the class scatter in feature space
                 matvec = _centred_matvec(matvec)

@@ -5,11 +5,45 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils.multiclass import check_classification_targets
 
-__all__ = ["encode_labels"]
+__all__ = ["CodedLabels", "encode_class_labels"]
 
 
-def encode_labels(y, *, n_features=None, linear=False):
-    """Validate class labels and code them ``0..K-1``.
+class CodedLabels:
+    """Labels stored as codes into a list of classes (a data set's ``y`` and its attributes).
+
+    Kept coded so that a fit on N = 1e7 rows does not sort N label strings again.
+    """
+
+    def __init__(self, classes, codes):
+        self.classes = np.asarray(classes)
+        self.codes = np.asarray(codes)
+        self.shape = self.codes.shape
+
+    def decode(self):
+        return self.classes[self.codes]
+
+
+def _usable_codes(y, n_features, linear):
+    """``(classes, codes)`` of coded labels that pass every check as they are, else None."""
+    classes, codes = y.classes, y.codes
+    K = classes.shape[0]
+    ok = (
+        classes.ndim == 1 and K >= 2 and codes.size > 0
+        and bool(np.all(classes[1:] > classes[:-1]))
+        and int(codes.min()) >= 0 and int(codes.max()) < K
+    )
+    if ok:
+        ok = bool(np.all(np.bincount(codes, minlength=K) >= 2)) and not (
+            linear and n_features is not None and K > n_features
+        )
+    return (classes, codes.astype(np.intp)) if ok else None
+
+
+def encode_class_labels(y, *, n_features=None, linear=False):
+    """Validate class labels and code them ``0..K-1``: returns ``(classes, codes)``.
+
+    ``y`` is an array of labels or :class:`CodedLabels`; coded labels with sorted distinct
+    classes, all present at least twice, are used as they are (no sort of N labels).
 
     Raises
     ------
@@ -17,6 +51,11 @@ def encode_labels(y, *, n_features=None, linear=False):
         Fewer than two classes, a class with fewer than two samples, or (``linear=True``)
         more classes than features.
     """
+    if isinstance(y, CodedLabels):
+        coded = _usable_codes(y, n_features, linear)
+        if coded is not None:
+            return coded
+        y = y.decode()  # the checks below explain what is wrong
     check_classification_targets(y)
     classes, codes = np.unique(y, return_inverse=True)
     K = classes.shape[0]

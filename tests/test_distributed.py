@@ -23,11 +23,11 @@ from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 
 from catdask import CategorySpace, KernelCategorySpace  # noqa: E402
 from catdask.classes import ClassIndex  # noqa: E402
-from catdask.distributed import DaskGramOperator, get_client, gram_options  # noqa: E402
-from catdask.distributed.cluster import ENV_SCHEDULER  # noqa: E402
+from catdask.distributed import dask_client_context, gram_options  # noqa: E402
+from catdask.distributed.cluster import ENV_SCHEDULER, start_local_cluster  # noqa: E402
 from catdask.distributed.inputs import is_distributed_input  # noqa: E402
 from catdask.kernels import make_kernel  # noqa: E402
-from catdask.operators import NumpyGramOperator  # noqa: E402
+from catdask.operators import DaskGramOperator, NumpyGramOperator  # noqa: E402
 
 from .conftest import make_blobs  # noqa: E402
 
@@ -40,11 +40,9 @@ RTOL = 1e-9
 def client():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "Port 8787 in use" and similar
-        cluster = distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-            dashboard_address=":0",
-        )
-    with distributed.Client(cluster) as c:
+        # the production factory: same scheduler settings and BLAS threads as a real fit
+        cluster, c = start_local_cluster(2, set_as_default=True)
+    with c:
         yield c
     cluster.close()
 
@@ -119,7 +117,7 @@ def test_linear_cqs_streaming_form_matches_numpy(client, monkeypatch, origin):
     """Class matrices over budget: the solver streams X for CQS too (same iterates)."""
     import catdask.estimators.linear as linear
 
-    monkeypatch.setattr(linear, "SCATTER_BUDGET_BYTES", 0)
+    monkeypatch.setattr(linear, "CLASS_MATRIX_BUDGET_BYTES", 0)
     X, y = _data(seed=2)
     kw = dict(origin=origin, n_restarts=1, init=_given_start(5, 3, 2), tol=1e-6, max_iter=15)
     ref = CategorySpace(**kw).fit(X, y)
@@ -127,9 +125,29 @@ def test_linear_cqs_streaming_form_matches_numpy(client, monkeypatch, origin):
     _assert_same_fit(got, ref, "components_")
 
 
+def test_make_operator_sends_dask_inputs_to_the_dask_operators(client):
+    from catdask.operators import (
+        DaskDataOperator,
+        DataOperator,
+        GramOperator,
+        make_operator,
+    )
+
+    X, y = _data()
+    classes = ClassIndex(y, 3)
+    op = make_operator(da.from_array(X, chunks=(16, -1)), classes)
+    assert type(op) is DaskDataOperator and isinstance(op, DataOperator)
+    kern = make_kernel("rbf", n_features=X.shape[1], gamma=0.1)
+    gram = make_operator(X, classes, kern, distributed=True)
+    assert type(gram) is DaskGramOperator and isinstance(gram, GramOperator)
+    assert gram.matvec_without_class_block
+    gram.close()
+    op.close()
+
+
 def test_linear_scatter_path_reads_data_once(client):
     from catdask.classes import ClassIndex as CI
-    from catdask.distributed import DaskDataOperator
+    from catdask.operators import DaskDataOperator
 
     X, y = _data()
     op = DaskDataOperator(da.from_array(X, chunks=(7, -1)), CI(y, 3))
@@ -213,7 +231,7 @@ def test_centred_gram_class_matvec_and_lanczos_start_match_dense(client, monkeyp
     classes = ClassIndex(y, 3)
     kern = make_kernel("rbf", n_features=X.shape[1], gamma=0.1)
     ref = CentredGramOperator(NumpyGramOperator(X, classes, kern))
-    assert not hasattr(ref, "class_matvec")  # the numpy base forms blocks; no Lanczos path
+    assert not ref.matvec_without_class_block  # the numpy base forms blocks; no Lanczos path
     op = CentredGramOperator(DaskGramOperator(X, classes, kern, cache="recompute", block_rows=5))
     for k in range(3):
         Gk = ref.class_gram(k)
@@ -395,18 +413,18 @@ def test_nystroem_on_dask_input(client):
 
 
 # ------------------------------------------------------------------------------ cluster
-def test_get_client_uses_env_scheduler(client, monkeypatch):
+def test_dask_client_context_uses_env_scheduler(client, monkeypatch):
     monkeypatch.setenv(ENV_SCHEDULER, client.scheduler.address)
-    with get_client() as c:
+    with dask_client_context() as c:
         assert c is not client
         assert c.scheduler.address == client.scheduler.address
         assert distributed.default_client() is c
     assert c.status in ("closed", "closing")
 
 
-def test_get_client_reuses_current_client(client, monkeypatch):
+def test_dask_client_context_reuses_current_client(client, monkeypatch):
     monkeypatch.delenv(ENV_SCHEDULER, raising=False)
-    with get_client() as c:
+    with dask_client_context() as c:
         assert c is client
 
 

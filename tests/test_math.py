@@ -303,3 +303,40 @@ def test_rbf_gram_is_the_exactly_symmetric_rbf_kernel(n):
     np.testing.assert_array_equal(kern.gram(X), kernels.rbf_gram(X, 0.1))
     with pytest.raises(ValueError, match="finite gamma"):
         kernels.rbf_gram(X, -1.0)
+
+
+def test_make_operator_picks_the_in_memory_operators_and_they_meet_the_protocols():
+    """One factory for both methods; every operator offers the whole documented interface."""
+    from catdask.kernels import make_kernel
+    from catdask.operators import (
+        CentredGramOperator,
+        DataOperator,
+        GramOperator,
+        NumpyDataOperator,
+        NumpyGramOperator,
+        make_operator,
+    )
+
+    X, y = make_blobs(n_per_class=6, n_features=4, n_classes=3)
+    classes = ClassIndex(y, 3)
+    data = make_operator(X, classes)
+    assert type(data) is NumpyDataOperator and isinstance(data, DataOperator)
+    np.testing.assert_allclose(data.center, X.mean(axis=0))
+    gram = make_operator(X, classes, make_kernel("rbf", n_features=4, gamma=0.2))
+    assert type(gram) is NumpyGramOperator and isinstance(gram, GramOperator)
+    centred = CentredGramOperator(gram)
+    assert isinstance(centred, GramOperator) and not centred.matvec_without_class_block
+    assert not isinstance(data, GramOperator)
+
+
+def test_class_index_sorts_and_unsorts_samples():
+    y = np.array([2, 0, 1, 0, 2, 1, 1])
+    classes = ClassIndex(y, 3)
+    X = np.arange(14.0).reshape(7, 2)
+    Xs = classes.sort_rows(X)
+    np.testing.assert_array_equal(classes.sorted().codes, np.sort(y))
+    assert classes.sorted().order is None
+    np.testing.assert_array_equal(y[classes.order], np.sort(y))
+    np.testing.assert_array_equal(classes.unsort(Xs, axis=0), X)
+    v = np.arange(7.0)[None]
+    np.testing.assert_array_equal(classes.unsort(classes.sort(v)), v)

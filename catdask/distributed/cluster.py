@@ -1,6 +1,6 @@
 """Where catdask's Dask work runs: an existing scheduler, or an embedded local cluster.
 
-:func:`get_client` picks, in order:
+:func:`dask_client_context` picks, in order:
 
 1. the ``address`` argument (``"tcp://host:8786"``, ``"tls://..."``);
 2. the ``CATDASK_SCHEDULER`` environment variable;
@@ -26,7 +26,7 @@ from contextlib import contextmanager
 __all__ = [
     "ENV_SCHEDULER",
     "BLAS_ENV",
-    "get_client",
+    "dask_client_context",
     "embedded_cluster",
     "close_embedded_cluster",
     "start_local_cluster",
@@ -134,7 +134,7 @@ def embedded_cluster(*, n_workers=None, threads_per_worker=1, processes=True, me
 
 
 def close_embedded_cluster():
-    """Close the embedded cluster started by :func:`get_client` (no-op when none)."""
+    """Close the embedded cluster started by :func:`dask_client_context` (no-op when none)."""
     with _LOCK:
         client, cluster = _EMBEDDED["client"], _EMBEDDED["cluster"]
         _EMBEDDED.update(cluster=None, client=None)
@@ -157,7 +157,7 @@ def _current_client():
 
 
 @contextmanager
-def get_client(address=None, *, security=None, **cluster_kwargs):
+def dask_client_context(address=None, *, security=None, **cluster_kwargs):
     """Context manager yielding the :class:`distributed.Client` that catdask computes on.
 
     Inside the ``with`` block the client is the current one, so ``dask.compute`` and
@@ -177,8 +177,8 @@ def get_client(address=None, *, security=None, **cluster_kwargs):
 
     Examples
     --------
-    >>> from catdask.distributed.cluster import get_client
-    >>> with get_client() as client:  # doctest: +SKIP
+    >>> from catdask.distributed.cluster import dask_client_context
+    >>> with dask_client_context() as client:  # doctest: +SKIP
     ...     KernelCategorySpace().fit(dask_X, y)
     """
     from distributed import Client

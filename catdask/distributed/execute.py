@@ -15,9 +15,10 @@ threaded scheduler and persisted data are plain in-memory values.
 from __future__ import annotations
 
 import itertools
+import os
 import uuid
 
-__all__ = ["BlockRunner", "current_client"]
+__all__ = ["BlockRunner", "current_client", "cluster_resources"]
 
 _COUNTER = itertools.count()
 
@@ -139,3 +140,30 @@ class BlockRunner:
         """Drop every persisted value (futures are released on the cluster)."""
         self._data.clear()
         self._graphs.clear()
+
+
+def cluster_resources():
+    """``(threads, memory_bytes)`` of the cluster the current Dask client talks to.
+
+    Without a distributed client: this machine's cores and available memory (the threaded
+    scheduler runs in this process).
+    """
+    try:
+        from distributed import default_client
+
+        info = default_client().scheduler_info(n_workers=-1)["workers"]
+    except (ImportError, ValueError, TypeError):
+        info = None
+    if info:
+        threads = sum(w.get("nthreads", 1) for w in info.values())
+        memory = sum(w.get("memory_limit") or 0 for w in info.values())
+        if memory:
+            return max(threads, 1), int(memory)
+        return max(threads, 1), _available_memory()
+    return os.cpu_count() or 1, _available_memory()
+
+
+def _available_memory():
+    import psutil
+
+    return int(psutil.virtual_memory().available)

@@ -3,9 +3,10 @@
 - a :class:`dask.array.Array` of shape (N, D), chunked by rows (column chunks are merged);
 - a :class:`zarr.Array` (opened lazily with :func:`dask.array.from_zarr`);
 - a zarr data set: a group (object or path) holding ``X`` (N, D) chunked by rows and ``y``
-  (N,) integer codes, with the class labels in its attributes; a data set of a catdask store
-  (``<root>/datasets/<name>``, or the ``DatasetArrays`` from
-  :func:`catdask.store.datasets.open_dataset_arrays`) is opened through that module.
+  (N,) integer codes, with the class labels in its attributes (the layout of a catdask store's
+  ``<root>/datasets/<name>``, read here with zarr alone);
+- any :class:`LabelledArrays` object: arrays ``X`` and ``y_codes`` with the ``classes`` the codes
+  index (e.g. the handles from :func:`catdask.store.open_dataset_arrays`).
 
 Labels always come to the driver (N small integers): the Z-step and the per-class bookkeeping
 run there (DESIGN.md section 5). Only X stays distributed.
@@ -15,17 +16,17 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 import numpy as np
+
+from ..validation import CodedLabels
 
 __all__ = [
     "is_distributed_input",
     "as_row_chunked",
     "load_training_data",
-    "encode_training_labels",
-    "CodedLabels",
-    "cluster_resources",
+    "LabelledArrays",
 ]
 
 # Attribute names under which a data set may record its class labels (codes index into them).
@@ -80,50 +81,18 @@ def as_row_chunked(X):
     return X
 
 
-class CodedLabels:
-    """Labels stored as codes into a list of classes (a data set's ``y`` and its attributes).
+@runtime_checkable
+class LabelledArrays(Protocol):
+    """A labelled data set as lazy arrays: patterns ``X`` (N, D), codes ``y_codes`` (N,) and the
+    ``classes`` they index (a catdask store's data-set handles satisfy it)."""
 
-    Kept coded so that a fit on N = 1e7 rows does not sort N label strings again.
-    """
-
-    def __init__(self, classes, codes):
-        self.classes = np.asarray(classes)
-        self.codes = np.asarray(codes)
-        self.shape = self.codes.shape
-
-    def decode(self):
-        return self.classes[self.codes]
-
-
-def encode_training_labels(y, **kwargs):
-    """``(classes_, codes)`` like :func:`catdask.validation.encode_labels` (same checks and
-    messages); labels that arrive coded, with sorted distinct classes all present at least
-    twice, are used as they are."""
-    from ..validation import encode_labels
-
-    if isinstance(y, CodedLabels):
-        classes, codes = y.classes, y.codes
-        K = classes.shape[0]
-        ok = (
-            classes.ndim == 1 and K >= 2 and codes.size > 0
-            and bool(np.all(classes[1:] > classes[:-1]))
-            and int(codes.min()) >= 0 and int(codes.max()) < K
-        )
-        if ok:
-            counts = np.bincount(codes, minlength=K)
-            n_features = kwargs.get("n_features")
-            ok = bool(np.all(counts >= 2)) and not (
-                kwargs.get("linear") and n_features is not None and K > n_features
-            )
-        if ok:
-            return classes, codes.astype(np.intp)
-        y = y.decode()  # let the shared validation explain what is wrong
-    return encode_labels(y, **kwargs)
+    X: object
+    y_codes: object
+    classes: object
 
 
 def _is_dataset_arrays(X):
-    mod = sys.modules.get("catdask.store.datasets")
-    return mod is not None and isinstance(X, mod.DatasetArrays)
+    return not isinstance(X, (str, os.PathLike)) and isinstance(X, LabelledArrays)
 
 
 def _from_dataset_arrays(ds):
@@ -134,19 +103,13 @@ def _from_dataset_arrays(ds):
 def _open_dataset(group):
     """``(X, y)`` of a zarr data set: X lazily (Dask), the labels on the driver.
 
-    A group inside a catdask store (``<root>/datasets/<name>``) is opened through
-    :func:`catdask.store.datasets.open_dataset_arrays`, which checks its structure; any other
-    group needs arrays ``X`` and ``y`` (codes) and may list its labels in an attribute.
+    The group needs arrays ``X`` and ``y`` (codes) and may list its labels in an attribute
+    (a catdask store's data sets record them as ``classes``).
     """
     import zarr
 
     if isinstance(group, (str, os.PathLike)):
-        path = Path(group).resolve()
-        if path.parent.name == "datasets":
-            from ..store.datasets import open_dataset_arrays
-
-            return _from_dataset_arrays(open_dataset_arrays(path.parent.parent, path.name))
-        group = zarr.open_group(str(path), mode="r")
+        group = zarr.open_group(os.fspath(group), mode="r")
     if "X" not in group or "y" not in group:
         raise ValueError(
             f"The zarr group {group.store!s} is not a catdask data set: it needs arrays 'X' "
@@ -162,7 +125,7 @@ def load_training_data(X, y):
     """``(X_dask, y)`` for a fit; ``y`` may be None when X is a zarr data set.
 
     ``y`` comes back as an ndarray, or as :class:`CodedLabels` when read from a data set;
-    encode it with :func:`encode_training_labels`.
+    encode it with :func:`catdask.validation.encode_class_labels`.
     """
     import zarr
 
@@ -193,30 +156,3 @@ def load_training_data(X, y):
             f"{y.shape}."
         )
     return X, y
-
-
-def cluster_resources():
-    """``(threads, memory_bytes)`` of the cluster the current Dask client talks to.
-
-    Without a distributed client: this machine's cores and available memory (the threaded
-    scheduler runs in this process).
-    """
-    try:
-        from distributed import default_client
-
-        info = default_client().scheduler_info(n_workers=-1)["workers"]
-    except (ImportError, ValueError, TypeError):
-        info = None
-    if info:
-        threads = sum(w.get("nthreads", 1) for w in info.values())
-        memory = sum(w.get("memory_limit") or 0 for w in info.values())
-        if memory:
-            return max(threads, 1), int(memory)
-        return max(threads, 1), _available_memory()
-    return os.cpu_count() or 1, _available_memory()
-
-
-def _available_memory():
-    import psutil
-
-    return int(psutil.virtual_memory().available)

@@ -7,6 +7,7 @@ classifier and warnings live here once.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import warnings
@@ -21,12 +22,24 @@ from sklearn.base import (
 )
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
+from sklearn.utils.validation import (
+    check_array,
+    check_is_fitted,
+    check_random_state,
+    validate_data,
+)
 
 from ..certificate import not_applicable
-from ..distributed.inputs import is_distributed_input
+from ..classes import ClassIndex
+from ..distributed.inputs import is_distributed_input, load_training_data
+from ..distributed.options import compute_context
+from ..validation import encode_class_labels
 
 logger = logging.getLogger("catdask")
+
+#: Parameters of both estimators (the solver's): objective, restarts, stopping, starts.
+SOLVER_PARAMS = ("objective", "origin", "eps", "n_restarts", "tol", "max_iter", "init",
+                 "random_state", "certify", "verbose")
 
 # Restarts whose objectives agree to this relative tolerance count as ties; a certified one
 # then wins (issue 2: "ties and near-ties broken by certificate").
@@ -94,7 +107,37 @@ class BaseCategorySpace(
         "verbose": ["verbose"],
     }
 
+    def _set_solver_params(self, *values):
+        """Store the parameters both estimators share, in the order of ``SOLVER_PARAMS``
+        (called from ``__init__`` only, as scikit-learn requires)."""
+        for name, value in zip(SOLVER_PARAMS, values, strict=True):
+            setattr(self, name, value)
+
     # ------------------------------------------------------------------ fitting workflow
+    def _validated_training_data(self, X, y, *, linear, to_memory=False):
+        """Validate a fit's inputs: returns ``(X, classes_, ClassIndex, distributed)``.
+
+        ``distributed`` inputs (Dask arrays, zarr arrays and data sets) stay a row-chunked Dask
+        array unless ``to_memory`` (the kernel method keeps its N x D patterns anyway).
+        """
+        distributed = is_distributed_input(X)
+        if distributed:
+            X, y = load_training_data(X, y)
+            self.n_features_in_ = int(X.shape[1])
+            if hasattr(self, "feature_names_in_"):  # set by an earlier fit on a DataFrame
+                del self.feature_names_in_
+            if to_memory:
+                X = check_array(np.asarray(X.compute()), dtype=np.float64, ensure_min_samples=2)
+        else:
+            X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
+        classes_, codes = encode_class_labels(y, n_features=X.shape[1], linear=linear)
+        return X, classes_, ClassIndex(codes, len(classes_)), distributed
+
+    @staticmethod
+    def _compute_context(distributed):
+        """The Dask client a distributed fit computes on (nothing for in-memory data)."""
+        return compute_context() if distributed else contextlib.nullcontext()
+
     def _run_restarts(self, problem, state, labels):
         from ..solver import solve
 
@@ -216,7 +259,7 @@ class BaseCategorySpace(
         X_new : ndarray of shape (n_samples, K)
         """
         if is_distributed_input(X):
-            from ..distributed.fit import transform_blockwise
+            from ..distributed.transform import transform_blockwise
 
             return transform_blockwise(self, X)
         return self._transform_array(self._check_fitted_X(X))

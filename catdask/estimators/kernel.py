@@ -2,24 +2,23 @@
 
 from __future__ import annotations
 
+from contextlib import closing
 from numbers import Integral, Real
 
 import numpy as np
 from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import validate_data
+from sklearn.utils.validation import check_random_state
 
 from ..certificate import certify_global_optimum, not_applicable
-from ..classes import ClassIndex
-from ..distributed.inputs import is_distributed_input
 from ..gram_factor import pivoted_cholesky
 from ..kernels import make_kernel
-from ..operators import CentredGramOperator, NumpyGramOperator
+from ..operators import CentredGramOperator, blocks, make_operator
 from ..problems import CategoryObjective, KernelProblem
 from ..starts import kernel_decoupled_z, kernel_random_z
-from ..validation import encode_labels
-from .base import BaseCategorySpace
+from .base import SOLVER_PARAMS, BaseCategorySpace
 from .linear import _data_scale
+from .nystroem import fit_nystroem
 
 __all__ = ["KernelCategorySpace"]
 
@@ -142,16 +141,8 @@ class KernelCategorySpace(BaseCategorySpace):
         self.degree = degree
         self.coef0 = coef0
         self.kernel_params = kernel_params
-        self.objective = objective
-        self.origin = origin
-        self.eps = eps
-        self.n_restarts = n_restarts
-        self.tol = tol
-        self.max_iter = max_iter
-        self.init = init
-        self.random_state = random_state
-        self.certify = certify
-        self.verbose = verbose
+        self._set_solver_params(objective, origin, eps, n_restarts, tol, max_iter, init,
+                                random_state, certify, verbose)
         self.max_gram_bytes = max_gram_bytes
         self.approximation = approximation
         self.n_landmarks = n_landmarks
@@ -180,34 +171,51 @@ class KernelCategorySpace(BaseCategorySpace):
         self : KernelCategorySpace
         """
         if self.approximation == "nystroem":
-            from ..distributed.nystroem import fit_nystroem
-
-            return fit_nystroem(self, X, y)
-        if is_distributed_input(X):  # Dask array, zarr array or data set: the Dask backend
-            from ..distributed.fit import fit_kernel
-
-            return fit_kernel(self, X, y)
-        X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
-        classes_, codes = encode_labels(y)
-        self.kernel_ = self._make_kernel(X.shape[1])
-        # Sort by class once so every class is a contiguous block of G (cheap slicing).
-        perm = np.argsort(codes, kind="stable")
-        classes = ClassIndex(codes[perm], len(classes_))
-        base = NumpyGramOperator(X[perm], classes, self.kernel_, max_gram_bytes=self.max_gram_bytes)
-        self._fit_operator(base, classes, classes_, perm)
-        A = np.empty_like(self.dual_coef_)
-        A[:, perm] = self.dual_coef_
-        self.dual_coef_ = A
+            return self._fit_nystroem(X, y)
+        X, classes_, classes, distributed = self._validated_training_data(
+            X, y, linear=False, to_memory=True)
+        kernel = self._make_kernel(X.shape[1])
+        # The operator works on the samples sorted by class, so every class is a contiguous
+        # block of G; coefficients come back to the caller's order at the end.
+        with self._compute_context(distributed), closing(make_operator(
+            classes.sort_rows(X), classes.sorted(), kernel, max_gram_bytes=self.max_gram_bytes,
+            distributed=distributed,
+        )) as base:
+            results, best, A, offset = self._solve(base, classes)
+        self.kernel_ = kernel
+        self.dual_coef_ = classes.unsort(A)
+        self.projection_offset_ = offset
         self.X_fit_ = X
+        self.classes_ = classes_
+        self._finish_fit(results, best)
         return self
 
-    def _fit_operator(self, base, classes, classes_, perm=None):
-        """Fit on a Gram operator (numpy or Dask) whose samples are sorted by class.
+    def _fit_nystroem(self, X, y):
+        X, classes_, classes, distributed = self._validated_training_data(X, y, linear=False)
+        kernel = self._make_kernel(X.shape[1])
+        linear_params = {name: getattr(self, name) for name in SOLVER_PARAMS
+                         if name != "random_state"}  # the landmarks' generator goes on
+        with self._compute_context(distributed):
+            fitted = fit_nystroem(
+                X, classes, kernel, linear_params=linear_params, n_landmarks=self.n_landmarks,
+                rng=check_random_state(self.random_state),
+                callback=getattr(self, "_progress_callback", None),
+            )
+        self.kernel_ = kernel
+        for name, value in fitted.items():
+            setattr(self, name, value)
+        self.classes_ = classes_
+        return self
 
-        ``perm`` sorts the caller's samples (``X[perm]``); an ``init`` array is given in the
-        caller's order and is permuted with it.
+    def _solve(self, base, caller_classes):
+        """Problem -> solve -> certify on a Gram operator of class-sorted samples.
+
+        ``caller_classes`` holds the caller's order, in which an ``init`` array is given.
+        Returns ``(results, best, A, offset)``: the chosen coefficients (sorted samples) and
+        the projection offset, signs fixed.
         """
-        K, N = len(classes_), base.n_samples
+        classes = base.classes
+        K, N = classes.n_classes, base.n_samples
         centred = CentredGramOperator(base)
         op = centred if self.origin == "global" else base
         self.eps_ = float(self.eps * _data_scale(centred.covariance_moments()))
@@ -217,9 +225,7 @@ class KernelCategorySpace(BaseCategorySpace):
         if given is not None:
             if given.shape != (K, N):
                 raise ValueError(f"init array must have shape (K, N) = {(K, N)}; got {given.shape}.")
-            if perm is not None:
-                given = given[:, perm]
-            state0 = problem.start_from_coefficients(given[None])
+            state0 = problem.start_from_coefficients(caller_classes.sort(given)[None])
         else:
             z0 = kernel_random_z(len(labels), classes, self.origin, rng)
             for r, label in enumerate(labels):
@@ -235,14 +241,15 @@ class KernelCategorySpace(BaseCategorySpace):
                 L, residual, ok = pivoted_cholesky(
                     op.diagonal(), op.columns, rtol=1e-12, max_rank=CERTIFICATE_MAX_RANK
                 )
-                factor.update(L=L, ok=ok, scatter=_equivalent_scatter(L, classes, self.origin))
+                factor.update(L=L, ok=ok, class_matrices=_equivalent_class_matrices(
+                    L, classes, self.origin))
             if not factor["ok"]:
                 return not_applicable(
                     "not attempted: the Gram matrix's numerical rank exceeds "
                     f"{CERTIFICATE_MAX_RANK} (pivoted Cholesky did not converge)"
                 )
             return certify_global_optimum(
-                factor["scatter"],
+                factor["class_matrices"],
                 factor["L"].T @ state.A[r].T,
                 full_sdp=full_sdp,
             )
@@ -259,11 +266,7 @@ class KernelCategorySpace(BaseCategorySpace):
         P = state.P[best.index]
         P = P - P.mean(axis=1, keepdims=True)  # signs from the centroid, as in the linear case
         signs = self._fix_signs(P, classes.codes)
-        self.dual_coef_ = A * signs[:, None]
-        self.projection_offset_ = offset * signs
-        self.classes_ = classes_
-        self._finish_fit(results, best)
-        return self
+        return results, best, A * signs[:, None], offset * signs
 
     def _transform_array(self, X):
         # A k(X_fit, x), measured from the feature-space centroid for origin="global" and from
@@ -271,13 +274,7 @@ class KernelCategorySpace(BaseCategorySpace):
         return self.kernel_(X, self.X_fit_) @ self.dual_coef_.T - self.projection_offset_
 
 
-def _equivalent_scatter(L, classes, origin):
+def _equivalent_class_matrices(L, classes, origin):
     """Class matrices of the linear problem on the rows of the Gram factor L (sorted rows)."""
-    r = L.shape[1]
-    R = np.empty((classes.n_classes, r, r))
-    for k, a, b in classes.segments():
-        Lk = L[a:b]
-        if origin == "class":
-            Lk = Lk - Lk.mean(axis=0)
-        R[k] = Lk.T @ Lk
-    return R
+    stats = blocks.block_class_stats(L, classes.codes, classes.n_classes)
+    return blocks.class_second_moments(stats, np.zeros(L.shape[1]), origin)

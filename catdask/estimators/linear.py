@@ -2,24 +2,22 @@
 
 from __future__ import annotations
 
+from contextlib import closing
+
 import numpy as np
 from sklearn.base import _fit_context
-from sklearn.utils.validation import validate_data
 
 from ..certificate import certify_global_optimum, not_applicable
-from ..classes import ClassIndex
-from ..distributed.inputs import is_distributed_input
-from ..operators import NumpyDataOperator
-from ..problems import CategoryObjective, LinearProblem, ScatterProblem
+from ..operators import make_operator
+from ..problems import CategoryObjective, LinearProblem, ClassMatrixProblem
 from ..starts import linear_starts
-from ..validation import encode_labels
 from .base import BaseCategorySpace
 
 __all__ = ["CategorySpace"]
 
 # Keep the K class matrices (K D^2 floats) when they fit in this many bytes; beyond it the
 # solver streams the data twice per iteration instead (DESIGN.md section 2).
-SCATTER_BUDGET_BYTES = 1024**3
+CLASS_MATRIX_BUDGET_BYTES = 1024**3
 
 
 class CategorySpace(BaseCategorySpace):
@@ -126,16 +124,8 @@ class CategorySpace(BaseCategorySpace):
         certify=True,
         verbose=0,
     ):
-        self.objective = objective
-        self.origin = origin
-        self.eps = eps
-        self.n_restarts = n_restarts
-        self.tol = tol
-        self.max_iter = max_iter
-        self.init = init
-        self.random_state = random_state
-        self.certify = certify
-        self.verbose = verbose
+        self._set_solver_params(objective, origin, eps, n_restarts, tol, max_iter, init,
+                                random_state, certify, verbose)
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
@@ -151,26 +141,28 @@ class CategorySpace(BaseCategorySpace):
         -------
         self : CategorySpace
         """
-        if is_distributed_input(X):  # Dask array, zarr array or data set: the Dask backend
-            from ..distributed.fit import fit_linear
+        X, classes_, classes, distributed = self._validated_training_data(X, y, linear=True)
+        with self._compute_context(distributed), closing(
+            make_operator(X, classes, distributed=distributed)
+        ) as op:
+            results, best, W, signs = self._solve(op)
+            mean = np.asarray(op.center, dtype=float)
+        self.components_ = (W * signs).T
+        self.mean_ = mean
+        self.classes_ = classes_
+        self._finish_fit(results, best)
+        return self
 
-            return fit_linear(self, X, y)
-        X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
-        classes_, codes = encode_labels(y, n_features=X.shape[1], linear=True)
-        classes = ClassIndex(codes, len(classes_))
-        return self._fit_operator(NumpyDataOperator(X, classes), classes_, codes)
-
-    def _fit_operator(self, op, classes_, codes):
-        """Fit on a data operator (numpy or Dask); shared by every input type."""
-        K, D = len(classes_), op.n_features
-        scale = _data_scale(op.covariance_moments())
-        self.eps_ = float(self.eps * scale)
+    def _solve(self, op):
+        """Problem -> solve -> certify on a data operator: ``(results, best, W, signs)``."""
+        K, D = op.classes.n_classes, op.n_features
+        self.eps_ = float(self.eps * _data_scale(op.covariance_moments()))
         objective = CategoryObjective(self.objective, self.origin, self.eps_)
-        scatter = None
-        if 8 * K * D * D <= SCATTER_BUDGET_BYTES:
-            scatter = op.class_second_moments(self.origin)
-        if self.objective == "quadratic" and scatter is not None:
-            problem = ScatterProblem(scatter)
+        class_matrices = None
+        if 8 * K * D * D <= CLASS_MATRIX_BUDGET_BYTES:
+            class_matrices = op.class_second_moments(self.origin)
+        if self.objective == "quadratic" and class_matrices is not None:
+            problem = ClassMatrixProblem(class_matrices)
         else:
             problem = LinearProblem(op, objective)
 
@@ -180,29 +172,23 @@ class CategorySpace(BaseCategorySpace):
                 raise ValueError(f"init array must have shape (D, K) = {(D, K)}; got {given.shape}.")
             W0 = given[None]
         else:
-            W0 = linear_starts(
-                labels, scatter=scatter, class_means=op.class_means(), n_features=D, rng=rng
-            )
+            W0 = linear_starts(labels, class_matrices=class_matrices,
+                               class_means=op.class_means(), n_features=D, rng=rng)
         state, results = self._run_restarts(problem, problem.start(W0), labels)
 
         def certify_one(r, full_sdp):
-            if scatter is None:
+            if class_matrices is None:
                 return not_applicable(
                     f"not attempted: the {K} class matrices ({D} x {D}) exceed the memory budget"
                 )
-            return certify_global_optimum(scatter, state.W[r], full_sdp=full_sdp)
+            return certify_global_optimum(class_matrices, state.W[r], full_sdp=full_sdp)
 
         best = self._certify_restarts(results, certify_one)
         W = state.W[best.index]
         # Class means on their own axes, measured from the centroid, fix the signs (so W is
         # exactly translation invariant).
         signs = np.where(np.einsum("dk,kd->k", W, op.class_means()) < 0, -1.0, 1.0)
-        self.components_ = (W * signs).T
-        self.mean_ = np.asarray(op.center, dtype=float)
-        self.classes_ = classes_
-        self._finish_fit(results, best)
-        return self
-
+        return results, best, W, signs
     def _expected_failed_checks(self):
         reason = (
             "the linear method needs K <= D; these checks fit 3 classes on 1 or 2 features "

@@ -10,14 +10,14 @@ import sys
 import time
 
 if __name__ == "__main__":
-    from distributed import LocalCluster
+    from catdask.distributed.cluster import start_local_cluster
 
     n_workers = int(sys.argv[1]) if len(sys.argv) > 1 else 2
-    cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                           host="127.0.0.1", dashboard_address=None,
-                           env={"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"})
+    # the production factory, so the test cluster has the settings a real fit uses
+    cluster, client = start_local_cluster(n_workers, dashboard_address=None)
     print(f"SCHEDULER {cluster.scheduler_address}", flush=True)
     deadline = time.monotonic() + 3600
     while time.monotonic() < deadline:
         time.sleep(1)
+    client.close()
     cluster.close()

@@ -1,13 +1,15 @@
-"""What runs on a Dask worker: plain numpy functions on one block of rows.
+"""The heavy products on one block of rows: every formula of the operator layer, once.
 
-Every heavy product of an iteration is a sum (or a concatenation) over row blocks, so the
-Dask operators in :mod:`catdask.distributed.operators` only build a graph of these functions
-and combine their small results; the functions themselves know nothing about Dask, which keeps
-them testable on their own and identical on any scheduler.
+Every heavy product of an iteration is a sum (or a concatenation) over row blocks. The
+in-memory operators (:mod:`.in_memory`) call these functions in a loop over blocks; the Dask
+operators (:mod:`.dask_data`, :mod:`.dask_gram`) put the same functions into a graph and
+combine their small results. The functions know nothing about Dask, which keeps them testable
+on their own and identical on any scheduler.
 
 Linear blocks receive ``x`` (n_b, D) in the stored dtype (float32 is fine: it is promoted to
-float64 here, DESIGN.md 3c) and the block's class codes ``c`` (n_b,). Gram blocks receive the
-whole training matrix ``X`` sorted by class (N x D is small next to N x N) and a row range.
+float64 here, DESIGN.md 3c) and the block's class codes ``c`` (n_b,); rows already sorted
+by class are sliced, not gathered. Gram blocks receive the whole training matrix ``X`` sorted by
+class (N x D is small next to N x N) and a row range.
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ __all__ = [
     "class_segments",
     "block_class_stats",
     "combine_class_stats",
+    "class_second_moments",
     "block_own_projections",
     "block_weighted_sums",
     "sum_arrays",
     "gram_class_product",
+    "gram_class_product_by_rows",
     "gram_matmul",
     "gram_moments",
     "gram_rows",
@@ -43,16 +47,23 @@ def _class_blocks(x, c, n_classes, center=None):
     """Yield ``(k, rows, seg)``: the block's class-k rows (positions in the block) and those
     rows in float64, minus ``center``. Rows are sorted in the stored dtype (float32 stays
     float32 until a class segment is promoted), so a task holds one float64 segment at a time.
+    ``seg`` may be a view of ``x``: callers never write into it.
     """
-    order, off = class_segments(np.asarray(c), n_classes)
-    xs = np.asarray(x)[order]
+    c = np.asarray(c)
+    if c.size == 0 or bool(np.all(c[1:] >= c[:-1])):  # sorted by class: slices, no copy
+        order, off = None, np.searchsorted(c, np.arange(n_classes + 1))
+        xs = np.asarray(x)
+    else:
+        order, off = class_segments(c, n_classes)
+        xs = np.asarray(x)[order]
     for k in range(n_classes):
-        a, b = off[k], off[k + 1]
+        a, b = int(off[k]), int(off[k + 1])
         if b > a:
-            seg = xs[a:b].astype(np.float64)
-            if center is not None:
-                seg -= center
-            yield k, order[a:b], seg
+            if center is None:
+                seg = np.asarray(xs[a:b], dtype=np.float64)
+            else:
+                seg = np.subtract(xs[a:b], center, dtype=np.float64)
+            yield k, (slice(a, b) if order is None else order[a:b]), seg
 
 
 def block_class_stats(x, c, n_classes):
@@ -71,8 +82,8 @@ def block_class_stats(x, c, n_classes):
         finite = finite and bool(np.isfinite(seg).all())
         n[k] = seg.shape[0]
         mean[k] = seg.mean(axis=0)
-        seg -= mean[k]
-        M2[k] = seg.T @ seg
+        dev = seg - mean[k]
+        M2[k] = dev.T @ dev
     return {"n": n, "mean": mean, "M2": M2, "finite": finite}
 
 
@@ -94,6 +105,17 @@ def combine_class_stats(*parts):
         out["n"] = n
         out["finite"] = out["finite"] and p["finite"]
     return out
+
+
+def class_second_moments(stats, center, origin):
+    """The class matrices R_k (K, D, D) from :func:`block_class_stats`: the scatter about each
+    class mean (``origin="class"``, paper eq. Rkdef) or the second moment about ``center``
+    (``origin="global"``, DESIGN.md 3b), ``M2 + n_k d_k d_k^T`` with ``d_k = mean_k - x0``.
+    """
+    if origin == "class":
+        return stats["M2"].copy()
+    d = stats["mean"] - center
+    return stats["M2"] + stats["n"][:, None, None] * (d[:, :, None] * d[:, None, :])
 
 
 def block_own_projections(x, c, center, W):
@@ -166,6 +188,21 @@ def gram_class_product(X, rows, offsets, z, kernel, col_block, cache=None):
             s0, s1 = max(c0, offsets[k]), min(c1, offsets[k + 1])
             if s1 > s0:
                 out[:, :, k] += (G[:, s0 - c0 : s1 - c0] @ z[:, s0:s1].T).T
+    return out
+
+
+def gram_class_product_by_rows(G, offsets, z):
+    """``B = G Z`` from a stored symmetric Gram, reading contiguous rows only.
+
+    Column k of ``G Z`` is ``G[:, C_k] z_k = (z_k^T G[C_k, :])^T`` because ``G = G^T``: rows
+    instead of strided columns (measured 1.2x faster for one restart, 1.6x for 8).
+    """
+    R, N = z.shape
+    K = len(offsets) - 1
+    out = np.empty((R, N, K))
+    for k in range(K):
+        a, b = offsets[k], offsets[k + 1]
+        out[:, :, k] = z[:, a:b] @ G[a:b]
     return out
 
 

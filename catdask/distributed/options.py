@@ -1,0 +1,63 @@
+"""Settings of a Dask fit: where it computes, and how the Gram operator caches its blocks.
+
+Gram-cache options for the kernel backend are read from Dask's configuration (so they can also
+come from ``DASK_CATDASK__GRAM__CACHE`` and friends); :func:`gram_options` sets them for a block
+of code, and :func:`gram_cache_settings` reads them as ``DaskGramOperator`` keyword arguments.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from .cluster import dask_client_context
+
+__all__ = ["gram_options", "gram_cache_settings", "compute_context"]
+
+_LOCAL_SCHEDULERS = {"threads", "threading", "sync", "synchronous", "single-threaded",
+                     "processes", "multiprocessing"}
+
+
+def gram_options(cache=None, store=None, dtype=None, block_rows=None):
+    """Context manager setting the kernel backend's Gram cache (see ``DaskGramOperator``).
+
+    Parameters
+    ----------
+    cache : {"auto", "recompute", "memory", "zarr"}, optional
+    store : str, optional
+        zarr path of the Gram cache (implies ``cache="zarr"`` under ``"auto"``).
+    dtype : {"float64", "float32"}, optional
+    block_rows : int, optional
+
+    Examples
+    --------
+    >>> from catdask.distributed import gram_options
+    >>> with gram_options(cache="zarr", store="/scratch/gram.zarr", dtype="float32"):  # doctest: +SKIP
+    ...     KernelCategorySpace().fit(X_dask, y)
+    """
+    import dask
+
+    values = {"cache": cache, "store": store, "dtype": dtype, "block-rows": block_rows}
+    return dask.config.set({f"catdask.gram.{k}": v for k, v in values.items() if v is not None})
+
+
+def gram_cache_settings():
+    """The current Gram-cache settings as ``DaskGramOperator`` keyword arguments."""
+    import dask
+
+    get = dask.config.get
+    return {
+        "cache": get("catdask.gram.cache", "auto"),
+        "store": get("catdask.gram.store", None),
+        "cache_dtype": get("catdask.gram.dtype", "float64"),
+        "block_rows": get("catdask.gram.block-rows", None),
+    }
+
+
+def compute_context():
+    """Where this fit's Dask work runs: the client from :func:`dask_client_context`, unless the
+    user chose a local scheduler explicitly (``dask.config.set(scheduler="threads")``)."""
+    import dask
+
+    if str(dask.config.get("scheduler", None)).lower() in _LOCAL_SCHEDULERS:
+        return contextlib.nullcontext()
+    return dask_client_context()

@@ -1,0 +1,88 @@
+"""The centred Gram ``H G H`` (x0 the feature-space centroid), without forming it.
+
+Wraps any Gram operator (:class:`~catdask.operators.protocols.GramOperator`) for
+``origin="global"`` (DESIGN.md 3b); each product costs one product with the base operator
+plus O(N R K).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["CentredGramOperator"]
+
+
+class CentredGramOperator:
+    """``G_c = H G H`` (H = I - 11^T/N) on top of any Gram operator, without forming it.
+
+    Used for ``origin="global"``: x0 is the feature-space centroid (DESIGN.md 3b). Each product
+    costs one product with the base operator plus O(N R K).
+    """
+
+    def __init__(self, base):
+        self.base = base
+        self.classes = base.classes
+        self.n_samples = base.n_samples
+        ones = np.ones((self.n_samples, 1))
+        self.row_sums = base.matmul(ones)[:, 0]  # g = G 1
+        self.total = float(self.row_sums.sum())  # 1^T G 1
+        # Lanczos on the centred class block is worth it exactly when it is for the base.
+        self.matvec_without_class_block = base.matvec_without_class_block
+
+    @property
+    def gram_passes(self):
+        return self.base.gram_passes
+
+    def _centre_columns(self, M, axis):
+        return M - M.mean(axis=axis, keepdims=True)
+
+    def class_matmul(self, z):
+        N = self.n_samples
+        # G H Z = G Z - g s^T / N, with s_k = sum_{i in C_k} z_i (the column sums of Z).
+        s = self.classes.sum(z)  # (R, K)
+        B = self.base.class_matmul(z) - self.row_sums[None, :, None] * (s[:, None, :] / N)
+        return self._centre_columns(B, axis=1)
+
+    def matmul(self, V):
+        HV = self._centre_columns(V, axis=0)
+        return self._centre_columns(self.base.matmul(HV), axis=0)
+
+    def class_gram(self, k):
+        N = self.n_samples
+        idx = self.classes.members(k)
+        g = self.row_sums[idx]
+        return self.base.class_gram(k) - (g[:, None] + g[None, :]) / N + self.total / N**2
+
+    def class_matvec(self, k, V):
+        # Same block as class_gram(k), applied to V: G_kk V - g_k (1^T V) / N - 1 (g_k^T V) / N
+        # + 1 (1^T G 1 / N^2)(1^T V).
+        N = self.n_samples
+        g = self.row_sums[self.classes.members(k)]
+        V = np.asarray(V, dtype=float)
+        V2 = V.reshape(g.size, -1)
+        col_sums = V2.sum(axis=0)
+        out = np.asarray(self.base.class_matvec(k, V2), dtype=float).reshape(V2.shape)
+        out -= np.outer(g, col_sums) / N
+        out -= (g @ V2 / N - self.total / N**2 * col_sums)[None, :]
+        return out.reshape(V.shape)
+
+    def diagonal(self):
+        N = self.n_samples
+        return self.base.diagonal() - 2 * self.row_sums / N + self.total / N**2
+
+    def columns(self, idx):
+        N = self.n_samples
+        # (H G H) e_j = H (G e_j - g / N), with g = G 1.
+        C = self.base.columns(idx) - self.row_sums[:, None] / N
+        return C - C.mean(axis=0, keepdims=True)
+
+    def close(self):
+        self.base.close()
+
+    def covariance_moments(self):
+        # tr(HGH) = tr G - 1^T G 1 / N ;  ||HGH||_F^2 = ||G||_F^2 - 2 ||G 1||^2 / N + (1^T G 1)^2 / N^2
+        N = self.n_samples
+        tr, fro2 = self.base.covariance_moments()
+        tr_c = tr - self.total / N**2
+        fro2_c = fro2 - 2 * float(self.row_sums @ self.row_sums) / N**3 + self.total**2 / N**4
+        return tr_c, max(fro2_c, 0.0)

@@ -1,0 +1,157 @@
+"""The linear data operator on Dask workers: the :mod:`.blocks` functions, one task per row block.
+
+X stays a row-chunked Dask array (DESIGN.md section 2). One pass builds the class means,
+scatter matrices and the total covariance's moments; when the solver streams (CAS, or class
+matrices too big to keep), each iteration costs two passes, ``own_projections`` (X W) and
+``class_weighted_sums`` (X^T Z). Workers return arrays of size R x N or K x D x D; the driver
+does the Z-step and the polar step.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+
+from ..distributed.execute import BlockRunner, cluster_resources
+from . import blocks
+
+__all__ = ["DaskDataOperator"]
+
+logger = logging.getLogger("catdask.distributed")
+
+# Per-pass partial results are combined on the driver up to this many bytes in all.
+_INLINE_BYTES = 8 * 1024**2
+
+
+class DaskDataOperator:
+    """Linear data operator on a row-chunked Dask array (mirrors ``NumpyDataOperator``).
+
+    Parameters
+    ----------
+    X : dask.array.Array of shape (N, D)
+        Patterns, chunked by rows (any real dtype; blocks are promoted to float64 on the
+        workers, so float32 storage halves I/O without changing the arithmetic).
+    classes : ClassIndex
+        Class codes of the N rows, in X's order (kept on the driver).
+    center : ndarray of shape (D,) or None
+        The origin x0; default the mean of X.
+    persist : {"auto", True, False}, default="auto"
+        Keep X in worker memory once the solver streams it (second pass onwards). ``"auto"``
+        persists when X takes at most half of the cluster's memory.
+
+    Attributes
+    ----------
+    passes : int
+        Number of passes over X so far (for benchmarks and tests).
+    """
+
+    def __init__(self, X, classes, center=None, *, persist="auto"):
+        import dask.array as da
+
+        if not isinstance(X, da.Array) or X.ndim != 2:
+            raise TypeError("DaskDataOperator needs a 2-D dask array; see "
+                            "catdask.distributed.inputs.as_row_chunked")
+        if X.numblocks[1] > 1:
+            X = X.rechunk({1: -1})
+        if X.shape[0] != classes.n_samples:
+            raise ValueError(f"X has {X.shape[0]} rows but there are {classes.n_samples} labels.")
+        self.classes = classes
+        self.n_samples, self.n_features = (int(s) for s in X.shape)
+        self._X = X
+        self._bounds = np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(int)
+        self._runner = BlockRunner()
+        code_dtype = np.min_scalar_type(max(classes.n_classes - 1, 0))  # uint8 for K <= 256
+        self._codes = [
+            self._runner.put(classes.codes[a:b].astype(code_dtype), "codes")
+            for a, b in zip(self._bounds[:-1], self._bounds[1:])
+        ]
+        self._x_blocks = self._runner.array_keys(X)
+        self._center = None if center is None else np.asarray(center, dtype=float)
+        self._persist = persist
+        self._persisted = False
+        self._stats = None
+        self.passes = 0
+
+    def _combine(self, tasks, combine, part_bytes, name):
+        """Run one task per block and combine the partial results: on the driver when they are
+        small (one network hop fewer per pass), else in a tree on the workers."""
+        if part_bytes * len(tasks) <= _INLINE_BYTES:
+            return combine(*self._runner.run(tasks, name))
+        return self._runner.reduce(tasks, combine, name)
+
+    # ------------------------------------------------------------------ one-pass statistics
+    def _statistics(self):
+        """Class counts, means and scatter matrices (one pass over X, cached)."""
+        if self._stats is None:
+            K = self.classes.n_classes
+            t0 = time.perf_counter()
+            tasks = [(blocks.block_class_stats, xb, cb, K)
+                     for xb, cb in zip(self._x_blocks, self._codes)]
+            part_bytes = 8 * K * (self.n_features + 1) ** 2
+            stats = self._combine(tasks, blocks.combine_class_stats, part_bytes, "class-stats")
+            self.passes += 1
+            if not stats["finite"]:
+                raise ValueError("Input X contains NaN or infinity.")
+            if not np.array_equal(stats["n"], self.classes.counts):
+                raise RuntimeError("class counts from the data pass do not match the labels")
+            self._stats = stats
+            logger.debug("statistics pass over %d x %d in %.2f s", self.n_samples,
+                         self.n_features, time.perf_counter() - t0)
+        return self._stats
+
+    def close(self):
+        """Release X's persisted blocks on the cluster."""
+        self._runner.release()
+
+    @property
+    def center(self):
+        """The origin x0 (the training centroid unless given)."""
+        if self._center is None:
+            s = self._statistics()
+            self._center = (s["n"] @ s["mean"]) / self.n_samples
+        return self._center
+
+    def class_means(self):
+        """Class means measured from x0, shape (K, D)."""
+        return self._statistics()["mean"] - self.center
+
+    def class_second_moments(self, origin):
+        """The class matrices R_k (K, D, D): scatter (``"class"``) or moment about x0."""
+        return blocks.class_second_moments(self._statistics(), self.center, origin)
+
+    def covariance_moments(self):
+        """``(tr C, tr C^2)`` of the total covariance ``C = sum_k R_k(x0) / N``."""
+        C = self.class_second_moments("global").sum(axis=0) / self.n_samples
+        return float(np.trace(C)), float(np.sum(C * C))
+
+    # ------------------------------------------------------------------ streaming passes
+    def _blocks(self):
+        """X's row blocks, persisted in worker memory once the solver starts streaming."""
+        if not self._persisted and self._persist:
+            _, memory = cluster_resources()
+            if self._persist is True or self._X.nbytes <= memory // 2:
+                self._x_blocks = self._runner.array_keys(self._X, persist=True)
+            self._persisted = True
+        return zip(self._x_blocks, self._codes, self._bounds[:-1], self._bounds[1:])
+
+    def own_projections(self, W):
+        """``u[r, i] = w_{y_i}^T (x_i - x0)`` for W of shape (R, D, K); returns (R, N)."""
+        W = np.asarray(W, dtype=float)
+        tasks = [(blocks.block_own_projections, xb, cb, self.center, W)
+                 for xb, cb, _, _ in self._blocks()]
+        self.passes += 1
+        return np.concatenate(self._runner.run(tasks, "own-projections"), axis=1)
+
+    def class_weighted_sums(self, z):
+        """``Y[r, :, k] = sum_{i in C_k} z[r, i] (x_i - x0)`` (paper eq. Ydef); (R, D, K)."""
+        z = np.asarray(z, dtype=float)
+        K = self.classes.n_classes
+        Y_bytes = 8 * z.shape[0] * self.n_features * K
+        tasks = [
+            (blocks.block_weighted_sums, xb, cb, self.center, np.ascontiguousarray(z[:, a:b]), K)
+            for xb, cb, a, b in self._blocks()
+        ]
+        self.passes += 1
+        return self._combine(tasks, blocks.sum_arrays, Y_bytes, "weighted-sums")

@@ -1,0 +1,210 @@
+"""The Gram operator on Dask workers: the :mod:`.blocks` functions, one task per row block.
+
+``G Z`` is computed row block by row block (DESIGN.md section 3), never materialising G. Gram
+blocks are recomputed every pass, or cached once (in worker memory, or in a zarr store as
+float32/float64) and streamed. The products themselves are :class:`.gram_base.BlockGramOperator`'s;
+this module says how a pass runs on the cluster and builds the caches. Every product works on
+all restarts at once (leading axis R), so R restarts share a pass.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import shutil
+import tempfile
+import time
+
+import numpy as np
+
+from ..distributed.execute import BlockRunner, cluster_resources
+from . import blocks
+from .gram_base import BlockGramOperator
+
+__all__ = ["DaskGramOperator", "GRAM_CACHE_MODES"]
+
+logger = logging.getLogger("catdask.distributed")
+
+GRAM_CACHE_MODES = ("auto", "recompute", "memory", "zarr")
+
+# Kernel entries per Gram sub-block computed in one call (4M float64 = 32 MiB): big enough for
+# BLAS efficiency, small enough that a task's temporaries stay well under a worker's memory.
+_GRAM_BLOCK_ENTRIES = 4 * 1024**2
+# Kernel entries per task and pass (about 0.5-1 s of work on one core).
+_TASK_ENTRIES = 10**8
+# Per-pass inputs (z, V) are copied into every task up to this many bytes in all.
+_INLINE_BYTES = 8 * 1024**2
+
+
+class DaskGramOperator(BlockGramOperator):
+    """Gram operator computed on Dask workers, block by block (mirrors ``NumpyGramOperator``).
+
+    X (N x D) is small next to G (N x N): it is held on the driver and once on every worker,
+    sorted by class so that only class-k columns of G feed column k of ``G Z``. Each product is
+    one task per row block ``I`` computing ``G[I, :]`` in sub-blocks of ``k(X_I, X_J)``
+    (recompute mode) or reading them from the cache.
+
+    Parameters
+    ----------
+    X : ndarray of shape (N, D)
+        Training patterns in the order ``classes`` refers to (any order; the estimator passes
+        them sorted by class).
+    classes : ClassIndex
+    kernel : catdask.kernels.Kernel
+    cache : {"auto", "recompute", "memory", "zarr"}, default="auto"
+        ``"recompute"``: evaluate ``k(X_I, X_J)`` in every pass (no O(N^2) memory).
+        ``"memory"``: compute the Gram row blocks once and keep them in worker memory.
+        ``"zarr"``: compute them once into a zarr store (``store``) and stream them from disk.
+        ``"auto"``: ``"zarr"`` when ``store`` is given; else ``"memory"`` when the cache takes
+        at most ``max_gram_bytes`` and half the cluster's memory; else ``"recompute"``.
+    store : str or None
+        Path of the zarr Gram cache. An existing cache built from the same data, kernel and
+        dtype is reused; otherwise it is (re)written. None with ``cache="zarr"``: a temporary
+        directory removed by :meth:`close`.
+    cache_dtype : {"float64", "float32"}, default="float64"
+        Storage precision of cached blocks (float32 halves memory and I/O; products are still
+        accumulated in float64, so results change at the 1e-7 level).
+    max_gram_bytes : int, default=2 GiB
+    block_rows : int, optional
+        Rows per task (default: one task per worker thread, or more so that a task handles
+        at most about 1e8 kernel entries).
+
+    Attributes
+    ----------
+    cache_mode : str
+        The mode in use after resolving ``"auto"``.
+    gram_passes : int
+        Number of full passes over G so far.
+    """
+
+    def __init__(self, X, classes, kernel, *, cache="auto", store=None, cache_dtype="float64",
+                 max_gram_bytes=2 * 1024**3, block_rows=None):
+        if cache not in GRAM_CACHE_MODES:
+            raise ValueError(f"cache must be one of {GRAM_CACHE_MODES}; got {cache!r}.")
+        cache_dtype = np.dtype(cache_dtype)
+        if cache_dtype not in (np.dtype("float32"), np.dtype("float64")):
+            raise ValueError(f"cache_dtype must be float32 or float64; got {cache_dtype}.")
+        N = np.shape(X)[0]
+        threads, memory = cluster_resources()
+        if block_rows is None:
+            # Few, large tasks (STACK.md): one per worker thread, more only when a task would
+            # exceed _TASK_ENTRIES kernel entries (a second or so), in multiples of the threads.
+            n_blocks = threads * max(1, math.ceil(N * N / (threads * _TASK_ENTRIES)))
+            block_rows = max(1, math.ceil(N / n_blocks))
+        self._init_blocks(X, classes, kernel, block_rows,
+                          col_block=max(256, _GRAM_BLOCK_ENTRIES // int(block_rows)))
+        self._runner = BlockRunner()
+        self._Xd = self._runner.put(self._Xs, "X-sorted", everywhere=True)
+
+        gram_bytes = N * N * cache_dtype.itemsize
+        if cache == "auto":
+            if store is not None:
+                cache = "zarr"
+            elif gram_bytes <= min(max_gram_bytes, memory // 2):
+                cache = "memory"
+            else:
+                cache = "recompute"
+        self.cache_mode = cache
+        self.cache_dtype = cache_dtype
+        self.store = None if store is None else os.fspath(store)
+        self._tmpdir = None
+        if cache == "memory":
+            self._build_memory_cache()
+        elif cache == "zarr":
+            self._build_zarr_cache()
+        logger.info("Gram operator: N=%d, %d row blocks of %d, cache=%s (%s, %.3g GB)", N,
+                    len(self._rows), self.block_rows, cache, cache_dtype, gram_bytes / 1e9)
+
+    # ------------------------------------------------------------------ the Gram cache
+    def _build_memory_cache(self):
+        tasks = [(blocks.gram_rows, self._Xd, rows, self.kernel, self.cache_dtype, self.col_block)
+                 for rows in self._rows]
+        self._cache = self._runner.persist(tasks, "gram-rows")
+
+    def _cache_token(self):
+        from dask.base import tokenize
+
+        return tokenize(self._Xs, self.kernel, str(self.cache_dtype), self.block_rows,
+                        self.col_block)
+
+    def _build_zarr_cache(self):
+        import zarr
+
+        if self.store is None:
+            self._tmpdir = tempfile.mkdtemp(prefix="catdask-gram-")
+            self.store = os.path.join(self._tmpdir, "gram.zarr")
+        token = self._cache_token()
+        N = self.n_samples
+        try:
+            existing = zarr.open_array(self.store, mode="r")
+            reuse = existing.attrs.get("catdask_token") == token and existing.shape == (N, N)
+        except Exception:  # no store, or not a readable array: build it
+            reuse = False
+        if not reuse:
+            t0 = time.perf_counter()
+            # Write under a temporary name, then rename into place: a crash never leaves a
+            # half-written cache that a later fit would trust (STACK.md, zarr 3).
+            tmp = f"{self.store}.tmp-{os.getpid()}-{time.time_ns()}"
+            arr = zarr.create_array(
+                store=tmp, shape=(N, N), chunks=(self.block_rows, min(N, self.col_block)),
+                dtype=self.cache_dtype, compressors=None, overwrite=True,
+            )
+            tasks = [(blocks.gram_rows_to_zarr, self._Xd, rows, self.kernel, tmp, self.col_block)
+                     for rows in self._rows]
+            self._runner.run(tasks, "gram-to-zarr")
+            arr.attrs["catdask_token"] = token
+            if os.path.exists(self.store):
+                shutil.rmtree(self.store)
+            os.replace(tmp, self.store)
+            logger.info("wrote Gram cache %s in %.1f s", self.store, time.perf_counter() - t0)
+        self._cache = [self.store] * len(self._rows)
+
+    def close(self):
+        """Release cached blocks and remove a temporary zarr cache."""
+        super().close()
+        self._runner.release()
+        if self._tmpdir is not None:
+            shutil.rmtree(self._tmpdir, ignore_errors=True)
+            self._tmpdir = None
+
+    # ------------------------------------------------------------------ how a pass runs
+    matvec_without_class_block = True
+
+    def _x_argument(self):
+        return self._Xd
+
+    def _run(self, tasks, name, extra=None):
+        return self._runner.run(tasks, name, extra=extra)
+
+    def _pass_input(self, value, name):
+        """A per-pass input that every row-block task reads: inlined in each task while the
+        copies are small (saves a worker-to-worker hop per pass), else one shared graph key."""
+        if value.nbytes * len(self._rows) <= _INLINE_BYTES:
+            return value, None
+        key = BlockRunner.new_key(name)
+        return key, {key: value}
+
+    def _submatrix(self, rows, cols):
+        """``G[rows, cols]`` (sorted positions), computed on workers in row pieces."""
+        a, b = rows
+        step = max(1, _GRAM_BLOCK_ENTRIES // max(1, cols[1] - cols[0]))
+        tasks = [(blocks.gram_submatrix, self._Xd, (r, min(r + step, b)), cols, self.kernel)
+                 for r in range(a, b, step)]
+        out = np.empty((b - a, cols[1] - cols[0]))
+        # Gather a few pieces at a time so the driver never holds the block twice.
+        group = 2 * cluster_resources()[0]
+        for g in range(0, len(tasks), group):
+            for t, piece in zip(range(g, g + group), self._runner.run(tasks[g : g + group])):
+                r0 = a + t * step
+                out[r0 - a : r0 - a + piece.shape[0]] = piece
+        return out
+
+    def _range_matmul(self, rows, cols, V):
+        """``G[rows, cols] @ V`` in row pieces on the workers, never forming the block (a
+        Lanczos matvec for the decoupled start of large classes)."""
+        a, b = rows
+        step = max(1, math.ceil((b - a) / cluster_resources()[0]))
+        tasks = [(blocks.gram_range_matmul, self._Xd, (r, min(r + step, b)), cols, V,
+                  self.kernel, self.col_block) for r in range(a, b, step)]
+        return np.concatenate(self._runner.run(tasks, "class-matvec"), axis=0)

@@ -1,0 +1,55 @@
+"""One way in: :func:`make_operator` picks the operator for the data it is given."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..distributed.inputs import as_row_chunked, is_distributed_input
+from ..distributed.options import gram_cache_settings
+from .dask_data import DaskDataOperator
+from .dask_gram import DaskGramOperator
+from .in_memory import NumpyDataOperator, NumpyGramOperator
+
+__all__ = ["make_operator"]
+
+
+def make_operator(X, classes, kernel=None, *, center=None, max_gram_bytes=2 * 1024**3,
+                  distributed=None):
+    """The data operator (linear method) or Gram operator (kernel method) for ``X``.
+
+    Parameters
+    ----------
+    X : ndarray, dask.array.Array, zarr.Array or path of a zarr array, shape (N, D)
+        The training patterns, in the order of ``classes``.
+    classes : ClassIndex
+        Class codes of the N rows.
+    kernel : catdask.kernels.Kernel or None
+        None: the linear data operator (:class:`~.protocols.DataOperator`); a kernel: the Gram
+        operator of ``k(X, X)`` (:class:`~.protocols.GramOperator`).
+    center : ndarray of shape (D,), optional
+        Linear only: the origin x0 (default the mean of X).
+    max_gram_bytes : int
+        Kernel only: keep G (in memory) or its cached blocks (on the workers) up to this size.
+    distributed : bool, optional
+        Compute on Dask workers. Default: when X is a Dask / zarr input. For the kernel method
+        X itself is brought into memory (N x D is small next to G) and only G is distributed;
+        the Gram cache settings come from :func:`catdask.distributed.gram_options`.
+
+    Returns
+    -------
+    DataOperator or GramOperator
+        Close it (``close()``, or ``contextlib.closing``) to release cluster memory and
+        temporary Gram caches.
+    """
+    if distributed is None:
+        distributed = is_distributed_input(X)
+    if kernel is None:
+        if distributed:
+            return DaskDataOperator(as_row_chunked(X), classes, center)
+        return NumpyDataOperator(X, classes, center)
+    if is_distributed_input(X):
+        X = np.asarray(as_row_chunked(X).compute(), dtype=np.float64)
+    if distributed:
+        return DaskGramOperator(X, classes, kernel, max_gram_bytes=max_gram_bytes,
+                                **gram_cache_settings())
+    return NumpyGramOperator(X, classes, kernel, max_gram_bytes=max_gram_bytes)

@@ -1,0 +1,144 @@
+"""The Gram operator's products, once, over row blocks of a class-sorted G.
+
+:class:`BlockGramOperator` holds X sorted by class and the row blocks of G; every product is
+one pass of a :mod:`.blocks` function over those row blocks. Subclasses only say how a pass runs
+(a loop in this process, or one task per block on Dask workers) and where a block of G comes
+from (recomputed, a stored matrix, a worker-memory or zarr cache).
+
+Everything works in class-sorted order (rows and columns of G), so class k's columns are one
+contiguous slice and no product permutes a Gram block; results go back to the caller's order
+(``classes.unsort``), which costs O(N K) per product.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import blocks
+
+__all__ = ["BlockGramOperator"]
+
+
+class BlockGramOperator:
+    """Gram products as passes of block functions over row blocks (see module docstring).
+
+    Subclasses call :meth:`_init_blocks` and implement :meth:`_run`, :meth:`_pass_input`,
+    :meth:`_submatrix` and :meth:`_range_matmul`; ``self._cache`` holds, per row block, what
+    the block functions read instead of recomputing (None: recompute).
+    """
+
+    matvec_without_class_block = False
+
+    def _init_blocks(self, X, classes, kernel, block_rows, col_block):
+        self.X = np.ascontiguousarray(X, dtype=float)
+        self.classes = classes
+        self.kernel = kernel
+        self.n_samples = N = self.X.shape[0]
+        self._Xs = classes.sort_rows(self.X)
+        self._offsets = tuple(int(o) for o in classes.offsets)
+        self.block_rows = int(block_rows)
+        self.col_block = int(col_block)
+        self._rows = [(a, min(a + self.block_rows, N)) for a in range(0, N, self.block_rows)]
+        self._cache = [None] * len(self._rows)
+        self.gram_passes = 0  # number of full passes over G (for benchmarks and tests)
+        self._moments = None
+
+    # ------------------------------------------------------------------ how a pass runs
+    def _run(self, tasks, name, extra=None):
+        """Run ``(func, *args)`` tasks; returns their results in order."""
+        raise NotImplementedError
+
+    def _pass_input(self, value, name):
+        """``(argument, extra)`` for a per-pass input (z, V) that every row-block task reads."""
+        return value, None
+
+    def _x_argument(self):
+        """What the block functions receive as the sorted X."""
+        return self._Xs
+
+    def _submatrix(self, rows, cols):
+        """``G[rows, cols]`` (sorted positions) as a dense array."""
+        raise NotImplementedError
+
+    def _range_matmul(self, rows, cols, V):
+        """``G[rows, cols] @ V`` (sorted positions) without forming the block when possible."""
+        raise NotImplementedError
+
+    def _pass(self, func, *args, name="gram-pass", extra=None):
+        """One task per row block: ``func(X_sorted, rows, *args, cache)``."""
+        self.gram_passes += 1
+        Xs = self._x_argument()
+        tasks = [(func, Xs, rows, *args, cache) for rows, cache in zip(self._rows, self._cache)]
+        return self._run(tasks, name, extra=extra)
+
+    def close(self):
+        """Release cached blocks (subclasses also remove what they wrote)."""
+        self._cache = [None] * len(self._rows)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ------------------------------------------------------------------ the products
+    def _gram_moments(self):
+        """Row sums ``G 1``, diagonal and ``||G||_F^2`` in one sweep (cached)."""
+        if self._moments is None:
+            parts = self._pass(blocks.gram_moments, self.kernel, self.col_block,
+                               name="gram-moments")
+            sums = self.classes.unsort(np.concatenate([p[0] for p in parts]), 0)
+            diag = self.classes.unsort(np.concatenate([p[1] for p in parts]), 0)
+            self._moments = (sums, diag, float(sum(p[2] for p in parts)))
+        return self._moments
+
+    def class_matmul(self, z):
+        """``B[r] = G Z_r`` with ``Z_r[i, y_i] = z[r, i]``: (R, N) -> (R, N, K)."""
+        zs = np.ascontiguousarray(self.classes.sort(np.asarray(z, dtype=float)))
+        zarg, extra = self._pass_input(zs, "z")
+        parts = self._pass(blocks.gram_class_product, self._offsets, zarg, self.kernel,
+                           self.col_block, name="gram-product", extra=extra)
+        return self.classes.unsort(np.concatenate(parts, axis=1), 1)
+
+    def matmul(self, V):
+        """``G V`` for a dense (N, m) V (``G 1`` comes from the cached moments sweep)."""
+        V = np.asarray(V, dtype=float)
+        if V.shape[1] == 1 and np.all(V == 1.0):
+            return self._gram_moments()[0][:, None].copy()
+        Vs = np.ascontiguousarray(self.classes.sort_rows(V))
+        varg, extra = self._pass_input(Vs, "V")
+        parts = self._pass(blocks.gram_matmul, varg, self.kernel, self.col_block,
+                           name="gram-matmul", extra=extra)
+        return self.classes.unsort(np.concatenate(parts, axis=0), 0)
+
+    def _class_range(self, k):
+        return int(self._offsets[k]), int(self._offsets[k + 1])
+
+    def class_gram(self, k):
+        """The dense class block ``G[C_k, C_k]`` (n_k, n_k), in the class's sorted order."""
+        ck = self._class_range(k)
+        return self._submatrix(ck, ck)
+
+    def class_matvec(self, k, V):
+        """``G[C_k, C_k] @ V`` for V of shape (n_k,) or (n_k, m)."""
+        ck = self._class_range(k)
+        V = np.asarray(V, dtype=float)
+        return self._range_matmul(ck, ck, V.reshape(ck[1] - ck[0], -1)).reshape(V.shape)
+
+    def class_rows(self, k):
+        """``G[C_k, :]`` as a dense (n_k, N) array (columns in the caller's order)."""
+        return self.classes.unsort(self._submatrix(self._class_range(k), (0, self.n_samples)), 1)
+
+    def diagonal(self):
+        """The diagonal of G (N,), from the moments sweep."""
+        return self._gram_moments()[1].copy()
+
+    def columns(self, idx):
+        """``G[:, idx]`` (N, len(idx)), computed here: N |idx| kernel entries."""
+        return self.kernel(self.X, self.X[np.asarray(idx)])
+
+    def covariance_moments(self):
+        """``(tr G / N, ||G||_F^2 / N^2)``; tr and the norm do not depend on the order."""
+        _, diag, fro2 = self._gram_moments()
+        N = self.n_samples
+        return float(diag.sum()) / N, fro2 / N**2

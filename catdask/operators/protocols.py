@@ -1,0 +1,112 @@
+"""What the solver side asks of the data: the two operator interfaces, spelled out.
+
+The solver (``catdask.solver``), the problems (``catdask.problems``), the starts
+(``catdask.starts``) and the estimators never touch X or G directly; they call the methods
+below. Every implementation (in memory, on Dask workers, the centred wrapper) provides all of
+them, so no caller probes for a method: a capability that differs between implementations is
+an explicit attribute (``matvec_without_class_block``).
+
+Shapes: N samples, D features, K classes, R restarts (products work on all restarts at once).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from ..classes import ClassIndex
+
+__all__ = ["DataOperator", "GramOperator"]
+
+
+class _SampleOperator(Protocol):
+    """What both operators have: the N samples' classes, the moments, and ``close``.
+
+    Attributes
+    ----------
+    classes : ClassIndex
+        Class membership of the N samples, in the operator's sample order.
+    n_samples : int
+    """
+
+    classes: ClassIndex
+    n_samples: int
+
+    def covariance_moments(self) -> tuple[float, float]:
+        """``(tr C, tr C^2)`` of the total covariance C about the origin (sets the CAS scale);
+        for G: ``(tr G / N, ||G||_F^2 / N^2)``, the same quantities in feature space."""
+
+    def close(self) -> None:
+        """Release whatever the operator holds (cluster data, temporary Gram caches); a no-op
+        in memory."""
+
+
+@runtime_checkable
+class DataOperator(_SampleOperator, Protocol):
+    """The linear method's data ``X`` (N, D), measured from the origin ``center`` (x0).
+
+    Attributes
+    ----------
+    n_features : int
+    center : ndarray of shape (D,)
+        The origin x0 (the training centroid unless given).
+    """
+
+    n_features: int
+    center: np.ndarray
+
+    def own_projections(self, W: np.ndarray) -> np.ndarray:
+        """``u[r, i] = w_{y_i}^T (x_i - x0)`` for W (R, D, K); returns (R, N). One data pass."""
+
+    def class_weighted_sums(self, z: np.ndarray) -> np.ndarray:
+        """``Y = X^T Z``: ``Y[r, :, k] = sum_{i in C_k} z[r, i] (x_i - x0)``; (R, N) -> (R, D, K).
+
+        One data pass (paper eq. Ydef).
+        """
+
+    def class_second_moments(self, origin: str) -> np.ndarray:
+        """The class matrices R_k (K, D, D): scatter about the class mean (``"class"``, paper
+        eq. Rkdef) or second moment about x0 (``"global"``, DESIGN.md 3b)."""
+
+    def class_means(self) -> np.ndarray:
+        """Class means measured from x0, shape (K, D)."""
+
+
+@runtime_checkable
+class GramOperator(_SampleOperator, Protocol):
+    """The kernel method's Gram matrix ``G`` (N, N), never required to exist in memory.
+
+    Attributes
+    ----------
+    gram_passes : int
+        Number of full passes over G so far (for benchmarks and tests).
+    matvec_without_class_block : bool
+        True when :meth:`class_matvec` never forms the dense class block, so the decoupled
+        start may use Lanczos on it for classes too large to hold ``G[C_k, C_k]``.
+    """
+
+    gram_passes: int
+    matvec_without_class_block: bool
+
+    def class_matmul(self, z: np.ndarray) -> np.ndarray:
+        """``B[r] = G Z_r`` with ``Z_r[i, y_i] = z[r, i]``: (R, N) -> (R, N, K).
+
+        Uses the block structure of Z (one non-zero per row), so it costs N^2 R, not N^2 R K.
+        """
+
+    def matmul(self, V: np.ndarray) -> np.ndarray:
+        """``G V`` for a dense (N, m) V."""
+
+    def class_gram(self, k: int) -> np.ndarray:
+        """The dense class block ``G[C_k, C_k]`` (n_k, n_k), rows in ``classes.members(k)``
+        order."""
+
+    def class_matvec(self, k: int, V: np.ndarray) -> np.ndarray:
+        """``G[C_k, C_k] @ V`` for V of shape (n_k,) or (n_k, m)."""
+
+    def diagonal(self) -> np.ndarray:
+        """The diagonal of G, shape (N,)."""
+
+    def columns(self, idx) -> np.ndarray:
+        """``G[:, idx]`` as a dense (N, len(idx)) array (for the pivoted-Cholesky factor)."""
