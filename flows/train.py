@@ -20,7 +20,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.runtime import flow_run
 
-from catdask.distributed.cluster import get_client
+from catdask.distributed.cluster import dask_client_context
 from catdask.names import validate_name
 from catdask.pipeline import ModelSpec, fit_on_dataset, register_outcome, registration_decision
 from catdask.pipeline.reports import (
@@ -45,7 +45,7 @@ def describe_dataset(store: str | None, dataset: str) -> dict:
 def fit_restarts(store: str | None, dataset: str, spec: dict, scheduler: str | None):
     """All restarts as one batch on the Dask cluster; each restart certified by the fit."""
     logger = get_run_logger()
-    with get_client(scheduler) as client:
+    with dask_client_context(scheduler) as client:
         logger.info("Dask dashboard: %s (scheduler %s)", client.dashboard_link,
                     client.scheduler.address)
         outcome = fit_on_dataset(store, dataset, ModelSpec.from_dict(spec), client=client)

@@ -103,17 +103,17 @@ def test_prefect_server_started_by_catdask_listens_on_localhost_only(tmp_path, m
 @pytest.mark.timeout(180)
 def test_embedded_dask_cluster_listens_on_localhost_only(monkeypatch):
     distributed = pytest.importorskip("distributed")
-    from catdask.distributed.cluster import ENV_SCHEDULER, close_embedded_cluster, get_client
+    from catdask.distributed.cluster import ENV_SCHEDULER, close_embedded_cluster, dask_client_context
 
     monkeypatch.delenv(ENV_SCHEDULER, raising=False)
     try:
         distributed.default_client()
-        pytest.skip("a Dask client is already current in this process; get_client would reuse it")
+        pytest.skip("a Dask client is already current in this process; dask_client_context would reuse it")
     except ValueError:
         pass
     dash = free_port()
     try:
-        with get_client(n_workers=2, dashboard_port=dash) as client:
+        with dask_client_context(n_workers=2, dashboard_port=dash) as client:
             info = client.scheduler_info()
             scheduler_port = int(client.scheduler.address.rsplit(":", 1)[1])
             assert client.scheduler.address.startswith(f"tcp://{LOCALHOST}:")

@@ -54,10 +54,10 @@ def flow(name: str):
 
 
 def dask_client(address: str | None):
-    """Context manager yielding the Dask client the flows compute on (see ``get_client``)."""
-    from catdask.distributed import get_client
+    """Context manager yielding the Dask client the flows compute on (see ``dask_client_context``)."""
+    from catdask.distributed import dask_client_context
 
-    return get_client(address)
+    return dask_client_context(address)
 
 
 def prefect_environment(environ, store_root: Path) -> dict[str, str]:
