@@ -1,4 +1,4 @@
-"""Tests of the global-optimality certificate (catdask/certificate.py, DESIGN.md section 4).
+"""Tests of the global-optimality certificate (catdask/certificate/, docs/design.md section 4).
 
 Self-contained on purpose: stationary points come from a small local maximiser (the polar
 iteration W <- polar([R_k w_k]_k), DESIGN.md section 2), not from the rest of catdask.
@@ -374,8 +374,9 @@ def test_input_validation():
         certify_global_optimum(TWO_OPTIMA, np.eye(3))
     with pytest.raises(ValueError, match="shape"):
         certify_global_optimum(TWO_OPTIMA[0], W)
-    with pytest.raises(ValueError, match="orthonormal"):
-        certify_global_optimum(TWO_OPTIMA, 2 * W)
+    # Well-formed but off the manifold: not certified, with the reason (never a crash).
+    off = certify_global_optimum(TWO_OPTIMA, 2 * W)
+    assert off.applicable and not off.certified and "orthonormal" in off.reason
     with pytest.raises(ValueError, match="full_sdp"):
         certify_global_optimum(TWO_OPTIMA, W, full_sdp="yes")
     with pytest.raises(ValueError, match="tol"):
@@ -437,3 +438,125 @@ def test_degenerate_problems():
     assert one.certified and one.objective == 1.0
     zero = certify_global_optimum(np.zeros((2, 4, 4)), np.eye(4)[:, :2])
     assert zero.certified and zero.objective == 0.0 and zero.gap == 0.0
+
+
+# --------------------------------------------------------------------------------------------
+# Never crash; verified margin; eigenvalue checks
+
+
+def test_internal_failures_become_not_certified(monkeypatch):
+    """LinAlgError / ArpackNoConvergence inside the test: a record naming it, no exception."""
+    from scipy.sparse.linalg import ArpackNoConvergence
+
+    from catdask.certificate import sdp_dual
+
+    def boom(point):
+        raise np.linalg.LinAlgError("Eigenvalues did not converge")
+
+    monkeypatch.setattr("catdask.certificate.certify.sdp_dual_test", boom)
+    cert = certify_global_optimum(TWO_OPTIMA, np.eye(3)[:, [1, 0]])
+    assert cert.applicable and not cert.certified
+    assert "LinAlgError" in cert.reason and "SDP-dual" in cert.reason
+    assert cert.objective == pytest.approx(2.25)
+    monkeypatch.undo()
+
+    def no_convergence(*args, **kwargs):
+        raise ArpackNoConvergence("ARPACK error -1: No convergence", np.empty(0), np.empty(0))
+
+    monkeypatch.setattr(sdp_dual, "top_eig", no_convergence)
+    cert = certify_global_optimum(TWO_OPTIMA, np.eye(3)[:, [1, 0]])
+    assert not cert.certified and "ArpackNoConvergence" in cert.reason
+    json.dumps(cert.to_dict(), allow_nan=False)  # still a registrable record
+
+
+def test_no_orthonormal_point_when_d_below_k():
+    cert = certify_global_optimum(np.zeros((3, 2, 2)), np.ones((2, 3)))
+    assert not cert.certified and "D >= K" in cert.reason
+
+
+def test_non_finite_class_matrices_are_not_certified():
+    R = TWO_OPTIMA.copy()
+    R[0, 0, 0] = np.inf
+    cert = certify_global_optimum(R, np.eye(3)[:, [1, 0]])
+    assert not cert.certified and "non-finite" in cert.reason
+
+
+@pytest.mark.parametrize("magnitude", [1e-150, 1e77, 1e150])
+def test_extreme_magnitudes_give_the_same_verdict(magnitude):
+    """Class matrices are normalised by a power of two: no overflow, same certificate."""
+    rng = np.random.default_rng(12)
+    R = random_problem(rng, 6, 3)
+    Ws, f = restarts(R, rng, 8)
+    W = Ws[int(np.argmax(f))]
+    ref = certify_global_optimum(R, W, full_sdp=False)
+    big = certify_global_optimum(R * magnitude, W, full_sdp=False)
+    assert big.certified == ref.certified
+    assert big.objective == pytest.approx(ref.objective * magnitude, rel=1e-12)
+    assert big.upper_bound == pytest.approx(ref.upper_bound * magnitude, rel=1e-9)
+    assert big.sdp_margin == pytest.approx(ref.sdp_margin, abs=1e-9)
+
+
+def test_verified_upper_bound_shows_the_tolerance():
+    """Certified: gap rounds to 0 but the verified bound is f(W) plus a small rigorous slack;
+    it is never beaten by random points."""
+    rng = np.random.default_rng(13)
+    for _ in range(10):
+        R = random_problem(rng, 5, 3)
+        Ws, f = restarts(R, rng, 6)
+        cert = certify_global_optimum(R, Ws[int(np.argmax(f))], full_sdp=False)
+        probes = objective(R, random_stiefel(rng, 5, 3, n=2000))
+        assert cert.verified_upper_bound >= probes.max() - 1e-12
+        assert cert.verified_upper_bound >= cert.objective
+        if cert.certified:
+            assert cert.gap == 0.0 and cert.eigen_check == "dense"
+            assert 0 <= cert.verified_gap <= 3 * cert.tol * np.abs(R).sum() / cert.objective
+            d = cert.to_dict()
+            assert d["verified_gap"] == cert.verified_gap
+        else:
+            assert cert.verified_upper_bound == cert.upper_bound
+            assert cert.verified_gap == pytest.approx(cert.gap)
+
+
+def test_old_records_without_new_fields_still_load():
+    d = certify_global_optimum(TWO_OPTIMA, np.eye(3)[:, [1, 0]]).to_dict()
+    for key in ("verified_upper_bound", "verified_gap", "eigen_check"):
+        d.pop(key)
+    back = Certificate.from_dict(d)
+    assert back.certified and math.isnan(back.verified_upper_bound) and back.eigen_check is None
+
+
+def test_cholesky_proves_the_bound_above_the_dense_limit(monkeypatch):
+    """Above VERIFY_DENSE_MAX_DIM the Lanczos estimate is proved by a Cholesky factorisation;
+    a wrong (too low) estimate is caught and dense eigh decides."""
+    from catdask.certificate import eigen
+
+    monkeypatch.setattr(eigen, "VERIFY_DENSE_MAX_DIM", 10)
+    rng = np.random.default_rng(14)
+    A = rng.standard_normal((60, 60))
+    A = A + A.T
+    top = np.linalg.eigvalsh(A)[-1]
+    upper, v, check = eigen.verified_top(60, matrix=A, v0=rng.standard_normal(60))
+    assert check == "lanczos+cholesky" and top <= upper <= top + 1e-8 * abs(top)
+
+    second = np.linalg.eigh(A)[1][:, -2]
+    monkeypatch.setattr(eigen, "_lanczos_top", lambda *args: second)  # converged to the wrong one
+    upper, _, check = eigen.verified_top(60, matrix=A)
+    assert check == "dense" and upper >= top
+
+
+def test_large_dense_problem_is_verified_without_trusting_lanczos(monkeypatch):
+    from catdask.certificate import eigen
+
+    monkeypatch.setattr(eigen, "VERIFY_DENSE_MAX_DIM", 50)
+    rng = np.random.default_rng(9)
+    D, K = 120, 3
+    R = np.zeros((K, D, D))
+    for k in range(K):
+        d = rng.uniform(0.0, 1.0, D)
+        d[k] = 5.0 + k
+        R[k] = np.diag(d)
+    R, W = rotated(R, np.eye(D)[:, :K], rng)
+    cert = certify_global_optimum(R, W, dense_max_dim=40, rng=0)
+    assert cert.certified and cert.eigen_check == "lanczos+cholesky"
+    lanczos = certify_global_optimum(Operator(R), W, dense_max_dim=40, rng=0)
+    assert lanczos.certified and lanczos.eigen_check == "lanczos"
