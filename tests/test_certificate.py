@@ -560,3 +560,46 @@ def test_large_dense_problem_is_verified_without_trusting_lanczos(monkeypatch):
     assert cert.certified and cert.eigen_check == "lanczos+cholesky"
     lanczos = certify_global_optimum(Operator(R), W, dense_max_dim=40, rng=0)
     assert lanczos.certified and lanczos.eigen_check == "lanczos"
+
+
+# --------------------------------------------------------------------------------------------
+# Rank-deficient kernel data fit with certify on (issue: certificates never crash a fit)
+
+
+def _rank_deficient_cases():
+    rng = np.random.default_rng(15)
+    y = np.repeat([0, 1, 2], 20)
+    X = rng.standard_normal((60, 5))
+    same = X.copy()
+    same[y == 0] = same[0]  # a class of identical rows
+    binary = (rng.random((60, 6)) > 0.5).astype(float)
+    binary[:, 2] = 1.0  # and a constant feature
+    y4 = np.repeat([0, 1, 2, 3], 15)
+    return [
+        ("identical-class-rbf", same, y, dict(origin="class")),
+        ("identical-class-linear", same, y, dict(origin="class", kernel="linear")),
+        ("binary-constant", binary, y, dict(origin="class")),
+        ("linear-kernel-D<K", rng.standard_normal((60, 2)), y4, dict(kernel="linear")),
+        ("constant-features", np.ones((60, 3)), y, dict(origin="class")),
+    ]
+
+
+@pytest.mark.parametrize("name,X,y,params", _rank_deficient_cases(),
+                         ids=[c[0] for c in _rank_deficient_cases()])
+def test_rank_deficient_kernel_data_fit_with_certify(name, X, y, params):
+    import warnings
+
+    from catdask import KernelCategorySpace
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = KernelCategorySpace(n_restarts=2, random_state=0, **params).fit(X, y)
+    cert = model.certificate_
+    assert cert.applicable and cert.reason
+    if not cert.certified:
+        assert cert.reason.startswith("not certified")
+    if name in ("identical-class-rbf", "linear-kernel-D<K", "constant-features"):
+        # Measured: degenerate axes or D < K; the reason names what the test could not do.
+        assert not cert.certified
+        assert "orthonormal" in cert.reason or "D >= K" in cert.reason
+    json.dumps(cert.to_dict(), allow_nan=False)
