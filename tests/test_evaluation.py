@@ -16,24 +16,16 @@ from sklearn.preprocessing import StandardScaler
 import catdask
 from catdask.evaluation.data import load_xy
 from catdask.evaluation.paper_tables import PAPER_TABLES
+from catdask.evaluation.compared_methods import Method, paper_methods
+from catdask.evaluation.experiments import Experiment, paper_experiments, run_experiment
 from catdask.evaluation.protocol import (
     C_GRID,
-    Experiment,
-    Method,
     evaluate_method,
     gamma_grid,
     make_preprocessor,
     make_splits,
-    paper_experiments,
-    paper_methods,
-    run_experiment,
 )
-from catdask.evaluation.report import (
-    CSV_COLUMNS,
-    markdown_table,
-    reproduction_skeleton,
-    write_experiment,
-)
+from catdask.evaluation.tables import CSV_COLUMNS, repository_relative, write_experiment
 
 from .conftest import REPO, make_blobs
 
@@ -258,8 +250,28 @@ def test_write_experiment_tables(tmp_path):
     assert "| Data set (K) | Method | Paper column | Ours | Paper | Δ |" in md
     assert "Preprocessing: **standardise**" in md and "skipped: thyroid is not here" in md
     assert paths["json"].exists()
-    skel = reproduction_skeleton([res], figures=["results/figures/x.png"])
-    assert markdown_table(res) in skel and "TODO" in skel and "x.png" in skel
+
+
+def test_written_tables_hold_no_absolute_paths(tmp_path):
+    """A skipped data set's reason names its source folder relative to the repository."""
+    res = _tiny_experiment()
+    res.skipped["thyroid"] = f"files not found in: {REPO.parent / 'shared' / 'data' / 'thyroid'}"
+    paths = write_experiment(res, tmp_path)
+    for path in paths.values():
+        text = path.read_text()
+        assert str(REPO.parent) not in text
+        assert "../shared/data/thyroid" in text
+    assert repository_relative("split 2/3 - 1/3, see https://x.org/a", REPO) == (
+        "split 2/3 - 1/3, see https://x.org/a")
+
+
+def test_committed_results_hold_no_machine_paths_or_todo_skeletons():
+    results = REPO / "docs" / "results"
+    assert not list(results.rglob("reproduction_skeleton.md"))
+    for path in results.rglob("*"):
+        if path.is_file() and path.suffix in (".csv", ".md", ".json", ".log"):
+            text = path.read_text(errors="replace")
+            assert not re.search(r"(?<![\w.])/(work|home|Users|root|tmp)/", text), path
 
 
 # ---------------------------------------------------------------------------- figures
@@ -334,7 +346,8 @@ def test_reproduce_paper_cli(tmp_path, capsys):
                    "--no-figures", "--out", str(tmp_path)])
     out = capsys.readouterr().out
     assert rc == 0 and "skipping thyroid" in out and "CQS-global" in out
-    assert (tmp_path / "table1.csv").exists() and (tmp_path / "reproduction_skeleton.md").exists()
+    assert (tmp_path / "table1.csv").exists()
+    assert not (tmp_path / "reproduction_skeleton.md").exists()
 
 
 def test_select_build_only_inside_inner_cv():
