@@ -406,3 +406,26 @@ def test_reproduce_paper_quick_run(tmp_path, capsys):
     assert len(pngs) == 1 and pngs[0].stat().st_size < 300_000
     assert "done" in out
     assert seconds < 120  # about 35 s on one core; generous for a loaded CI machine
+
+
+# ---------------------------------------------------------------------------- method registry
+def test_one_method_registry():
+    """catdask.methods is the registry behind the evaluation and the model files."""
+    from catdask import model_io
+    from catdask.methods import ESTIMATOR_CLASSES, METHODS, make_estimator, method_name
+
+    assert set(METHODS) == {"cqs", "cas", "kcqs", "kcas"}
+    cls, objective = METHODS["kcas"]  # unpacks like the pipeline's (class, objective) pairs
+    assert cls is catdask.KernelCategorySpace and objective == "absolute"
+    assert [METHODS[m].paper_name for m in METHODS] == ["CQS", "CAS", "K-CQS", "K-CAS"]
+    assert method_name(kernel=False, objective="absolute") == "cas"
+    est = make_estimator("kcqs", origin="class", gamma=0.5)
+    assert isinstance(est, catdask.KernelCategorySpace)
+    assert (est.objective, est.origin, est.gamma) == ("quadratic", "class", 0.5)
+    with pytest.raises(ValueError, match="Unknown method 'pca'"):
+        make_estimator("pca")
+    with pytest.raises(ValueError, match="objective is fixed"):
+        make_estimator("cqs", objective="absolute")
+    assert model_io.ESTIMATOR_CLASSES is ESTIMATOR_CLASSES
+    built = paper_methods()["K-CAS-A-class"].build(3, {"gamma": 0.1}, 0)
+    assert isinstance(built, catdask.KernelCategorySpace) and built.objective == "absolute"
