@@ -1,7 +1,7 @@
 """Tests of the global-optimality certificate (catdask/certificate/, docs/design.md section 4).
 
 Self-contained on purpose: stationary points come from a small local maximiser (the polar
-iteration W <- polar([R_k w_k]_k), DESIGN.md section 2), not from the rest of catdask.
+iteration W <- polar([R_k w_k]_k), docs/design.md section 2), not from the rest of catdask.
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def test_perturbed_optimum_is_not_certified():
 
 def test_fires_when_axes_are_the_dominant_eigenvectors():
     """R_k with mutually orthogonal dominant eigenvectors: W = those vectors is optimal, and
-    both Rapcsák and the SDP-dual test see it (DESIGN.md section 4)."""
+    both Rapcsák and the SDP-dual test see it (docs/design.md section 4)."""
     rng = np.random.default_rng(0)
     D, K = 7, 4
     R = np.zeros((K, D, D))
@@ -193,7 +193,7 @@ def test_local_but_not_global_maximum_is_not_certified():
 
 
 def test_random_problem_with_two_local_optima():
-    """Found by restarts (DESIGN.md 3c): the lower stationary point is never certified."""
+    """Found by restarts (docs/design.md 3c): the lower stationary point is never certified."""
     rng = np.random.default_rng(12)
     D = K = int(rng.integers(4, 6))
     R = random_problem(rng, D, K)
@@ -265,7 +265,7 @@ def test_reduced_bound_reason_when_sdp_is_skipped(monkeypatch):
 
 
 def _well_separated(rng, D, K, n_per_class=40):
-    """Global-origin class moments of well-separated Gaussian classes (DESIGN.md 3b)."""
+    """Global-origin class moments of well-separated Gaussian classes (docs/design.md 3b)."""
     means = 4.0 * rng.standard_normal((K, D))
     X = np.vstack([m + rng.standard_normal((n_per_class, D)) for m in means])
     X -= X.mean(axis=0)
@@ -400,7 +400,7 @@ def test_single_class_is_the_top_eigenvector():
 
 
 # --------------------------------------------------------------------------------------------
-# Real data (DESIGN.md section 4, "Measured")
+# Real data (docs/design.md section 4, "Measured")
 
 
 def _wine_moments(origin):
@@ -430,7 +430,7 @@ def test_wine(origin):
         # Measured: not certified, but the full relaxation bounds it within ~1.6e-3.
         assert not cert.certified and cert.bound_method == "sdp"
         assert 1e-4 < cert.gap < 5e-3
-    assert not cert.rapcsak  # vacuous in practice (DESIGN.md section 4)
+    assert not cert.rapcsak  # vacuous in practice (docs/design.md section 4)
 
 
 def test_degenerate_problems():

@@ -330,7 +330,7 @@ def test_protocol_with_category_space_methods():
     X, y = load_xy("wine")
     methods = paper_methods(n_restarts=2)
     res = evaluate_method(methods["CQS-global"], X, y, n_splits=2)
-    assert res.mean > 0.85  # DESIGN.md 3b: about 96% with the global origin
+    assert res.mean > 0.85  # docs/design.md 3b: about 96% with the global origin
     res = evaluate_method(methods["K-CQS-A-class"], X, y, n_splits=1, inner_folds=2)
     assert res.classifier.startswith("angle") and 0 <= res.mean <= 1
     assert "gamma" in res.splits[0]["params"] and res.splits[0]["C"] is None
