@@ -61,6 +61,17 @@ def restarts(R, rng, n):
     return Ws, f
 
 
+def dominant_axes_problem(rng, D, K, top):
+    """R_k diagonal with a dominant entry ``top + k`` at k, in a random basis: W = the rotated
+    e_1..e_K is the global optimum (f = sum_k (top + k) / 2)."""
+    R = np.zeros((K, D, D))
+    for k in range(K):
+        d = rng.uniform(0.0, 1.0, D)
+        d[k] = top + k
+        R[k] = np.diag(d)
+    return rotated(R, np.eye(D)[:, :K], rng)
+
+
 def rotated(R, W, rng):
     """The same problem in a random orthonormal basis (nothing axis-aligned by accident)."""
     Q = random_stiefel(rng, R.shape[1], R.shape[1])
@@ -149,12 +160,7 @@ def test_fires_when_axes_are_the_dominant_eigenvectors():
     both Rapcsák and the SDP-dual test see it (docs/design.md section 4)."""
     rng = np.random.default_rng(0)
     D, K = 7, 4
-    R = np.zeros((K, D, D))
-    for k in range(K):
-        d = rng.uniform(0.0, 1.0, D)
-        d[k] = 10.0 + k
-        R[k] = np.diag(d)
-    R, W = rotated(R, np.eye(D)[:, :K], rng)
+    R, W = dominant_axes_problem(rng, D, K, 10.0)
     cert = certify_global_optimum(R, W)
     assert cert.certified and cert.method == "sdp-dual"
     assert cert.rapcsak and cert.rapcsak_lambda_max <= cert.tol
@@ -316,12 +322,7 @@ def test_lanczos_path_large_dimension():
 def test_lanczos_certifies_constructed_optimum():
     rng = np.random.default_rng(9)
     D, K = 250, 3
-    R = np.zeros((K, D, D))
-    for k in range(K):
-        d = rng.uniform(0.0, 1.0, D)
-        d[k] = 5.0 + k
-        R[k] = np.diag(d)
-    R, W = rotated(R, np.eye(D)[:, :K], rng)
+    R, W = dominant_axes_problem(rng, D, K, 5.0)
     cert = certify_global_optimum(Operator(R), W, rng=0)
     assert cert.certified and cert.method == "sdp-dual" and cert.rapcsak
     assert cert.objective == pytest.approx(0.5 * (5 + 6 + 7))
@@ -550,12 +551,7 @@ def test_large_dense_problem_is_verified_without_trusting_lanczos(monkeypatch):
     monkeypatch.setattr(eigen, "VERIFY_DENSE_MAX_DIM", 50)
     rng = np.random.default_rng(9)
     D, K = 120, 3
-    R = np.zeros((K, D, D))
-    for k in range(K):
-        d = rng.uniform(0.0, 1.0, D)
-        d[k] = 5.0 + k
-        R[k] = np.diag(d)
-    R, W = rotated(R, np.eye(D)[:, :K], rng)
+    R, W = dominant_axes_problem(rng, D, K, 5.0)
     cert = certify_global_optimum(R, W, dense_max_dim=40, rng=0)
     assert cert.certified and cert.eigen_check == "lanczos+cholesky"
     lanczos = certify_global_optimum(Operator(R), W, dense_max_dim=40, rng=0)
