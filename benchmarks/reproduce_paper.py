@@ -4,12 +4,12 @@
     python benchmarks/reproduce_paper.py --quick    # wine + iris, 2 splits (under a minute)
 
 Writes, under --out (default docs/results/): table1/2/3 .csv/.md/.json (ours mean ± std, the
-paper's number, the difference) and reproduction_skeleton.md; the paper's Figures 1-3 as PNGs
-under --figures-dir (default docs/figures/; with --quick or --out: <out>/figures/).
-docs/reproduction.md is created from the skeleton only if it does not exist yet (it holds
-hand-written explanations). Data sets that are not available (thyroid and vertebral are not in
-../shared) are skipped with a printed message and listed in the tables.
-The protocol is documented in catdask/evaluation/protocol.py.
+paper's number, the difference); the paper's Figures 1-3 as PNGs under --figures-dir (default
+docs/figures/; with --quick or --out: <out>/figures/). docs/reproduction.md holds the
+hand-written explanations and is never written. Data sets whose files are not available are
+skipped with a printed message and listed in the tables.
+The protocol is documented in catdask/evaluation/protocol.py, the methods in
+catdask/evaluation/compared_methods.py, the tables' settings in catdask/evaluation/experiments.py.
 """
 
 from __future__ import annotations
@@ -28,14 +28,13 @@ sys.path.insert(0, str(REPO))
 
 from catdask.evaluation.data import PAPER_DATASETS  # noqa: E402
 from catdask.evaluation.figures import SIGMAS, paper_figures  # noqa: E402
-from catdask.evaluation.protocol import (  # noqa: E402
+from catdask.evaluation.compared_methods import (  # noqa: E402
     PROTOCOL_TOL,
     SELECT_RESTARTS,
-    paper_experiments,
     paper_methods,
-    run_experiment,
 )
-from catdask.evaluation.report import reproduction_skeleton, write_experiment  # noqa: E402
+from catdask.evaluation.experiments import paper_experiments, run_experiment  # noqa: E402
+from catdask.evaluation.tables import repository_relative, write_experiment  # noqa: E402
 
 QUICK_DATASETS = ("wine", "iris")
 
@@ -70,7 +69,7 @@ def parse_args(argv=None):
     p.add_argument("--preprocessing", default=None,
                    choices=["none", "centre", "standardise", "minmax"],
                    help="override every table's preprocessing (default: per table, see "
-                        "catdask.evaluation.protocol.paper_experiments)")
+                        "catdask.evaluation.experiments.paper_experiments)")
     p.add_argument("--no-figures", action="store_true")
     p.add_argument("--figures-dir", type=Path, default=None,
                    help="PNG folder (default docs/figures; --quick or --out: <out>/figures)")
@@ -99,7 +98,6 @@ def main(argv=None):
                             tol=args.tol)
     experiments = paper_experiments(kernel_max_samples=args.kernel_max_samples)
     settings = dict(tol=args.tol, n_restarts=n_restarts, select_restarts=select_restarts)
-    results = []
     for key in args.tables:
         exp = experiments[key]
         if args.preprocessing:
@@ -110,9 +108,9 @@ def main(argv=None):
                              random_state=args.seed, inner_folds=args.inner_folds,
                              n_jobs=args.n_jobs, progress=progress, settings=settings)
         paths = write_experiment(res, out)
-        progress(f"{key}: {res.settings['seconds']:.0f} s; wrote {paths['csv']} and "
-                 f"{paths['md']}")
-        results.append(res)
+        progress(f"{key}: {res.settings['seconds']:.0f} s; wrote "
+                 f"{repository_relative(str(paths['csv'].resolve()))} and "
+                 f"{repository_relative(str(paths['md'].resolve()))}")
 
     figures = []
     if not args.no_figures:
@@ -124,24 +122,8 @@ def main(argv=None):
                                 random_state=args.seed, n_restarts=1 if args.quick else 3)
         progress(f"figures: {time.perf_counter() - t0:.0f} s")
 
-    command = " ".join(["python benchmarks/reproduce_paper.py", *(argv or sys.argv[1:])])
-
-    def skeleton(where):
-        rel = [os.path.relpath(f, where) for f in figures]
-        return reproduction_skeleton(results, figures=rel, command=command)
-
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "reproduction_skeleton.md").write_text(skeleton(out))
-    target = REPO / "docs" / "reproduction.md"
-    if args.quick or out.resolve() != default_out.resolve():
-        progress(f"skeleton in {out / 'reproduction_skeleton.md'} (docs/reproduction.md is only "
-                 "created by a full run into docs/results)")
-    elif not target.exists():
-        target.write_text(skeleton(target.parent))
-        progress(f"wrote {target}")
-    else:
-        progress(f"{target} exists (hand-written): left unchanged; skeleton in "
-                 f"{out / 'reproduction_skeleton.md'}")
+    for path in figures:
+        progress(f"figure: {repository_relative(str(Path(path).resolve()))}")
     progress("done")
     return 0
 

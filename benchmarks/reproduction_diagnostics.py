@@ -33,15 +33,14 @@ from sklearn.preprocessing import FunctionTransformer, StandardScaler  # noqa: E
 from sklearn.svm import SVC, LinearSVC  # noqa: E402
 
 from catdask.evaluation import protocol  # noqa: E402
+from catdask.evaluation.compared_methods import Method, paper_methods  # noqa: E402
 from catdask.evaluation.data import load_xy  # noqa: E402
 from catdask.evaluation.protocol import (  # noqa: E402
-    Method,
+    _subsample,
     evaluate_method,
     evaluate_split,
     make_preprocessor,
     make_splits,
-    paper_methods,
-    _subsample,
 )
 
 HERE = REPO / "docs" / "results" / "experiments"
@@ -59,7 +58,7 @@ def write(name, rows, meta):
     keys = list(dict.fromkeys(k for r in rows for k in r))
     lines = [",".join(keys)] + [",".join(str(r.get(k, "")) for k in keys) for r in rows]
     (out / "results.csv").write_text("\n".join(lines) + "\n")
-    say(f"wrote {out}/results.csv")
+    say(f"wrote {(out / 'results.csv').relative_to(REPO)}")
 
 
 def pct(a):

@@ -12,13 +12,11 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 
 from .certificate import Certificate
-from .estimators import CategorySpace, KernelCategorySpace
 from .kernels import make_kernel
+from .methods import ESTIMATOR_CLASSES
 from .solver import RestartResult
 
-__all__ = ["export_model", "import_model", "MODEL_CLASSES"]
-
-MODEL_CLASSES = {"CategorySpace": CategorySpace, "KernelCategorySpace": KernelCategorySpace}
+__all__ = ["export_model", "import_model"]
 
 _ARRAYS = {
     "CategorySpace": ("components_", "mean_"),
@@ -62,8 +60,8 @@ def export_model(estimator):
         meta["preprocessing"] = "standardise"
         return arrays, meta
     name = type(estimator).__name__
-    if name not in MODEL_CLASSES:
-        raise TypeError(f"Cannot export {name}; expected one of {sorted(MODEL_CLASSES)}.")
+    if name not in ESTIMATOR_CLASSES:
+        raise TypeError(f"Cannot export {name}; expected one of {sorted(ESTIMATOR_CLASSES)}.")
     arrays = {a: np.asarray(getattr(estimator, a), dtype=float) for a in _ARRAYS[name]}
     classes = estimator.classes_
     meta = {
@@ -100,12 +98,12 @@ def import_model(arrays, meta):
         inner_meta = {k: v for k, v in meta.items() if k != "preprocessing"}
         return Pipeline([("standardise", scaler), ("model", import_model(arrays, inner_meta))])
     name = meta.get("class")
-    if not isinstance(name, str) or name not in MODEL_CLASSES:
+    if not isinstance(name, str) or name not in ESTIMATOR_CLASSES:
         raise ValueError(f"Unknown model class {name!r} in metadata.")
     params = dict(meta["params"])
     if params.get("init") == "given":
         params["init"] = "auto"
-    est = MODEL_CLASSES[name](**params)
+    est = ESTIMATOR_CLASSES[name](**params)
     for a in _ARRAYS[name]:
         if a not in arrays:
             raise ValueError(f"Model arrays are missing {a!r}.")

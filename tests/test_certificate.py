@@ -1,7 +1,7 @@
-"""Tests of the global-optimality certificate (catdask/certificate.py, DESIGN.md section 4).
+"""Tests of the global-optimality certificate (catdask/certificate/, docs/design.md section 4).
 
 Self-contained on purpose: stationary points come from a small local maximiser (the polar
-iteration W <- polar([R_k w_k]_k), DESIGN.md section 2), not from the rest of catdask.
+iteration W <- polar([R_k w_k]_k), docs/design.md section 2), not from the rest of catdask.
 """
 
 from __future__ import annotations
@@ -59,6 +59,17 @@ def restarts(R, rng, n):
     Ws = [maximise(R, random_stiefel(rng, D, K)) for _ in range(n)]
     f = np.array([objective(R, W) for W in Ws])
     return Ws, f
+
+
+def dominant_axes_problem(rng, D, K, top):
+    """R_k diagonal with a dominant entry ``top + k`` at k, in a random basis: W = the rotated
+    e_1..e_K is the global optimum (f = sum_k (top + k) / 2)."""
+    R = np.zeros((K, D, D))
+    for k in range(K):
+        d = rng.uniform(0.0, 1.0, D)
+        d[k] = top + k
+        R[k] = np.diag(d)
+    return rotated(R, np.eye(D)[:, :K], rng)
 
 
 def rotated(R, W, rng):
@@ -146,15 +157,10 @@ def test_perturbed_optimum_is_not_certified():
 
 def test_fires_when_axes_are_the_dominant_eigenvectors():
     """R_k with mutually orthogonal dominant eigenvectors: W = those vectors is optimal, and
-    both Rapcsák and the SDP-dual test see it (DESIGN.md section 4)."""
+    both Rapcsák and the SDP-dual test see it (docs/design.md section 4)."""
     rng = np.random.default_rng(0)
     D, K = 7, 4
-    R = np.zeros((K, D, D))
-    for k in range(K):
-        d = rng.uniform(0.0, 1.0, D)
-        d[k] = 10.0 + k
-        R[k] = np.diag(d)
-    R, W = rotated(R, np.eye(D)[:, :K], rng)
+    R, W = dominant_axes_problem(rng, D, K, 10.0)
     cert = certify_global_optimum(R, W)
     assert cert.certified and cert.method == "sdp-dual"
     assert cert.rapcsak and cert.rapcsak_lambda_max <= cert.tol
@@ -193,7 +199,7 @@ def test_local_but_not_global_maximum_is_not_certified():
 
 
 def test_random_problem_with_two_local_optima():
-    """Found by restarts (DESIGN.md 3c): the lower stationary point is never certified."""
+    """Found by restarts (docs/design.md 3c): the lower stationary point is never certified."""
     rng = np.random.default_rng(12)
     D = K = int(rng.integers(4, 6))
     R = random_problem(rng, D, K)
@@ -265,7 +271,7 @@ def test_reduced_bound_reason_when_sdp_is_skipped(monkeypatch):
 
 
 def _well_separated(rng, D, K, n_per_class=40):
-    """Global-origin class moments of well-separated Gaussian classes (DESIGN.md 3b)."""
+    """Global-origin class moments of well-separated Gaussian classes (docs/design.md 3b)."""
     means = 4.0 * rng.standard_normal((K, D))
     X = np.vstack([m + rng.standard_normal((n_per_class, D)) for m in means])
     X -= X.mean(axis=0)
@@ -316,12 +322,7 @@ def test_lanczos_path_large_dimension():
 def test_lanczos_certifies_constructed_optimum():
     rng = np.random.default_rng(9)
     D, K = 250, 3
-    R = np.zeros((K, D, D))
-    for k in range(K):
-        d = rng.uniform(0.0, 1.0, D)
-        d[k] = 5.0 + k
-        R[k] = np.diag(d)
-    R, W = rotated(R, np.eye(D)[:, :K], rng)
+    R, W = dominant_axes_problem(rng, D, K, 5.0)
     cert = certify_global_optimum(Operator(R), W, rng=0)
     assert cert.certified and cert.method == "sdp-dual" and cert.rapcsak
     assert cert.objective == pytest.approx(0.5 * (5 + 6 + 7))
@@ -374,8 +375,9 @@ def test_input_validation():
         certify_global_optimum(TWO_OPTIMA, np.eye(3))
     with pytest.raises(ValueError, match="shape"):
         certify_global_optimum(TWO_OPTIMA[0], W)
-    with pytest.raises(ValueError, match="orthonormal"):
-        certify_global_optimum(TWO_OPTIMA, 2 * W)
+    # Well-formed but off the manifold: not certified, with the reason (never a crash).
+    off = certify_global_optimum(TWO_OPTIMA, 2 * W)
+    assert off.applicable and not off.certified and "orthonormal" in off.reason
     with pytest.raises(ValueError, match="full_sdp"):
         certify_global_optimum(TWO_OPTIMA, W, full_sdp="yes")
     with pytest.raises(ValueError, match="tol"):
@@ -399,7 +401,7 @@ def test_single_class_is_the_top_eigenvector():
 
 
 # --------------------------------------------------------------------------------------------
-# Real data (DESIGN.md section 4, "Measured")
+# Real data (docs/design.md section 4, "Measured")
 
 
 def _wine_moments(origin):
@@ -429,7 +431,7 @@ def test_wine(origin):
         # Measured: not certified, but the full relaxation bounds it within ~1.6e-3.
         assert not cert.certified and cert.bound_method == "sdp"
         assert 1e-4 < cert.gap < 5e-3
-    assert not cert.rapcsak  # vacuous in practice (DESIGN.md section 4)
+    assert not cert.rapcsak  # vacuous in practice (docs/design.md section 4)
 
 
 def test_degenerate_problems():
@@ -437,3 +439,163 @@ def test_degenerate_problems():
     assert one.certified and one.objective == 1.0
     zero = certify_global_optimum(np.zeros((2, 4, 4)), np.eye(4)[:, :2])
     assert zero.certified and zero.objective == 0.0 and zero.gap == 0.0
+
+
+# --------------------------------------------------------------------------------------------
+# Never crash; verified margin; eigenvalue checks
+
+
+def test_internal_failures_become_not_certified(monkeypatch):
+    """LinAlgError / ArpackNoConvergence inside the test: a record naming it, no exception."""
+    from scipy.sparse.linalg import ArpackNoConvergence
+
+    from catdask.certificate import sdp_dual
+
+    def boom(point):
+        raise np.linalg.LinAlgError("Eigenvalues did not converge")
+
+    monkeypatch.setattr("catdask.certificate.certify.sdp_dual_test", boom)
+    cert = certify_global_optimum(TWO_OPTIMA, np.eye(3)[:, [1, 0]])
+    assert cert.applicable and not cert.certified
+    assert "LinAlgError" in cert.reason and "SDP-dual" in cert.reason
+    assert cert.objective == pytest.approx(2.25)
+    monkeypatch.undo()
+
+    def no_convergence(*args, **kwargs):
+        raise ArpackNoConvergence("ARPACK error -1: No convergence", np.empty(0), np.empty(0))
+
+    monkeypatch.setattr(sdp_dual, "top_eig", no_convergence)
+    cert = certify_global_optimum(TWO_OPTIMA, np.eye(3)[:, [1, 0]])
+    assert not cert.certified and "ArpackNoConvergence" in cert.reason
+    json.dumps(cert.to_dict(), allow_nan=False)  # still a registrable record
+
+
+def test_no_orthonormal_point_when_d_below_k():
+    cert = certify_global_optimum(np.zeros((3, 2, 2)), np.ones((2, 3)))
+    assert not cert.certified and "D >= K" in cert.reason
+
+
+def test_non_finite_class_matrices_are_not_certified():
+    R = TWO_OPTIMA.copy()
+    R[0, 0, 0] = np.inf
+    cert = certify_global_optimum(R, np.eye(3)[:, [1, 0]])
+    assert not cert.certified and "non-finite" in cert.reason
+
+
+@pytest.mark.parametrize("magnitude", [1e-150, 1e77, 1e150])
+def test_extreme_magnitudes_give_the_same_verdict(magnitude):
+    """Class matrices are normalised by a power of two: no overflow, same certificate."""
+    rng = np.random.default_rng(12)
+    R = random_problem(rng, 6, 3)
+    Ws, f = restarts(R, rng, 8)
+    W = Ws[int(np.argmax(f))]
+    ref = certify_global_optimum(R, W, full_sdp=False)
+    big = certify_global_optimum(R * magnitude, W, full_sdp=False)
+    assert big.certified == ref.certified
+    assert big.objective == pytest.approx(ref.objective * magnitude, rel=1e-12)
+    assert big.upper_bound == pytest.approx(ref.upper_bound * magnitude, rel=1e-9)
+    assert big.sdp_margin == pytest.approx(ref.sdp_margin, abs=1e-9)
+
+
+def test_verified_upper_bound_shows_the_tolerance():
+    """Certified: gap rounds to 0 but the verified bound is f(W) plus a small rigorous slack;
+    it is never beaten by random points."""
+    rng = np.random.default_rng(13)
+    for _ in range(10):
+        R = random_problem(rng, 5, 3)
+        Ws, f = restarts(R, rng, 6)
+        cert = certify_global_optimum(R, Ws[int(np.argmax(f))], full_sdp=False)
+        probes = objective(R, random_stiefel(rng, 5, 3, n=2000))
+        assert cert.verified_upper_bound >= probes.max() - 1e-12
+        assert cert.verified_upper_bound >= cert.objective
+        if cert.certified:
+            assert cert.gap == 0.0 and cert.eigen_check == "dense"
+            assert 0 <= cert.verified_gap <= 3 * cert.tol * np.abs(R).sum() / cert.objective
+            d = cert.to_dict()
+            assert d["verified_gap"] == cert.verified_gap
+        else:
+            assert cert.verified_upper_bound == cert.upper_bound
+            assert cert.verified_gap == pytest.approx(cert.gap)
+
+
+def test_old_records_without_new_fields_still_load():
+    d = certify_global_optimum(TWO_OPTIMA, np.eye(3)[:, [1, 0]]).to_dict()
+    for key in ("verified_upper_bound", "verified_gap", "eigen_check"):
+        d.pop(key)
+    back = Certificate.from_dict(d)
+    assert back.certified and math.isnan(back.verified_upper_bound) and back.eigen_check is None
+
+
+def test_cholesky_proves_the_bound_above_the_dense_limit(monkeypatch):
+    """Above VERIFY_DENSE_MAX_DIM the Lanczos estimate is proved by a Cholesky factorisation;
+    a wrong (too low) estimate is caught and dense eigh decides."""
+    from catdask.certificate import eigen
+
+    monkeypatch.setattr(eigen, "VERIFY_DENSE_MAX_DIM", 10)
+    rng = np.random.default_rng(14)
+    A = rng.standard_normal((60, 60))
+    A = A + A.T
+    top = np.linalg.eigvalsh(A)[-1]
+    upper, v, check = eigen.verified_top(60, matrix=A, v0=rng.standard_normal(60))
+    assert check == "lanczos+cholesky" and top <= upper <= top + 1e-8 * abs(top)
+
+    second = np.linalg.eigh(A)[1][:, -2]
+    monkeypatch.setattr(eigen, "_lanczos_top", lambda *args: second)  # converged to the wrong one
+    upper, _, check = eigen.verified_top(60, matrix=A)
+    assert check == "dense" and upper >= top
+
+
+def test_large_dense_problem_is_verified_without_trusting_lanczos(monkeypatch):
+    from catdask.certificate import eigen
+
+    monkeypatch.setattr(eigen, "VERIFY_DENSE_MAX_DIM", 50)
+    rng = np.random.default_rng(9)
+    D, K = 120, 3
+    R, W = dominant_axes_problem(rng, D, K, 5.0)
+    cert = certify_global_optimum(R, W, dense_max_dim=40, rng=0)
+    assert cert.certified and cert.eigen_check == "lanczos+cholesky"
+    lanczos = certify_global_optimum(Operator(R), W, dense_max_dim=40, rng=0)
+    assert lanczos.certified and lanczos.eigen_check == "lanczos"
+
+
+# --------------------------------------------------------------------------------------------
+# Rank-deficient kernel data fit with certify on (issue: certificates never crash a fit)
+
+
+def _rank_deficient_cases():
+    rng = np.random.default_rng(15)
+    y = np.repeat([0, 1, 2], 20)
+    X = rng.standard_normal((60, 5))
+    same = X.copy()
+    same[y == 0] = same[0]  # a class of identical rows
+    binary = (rng.random((60, 6)) > 0.5).astype(float)
+    binary[:, 2] = 1.0  # and a constant feature
+    y4 = np.repeat([0, 1, 2, 3], 15)
+    return [
+        ("identical-class-rbf", same, y, dict(origin="class")),
+        ("identical-class-linear", same, y, dict(origin="class", kernel="linear")),
+        ("binary-constant", binary, y, dict(origin="class")),
+        ("linear-kernel-D<K", rng.standard_normal((60, 2)), y4, dict(kernel="linear")),
+        ("constant-features", np.ones((60, 3)), y, dict(origin="class")),
+    ]
+
+
+@pytest.mark.parametrize("name,X,y,params", _rank_deficient_cases(),
+                         ids=[c[0] for c in _rank_deficient_cases()])
+def test_rank_deficient_kernel_data_fit_with_certify(name, X, y, params):
+    import warnings
+
+    from catdask import KernelCategorySpace
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = KernelCategorySpace(n_restarts=2, random_state=0, **params).fit(X, y)
+    cert = model.certificate_
+    assert cert.applicable and cert.reason
+    if not cert.certified:
+        assert cert.reason.startswith("not certified")
+    if name in ("identical-class-rbf", "linear-kernel-D<K", "constant-features"):
+        # Measured: degenerate axes or D < K; the reason names what the test could not do.
+        assert not cert.certified
+        assert "orthonormal" in cert.reason or "D >= K" in cert.reason
+    json.dumps(cert.to_dict(), allow_nan=False)

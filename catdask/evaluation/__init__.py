@@ -2,10 +2,12 @@
 
 - :mod:`~catdask.evaluation.data`: ``load_xy(name)`` for the paper's UCI data sets.
 - :mod:`~catdask.evaluation.baselines`: PCA, MC-FLD, LS-LDA, K-PCA, K-MC-FLD transformers.
+- :mod:`~catdask.evaluation.compared_methods`: the compared methods (``paper_methods``).
 - :mod:`~catdask.evaluation.protocol`: repeated 2/3 - 1/3 splits, inner-CV selection, SVM or
-  angle classifier; ``run_experiment`` per paper table.
+  angle classifier (``evaluate_method``).
+- :mod:`~catdask.evaluation.experiments`: the paper's tables as experiments; ``run_experiment``.
 - :mod:`~catdask.evaluation.paper_tables`: the paper's Tables 1-3 as data.
-- :mod:`~catdask.evaluation.report`: CSV / Markdown / JSON tables, ours vs the paper.
+- :mod:`~catdask.evaluation.tables`: CSV / Markdown / JSON tables, ours vs the paper.
 - :mod:`~catdask.evaluation.figures`: the paper's Figures 1-3 (K-CQS vs K-PCA vs K-MC-FLD).
 
 ``benchmarks/reproduce_paper.py`` runs all of it.
@@ -21,18 +23,10 @@ from .baselines import (
 )
 from .data import PAPER_DATASETS, load_xy
 from .paper_tables import PAPER_TABLES
-from .protocol import (
-    Experiment,
-    ExperimentResult,
-    Method,
-    MethodResult,
-    evaluate_method,
-    make_splits,
-    paper_experiments,
-    paper_methods,
-    run_experiment,
-)
-from .report import markdown_table, reproduction_skeleton, result_rows, write_experiment
+from .compared_methods import Method, paper_methods
+from .experiments import Experiment, ExperimentResult, paper_experiments, run_experiment
+from .protocol import MethodResult, evaluate_method, make_splits
+from .tables import markdown_table, result_rows, write_experiment
 
 __all__ = [
     "KernelFisherDiscriminant",
@@ -54,7 +48,6 @@ __all__ = [
     "paper_methods",
     "run_experiment",
     "markdown_table",
-    "reproduction_skeleton",
     "result_rows",
     "write_experiment",
 ]

@@ -84,7 +84,33 @@ def ye_indicator_matrix(codes, n_classes):
     return Y
 
 
-class LeastSquaresLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class _SupervisedProjection:
+    """Mixin: needs y in ``fit``; output width from the projection's columns (``_projection``
+    names the fitted attribute)."""
+
+    _projection = "coef_"
+
+    @property
+    def _n_features_out(self):
+        return getattr(self, self._projection).shape[1]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        return tags
+
+
+def _classification_data(estimator, X, y):
+    """Validated float X and class codes 0..K-1; sets ``estimator.classes_``."""
+    X, y = validate_data(estimator, X, y, dtype=np.float64, ensure_min_samples=2)
+    check_classification_targets(y)
+    estimator.classes_, codes = np.unique(y, return_inverse=True)
+    return X, codes
+
+
+class LeastSquaresLDA(
+    _SupervisedProjection, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
+):
     """Least-squares LDA (LS-LDA): linear regression of centred X onto Ye's class indicators.
 
     ``W = argmin ||Xc W - Y||_F^2 + alpha ||W||_F^2`` with ``Xc`` the centred patterns and ``Y``
@@ -134,20 +160,9 @@ class LeastSquaresLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
-        """Fit the regression.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,)
-
-        Returns
-        -------
-        self : LeastSquaresLDA
-        """
-        X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
-        check_classification_targets(y)
-        self.classes_, codes = np.unique(y, return_inverse=True)
+        """Fit the regression on X (n_samples, n_features) and labels y (n_samples,); returns
+        self."""
+        X, codes = _classification_data(self, X, y)
         Y = ye_indicator_matrix(codes, len(self.classes_))
         self.mean_ = X.mean(axis=0)
         Xc = X - self.mean_
@@ -160,31 +175,16 @@ class LeastSquaresLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         return self
 
     def transform(self, X):
-        """Project to the K regression outputs ``(X - mean_) W``.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        X_new : ndarray of shape (n_samples, n_classes)
-        """
+        """The K regression outputs ``(X - mean_) W``, shape (n_samples, n_classes)."""
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=np.float64)
         return (X - self.mean_) @ self.coef_
 
-    @property
-    def _n_features_out(self):
-        return self.coef_.shape[1]
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.target_tags.required = True
-        return tags
 
 
-class KernelFisherDiscriminant(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class KernelFisherDiscriminant(
+    _SupervisedProjection, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
+):
     """Multi-class kernel Fisher discriminant (K-MC-FLD, generalised discriminant analysis).
 
     Directions ``w = sum_j a_j phi_c(x_j)`` in the centred feature space maximise the Rayleigh
@@ -246,6 +246,7 @@ class KernelFisherDiscriminant(ClassNamePrefixFeaturesOutMixin, TransformerMixin
     (4, 2)
     """
 
+    _projection = "dual_coef_"
     _parameter_constraints: dict = {
         "n_components": [Interval(Integral, 1, None, closed="left"), None],
         "kernel": [StrOptions({"rbf", "linear", "poly", "sigmoid", "cosine"})],
@@ -286,9 +287,7 @@ class KernelFisherDiscriminant(ClassNamePrefixFeaturesOutMixin, TransformerMixin
         -------
         self : KernelFisherDiscriminant
         """
-        X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
-        check_classification_targets(y)
-        self.classes_, codes = np.unique(y, return_inverse=True)
+        X, codes = _classification_data(self, X, y)
         K, n = len(self.classes_), X.shape[0]
         if K < 2:
             raise ValueError(f"KernelFisherDiscriminant needs at least 2 classes; y has {K}.")
@@ -324,16 +323,7 @@ class KernelFisherDiscriminant(ClassNamePrefixFeaturesOutMixin, TransformerMixin
         return self
 
     def transform(self, X):
-        """Project onto the discriminant directions.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        X_new : ndarray of shape (n_samples, n_components)
-        """
+        """Coordinates on the discriminant directions, shape (n_samples, n_components)."""
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=np.float64)
         Kx = self._kernel(X, self.X_fit_)
@@ -341,11 +331,3 @@ class KernelFisherDiscriminant(ClassNamePrefixFeaturesOutMixin, TransformerMixin
         Kx = Kx - Kx.mean(axis=1, keepdims=True) - self._col_means[None, :] + self._total_mean
         return Kx @ self.dual_coef_
 
-    @property
-    def _n_features_out(self):
-        return self.dual_coef_.shape[1]
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.target_tags.required = True
-        return tags

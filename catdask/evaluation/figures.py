@@ -4,7 +4,7 @@ The paper shows, for small, medium and large RBF widths sigma (in [0.1, 0.8], ``
 1 / (2 sigma^2)``; the scaling of the data is not stated), one row per three-class data set and the columns K-CQS (3-D
 category space), K-PCA and K-MC-FLD. :func:`paper_figure` draws one such grid for one sigma;
 :func:`paper_figures` draws one grid PNG per sigma, with a K-CQS column for each
-origin (``"class"``: Algorithm 1; ``"global"``: eq. (1), DESIGN.md 3b). The paper's rows are
+origin (``"class"``: Algorithm 1; ``"global"``: eq. (1), docs/design.md 3b). The paper's rows are
 vertebral, thyroid, wine, iris, seeds (the first two are not available here). Its Figure 1 is
 captioned "medium sigma" but labelled ``fig:category-space-reduced``, its Figure 2 captioned
 "small sigma" but labelled ``...-md-sigma``; we name files by the sigma used.
@@ -109,7 +109,7 @@ def paper_figure(data, sigma, path, *, origins=("class", "global"), n_restarts=3
         PNG file to write.
     origins : sequence of {"class", "global"}, default=("class", "global")
         One K-CQS column per origin (``"class"`` is the paper's Algorithm 1, ``"global"`` the
-        origin that reproduces Table 1; DESIGN.md 3b).
+        origin that reproduces Table 1; docs/design.md 3b).
     three_d : bool, default=True
         K-CQS as a 3-D scatter; False draws the view along (1, 1, 1).
     dpi : int, default=80

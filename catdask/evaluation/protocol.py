@@ -3,7 +3,7 @@
 For every split (stratified, seeded; default 10 repeats):
 
 1. preprocessing (``"none"``, ``"centre"``, ``"standardise"`` or ``"minmax"``) is fitted on
-   the training part only (per table: see :func:`paper_experiments`);
+   the training part only (per table: see :func:`~catdask.evaluation.experiments.paper_experiments`);
 2. hyper-parameters are chosen by an inner stratified K-fold on the training part only
    (preprocessing refitted inside each inner fold): the SVM's ``C`` over ``C_GRID`` and, for
    kernel methods, the RBF ``gamma`` over ``gamma_grid`` (``factor / (D * var)`` with ``var``
@@ -25,7 +25,6 @@ from __future__ import annotations
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 from sklearn.base import clone
@@ -35,171 +34,23 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer, MinMaxScaler, StandardScaler
 from sklearn.svm import LinearSVC
 
-from . import baselines
-
 __all__ = [
     "C_GRID",
     "GAMMA_FACTORS",
-    "PROTOCOL_TOL",
-    "SELECT_RESTARTS",
-    "Method",
+    "PREPROCESSING",
     "MethodResult",
-    "Experiment",
-    "ExperimentResult",
-    "paper_methods",
-    "paper_experiments",
     "make_preprocessor",
     "make_splits",
     "gamma_grid",
     "evaluate_split",
     "evaluate_method",
-    "run_experiment",
 ]
 
-#: SVM regularisation values tried by the inner cross-validation.
+#: SVM ``C`` values tried by the inner cross-validation.
 C_GRID = (0.01, 0.1, 1.0, 10.0, 100.0, 1000.0)
 #: RBF gamma = factor / (D * var(X_train)) for these factors (kernel methods).
 GAMMA_FACTORS = (0.1, 0.3, 1.0, 3.0, 10.0)
-#: Category-space stopping tolerance in the protocol (the paper's is 1e-8; see paper_methods).
-PROTOCOL_TOL = 1e-6
-#: Category-space restarts per fit inside the inner cross-validation (final refit: 5).
-SELECT_RESTARTS = 2
 PREPROCESSING = ("none", "centre", "standardise", "minmax")
-
-
-# ---------------------------------------------------------------------------- methods
-@dataclass(frozen=True)
-class Method:
-    """One dimensionality-reduction method of the comparison.
-
-    Attributes
-    ----------
-    name : str
-        Our name, e.g. ``"K-CQS-global"``.
-    build : callable
-        ``build(n_classes, params, seed) -> estimator``. ``params`` holds the selected
-        hyper-parameters (``{"gamma": ...}`` for kernel methods, else empty); ``seed`` an int.
-        The estimator is a transformer, or (``classifier="angle"``) has ``predict``.
-    classifier : {"svm", "angle"}
-        Linear SVM on the reduced coordinates, or the estimator's own ``predict``.
-    kernel : bool
-        Select the RBF gamma by inner cross-validation.
-    paper_column : str or None
-        Column of the paper's table this method is compared with.
-    description : str
-    select_build : callable or None
-        Builder used inside the inner cross-validation only (e.g. fewer restarts); None
-        means ``build``. The final refit, which is what the test part scores, always uses
-        ``build``.
-    """
-
-    name: str
-    build: Callable
-    classifier: str = "svm"
-    kernel: bool = False
-    paper_column: str | None = None
-    description: str = ""
-    select_build: Callable | None = None
-
-    def builder(self, stage):
-        """``build`` for the final refit (``stage="final"``); ``select_build`` (if set) for
-        the inner cross-validation (``stage="select"``)."""
-        if stage == "select" and self.select_build is not None:
-            return self.select_build
-        return self.build
-
-
-def paper_methods(*, n_restarts=5, select_restarts=SELECT_RESTARTS, tol=PROTOCOL_TOL,
-                  certify=False, kfd_reg=1e-3, max_iter=2000):
-    """Every method of the paper's Tables 1-3, plus the variants we add.
-
-    Category-space methods come in both origins (DESIGN.md 3b): ``-class`` is the paper's
-    Algorithm 1, ``-global`` its eq. (1) with x0 the training centroid.
-
-    Parameters
-    ----------
-    n_restarts, max_iter : int
-        Passed to :class:`catdask.CategorySpace` / :class:`catdask.KernelCategorySpace` for
-        the final refit on the whole training part (the model the test part scores).
-    select_restarts : int or None, default=SELECT_RESTARTS
-        Restarts per fit inside the inner cross-validation (hyper-parameter selection only;
-        the first start is the deterministic "decoupled" one). None: ``n_restarts``.
-    tol : float, default=PROTOCOL_TOL
-        Stopping tolerance on the step ``||W_new - W_old||`` (kernel: RKHS norm). The paper
-        uses 1e-8; 1e-6 moves the reduced coordinates by ~1e-6 (relative), far below what
-        changes an SVM decision on these data (measured: docs/reproduction.md), and saves
-        the slow tail of the linear convergence.
-    certify : bool, default=False
-        Certificates are not needed for accuracy and cost time; off by default.
-    kfd_reg : float
-        Relative regulariser of :class:`~catdask.evaluation.baselines.KernelFisherDiscriminant`.
-
-    Returns
-    -------
-    dict of str to Method
-    """
-    methods = {}
-
-    def add(m):
-        methods[m.name] = m
-
-    def category(kernel, objective, origin, restarts):
-        def build(n_classes, params, seed):
-            import catdask
-
-            common = dict(
-                objective=objective,
-                origin=origin,
-                n_restarts=restarts,
-                tol=tol,
-                max_iter=max_iter,
-                certify=certify,
-                random_state=seed,
-            )
-            if kernel:
-                return catdask.KernelCategorySpace(kernel="rbf", gamma=params["gamma"], **common)
-            return catdask.CategorySpace(**common)
-
-        return build
-
-    for kernel in (False, True):
-        for objective, short in (("quadratic", "CQS"), ("absolute", "CAS")):
-            for classifier in ("svm", "angle"):
-                for origin in ("global", "class"):
-                    angle = "-A" if classifier == "angle" else ""
-                    column = ("K-" if kernel else "") + short + angle
-                    add(
-                        Method(
-                            name=f"{column}-{origin}",
-                            build=category(kernel, objective, origin, n_restarts),
-                            select_build=(
-                                None if select_restarts in (None, n_restarts)
-                                else category(kernel, objective, origin, select_restarts)
-                            ),
-                            classifier=classifier,
-                            kernel=kernel,
-                            paper_column=column,
-                            description=(
-                                f"{'Kernel (RBF) ' if kernel else ''}category space, "
-                                f"{objective} objective, origin={origin!r}, "
-                                + ("linear SVM" if classifier == "svm" else "angle classifier")
-                            ),
-                        )
-                    )
-    add(Method("PCA", lambda K, p, s: baselines.make_pca(K), paper_column="PCA",
-               description="PCA, K components (sklearn PCA)"))
-    add(Method("MC-FLD", lambda K, p, s: baselines.make_mcfld(K), paper_column="MC-FLD",
-               description="multi-class Fisher, K-1 components (sklearn LDA, solver='svd')"))
-    add(Method("LS-LDA", lambda K, p, s: baselines.LeastSquaresLDA(), paper_column="LS-LDA",
-               description="least-squares LDA (Ye 2007), K outputs, minimum-norm solution"))
-    add(Method("K-PCA", lambda K, p, s: baselines.make_kernel_pca(K, gamma=p["gamma"]),
-               kernel=True, paper_column="K-PCA",
-               description="kernel PCA (RBF), K components (sklearn KernelPCA)"))
-    add(Method("K-MC-FLD",
-               lambda K, p, s: baselines.KernelFisherDiscriminant(gamma=p["gamma"], reg=kfd_reg),
-               kernel=True, paper_column="K-MC-FLD",
-               description=f"multi-class kernel Fisher (RBF), K-1 components, reg={kfd_reg}"))
-    return methods
 
 
 # ---------------------------------------------------------------------------- pieces
@@ -474,135 +325,3 @@ def evaluate_method(method, X, y, *, dataset="", n_splits=10, test_size=1 / 3,
         note=note,
     )
 
-
-# ---------------------------------------------------------------------------- experiments
-@dataclass(frozen=True)
-class Experiment:
-    """One of the paper's tables: which methods, which preprocessing, which paper numbers.
-
-    Attributes
-    ----------
-    key : str
-        ``"table1"``, ``"table2"``, ``"table3"``.
-    title : str
-    methods : tuple of str
-        Names in :func:`paper_methods`.
-    preprocessing : str
-    max_samples : int or None
-        Subsample larger data sets to this many rows (kernel tables; recorded per result).
-    """
-
-    key: str
-    title: str
-    methods: tuple
-    preprocessing: str = "standardise"
-    max_samples: int | None = None
-
-
-def paper_experiments(*, kernel_max_samples=2000):
-    """Our protocol for each of the paper's three tables.
-
-    Preprocessing (the paper does not state it):
-
-    - Table 1: ``"none"`` (raw features). Measured, 5 splits: PCA on raw wine gives 78.7%
-      (paper 77.19%) against 96.7% standardised; raw vehicle PCA 51.4% (paper 55.36%) against
-      43.2%; raw segmentation PCA 89.3% (paper 94.40%) against 81.2%; 10 splits, raw vs
-      standardised CQS-global: vehicle 54.5% vs 44.1% (paper 53.91%), segmentation 90.0% vs
-      79.7% (paper 93.14%), but wine 87.7% vs 96.3% (paper 96.07%). Raw features match the
-      paper in most cells, so Table 1 was most likely run without scaling (wine CQS is the
-      exception).
-    - Tables 2 and 3: ``"standardise"`` (z-score on the training part): the paper's RBF width
-      range ([0.1, 0.8], Figures 1-3) only makes sense on scaled data and Table 3's LaTeX label
-      is ``kernel-zscore-angle``. (Table 2's label says ``kernel-norm``; ``"minmax"`` is
-      available to test that reading.)
-
-    Kernel tables subsample data sets larger than ``kernel_max_samples`` (satellite,
-    N = 6435). Table 3 also carries the linear angle-classifier variants (no paper numbers).
-    """
-    t1 = ("CQS-global", "CQS-class", "CAS-global", "CAS-class", "LS-LDA", "PCA", "MC-FLD")
-    t2 = ("K-CQS-global", "K-CQS-class", "K-CAS-global", "K-CAS-class", "K-PCA", "K-MC-FLD")
-    t3 = ("K-CQS-A-global", "K-CQS-A-class", "K-CAS-A-global", "K-CAS-A-class",
-          "CQS-A-global", "CQS-A-class", "CAS-A-global", "CAS-A-class")
-    return {
-        "table1": Experiment("table1", "Linear dimensionality reduction w/ SVM classification", t1,
-                             preprocessing="none"),
-        "table2": Experiment("table2", "Kernel dimensionality reduction w/ SVM classification", t2,
-                             max_samples=kernel_max_samples),
-        "table3": Experiment("table3", "Kernel dimensionality reduction w/ angle classification",
-                             t3, max_samples=kernel_max_samples),
-    }
-
-
-@dataclass
-class ExperimentResult:
-    """All results of one experiment (table), plus the data sets it had to skip and why."""
-
-    experiment: Experiment
-    results: list = field(default_factory=list)
-    skipped: dict = field(default_factory=dict)
-    settings: dict = field(default_factory=dict)
-
-
-def run_experiment(experiment, datasets, *, loader=None, methods=None, n_splits=10,
-                   random_state=0, inner_folds=3, n_jobs=1, progress=print, settings=None):
-    """Run one table's methods on the given data sets.
-
-    Parameters
-    ----------
-    experiment : Experiment
-    datasets : sequence of str
-    loader : callable, default=None
-        ``loader(name) -> (X, y)``; default :func:`catdask.evaluation.data.load_xy`. A
-        :class:`FileNotFoundError` skips the data set, with a message through ``progress``.
-    methods : dict of str to Method, default=None
-        Default :func:`paper_methods`.
-    progress : callable or None
-        Called with one line of text per step.
-    settings : dict, default=None
-        Extra entries for ``ExperimentResult.settings`` (e.g. the estimators' ``tol`` and
-        restarts), so the written tables say how they were made.
-
-    Returns
-    -------
-    ExperimentResult
-        ``settings["seconds"]`` is the wall time of the whole experiment.
-    """
-    if loader is None:
-        from .data import load_xy as loader
-    methods = paper_methods() if methods is None else methods
-    say = progress or (lambda *_: None)
-    out = ExperimentResult(experiment, settings=dict(
-        n_splits=n_splits, random_state=random_state, inner_folds=inner_folds,
-        preprocessing=experiment.preprocessing, max_samples=experiment.max_samples,
-        C_grid=list(C_GRID), gamma_factors=list(GAMMA_FACTORS), **(settings or {}),
-    ))
-    start = time.perf_counter()
-    for name in datasets:
-        try:
-            X, y = loader(name)
-        except FileNotFoundError as exc:
-            out.skipped[name] = str(exc)
-            say(f"[{experiment.key}] skipping {name}: {exc}")
-            continue
-        for mname in experiment.methods:
-            method = methods[mname]
-            t0 = time.perf_counter()
-            try:
-                res = evaluate_method(
-                    method, X, y, dataset=name, n_splits=n_splits,
-                    preprocessing=experiment.preprocessing, random_state=random_state,
-                    inner_folds=inner_folds, max_samples=experiment.max_samples, n_jobs=n_jobs,
-                )
-            except Exception as exc:  # one failing method must not lose the whole table
-                res = MethodResult(name, mname, method.paper_column, np.array([]),
-                                   preprocessing=experiment.preprocessing,
-                                   n_samples_total=len(y), error=f"{type(exc).__name__}: {exc}")
-            out.results.append(res)
-            if res.error:
-                say(f"[{experiment.key}] {name:<12} {mname:<16} FAILED {res.error}")
-            else:
-                warn = f"  ({res.n_warnings} convergence warnings)" if res.n_warnings else ""
-                say(f"[{experiment.key}] {name:<12} {mname:<16} {100 * res.mean:6.2f} "
-                    f"± {100 * res.std:5.2f}  {time.perf_counter() - t0:7.1f} s{warn}")
-    out.settings["seconds"] = round(time.perf_counter() - start, 1)
-    return out

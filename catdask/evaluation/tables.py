@@ -1,4 +1,4 @@
-"""Tables of our accuracies beside the paper's: CSV, Markdown, JSON, and the reproduction note.
+"""Tables of our accuracies beside the paper's: CSV, Markdown and JSON.
 
 Per experiment (paper table) :func:`write_experiment` writes ``<key>.csv`` (one row per data
 set x method: ours mean and std, paper, difference, settings), ``<key>.md`` (the same as a
@@ -10,12 +10,16 @@ Data sets of the paper that could not be run appear with the reason, never silen
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
+import os
+import re
 from pathlib import Path
 
 import numpy as np
 
+from .compared_methods import paper_methods
 from .paper_tables import PAPER_TABLES
 
 __all__ = [
@@ -24,7 +28,7 @@ __all__ = [
     "result_rows",
     "markdown_table",
     "write_experiment",
-    "reproduction_skeleton",
+    "repository_relative",
 ]
 
 DEFAULT_RESULTS_DIR = Path("docs") / "results"
@@ -78,7 +82,7 @@ def result_rows(exp_result, paper_table=None):
 
     Parameters
     ----------
-    exp_result : catdask.evaluation.protocol.ExperimentResult
+    exp_result : catdask.evaluation.experiments.ExperimentResult
     paper_table : PaperTable, default=None
         Default: the published table with the experiment's key.
 
@@ -120,8 +124,6 @@ def result_rows(exp_result, paper_table=None):
             }
         )
     methods = list(dict.fromkeys(r.method for r in exp_result.results)) or list(exp.methods)
-    from .protocol import paper_methods
-
     columns = {n: m.paper_column for n, m in paper_methods().items()}
     for dataset, reason in exp_result.skipped.items():
         for name in methods:
@@ -226,8 +228,49 @@ def _jsonable(exp_result):
     }
 
 
+def _repository_root():
+    """The source checkout's root when running from one, else the working directory."""
+    here = Path(__file__).resolve().parents[2]
+    return here if (here / "pyproject.toml").exists() else Path.cwd()
+
+
+# An absolute path: "/" + name characters, not preceded by a name character (so "1/3" is not).
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.~/-])/(?:[\w.+-]+/)*[\w.+-]*")
+
+
+def repository_relative(text, root=None):
+    """``text`` with every absolute path replaced by a path relative to ``root``.
+
+    Results files are committed, so they must not name the machine they were made on
+    (``/home/...``, ``/work/...``). Paths inside ``root`` become ``docs/results/...``; paths
+    beside it ``../shared/...``.
+
+    Parameters
+    ----------
+    text : str
+    root : str or Path, default=None
+        Default: the source checkout's root (the working directory when installed).
+
+    Returns
+    -------
+    str
+    """
+    root = Path(root) if root is not None else _repository_root()
+
+    def relative(match):
+        path = match.group(0)
+        if path == "/":
+            return path
+        return os.path.relpath(path, root).replace(os.sep, "/")
+
+    return _ABSOLUTE_PATH.sub(relative, text)
+
+
 def write_experiment(exp_result, out_dir=DEFAULT_RESULTS_DIR, paper_table=None):
     """Write ``<key>.csv``, ``<key>.md`` and ``<key>.json`` under ``out_dir``.
+
+    Absolute paths in the text (e.g. a skipped data set's source folder) are written relative
+    to the repository (:func:`repository_relative`).
 
     Returns
     -------
@@ -238,13 +281,16 @@ def write_experiment(exp_result, out_dir=DEFAULT_RESULTS_DIR, paper_table=None):
     out.mkdir(parents=True, exist_ok=True)
     key = exp_result.experiment.key
     paths = {"csv": out / f"{key}.csv", "md": out / f"{key}.md", "json": out / f"{key}.json"}
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS)
+    writer.writeheader()
+    for row in result_rows(exp_result, paper_table):
+        writer.writerow({k: "" if v is None else v for k, v in row.items()})
     with open(paths["csv"], "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=CSV_COLUMNS)
-        writer.writeheader()
-        for row in result_rows(exp_result, paper_table):
-            writer.writerow({k: "" if v is None else v for k, v in row.items()})
-    paths["md"].write_text(markdown_table(exp_result, paper_table))
-    paths["json"].write_text(json.dumps(_jsonable(exp_result), indent=1, default=_json_default))
+        fh.write(repository_relative(buffer.getvalue()))
+    paths["md"].write_text(repository_relative(markdown_table(exp_result, paper_table)))
+    text = json.dumps(_jsonable(exp_result), indent=1, default=_json_default)
+    paths["json"].write_text(repository_relative(text))
     return paths
 
 
@@ -254,64 +300,3 @@ def _json_default(o):
     if isinstance(o, np.ndarray):
         return o.tolist()
     return str(o)
-
-
-def reproduction_skeleton(exp_results, *, figures=(),
-                          command="python benchmarks/reproduce_paper.py"):
-    """Content for ``docs/reproduction.md``: protocol, tables, figures, places for explanations.
-
-    Parameters
-    ----------
-    exp_results : sequence of ExperimentResult
-    figures : sequence of str or Path
-        Figure files to list (paths relative to ``docs/`` read best).
-    command : str
-        The command that regenerated everything.
-
-    Returns
-    -------
-    str
-    """
-    from .protocol import C_GRID, GAMMA_FACTORS
-
-    lines = [
-        "# Reproducing Smith & Rangarajan's Tables 1-3",
-        "",
-        f"Regenerate everything with `{command}` (tables under `docs/results/`).",
-        "",
-        "## Protocol",
-        "",
-        "- Splits: repeated stratified 2/3 train - 1/3 test splits (seeded); mean ± sample std "
-        "of test accuracy over splits.",
-        "- Preprocessing fitted on the training part only; the choice per table is stated above "
-        "each table.",
-        f"- Classifier: one-vs-rest `LinearSVC` on the reduced coordinates (standardised on the "
-        f"training part), C in {list(C_GRID)} by inner stratified CV on the training part. "
-        "Angle-classifier methods (`-A`) use the estimator's own `predict` (argmax_k |p_k|).",
-        f"- Kernel methods: RBF, gamma = factor / (D · var(X_train)) for factor in "
-        f"{list(GAMMA_FACTORS)}, chosen by the same inner CV (jointly with C).",
-        "- Category-space methods in both origins (DESIGN.md 3b): `-class` = Algorithm 1, "
-        "`-global` = eq. (1) with x0 the training centroid; both are compared with the paper's "
-        "single column.",
-        "- Baselines: PCA (sklearn, K dims), MC-FLD (sklearn LDA, solver='svd', K-1 dims), "
-        "LS-LDA (Ye 2007, K dims), K-PCA (sklearn KernelPCA, K dims), K-MC-FLD "
-        "(catdask.evaluation.baselines.KernelFisherDiscriminant, K-1 dims).",
-        "",
-    ]
-    skipped = {}
-    for er in exp_results:
-        skipped.update(er.skipped)
-    if skipped:
-        lines += ["Data sets not run:", ""]
-        lines += [f"- **{k}**: {v}" for k, v in skipped.items()]
-        lines.append("")
-    lines += ["## Results", ""]
-    for er in exp_results:
-        lines += [markdown_table(er), "",
-                  "**Explanation.** <!-- TODO: from measured experiments -->", ""]
-    if figures:
-        lines += ["## Figures (paper Figures 1-3)", ""]
-        lines += [f"![{Path(f).stem}]({f})" for f in figures]
-        lines += ["", "**Explanation.** <!-- TODO -->", ""]
-    lines += ["## Differences from the paper and their causes", "", "<!-- TODO -->", ""]
-    return "\n".join(lines)

@@ -1,0 +1,23 @@
+"""Global-optimality certificate for the quadratic objective (CQS, K-CQS).
+
+The problem is ``max f(W) = 1/2 sum_k w_k^T R_k w_k`` over W (D x K) with orthonormal columns,
+every R_k symmetric positive semidefinite (paper eqs. EquadW2, Rkdef; docs/design.md section 4).
+At a point W returned by a solver, :func:`certify_global_optimum` runs, in order:
+
+1. **First-order residuals** (paper eq. 1storderneccond; :mod:`.point`): ``Lambda = W^T [R_k
+   w_k]_k`` symmetric and ``[R_k w_k]_k = W Lambda``. Diagnostic only: the tests below already
+   account for an inexact stationary point.
+2. **Rapcsák's condition** (:mod:`.rapcsak`): sufficient, and vacuous in practice.
+3. **The SDP-dual test** (:mod:`.sdp_dual`; Gilman, Burer & Balzano, arXiv:2205.13653): a nu
+   found by Kelley cutting planes, then verified by eigenvalue upper bounds (:mod:`.eigen`).
+4. **An upper bound** on ``max f`` and the relative gap when not certified (:mod:`.bounds`).
+
+The result is a :class:`Certificate` (:mod:`.record`). All objective values and bounds are on the
+estimators' scale ``1/2 sum_k w_k^T R_k w_k``; tolerances are relative to
+``scale = max_k ||R_k||_2``.
+"""
+
+from .certify import certify_global_optimum
+from .record import Certificate, not_applicable, not_certified
+
+__all__ = ["Certificate", "certify_global_optimum", "not_applicable", "not_certified"]

@@ -1,0 +1,219 @@
+"""The entry point: :func:`certify_global_optimum` runs the tests in order and records them."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .bounds import (
+    MAX_SDP_DIM,
+    full_sdp_bound,
+    reduced_bound,
+    relative_gap,
+    trivial_bound,
+    want_full_sdp,
+)
+from .eigen import DENSE_MAX_DIM, weakest_check
+from .point import CannotTest, StationaryPoint, read_inputs
+from .rapcsak import rapcsak_lambda_max
+from .record import Certificate, not_certified
+from .sdp_dual import sdp_dual_test
+
+__all__ = ["certify_global_optimum"]
+
+
+def certify_global_optimum(
+    scatter,
+    W,
+    *,
+    tol=1e-6,
+    full_sdp="auto",
+    max_sdp_dim=MAX_SDP_DIM,
+    dense_max_dim=DENSE_MAX_DIM,
+    rng=None,
+):
+    """Test whether W globally maximises ``f(W) = 1/2 sum_k w_k^T R_k w_k`` on the Stiefel manifold.
+
+    Runs Rapcsák's test and the SDP-dual test of Gilman, Burer & Balzano (docs/design.md
+    section 4), verifies any candidate by eigenvalue upper bounds, and bounds ``max f`` from
+    above when W is not certified. The test never raises on well-formed input: an internal
+    failure (a LAPACK or ARPACK error, W off the manifold, ``D < K`` on rank-deficient data,
+    overflow) gives a certificate with ``certified=False`` whose ``reason`` names what failed.
+
+    Parameters
+    ----------
+    scatter : ndarray of shape (K, D, D) or operator
+        The class matrices R_k (symmetric PSD), or an object with attributes ``n_features`` (D),
+        ``n_classes`` (K) and a method ``apply(k, V)`` returning ``R_k @ V`` for V of shape
+        (D, m). Operators with ``D <= dense_max_dim`` are materialised (K products with I_D).
+    W : ndarray of shape (D, K)
+        The point, with orthonormal columns. If ``1e-10 < ||W^T W - I||_2 <= 1e-2``, W is
+        replaced by its polar factor (the reason says so); a larger error is reported as not
+        certified.
+    tol : float, default=1e-6
+        Relative verification tolerance: a condition "X NSD" passes when
+        ``lambda_max(X) <= tol * scale`` with ``scale = max_k ||R_k||_2`` (``max_k lambda_max(R_k)``
+        for operators). When W is certified, every orthonormal W' has
+        ``f(W') <= verified_upper_bound <= f(W) + K * tol * scale``.
+    full_sdp : {"auto", True, False}, default="auto"
+        Whether, when W is not certified, to bound ``max f`` with the full SDP relaxation
+        (needs cvxpy and clarabel). ``"auto"`` does so when ``D <= max_sdp_dim``.
+    max_sdp_dim : int, default=20
+        Largest D for the full SDP under ``"auto"`` (memory grows fast: >21 GB at D = 100).
+    dense_max_dim : int, default=200
+        Largest D for dense eigendecompositions in the search (Kelley cutting planes, reduced
+        bound); larger problems search with Lanczos. Verified bounds use dense ``eigh`` up to
+        D = 1000 and a Cholesky-proved Lanczos estimate above it whenever the R_k are arrays
+        (``eigen_check`` records which); only operators with ``D > dense_max_dim`` rely on
+        Lanczos alone.
+    rng : None, int or numpy.random.Generator
+        Seeds the Lanczos start vectors.
+
+    Returns
+    -------
+    Certificate
+
+    Raises
+    ------
+    ValueError
+        Malformed arguments: ``tol``, ``full_sdp``, or shapes of ``scatter`` and ``W``.
+
+    Notes
+    -----
+    Verification of the nu-test at W (docs/design.md section 4, 3c). ``M_k(nu) w_k`` equals the
+    stationarity residual ``r_k`` for every nu, so M_k has a (near) zero eigenvalue along w_k.
+    Writing ``x = a w_k + Q y`` (Q an orthonormal basis of the complement of w_k),
+    ``lambda_max(M_k) <= lambda_max([[alpha, beta], [beta, gamma]])`` with
+    ``alpha = w_k^T M_k w_k``, ``beta = ||Q^T M_k w_k||`` and ``gamma = lambda_max(Q^T M_k Q)``,
+    which is what is checked; an inexact stationary point therefore only passes when its
+    residual is below the tolerance. If the margins are ``-e_a`` (for (a)) and ``-e_b`` (for
+    (b)), ``Y = W (S + e_a I) W^T`` with ``nu + e_b`` is dual feasible, so
+    ``max f <= f(W) + K (e_a + e_b) / 2``: that bound is ``verified_upper_bound``.
+
+    A necessary condition is ``nu_k in [lambda_max(P R_k P), Lambda_kk]`` with P the projector on
+    the complement of W (``q^T M_k q = q^T R_k q - nu_k`` for q orthogonal to W and
+    ``e_k^T S e_k = Lambda_kk - nu_k``). An empty interval proves W is not a global maximiser:
+    replacing w_k by the top eigenvector of ``P R_k P`` raises f.
+
+    Cutting planes use Rayleigh quotients of the eigen-solver's vectors, so they stay valid for
+    inexact eigenvectors; only the verification needs upper bounds on eigenvalues
+    (:func:`catdask.certificate.eigen.verified_top`).
+
+    References
+    ----------
+    .. [1] Smith & Rangarajan, "A Category Space Approach to Supervised Dimensionality Reduction"
+       (eqs. EquadW2, 1storderneccond and Rapcsák's condition).
+    .. [2] Gilman, Burer & Balzano, "A semidefinite relaxation for sums of heterogeneous quadratic
+       forms on the Stiefel manifold", arXiv:2205.13653.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> R = np.stack([np.diag([5.0, 1.0, 0.0]), np.diag([1.0, 4.0, 0.5])])
+    >>> cert = certify_global_optimum(R, np.eye(3)[:, :2])
+    >>> cert.certified, cert.objective
+    (True, 4.5)
+    """
+    t0 = time.perf_counter()
+    if full_sdp not in ("auto", True, False):
+        raise ValueError(f"full_sdp must be 'auto', True or False. Got {full_sdp!r} instead.")
+    if not (np.isfinite(tol) and 0 < tol < 1):
+        raise ValueError(f"tol must be in (0, 1). Got tol = {tol!r} instead.")
+    rng = np.random.default_rng(rng)
+    inputs = read_inputs(scatter, W, int(dense_max_dim))
+    stage = "reading the class matrices"
+    point = None
+    try:
+        point = StationaryPoint(inputs, tol=tol, dense_max_dim=int(dense_max_dim), rng=rng)
+        stage = "Rapcsák's test"
+        rap_lmax, rap_check = rapcsak_lambda_max(point)
+        stage = "the SDP-dual test"
+        sdp = sdp_dual_test(point)
+        stage = "the upper bound"
+        return _record(point, rap_lmax, rap_check, sdp, full_sdp, max_sdp_dim, t0)
+    except CannotTest as exc:
+        why = str(exc)
+    except Exception as exc:  # LinAlgError, ArpackNoConvergence, overflow...: never crash a fit
+        why = f"{type(exc).__name__}: {exc}"
+    objective = np.nan if point is None else point.f * point.unit
+    return not_certified(
+        f"not certified: the test could not run ({stage}: {why})",
+        objective=objective, tol=tol, seconds=time.perf_counter() - t0,
+    )
+
+
+def _record(point, rap_lmax, rap_check, sdp, full_sdp, max_sdp_dim, t0):
+    """The Certificate of a completed test, in the caller's units."""
+    tau, f, unit = point.tau, point.f, point.unit
+    rapcsak = bool(rap_lmax <= tau)
+    certified = sdp["passed"] or rapcsak
+    method = "sdp-dual" if sdp["passed"] else ("rapcsak" if rapcsak else None)
+    checks = list(point.eigen_checks)
+    if method == "rapcsak":
+        checks.append(rap_check)
+    if certified:
+        # Reported bound = f(W) (gap 0); the verified bound includes the tolerance's slack.
+        upper, bound_method = f, "certificate"
+        if sdp["passed"]:
+            verified = max(sdp["bound"], f)
+            reason = (
+                "certified by the SDP-dual test (arXiv:2205.13653): verified margin "
+                f"{sdp['margin'] / point.scale:.1e} * scale >= -tol = {-point.tol:.0e}, so "
+                f"every orthonormal W' has f(W') <= f(W) + {(verified - f) * unit:.1e}"
+            )
+        else:
+            verified = f + 0.5 * point.K * max(0.0, rap_lmax)
+            reason = (
+                f"certified by Rapcsák's condition: lambda_max = {rap_lmax / point.scale:.1e} "
+                f"* scale <= tol = {point.tol:.0e}, so every orthonormal W' has f(W') <= f(W) + "
+                f"{(verified - f) * unit:.1e}"
+            )
+    else:
+        upper, bound_method, reason = _upper_bound(point, sdp, full_sdp, max_sdp_dim)
+        verified = upper
+    gap = 0.0 if certified else relative_gap(upper, f, tau)
+    if point.notes:
+        reason += "; " + "; ".join(point.notes)
+    return Certificate(
+        applicable=True,
+        certified=bool(certified),
+        method=method,
+        objective=float(f * unit),
+        upper_bound=float(upper * unit),
+        bound_method=bound_method,
+        gap=float(gap),
+        rapcsak=rapcsak,
+        rapcsak_lambda_max=float(rap_lmax / point.scale),
+        sdp_margin=float(sdp["margin"] / point.scale),
+        nu=None if sdp["nu"] is None else tuple(float(v) * unit for v in sdp["nu"]),
+        first_order=float(max(point.asymmetry, point.stationarity)),
+        asymmetry=float(point.asymmetry),
+        stationarity=float(point.stationarity),
+        tol=float(point.tol),
+        seconds=time.perf_counter() - t0,
+        reason=reason,
+        verified_upper_bound=float(verified * unit),
+        eigen_check=weakest_check(checks),
+    )
+
+
+def _upper_bound(point, sdp, full_sdp, max_sdp_dim):
+    """(bound, where from, reason) when W is not certified: the smallest valid bound."""
+    f = point.f
+    bounds = [(trivial_bound(point), "reduced")]
+    if sdp["bound"] is not None:
+        bounds.append((sdp["bound"], "reduced"))
+    bounds.append((reduced_bound(point, sdp["nu"], sdp["directions"]), "reduced"))
+    use_sdp, why_not = want_full_sdp(full_sdp, point.D, max_sdp_dim)
+    if use_sdp:
+        try:
+            bounds.append((full_sdp_bound(point), "sdp"))
+        except Exception as exc:  # solver failure: fall back to the cheap bound, say why
+            why_not = f"the full SDP failed ({type(exc).__name__}: {exc})"
+    upper, bound_method = min(bounds, key=lambda b: b[0])
+    upper = max(upper, f)  # a valid bound is never below an attained value
+    reason = sdp["reason"]
+    if why_not:
+        reason += f"; full SDP bound skipped: {why_not}"
+    return upper, bound_method, reason

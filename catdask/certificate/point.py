@@ -1,0 +1,205 @@
+"""The point W under test and the class matrices R_k seen from it (docs/design.md section 4).
+
+:class:`StationaryPoint` holds what every test shares: access to ``R_k`` (dense, or an operator
+``apply(k, V)``), the point W, ``Lambda = W^T [R_k w_k]_k`` with the first-order residuals
+(paper eq. 1storderneccond), the scale of the tolerances and the eigen-solvers.
+
+Dense class matrices are divided by a power of two near their largest entry first (exact in
+floating point), so data around 1e77 and above neither overflows nor underflows in the tests;
+values and bounds are scaled back by :attr:`StationaryPoint.unit` when reported.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import scipy.linalg
+
+from .eigen import top_eig, verified_top, weakest_check
+
+__all__ = ["CannotTest", "StationaryPoint", "read_inputs"]
+
+
+class CannotTest(Exception):
+    """The inputs are well-formed but the test cannot run on them (the reason says why)."""
+
+
+def read_inputs(scatter, W, dense_max_dim):
+    """``(R or None, operator or None, W)`` from the caller's arguments.
+
+    Operators with ``D <= dense_max_dim`` are materialised (K products with I_D).
+
+    Raises
+    ------
+    ValueError
+        Malformed input: ``scatter`` not (K, D, D) nor an operator, or W not (D, K).
+    """
+    operator, R = None, None
+    if hasattr(scatter, "apply"):
+        D, K = int(scatter.n_features), int(scatter.n_classes)
+        if D > dense_max_dim:
+            operator = scatter
+        else:
+            eye = np.eye(D)
+            R = np.stack([np.asarray(scatter.apply(k, eye), dtype=float) for k in range(K)])
+    else:
+        R = np.asarray(scatter, dtype=float)
+        if R.ndim != 3 or R.shape[1] != R.shape[2]:
+            raise ValueError(
+                "scatter must have shape (K, D, D) or be an operator with apply(k, V); "
+                f"got an array of shape {R.shape}."
+            )
+        K, D = R.shape[0], R.shape[1]
+    W = np.asarray(W, dtype=float)
+    if W.shape != (D, K):
+        raise ValueError(f"W must have shape (D, K) = ({D}, {K}); got {W.shape}.")
+    return R, operator, W
+
+
+def _power_of_two_unit(R):
+    """A power of two near ``max |R|`` (1.0 for zero matrices)."""
+    largest = float(np.max(np.abs(R))) if R.size else 0.0
+    if largest == 0.0:
+        return 1.0
+    return math.ldexp(1.0, math.frexp(largest)[1])
+
+
+class StationaryPoint:
+    """What the tests share: R_k, the point W, Lambda, the scale, eigen-solvers.
+
+    Parameters
+    ----------
+    inputs : tuple
+        ``(R, operator, W)`` from :func:`read_inputs`.
+    dense_max_dim : int
+        As in :func:`~catdask.certificate.certify_global_optimum`.
+    tol : float
+        Relative tolerance; ``tau = tol * scale``.
+    rng : numpy.random.Generator
+        Lanczos start vectors.
+
+    Raises
+    ------
+    CannotTest
+        Well-formed input on which no test can run: non-finite values, ``D < K`` (no
+        orthonormal W exists), or W far from orthonormal.
+    """
+
+    def __init__(self, inputs, *, tol, dense_max_dim, rng):
+        self.notes = []
+        self.rng = rng
+        self.dense_max_dim = dense_max_dim
+        self.eigen_checks = []
+        R, self._operator, W = inputs
+        D, K = W.shape
+        self.D, self.K = D, K
+        self.unit = 1.0
+        if R is not None:
+            if not np.all(np.isfinite(R)):
+                raise CannotTest("the class matrices contain non-finite values (overflow?)")
+            self.unit = _power_of_two_unit(R)
+            R = R / self.unit
+            R = 0.5 * (R + R.transpose(0, 2, 1))
+        self.R_all = R  # dense R_k whenever available (array input of any size)
+        self.dense = R is not None and D <= dense_max_dim
+        self.W = self._checked_point(W)
+        self._first_order()
+        self._scale()
+        self.tol = tol
+        self.tau = tol * self.scale
+
+    def _checked_point(self, W):
+        D, K = self.D, self.K
+        if not 1 <= K <= D:
+            raise CannotTest(
+                f"need D >= K >= 1 for an orthonormal W; values supplied were D = {D} and "
+                f"K = {K} (rank-deficient data: the class matrices have fewer dimensions than "
+                "there are classes)"
+            )
+        if not np.all(np.isfinite(W)):
+            raise CannotTest("W contains non-finite values")
+        orth = float(np.linalg.norm(W.T @ W - np.eye(K), 2))
+        if orth > 1e-2:
+            raise CannotTest(
+                f"W must have orthonormal columns; ||W^T W - I||_2 = {orth:.2e} (on "
+                "rank-deficient data the fitted axes can be degenerate)"
+            )
+        if orth > 1e-10:
+            U, _, Vt = np.linalg.svd(W, full_matrices=False)
+            W = U @ Vt
+            self.notes.append(f"W was re-orthonormalised (||W^T W - I|| = {orth:.1e})")
+        return W
+
+    def _first_order(self):
+        """Lambda, f(W) and the first-order residuals (paper eq. 1storderneccond)."""
+        W, K = self.W, self.K
+        G = np.column_stack([self.apply(k, W[:, k]) for k in range(K)])
+        Lam = W.T @ G
+        self.Lam = 0.5 * (Lam + Lam.T)
+        self.f = 0.5 * float(np.trace(Lam))
+        nL, nG = np.linalg.norm(Lam), np.linalg.norm(G)
+        self.asymmetry = float(np.linalg.norm(Lam - Lam.T) / nL) if nL > 0 else 0.0
+        self.stationarity = float(np.linalg.norm(G - W @ self.Lam) / nG) if nG > 0 else 0.0
+        self.lam_norm = float(np.linalg.norm(self.Lam, 2))
+
+    def _scale(self):
+        """``scale = max_k ||R_k||_2`` (tolerances) and verified ``lambda_max(R_k)`` (trivial
+        bound); R_k being PSD, ``lambda_max`` serves as the norm for operators."""
+        K = self.K
+        self.lam_max_R = np.empty(K)
+        norms = np.empty(K)
+        for k in range(K):
+            if self.dense:
+                ev = scipy.linalg.eigh(self.R_all[k], eigvals_only=True)
+                self.lam_max_R[k], norms[k] = ev[-1], max(abs(ev[0]), abs(ev[-1]))
+                self.eigen_checks.append("dense")
+            else:
+                self.lam_max_R[k] = self.top_upper(
+                    matrix_of=lambda k=k: self.R_all[k], matvec=lambda x, k=k: self.apply(k, x)
+                )[0]
+                norms[k] = abs(self.lam_max_R[k])
+        scale = float(norms.max())
+        self.scale = scale if scale > 0 else 1.0
+
+    @property
+    def eigen_check(self):
+        """The weakest eigenvalue check behind the verified quantities so far."""
+        return weakest_check(self.eigen_checks)
+
+    def apply(self, k, v):
+        """R_k @ v for a vector v (D,) or a block (D, m) (normalised scale)."""
+        if self.R_all is not None:
+            return self.R_all[k] @ v
+        if v.ndim == 1:
+            return np.asarray(self._operator.apply(k, v[:, None]), dtype=float)[:, 0]
+        return np.asarray(self._operator.apply(k, v), dtype=float)
+
+    def top(self, matvec, v0=None, shift=0.0, n=None):
+        """Estimated top eigenpair of a D x D (or n x n) operator by Lanczos (for the search)."""
+        n = self.D if n is None else n
+        if v0 is None:
+            v0 = self.rng.standard_normal(n)
+        return top_eig(n, matvec=matvec, shift=shift, v0=v0)
+
+    def top_upper(self, *, matrix_of, matvec, shift=0.0, n=None):
+        """Verified upper bound on lambda_max (recording how it was verified).
+
+        ``matrix_of()`` builds the dense matrix; it is called only when the class matrices are
+        dense (so the bound does not rely on Lanczos converging), else ``matvec`` is used.
+        """
+        n = self.D if n is None else n
+        matrix = matrix_of() if self.R_all is not None else None
+        upper, v, check = verified_top(
+            n, matrix=matrix, matvec=matvec, shift=shift, v0=self.rng.standard_normal(n)
+        )
+        self.eigen_checks.append(check)
+        return upper, v
+
+    def mbound(self, nu):
+        """An upper bound on ||M_k(nu)||_2 (M_k as in docs/design.md section 4, (b))."""
+        return self.scale + self.lam_norm + 2.0 * float(np.max(np.abs(nu)))
+
+    def round_guard(self):
+        """Allowance for rounding in the eigenvalues that make a bound valid."""
+        return 64.0 * self.D * np.finfo(float).eps * (self.scale + self.lam_norm)

@@ -1,0 +1,206 @@
+"""The result of the global-optimality test: :class:`Certificate` and its constructors."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+
+__all__ = ["Certificate", "not_applicable", "not_certified"]
+
+_BOOL_FIELDS = ("applicable", "certified", "rapcsak")
+_OPTIONAL_STR_FIELDS = ("method", "bound_method", "eigen_check")
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """Outcome of the global-optimality test for one point W (docs/design.md section 4).
+
+    Objective values and bounds are on the scale ``f(W) = 1/2 sum_k w_k^T R_k w_k`` that the
+    estimators report.
+
+    Attributes
+    ----------
+    applicable : bool
+        False for the absolute-value objective (CAS), which is never certified, and for a test
+        that was not attempted.
+    certified : bool
+        True only if a verified sufficient condition for global optimality holds.
+    method : {"sdp-dual", "rapcsak"} or None
+        The condition that certified W ("sdp-dual" is preferred when both hold).
+    objective : float
+        f(W); nan if not applicable.
+    upper_bound : float
+        A valid upper bound on ``max f`` over the Stiefel manifold (nan if none). Equal to
+        ``objective`` when certified (the tolerance of the test is in ``verified_upper_bound``).
+    bound_method : {"certificate", "sdp", "reduced"} or None
+        Where ``upper_bound`` comes from: the certificate itself (``upper_bound = objective``),
+        the full SDP relaxation solved with cvxpy, or the cheap dual-feasible bound.
+    gap : float
+        ``(upper_bound - objective) / |objective|``, clipped at 0; 0.0 when certified (the
+        certified point is optimal to the test's tolerance; see :attr:`verified_gap`).
+    rapcsak : bool
+        Whether Rapcsák's condition ``lambda_max(blockdiag(R_k) - Lambda (x) I_D) <= tol * scale``
+        held.
+    rapcsak_lambda_max : float
+        ``lambda_max(blockdiag(R_k) - Lambda (x) I_D) / scale``.
+    sdp_margin : float
+        Verified margin of the nu-test divided by ``scale``: ``min(lambda_min(S(nu)),
+        -max_k lambda_max(M_k(nu)))``; ``>= -tol`` means pass. Near 0 at best, since each
+        M_k(nu) has a (near) zero eigenvalue along w_k.
+    nu : tuple of float or None
+        The nu used by the SDP-dual test.
+    first_order : float
+        ``max(asymmetry, stationarity)``.
+    asymmetry : float
+        ``||Lambda - Lambda^T||_F / ||Lambda||_F``.
+    stationarity : float
+        ``||[R_k w_k]_k - W sym(Lambda)||_F / ||[R_k w_k]_k||_F``.
+    tol : float
+        Relative tolerance of the verification (relative to ``scale = max_k ||R_k||_2``).
+    seconds : float
+        Wall time of the test.
+    reason : str
+        One sentence: why W is certified, not certified (including an internal failure of the
+        test, named), or why the test does not apply.
+    verified_upper_bound : float
+        The rigorous upper bound on ``max f`` that the verification proved, including the
+        tolerance: when certified it is ``f(W)`` plus the verified slack (so it shows what
+        ``gap = 0`` rounds away); otherwise ``upper_bound``. nan if none.
+    eigen_check : {"dense", "lanczos+cholesky", "lanczos"} or None
+        How the largest eigenvalues behind the verified bounds were obtained, the weakest used:
+        dense LAPACK ``eigh``; a Lanczos estimate proved an upper bound by a Cholesky
+        factorisation of ``mu I - A`` (independent of Lanczos converging); or Lanczos alone
+        (trusting ARPACK's convergence; only for operators too large to materialise).
+    """
+
+    applicable: bool
+    certified: bool
+    method: str | None
+    objective: float
+    upper_bound: float
+    bound_method: str | None
+    gap: float
+    rapcsak: bool
+    rapcsak_lambda_max: float
+    sdp_margin: float
+    nu: tuple[float, ...] | None
+    first_order: float
+    asymmetry: float
+    stationarity: float
+    tol: float
+    seconds: float
+    reason: str
+    verified_upper_bound: float = math.nan
+    eigen_check: str | None = None
+
+    @property
+    def verified_gap(self):
+        """``(verified_upper_bound - objective) / |objective|`` clipped at 0 (nan if unknown).
+
+        Unlike :attr:`gap` it is not rounded to 0 when certified: it is the verified margin of
+        the certificate on the objective's relative scale.
+        """
+        bound, f = self.verified_upper_bound, self.objective
+        if not (math.isfinite(bound) and math.isfinite(f)):
+            return math.nan
+        excess = max(0.0, bound - f)
+        if f != 0:
+            return excess / abs(f)
+        return 0.0 if excess == 0 else math.inf
+
+    def __str__(self):
+        if not self.applicable:
+            return f"Certificate(not applicable: {self.reason})"
+        how = f" ({self.method})" if self.certified else ""
+        bound = "" if self.bound_method is None else f" ({self.bound_method})"
+        verified = ""
+        if self.certified and math.isfinite(self.verified_gap):
+            verified = f", verified gap<={self.verified_gap:.1e}"
+        return (
+            f"Certificate(certified={self.certified}{how}, gap<={self.gap:.2g}{bound}{verified}, "
+            f"rapcsak={self.rapcsak}, first_order={self.first_order:.1e})"
+        )
+
+    __repr__ = __str__
+
+    def to_dict(self):
+        """JSON-serialisable dict (nan becomes None, ``nu`` a list) for the model registry.
+
+        Includes the derived ``verified_gap``.
+        """
+        d = asdict(self)
+        d["verified_gap"] = self.verified_gap
+        for key, value in d.items():
+            if isinstance(value, float) and not math.isfinite(value):
+                d[key] = None if math.isnan(value) else ("inf" if value > 0 else "-inf")
+        if d["nu"] is not None:
+            d["nu"] = [float(v) for v in d["nu"]]
+        return d
+
+    @classmethod
+    def from_dict(cls, d):
+        """Inverse of :meth:`to_dict` (unknown keys are ignored, so old records still load)."""
+        kwargs = {}
+        for field in fields(cls):
+            value = d.get(field.name)
+            if field.name == "nu":
+                value = None if value is None else tuple(float(v) for v in value)
+            elif field.name in _BOOL_FIELDS:
+                value = bool(value)
+            elif field.name in _OPTIONAL_STR_FIELDS:
+                value = None if value is None else str(value)
+            elif field.name == "reason":
+                value = "" if value is None else str(value)
+            else:
+                value = math.nan if value is None else float(value)
+            kwargs[field.name] = value
+        return cls(**kwargs)
+
+
+def _empty(*, applicable, reason, objective=math.nan, tol=math.nan, seconds=0.0):
+    nan = math.nan
+    return Certificate(
+        applicable=applicable, certified=False, method=None, objective=float(objective),
+        upper_bound=nan, bound_method=None, gap=nan, rapcsak=False, rapcsak_lambda_max=nan,
+        sdp_margin=nan, nu=None, first_order=nan, asymmetry=nan, stationarity=nan,
+        tol=float(tol), seconds=float(seconds), reason=str(reason),
+    )
+
+
+def not_applicable(
+    reason="not applicable: the absolute-value objective (CAS) is not quadratic",
+):
+    """A certificate that does not apply (CAS, or not attempted); never certified.
+
+    Parameters
+    ----------
+    reason : str
+        Why the test does not apply.
+
+    Returns
+    -------
+    Certificate
+    """
+    return _empty(applicable=False, reason=reason)
+
+
+def not_certified(reason, *, objective=math.nan, tol=math.nan, seconds=0.0):
+    """A test that ran but could not reach a verdict (an internal failure, named in ``reason``).
+
+    Parameters
+    ----------
+    reason : str
+        What failed, e.g. ``"not certified: the test failed (LinAlgError: ...)"``.
+    objective : float, optional
+        f(W), when it was computed before the failure.
+    tol : float, optional
+        The requested tolerance.
+    seconds : float, optional
+        Wall time until the failure.
+
+    Returns
+    -------
+    Certificate
+        ``applicable=True, certified=False``, no bound.
+    """
+    return _empty(applicable=True, reason=reason, objective=objective, tol=tol, seconds=seconds)

@@ -1,0 +1,150 @@
+"""The paper's three tables as experiments: which methods, which preprocessing, and a runner.
+
+:func:`paper_experiments` says how each table is run; :func:`run_experiment` runs one table's
+methods (:mod:`~catdask.evaluation.compared_methods`) on each data set with the protocol of
+:mod:`~catdask.evaluation.protocol`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .compared_methods import paper_methods
+from .protocol import C_GRID, GAMMA_FACTORS, MethodResult, evaluate_method
+
+__all__ = ["Experiment", "ExperimentResult", "paper_experiments", "run_experiment"]
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One of the paper's tables: which methods, which preprocessing, which paper numbers.
+
+    Attributes
+    ----------
+    key : str
+        ``"table1"``, ``"table2"``, ``"table3"``.
+    title : str
+    methods : tuple of str
+        Names in :func:`paper_methods`.
+    preprocessing : str
+    max_samples : int or None
+        Subsample larger data sets to this many rows (kernel tables; recorded per result).
+    """
+
+    key: str
+    title: str
+    methods: tuple
+    preprocessing: str = "standardise"
+    max_samples: int | None = None
+
+
+def paper_experiments(*, kernel_max_samples=2000):
+    """Our protocol for each of the paper's three tables.
+
+    Preprocessing (the paper does not state it):
+
+    - Table 1: ``"none"`` (raw features). Measured, 5 splits: PCA on raw wine gives 78.7%
+      (paper 77.19%) against 96.7% standardised; raw vehicle PCA 51.4% (paper 55.36%) against
+      43.2%; raw segmentation PCA 89.3% (paper 94.40%) against 81.2%; 10 splits, raw vs
+      standardised CQS-global: vehicle 54.5% vs 44.1% (paper 53.91%), segmentation 90.0% vs
+      79.7% (paper 93.14%), but wine 87.7% vs 96.3% (paper 96.07%). Raw features match the
+      paper in most cells, so Table 1 was most likely run without scaling (wine CQS is the
+      exception).
+    - Tables 2 and 3: ``"standardise"`` (z-score on the training part): the paper's RBF width
+      range ([0.1, 0.8], Figures 1-3) only makes sense on scaled data and Table 3's LaTeX label
+      is ``kernel-zscore-angle``. (Table 2's label says ``kernel-norm``; ``"minmax"`` is
+      available to test that reading.)
+
+    Kernel tables subsample data sets larger than ``kernel_max_samples`` (satellite,
+    N = 6435). Table 3 also carries the linear angle-classifier variants (no paper numbers).
+    """
+    t1 = ("CQS-global", "CQS-class", "CAS-global", "CAS-class", "LS-LDA", "PCA", "MC-FLD")
+    t2 = ("K-CQS-global", "K-CQS-class", "K-CAS-global", "K-CAS-class", "K-PCA", "K-MC-FLD")
+    t3 = ("K-CQS-A-global", "K-CQS-A-class", "K-CAS-A-global", "K-CAS-A-class",
+          "CQS-A-global", "CQS-A-class", "CAS-A-global", "CAS-A-class")
+    return {
+        "table1": Experiment("table1", "Linear dimensionality reduction w/ SVM classification", t1,
+                             preprocessing="none"),
+        "table2": Experiment("table2", "Kernel dimensionality reduction w/ SVM classification", t2,
+                             max_samples=kernel_max_samples),
+        "table3": Experiment("table3", "Kernel dimensionality reduction w/ angle classification",
+                             t3, max_samples=kernel_max_samples),
+    }
+
+
+@dataclass
+class ExperimentResult:
+    """All results of one experiment (table), plus the data sets it had to skip and why."""
+
+    experiment: Experiment
+    results: list = field(default_factory=list)
+    skipped: dict = field(default_factory=dict)
+    settings: dict = field(default_factory=dict)
+
+
+def run_experiment(experiment, datasets, *, loader=None, methods=None, n_splits=10,
+                   random_state=0, inner_folds=3, n_jobs=1, progress=print, settings=None):
+    """Run one table's methods on the given data sets.
+
+    Parameters
+    ----------
+    experiment : Experiment
+    datasets : sequence of str
+    loader : callable, default=None
+        ``loader(name) -> (X, y)``; default :func:`catdask.evaluation.data.load_xy`. A
+        :class:`FileNotFoundError` skips the data set, with a message through ``progress``.
+    methods : dict of str to Method, default=None
+        Default :func:`paper_methods`.
+    progress : callable or None
+        Called with one line of text per step.
+    settings : dict, default=None
+        Extra entries for ``ExperimentResult.settings`` (e.g. the estimators' ``tol`` and
+        restarts), so the written tables say how they were made.
+
+    Returns
+    -------
+    ExperimentResult
+        ``settings["seconds"]`` is the wall time of the whole experiment.
+    """
+    if loader is None:
+        from .data import load_xy as loader
+    methods = paper_methods() if methods is None else methods
+    say = progress or (lambda *_: None)
+    out = ExperimentResult(experiment, settings=dict(
+        n_splits=n_splits, random_state=random_state, inner_folds=inner_folds,
+        preprocessing=experiment.preprocessing, max_samples=experiment.max_samples,
+        C_grid=list(C_GRID), gamma_factors=list(GAMMA_FACTORS), **(settings or {}),
+    ))
+    start = time.perf_counter()
+    for name in datasets:
+        try:
+            X, y = loader(name)
+        except FileNotFoundError as exc:
+            out.skipped[name] = str(exc)
+            say(f"[{experiment.key}] skipping {name}: {exc}")
+            continue
+        for mname in experiment.methods:
+            method = methods[mname]
+            t0 = time.perf_counter()
+            try:
+                res = evaluate_method(
+                    method, X, y, dataset=name, n_splits=n_splits,
+                    preprocessing=experiment.preprocessing, random_state=random_state,
+                    inner_folds=inner_folds, max_samples=experiment.max_samples, n_jobs=n_jobs,
+                )
+            except Exception as exc:  # one failing method must not lose the whole table
+                res = MethodResult(name, mname, method.paper_column, np.array([]),
+                                   preprocessing=experiment.preprocessing,
+                                   n_samples_total=len(y), error=f"{type(exc).__name__}: {exc}")
+            out.results.append(res)
+            if res.error:
+                say(f"[{experiment.key}] {name:<12} {mname:<16} FAILED {res.error}")
+            else:
+                warn = f"  ({res.n_warnings} convergence warnings)" if res.n_warnings else ""
+                say(f"[{experiment.key}] {name:<12} {mname:<16} {100 * res.mean:6.2f} "
+                    f"± {100 * res.std:5.2f}  {time.perf_counter() - t0:7.1f} s{warn}")
+    out.settings["seconds"] = round(time.perf_counter() - start, 1)
+    return out
