@@ -579,7 +579,7 @@ class _FakeFlows:
 def test_flow_arguments_defaults_replace_and_evaluation_dir(capsys, iris_store, monkeypatch):
     flows = _FakeFlows(monkeypatch)
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
-    monkeypatch.delenv("PREFECT_HOME")  # cli_env restores it (or its absence)
+    monkeypatch.delenv("PREFECT_HOME", raising=False)  # cli_env restores it (or its absence)
     code, _, err = run_cli(capsys, "train", "iris", "--store", iris_store)
     assert code == EXIT_OK, err
     assert os.environ["PREFECT_HOME"] == str(iris_store.absolute() / ".prefect")
