@@ -11,6 +11,8 @@ At a point W returned by a solver, :func:`certify_global_optimum` runs, in order
 3. **The SDP-dual test** (:mod:`.sdp_dual`; Gilman, Burer & Balzano, arXiv:2205.13653): a nu
    found by Kelley cutting planes, then verified by eigenvalue upper bounds (:mod:`.eigen`).
 4. **An upper bound** on ``max f`` and the relative gap when not certified (:mod:`.bounds`).
+5. **Optionally** (``moment=True``), when the SDP dual is not tight: the level-2 moment relaxation
+   (:mod:`.moment`), whose rigorous bound proves most of the remaining optima.
 
 The result is a :class:`Certificate` (:mod:`.record`). All objective values and bounds are on the
 estimators' scale ``1/2 sum_k w_k^T R_k w_k``; tolerances are relative to

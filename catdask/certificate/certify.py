@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import time
 
 import numpy as np
@@ -15,6 +17,7 @@ from .bounds import (
     want_full_sdp,
 )
 from .eigen import DENSE_MAX_DIM, weakest_check
+from .moment import MAX_PSD_BLOCK, RelaxationTooLarge, moment_relaxation_bound
 from .point import CannotTest, StationaryPoint, read_inputs
 from .rapcsak import rapcsak_lambda_max
 from .record import Certificate, not_certified
@@ -32,6 +35,8 @@ def certify_global_optimum(
     max_sdp_dim=MAX_SDP_DIM,
     dense_max_dim=DENSE_MAX_DIM,
     rng=None,
+    moment=False,
+    max_moment_block=MAX_PSD_BLOCK,
 ):
     """Test whether W globally maximises ``f(W) = 1/2 sum_k w_k^T R_k w_k`` on the Stiefel manifold.
 
@@ -69,6 +74,14 @@ def certify_global_optimum(
         Lanczos alone.
     rng : None, int or numpy.random.Generator
         Seeds the Lanczos start vectors.
+    moment : bool, default=False
+        When the SDP-dual test does not certify W, try the level-2 moment relaxation
+        (:mod:`.moment`; needs cvxpy): W is certified (``method="moment"``) when its rigorous
+        bound is within ``tol`` of f(W), relative; otherwise the bound is used if it is the
+        tightest. Needs the class matrices as arrays. The reason records the solver and time.
+    max_moment_block : int, default=800
+        Size guard of the moment relaxation: a larger PSD block is not attempted (the reason
+        gives the size it would need).
 
     Returns
     -------
@@ -131,7 +144,11 @@ def certify_global_optimum(
         stage = "the SDP-dual test"
         sdp = sdp_dual_test(point)
         stage = "the upper bound"
-        return _record(point, rap_lmax, rap_check, sdp, full_sdp, max_sdp_dim, t0)
+        cert = _record(point, rap_lmax, rap_check, sdp, full_sdp, max_sdp_dim, t0)
+        if moment and not cert.certified:
+            stage = "the moment relaxation"
+            cert = _moment_level(point, cert, int(max_moment_block), t0)
+        return cert
     except CannotTest as exc:
         why = str(exc)
     except Exception as exc:  # LinAlgError, ArpackNoConvergence, overflow...: never crash a fit
@@ -196,6 +213,40 @@ def _record(point, rap_lmax, rap_check, sdp, full_sdp, max_sdp_dim, t0):
         verified_upper_bound=float(verified * unit),
         eigen_check=weakest_check(checks),
     )
+
+
+def _moment_level(point, cert, max_block, t0):
+    """Level 2 of the hierarchy, tried only after the SDP-dual test failed (docs/design.md §4)."""
+    if point.R_all is None:
+        note = "moment relaxation skipped: it needs the class matrices as arrays"
+        return dataclasses.replace(cert, reason=f"{cert.reason}; {note}")
+    try:
+        mb = moment_relaxation_bound(point.R_all, max_psd_block=max_block)
+    except (RelaxationTooLarge, ImportError) as exc:
+        return dataclasses.replace(cert, reason=f"{cert.reason}; moment relaxation skipped: {exc}")
+    f, unit = point.f, point.unit
+    gap = max(0.0, (mb.upper_bound - f) / abs(f)) if f else math.inf
+    how = (f"level-2 moment relaxation ({mb.solver}, {mb.n_moments:,} moments, largest PSD "
+           f"block {max(mb.block_sizes)}, {mb.seconds:.1f} s): rigorous bound "
+           f"{mb.upper_bound * unit:.10g}, relative gap {gap:.1e}")
+    seconds = time.perf_counter() - t0
+    if gap <= point.tol:
+        return dataclasses.replace(
+            cert, certified=True, method="moment", upper_bound=float(f * unit),
+            bound_method="certificate", gap=0.0,
+            verified_upper_bound=float(max(mb.upper_bound, f) * unit), seconds=seconds,
+            reason=f"certified by the {how} <= tol = {point.tol:.0e}; {cert.reason}",
+        )
+    if mb.upper_bound * unit < cert.upper_bound:
+        upper = max(mb.upper_bound, f)
+        return dataclasses.replace(
+            cert, upper_bound=float(upper * unit), bound_method="moment",
+            gap=float(relative_gap(upper, f, point.tau)),
+            verified_upper_bound=float(upper * unit), seconds=seconds,
+            reason=f"{cert.reason}; not certified by the {how}",
+        )
+    return dataclasses.replace(cert, seconds=seconds,
+                               reason=f"{cert.reason}; not certified by the {how}")
 
 
 def _upper_bound(point, sdp, full_sdp, max_sdp_dim):

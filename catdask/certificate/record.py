@@ -25,14 +25,14 @@ class Certificate:
         that was not attempted.
     certified : bool
         True only if a verified sufficient condition for global optimality holds.
-    method : {"sdp-dual", "rapcsak"} or None
+    method : {"sdp-dual", "rapcsak", "moment"} or None
         The condition that certified W ("sdp-dual" is preferred when both hold).
     objective : float
         f(W); nan if not applicable.
     upper_bound : float
         A valid upper bound on ``max f`` over the Stiefel manifold (nan if none). Equal to
         ``objective`` when certified (the tolerance of the test is in ``verified_upper_bound``).
-    bound_method : {"certificate", "sdp", "reduced"} or None
+    bound_method : {"certificate", "sdp", "reduced", "moment"} or None
         Where ``upper_bound`` comes from: the certificate itself (``upper_bound = objective``),
         the full SDP relaxation solved with cvxpy, or the cheap dual-feasible bound.
     gap : float

@@ -103,7 +103,7 @@ class BaseCategorySpace(
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "init": [StrOptions({"auto", "random", "decoupled", "class-means"}), "array-like"],
         "random_state": ["random_state"],
-        "certify": ["boolean"],
+        "certify": ["boolean", StrOptions({"moment"})],
         "verbose": ["verbose"],
     }
 
@@ -176,7 +176,8 @@ class BaseCategorySpace(
         # One test for the top objective level: near-ties reach the same value to TIE_RTOL,
         # so a certified global maximum certifies them too (to that tolerance).
         best = max(near, key=lambda r: (r.converged, r.objective))
-        best.certificate = certify_one(best.index, full_sdp="auto")
+        best.certificate = certify_one(best.index, full_sdp="auto",
+                                       moment=self.certify == "moment")
         for res in results:
             if res is best:
                 continue

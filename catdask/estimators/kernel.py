@@ -236,7 +236,7 @@ class KernelCategorySpace(BaseCategorySpace):
 
         factor = {}
 
-        def certify_one(r, full_sdp):
+        def certify_one(r, full_sdp, moment):
             if "L" not in factor:
                 L, residual, ok = pivoted_cholesky(
                     op.diagonal(), op.columns, rtol=1e-12, max_rank=CERTIFICATE_MAX_RANK
@@ -252,6 +252,7 @@ class KernelCategorySpace(BaseCategorySpace):
                 factor["class_matrices"],
                 factor["L"].T @ state.A[r].T,
                 full_sdp=full_sdp,
+                moment=moment,
             )
 
         best = self._certify_restarts(results, certify_one)

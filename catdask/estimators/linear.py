@@ -56,8 +56,11 @@ class CategorySpace(BaseCategorySpace):
         then the polar step), the class-means start, then random ones. ``"random"``: only
         Haar-random starts. An array is a single given start (warm start).
     random_state : int, RandomState instance or None, default=None
-    certify : bool, default=True
-        Check every restart with the global-optimality certificate (CQS only).
+    certify : bool or "moment", default=True
+        Test the best restart for global optimality (CQS only; the other restarts are marked
+        tied or beaten): Rapcsák's condition, then the SDP-dual test, then an upper bound.
+        ``"moment"`` also tries the level-2 moment relaxation when the SDP dual is not tight
+        (slower; needs the ``sdp`` extra). See ``certificate_``.
     verbose : int, default=0
         Log progress every 50 iterations at INFO level (logger ``catdask.solver``).
 
@@ -176,12 +179,13 @@ class CategorySpace(BaseCategorySpace):
                                class_means=op.class_means(), n_features=D, rng=rng)
         state, results = self._run_restarts(problem, problem.start(W0), labels)
 
-        def certify_one(r, full_sdp):
+        def certify_one(r, full_sdp, moment):
             if class_matrices is None:
                 return not_applicable(
                     f"not attempted: the {K} class matrices ({D} x {D}) exceed the memory budget"
                 )
-            return certify_global_optimum(class_matrices, state.W[r], full_sdp=full_sdp)
+            return certify_global_optimum(class_matrices, state.W[r], full_sdp=full_sdp,
+                                          moment=moment)
 
         best = self._certify_restarts(results, certify_one)
         W = state.W[best.index]

@@ -1,0 +1,150 @@
+"""Level-2 moment relaxation: a rigorous bound that proves optima the SDP-dual test cannot."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("cvxpy", reason="the moment relaxation needs the sdp extra (cvxpy)")
+
+from catdask.certificate import certify_global_optimum  # noqa: E402
+from catdask.certificate.moment import (  # noqa: E402
+    RelaxationTooLarge,
+    moment_relaxation_bound,
+    moment_relaxation_size,
+)
+
+
+def _polar(Y):
+    U, _, Vt = np.linalg.svd(Y, full_matrices=False)
+    return U @ Vt
+
+
+def _objective(R, W):
+    return 0.5 * sum(W[:, k] @ R[k] @ W[:, k] for k in range(R.shape[0]))
+
+
+def _best_local_optimum(R, starts=40, seed=0):
+    """Best of many runs of the scatter-form iteration W <- polar([R_k w_k]) (monotone ascent)."""
+    rng = np.random.default_rng(seed)
+    K, D, _ = R.shape
+    best = (-np.inf, None)
+    for _ in range(starts):
+        W = _polar(rng.standard_normal((D, K)))
+        for _ in range(3000):
+            W_new = _polar(np.stack([R[k] @ W[:, k] for k in range(K)], axis=1))
+            done = np.linalg.norm(W_new - W) < 1e-13
+            W = W_new
+            if done:
+                break
+        best = max(best, (_objective(R, W), W), key=lambda t: t[0])
+    return best
+
+
+def _competing_classes(seed):
+    """Class matrices whose top directions compete (orthogonality binds): the SDP dual is loose."""
+    rng = np.random.default_rng(seed)
+    D = int(rng.integers(3, 6))
+    K = min(int(rng.integers(2, 4)), D)
+    u = rng.standard_normal((D, 2))
+    R = []
+    for _ in range(K):
+        B = u @ rng.standard_normal((2, 2)) * rng.uniform(0.5, 2) + 0.3 * rng.standard_normal((D, 2))
+        R.append(B @ B.T)
+    return np.stack(R)
+
+
+def test_proves_an_optimum_the_sdp_dual_test_cannot():
+    # Found by search over _competing_classes: D = 4, K = 2, SDP-dual gap 6.7e-6 > tol.
+    R = _competing_classes(376)
+    f, W = _best_local_optimum(R, seed=376)
+    cert = certify_global_optimum(R, W)
+    assert not cert.certified and cert.gap > 1e-6
+    bound = moment_relaxation_bound(R)
+    assert bound.upper_bound >= f
+    assert (bound.upper_bound - f) / f <= 1e-6
+    assert bound.upper_bound <= cert.upper_bound + 1e-12 * f
+
+
+def test_single_axis_bound_is_half_the_top_eigenvalue():
+    # K = 1: max 1/2 w^T R w over unit w is 1/2 lambda_max(R) (closed form).
+    rng = np.random.default_rng(1)
+    A = rng.standard_normal((5, 5))
+    R = (A @ A.T)[None]
+    top = 0.5 * np.linalg.eigvalsh(R[0])[-1]
+    bound = moment_relaxation_bound(R)
+    assert top <= bound.upper_bound <= top * (1 + 1e-6)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_bound_is_never_below_an_attained_value(seed):
+    R = _competing_classes(seed)
+    f, _ = _best_local_optimum(R, starts=10, seed=seed)
+    bound = moment_relaxation_bound(R)
+    assert bound.upper_bound >= f
+    rng = np.random.default_rng(seed)
+    for _ in range(50):
+        W = _polar(rng.standard_normal((R.shape[1], R.shape[0])))
+        assert _objective(R, W) <= bound.upper_bound
+
+
+def test_common_null_space_is_projected_out_without_changing_the_bound():
+    rng = np.random.default_rng(3)
+    R = _competing_classes(376)
+    K, D, _ = R.shape
+    # Embed in D + 3 dimensions with a random rotation: the extra directions are a common null space.
+    Q = np.linalg.qr(rng.standard_normal((D + 3, D + 3)))[0][:, :D]
+    R_big = np.einsum("id,kde,je->kij", Q, R, Q)
+    assert moment_relaxation_size(R_big)["reduced_dim"] == D
+    small, big = moment_relaxation_bound(R), moment_relaxation_bound(R_big)
+    assert big.reduced_dim == D
+    assert abs(big.upper_bound - small.upper_bound) <= 1e-6 * small.upper_bound
+
+
+def test_refuses_by_size_before_building_anything():
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((6, 40, 40))
+    R = A @ A.transpose(0, 2, 1)
+    size = moment_relaxation_size(R)
+    assert size["largest_block"] == 1 + 6 * 40 * 41 // 2
+    with pytest.raises(RelaxationTooLarge, match="would need .* moments and a PSD block of size 4921"):
+        moment_relaxation_bound(R)
+
+
+def test_counts_moments_as_built():
+    R = _competing_classes(376)
+    size = moment_relaxation_size(R)
+    bound = moment_relaxation_bound(R)
+    assert bound.n_moments == size["n_moments"]
+    assert list(bound.block_sizes) == size["block_sizes"]
+
+
+def test_certificate_moment_level_proves_what_the_dual_cannot():
+    R = _competing_classes(376)
+    f, W = _best_local_optimum(R, seed=376)
+    plain = certify_global_optimum(R, W)
+    cert = certify_global_optimum(R, W, moment=True)
+    assert not plain.certified
+    assert cert.certified and cert.method == "moment" and cert.gap == 0.0
+    assert f <= cert.verified_upper_bound <= f * (1 + 1e-6)
+    assert "moment relaxation (SCS" in cert.reason
+
+
+def test_certificate_moment_level_refused_by_size_says_so():
+    R = _competing_classes(376)
+    f, W = _best_local_optimum(R, seed=376)
+    cert = certify_global_optimum(R, W, moment=True, max_moment_block=5)
+    assert not cert.certified
+    assert "moment relaxation skipped" in cert.reason and "PSD block of size 21" in cert.reason
+
+
+@pytest.mark.slow
+def test_estimator_certify_moment_on_wine_class_origin():
+    from sklearn.datasets import load_wine
+    from sklearn.preprocessing import StandardScaler
+
+    from catdask import CategorySpace
+
+    X, y = load_wine(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    est = CategorySpace(origin="class", n_restarts=4, random_state=0, certify="moment").fit(X, y)
+    assert est.certificate_.certified and est.certificate_.method == "moment"
+    assert est.certificate_.verified_gap <= 1e-6
