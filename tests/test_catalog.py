@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from catdask import catalog as cat
+from catdask.catalog import sources as cat_sources
 from catdask.catalog import (
     CatalogEntry,
     fetch_sources,
@@ -284,10 +284,10 @@ def fake_server(monkeypatch, payloads):
 
     def open_url(url, timeout):
         calls.append(url)
-        cat._check_https(url)
+        cat_sources._check_https(url)
         return FakeResponse(payloads[url])
 
-    monkeypatch.setattr(cat, "_open_url", open_url)
+    monkeypatch.setattr(cat_sources, "_open_url", open_url)
     return calls
 
 
@@ -320,7 +320,7 @@ def test_network_error_is_reported(tmp_path, monkeypatch):
     def unreachable(url, timeout):
         raise urllib.error.URLError("Name or service not known")
 
-    monkeypatch.setattr(cat, "_open_url", unreachable)
+    monkeypatch.setattr(cat_sources, "_open_url", unreachable)
     with pytest.raises(
         SourceNotFoundError,
         match="Could not download https://example.org/t.dat: Name or service not known",
@@ -347,7 +347,7 @@ def test_non_https_downloads_are_refused(tmp_path, url):
 def test_redirect_to_http_is_refused():
     import urllib.request
 
-    handler = cat._HTTPSOnlyRedirects()
+    handler = cat_sources._HTTPSOnlyRedirects()
     req = urllib.request.Request("https://example.org/a")
     with pytest.raises(ValueError, match="only https"):
         handler.redirect_request(req, None, 302, "Found", {}, "http://example.org/a")
