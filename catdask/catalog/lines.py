@@ -22,8 +22,16 @@ import numpy as np
 
 from ..errors import ParseError
 
-__all__ = ["Head", "iter_lines", "split_cells", "read_head", "resolve_column", "locate_problem",
-           "line_of_row", "is_missing"]
+__all__ = [
+    "Head",
+    "iter_lines",
+    "split_cells",
+    "read_head",
+    "resolve_column",
+    "locate_problem",
+    "line_of_row",
+    "is_missing",
+]
 
 INT_PATTERN = re.compile(r"[+-]?[0-9]+")
 # Cells that mean "no value" in common exports; reported as missing rather than non-numeric.
@@ -81,7 +89,8 @@ def split_cells(line: str, fmt: str, delimiter: str | None, comment: str | None)
 
 def _data_lines(stream, spec: dict, where):
     """Yield ``(line number, cells)`` of the non-blank lines after ``skip_lines``."""
-    fmt, delim, comment = spec.get("format", "whitespace"), spec.get("delimiter"), spec.get("comment")
+    fmt = spec.get("format", "whitespace")
+    delim, comment = spec.get("delimiter"), spec.get("comment")
     skip = spec.get("skip_lines", 0)
     for lineno, line in iter_lines(stream):
         if lineno <= skip:
@@ -199,7 +208,9 @@ def _check_field_counts(open_stream, spec, head: Head, where) -> None:
 
 def _check_cell(cell: str, name: str, where, lineno: int) -> None:
     if is_missing(cell):
-        raise ParseError(f"missing value {cell!r} in {name}; impute or drop it first", where, lineno)
+        raise ParseError(
+            f"missing value {cell!r} in {name}; impute or drop it first", where, lineno
+        )
     try:
         value = float(cell)
     except ValueError:

@@ -25,7 +25,15 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ParseError
-from .lines import INT_PATTERN, MISSING_CELLS, Head, line_of_row, locate_problem, read_head, resolve_column
+from .lines import (
+    INT_PATTERN,
+    MISSING_CELLS,
+    Head,
+    line_of_row,
+    locate_problem,
+    read_head,
+    resolve_column,
+)
 
 __all__ = ["Table", "read_table", "MAX_TABLE_BYTES", "MAX_TABLE_BYTES_ENV", "CHUNK_ROWS"]
 
@@ -137,7 +145,9 @@ def _scan(stream, where, *, text: bool = True) -> dict:
     try:
         decoder.decode(b"", final=True)
     except UnicodeDecodeError:
-        raise ParseError("not UTF-8 text (truncated character at the end)", where, newlines + 1) from None
+        raise ParseError(
+            "not UTF-8 text (truncated character at the end)", where, newlines + 1
+        ) from None
     if not has_text:
         raise ParseError("the file is empty", where)
     return {"bytes": size, "sha256": sha.hexdigest(), "lines": newlines + 1}
@@ -219,6 +229,8 @@ def _csv_options(spec: dict, head: Head, label: int) -> dict:
     if fmt == "csv":
         options["skipinitialspace"] = True
     if spec.get("comment"):
+        # pandas also cuts a comment that starts mid-line; the line layer skips whole lines
+        # starting with it. Same result for tables whose cells never contain the character.
         options["comment"] = spec["comment"]
     return options
 
