@@ -124,3 +124,32 @@ def test_invalid_parameters_are_named(param, value, match, Xy):
     X, y = Xy
     with pytest.raises(ValueError, match=match):
         CategorySpace(**{param: value}).fit(X, y)
+
+
+# ============================================================================ ingest
+def test_ingest_file_refuses_dev_zero_without_reading_it(tmp_path):
+    """`catdask ingest --file /dev/zero` used to read until MemoryError; now refused at once."""
+    import os
+    import time
+    from pathlib import Path
+
+    from catdask.errors import ParseError
+    from catdask.pipeline import ingest_file
+
+    if not Path("/dev/zero").exists():
+        pytest.skip("no /dev/zero")
+    t0 = time.perf_counter()
+    with pytest.raises(ParseError, match="/dev/zero: is a device, not a regular file"):
+        ingest_file("/dev/zero", "zeros", -1, tmp_path / "store")
+    assert time.perf_counter() - t0 < 5
+    assert not (tmp_path / "store").exists() or "zeros" not in os.listdir(tmp_path / "store")
+
+
+def test_ingest_file_names_a_bad_cell_by_line_and_column(tmp_path):
+    from catdask.errors import ParseError
+    from catdask.pipeline import ingest_file
+
+    path = tmp_path / "t.csv"
+    path.write_text("a,b,label\n1,2,x\n3,4,x\n5,?,y\n7,8,y\n")
+    with pytest.raises(ParseError, match=r"t\.csv, line 4: missing value '\?' in column 1 \('b'\)"):
+        ingest_file(path, "t", "label", tmp_path / "store")

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from catdask import catalog as cat
+from catdask.catalog import sources as cat_sources
 from catdask.catalog import (
     CatalogEntry,
     fetch_sources,
@@ -284,10 +284,10 @@ def fake_server(monkeypatch, payloads):
 
     def open_url(url, timeout):
         calls.append(url)
-        cat._check_https(url)
+        cat_sources._check_https(url)
         return FakeResponse(payloads[url])
 
-    monkeypatch.setattr(cat, "_open_url", open_url)
+    monkeypatch.setattr(cat_sources, "_open_url", open_url)
     return calls
 
 
@@ -320,7 +320,7 @@ def test_network_error_is_reported(tmp_path, monkeypatch):
     def unreachable(url, timeout):
         raise urllib.error.URLError("Name or service not known")
 
-    monkeypatch.setattr(cat, "_open_url", unreachable)
+    monkeypatch.setattr(cat_sources, "_open_url", unreachable)
     with pytest.raises(
         SourceNotFoundError,
         match="Could not download https://example.org/t.dat: Name or service not known",
@@ -347,7 +347,7 @@ def test_non_https_downloads_are_refused(tmp_path, url):
 def test_redirect_to_http_is_refused():
     import urllib.request
 
-    handler = cat._HTTPSOnlyRedirects()
+    handler = cat_sources._HTTPSOnlyRedirects()
     req = urllib.request.Request("https://example.org/a")
     with pytest.raises(ValueError, match="only https"):
         handler.redirect_request(req, None, 302, "Found", {}, "http://example.org/a")
@@ -674,3 +674,131 @@ def test_round_trip_random_tables(tmp_path, data, fmt, crlf, trailing, final_new
     np.testing.assert_array_equal(got_y, y)
     assert got_names == sorted(set(y.tolist()))
     assert prov["files"][0]["sha256"] == hashlib.sha256(text.encode()).hexdigest()
+
+
+# ============================================================================ ingest at scale
+def _reference_parse(path, label_index=-1):
+    """The line-by-line parse (the Python parser pandas replaced): float() of every cell."""
+    from catdask.catalog.lines import iter_lines, split_cells
+
+    X, y = [], []
+    with open(path, "rb") as fh:
+        for i, (_lineno, line) in enumerate(iter_lines(fh)):
+            cells = split_cells(line, "csv", ",", None)
+            if i == 0 or cells is None:  # header, blank lines
+                continue
+            label = cells.pop(label_index)
+            X.append([float(c) for c in cells])
+            y.append(int(label))
+    return np.array(X, dtype=np.float64), np.array(y, dtype=np.int64)
+
+
+def test_chunked_parse_equals_line_parse_on_a_generated_file(tmp_path, monkeypatch):
+    """Many pandas chunks (a few hundred rows each) give exactly the line-by-line result,
+    blank lines, CRLF, odd float spellings and a short last chunk included."""
+    from catdask.catalog import tables
+
+    monkeypatch.setattr(tables, "CHUNK_ROWS", 300)
+    rng = np.random.default_rng(3)
+    n, d = 2_017, 6
+    X = rng.standard_normal((n, d)) * 10.0 ** rng.integers(-8, 8, (n, d))
+    y = rng.integers(-2, 4, n)
+    spellings = [repr, lambda v: f"{v:.3e}", lambda v: f"{v:+.4f}", lambda v: f"{v:g}"]
+    lines = [",".join([f"f{j}" for j in range(d)] + ["label"])]
+    for i in range(n):
+        cells = [spellings[(i + j) % 4](float(v)) for j, v in enumerate(X[i])]
+        lines.append(",".join(cells + [str(y[i])]))
+        if i % 500 == 7:
+            lines.append("")
+    path = write(tmp_path / "big.csv", "\r\n".join(lines) + "\r\n")
+    want_X, want_y = _reference_parse(path)
+    got_X, got_y, names, prov = parse_table(path, "label")
+    np.testing.assert_array_equal(got_X, want_X)
+    np.testing.assert_array_equal(got_y, want_y)
+    assert got_X.dtype == np.float64 and got_y.dtype == np.int64
+    assert names == [str(c) for c in sorted(set(want_y.tolist()))]
+    assert prov["files"][0]["rows"] == n
+
+
+def test_bad_cell_deep_in_a_large_file_names_line_and_column(tmp_path, monkeypatch):
+    from catdask.catalog import tables
+
+    monkeypatch.setattr(tables, "CHUNK_ROWS", 100)
+    rows = [f"{i}.5,{i}.25,{i % 3}" for i in range(1000)]
+    rows[700] = "700.5,oops,1"
+    path = write(tmp_path / "t.csv", "a,b,label\n" + "\n".join(rows) + "\n")
+    with pytest.raises(ParseError, match=r"line 702: non-numeric value 'oops' in feature "
+                       r"column 1 \('b'\)") as err:
+        parse_table(path, "label")
+    assert err.value.line == 702
+
+
+@pytest.mark.parametrize("kind", ["dev_zero", "fifo", "folder"])
+def test_non_regular_files_are_refused(tmp_path, kind):
+    import os
+
+    if kind == "dev_zero":
+        path, what = Path("/dev/zero"), "a device"
+        if not path.exists():
+            pytest.skip("no /dev/zero")
+    elif kind == "fifo":
+        path, what = tmp_path / "pipe", "a FIFO"
+        os.mkfifo(path)
+    else:
+        path, what = tmp_path, "a folder"
+    with pytest.raises(ParseError, match=f"is {what}.*not a regular file"):
+        parse_table(path, -1, ",")
+
+
+def test_file_over_the_size_limit_is_refused(tmp_path, monkeypatch):
+    from catdask.catalog import MAX_TABLE_BYTES_ENV
+
+    path = write(tmp_path / "t.csv", "1,2,a\n3,4,a\n5,6,b\n7,8,b\n")
+    monkeypatch.setenv(MAX_TABLE_BYTES_ENV, "10")
+    with pytest.raises(ParseError, match=f"over the .* limit .*{MAX_TABLE_BYTES_ENV}"):
+        parse_table(path, -1)
+
+
+def test_table_too_large_for_memory_is_refused(tmp_path, monkeypatch):
+    import psutil
+
+    class Tiny:
+        available = 16  # bytes: fewer than 5 rows x 2 features x 8
+
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: Tiny)
+    path = write(tmp_path / "t.csv", "1,2,a\n3,4,a\n5,6,b\n7,8,b\n")
+    with pytest.raises(ParseError, match="need .* GiB as float64, more than the .* available"):
+        parse_table(path, -1)
+
+
+# ============================================================================ labels
+def test_labels_mixing_integers_and_text_across_files(tmp_path):
+    """One file's labels are integers, the other's text: named, not silently stringified."""
+    (tmp_path / "tinyset").mkdir()
+    write(tmp_path / "tinyset" / "a.dat", "1 2 1\n3 4 1\n5 6 2\n7 8 2\n")
+    write(tmp_path / "tinyset" / "b.dat", "1 2 x\n3 4 x\n")
+    files = [
+        {"name": n, "url": f"https://example.org/{n}", "sha256": None} for n in ("a.dat", "b.dat")
+    ]
+    with pytest.raises(ParseError, match=r"labels mix kinds: integers in .*a\.dat.* and text in "
+                       r".*b\.dat.*label_type 'str'"):
+        parse_dataset(entry(files=files), [tmp_path / "tinyset" / n for n in ("a.dat", "b.dat")])
+
+
+def test_check_label_types_names_mixed_labels():
+    from catdask.catalog import check_label_types
+
+    with pytest.raises(ParseError, match=r"labels mix kinds \(number 1, text 'a'\)"):
+        check_label_types(np.array([1, "a", 2], dtype=object))
+    check_label_types(np.array(["a", "b"], dtype=object))
+    check_label_types(np.array([1, 2]))
+
+
+@pytest.mark.parametrize(
+    "name, names",
+    [("iris", ["setosa", "versicolor", "virginica"]), ("wine", ["class_0", "class_1", "class_2"])],
+)
+def test_sklearn_sets_carry_scikit_learns_class_names(name, names):
+    _X, y, label_names, _prov = parse_dataset(name)
+    assert label_names == names
+    assert sorted(set(y.tolist())) == [0, 1, 2]

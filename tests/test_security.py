@@ -380,7 +380,7 @@ def test_reduce_payload_as_a_class_label_is_refused_lazily(store, dataset, marke
 # ============================================================================ downloads
 def test_wrong_checksum_download_stores_nothing(tmp_path, monkeypatch):
     """ingest with downloads allowed, the server returns other bytes: nothing is kept."""
-    import catdask.catalog as catalog
+    import catdask.catalog.sources as catalog
     from catdask.pipeline import ingest_dataset
 
     asked = []

@@ -45,7 +45,18 @@ def ingest_dataset(name, store=None, *, source_dir=None, allow_download=False, c
 
 
 def ingest_file(path, name, label_column, store=None, *, delimiter=None, header="infer"):
-    """Ingest any CSV / whitespace table with a named (or indexed) label column."""
+    """Ingest any CSV / whitespace table with a named (or indexed) label column.
+
+    The table is parsed by :func:`catdask.catalog.parse_table` (pandas' C parser in bounded
+    chunks: memory grows with the float64 result, not with the text).
+
+    Raises
+    ------
+    ParseError
+        Naming file, line and column of the problem; also for what is not a text table
+        (``/dev/zero``, a FIFO, a folder), a file over ``$CATDASK_MAX_TABLE_BYTES`` and a
+        table whose array would not fit in the available memory.
+    """
     name = validate_name(name, kind="data set")
     X, y, label_names, provenance = parse_table(path, label_column, delimiter=delimiter, header=header)
     info = write_dataset(resolve_store(store), name, X, y, label_names=label_names,

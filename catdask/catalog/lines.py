@@ -1,0 +1,259 @@
+"""Line-level table reading: the header, and the exact line and column of a problem.
+
+The bulk of a table is parsed by pandas (:mod:`catdask.catalog.tables`); this module is the thin
+layer around it that reads the few lines before the first data row (skipped lines, the header)
+and, when pandas or a check after it finds something wrong, re-reads the file line by line to
+name the first offending line and column in the words a user can act on. It streams the file
+(one line at a time), so locating a problem never holds the whole file in memory.
+
+Rules (the quirks of ``../shared/data/uci/*/SOURCE.md``): lines split on ``"\\n"`` only;
+``"whitespace"`` splits on any run of spaces/tabs (CR included); ``"csv"`` uses one
+:mod:`csv` reader per line (a stray quote must not swallow the following lines) and strips
+cells; blank lines and lines starting with ``comment`` are skipped.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import re
+
+import numpy as np
+
+from ..errors import ParseError
+
+__all__ = [
+    "Head",
+    "iter_lines",
+    "split_cells",
+    "read_head",
+    "resolve_column",
+    "locate_problem",
+    "line_of_row",
+    "is_missing",
+]
+
+INT_PATTERN = re.compile(r"[+-]?[0-9]+")
+# Cells that mean "no value" in common exports; reported as missing rather than non-numeric.
+MISSING_CELLS = frozenset(["", "?", "na", "n/a", "nan", "null", "none", "-", "."])
+
+
+def is_missing(cell: str) -> bool:
+    """True for the cells common exports use for "no value" ("", "?", "NA", "nan", ...)."""
+    return cell.lower() in MISSING_CELLS
+
+
+@dataclasses.dataclass(frozen=True)
+class Head:
+    """What the lines before the first data row say about a table.
+
+    Attributes
+    ----------
+    header : list of str or None
+        Column names, when the file has a header line.
+    n_columns : int
+        Fields per row (from the spec, the header or the first data row).
+    first_data_line : int
+        1-based line number of the first data row.
+    """
+
+    header: list | None
+    n_columns: int
+    first_data_line: int
+
+
+def iter_lines(stream):
+    """Yield ``(line number, text)`` of a binary stream, split on ``b"\\n"`` only.
+
+    The stream was checked to be UTF-8 before (a byte-order mark on the first line is dropped).
+    """
+    for lineno, raw in enumerate(stream, start=1):
+        text = raw.decode("utf-8")
+        if lineno == 1:
+            text = text.removeprefix("\ufeff")
+        yield lineno, text.rstrip("\n")
+
+
+def split_cells(line: str, fmt: str, delimiter: str | None, comment: str | None):
+    """Cells of one line: a list, None for a blank/comment line, or the :class:`csv.Error`."""
+    if not line.strip() or (comment and line.lstrip().startswith(comment)):
+        return None
+    if fmt != "csv":
+        return line.split()  # any run of spaces/tabs (seeds' doubled tabs), CR too
+    try:
+        cells = next(csv.reader([line.rstrip("\r")], delimiter=delimiter, strict=True))
+    except csv.Error as exc:
+        return exc
+    return [c.strip() for c in cells]
+
+
+def _data_lines(stream, spec: dict, where):
+    """Yield ``(line number, cells)`` of the non-blank lines after ``skip_lines``."""
+    fmt = spec.get("format", "whitespace")
+    delim, comment = spec.get("delimiter"), spec.get("comment")
+    skip = spec.get("skip_lines", 0)
+    for lineno, line in iter_lines(stream):
+        if lineno <= skip:
+            continue
+        cells = split_cells(line, fmt, delim, comment)
+        if isinstance(cells, csv.Error):
+            raise ParseError(f"malformed CSV: {cells}", where, lineno)
+        if cells is not None:
+            yield lineno, cells
+
+
+def _looks_numeric(cell: str) -> bool:
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return True
+
+
+def _check_header(header: list, where, lineno: int) -> None:
+    seen = {}
+    for i, name in enumerate(header):
+        if name == "":
+            raise ParseError(f"header column {i} has an empty name", where, lineno)
+        if name in seen:
+            raise ParseError(
+                f"duplicate column name {name!r} in the header (columns {seen[name]} and {i})",
+                where,
+                lineno,
+            )
+        seen[name] = i
+
+
+def read_head(stream, spec: dict, where) -> Head:
+    """Read up to the first data row: the header (if any) and the number of columns.
+
+    Raises
+    ------
+    ParseError
+        No data rows, a bad header (empty or duplicate names, wrong count), one column only.
+    """
+    header_mode = spec.get("header", False)
+    n_columns = spec.get("n_columns")
+    header = None
+    for lineno, cells in _data_lines(stream, spec, where):
+        if header is None and header_mode is not False:
+            if header_mode is True or not any(_looks_numeric(c) for c in cells):
+                header = cells
+                _check_header(header, where, lineno)
+                n_columns = n_columns or len(header)
+                if len(header) != n_columns:
+                    raise ParseError(
+                        f"header has {len(header)} names, expected {n_columns}", where, lineno
+                    )
+                continue
+        if n_columns is None:
+            n_columns = len(cells)
+            if n_columns < 2:
+                raise ParseError(
+                    "only one column: need features and a label (wrong delimiter?)", where, lineno
+                )
+        return Head(header, n_columns, lineno)
+    skip = spec.get("skip_lines", 0)
+    raise ParseError(
+        "no data rows" + (f" after skipping {skip} header line(s)" if skip else ""), where
+    )
+
+
+def resolve_column(col, n_columns: int, header: list | None, where, what: str) -> int:
+    """0-based index of a column given by index (negative from the end) or header name."""
+    if isinstance(col, str):
+        if header is not None and col in header:
+            return header.index(col)
+        if INT_PATTERN.fullmatch(col.strip()):
+            col = int(col)
+        elif header is None:
+            raise ParseError(
+                f"{what} {col!r} is a name but the file has no header line; give a "
+                f"column index (0..{n_columns - 1} or -1 for the last)",
+                where,
+            )
+        else:
+            raise ParseError(f"{what} {col!r} not found in the header; columns are {header}", where)
+    if not -n_columns <= col < n_columns:
+        raise ParseError(f"{what} index {col} is out of range for {n_columns} columns", where)
+    return col % n_columns
+
+
+def _rows(stream, spec: dict, head: Head, where):
+    """Yield ``(line number, cells)`` of the data rows (after the header)."""
+    for lineno, cells in _data_lines(stream, spec, where):
+        if lineno >= head.first_data_line:
+            yield lineno, cells
+
+
+def _check_field_counts(open_stream, spec, head: Head, where) -> None:
+    n = head.n_columns
+    with open_stream() as stream:
+        rows = _rows(stream, spec, head, where)
+        for lineno, cells in rows:
+            if len(cells) == n:
+                continue
+            last = next(rows, None) is None
+            raise ParseError(
+                f"expected {n} fields, found {len(cells)}"
+                + (
+                    " (the file looks truncated)"
+                    if last and len(cells) < n
+                    else " (wrong delimiter, a missing value or an extra field?)"
+                ),
+                where,
+                lineno,
+            )
+
+
+def _check_cell(cell: str, name: str, where, lineno: int) -> None:
+    if is_missing(cell):
+        raise ParseError(
+            f"missing value {cell!r} in {name}; impute or drop it first", where, lineno
+        )
+    try:
+        value = float(cell)
+    except ValueError:
+        raise ParseError(f"non-numeric value {cell!r} in feature {name}", where, lineno) from None
+    if not np.isfinite(value):
+        raise ParseError(f"non-finite value {cell!r} in {name}", where, lineno)
+
+
+def locate_problem(open_stream, spec: dict, head: Head, cols, label: int, where) -> None:
+    """Raise the :class:`ParseError` of the first problem of a table, in the order checked.
+
+    Field counts of every row first (a short or long row explains any later cell), then every
+    feature cell (missing, non-numeric, non-finite: naming line and column), then the labels
+    (missing; not an integer when ``label_type`` is ``"int"``). Returns None when the file has
+    none of these problems.
+
+    Parameters
+    ----------
+    open_stream : callable
+        Returns a fresh binary stream of the file (a context manager).
+    """
+    _check_field_counts(open_stream, spec, head, where)
+    names = {
+        c: f"column {c}" + (f" ({head.header[c]!r})" if head.header else "") for c in cols
+    }
+    label_type = spec.get("label_type", "auto")
+    with open_stream() as stream:
+        for lineno, cells in _rows(stream, spec, head, where):
+            for c in cols:
+                _check_cell(cells[c], names[c], where, lineno)
+    with open_stream() as stream:
+        for lineno, cells in _rows(stream, spec, head, where):
+            cell = cells[label]
+            if is_missing(cell):
+                raise ParseError(f"missing label {cell!r}", where, lineno)
+            if label_type == "int" and not INT_PATTERN.fullmatch(cell):
+                raise ParseError(f"label {cell!r} is not an integer", where, lineno)
+
+
+def line_of_row(open_stream, spec: dict, head: Head, row: int, where) -> int | None:
+    """1-based line number of data row ``row`` (0-based), or None past the end."""
+    with open_stream() as stream:
+        for i, (lineno, _cells) in enumerate(_rows(stream, spec, head, where)):
+            if i == row:
+                return lineno
+    return None

@@ -1,0 +1,232 @@
+"""Source files of catalog data sets: find them locally, download them, verify their sha256.
+
+Files are found locally first (:func:`locate_sources`) and downloaded only on request
+(:func:`fetch_sources`: HTTPS only, redirects included, sha256 checked when the catalog has it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+
+from ..errors import ChecksumMismatchError, SourceNotFoundError
+from .entries import _check_https, get_entry
+
+__all__ = [
+    "locate_sources",
+    "fetch_sources",
+    "obtain_sources",
+    "file_sha256",
+    "SHARED_UCI_DIR",
+    "SOURCE_ENV",
+]
+
+SOURCE_ENV = "CATDASK_SOURCE_DIR"
+# The team's shared raw copies (read-only), beside a checkout: ../shared/data/uci/<name>/.
+SHARED_UCI_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "uci"
+
+
+def file_sha256(path, chunk: int = 2**20) -> str:
+    """Hex sha256 of a file, read in chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(chunk), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _local_names(f: dict) -> list[str]:
+    """File names under which a record may exist locally: the file itself, or its archive."""
+    return [f["name"]] + ([f["archive"]] if f.get("archive") else [])
+
+
+def _candidate_dirs(name: str, source_dir) -> list[Path]:
+    dirs = []
+    for base in (source_dir, os.environ.get(SOURCE_ENV)):
+        if base:
+            base = Path(base).expanduser()
+            dirs += [base, base / name]  # flat, or one subfolder per data set
+    dirs.append(SHARED_UCI_DIR / name)
+    return dirs
+
+
+def _verify_file(path: Path, f: dict, hint: str) -> None:
+    expected = f.get("sha256")
+    # The catalog's sha256 is of the downloaded file: the archive when there is one.
+    if expected is None or (f.get("archive") and path.name != f["archive"]):
+        return
+    got = file_sha256(path)
+    if got != expected:
+        raise ChecksumMismatchError(path, expected, got, hint)
+
+
+def locate_sources(entry, source_dir=None, *, verify: bool = True) -> list[Path]:
+    """Local paths of a catalog data set's original files (no download).
+
+    Looks, in order, in ``source_dir``, in ``$CATDASK_SOURCE_DIR`` (each flat or with a
+    subfolder named after the data set) and in ``../shared/data/uci/<name>/`` beside the
+    checkout; the first folder holding every file wins. For a file shipped in a zip archive,
+    either the extracted file or the archive is accepted.
+
+    Parameters
+    ----------
+    entry : CatalogEntry or str
+    source_dir : path, optional
+    verify : bool, default True
+        Check sha256 where the catalog records one.
+
+    Returns
+    -------
+    list of Path
+        One per file record, in catalog order (empty for scikit-learn data sets).
+
+    Raises
+    ------
+    SourceNotFoundError
+        Listing the folders searched and how to provide the files.
+    ChecksumMismatchError
+        A local file differs from the catalogued original.
+    """
+    entry = get_entry(entry)
+    if entry.kind == "sklearn":
+        return []
+    searched, partial = [], []
+    for d in _candidate_dirs(entry.name, source_dir):
+        if d in searched:
+            continue
+        searched.append(d)
+        if not d.is_dir():
+            continue
+        found = []
+        for f in entry.files:
+            hit = next((d / n for n in _local_names(f) if (d / n).is_file()), None)
+            if hit is None:
+                break
+            found.append(hit)
+        if len(found) == len(entry.files):
+            if verify:
+                for path, f in zip(found, entry.files):
+                    _verify_file(
+                        path,
+                        f,
+                        "The local copy differs from the catalogued original; "
+                        "replace it, or pass verify=False to accept it.",
+                    )
+            return found
+        if found:
+            partial.append(f"{d} has {len(found)} of {len(entry.files)} files")
+    missing = ", ".join(f["name"] for f in entry.files)
+    raise SourceNotFoundError(
+        f"Original files of {entry.name!r} ({missing}) not found in: "
+        f"{', '.join(str(s) for s in searched)}"
+        + (f" ({'; '.join(partial)})" if partial else "")
+        + f". Pass source_dir=..., set {SOURCE_ENV}, or download them with "
+        f"fetch_sources(entry, cache_dir) (CLI: `catdask ingest {entry.name} --download`)."
+    )
+
+
+class _HTTPSOnlyRedirects(urllib.request.HTTPRedirectHandler):
+    """Follow redirects only to other HTTPS addresses (never downgrade to http/ftp/file)."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        _check_https(newurl)
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+def _open_url(url: str, timeout: float):
+    """Open ``url`` for reading (HTTPS only, redirects included). Tests replace this."""
+    _check_https(url)
+    opener = urllib.request.build_opener(_HTTPSOnlyRedirects)
+    return opener.open(
+        urllib.request.Request(url, headers={"User-Agent": "catdask"}), timeout=timeout
+    )
+
+
+def _download(url: str, dest: Path, expected: str | None, timeout: float) -> None:
+    """Stream ``url`` into a temporary file beside ``dest``, check sha256, rename into place."""
+    _check_https(url)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".tmp-{dest.name}-{uuid.uuid4().hex}")
+    h = hashlib.sha256()
+    try:
+        with _open_url(url, timeout) as resp, open(tmp, "wb") as out:
+            for block in iter(lambda: resp.read(2**20), b""):
+                h.update(block)
+                out.write(block)
+            out.flush()
+            os.fsync(out.fileno())
+        got = h.hexdigest()
+        if expected is not None and got != expected:
+            raise ChecksumMismatchError(
+                f"{url} (downloading {dest.name})",
+                expected,
+                got,
+                "The download was discarded; the server copy differs from the catalogued original.",
+            )
+        os.replace(tmp, dest)
+    except urllib.error.URLError as exc:  # includes HTTPError (404 ...) and DNS failures
+        raise SourceNotFoundError(
+            f"Could not download {url}: {exc.reason if hasattr(exc, 'reason') else exc}. Check the "
+            f"network, or put {dest.name} in a folder given as source_dir or {SOURCE_ENV}."
+        ) from exc
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def fetch_sources(
+    entry, cache_dir, allow_download: bool = True, *, timeout: float = 60.0
+) -> list[Path]:
+    """Paths of a data set's files in ``cache_dir/<name>/``, downloading what is missing.
+
+    Downloads use HTTPS only (other schemes and redirects to them are refused), go to a
+    temporary file that is renamed into place only after its sha256 matched the catalog
+    (when the catalog has one). Cached files are re-checked and re-downloaded if they differ.
+
+    Raises
+    ------
+    SourceNotFoundError
+        A file is not cached and ``allow_download`` is False.
+    ChecksumMismatchError
+        Naming the file, the expected and the actual sha256.
+    ValueError
+        A non-HTTPS URL.
+    """
+    entry = get_entry(entry)
+    if entry.kind == "sklearn":
+        return []
+    folder = Path(cache_dir).expanduser() / entry.name
+    paths = []
+    for f in entry.files:
+        dest = folder / (f.get("archive") or f["name"])
+        expected = f.get("sha256")
+        if dest.is_file() and (expected is None or file_sha256(dest) == expected):
+            paths.append(dest)
+            continue
+        if not allow_download:
+            state = "differs from the catalogued sha256" if dest.is_file() else "is not cached"
+            raise SourceNotFoundError(
+                f"{dest} {state} and downloading is disabled; allow downloads or provide the "
+                f"file (source_dir / {SOURCE_ENV})."
+            )
+        _download(f["url"], dest, expected, timeout)
+        paths.append(dest)
+    return paths
+
+
+def obtain_sources(
+    entry, source_dir=None, cache_dir=None, allow_download: bool = False, *, verify: bool = True
+) -> list[Path]:
+    """Local files if present (:func:`locate_sources`), else the download cache
+    (:func:`fetch_sources`, downloading only if ``allow_download``)."""
+    entry = get_entry(entry)
+    try:
+        return locate_sources(entry, source_dir, verify=verify)
+    except SourceNotFoundError:
+        if cache_dir is None:
+            raise
+    return fetch_sources(entry, cache_dir, allow_download=allow_download)
