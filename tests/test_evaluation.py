@@ -56,7 +56,10 @@ def test_load_xy_shared_uci(name, shape, n_classes, shared_dir):
 
 def test_load_xy_missing_sets_raise_clearly(tmp_path, monkeypatch):
     """Files not found anywhere -> FileNotFoundError naming the data set (callers skip it)."""
+    import catdask.catalog.sources
+
     monkeypatch.setenv("CATDASK_SOURCE_DIR", str(tmp_path))
+    monkeypatch.setattr(catdask.catalog.sources, "SHARED_UCI_DIR", tmp_path / "no-shared")
     for name in ("thyroid", "vertebral"):
         with pytest.raises(FileNotFoundError, match=name):
             load_xy(name, source_dir=tmp_path)

@@ -174,9 +174,12 @@ def _check_file_record(f, where: str) -> None:
     for key in ("name", "url"):
         if not isinstance(f.get(key), str) or not f[key]:
             raise CatalogError(f"{where}: '{key}' must be a non-empty string")
-    for key in ("name", "archive"):
-        if f.get(key) is not None and (Path(f[key]).name != f[key] or f[key].startswith(".")):
-            raise CatalogError(f"{where}: '{key}' must be a plain file name, got {f[key]!r}")
+    aliases = f.get("aliases", [])
+    if not isinstance(aliases, list) or not all(isinstance(a, str) and a for a in aliases):
+        raise CatalogError(f"{where}: 'aliases' must be a list of file names")
+    for value in [f.get("name"), f.get("archive"), *aliases]:
+        if value is not None and (Path(value).name != value or value.startswith(".")):
+            raise CatalogError(f"{where}: file names must be plain file names, got {value!r}")
     try:
         _check_https(f["url"])
     except ValueError as exc:

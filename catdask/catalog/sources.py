@@ -40,8 +40,9 @@ def file_sha256(path, chunk: int = 2**20) -> str:
 
 
 def _local_names(f: dict) -> list[str]:
-    """File names under which a record may exist locally: the file itself, or its archive."""
-    return [f["name"]] + ([f["archive"]] if f.get("archive") else [])
+    """File names under which a record may exist locally: the file itself, another name its
+    copies are known under (``aliases``, e.g. ``new-thyroid.csv``), or its archive."""
+    return [f["name"], *f.get("aliases", [])] + ([f["archive"]] if f.get("archive") else [])
 
 
 def _candidate_dirs(name: str, source_dir) -> list[Path]:
