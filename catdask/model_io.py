@@ -25,6 +25,9 @@ _ARRAYS = {
     "KernelCategorySpace": ("dual_coef_", "X_fit_", "projection_offset_"),
 }
 _SCALER_ARRAYS = ("mean_", "scale_")
+# Class statistics of the classification rules (catdask.estimators.classify). Models stored
+# before they existed lack them and keep the angle rule they were trained with.
+_CLASSIFIER_ARRAYS = ("class_means_", "class_covariance_", "class_priors_")
 
 
 def _json_params(est):
@@ -64,7 +67,8 @@ def export_model(estimator):
     name = type(estimator).__name__
     if name not in MODEL_CLASSES:
         raise TypeError(f"Cannot export {name}; expected one of {sorted(MODEL_CLASSES)}.")
-    arrays = {a: np.asarray(getattr(estimator, a), dtype=float) for a in _ARRAYS[name]}
+    arrays = {a: np.asarray(getattr(estimator, a), dtype=float)
+              for a in _ARRAYS[name] + _CLASSIFIER_ARRAYS}
     classes = estimator.classes_
     meta = {
         "class": name,
@@ -113,6 +117,11 @@ def import_model(arrays, meta):
         if arr.dtype.kind not in "fiu":
             raise ValueError(f"Model array {a!r} has non-numeric dtype {arr.dtype}.")
         setattr(est, a, arr.astype(float))
+    if all(a in arrays for a in _CLASSIFIER_ARRAYS):
+        for a in _CLASSIFIER_ARRAYS:
+            setattr(est, a, np.asarray(arrays[a], dtype=float))
+    else:
+        est.classifier = "angle"
     kind = meta.get("classes_kind", "U")
     est.classes_ = np.asarray(meta["classes"], dtype=None if kind in "OU" else kind)
     est.n_features_in_ = int(meta["n_features_in"])

@@ -102,7 +102,7 @@ def _fit_features(est, X, Xd, N, D, classes_, codes, init, rng):
     lin = CategorySpace(
         objective=est.objective, origin=est.origin, eps=est.eps, n_restarts=est.n_restarts,
         tol=est.tol, max_iter=est.max_iter, init=init, random_state=rng,
-        certify=est.certify, verbose=est.verbose,
+        certify=est.certify, verbose=est.verbose, classifier=est.classifier,
     )
     callback = getattr(est, "_progress_callback", None)
     if callback is not None:
@@ -120,6 +120,7 @@ def _fit_features(est, X, Xd, N, D, classes_, codes, init, rng):
     coef[:, idx] = est.dual_coef_
     est.training_coef_ = coef
     for name in ("objective_", "n_iter_", "converged_", "stopping_reason_",
-                 "certificate_", "restarts_", "best_restart_", "eps_"):
+                 "certificate_", "restarts_", "best_restart_", "eps_",
+                 "class_means_", "class_covariance_", "class_priors_"):
         setattr(est, name, getattr(lin, name))
     est.classes_ = classes_

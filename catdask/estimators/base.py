@@ -20,11 +20,13 @@ from sklearn.base import (
     TransformerMixin,
 )
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils._available_if import available_if
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
 
 from ..certificate import not_applicable
 from ..distributed.inputs import is_distributed_input
+from .classify import CLASSIFIERS, PROBABILISTIC, class_probabilities, class_scores, class_statistics
 
 logger = logging.getLogger("catdask")
 
@@ -79,7 +81,7 @@ def _dominated_certificate(reference, objective, best_index):
 class BaseCategorySpace(
     ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClassifierMixin, BaseEstimator
 ):
-    """Common parameters, fitting workflow and the angle classifier."""
+    """Common parameters, fitting workflow and the classification rules."""
 
     _parameter_constraints: dict = {
         "objective": [StrOptions({"quadratic", "absolute"})],
@@ -92,6 +94,7 @@ class BaseCategorySpace(
         "random_state": ["random_state"],
         "certify": ["boolean"],
         "verbose": ["verbose"],
+        "classifier": [StrOptions(set(CLASSIFIERS))],
     }
 
     # ------------------------------------------------------------------ fitting workflow
@@ -225,11 +228,61 @@ class BaseCategorySpace(
         """Coordinates of validated in-memory patterns (each estimator's formula)."""
         raise NotImplementedError
 
-    def predict(self, X):
-        """Angle classifier: the class whose axis makes the smallest angle with the pattern.
+    # ------------------------------------------------------------------ classification
+    def _fit_classifier(self, P, codes):
+        """Fit the class statistics of the classification rules (``catdask.estimators.classify``).
 
-        ``argmax_k |p_k|`` with ``p`` the category-space coordinates (measured from the
-        training centroid; the absolute value makes each axis's sign irrelevant).
+        ``P`` (K, N): the training coordinates exactly as :meth:`transform` gives them (in
+        any sample order); ``codes`` (N,): each sample's class index, in the same order.
+        """
+        stats = class_statistics(np.asarray(P, dtype=float).T, codes, len(self.classes_))
+        self.class_means_ = stats.means
+        self.class_covariance_ = stats.covariance
+        self.class_priors_ = stats.priors
+
+    def _class_statistics(self):
+        from .classify import ClassStatistics
+
+        return ClassStatistics(self.class_means_, self.class_covariance_, self.class_priors_)
+
+    def _scores(self, P):
+        return class_scores(self.classifier, P, self._class_statistics())
+
+    def _blockwise(self, X, func, n_columns):
+        """``func`` of the coordinates of in-memory ``X``, or lazily per row block of a Dask input."""
+        P = self.transform(X)
+        if not hasattr(P, "map_blocks"):
+            return func(P)
+        dtype = self.classes_.dtype if n_columns is None else np.float64
+        if n_columns is None:
+            return P.map_blocks(func, drop_axis=1, dtype=dtype)
+        return P.map_blocks(func, chunks=(P.chunks[0], (n_columns,)), dtype=dtype)
+
+    def predict(self, X):
+        """Class of each pattern by the ``classifier`` rule in category space.
+
+        ``"gaussian"`` (default): the shared-covariance Gaussian rule (LDA) on the K
+        coordinates; ``"nearest-mean"``: the nearest class mean; ``"angle"``: the paper's
+        angle classifier ``argmax_k |p_k|``. See :mod:`catdask.estimators.classify`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Or a Dask / zarr input chunked by rows (the result is then a lazy Dask array).
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+        """
+        return self._blockwise(
+            X, lambda P: self.classes_[np.argmax(self._scores(P), axis=1)], None
+        )
+
+    def decision_function(self, X):
+        """Class scores of the ``classifier`` rule; ``predict`` is their argmax.
+
+        Gaussian rules: the log posterior up to a per-row constant; ``"angle"``: the cosine
+        of the angle between the pattern and each (sign-free) axis.
 
         Parameters
         ----------
@@ -237,10 +290,54 @@ class BaseCategorySpace(
 
         Returns
         -------
-        y_pred : ndarray of shape (n_samples,)
+        scores : ndarray of shape (n_samples, n_classes), or (n_samples,) for two classes
+            With two classes, scikit-learn's convention: the score of ``classes_[1]`` minus
+            that of ``classes_[0]`` (positive means ``classes_[1]``).
         """
-        P = self.transform(X)
-        return self.classes_[np.argmax(np.abs(P), axis=1)]
+        K = len(self.classes_)
+
+        def scores(P):
+            s = self._scores(P)
+            return s[:, 1] - s[:, 0] if K == 2 else s
+
+        if K == 2:
+            P = self.transform(X)
+            if hasattr(P, "map_blocks"):
+                return P.map_blocks(scores, drop_axis=1, dtype=np.float64)
+            return scores(P)
+        return self._blockwise(X, scores, K)
+
+    def _has_probabilities(self):
+        if self.classifier not in PROBABILISTIC:
+            raise AttributeError(
+                f"classifier={self.classifier!r} gives no probabilities; predict_proba needs "
+                f"one of {list(PROBABILISTIC)}."
+            )
+        return True
+
+    @available_if(_has_probabilities)
+    def predict_proba(self, X):
+        """Posterior class probabilities of the Gaussian rule (``classifier`` in
+        ``{"gaussian", "nearest-mean"}``).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_classes)
+            Columns in the order of ``classes_``; rows sum to 1.
+        """
+        stats = self._class_statistics()
+        return self._blockwise(
+            X, lambda P: class_probabilities(self.classifier, P, stats), len(self.classes_)
+        )
+
+    @available_if(_has_probabilities)
+    def predict_log_proba(self, X):
+        """Logarithm of :meth:`predict_proba`."""
+        return np.log(self.predict_proba(X))
 
     def fit_transform(self, X, y=None, **fit_params):
         """Fit to ``(X, y)`` and return the category-space coordinates of ``X``."""

@@ -136,6 +136,7 @@ class KernelCategorySpace(BaseCategorySpace):
         max_gram_bytes=2 * 1024**3,
         approximation=None,
         n_landmarks=None,
+        classifier="gaussian",
     ):
         self.kernel = kernel
         self.gamma = gamma
@@ -155,6 +156,7 @@ class KernelCategorySpace(BaseCategorySpace):
         self.max_gram_bytes = max_gram_bytes
         self.approximation = approximation
         self.n_landmarks = n_landmarks
+        self.classifier = classifier
 
     def _make_kernel(self, n_features):
         return make_kernel(
@@ -262,6 +264,8 @@ class KernelCategorySpace(BaseCategorySpace):
         self.dual_coef_ = A * signs[:, None]
         self.projection_offset_ = offset * signs
         self.classes_ = classes_
+        # state.P are the training coordinates A G (global: A H G H) that transform gives.
+        self._fit_classifier(state.P[best.index] * signs[:, None], classes.codes)
         self._finish_fit(results, best)
         return self
 

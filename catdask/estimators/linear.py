@@ -125,6 +125,7 @@ class CategorySpace(BaseCategorySpace):
         random_state=None,
         certify=True,
         verbose=0,
+        classifier="gaussian",
     ):
         self.objective = objective
         self.origin = origin
@@ -136,6 +137,7 @@ class CategorySpace(BaseCategorySpace):
         self.random_state = random_state
         self.certify = certify
         self.verbose = verbose
+        self.classifier = classifier
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
@@ -200,6 +202,7 @@ class CategorySpace(BaseCategorySpace):
         self.components_ = (W * signs).T
         self.mean_ = np.asarray(op.center, dtype=float)
         self.classes_ = classes_
+        self._fit_classifier(_training_coordinates(self, op), codes)
         self._finish_fit(results, best)
         return self
 
@@ -228,6 +231,18 @@ class CategorySpace(BaseCategorySpace):
         if self.origin == "global":
             X = X - self.mean_
         return X @ self.components_.T
+
+
+def _training_coordinates(est, op):
+    """Training coordinates (K, N) as ``transform`` gives them, in one pass over the data.
+
+    ``own_projections`` with every class's axis set to ``w_r`` (batch entry r) gives
+    ``w_r^T (x_i - x0)`` for all i; the origin's own coordinates are then added back.
+    """
+    K = est.components_.shape[0]
+    axes = np.repeat(est.components_[:, :, None], K, axis=2)  # axes[r, :, k] = w_r
+    offset = est._transform_array(est.mean_[None])[0]
+    return op.own_projections(axes) + offset[:, None]
 
 
 def _data_scale(moments):

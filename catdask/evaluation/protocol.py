@@ -155,6 +155,7 @@ def paper_methods(*, n_restarts=5, select_restarts=SELECT_RESTARTS, tol=PROTOCOL
                 max_iter=max_iter,
                 certify=certify,
                 random_state=seed,
+                classifier="angle",  # the paper's angle classifier for the ...-A methods
             )
             if kernel:
                 return catdask.KernelCategorySpace(kernel="rbf", gamma=params["gamma"], **common)
