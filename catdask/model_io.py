@@ -27,7 +27,7 @@ _ARRAYS = {
 _SCALER_ARRAYS = ("mean_", "scale_")
 # Class statistics of the classification rules (catdask.estimators.classify). Models stored
 # before they existed lack them and keep the angle rule they were trained with.
-_CLASSIFIER_ARRAYS = ("class_means_", "class_covariance_", "class_priors_")
+_CLASSIFIER_ARRAYS = ("class_means_", "class_covariances_", "class_counts_")
 
 
 def _json_params(est):

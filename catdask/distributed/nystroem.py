@@ -121,6 +121,6 @@ def _fit_features(est, X, Xd, N, D, classes_, codes, init, rng):
     est.training_coef_ = coef
     for name in ("objective_", "n_iter_", "converged_", "stopping_reason_",
                  "certificate_", "restarts_", "best_restart_", "eps_",
-                 "class_means_", "class_covariance_", "class_priors_"):
+                 "class_means_", "class_covariances_", "class_counts_"):
         setattr(est, name, getattr(lin, name))
     est.classes_ = classes_

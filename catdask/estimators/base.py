@@ -26,7 +26,14 @@ from sklearn.utils.validation import check_is_fitted, check_random_state, valida
 
 from ..certificate import not_applicable
 from ..distributed.inputs import is_distributed_input
-from .classify import CLASSIFIERS, PROBABILISTIC, class_probabilities, class_scores, class_statistics
+from .classify import (
+    CLASSIFIERS,
+    PROBABILISTIC,
+    ClassStatistics,
+    class_probabilities,
+    class_scores,
+    class_statistics,
+)
 
 logger = logging.getLogger("catdask")
 
@@ -237,13 +244,19 @@ class BaseCategorySpace(
         """
         stats = class_statistics(np.asarray(P, dtype=float).T, codes, len(self.classes_))
         self.class_means_ = stats.means
-        self.class_covariance_ = stats.covariance
-        self.class_priors_ = stats.priors
+        self.class_covariances_ = stats.covariances
+        self.class_counts_ = stats.counts
 
     def _class_statistics(self):
-        from .classify import ClassStatistics
-
-        return ClassStatistics(self.class_means_, self.class_covariance_, self.class_priors_)
+        if self.classifier == "angle":
+            return None  # the angle rule uses no class statistics
+        if not hasattr(self, "class_means_"):
+            raise AttributeError(
+                f"classifier={self.classifier!r} needs the class statistics of the training "
+                "coordinates, which this model (stored before they existed) lacks; use "
+                "classifier='angle' or refit."
+            )
+        return ClassStatistics(self.class_means_, self.class_covariances_, self.class_counts_)
 
     def _scores(self, P):
         return class_scores(self.classifier, P, self._class_statistics())
@@ -261,9 +274,10 @@ class BaseCategorySpace(
     def predict(self, X):
         """Class of each pattern by the ``classifier`` rule in category space.
 
-        ``"gaussian"`` (default): the shared-covariance Gaussian rule (LDA) on the K
-        coordinates; ``"nearest-mean"``: the nearest class mean; ``"angle"``: the paper's
-        angle classifier ``argmax_k |p_k|``. See :mod:`catdask.estimators.classify`.
+        ``"qda"`` (default): a Gaussian rule with one covariance per class on the K
+        coordinates; ``"lda"``: the shared-covariance Gaussian rule; ``"nearest-mean"``: the
+        nearest class mean; ``"angle"``: the paper's angle classifier ``argmax_k |p_k|``.
+        See :mod:`catdask.estimators.classify`.
 
         Parameters
         ----------
@@ -317,8 +331,8 @@ class BaseCategorySpace(
 
     @available_if(_has_probabilities)
     def predict_proba(self, X):
-        """Posterior class probabilities of the Gaussian rule (``classifier`` in
-        ``{"gaussian", "nearest-mean"}``).
+        """Posterior class probabilities of a Gaussian rule (``classifier`` in
+        ``{"qda", "lda", "nearest-mean"}``).
 
         Parameters
         ----------

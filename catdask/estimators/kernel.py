@@ -47,8 +47,9 @@ class KernelCategorySpace(BaseCategorySpace):
     coef0 : float, default=1
     kernel_params : dict, default=None
         Extra parameters for a callable kernel.
-    objective, origin, eps, n_restarts, tol, max_iter, random_state, certify, verbose
-        As in :class:`CategorySpace`. ``origin="global"`` uses the centred Gram ``H G H``
+    objective, origin, eps, n_restarts, tol, max_iter, random_state, certify, verbose, \
+            classifier
+        As in :class:`CategorySpace` (``origin="global"`` and ``classifier="qda"`` by default). ``origin="global"`` uses the centred Gram ``H G H``
         (x0 the feature-space centroid). ``tol`` applies to the RKHS norm of the change,
         ``sqrt(tr(dA G dA^T))``.
     init : {"auto", "random", "decoupled"} or array-like of shape (K, N), default="auto"
@@ -76,7 +77,7 @@ class KernelCategorySpace(BaseCategorySpace):
         ``origin="global"``; zero for ``origin="class"`` (the paper's ``A k(X, x)``, measured
         from the feature-space origin).
     classes_, objective_, n_iter_, converged_, stopping_reason_, certificate_, restarts_,
-    best_restart_, eps_, n_features_in_
+    best_restart_, eps_, class_means_, class_covariances_, class_counts_, n_features_in_
         As in :class:`CategorySpace`.
     landmark_indices_, training_coef_ : ndarray
         Only with ``approximation="nystroem"``: the training rows used as landmarks
@@ -124,7 +125,7 @@ class KernelCategorySpace(BaseCategorySpace):
         coef0=1,
         kernel_params=None,
         objective="quadratic",
-        origin="class",
+        origin="global",
         eps=0.1,
         n_restarts=5,
         tol=1e-8,
@@ -136,7 +137,7 @@ class KernelCategorySpace(BaseCategorySpace):
         max_gram_bytes=2 * 1024**3,
         approximation=None,
         n_landmarks=None,
-        classifier="gaussian",
+        classifier="qda",
     ):
         self.kernel = kernel
         self.gamma = gamma
