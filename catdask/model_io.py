@@ -85,6 +85,8 @@ def export_model(estimator):
         "certificate": estimator.certificate_.to_dict(),
         "restarts": [r.to_dict() for r in estimator.restarts_],
     }
+    if name == "KernelCategorySpace" and "gamma" in estimator.kernel_.params:
+        meta["kernel_gamma"] = float(estimator.kernel_.params["gamma"])  # the value used
     if hasattr(estimator, "feature_names_in_"):
         meta["feature_names_in"] = [str(f) for f in estimator.feature_names_in_]
     return arrays, meta
@@ -143,8 +145,10 @@ def import_model(arrays, meta):
         for r in meta["restarts"]
     ]
     if name == "KernelCategorySpace":
+        # The gamma the model was fitted with (models stored before it was recorded: gamma,
+        # or make_kernel's 1 / n_features when None, the default they were fitted with).
         est.kernel_ = make_kernel(
-            est.kernel, n_features=est.n_features_in_, gamma=est.gamma, degree=est.degree,
-            coef0=est.coef0, kernel_params=est.kernel_params,
+            est.kernel, n_features=est.n_features_in_, gamma=meta.get("kernel_gamma", est.gamma),
+            degree=est.degree, coef0=est.coef0, kernel_params=est.kernel_params,
         )
     return est

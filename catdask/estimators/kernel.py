@@ -27,6 +27,12 @@ __all__ = ["KernelCategorySpace"]
 # (DESIGN.md section 4, "Kernel version"); beyond it the certificate is not attempted.
 CERTIFICATE_MAX_RANK = 1500
 
+# gamma=None for the RBF kernel means RBF_GAMMA_SCALE / n_features. On standardised data
+# (squared distances about 2 D) 1 / n_features made the category space lose up to 0.11 of
+# 5-fold accuracy against 0.05 / n_features (iris 0.87 vs 0.95, breast cancer 0.92 vs 0.95,
+# vehicle 0.42 vs 0.44; best of LinearSVC/LDA on the coordinates; 0.2 / n_features between).
+RBF_GAMMA_SCALE = 0.05
+
 
 class KernelCategorySpace(BaseCategorySpace):
     """Kernel category-space dimensionality reduction (K-CQS / K-CAS).
@@ -42,16 +48,20 @@ class KernelCategorySpace(BaseCategorySpace):
     kernel : {"rbf", "linear", "poly"} or callable, default="rbf"
         As in :func:`sklearn.metrics.pairwise.pairwise_kernels`.
     gamma : float, default=None
-        RBF / polynomial gamma; None means ``1 / n_features``.
+        RBF / polynomial gamma. None means ``0.05 / n_features`` for ``"rbf"`` (a wide kernel
+        for standardised data, whose squared distances are about ``2 n_features``: it
+        classified better than ``1 / n_features`` on every data set measured, see
+        ``RBF_GAMMA_SCALE``) and ``1 / n_features`` for ``"poly"``. The value used is in
+        ``kernel_.params``.
     degree : int, default=3
     coef0 : float, default=1
     kernel_params : dict, default=None
         Extra parameters for a callable kernel.
     objective, origin, eps, n_restarts, tol, max_iter, random_state, certify, verbose, \
             classifier
-        As in :class:`CategorySpace` (``origin="global"`` and ``classifier="qda"`` by default). ``origin="global"`` uses the centred Gram ``H G H``
-        (x0 the feature-space centroid). ``tol`` applies to the RKHS norm of the change,
-        ``sqrt(tr(dA G dA^T))``.
+        As in :class:`CategorySpace` (``origin="global"`` and ``classifier="qda"`` by
+        default). ``origin="global"`` uses the centred Gram ``H G H`` (x0 the feature-space
+        centroid). ``tol`` applies to the RKHS norm of the change, ``sqrt(tr(dA G dA^T))``.
     init : {"auto", "random", "decoupled"} or array-like of shape (K, N), default="auto"
         ``"auto"``: the decoupled start (top kernel-PCA direction of each class), then random
         ones. An array is a single start given by coefficients (e.g. from a Nystroem fit).
@@ -160,10 +170,13 @@ class KernelCategorySpace(BaseCategorySpace):
         self.classifier = classifier
 
     def _make_kernel(self, n_features):
+        gamma = self.gamma
+        if gamma is None and self.kernel == "rbf":
+            gamma = RBF_GAMMA_SCALE / n_features
         return make_kernel(
             self.kernel,
             n_features=n_features,
-            gamma=self.gamma,
+            gamma=gamma,
             degree=self.degree,
             coef0=self.coef0,
             kernel_params=self.kernel_params,
