@@ -237,6 +237,7 @@ class CategorySpace(BaseCategorySpace):
                     "check_estimators_fit_returns_self",
                     "check_readonly_memmap_input",
                     "check_classifiers_classes",
+                    "check_classifiers_train",
                     "check_fit2d_1feature",
                 ],
                 reason,
