@@ -1,7 +1,7 @@
 """How good is ``predict``? The default rule against classifiers fitted on the same coordinates.
 
     python benchmarks/bench_predict.py            # sklearn sets + the UCI sets in ../shared
-    python benchmarks/bench_predict.py --quick    # iris, wine, breast cancer; 1 restart
+    python benchmarks/bench_predict.py --quick    # iris, wine, breast cancer; 1 restart (~1 min)
 
 For every data set and estimator (``CategorySpace``, ``KernelCategorySpace`` with RBF), a
 5-fold stratified CV of ``make_pipeline(StandardScaler(), <estimator with its defaults>)``
@@ -46,7 +46,7 @@ def parse_args(argv=None):
     uci = [d for d in PAPER_DATASETS if d not in SKLEARN_SETS]
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true",
-                    help=f"{', '.join(QUICK_SETS)} with 1 restart (a few minutes)")
+                    help=f"{', '.join(QUICK_SETS)} with 1 restart, kernel on at most 300 rows")
     ap.add_argument("--json", type=Path, help="also write the results to this JSON file")
     ap.add_argument("--datasets", nargs="+", default=None,
                     help=f"default: {', '.join(SKLEARN_SETS + tuple(uci))}")
@@ -59,13 +59,16 @@ def parse_args(argv=None):
     ap.add_argument("--origin", choices=["class", "global"], default=None,
                     help="override the estimators' default origin")
     ap.add_argument("--folds", type=int, default=5)
-    ap.add_argument("--kernel-max-samples", type=int, default=2000)
+    ap.add_argument("--kernel-max-samples", type=int, default=None,
+                    help="subsample larger sets for the kernel (default 2000; --quick: 300)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     if args.datasets is None:
         args.datasets = list(QUICK_SETS if args.quick else SKLEARN_SETS + tuple(uci))
     if args.restarts is None and args.quick:
         args.restarts = 1
+    if args.kernel_max_samples is None:
+        args.kernel_max_samples = 300 if args.quick else 2000
     return args
 
 
