@@ -124,7 +124,7 @@ def test_probabilities_and_scores_agree_with_predict(fitted, classifier):
 
 
 def test_angle_classifier_is_the_papers_rule(fitted):
-    """classifier="angle" is argmax_k |p_k|, the behaviour predict had before the default changed."""
+    """classifier="angle" is argmax_k |p_k|: what predict did before the default changed."""
     est, X, _ = fitted
     est.set_params(classifier="angle")
     np.testing.assert_array_equal(

@@ -262,12 +262,12 @@ class BaseCategorySpace(
     def _scores(self, P):
         return class_scores(self.classifier, P, self._class_statistics())
 
-    def _blockwise(self, X, func, n_columns):
-        """``func`` of the coordinates of in-memory ``X``, or lazily per row block of a Dask input."""
+    def _blockwise(self, X, func, n_columns, dtype=np.float64):
+        """``func`` of the coordinates of ``X``: at once in memory, lazily per row block of a
+        Dask input. ``n_columns`` None: ``func`` returns one value per row."""
         P = self.transform(X)
         if not hasattr(P, "map_blocks"):
             return func(P)
-        dtype = self.classes_.dtype if n_columns is None else np.float64
         if n_columns is None:
             return P.map_blocks(func, drop_axis=1, dtype=dtype)
         return P.map_blocks(func, chunks=(P.chunks[0], (n_columns,)), dtype=dtype)
@@ -291,7 +291,8 @@ class BaseCategorySpace(
         """
         check_is_fitted(self)
         return self._blockwise(
-            X, lambda P: self.classes_[np.argmax(self._scores(P), axis=1)], None
+            X, lambda P: self.classes_[np.argmax(self._scores(P), axis=1)], None,
+            dtype=self.classes_.dtype,
         )
 
     def decision_function(self, X):
@@ -317,12 +318,7 @@ class BaseCategorySpace(
             s = self._scores(P)
             return s[:, 1] - s[:, 0] if K == 2 else s
 
-        if K == 2:
-            P = self.transform(X)
-            if hasattr(P, "map_blocks"):
-                return P.map_blocks(scores, drop_axis=1, dtype=np.float64)
-            return scores(P)
-        return self._blockwise(X, scores, K)
+        return self._blockwise(X, scores, None if K == 2 else K)
 
     def _has_probabilities(self):
         if self.classifier not in PROBABILISTIC:
