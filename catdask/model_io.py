@@ -23,6 +23,9 @@ _ARRAYS = {
     "KernelCategorySpace": ("dual_coef_", "X_fit_", "projection_offset_"),
 }
 _SCALER_ARRAYS = ("mean_", "scale_")
+# Class statistics of the classification rules (catdask.estimators.classify). Models stored
+# before they existed lack them and keep the angle rule they were trained with.
+_CLASSIFIER_ARRAYS = ("class_means_", "class_covariances_", "class_counts_")
 
 
 def _json_params(est):
@@ -62,7 +65,8 @@ def export_model(estimator):
     name = type(estimator).__name__
     if name not in ESTIMATOR_CLASSES:
         raise TypeError(f"Cannot export {name}; expected one of {sorted(ESTIMATOR_CLASSES)}.")
-    arrays = {a: np.asarray(getattr(estimator, a), dtype=float) for a in _ARRAYS[name]}
+    arrays = {a: np.asarray(getattr(estimator, a), dtype=float)
+              for a in _ARRAYS[name] + _CLASSIFIER_ARRAYS}
     classes = estimator.classes_
     meta = {
         "class": name,
@@ -79,6 +83,8 @@ def export_model(estimator):
         "certificate": estimator.certificate_.to_dict(),
         "restarts": [r.to_dict() for r in estimator.restarts_],
     }
+    if name == "KernelCategorySpace" and "gamma" in estimator.kernel_.params:
+        meta["kernel_gamma"] = float(estimator.kernel_.params["gamma"])  # the value used
     if hasattr(estimator, "feature_names_in_"):
         meta["feature_names_in"] = [str(f) for f in estimator.feature_names_in_]
     return arrays, meta
@@ -111,6 +117,11 @@ def import_model(arrays, meta):
         if arr.dtype.kind not in "fiu":
             raise ValueError(f"Model array {a!r} has non-numeric dtype {arr.dtype}.")
         setattr(est, a, arr.astype(float))
+    if all(a in arrays for a in _CLASSIFIER_ARRAYS):
+        for a in _CLASSIFIER_ARRAYS:
+            setattr(est, a, np.asarray(arrays[a], dtype=float))
+    else:
+        est.classifier = "angle"
     kind = meta.get("classes_kind", "U")
     est.classes_ = np.asarray(meta["classes"], dtype=None if kind in "OU" else kind)
     est.n_features_in_ = int(meta["n_features_in"])
@@ -132,8 +143,10 @@ def import_model(arrays, meta):
         for r in meta["restarts"]
     ]
     if name == "KernelCategorySpace":
+        # The gamma the model was fitted with (models stored before it was recorded: gamma,
+        # or make_kernel's 1 / n_features when None, the default they were fitted with).
         est.kernel_ = make_kernel(
-            est.kernel, n_features=est.n_features_in_, gamma=est.gamma, degree=est.degree,
-            coef0=est.coef0, kernel_params=est.kernel_params,
+            est.kernel, n_features=est.n_features_in_, gamma=meta.get("kernel_gamma", est.gamma),
+            degree=est.degree, coef0=est.coef0, kernel_params=est.kernel_params,
         )
     return est

@@ -296,7 +296,7 @@ def test_triggered_train_run_completes_and_registers(served, store, triggered_ru
     assert model.transform(iris.X).shape == (150, 3)
     # The reloaded model is the trained one: it reproduces the accuracy recorded at training.
     accuracy = np.mean(model.predict(iris.X) == iris.y)
-    assert accuracy == pytest.approx(version.meta["metrics"]["train_accuracy_angle"])
+    assert accuracy == pytest.approx(version.meta["metrics"]["train_accuracy_predict"])
 
     with prefect_client(served.api) as client:
         keys = {a.key for a in client.read_artifacts(
@@ -355,7 +355,7 @@ def test_load_twenty_train_runs_at_once(served, store, tmp_path):
     for v in versions:
         model = load_estimator(store, "iris-load", v.version)
         accuracy = np.mean(model.predict(iris.X) == iris.y)
-        assert accuracy == pytest.approx(v.meta["metrics"]["train_accuracy_angle"])
+        assert accuracy == pytest.approx(v.meta["metrics"]["train_accuracy_predict"])
     leftovers = [p.name for p in (Path(store) / "models" / "iris-load").iterdir()
                  if p.name.startswith(".tmp-")]
     assert leftovers == []

@@ -382,11 +382,12 @@ def test_nystroem_fit_and_warm_start():
     perm = np.random.default_rng(0).permutation(len(y))
     X, y = X[perm], y[perm]
     approx = KernelCategorySpace(gamma=0.02, approximation="nystroem", n_landmarks=120,
-                                 n_restarts=3, random_state=0, certify=False).fit(X, y)
+                                 origin="class", n_restarts=3, random_state=0,
+                                 certify=False).fit(X, y)
     assert approx.dual_coef_.shape == (3, 120) and approx.X_fit_.shape == (120, 4)
     assert approx.training_coef_.shape == (3, len(y))
     assert approx.transform(X).shape == (len(y), 3)
-    kw = dict(gamma=0.02, n_restarts=1, tol=1e-8, random_state=0, certify=False)
+    kw = dict(gamma=0.02, origin="class", n_restarts=1, tol=1e-8, random_state=0, certify=False)
     cold = KernelCategorySpace(init="decoupled", **kw).fit(X, y)
     warm = KernelCategorySpace(init=approx.training_coef_, **kw).fit(X, y)
     # same optimum, fewer exact iterations (measured: 27 instead of 45)

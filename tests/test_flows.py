@@ -211,7 +211,7 @@ def test_ingest_then_train_registers_a_certified_reloadable_model(trained):
     np.testing.assert_array_equal(reloaded.predict(ds.X), outcome.model.predict(ds.X))
     np.testing.assert_array_equal(reloaded.transform(ds.X), outcome.model.transform(ds.X))
     assert np.mean(reloaded.predict(ds.X) == ds.y) == pytest.approx(
-        outcome.metrics["train_accuracy_angle"])
+        outcome.metrics["train_accuracy_predict"])
     _assert_no_temporaries(store)
 
 

@@ -201,7 +201,7 @@ def test_best_restart_matches_independent_optimiser(seed):
 
 def test_first_order_conditions_at_convergence():
     X, y = make_blobs(seed=8)
-    cs = CategorySpace(n_restarts=2, random_state=0).fit(X, y)
+    cs = CategorySpace(origin="class", n_restarts=2, random_state=0).fit(X, y)
     W = cs.components_.T
     Rk = [(X[y == k] - X[y == k].mean(0)).T @ (X[y == k] - X[y == k].mean(0)) for k in range(3)]
     Y = np.stack([Rk[k] @ W[:, k] for k in range(3)], axis=1)

@@ -59,7 +59,7 @@ def as_row_chunked(X):
     if isinstance(X, (str, os.PathLike)):
         X = zarr.open(str(X), mode="r")
         if isinstance(X, zarr.Group):
-            X = X["X"]
+            X = _current_snapshot(X)["X"]
     if isinstance(X, zarr.Array):
         X = da.from_zarr(X)
     if not isinstance(X, da.Array):
@@ -100,6 +100,16 @@ def _from_dataset_arrays(ds):
     return as_row_chunked(ds.X), CodedLabels(ds.classes, codes)
 
 
+def _current_snapshot(group):
+    """Follow a store data set's pointer (attribute ``snapshot`` beside
+    ``catdask_dataset_pointer``) to its current immutable snapshot, once: everything read
+    later comes from that snapshot, whatever happens to the name meanwhile."""
+    attrs = group.attrs
+    if "catdask_dataset_pointer" in attrs and isinstance(attrs.get("snapshot"), str):
+        return group[attrs["snapshot"]]
+    return group
+
+
 def _open_dataset(group):
     """``(X, y)`` of a zarr data set: X lazily (Dask), the labels on the driver.
 
@@ -110,6 +120,7 @@ def _open_dataset(group):
 
     if isinstance(group, (str, os.PathLike)):
         group = zarr.open_group(os.fspath(group), mode="r")
+    group = _current_snapshot(group)
     if "X" not in group or "y" not in group:
         raise ValueError(
             f"The zarr group {group.store!s} is not a catdask data set: it needs arrays 'X' "

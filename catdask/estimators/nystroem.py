@@ -107,6 +107,7 @@ def fit_nystroem(X, classes, kernel, *, linear_params, n_landmarks, rng, callbac
         "training_coef_": training_coef,
     }
     for name in ("objective_", "n_iter_", "converged_", "stopping_reason_",
-                 "certificate_", "restarts_", "best_restart_", "eps_"):
+                 "certificate_", "restarts_", "best_restart_", "eps_",
+                 "class_means_", "class_covariances_", "class_counts_"):
         fitted[name] = getattr(lin, name)
     return fitted

@@ -99,8 +99,9 @@ def paper_methods(*, n_restarts=5, select_restarts=SELECT_RESTARTS, tol=PROTOCOL
         name = method_name(kernel=kernel, objective=objective)
 
         def build(n_classes, params, seed):
+            # classifier="angle": the paper's angle classifier for the ...-A methods.
             common = dict(origin=origin, n_restarts=restarts, tol=tol, max_iter=max_iter,
-                          certify=certify, random_state=seed)
+                          certify=certify, random_state=seed, classifier="angle")
             if kernel:
                 common.update(kernel="rbf", gamma=params["gamma"])
             return make_estimator(name, **common)
