@@ -197,7 +197,7 @@ def test_prefect_server_port_in_use_fails_at_once(tmp_path, monkeypatch):
     """A taken port is reported at once; the health check never asks a foreign server."""
     import socket
 
-    from catdask.serve import start_prefect_server
+    from catdask.orchestration.server import start_prefect_server
 
     monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "home"))
     children = {p.pid for p in psutil.Process().children(recursive=True)}
