@@ -124,7 +124,7 @@ def fit_on_dataset(store, dataset, spec, *, client=None):
     spec : ModelSpec
     client : distributed.Client or None
         With a client the data stay in zarr and are read as Dask arrays (blocked products on
-        the workers, DESIGN.md section 5); without one they are read into memory.
+        the workers, docs/design.md section 5); without one they are read into memory.
 
     Returns
     -------

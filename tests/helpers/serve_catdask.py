@@ -24,7 +24,7 @@ def main(argv):
     from prefect.schedules import Interval
 
     from catdask.cli import main as cli_main
-    from flows.train import train
+    from catdask.orchestration.train import train
 
     original = serve_mod.served_deployments
 
