@@ -1,5 +1,6 @@
 """Faults in a deployment: the Dask scheduler lost mid-fit, write errors while registering a
-version, a taken port, SIGTERM while `catdask serve` starts.
+version, a taken port, SIGTERM while `catdask serve` starts, `kill -9` of a command that started
+a temporary Prefect server and the embedded cluster (no orphans), the serve run limit.
 
 Elsewhere (not repeated here): a worker SIGKILLed mid-fit (tests/test_distributed.py), a
 flow run killed and rerun and transient task retries (tests/test_flows.py), disk full /
@@ -240,6 +241,27 @@ def _cmdline(p):
         return p.cmdline()
     except psutil.Error:
         return []
+
+
+# ============================================================================ bounded load
+def test_serve_run_limit_follows_cores_and_memory_and_can_be_set(monkeypatch):
+    from catdask.serve import ENV_RUN_LIMIT, default_run_limit, resolve_run_limit
+
+    gib = 2**30
+    assert default_run_limit(cores=8, memory_bytes=64 * gib) == 8
+    assert default_run_limit(cores=8, memory_bytes=7 * gib) == 3  # 2 GiB per run
+    assert default_run_limit(cores=2, memory_bytes=1 * gib) == 1  # never 0
+    monkeypatch.delenv(ENV_RUN_LIMIT, raising=False)
+    assert resolve_run_limit() == default_run_limit() >= 1
+    assert resolve_run_limit(4) == 4
+    monkeypatch.setenv(ENV_RUN_LIMIT, "5")
+    assert resolve_run_limit() == 5 and resolve_run_limit(2) == 2
+    for bad, match in (("0", "at least 1"), ("many", "whole number"), ("-3", "at least 1")):
+        monkeypatch.setenv(ENV_RUN_LIMIT, bad)
+        with pytest.raises(ValueError, match=f"CATDASK_SERVE_LIMIT must be .*{match}|{match}"):
+            resolve_run_limit()
+    with pytest.raises(ValueError, match="limit must be at least 1"):
+        resolve_run_limit(0)
 
 
 # ============================================================================ no orphans
