@@ -63,18 +63,26 @@ def _sigterm_to_keyboard_interrupt(signum, frame):
 
 def served_deployments(store=None, *, retrain_cron=NIGHTLY_RETRAIN_CRON,
                        evaluation_cron=WEEKLY_EVALUATION_CRON):
-    """The deployments a single machine serves (schedules in UTC)."""
+    """The deployments a single machine serves (schedules in UTC).
+
+    Their entry points are module paths (``catdask.orchestration.train.train``), so the flow-run
+    processes import the installed package: no source checkout is needed.
+    """
+    from prefect.types.entrypoint import EntrypointType
+
     from .orchestration.evaluate import evaluate
     from .orchestration.ingest import ingest
     from .orchestration.train import retrain_registered, train
 
+    module = {"entrypoint_type": EntrypointType.MODULE_PATH}
     return [
         retrain_registered.to_deployment(name="nightly-retrain", cron=retrain_cron,
-                                         parameters={"store": store}),
+                                         parameters={"store": store}, **module),
         evaluate.to_deployment(name="weekly-evaluation", cron=evaluation_cron,
-                               parameters={"store": store}),
-        train.to_deployment(name="train", parameters={"store": store}),
-        ingest.to_deployment(name="ingest", parameters={"store": store, "names": ["iris", "wine"]}),
+                               parameters={"store": store}, **module),
+        train.to_deployment(name="train", parameters={"store": store}, **module),
+        ingest.to_deployment(name="ingest", parameters={"store": store, "names": ["iris", "wine"]},
+                             **module),
     ]
 
 
