@@ -4,97 +4,57 @@ Starts (1) a Prefect server on ``host:port`` unless ``PREFECT_API_URL`` already 
 (2) a local Dask cluster on 127.0.0.1 (dashboard port ``dask_dashboard_port``), and (3) the served
 deployments (``flow.serve``-style: scheduled nightly retraining, weekly evaluation, and
 on-demand ingest/train), printing the dashboard URLs. Everything binds to 127.0.0.1 unless told
-otherwise. Ctrl-C stops all three. See ``deploy/README.md`` for the work-pool alternative.
+otherwise. Ctrl-C stops all three; the Prefect server also stops if this process is killed.
+
+Load is bounded: at most ``limit`` flow runs execute at once (each in its own process); the
+others wait in the queue (state Scheduled/Late) until a slot frees. The default
+(:func:`default_run_limit`) follows the machine's cores and memory; set it with ``limit=`` or
+``$CATDASK_SERVE_LIMIT``. See ``deploy/README.md`` for the work-pool alternative.
 """
 
 from __future__ import annotations
 
-import errno
 import os
 import signal
-import socket
-import subprocess
-import sys
 import threading
-import time
-import urllib.request
 
-from .errors import ServiceStartError
+from .orchestration.server import start_prefect_server, stop_process
 
-__all__ = ["serve", "start_prefect_server", "wait_for_prefect", "served_deployments"]
+__all__ = ["serve", "served_deployments", "default_run_limit", "resolve_run_limit"]
 
 NIGHTLY_RETRAIN_CRON = "0 2 * * *"
 WEEKLY_EVALUATION_CRON = "0 3 * * 0"
+ENV_RUN_LIMIT = "CATDASK_SERVE_LIMIT"
+# Memory one flow-run process may take (its Python, Prefect client and the data it loads) on
+# top of the shared Dask cluster: a measured served train run on a UCI set peaks near 300 MiB,
+# a 27-run burst without a limit reached 8.15 GiB; 2 GiB per run keeps a burst well inside RAM.
+GIB_PER_RUN = 2
 
 
-def wait_for_prefect(api_url, timeout=90.0, proc=None):
-    """Block until ``{api_url}/health`` answers (Prefect's server needs 4-8 s, STACK.md).
+def default_run_limit(cores=None, memory_bytes=None):
+    """Concurrent flow runs for this machine: ``max(1, min(cores, memory_GiB // 2))``."""
+    import psutil
 
-    With ``proc`` (the server process), fail at once if it exits instead of waiting.
-    """
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise ServiceStartError(
-                f"`prefect server start` exited with code {proc.returncode} before {api_url} "
-                "answered (see its output above)"
-            )
-        try:
-            with urllib.request.urlopen(f"{api_url}/health", timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.5)
-    raise ServiceStartError(errno.ETIMEDOUT,
-                            f"Prefect server at {api_url} did not answer within {timeout:.0f} s")
+    cores = (os.cpu_count() or 1) if cores is None else cores
+    memory_bytes = psutil.virtual_memory().total if memory_bytes is None else memory_bytes
+    return max(1, min(int(cores), int(memory_bytes // (GIB_PER_RUN * 2**30))))
 
 
-def start_prefect_server(host="127.0.0.1", port=4200, *, log_file=None):
-    """Start ``prefect server start`` as a child process; returns (process, api_url).
-
-    Raises ``OSError(EADDRINUSE)`` at once when ``host:port`` is taken (otherwise the health
-    check could answer from whatever server already listens there).
-    """
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
-        try:
-            s.bind((host, port))
-        except OSError as exc:
-            raise ServiceStartError(
-                errno.EADDRINUSE,
-                f"{host}:{port} is already in use ({exc.strerror}): another Prefect server or "
-                "`catdask serve`? Pick another --port, or set PREFECT_API_URL to use that server",
-            ) from exc
-    env = dict(os.environ)
-    env.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    env.pop("PREFECT_API_URL", None)
-    # `--port` alone leaves the UI's API address at the default 4200 (Prefect 3.8): the browser
-    # would talk to another server or none. These settings make the UI follow host and port.
-    env["PREFECT_SERVER_API_HOST"] = host
-    env["PREFECT_SERVER_API_PORT"] = str(port)
-    out = open(log_file, "ab") if log_file else subprocess.DEVNULL
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "prefect", "server", "start", "--host", host, "--port", str(port)],
-        env=env, stdout=out, stderr=subprocess.STDOUT,
-    )
-    api_url = f"http://{host}:{port}/api"
+def resolve_run_limit(limit=None):
+    """``limit``, else ``$CATDASK_SERVE_LIMIT``, else :func:`default_run_limit`; a positive int."""
+    source = "limit"
+    if limit is None:
+        raw = os.environ.get(ENV_RUN_LIMIT, "").strip()
+        if not raw:
+            return default_run_limit()
+        limit, source = raw, f"${ENV_RUN_LIMIT}"
     try:
-        wait_for_prefect(api_url, proc=proc)
-    except BaseException:  # timeout, early exit, Ctrl-C / SIGTERM while waiting
-        _stop_process(proc)
-        raise
-    return proc, api_url
-
-
-def _stop_process(proc, timeout=30):
-    """Terminate a child process, killing it if it does not exit within ``timeout`` s."""
-    if proc.poll() is None:
-        proc.terminate()
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=timeout)
+        value = int(limit)
+    except (TypeError, ValueError):
+        raise ValueError(f"{source} must be a whole number of flow runs, got {limit!r}") from None
+    if value < 1:
+        raise ValueError(f"{source} must be at least 1 (concurrent flow runs), got {value}")
+    return value
 
 
 def _sigterm_to_keyboard_interrupt(signum, frame):
@@ -103,28 +63,47 @@ def _sigterm_to_keyboard_interrupt(signum, frame):
 
 def served_deployments(store=None, *, retrain_cron=NIGHTLY_RETRAIN_CRON,
                        evaluation_cron=WEEKLY_EVALUATION_CRON):
-    """The deployments a single machine serves (schedules in UTC)."""
-    from flows.evaluate import evaluate
-    from flows.ingest import ingest
-    from flows.train import retrain_registered, train
+    """The deployments a single machine serves (schedules in UTC).
 
+    Their entry points are module paths (``catdask.orchestration.train.train``), so the flow-run
+    processes import the installed package: no source checkout is needed.
+    """
+    from prefect.types.entrypoint import EntrypointType
+
+    from .orchestration.evaluate import evaluate
+    from .orchestration.ingest import ingest
+    from .orchestration.train import retrain_registered, train
+
+    module = {"entrypoint_type": EntrypointType.MODULE_PATH}
     return [
         retrain_registered.to_deployment(name="nightly-retrain", cron=retrain_cron,
-                                         parameters={"store": store}),
+                                         parameters={"store": store}, **module),
         evaluate.to_deployment(name="weekly-evaluation", cron=evaluation_cron,
-                               parameters={"store": store}),
-        train.to_deployment(name="train", parameters={"store": store}),
-        ingest.to_deployment(name="ingest", parameters={"store": store, "names": ["iris", "wine"]}),
+                               parameters={"store": store}, **module),
+        train.to_deployment(name="train", parameters={"store": store}, **module),
+        ingest.to_deployment(name="ingest", parameters={"store": store, "names": ["iris", "wine"]},
+                             **module),
     ]
 
 
-def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None):
-    """Run the Prefect server, a local Dask cluster and the served deployments until Ctrl-C."""
+def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, limit=None):
+    """Run the Prefect server, a local Dask cluster and the served deployments until Ctrl-C.
+
+    Parameters
+    ----------
+    host, port : str, int
+        Where the Prefect server listens (when ``PREFECT_API_URL`` is not set).
+    dask_dashboard_port : int
+    store : path or None
+    limit : int, optional
+        Flow runs executing at once; more are queued (default :func:`resolve_run_limit`).
+    """
     import prefect
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     from .distributed.cluster import ENV_SCHEDULER, close_embedded_cluster, embedded_cluster
 
+    limit = resolve_run_limit(limit)
     server = None
     api_url = os.environ.get("PREFECT_API_URL")
     # SIGTERM during start-up (before the Prefect runner installs its own handler) must not
@@ -142,9 +121,10 @@ def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None):
         print(f"Dask dashboard:  {client.dashboard_link}")
         print(f"Dask scheduler:  {client.scheduler.address}")
         print(f"Store:           {os.path.abspath(store or os.environ.get('CATDASK_STORE', 'catdask-store'))}")
+        print(f"Run limit:       {limit} flow runs at once (more wait in the queue)")
         with temporary_settings(updates={PREFECT_API_URL: api_url}):
-            prefect.serve(*served_deployments(store))
+            prefect.serve(*served_deployments(store), limit=limit)
     finally:
         close_embedded_cluster()
         if server is not None:
-            _stop_process(server)
+            stop_process(server)

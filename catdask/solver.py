@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .problems import put_restarts, take_restarts
+from .progress import current_solver_callback
 
 __all__ = ["RestartResult", "solve"]
 
@@ -116,6 +117,8 @@ def solve(
     state : the final state of every restart
     results : list of RestartResult
     """
+    if callback is None:  # a listener set by the caller's context (catdask.progress)
+        callback = current_solver_callback()
     R = state.objective.shape[0]
     starts = list(starts) if starts is not None else ["given"] * R
     t0 = time.perf_counter()

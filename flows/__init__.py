@@ -1,4 +1,5 @@
-"""Prefect flows for catdask: ingest, train (certify, register) and evaluate.
+"""Deployment entry points for ``deploy/prefect.yaml`` (``flows/train.py:train`` ...).
 
-Flows only orchestrate; every computation is a ``catdask`` function.
+Thin: each file imports its flows from :mod:`catdask.orchestration`, where they live. This
+folder is not installed by ``pip install .``; the library never imports it.
 """

@@ -1,57 +1,14 @@
-"""Ingest data sets into the zarr store.
+"""Deployment entry point: ``flows/ingest.py:ingest``.
 
-What it does: for each named catalog data set (iris, wine, vehicle, ...), find or download the
-original files, verify checksums, parse and validate, and write a zarr data set atomically.
-Idempotent: unchanged content is not rewritten.
-
-Run it:  catdask ingest iris wine        (or)  python -m flows.ingest iris wine
+The flow lives in :mod:`catdask.orchestration.ingest`. Run it from a checkout:
+``python flows/ingest.py iris wine``.
 """
-
-from __future__ import annotations
 
 import sys
 
-from prefect import flow, get_run_logger, task
-from prefect.artifacts import create_table_artifact
+from catdask.orchestration.ingest import ingest
 
-from catdask.pipeline import ingest_dataset
-from flows._retry import retry_if_transient
-
-
-@task(
-    retries=2,
-    retry_delay_seconds=5,
-    # Bad data is not transient: retry only network / file-system hiccups.
-    retry_condition_fn=retry_if_transient,
-)
-def ingest_one(name: str, store: str | None, source_dir: str | None, allow_download: bool) -> dict:
-    """Ingest one catalog data set; returns its summary (written=False when unchanged)."""
-    report = ingest_dataset(name, store, source_dir=source_dir, allow_download=allow_download)
-    get_run_logger().info(
-        "%s: %s (N=%s, D=%s, K=%s, sha256 %s)", name,
-        "written" if report["written"] else "unchanged", report["n_samples"],
-        report["n_features"], report["n_classes"], report["content_sha256"][:12],
-    )
-    return report
-
-
-@flow(name="catdask-ingest", log_prints=True)
-def ingest(
-    names: list[str],
-    store: str | None = None,
-    source_dir: str | None = None,
-    allow_download: bool = False,
-) -> list[dict]:
-    """Ingest catalog data sets into the store (see ``data/catalog.json``)."""
-    reports = [ingest_one(n, store, source_dir, allow_download) for n in names]
-    create_table_artifact(
-        [{k: r[k] for k in ("name", "n_samples", "n_features", "n_classes", "written", "content_sha256")}
-         for r in reports],
-        key="ingest-summary",
-        description="Data sets ingested into the zarr store",
-    )
-    return reports
-
+__all__ = ["ingest"]
 
 if __name__ == "__main__":
-    ingest(sys.argv[1:] or ["iris", "wine"])
+    print(ingest(sys.argv[1:] or ["iris", "wine"]))

@@ -11,6 +11,7 @@ those tests time the console script and check that it printed one line.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -565,8 +566,9 @@ class _FakeFlows:
     def __init__(self, monkeypatch):
         self.calls = []
         monkeypatch.setattr("catdask.cli.runtime.flow", self.flow)
+        monkeypatch.setattr("catdask.cli.runtime.prefect_server", contextlib.nullcontext)
 
-    def flow(self, name):
+    def flow(self, name, attribute=None):
         def run(*args, **kwargs):
             self.calls.append((name, args, kwargs))
             if name == "train":
@@ -591,7 +593,7 @@ def test_flow_arguments_defaults_replace_and_evaluation_dir(capsys, iris_store, 
     assert flows.calls[-1][2]["origin"] == "class" and flows.calls[-1][2]["n_restarts"] == 3
 
     run_cli(capsys, "ingest", "iris", "--store", iris_store)
-    assert "replace" not in flows.calls[-1][2]
+    assert flows.calls[-1][2]["replace"] is False
     run_cli(capsys, "ingest", "iris", "--replace", "--store", iris_store)
     assert flows.calls[-1][2]["replace"] is True
 

@@ -1,5 +1,6 @@
 """Faults in a deployment: the Dask scheduler lost mid-fit, write errors while registering a
-version, a taken port, SIGTERM while `catdask serve` starts.
+version, a taken port, SIGTERM while `catdask serve` starts, `kill -9` of a command that started
+a temporary Prefect server and the embedded cluster (no orphans), the serve run limit.
 
 Elsewhere (not repeated here): a worker SIGKILLed mid-fit (tests/test_distributed.py), a
 flow run killed and rerun and transient task retries (tests/test_flows.py), disk full /
@@ -203,7 +204,7 @@ def test_prefect_server_port_in_use_fails_at_once(tmp_path, monkeypatch):
     """A taken port is reported at once; the health check never asks a foreign server."""
     import socket
 
-    from catdask.serve import start_prefect_server
+    from catdask.orchestration.server import start_prefect_server
 
     monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "home"))
     children = {p.pid for p in psutil.Process().children(recursive=True)}
@@ -246,3 +247,110 @@ def _cmdline(p):
         return p.cmdline()
     except psutil.Error:
         return []
+
+
+# ============================================================================ bounded load
+def test_serve_run_limit_follows_cores_and_memory_and_can_be_set(monkeypatch):
+    from catdask.serve import ENV_RUN_LIMIT, default_run_limit, resolve_run_limit
+
+    gib = 2**30
+    assert default_run_limit(cores=8, memory_bytes=64 * gib) == 8
+    assert default_run_limit(cores=8, memory_bytes=7 * gib) == 3  # 2 GiB per run
+    assert default_run_limit(cores=2, memory_bytes=1 * gib) == 1  # never 0
+    monkeypatch.delenv(ENV_RUN_LIMIT, raising=False)
+    assert resolve_run_limit() == default_run_limit() >= 1
+    assert resolve_run_limit(4) == 4
+    monkeypatch.setenv(ENV_RUN_LIMIT, "5")
+    assert resolve_run_limit() == 5 and resolve_run_limit(2) == 2
+    for bad, match in (("0", "at least 1"), ("many", "whole number"), ("-3", "at least 1")):
+        monkeypatch.setenv(ENV_RUN_LIMIT, bad)
+        with pytest.raises(ValueError, match=f"CATDASK_SERVE_LIMIT must be .*{match}|{match}"):
+            resolve_run_limit()
+    with pytest.raises(ValueError, match="limit must be at least 1"):
+        resolve_run_limit(0)
+
+
+# ============================================================================ no orphans
+def test_guarded_child_gets_sigterm_when_its_parent_is_killed(tmp_path):
+    """parent_death: SIGKILL the parent, its guarded child stops within seconds."""
+    code = (
+        "import subprocess, sys, time\n"
+        "from catdask.orchestration.server import guarded_command\n"
+        "child = subprocess.Popen(guarded_command([sys.executable, '-c', "
+        "'import time; time.sleep(600)']))\n"
+        "print(child.pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    parent = Managed([sys.executable, "-c", code], log=tmp_path / "parent.log", env=child_env(tmp_path))
+    try:
+        pid = int(parent.wait_for(r"^(\d+)$", timeout=60).group(1))
+        child = psutil.Process(pid)
+        time.sleep(0.5)
+        assert child.is_running() and child.ppid() == parent.pid
+        # The launcher replaced itself with the command (no extra process in between).
+        assert child.cmdline()[-1] == "import time; time.sleep(600)"
+        os.kill(parent.pid, signal.SIGKILL)
+        gone, alive = psutil.wait_procs([child], timeout=15)
+        assert alive == [], "the guarded child outlived its SIGKILLed parent"
+    finally:
+        parent.kill()
+
+
+def test_guarded_command_refuses_to_start_after_its_parent_died():
+    """A launcher whose recorded parent is not its parent any more exits without running."""
+    from catdask.orchestration.server import guarded_command
+
+    dead_parent = 1 if os.getpid() != 1 else 2
+    out = subprocess.run(guarded_command(["echo", "ran"], parent_pid=dead_parent),
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and "ran" not in out.stdout
+
+
+# What a flow command of the CLI does: the temporary Prefect server, the embedded Dask cluster,
+# then flows (here trains over and over, so the kill lands mid-run).
+_FLOW_COMMAND = """
+import sys
+from catdask.distributed import get_client
+from catdask.orchestration.server import temporary_prefect_server
+from catdask.orchestration.train import run_train
+
+store = sys.argv[1]
+with temporary_prefect_server(timeout=240) as api:
+    with get_client(None) as client:
+        print("cluster", client.scheduler.address, flush=True)
+    print("api", api, flush=True)
+    n = 0
+    while True:
+        run_train(dataset="iris", n_restarts=2, store=store)
+        n += 1
+        print("trained", n, flush=True)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("kill_when", ["server-up", "mid-run"])
+def test_kill_9_of_a_flow_command_leaves_no_orphans(tmp_path, kill_when):
+    """SIGKILL of a process that started a temporary Prefect server and the embedded Dask
+    cluster: no process it started is left 30 s later (issue: ~220 MB servers outlived it)."""
+    store = tmp_path / "store"
+    ingest_dataset("iris", store)
+    env = child_env(seeded_prefect_home(tmp_path / "home"),
+                    PREFECT_LOGGING_LEVEL="WARNING")
+    proc = Managed([sys.executable, "-c", _FLOW_COMMAND, store], log=tmp_path / "cmd.log", env=env)
+    try:
+        proc.wait_for(r"^api http://127\.0\.0\.1:\d+/api", timeout=300)
+        if kill_when == "mid-run":
+            proc.wait_for(r"^trained 1$", timeout=240)
+            time.sleep(1.0)  # inside the next run
+        children = proc.tree()[1:]
+        commands = [" ".join(_cmdline(p)) for p in children]
+        assert any("uvicorn" in c and "prefect.server" in c for c in commands), commands
+        assert len(children) >= 3, commands  # the server and the cluster's workers at least
+        os.kill(proc.pid, signal.SIGKILL)
+        assert proc.proc.wait(timeout=30) == -signal.SIGKILL
+        _, alive = psutil.wait_procs(children, timeout=30)
+        left = [(p.pid, " ".join(_cmdline(p))[:120]) for p in alive]
+        assert left == [], f"processes outlived the killed command: {left}"
+    finally:
+        proc.kill()

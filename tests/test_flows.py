@@ -61,11 +61,9 @@ SEEDS_FILE = "seeds_dataset.txt"
 
 # ----------------------------------------------------------------------------- helpers
 def _flows():
-    import flows.evaluate
-    import flows.ingest
-    import flows.train
+    from catdask.orchestration import evaluate, ingest, train
 
-    return flows.ingest, flows.train, flows.evaluate
+    return ingest, train, evaluate
 
 
 def _wait_for(fetch, ok, timeout=30.0, interval=0.2):
@@ -219,9 +217,10 @@ def test_train_publishes_restart_table_and_summary_artifacts(trained):
     run_id = trained["flow_run_id"]
     outcome = trained["outcome"]
     keys = {a.key for a in _artifacts(run_id)}
-    assert {"restart-table", "train-summary", "metrics"} <= keys
+    # Keyed by the model (iris-cqs:v1), so the next model's artifacts do not replace them.
+    assert {"iris-cqs-v1-restarts", "iris-cqs-v1-summary", "iris-cqs-v1-metrics"} <= keys
 
-    (table,) = _artifacts(run_id, "restart-table")
+    (table,) = _artifacts(run_id, "iris-cqs-v1-restarts")
     assert table.type == "table"
     rows = _table(table)
     assert len(rows) == len(outcome.estimator.restarts_) == 3
@@ -234,13 +233,13 @@ def test_train_publishes_restart_table_and_summary_artifacts(trained):
     assert any(r["certified"] is True for r in rows)
     assert min(r["objective"] for r in rows) == pytest.approx(trained["result"]["objective"])
 
-    (summary,) = _artifacts(run_id, "train-summary")
+    (summary,) = _artifacts(run_id, "iris-cqs-v1-summary")
     assert summary.type == "markdown"
     assert "iris" in summary.data and "iris-cqs:v1" in summary.data
     assert "certified global optimum" in summary.data
     assert "](data:image/png;base64,iVBORw0KGgo" in summary.data  # an inline PNG
 
-    (metrics,) = _artifacts(run_id, "metrics")
+    (metrics,) = _artifacts(run_id, "iris-cqs-v1-metrics")
     assert {r["metric"] for r in _table(metrics)} == set(outcome.metrics)
 
 
@@ -295,13 +294,32 @@ def test_retrain_registered_adds_one_version_per_model_and_is_idempotent(iris_st
 def test_uncertified_model_is_rejected_unless_allowed(iris_store, dask_scheduler):
     _, train_mod, _ = _flows()
     kw = dict(method="cas", n_restarts=1, store=str(iris_store), scheduler=dask_scheduler)
-    rejected = train_mod.train("iris", **kw)
+    state = train_mod.train("iris", return_state=True, **kw)
+    # A rejected model is not a green run: Failed, named Rejected, with the reason.
+    assert state.is_failed() and state.name == "Rejected", state
+    assert state.message.startswith("rejected: iris cas not certified (optimality gap <= ")
+    run_id = state.state_details.flow_run_id
+    with pytest.raises(train_mod.ModelRejectedError) as info:
+        state.result()
+    rejected = info.value.summary
     assert rejected["status"] == "rejected-uncertified"
     assert rejected["version"] is None and rejected["certified"] is False
     assert list_models(iris_store) == []
     assert not (iris_store / "models" / "iris-cas").exists()
-    # The run still publishes its plot, marked as rejected.
+    # The run still publishes its plot and artifacts, marked as rejected, keyed by the run.
     assert "rejected" in Path(rejected["plot"]).name
+    run_tag = f"iris-cas-run-{str(run_id)[:8]}"
+    assert {f"{run_tag}-{kind}" for kind in ("restarts", "summary", "metrics")} <= {
+        a.key for a in _artifacts(run_id)}
+    # The API has the same state (what the UI shows and filters on).
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        stored = client.read_flow_run(run_id).state
+    assert (stored.type.value, stored.name) == ("FAILED", "Rejected")
+    # run_train (what the CLI calls) returns the summary of a rejected model.
+    again = train_mod.run_train(dataset="iris", **kw)
+    assert again["version"] is None and again["status"] == "rejected-uncertified"
 
     allowed = train_mod.train("iris", allow_uncertified=True, **kw)
     assert allowed["status"] == "uncertified-allowed" and allowed["version"] == "iris-cas:v1"
@@ -424,7 +442,7 @@ def test_train_killed_mid_fit_then_rerun_registers_exactly_once(tmp_path, dask_s
     run_key = "crash-test:blobs"
     code = textwrap.dedent(f"""
         import pathlib
-        import flows.train as ft
+        import catdask.orchestration.train as ft
 
         real_fit = ft.fit_on_dataset
         marker = pathlib.Path({str(marker)!r})
@@ -689,3 +707,100 @@ def test_evaluate_quick_writes_tables_and_artifact(tmp_path):
     assert "iris" in text and "wine" in text
     (art,) = _artifacts(state.state_details.flow_run_id, "evaluation-table1")
     assert art.type == "markdown" and "Table 1" in art.data
+
+
+# ----------------------------------------------------------------------------- progress, keys
+def test_solver_progress_is_in_the_task_log_and_a_progress_artifact(iris_store, dask_scheduler,
+                                                                    monkeypatch):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+
+    _, train_mod, _ = _flows()
+    # Every fit is "long" here, so the progress artifact is published for iris too.
+    monkeypatch.setattr(train_mod, "PROGRESS_ARTIFACT_AFTER_SECONDS", 0.0)
+    state = train_mod.train("iris", n_restarts=3, store=str(iris_store),
+                            scheduler=dask_scheduler, return_state=True)
+    assert state.is_completed(), state
+    run_id = state.state_details.flow_run_id
+
+    def logs():
+        with get_client(sync_client=True) as client:
+            return [log.message for log in client.read_logs(
+                LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run_id])))]
+
+    messages = _wait_for(logs, lambda ms: any("0 of 3 restarts active" in m for m in ms))
+    solver = [m for m in messages if m.startswith("solver loop 1, iteration ")]
+    assert solver and "iteration 1: best objective" in solver[0], messages
+    assert "3 of 3 restarts active" in solver[0] and "0 of 3 restarts active" in solver[-1]
+    key = f"iris-cqs-run-{str(run_id)[:8]}-progress"
+    (progress,) = _wait_for(lambda: _artifacts(run_id, key), lambda a: len(a) == 1)
+    assert progress.type == "progress" and float(progress.data) == 100.0
+    assert "CQS on iris" in progress.description and "0 of 3 restarts active" in \
+        progress.description
+
+
+def test_solver_progress_throttles_logs_and_artifact_updates(monkeypatch):
+    """Fake clock: one log line per interval (plus first and last), no artifact for a short
+    fit, then create once and update; a failing artifact API never fails the fit."""
+    import prefect.artifacts as pa
+
+    from catdask.orchestration.artifacts import SolverProgress
+
+    class Log:
+        def __init__(self):
+            self.lines = []
+
+        def info(self, msg, *args):
+            self.lines.append(msg % args if args else msg)
+
+        warning = info
+
+    now = [0.0]
+    calls = []
+    monkeypatch.setattr(pa, "create_progress_artifact",
+                        lambda p, key, description: calls.append(("create", p)) or "id-1")
+    monkeypatch.setattr(pa, "update_progress_artifact",
+                        lambda i, p, description: calls.append(("update", p)))
+    log = Log()
+    reporter = SolverProgress(log, key="k", description="d", log_every_seconds=5,
+                              artifact_after_seconds=3, update_every_seconds=2,
+                              clock=lambda: now[0])
+    objective = np.array([1.0, 2.0])
+    for it in range(1, 11):  # one iteration per second, the second restart stops at 10
+        now[0] = float(it)
+        reporter(it, objective, None, np.array([it < 6, it < 10]))
+    assert [line.split(":")[0] for line in log.lines] == [
+        "solver loop 1, iteration 1", "solver loop 1, iteration 6", "solver loop 1, iteration 10"]
+    assert "best objective 2, 0 of 2 restarts active" in log.lines[-1]
+    assert calls == [("create", 0.0), ("update", 0.0), ("update", 50.0), ("update", 50.0),
+                     ("update", 100.0)]
+    reporter(1, objective, None, np.array([True, True]))  # a second solver loop
+    assert log.lines[-1].startswith("solver loop 2, iteration 1")
+
+    def broken(*a, **k):
+        raise ConnectionError("API gone")
+
+    monkeypatch.setattr(pa, "update_progress_artifact", broken)
+    now[0] = 100.0
+    reporter(2, objective, None, np.array([False, False]))
+    now[0] = 200.0
+    reporter(3, objective, None, np.array([False, False]))
+    assert sum("not updated" in line for line in log.lines) == 1
+
+
+@pytest.mark.parametrize("args, kw, expect", [
+    (("summary", "iris", "cqs"), {"version": "iris-cqs:v1"}, "iris-cqs-v1-summary"),
+    (("restarts", "iris", "kcqs"), {"version": "shared:v12"}, "iris-kcqs-shared-v12-restarts"),
+    (("metrics", "Wine_Quality", "cas"), {"run_id": "1A2B3C4D-ffff"}, "wine-quality-cas-run-1a2b3c4d-metrics"),
+])
+def test_model_artifact_keys_follow_prefect_key_rules(args, kw, expect):
+    import re
+
+    from catdask.orchestration.artifacts import artifact_slug, model_artifact_key
+
+    key = model_artifact_key(*args, **kw)
+    assert key == expect and re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", key)
+    with pytest.raises(ValueError, match="version or the flow run id"):
+        model_artifact_key("summary", "iris", "cqs")
+    with pytest.raises(ValueError, match="no letter or digit"):
+        artifact_slug(":::")

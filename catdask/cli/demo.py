@@ -51,7 +51,7 @@ def cmd_demo(args) -> int:
         names = names[:2]
     notes.print(f"store: {resolve_store(args.store).resolve()}")
     runtime.prepare_prefect(args.store)
-    ingest, train = runtime.flow("ingest"), runtime.flow("train")
+    ingest, train = runtime.flow("ingest"), runtime.flow("train", "run_train")
     with runtime.dask_client(address) as client:  # the embedded cluster stays up for the flows
         notes.print(f"Dask scheduler: {client.scheduler.address}  "
                     f"dashboard: {client.dashboard_link}")
@@ -59,7 +59,7 @@ def cmd_demo(args) -> int:
                                or "temporary local server (set PREFECT_API_URL, or run "
                                   "`catdask serve`, to keep runs in a UI)"))
     restarts = {} if args.restarts is None else {"n_restarts": args.restarts}
-    with progress("demo") as bar:
+    with runtime.prefect_server(), progress("demo") as bar:
         step = bar.step("ingest", total=len(names))
         reports = []
         for n in names:

@@ -24,9 +24,8 @@ def cmd_ingest(args) -> int:
             raise usage_error("--file needs --name and --label-column")
         from catdask.pipeline import ingest_file
 
-        extra = {"replace": True} if args.replace else {}
         report = ingest_file(args.file, args.name, _label_column(args.label_column), args.store,
-                             delimiter=args.delimiter, **extra)
+                             delimiter=args.delimiter, replace=args.replace)
         print_json([report])
         return EXIT_OK
     names = checks.catalog_names() if args.all else args.names
@@ -35,15 +34,13 @@ def cmd_ingest(args) -> int:
     checks.check_catalog_names(names)
     runtime.prepare_prefect(args.store)
     ingest = runtime.flow("ingest")
-    # Passed only when given, until every ingest entry point takes it.
-    extra = {"replace": True} if args.replace else {}
     reports = []
-    with progress("ingest") as bar:
+    with runtime.prefect_server(), progress("ingest") as bar:
         step = bar.step("ingest", total=len(names))
         for name in names:
             bar.update(step, f"ingest {name}")
             reports += ingest([name], store=args.store, source_dir=args.source_dir,
-                              allow_download=args.download, **extra)
+                              allow_download=args.download, replace=args.replace)
             bar.advance(step)
         bar.done(step, f"({len(names)} data set{'s' * (len(names) != 1)})")
     print_json(reports)
@@ -56,7 +53,7 @@ def train_kwargs(args, dataset: str) -> dict:
     kwargs = dict(dataset=dataset, method=args.method, standardise=not args.no_standardise,
                   random_state=args.seed, model_name=args.name, store=args.store,
                   scheduler=args.scheduler, allow_uncertified=args.allow_uncertified,
-                  run_key=args.run_key)
+                  run_key=args.run_key, certify=args.certify)
     optional = {"origin": args.origin, "n_restarts": args.restarts, "gamma": args.gamma}
     kwargs.update({k: v for k, v in optional.items() if v is not None})
     return kwargs
@@ -68,8 +65,8 @@ def cmd_train(args) -> int:
     checks.check_stored_dataset(args.store, args.dataset)
     runtime.check_scheduler(runtime.scheduler_address(args.scheduler))
     runtime.prepare_prefect(args.store)
-    train = runtime.flow("train")
-    with progress("train") as bar:
+    train = runtime.flow("train", "run_train")  # a rejected model returns its summary
+    with runtime.prefect_server(), progress("train") as bar:
         step = bar.step(f"train {args.method} on {args.dataset}")
         result = train(**train_kwargs(args, args.dataset))
         bar.done(step, f"(objective {result['objective']:.6g}, {result['n_iter']} iterations, "
@@ -98,7 +95,7 @@ def cmd_evaluate(args) -> int:
     out_dir = args.out or default_evaluation_dir(args.store)
     runtime.prepare_prefect(args.store)
     evaluate = runtime.flow("evaluate")
-    with progress("evaluate") as bar:
+    with runtime.prefect_server(), progress("evaluate") as bar:
         step = bar.step("evaluate " + (", ".join(args.datasets) or "stored paper data sets"))
         out = evaluate(datasets=args.datasets or None, n_splits=args.splits, quick=args.quick,
                        out_dir=out_dir, store=args.store)

@@ -87,6 +87,10 @@ def _train(sub):
     s.add_argument("--name", help="model name in the registry (default: DATASET-METHOD)")
     s.add_argument("--scheduler", help="Dask scheduler address, e.g. tcp://10.0.0.5:8786 "
                                        "(default: $CATDASK_SCHEDULER, else a local cluster)")
+    s.add_argument("--certify", choices=("dual", "moment"), default="dual",
+                   help="strongest global-optimality test for CQS: the SDP dual, or also the "
+                        "level-2 moment relaxation when the dual is not tight (slower; needs "
+                        "the sdp extra)")
     s.add_argument("--allow-uncertified", action="store_true",
                    help="register the model even if it cannot be certified (marked so)")
     s.add_argument("--run-key", help="idempotency key for the registration "

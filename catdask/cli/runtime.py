@@ -16,7 +16,7 @@ from pathlib import Path
 from .exits import CliError
 
 #: The package holding the Prefect flows; each flow ``X`` is ``<FLOWS_PACKAGE>.X.X``.
-FLOWS_PACKAGE = "flows"
+FLOWS_PACKAGE = "catdask.orchestration"
 #: Seconds to wait for the TCP connection to a ``--scheduler`` address.
 SCHEDULER_PROBE_TIMEOUT = 3.0
 #: Dask's own connect timeout for that address (its default, 30 s, is retried by the flows).
@@ -39,18 +39,27 @@ class _NoRunTracebacks(logging.Filter):
                                                                  "prefect.task_runs")))
 
 
-def flow(name: str):
-    """The Prefect flow ``name`` (``"ingest"``, ``"train"``, ``"evaluate"``), imported now.
+def flow(name: str, attribute: str | None = None):
+    """The Prefect flow ``name`` (``"ingest"``, ``"train"``, ``"evaluate"``), imported now
+    (or another ``attribute`` of its module, e.g. ``run_train``).
 
     The only place the CLI imports flows (and so Prefect): call it after the arguments are
     checked.
     """
-    function = getattr(importlib.import_module(f"{FLOWS_PACKAGE}.{name}"), name)
+    function = getattr(importlib.import_module(f"{FLOWS_PACKAGE}.{name}"), attribute or name)
     if not show_tracebacks:  # Prefect has configured its console handlers by now
         for handler in logging.getLogger().handlers:
             if not any(isinstance(f, _NoRunTracebacks) for f in handler.filters):
                 handler.addFilter(_NoRunTracebacks())
     return function
+
+
+def prefect_server():
+    """Context manager: the Prefect API the flows report to (``PREFECT_API_URL``, or a
+    temporary server on 127.0.0.1 that dies with this process, even on ``kill -9``)."""
+    from catdask.orchestration.server import temporary_prefect_server
+
+    return temporary_prefect_server()
 
 
 def dask_client(address: str | None):

@@ -1,7 +1,7 @@
 """Library functions behind the Prefect flows: ingest, train-certify-register, reports.
 
-The flows in ``flows/`` only orchestrate (retries, artifacts, logging); everything they run
-is here, importable and testable without Prefect.
+The flows in :mod:`catdask.orchestration` only orchestrate (retries, artifacts, logging);
+everything they run is here, importable and testable without Prefect.
 """
 
 from .ingest import ingest_dataset, ingest_file

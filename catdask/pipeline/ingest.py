@@ -18,8 +18,12 @@ def _report(info, source):
     return out
 
 
-def ingest_dataset(name, store=None, *, source_dir=None, allow_download=False, cache_dir=None):
+def ingest_dataset(name, store=None, *, source_dir=None, allow_download=False, cache_dir=None,
+                   replace=False):
     """Ingest one catalog data set into the store; a no-op when the content is unchanged.
+
+    Different content under an existing name needs ``replace=True`` (CLI ``--replace``): it
+    becomes the name's new snapshot; models trained on the old one keep it until ``gc``.
 
     Sources are looked up in ``source_dir``, ``$CATDASK_SOURCE_DIR`` and ``../shared/data/uci``;
     downloads happen only with ``allow_download=True`` (HTTPS, checksum-verified when the
@@ -40,11 +44,13 @@ def ingest_dataset(name, store=None, *, source_dir=None, allow_download=False, c
             allow_download=allow_download,
         )
     X, y, label_names, provenance = parse_dataset(entry, paths)
-    info = write_dataset(root, entry.name, X, y, label_names=label_names, attrs=provenance)
+    info = write_dataset(root, entry.name, X, y, label_names=label_names, attrs=provenance,
+                         replace=replace)
     return _report(info, "sklearn" if paths is None else [str(p) for p in paths])
 
 
-def ingest_file(path, name, label_column, store=None, *, delimiter=None, header="infer"):
+def ingest_file(path, name, label_column, store=None, *, delimiter=None, header="infer",
+                replace=False):
     """Ingest any CSV / whitespace table with a named (or indexed) label column.
 
     The table is parsed by :func:`catdask.catalog.parse_table` (pandas' C parser in bounded
@@ -60,5 +66,5 @@ def ingest_file(path, name, label_column, store=None, *, delimiter=None, header=
     name = validate_name(name, kind="data set")
     X, y, label_names, provenance = parse_table(path, label_column, delimiter=delimiter, header=header)
     info = write_dataset(resolve_store(store), name, X, y, label_names=label_names,
-                         attrs=provenance)
+                         attrs=provenance, replace=replace)
     return _report(info, str(path))

@@ -8,62 +8,56 @@ policy, and only then :func:`register_outcome` writes an immutable registry vers
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import time
 
 import numpy as np
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 
-from ..estimators import CategorySpace, KernelCategorySpace
+from ..methods import METHODS, make_estimator
 from ..store import open_dataset_arrays, register_estimator
 
 __all__ = ["METHODS", "ModelSpec", "FitOutcome", "fit_on_dataset", "training_metrics",
            "registration_decision", "register_outcome"]
-
-# Method names as in the paper's tables.
-METHODS = {
-    "cqs": (CategorySpace, "quadratic"),
-    "cas": (CategorySpace, "absolute"),
-    "kcqs": (KernelCategorySpace, "quadratic"),
-    "kcas": (KernelCategorySpace, "absolute"),
-}
-
 
 @dataclasses.dataclass(frozen=True)
 class ModelSpec:
     """What to train: method, origin, restarts and preprocessing (JSON round-trippable).
 
     ``standardise`` fits a StandardScaler on the training data first (constant columns are
-    left unscaled), as in the paper's experiments on UCI data.
+    left unscaled), as in the paper's experiments on UCI data. ``certify`` is the strongest
+    global-optimality test to run on the best restart: ``"dual"`` (Rapcsák and the SDP dual)
+    or ``"moment"`` (also the level-2 moment relaxation when the dual is not tight).
     """
 
     method: str = "cqs"
     origin: str = "global"
-    n_restarts: int = 8
+    n_restarts: int = 5
     standardise: bool = True
     gamma: float | None = None
     eps: float = 0.1
     tol: float = 1e-8
     max_iter: int = 2000
     random_state: int | None = 0
+    certify: str = "dual"
 
     def __post_init__(self):
         if self.method not in METHODS:
             raise ValueError(f"Unknown method {self.method!r}; use one of {sorted(METHODS)}.")
+        if self.certify not in ("dual", "moment"):
+            raise ValueError(f"certify must be 'dual' or 'moment'. Got {self.certify!r} instead.")
 
     @property
     def is_kernel(self):
-        return METHODS[self.method][0] is KernelCategorySpace
+        return METHODS[self.method].kernel
 
     def estimator(self):
-        cls, objective = METHODS[self.method]
-        kw = dict(objective=objective, origin=self.origin, eps=self.eps, n_restarts=self.n_restarts,
-                  tol=self.tol, max_iter=self.max_iter, random_state=self.random_state)
+        kw = dict(origin=self.origin, eps=self.eps, n_restarts=self.n_restarts, tol=self.tol,
+                  max_iter=self.max_iter, random_state=self.random_state,
+                  certify="moment" if self.certify == "moment" else True)
         if self.is_kernel:
             kw["gamma"] = self.gamma
-        return cls(**kw)
+        return make_estimator(self.method, **kw)
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -76,9 +70,6 @@ class ModelSpec:
             raise ValueError(f"Unknown model-spec fields {sorted(unknown)}; known: {sorted(fields)}.")
         return cls(**d)
 
-    def fingerprint(self):
-        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
-
 
 @dataclasses.dataclass
 class FitOutcome:
@@ -90,14 +81,11 @@ class FitOutcome:
     model: object  # sklearn Pipeline (standardise + estimator) or the bare estimator
     seconds: float
     metrics: dict
+    dataset_snapshot: str | None = None
 
     @property
     def estimator(self):
         return self.model[-1] if isinstance(self.model, Pipeline) else self.model
-
-    @property
-    def restart_table(self):
-        return [r.to_dict() for r in self.estimator.restarts_]
 
     @property
     def certificate(self):
@@ -124,14 +112,21 @@ def fit_on_dataset(store, dataset, spec, *, client=None):
     spec : ModelSpec
     client : distributed.Client or None
         With a client the data stay in zarr and are read as Dask arrays (blocked products on
-        the workers, DESIGN.md section 5); without one they are read into memory.
+        the workers, docs/design.md section 5); without one they are read into memory.
 
     Returns
     -------
     FitOutcome
     """
     t0 = time.perf_counter()
-    arrays = open_dataset_arrays(store, dataset, dask=client is not None)
+    # The name resolves to one immutable snapshot here, once; every later read (Dask passes
+    # included) is of that snapshot, whatever a concurrent re-ingest does to the name. The
+    # reader's lock keeps gc from removing it until the fit is done.
+    with open_dataset_arrays(store, dataset, dask=client is not None) as arrays:
+        return _fit_on_arrays(arrays, dataset, spec, client, t0)
+
+
+def _fit_on_arrays(arrays, dataset, spec, client, t0):
     X = arrays.X
     codes = np.asarray(arrays.y_codes[:])
     y = np.asarray(arrays.classes)[codes]
@@ -154,6 +149,7 @@ def fit_on_dataset(store, dataset, spec, *, client=None):
     return FitOutcome(
         dataset=dataset,
         dataset_sha256=arrays.attrs.get("content_sha256", ""),
+        dataset_snapshot=getattr(arrays, "snapshot", None),
         spec=spec,
         model=model,
         seconds=time.perf_counter() - t0,
@@ -209,6 +205,7 @@ def register_outcome(store, name, outcome, *, status, run_key=None, extra=None):
     meta = {
         "dataset": outcome.dataset,
         "dataset_sha256": outcome.dataset_sha256,
+        "dataset_snapshot": outcome.dataset_snapshot,
         "spec": outcome.spec.to_dict(),
         "registration_status": status,
         "certified": bool(cert.certified),

@@ -22,16 +22,17 @@ def main(argv):
 
     import catdask.serve as serve_mod
     from prefect.schedules import Interval
+    from prefect.types.entrypoint import EntrypointType
 
     from catdask.cli import main as cli_main
-    from flows.train import train
+    from catdask.orchestration.train import train
 
     original = serve_mod.served_deployments
 
     def with_test_deployment(store=None, **kwargs):
         anchor = dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=delay)
         extra = train.to_deployment(
-            name="scheduled-train",
+            name="scheduled-train", entrypoint_type=EntrypointType.MODULE_PATH,
             schedule=Interval(dt.timedelta(hours=1), anchor_date=anchor, timezone="UTC"),
             parameters={"store": store, "dataset": "iris", "n_restarts": 2,
                         "model_name": "iris-scheduled"},

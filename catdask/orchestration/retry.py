@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from catdask.errors import is_transient
+from ..errors import is_transient
+
+__all__ = ["retry_if_transient"]
 
 
 def retry_if_transient(task, task_run, state) -> bool:

@@ -1,0 +1,16 @@
+"""Prefect orchestration of the catdask pipeline: flows, tasks, serving, the temporary server.
+
+The flows only orchestrate (retries, artifacts, logging, run states); every computation is a
+``catdask`` function (:mod:`catdask.pipeline`). Modules:
+
+- :mod:`.ingest`, :mod:`.train`, :mod:`.evaluate`: the flows ``catdask-ingest``,
+  ``catdask-train`` / ``catdask-retrain`` and ``catdask-evaluate``;
+- :mod:`.retry`: the task retry policy (retry transient failures only);
+- :mod:`.artifacts`: per-model artifact keys and the solver-progress reporter;
+- :mod:`.server`: a Prefect API server that dies with the process that started it;
+- :mod:`.parent_death`: the launcher that ties a child process's life to its parent.
+
+Nothing is imported here, so ``import catdask.orchestration.server`` does not import Prefect.
+The top-level ``flows/`` folder of the repository holds thin entry points for
+``deploy/prefect.yaml`` that import from here; the library never imports it.
+"""

@@ -1,0 +1,67 @@
+"""Tie a child process's life to its parent: ``python parent_death.py PID -- COMMAND ...``.
+
+Run by path (not ``-m``: nothing of catdask is imported, so it costs a few milliseconds), it
+asks Linux to send the child SIGTERM when its parent dies (``prctl(PR_SET_PDEATHSIG)``), checks
+the parent is still ``PID`` (it may have died before the request), then replaces itself with
+``COMMAND`` (the request survives ``exec``). So a server started by a CLI command stops even
+when the command is killed with SIGKILL, which leaves it no chance to clean up.
+
+On other systems it runs ``COMMAND`` as its own child and polls the parent instead, stopping the
+command when the parent is gone (one extra small process).
+
+Linux delivers the signal when the *thread* that started the child exits: start guarded
+processes from a thread that lives as long as the process (the main thread).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+POLL_SECONDS = 0.5
+
+
+def _request_parent_death_signal(sig: int) -> None:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"prctl(PR_SET_PDEATHSIG) failed: {os.strerror(err)}")
+
+
+def _watch_and_run(parent: int, command: list[str]) -> int:
+    child = subprocess.Popen(command)
+    while child.poll() is None:
+        if os.getppid() != parent:
+            child.terminate()
+            try:
+                return child.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                return child.wait()
+        time.sleep(POLL_SECONDS)
+    return child.returncode
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 3 or argv[1] != "--":
+        print("usage: parent_death.py PARENT_PID -- COMMAND [ARGS...]", file=sys.stderr)
+        return 2
+    parent, command = int(argv[0]), argv[2:]
+    if sys.platform.startswith("linux"):
+        _request_parent_death_signal(signal.SIGTERM)
+        if os.getppid() != parent:  # the parent died before the request: do not start
+            return 1
+        os.execvp(command[0], command)  # does not return
+    if os.getppid() != parent:
+        return 1
+    return _watch_and_run(parent, command)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

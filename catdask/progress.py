@@ -1,0 +1,39 @@
+"""The solver's progress listener for the current context (a CLI bar, a Prefect task's log).
+
+:func:`catdask.solver.solve` calls the listener set here when it is given no ``callback`` of
+its own, so a caller several layers above the solver (a flow task, the CLI) can follow a fit
+without a parameter on every estimator in between. A :class:`contextvars.ContextVar` keeps
+concurrent fits in other threads or tasks apart.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+
+__all__ = ["solver_progress", "current_solver_callback"]
+
+_SOLVER_CALLBACK: contextvars.ContextVar = contextvars.ContextVar("catdask_solver_callback",
+                                                                 default=None)
+
+
+@contextlib.contextmanager
+def solver_progress(callback):
+    """Within the block, every solver loop reports to ``callback``.
+
+    Parameters
+    ----------
+    callback : callable or None
+        ``callback(iteration, objective, step, active)`` after every iteration of the batch
+        of restarts, with arrays over all restarts (see :func:`catdask.solver.solve`).
+    """
+    token = _SOLVER_CALLBACK.set(callback)
+    try:
+        yield callback
+    finally:
+        _SOLVER_CALLBACK.reset(token)
+
+
+def current_solver_callback():
+    """The listener set by the innermost :func:`solver_progress` block, or None."""
+    return _SOLVER_CALLBACK.get()
