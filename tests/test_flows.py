@@ -658,12 +658,12 @@ def _edit_attributes(entry: Path):
 ], ids=["truncated-chunk", "modified-chunk", "missing-chunk", "edited-attributes"])
 def test_train_refuses_a_corrupt_stored_dataset(iris_store, dask_scheduler, damage, expect):
     _, train_mod, _ = _flows()
-    damage(iris_store / "datasets" / "iris")
+    damage(iris_store / "datasets" / "iris" / "s1")  # the current snapshot
     before = _store_snapshot(iris_store)
     exc, run_id = _run_failing_flow(train_mod.train, "iris", store=str(iris_store),
                                     scheduler=dask_scheduler)
     assert isinstance(exc, StoreCorruptError), repr(exc)
-    assert exc.path == str(iris_store / "datasets" / "iris")
+    assert exc.path == str(iris_store / "datasets" / "iris" / "s1")  # names the snapshot
     assert expect in str(exc), str(exc)
     assert _store_snapshot(iris_store) == before  # no model, no plot, no temporaries
     assert list_models(iris_store) == []
