@@ -310,13 +310,13 @@ def test_guarded_command_refuses_to_start_after_its_parent_died():
 # then flows (here trains over and over, so the kill lands mid-run).
 _FLOW_COMMAND = """
 import sys
-from catdask.distributed import get_client
+from catdask.distributed import dask_client_context
 from catdask.orchestration.server import temporary_prefect_server
 from catdask.orchestration.train import run_train
 
 store = sys.argv[1]
 with temporary_prefect_server(timeout=240) as api:
-    with get_client(None) as client:
+    with dask_client_context(None) as client:
         print("cluster", client.scheduler.address, flush=True)
     print("api", api, flush=True)
     n = 0

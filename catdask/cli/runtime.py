@@ -89,7 +89,9 @@ def prefect_environment(environ, store_root: Path) -> dict[str, str]:
         Only the variables that are not already set.
     """
     updates = {"DO_NOT_TRACK": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-               "PREFECT_LOGGING_LEVEL": "WARNING",
+               # Quiet on the console only: the API (the UI's run logs, the solver's progress)
+               # still gets every INFO record.
+               "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": "WARNING",
                # The temporary local server needs 6-10 s to start; more on a loaded machine.
                "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120"}
     if not environ.get("PREFECT_HOME") and not environ.get("PREFECT_API_URL"):
