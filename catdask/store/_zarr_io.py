@@ -23,6 +23,7 @@ __all__ = [
     "check_array_json",
     "open_group_checked",
     "read_array",
+    "check_chunks",
     "write_array",
 ]
 
@@ -159,8 +160,8 @@ def open_array_checked(group: zarr.Group, name: str, entry: Path, **check) -> za
     return arr
 
 
-def read_array(arr: zarr.Array, entry: Path, name: str) -> np.ndarray:
-    """Read a whole array, turning missing or damaged chunks into StoreCorruptError."""
+def check_chunks(arr: zarr.Array, entry: Path, name: str) -> None:
+    """Every chunk file of ``arr`` exists (a missing one would read as fill values)."""
     try:
         n_init = arr.nchunks_initialized
     except Exception as exc:
@@ -171,6 +172,11 @@ def read_array(arr: zarr.Array, entry: Path, name: str) -> np.ndarray:
             f"array {name!r} has {arr.nchunks - n_init} of {arr.nchunks} chunk file(s) "
             "missing (deleted or never written)",
         )
+
+
+def read_array(arr: zarr.Array, entry: Path, name: str) -> np.ndarray:
+    """Read a whole array, turning missing or damaged chunks into StoreCorruptError."""
+    check_chunks(arr, entry, name)
     try:
         data = arr[...]
     except Exception as exc:  # zstd/blosc errors surface as RuntimeError/ValueError

@@ -193,13 +193,18 @@ def _strays(folder: Path, allowed, report: StoreReport, what: str) -> None:
         ))
 
 
+def _named_entries(parent: Path, report: StoreReport, what: str) -> list:
+    """The valid names under ``parent`` (none if it does not exist); anything else is stray."""
+    if not parent.is_dir():
+        return []
+    names = [n for n in list_entries(parent) if is_valid_name(n)]
+    _strays(parent, set(names), report, what)
+    return names
+
+
 def _check_datasets(root: Path, refs, report: StoreReport) -> None:
     parent = datasets_dir(root)
-    if not parent.is_dir():
-        return
-    names = [n for n in list_entries(parent) if is_valid_name(n)]
-    _strays(parent, set(names), report, "datasets/")
-    for name in names:
+    for name in _named_entries(parent, report, "datasets/"):
         status = _check_dataset(parent / name, refs, report)
         if status is not None:
             report.checked.append({"kind": "data set", "name": name, "status": status})
@@ -265,11 +270,7 @@ def _check_models(root: Path, report: StoreReport) -> None:
     from .registry_read import load_estimator
 
     parent = models_dir(root)
-    if not parent.is_dir():
-        return
-    names = [n for n in list_entries(parent) if is_valid_name(n)]
-    _strays(parent, set(names), report, "models/")
-    for name in names:
+    for name in _named_entries(parent, report, "models/"):
         found = version_numbers(parent / name)
         _strays(parent / name, _MODEL_FILES | {f"v{v}" for v in found}, report, f"model {name!r}")
         for v in found:

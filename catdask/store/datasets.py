@@ -29,25 +29,16 @@ from .dataset_writer import DatasetInfo, info_from_attrs, write_dataset
 from .layout import datasets_dir, list_entries, resolve_store
 from .snapshots import (
     SnapshotHold,
-    check_chunks,
     open_snapshot,
     read_pointer,
     resolve,
     verify_snapshot,
 )
 
-__all__ = [
-    "Dataset",
-    "DatasetArrays",
-    "DatasetInfo",
-    "write_dataset",
-    "read_dataset",
-    "open_dataset_arrays",
-    "verify_dataset",
-    "verify_snapshot",
-    "list_datasets",
-    "encode_labels",
-]
+# The reading API (writing, content and snapshot helpers are imported here for callers that
+# use this module as the data-set entry point; the package lists the public names).
+__all__ = ["Dataset", "DatasetArrays", "read_dataset", "open_dataset_arrays", "verify_dataset",
+           "list_datasets"]
 
 # read_dataset(verify=None) verifies checksums when X is at most this big (in bytes).
 AUTO_VERIFY_BYTES = 256 * 2**20
@@ -216,7 +207,7 @@ def open_dataset_arrays(store, name: str, *, dask: bool = False) -> DatasetArray
     try:
         attrs, Xa, ya = open_snapshot(path)
         for arr, label in ((Xa, "X"), (ya, "y")):
-            check_chunks(arr, path, label)
+            _zarr_io.check_chunks(arr, path, label)
         classes = classes_array(attrs, path)
     except BaseException:
         hold.close()

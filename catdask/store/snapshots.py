@@ -46,7 +46,6 @@ __all__ = [
     "hold_snapshot",
     "resolve",
     "open_snapshot",
-    "check_chunks",
     "verify_snapshot",
 ]
 
@@ -262,18 +261,6 @@ def open_snapshot(path: Path):
     return attrs, X, y
 
 
-def check_chunks(arr, entry: Path, label: str) -> None:
-    """Every chunk file of ``arr`` exists (a missing one would read as fill values)."""
-    try:
-        n_init = arr.nchunks_initialized
-    except Exception as exc:
-        raise StoreCorruptError(entry, f"cannot list chunks of {label!r}: {exc}") from exc
-    if n_init != arr.nchunks:
-        raise StoreCorruptError(
-            entry, f"array {label!r} has {arr.nchunks - n_init} chunk file(s) missing"
-        )
-
-
 def verify_snapshot(path: Path) -> dict:
     """Check one snapshot's structure and checksums block by block; returns its attributes.
 
@@ -284,7 +271,7 @@ def verify_snapshot(path: Path) -> dict:
     """
     attrs, X, y = open_snapshot(path)
     for arr, label in ((X, "X"), (y, "y")):
-        check_chunks(arr, path, label)
+        _zarr_io.check_chunks(arr, path, label)
     try:
         verify_content(path, attrs, X, y)
     except StoreCorruptError:
