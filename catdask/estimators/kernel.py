@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from contextlib import closing
+from dataclasses import replace
 from numbers import Integral, Real
 
 import numpy as np
@@ -31,6 +32,12 @@ CERTIFICATE_MAX_RANK = 1500
 # 5-fold accuracy against 0.05 / n_features (iris 0.87 vs 0.95, breast cancer 0.92 vs 0.95,
 # vehicle 0.42 vs 0.44; best of LinearSVC/LDA on the coordinates; 0.2 / n_features between).
 RBF_GAMMA_SCALE = 0.05
+
+# precision="auto": the float32 phase stops at this RKHS step (never below ``tol``), then the
+# float64 polish iterates to ``tol``. Float32 tiles (and the float32 z) leave about 1e-7 relative
+# noise in G Z, so the float32 steps stop shrinking somewhere below 1e-6; stopping above that
+# floor keeps the float32 phase from running on noise until max_iter.
+FLOAT32_PHASE_TOL = 1e-5
 
 
 class KernelCategorySpace(BaseCategorySpace):
@@ -74,6 +81,12 @@ class KernelCategorySpace(BaseCategorySpace):
         ``training_coef_`` warm-starts an exact fit (``init=training_coef_``).
     n_landmarks : int, default=None
         Number of Nystroem landmarks (random training rows); None means 500.
+    precision : {"auto", "float64"}, default="auto"
+        ``"auto"``: when the Gram products are recomputed (G not stored, a built-in kernel),
+        iterate with Gram tiles evaluated in float32 (float64 accumulation) to a step of
+        ``FLOAT32_PHASE_TOL``, then polish with exact float64 iterations from that point until
+        the step is below ``tol``; the objective, the coefficients and the certificate are the
+        float64 ones. ``"float64"``: exact float64 products throughout.
 
     Attributes
     ----------
@@ -88,6 +101,9 @@ class KernelCategorySpace(BaseCategorySpace):
     classes_, objective_, n_iter_, converged_, stopping_reason_, certificate_, restarts_,
     best_restart_, eps_, class_means_, class_covariances_, class_counts_, n_features_in_
         As in :class:`CategorySpace`.
+    n_iter_float32_ : int
+        Iterations of the best restart in the float32 phase (included in ``n_iter_``; 0 when
+        every product was float64).
     landmark_indices_, training_coef_ : ndarray
         Only with ``approximation="nystroem"``: the training rows used as landmarks
         (``X_fit_``), and the solution as coefficients (K, N) on all training rows.
@@ -123,6 +139,7 @@ class KernelCategorySpace(BaseCategorySpace):
         "max_gram_bytes": [Interval(Integral, 0, None, closed="left")],
         "approximation": [StrOptions({"nystroem"}), None],
         "n_landmarks": [Interval(Integral, 1, None, closed="left"), None],
+        "precision": [StrOptions({"auto", "float64"})],
     }
 
     def __init__(
@@ -147,6 +164,7 @@ class KernelCategorySpace(BaseCategorySpace):
         approximation=None,
         n_landmarks=None,
         classifier="qda",
+        precision="auto",
     ):
         self.kernel = kernel
         self.gamma = gamma
@@ -159,6 +177,7 @@ class KernelCategorySpace(BaseCategorySpace):
         self.approximation = approximation
         self.n_landmarks = n_landmarks
         self.classifier = classifier
+        self.precision = precision
 
     def _make_kernel(self, n_features):
         gamma = self.gamma
@@ -197,7 +216,15 @@ class KernelCategorySpace(BaseCategorySpace):
             classes.sort_rows(X), classes.sorted(), kernel, max_gram_bytes=self.max_gram_bytes,
             distributed=distributed,
         )) as base:
-            results, best, A, offset, coordinates = self._solve(base, classes)
+            # Float32 tiles only where they apply (G recomputed); the polish then switches back.
+            self._float32_operator = (base if self.precision == "auto" and base.uses_tiles
+                                      else None)
+            try:
+                results, best, A, offset, coordinates = self._solve(base, classes)
+            finally:
+                del self._float32_operator  # the fitted estimator keeps no operator
+            self.n_iter_float32_ = self._float32_iterations.pop(best.index, 0)
+            del self._float32_iterations
         self.kernel_ = kernel
         self.dual_coef_ = classes.unsort(A)
         self.projection_offset_ = offset
@@ -287,6 +314,30 @@ class KernelCategorySpace(BaseCategorySpace):
         signs = self._fix_signs(P, classes.codes)
         coordinates = state.P[best.index] * signs[:, None]  # what transform gives (sorted)
         return results, best, A * signs[:, None], offset * signs, coordinates
+
+    def _run_restarts(self, problem, state, labels):
+        """The solver run; with float32 tiles: a float32 phase, then the float64 polish."""
+        op = getattr(self, "_float32_operator", None)
+        self._float32_iterations = {}
+        if op is None:
+            return super()._run_restarts(problem, state, labels)
+        from ..solver import solve
+
+        op.set_precision("float32")
+        try:
+            fast, first = solve(problem, state, tol=max(self.tol, FLOAT32_PHASE_TOL),
+                                max_iter=self.max_iter, starts=labels,
+                                callback=getattr(self, "_progress_callback", None),
+                                log_every=50 if self.verbose else 0)
+        finally:
+            op.set_precision("float64")
+        # Polish: re-evaluate the float32 optimum's z exactly, iterate in float64 to tol.
+        final, polished = super()._run_restarts(problem, problem.start_from_z(fast.z), labels)
+        self._float32_iterations = {a.index: a.n_iter for a in first}
+        results = [replace(b, n_iter=a.n_iter + b.n_iter, seconds=a.seconds + b.seconds,
+                           history=a.history + b.history[1:])
+                   for a, b in zip(first, polished)]
+        return final, results
 
     def _transform_array(self, X):
         # A k(X_fit, x), measured from the feature-space centroid for origin="global" and from
