@@ -69,6 +69,8 @@ class DaskGramOperator(BlockGramOperator):
     precision : {"float64", "float32"}, default="float64"
         Precision of the recomputed tiles of ``G Z`` (``cache="recompute"``, built-in kernel;
         see :meth:`set_precision`).
+    tile_rows : int, optional
+        Rows of a square Gram tile in the tile pass (default ``GRAM_TILE``).
     block_rows : int, optional
         Rows per task (default: one task per worker thread, or more so that a task handles
         at most about 1e8 kernel entries).
@@ -86,7 +88,8 @@ class DaskGramOperator(BlockGramOperator):
     """
 
     def __init__(self, X, classes, kernel, *, cache="auto", store=None, cache_dtype="float64",
-                 max_gram_bytes=2 * 1024**3, block_rows=None, precision="float64"):
+                 max_gram_bytes=2 * 1024**3, block_rows=None, precision="float64",
+                 tile_rows=None):
         if cache not in GRAM_CACHE_MODES:
             raise ValueError(f"cache must be one of {GRAM_CACHE_MODES}; got {cache!r}.")
         cache_dtype = np.dtype(cache_dtype)
@@ -100,7 +103,8 @@ class DaskGramOperator(BlockGramOperator):
             n_blocks = threads * max(1, math.ceil(N * N / (threads * _TASK_ENTRIES)))
             block_rows = max(1, math.ceil(N / n_blocks))
         self._init_blocks(X, classes, kernel, block_rows,
-                          col_block=max(256, _GRAM_BLOCK_ENTRIES // int(block_rows)))
+                          col_block=max(256, _GRAM_BLOCK_ENTRIES // int(block_rows)),
+                          tile_rows=tile_rows)
         self._runner = BlockRunner()
         self._Xd = self._runner.put(self._Xs, "X-sorted", everywhere=True)
 

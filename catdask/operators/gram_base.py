@@ -42,7 +42,7 @@ class BlockGramOperator:
 
     matvec_without_class_block = False
 
-    def _init_blocks(self, X, classes, kernel, block_rows, col_block):
+    def _init_blocks(self, X, classes, kernel, block_rows, col_block, tile_rows=None):
         self.X = np.ascontiguousarray(X, dtype=float)
         self.classes = classes
         self.kernel = kernel
@@ -57,7 +57,8 @@ class BlockGramOperator:
         self._moments = None
         self.uses_tiles = False  # subclasses: True when G Z runs on symmetric tiles
         self.precision = "float64"
-        self._tile_pairs = blocks.symmetric_tile_pairs(N, GRAM_TILE)
+        self.tile_rows = int(tile_rows or GRAM_TILE)
+        self._tile_pairs = blocks.symmetric_tile_pairs(N, self.tile_rows)
         self._tile_factors = {}  # dtype name -> (left, right) (or their keys on a cluster)
 
     def set_precision(self, precision):

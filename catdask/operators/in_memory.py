@@ -86,6 +86,8 @@ class NumpyGramOperator(BlockGramOperator):
     precision : {"float64", "float32"}, default="float64"
         Precision of the recomputed tiles of ``G Z`` (built-in kernels, G not stored; see
         :meth:`set_precision`).
+    tile_rows : int, optional
+        Rows of a square Gram tile (default ``GRAM_TILE``).
 
     Attributes
     ----------
@@ -95,10 +97,11 @@ class NumpyGramOperator(BlockGramOperator):
     """
 
     def __init__(self, X, classes, kernel, *, max_gram_bytes=2 * 1024**3, block_rows=None,
-                 precision="float64"):
+                 precision="float64", tile_rows=None):
         N = np.shape(X)[0]
         block_rows = block_rows or max(1, min(N, (256 * 1024**2) // (8 * max(N, 1))))
-        self._init_blocks(X, classes, kernel, block_rows, col_block=max(N, 1))
+        self._init_blocks(X, classes, kernel, block_rows, col_block=max(N, 1),
+                          tile_rows=tile_rows)
         self._G = kernel.gram(self._Xs) if 8 * N * N <= max_gram_bytes else None
         if self._G is not None:  # the block functions read row blocks of the stored G
             self._cache = [self._G[a:b] for a, b in self._rows]
