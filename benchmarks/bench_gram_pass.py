@@ -96,6 +96,8 @@ def main():
     }
     results["goal_met"] = results["ratio_b_float32_over_baseline"] <= 0.6
     report("gram_pass", results, args)
+    if results["float32_vs_float64_max_rel_diff"] > 1e-5:  # must hold at any speed
+        raise SystemExit("float32 tiles disagree with float64 beyond 1e-5 relative")
 
 
 if __name__ == "__main__":

@@ -74,7 +74,10 @@ def test_stored_gram_and_user_kernels_do_not_use_tiles():
 def test_auto_precision_fit_equals_float64_fit(origin):
     """precision="auto" (float32 phase, float64 polish) returns the float64 fit's objective."""
     X, y = _data(n_per_class=200, seed=3)
-    kw = dict(max_gram_bytes=0, n_restarts=2, random_state=0, origin=origin, gamma=0.05)
+    # certify=False: the certificate reads only float64 products (diagonal, columns) at the
+    # polished point; its pivoted Cholesky in recompute mode would dominate this test's time.
+    kw = dict(max_gram_bytes=0, n_restarts=2, random_state=0, origin=origin, gamma=0.05,
+              certify=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         auto = KernelCategorySpace(precision="auto", **kw).fit(X, y)
@@ -82,7 +85,6 @@ def test_auto_precision_fit_equals_float64_fit(origin):
     assert auto.n_iter_float32_ > 0 and exact.n_iter_float32_ == 0
     assert auto.converged_ and exact.converged_
     assert abs(auto.objective_ - exact.objective_) <= 1e-9 * abs(exact.objective_)
-    # the certificate is computed on the polished (float64) point
-    assert auto.certificate_.certified == exact.certificate_.certified
+    assert auto.n_iter_ > auto.n_iter_float32_  # at least one float64 (polish) iteration
     coordinates = [m.transform(X) for m in (auto, exact)]
     np.testing.assert_allclose(coordinates[0], coordinates[1], atol=1e-5)

@@ -87,7 +87,8 @@ class KernelCategorySpace(BaseCategorySpace):
         iterate with Gram tiles evaluated in float32 (float64 accumulation) to a step of
         ``FLOAT32_PHASE_TOL``, then polish with exact float64 iterations from that point until
         the step is below ``tol``; the objective, the coefficients and the certificate are the
-        float64 ones. ``"float64"``: exact float64 products throughout.
+        float64 ones. ``max_iter`` bounds both phases together (the polish has at least one
+        iteration). ``"float64"``: exact float64 products throughout.
 
     Attributes
     ----------
@@ -324,16 +325,20 @@ class KernelCategorySpace(BaseCategorySpace):
             return super()._run_restarts(problem, state, labels)
         from ..solver import solve
 
+        def run(start, tol, max_iter):
+            return solve(problem, start, tol=tol, max_iter=max_iter, starts=labels,
+                         callback=getattr(self, "_progress_callback", None),
+                         log_every=50 if self.verbose else 0)
+
         op.set_precision("float32")
         try:
-            fast, first = solve(problem, state, tol=max(self.tol, FLOAT32_PHASE_TOL),
-                                max_iter=self.max_iter, starts=labels,
-                                callback=getattr(self, "_progress_callback", None),
-                                log_every=50 if self.verbose else 0)
+            fast, first = run(state, max(self.tol, FLOAT32_PHASE_TOL), max(1, self.max_iter - 1))
         finally:
             op.set_precision("float64")
-        # Polish: re-evaluate the float32 optimum's z exactly, iterate in float64 to tol.
-        final, polished = super()._run_restarts(problem, problem.start_from_z(fast.z), labels)
+        # Polish: re-evaluate the float32 optimum's z exactly, iterate in float64 to tol. Both
+        # phases share max_iter; the polish gets at least one exact iteration.
+        budget = max(1, self.max_iter - max(a.n_iter for a in first))
+        final, polished = run(problem.start_from_z(fast.z), self.tol, budget)
         self._float32_iterations = {a.index: a.n_iter for a in first}
         results = [replace(b, n_iter=a.n_iter + b.n_iter, seconds=a.seconds + b.seconds,
                            history=a.history + b.history[1:])
