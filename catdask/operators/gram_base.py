@@ -126,6 +126,7 @@ class BlockGramOperator:
     def close(self):
         """Release cached blocks (subclasses also remove what they wrote)."""
         self._cache = [None] * len(self._rows)
+        self._tile_factors = {}
 
     def __enter__(self):
         return self
