@@ -292,6 +292,20 @@ def test_gram_tile_pass_matches_numpy_and_dense(client, precision):
     op.close()
 
 
+def test_auto_precision_fit_matches_numpy_and_float64(client):
+    """precision="auto" on the Dask recompute path (float32 tiles, float64 polish) reaches the
+    float64 fit's objective, and the numpy recompute path's."""
+    X, y = _data(n_per_class=60, seed=9)
+    kw = dict(gamma=0.1, n_restarts=2, random_state=0, certify=False)
+    with gram_options(cache="recompute"):
+        dask_auto = KernelCategorySpace(**kw).fit(da.from_array(X, chunks=(50, -1)), y)
+    numpy_auto = KernelCategorySpace(max_gram_bytes=0, **kw).fit(X, y)
+    exact = KernelCategorySpace(precision="float64", **kw).fit(X, y)
+    assert dask_auto.n_iter_float32_ > 0 and dask_auto.converged_
+    for fit in (dask_auto, numpy_auto):
+        assert abs(fit.objective_ - exact.objective_) <= RTOL * abs(exact.objective_)
+
+
 def test_restarts_share_gram_passes(client):
     """R restarts cost the same number of Gram passes as one: G [Z_1 ... Z_R] per sweep."""
     X, y = _data(n_per_class=10, seed=6)
