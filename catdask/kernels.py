@@ -54,6 +54,42 @@ class Kernel:
             return rbf_gram(X, self.params["gamma"])
         return self(X, X)
 
+    def tile_factors(self, X, dtype):
+        """Row factors ``(left, right)`` in ``dtype`` whose products give Gram tiles.
+
+        A tile ``G[I, J]`` is ``finish_tile(left[I] @ right[J].T)``: one BLAS product of
+        (n_I, D + 2) by (D + 2, n_J) carries the norms too, so only the clip and ``exp`` (RBF)
+        or the power (polynomial) remain as elementwise passes over the tile. For the RBF
+        kernel X is centred first (the kernel does not change under a shift, and smaller norms
+        lose less to rounding in float32): ``left = [s x, -gamma ||x||^2, 1]``,
+        ``right = [s x, 1, -gamma ||x||^2]`` with ``s = sqrt(2 gamma)``. Built-in kernels only.
+        """
+        if not self.builtin:
+            raise ValueError(f"Gram tiles need a built-in kernel; got {self.name}.")
+        X = np.asarray(X, dtype=np.float64)
+        ones = np.ones((X.shape[0], 1))
+        if self.metric == "rbf":
+            gamma = _check_gamma(self.params["gamma"])
+            Xc = X - X.mean(axis=0) if X.shape[0] else X
+            norms = gamma * np.einsum("ij,ij->i", Xc, Xc)[:, None]
+            scaled = np.sqrt(2.0 * gamma) * Xc
+            left, right = np.hstack([scaled, -norms, ones]), np.hstack([scaled, ones, -norms])
+        elif self.metric == "poly":
+            left = np.hstack([self.params["gamma"] * X, self.params["coef0"] * ones])
+            right = np.hstack([X, ones])
+        else:
+            left = right = X
+        return (np.ascontiguousarray(left, dtype=dtype), np.ascontiguousarray(right, dtype=dtype))
+
+    def finish_tile(self, T):
+        """Turn ``left[I] @ right[J].T`` (see :meth:`tile_factors`) into ``G[I, J]`` in place."""
+        if self.metric == "rbf":
+            np.minimum(T, 0.0, out=T)  # -gamma ||x - y||^2 <= 0; rounding can cross zero
+            np.exp(T, out=T)
+        elif self.metric == "poly":
+            np.power(T, self.params["degree"], out=T)
+        return T
+
     @property
     def builtin(self):
         """True for the built-in kernels, symmetric by construction (k(x, y) = k(y, x))."""

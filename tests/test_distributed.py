@@ -269,6 +269,43 @@ def test_gram_operator_products_match_numpy(client):
     np.testing.assert_allclose(op.covariance_moments(), ref.covariance_moments(), rtol=1e-12)
 
 
+@pytest.mark.parametrize("precision", ["float64", "float32"])
+def test_gram_tile_pass_matches_numpy_and_dense(client, precision):
+    """The Dask tile pass (tile pairs in groups on the workers, partial sums added there)
+    equals the numpy operator's and, in float64, the brute-force G @ Z."""
+    X, y = _data(n_per_class=40, seed=8)
+    classes = ClassIndex(y, 3)
+    kern = make_kernel("rbf", n_features=X.shape[1], gamma=0.1)
+    kw = dict(precision=precision, tile_rows=32)
+    ref = NumpyGramOperator(X, classes, kern, max_gram_bytes=0, **kw)
+    op = DaskGramOperator(X, classes, kern, cache="recompute", **kw)
+    assert op.uses_tiles and ref.uses_tiles
+    z = np.random.default_rng(0).standard_normal((3, len(y)))
+    B = op.class_matmul(z)
+    np.testing.assert_allclose(B, ref.class_matmul(z), rtol=1e-12, atol=1e-12)
+    Z = np.zeros((3, len(y), 3))
+    for r in range(3):
+        Z[r, np.arange(len(y)), y] = z[r]
+    dense = kern(X, X) @ Z
+    rtol = 1e-12 if precision == "float64" else 1e-5
+    np.testing.assert_allclose(B, dense, rtol=0, atol=rtol * np.abs(dense).max())
+    op.close()
+
+
+def test_auto_precision_fit_matches_numpy_and_float64(client):
+    """precision="auto" on the Dask recompute path (float32 tiles, float64 polish) reaches the
+    float64 fit's objective, and the numpy recompute path's."""
+    X, y = _data(n_per_class=60, seed=9)
+    kw = dict(gamma=0.1, n_restarts=2, random_state=0, certify=False)
+    with gram_options(cache="recompute"):
+        dask_auto = KernelCategorySpace(**kw).fit(da.from_array(X, chunks=(50, -1)), y)
+    numpy_auto = KernelCategorySpace(max_gram_bytes=0, **kw).fit(X, y)
+    exact = KernelCategorySpace(precision="float64", **kw).fit(X, y)
+    assert dask_auto.n_iter_float32_ > 0 and dask_auto.converged_
+    for fit in (dask_auto, numpy_auto):
+        assert abs(fit.objective_ - exact.objective_) <= RTOL * abs(exact.objective_)
+
+
 def test_restarts_share_gram_passes(client):
     """R restarts cost the same number of Gram passes as one: G [Z_1 ... Z_R] per sweep."""
     X, y = _data(n_per_class=10, seed=6)
@@ -286,7 +323,9 @@ def test_restarts_share_gram_passes(client):
 def test_gram_cache_modes_agree(client, tmp_path):
     X, y = _data(n_per_class=15, seed=7)
     Xd = da.from_array(X, chunks=(20, -1))
-    kw = dict(gamma=0.05, n_restarts=1, init="decoupled", tol=1e-7, max_iter=8, certify=False)
+    # precision="float64": float32 tiles (recompute mode only) would change the 8 iterates
+    kw = dict(gamma=0.05, n_restarts=1, init="decoupled", tol=1e-7, max_iter=8, certify=False,
+              precision="float64")
     fits = {}
     for mode, extra in [("recompute", {}), ("memory", {}),
                         ("zarr", {"store": str(tmp_path / "g64.zarr")}),

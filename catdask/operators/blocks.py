@@ -9,7 +9,10 @@ on their own and identical on any scheduler.
 Linear blocks receive ``x`` (n_b, D) in the stored dtype (float32 is fine: it is promoted to
 float64 here, DESIGN.md 3c) and the block's class codes ``c`` (n_b,); rows already sorted
 by class are sliced, not gathered. Gram blocks receive the whole training matrix ``X`` sorted by
-class (N x D is small next to N x N) and a row range.
+class (N x D is small next to N x N) and a row range. The recompute-mode product ``G Z`` of a
+built-in kernel instead works on square tiles of the upper triangle
+(:func:`gram_symmetric_class_product`): each off-diagonal tile is evaluated once, in float32 or
+float64, and serves both ``G[I, J] Z_J`` and ``G[J, I] Z_I``.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ __all__ = [
     "gram_rows_to_zarr",
     "gram_range_matmul",
     "gram_submatrix",
+    "symmetric_tile_pairs",
+    "gram_symmetric_class_product",
 ]
 
 
@@ -274,3 +279,53 @@ def gram_range_matmul(X, rows, cols, V, kernel, col_block):
 def gram_submatrix(X, rows, cols, kernel):
     """``G[rows, cols]`` for two index ranges (class blocks, for the decoupled start)."""
     return kernel(X[rows[0] : rows[1]], X[cols[0] : cols[1]])
+
+
+# ------------------------------------------------------------------ symmetric Gram tiles
+def symmetric_tile_pairs(N, tile):
+    """The tiles ``(a, b, c, d)`` (rows a:b, columns c:d, a <= c) of G's upper triangle.
+
+    Returned as an int array of shape (n_pairs, 4), ordered by row tile, so that a contiguous
+    run of pairs keeps one row panel in cache and a task's argument is one small array.
+    """
+    bounds = _column_blocks(N, int(tile))
+    pairs = [(*bounds[i], *bounds[j]) for i in range(len(bounds)) for j in range(i, len(bounds))]
+    return np.asarray(pairs, dtype=np.int64).reshape(-1, 4)
+
+
+def _class_ranges(offsets, a, b):
+    """``(k, s0, s1)`` for every class k whose sorted rows overlap ``a:b``."""
+    return [(k, max(a, offsets[k]), min(b, offsets[k + 1])) for k in range(len(offsets) - 1)
+            if min(b, offsets[k + 1]) > max(a, offsets[k])]
+
+
+def gram_symmetric_class_product(left, right, pairs, offsets, zt, kernel):
+    """The contribution of the tiles ``pairs`` to ``G Z``, shape (K, N, R), float64.
+
+    ``left``, ``right`` (N, D') are the kernel's tile factors
+    (:meth:`catdask.kernels.Kernel.tile_factors`) in the tile dtype, ``zt`` (N, R) the restarts'
+    z in the same dtype, rows sorted by class (class k at ``offsets[k]:offsets[k+1]``). Each tile
+    ``T = G[I, J]`` is one BLAS product plus the kernel's in-place finish (clip and ``exp`` for
+    RBF); an off-diagonal tile then adds ``T Z_J`` to rows I and ``T^T Z_I`` to rows J (G is
+    symmetric), so the tiles of the upper triangle give all of ``G Z``. Z has one non-zero per
+    row, so column k of ``G Z`` only reads the class-k part of a tile (DESIGN.md section 3). A
+    tile's products are formed in the tile dtype and accumulated in float64 across tiles.
+    """
+    N, R = zt.shape
+    K = len(offsets) - 1
+    acc = np.zeros((K, N, R))
+    pairs = np.asarray(pairs).reshape(-1, 4)
+    if pairs.shape[0] == 0:
+        return acc
+    spans = pairs[:, 1::2] - pairs[:, 0::2]
+    buf = np.empty((int(spans[:, 0].max()), int(spans[:, 1].max())), dtype=left.dtype)
+    for a, b, c, d in pairs.tolist():
+        T = buf[: b - a, : d - c]
+        np.matmul(left[a:b], right[c:d].T, out=T)
+        kernel.finish_tile(T)
+        for k, s0, s1 in _class_ranges(offsets, c, d):
+            acc[k, a:b] += T[:, s0 - c : s1 - c] @ zt[s0:s1]
+        if c != a:
+            for k, s0, s1 in _class_ranges(offsets, a, b):
+                acc[k, c:d] += T[s0 - a : s1 - a].T @ zt[s0:s1]
+    return acc

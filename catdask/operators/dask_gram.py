@@ -66,6 +66,11 @@ class DaskGramOperator(BlockGramOperator):
         Storage precision of cached blocks (float32 halves memory and I/O; products are still
         accumulated in float64, so results change at the 1e-7 level).
     max_gram_bytes : int, default=2 GiB
+    precision : {"float64", "float32"}, default="float64"
+        Precision of the recomputed tiles of ``G Z`` (``cache="recompute"``, built-in kernel;
+        see :meth:`set_precision`).
+    tile_rows : int, optional
+        Rows of a square Gram tile in the tile pass (default ``GRAM_TILE``).
     block_rows : int, optional
         Rows per task (default: one task per worker thread, or more so that a task handles
         at most about 1e8 kernel entries).
@@ -74,12 +79,17 @@ class DaskGramOperator(BlockGramOperator):
     ----------
     cache_mode : str
         The mode in use after resolving ``"auto"``.
+    uses_tiles : bool
+        True when ``G Z`` is one pass over the symmetric tiles of G (recompute mode, built-in
+        kernel), the tile pairs split into balanced groups, one task each, whose (K, N, R)
+        partial sums are added on the workers.
     gram_passes : int
         Number of full passes over G so far.
     """
 
     def __init__(self, X, classes, kernel, *, cache="auto", store=None, cache_dtype="float64",
-                 max_gram_bytes=2 * 1024**3, block_rows=None):
+                 max_gram_bytes=2 * 1024**3, block_rows=None, precision="float64",
+                 tile_rows=None):
         if cache not in GRAM_CACHE_MODES:
             raise ValueError(f"cache must be one of {GRAM_CACHE_MODES}; got {cache!r}.")
         cache_dtype = np.dtype(cache_dtype)
@@ -93,7 +103,8 @@ class DaskGramOperator(BlockGramOperator):
             n_blocks = threads * max(1, math.ceil(N * N / (threads * _TASK_ENTRIES)))
             block_rows = max(1, math.ceil(N / n_blocks))
         self._init_blocks(X, classes, kernel, block_rows,
-                          col_block=max(256, _GRAM_BLOCK_ENTRIES // int(block_rows)))
+                          col_block=max(256, _GRAM_BLOCK_ENTRIES // int(block_rows)),
+                          tile_rows=tile_rows)
         self._runner = BlockRunner()
         self._Xd = self._runner.put(self._Xs, "X-sorted", everywhere=True)
 
@@ -106,6 +117,8 @@ class DaskGramOperator(BlockGramOperator):
             else:
                 cache = "recompute"
         self.cache_mode = cache
+        self.uses_tiles = cache == "recompute" and kernel.builtin
+        self.set_precision(precision)
         self.cache_dtype = cache_dtype
         self.store = None if store is None else os.fspath(store)
         self._tmpdir = None
@@ -174,6 +187,47 @@ class DaskGramOperator(BlockGramOperator):
     def _x_argument(self):
         return self._Xd
 
+    def _factors(self, dtype):
+        """Keys of the tile factors, held once on every worker like X."""
+        if dtype not in self._tile_factors:
+            left, right = self.kernel.tile_factors(self._Xs, dtype)
+            self._tile_factors[dtype] = (self._runner.put(left, f"left-{dtype}", everywhere=True),
+                                         self._runner.put(right, f"right-{dtype}", everywhere=True))
+        return self._tile_factors[dtype]
+
+    def _tile_tasks(self, zt):
+        """Tile pairs in contiguous groups of about equal work, one task per group: one per
+        worker thread, more so that a task evaluates at most about 1e8 kernel entries."""
+        left, right = self._factors(self.precision)
+        pairs = self._tile_pairs
+        work = np.cumsum((pairs[:, 1] - pairs[:, 0]) * (pairs[:, 3] - pairs[:, 2]))
+        threads = cluster_resources()[0]
+        n_tasks = threads * max(1, math.ceil(float(work[-1]) / (threads * _TASK_ENTRIES)))
+        n_tasks = min(n_tasks, len(pairs))
+        cuts = np.searchsorted(work, work[-1] * np.arange(1, n_tasks) / n_tasks, side="right")
+        groups = [g for g in np.split(pairs, cuts) if len(g)]
+        zarg, extra = self._pass_input(zt, "z")
+        tasks = [(_one_blas_thread, blocks.gram_symmetric_class_product, left, right, g,
+                  self._offsets, zarg, self.kernel) for g in groups]
+        return tasks, extra
+
+    def _sum_tasks(self, tasks, name, extra=None):
+        """Add the tasks' results in a tree on the workers; the driver receives one array."""
+        graph = dict(extra or {})
+        level = []
+        for task in tasks:
+            key = BlockRunner.new_key(name)
+            graph[key] = task
+            level.append(key)
+        while len(level) > 8:
+            nxt = []
+            for i in range(0, len(level), 8):
+                key = BlockRunner.new_key(f"{name}-sum")
+                graph[key] = (blocks.sum_arrays, *level[i : i + 8])
+                nxt.append(key)
+            level = nxt
+        return self._runner.run([(blocks.sum_arrays, *level)], f"{name}-sum", extra=graph)[0]
+
     def _run(self, tasks, name, extra=None):
         return self._runner.run(tasks, name, extra=extra)
 
@@ -208,3 +262,12 @@ class DaskGramOperator(BlockGramOperator):
         tasks = [(blocks.gram_range_matmul, self._Xd, (r, min(r + step, b)), cols, V,
                   self.kernel, self.col_block) for r in range(a, b, step)]
         return np.concatenate(self._runner.run(tasks, "class-matvec"), axis=0)
+
+
+def _one_blas_thread(func, *args):
+    """Run ``func`` with one BLAS thread, whatever the worker's own setting (a worker thread
+    is one core; more BLAS threads oversubscribe it, STACK.md)."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        return func(*args)

@@ -14,7 +14,7 @@ __all__ = ["make_operator"]
 
 
 def make_operator(X, classes, kernel=None, *, center=None, max_gram_bytes=2 * 1024**3,
-                  distributed=None):
+                  distributed=None, precision="float64"):
     """The data operator (linear method) or Gram operator (kernel method) for ``X``.
 
     Parameters
@@ -34,6 +34,9 @@ def make_operator(X, classes, kernel=None, *, center=None, max_gram_bytes=2 * 10
         Compute on Dask workers. Default: when X is a Dask / zarr input. For the kernel method
         X itself is brought into memory (N x D is small next to G) and only G is distributed;
         the Gram cache settings come from :func:`catdask.distributed.gram_options`.
+    precision : {"float64", "float32"}, default="float64"
+        Kernel only: precision of the recomputed Gram tiles of ``G Z`` (changeable later with
+        ``set_precision``).
 
     Returns
     -------
@@ -51,5 +54,6 @@ def make_operator(X, classes, kernel=None, *, center=None, max_gram_bytes=2 * 10
         X = np.asarray(as_row_chunked(X).compute(), dtype=np.float64)
     if distributed:
         return DaskGramOperator(X, classes, kernel, max_gram_bytes=max_gram_bytes,
-                                **gram_cache_settings())
-    return NumpyGramOperator(X, classes, kernel, max_gram_bytes=max_gram_bytes)
+                                precision=precision, **gram_cache_settings())
+    return NumpyGramOperator(X, classes, kernel, max_gram_bytes=max_gram_bytes,
+                             precision=precision)

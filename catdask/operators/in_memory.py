@@ -83,12 +83,25 @@ class NumpyGramOperator(BlockGramOperator):
         row blocks ``k(X_I, X)`` in every product (never materialising G).
     block_rows : int or None
         Rows per block when recomputing.
+    precision : {"float64", "float32"}, default="float64"
+        Precision of the recomputed tiles of ``G Z`` (built-in kernels, G not stored; see
+        :meth:`set_precision`).
+    tile_rows : int, optional
+        Rows of a square Gram tile (default ``GRAM_TILE``).
+
+    Attributes
+    ----------
+    uses_tiles : bool
+        True when ``G Z`` is one pass over the symmetric tiles of G (recomputed, built-in
+        kernel): each off-diagonal tile is evaluated once for both of its products.
     """
 
-    def __init__(self, X, classes, kernel, *, max_gram_bytes=2 * 1024**3, block_rows=None):
+    def __init__(self, X, classes, kernel, *, max_gram_bytes=2 * 1024**3, block_rows=None,
+                 precision="float64", tile_rows=None):
         N = np.shape(X)[0]
         block_rows = block_rows or max(1, min(N, (256 * 1024**2) // (8 * max(N, 1))))
-        self._init_blocks(X, classes, kernel, block_rows, col_block=max(N, 1))
+        self._init_blocks(X, classes, kernel, block_rows, col_block=max(N, 1),
+                          tile_rows=tile_rows)
         self._G = kernel.gram(self._Xs) if 8 * N * N <= max_gram_bytes else None
         if self._G is not None:  # the block functions read row blocks of the stored G
             self._cache = [self._G[a:b] for a, b in self._rows]
@@ -96,6 +109,8 @@ class NumpyGramOperator(BlockGramOperator):
         # rows instead of strided columns. Built-in kernels are symmetric by construction; a
         # user's callable is checked once.
         self._symmetric = self._G is not None and (kernel.builtin or _is_symmetric(self._G))
+        self.uses_tiles = self._G is None and kernel.builtin
+        self.set_precision(precision)
 
     @property
     def stores_gram(self):
