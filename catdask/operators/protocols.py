@@ -84,10 +84,21 @@ class GramOperator(_SampleOperator, Protocol):
     matvec_without_class_block : bool
         True when :meth:`class_matvec` never forms the dense class block, so the decoupled
         start may use Lanczos on it for classes too large to hold ``G[C_k, C_k]``.
+    uses_tiles : bool
+        True when :meth:`class_matmul` recomputes G by symmetric tiles (built-in kernel, G not
+        stored): then it can run in float32 (``set_precision``); every other product stays
+        float64.
+    precision : {"float32", "float64"}
+        The precision :meth:`class_matmul` currently evaluates tiles in.
     """
 
     gram_passes: int
     matvec_without_class_block: bool
+    uses_tiles: bool
+    precision: str
+
+    def set_precision(self, precision: str) -> None:
+        """Evaluate the tiles of :meth:`class_matmul` in ``"float32"`` or ``"float64"``."""
 
     def class_matmul(self, z: np.ndarray) -> np.ndarray:
         """``B[r] = G Z_r`` with ``Z_r[i, y_i] = z[r, i]``: (R, N) -> (R, N, K).
