@@ -157,9 +157,11 @@ class AndersonStepper:
 def make_stepper(problem, n_restarts, acceleration="auto", *, memory=5, tol=0.0):
     """The stepper for ``acceleration`` (``"auto"``, ``"anderson"`` or ``"none"``).
 
-    ``"auto"`` accelerates problems whose mixed points cost no pass over the data (the kernel
-    problem, the class-matrix problem) and whose objective is quadratic (CQS); the absolute
-    objective (CAS) and the streaming linear problem keep the plain iteration.
+    ``"auto"`` accelerates the problems whose mixed points cost no pass over the data: the
+    kernel problem (K-CQS and K-CAS) and the class-matrix problem (CQS). The streaming linear
+    problem (linear CAS) keeps the plain iteration, because there a mixed point costs two
+    more data passes; ``"anderson"`` forces it (measured: about 3x fewer iterations on blobs,
+    so about 1.5x fewer passes).
     """
     if acceleration not in ACCELERATIONS:
         raise ValueError(
@@ -170,12 +172,8 @@ def make_stepper(problem, n_restarts, acceleration="auto", *, memory=5, tol=0.0)
     if acceleration == "anderson" and not supported:
         raise ValueError(f"{type(problem).__name__} does not support acceleration='anderson'")
     if acceleration == "auto":
-        objective = getattr(problem, "objective", None)
-        quadratic = getattr(objective, "kind", "quadratic") == "quadratic"
-        if not (supported and getattr(problem, "point_is_free", False) and quadratic):
-            acceleration = "none"
-        else:
-            acceleration = "anderson"
+        free = supported and getattr(problem, "point_is_free", False)
+        acceleration = "anderson" if free else "none"
     if acceleration == "none":
         return PlainStepper(problem)
     return AndersonStepper(problem, n_restarts, memory=memory, tol=tol)
