@@ -157,11 +157,12 @@ class AndersonStepper:
 def make_stepper(problem, n_restarts, acceleration="auto", *, memory=5, tol=0.0):
     """The stepper for ``acceleration`` (``"auto"``, ``"anderson"`` or ``"none"``).
 
-    ``"auto"`` accelerates the problems whose mixed points cost no pass over the data: the
-    kernel problem (K-CQS and K-CAS) and the class-matrix problem (CQS). The streaming linear
-    problem (linear CAS) keeps the plain iteration, because there a mixed point costs two
-    more data passes; ``"anderson"`` forces it (measured: about 3x fewer iterations on blobs,
-    so about 1.5x fewer passes).
+    ``"auto"`` accelerates CQS where a mixed point costs no pass over the data: the kernel
+    problem (K-CQS) and the class-matrix problem. CAS keeps the plain iteration: the streaming
+    linear problem would pay two more data passes per mixed point, and K-CAS stays the same
+    iteration as linear CAS with a linear kernel. ``"anderson"`` forces it for both
+    (measured on blobs, N = 1,000: K-CAS 193 -> 71 iterations, linear CAS 117 -> 46, both
+    monotone).
     """
     if acceleration not in ACCELERATIONS:
         raise ValueError(
@@ -173,7 +174,9 @@ def make_stepper(problem, n_restarts, acceleration="auto", *, memory=5, tol=0.0)
         raise ValueError(f"{type(problem).__name__} does not support acceleration='anderson'")
     if acceleration == "auto":
         free = supported and getattr(problem, "point_is_free", False)
-        acceleration = "anderson" if free else "none"
+        objective = getattr(problem, "objective", None)  # the class-matrix problem is CQS
+        quadratic = getattr(objective, "kind", "quadratic") == "quadratic"
+        acceleration = "anderson" if free and quadratic else "none"
     if acceleration == "none":
         return PlainStepper(problem)
     return AndersonStepper(problem, n_restarts, memory=memory, tol=tol)

@@ -119,9 +119,9 @@ def solve(
     acceleration : {"auto", "anderson", "none"}
         ``"anderson"`` mixes the last ``memory + 1`` steps (catdask.acceleration), still one
         Gram pass per iteration and still monotone (a mixture is taken only when its objective
-        is at least the plain step's). ``"auto"`` uses it for the kernel problem (K-CQS, K-CAS)
-        and the class-matrix problem (CQS), and the plain iteration (``"none"``) for the
-        streaming linear problem (linear CAS), where a mixed point would cost two data passes.
+        is at least the plain step's). ``"auto"`` uses it for CQS (the kernel problem and the
+        class-matrix problem) and the plain iteration (``"none"``) for CAS (see
+        :func:`catdask.acceleration.make_stepper`).
         The step compared with ``tol`` is always the plain step's from the current point.
     memory : int
         Anderson's history length.
