@@ -202,3 +202,13 @@ def test_bad_acceleration_options_are_named():
         solve(problem, problem.start(W0), acceleration="fast")
     with pytest.raises(ValueError, match="memory"):
         solve(problem, problem.start(W0), acceleration="anderson", memory=0)
+
+
+@pytest.mark.parametrize("acceleration", ["none", "anderson"])
+def test_one_gram_pass_per_iteration(acceleration):
+    problem, z0 = _kernel_problem("global", n_starts=3)
+    state = problem.start_from_z(z0)
+    before = problem.op.gram_passes
+    results = solve(problem, state, tol=TOL, acceleration=acceleration)[1]
+    # The batch runs as long as its slowest restart, one pass over G per iteration.
+    assert problem.op.gram_passes - before == max(r.n_iter for r in results)
