@@ -75,7 +75,7 @@ class AndersonStepper:
 
     name = "anderson"
 
-    def __init__(self, problem, n_restarts, *, memory=5, tol=0.0):
+    def __init__(self, problem, n_restarts, *, memory=8, tol=0.0):
         if memory < 1:
             raise ValueError(f"Anderson memory must be >= 1; got {memory}")
         self.problem = problem
@@ -154,7 +154,7 @@ class AndersonStepper:
         return new, step
 
 
-def make_stepper(problem, n_restarts, acceleration="auto", *, memory=5, tol=0.0):
+def make_stepper(problem, n_restarts, acceleration="auto", *, memory=8, tol=0.0):
     """The stepper for ``acceleration`` (``"auto"``, ``"anderson"`` or ``"none"``).
 
     ``"auto"`` accelerates CQS where a mixed point costs no pass over the data: the kernel

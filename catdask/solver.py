@@ -91,7 +91,7 @@ def solve(
     callback=None,
     log_every=50,
     acceleration="auto",
-    memory=5,
+    memory=8,
 ):
     """Run the alternating iteration on a batch of restarts until each one stops.
 
