@@ -21,6 +21,11 @@ exact block maximisers). A rejected mixture clears the restart's history.
 Stopping: the step reported to the solver is the plain step's ``||W_plain - W||`` from the
 current point, the plain iteration's own criterion, and a restart that meets ``tol`` ends at
 that plain point, so both iterations stop by the same rule at the same kind of point.
+
+Measured (``benchmarks/bench_acceleration.py``, same starts, tol 1e-8, objectives equal to
+2e-15): iterations of the slowest restart, plain -> accelerated, README RBF N = 4,000
+135 -> 17; RBF K-CQS blobs N = 4,000 global 102 -> 34, class 174 -> 30; linear CQS
+N = 16,000 global 69 -> 22, class 104 -> 36.
 """
 
 from __future__ import annotations

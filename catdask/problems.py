@@ -2,7 +2,8 @@
 
 A problem owns the data through an operator (:mod:`catdask.operators`, in memory or on Dask)
 and the objective (quadratic CQS / absolute CAS, class or global origin). The solver loop (``catdask.solver``) only calls ``start``, ``step`` and
-``distance`` and never sees the data: that is how one loop serves numpy and Dask, linear and
+``distance`` (and, accelerated, ``coordinates``, ``lift`` and ``point``: catdask.acceleration)
+and never sees the data: that is how one loop serves numpy and Dask, linear and
 kernel, one restart or a batch of them (pymanopt's problem/solver split).
 
 States carry a leading restart axis R and are plain dataclasses of arrays, so the solver can
