@@ -2,7 +2,8 @@
 
 A problem owns the data through an operator (:mod:`catdask.operators`, in memory or on Dask)
 and the objective (quadratic CQS / absolute CAS, class or global origin). The solver loop (``catdask.solver``) only calls ``start``, ``step`` and
-``distance`` and never sees the data: that is how one loop serves numpy and Dask, linear and
+``distance`` (and, accelerated, ``coordinates``, ``lift`` and ``point``: catdask.acceleration)
+and never sees the data: that is how one loop serves numpy and Dask, linear and
 kernel, one restart or a batch of them (pymanopt's problem/solver split).
 
 States carry a leading restart axis R and are plain dataclasses of arrays, so the solver can
@@ -97,6 +98,26 @@ class LinearProblem:
     def distance(new, old):
         return np.linalg.norm(new.W - old.W, axis=(1, 2))
 
+    # Hooks of the accelerated solver (catdask.acceleration). The mixed coordinates are
+    # ascent matrices Y; the W-step of any of them is its polar factor.
+    #: Whether :meth:`point` needs no pass over the data (False: two passes per call).
+    point_is_free = False
+
+    @staticmethod
+    def coordinates(state):
+        """The W-step's input at ``state``: the ascent matrices Y (R, D, K)."""
+        return state.Y
+
+    @staticmethod
+    def lift(coords):
+        """Nothing to precompute: :meth:`point` evaluates the objective itself."""
+        return None
+
+    def point(self, coords, lifted):
+        """The state at the polar factor of the ascent matrices ``coords``."""
+        W, rank_deficient = polar_factor(coords)
+        return self._evaluate(W, rank_deficient)
+
 
 class ClassMatrixProblem(LinearProblem):
     """CQS with the class matrices R_k precomputed (one data pass in all).
@@ -110,6 +131,9 @@ class ClassMatrixProblem(LinearProblem):
     class_matrices : ndarray of shape (K, D, D)
         The R_k: class scatter (class origin) or second moments about x0 (global origin).
     """
+
+    #: One O(K D^2) product on the driver per :meth:`point`, no pass over the data.
+    point_is_free = True
 
     def __init__(self, class_matrices):
         self.class_matrices = class_matrices
@@ -153,8 +177,11 @@ class KernelProblem:
 
     def _axes_from_z(self, z):
         """The W-step for fixed Z: returns A, P and a rank flag (batched over restarts)."""
+        return self._axes_from_product(z, self.op.class_matmul(z))
+
+    def _axes_from_product(self, z, B):
+        """The W-step for fixed Z given ``B = G Z`` (R, N, K): no product with G."""
         classes = self.classes
-        B = self.op.class_matmul(z)  # (R, N, K)
         # S[r, k, l] = sum_{i in C_k} z_i B[i, l]   (S = Z^T G Z, symmetric PSD)
         S = np.swapaxes(classes.sum(np.swapaxes(z[:, :, None] * B, 1, 2)), 1, 2)
         S_inv_sqrt, rank_deficient = inv_sqrt_spd(S)
@@ -185,6 +212,25 @@ class KernelProblem:
 
     def step(self, state):
         return self._evaluate(*self._axes_from_z(state.z))
+
+    # Hooks of the accelerated solver (catdask.acceleration). The mixed coordinates are the
+    # auxiliary variables z; since ``G Z`` is linear in z, the product of a mixture is the same
+    # mixture of the products, so evaluating a mixed point costs no pass over G.
+    #: Whether :meth:`point` needs no product with G (the product comes from :meth:`lift`).
+    point_is_free = True
+
+    @staticmethod
+    def coordinates(state):
+        """The W-step's input at ``state``: the Z-step's auxiliary variables z (R, N)."""
+        return state.z
+
+    def lift(self, coords):
+        """``G Z`` for auxiliary variables ``coords``: the one Gram pass of an iteration."""
+        return self.op.class_matmul(coords)
+
+    def point(self, coords, lifted):
+        """The state that the W-step produces from ``coords`` with ``lifted = G Z``."""
+        return self._evaluate(*self._axes_from_product(coords, lifted))
 
     @staticmethod
     def distance(new, old):

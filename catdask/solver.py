@@ -4,7 +4,9 @@ Each iteration is one exact block ascent (Z-step, then W-step), so the objective
 decreases (DESIGN.md section 2). Restarts run as a batch: every pass over the data serves all
 restarts still active, and converged restarts drop out of the batch.
 
-Stopping (DESIGN.md 3c): a restart stops when ``||W_new - W_old|| <= tol`` (kernel: RKHS norm).
+Stopping (docs/design.md §3c): a restart stops when ``||W_new - W_old|| <= tol`` (kernel: RKHS
+norm), where W_new is the plain step from the current point also when the iteration is
+accelerated (``acceleration=``, catdask.acceleration).
 It also stops, flagged as not converged, when the objective has stopped changing while the
 axes keep moving, which happens when the centred data have rank < K and the polar factor is
 not unique; the caller turns that into a warning instead of running to ``max_iter`` silently.
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .acceleration import make_stepper
 from .problems import put_restarts, take_restarts
 from .progress import current_solver_callback
 
@@ -87,6 +90,8 @@ def solve(
     starts=None,
     callback=None,
     log_every=50,
+    acceleration="auto",
+    memory=8,
 ):
     """Run the alternating iteration on a batch of restarts until each one stops.
 
@@ -111,6 +116,15 @@ def solve(
         over all restarts (for progress bars).
     log_every : int
         Log progress at INFO level every that many iterations.
+    acceleration : {"auto", "anderson", "none"}
+        ``"anderson"`` mixes the last ``memory + 1`` steps (catdask.acceleration), still one
+        Gram pass per iteration and still monotone (a mixture is taken only when its objective
+        is at least the plain step's). ``"auto"`` uses it for CQS (the kernel problem and the
+        class-matrix problem) and the plain iteration (``"none"``) for CAS (see
+        :func:`catdask.acceleration.make_stepper`).
+        The step compared with ``tol`` is always the plain step's from the current point.
+    memory : int
+        Anderson's history length.
 
     Returns
     -------
@@ -129,14 +143,14 @@ def solve(
     reasons = ["max_iter"] * R
     seconds = np.zeros(R)
     history = [[float(f)] for f in state.objective]
+    stepper = make_stepper(problem, R, acceleration, memory=memory, tol=tol)
 
     for it in range(1, max_iter + 1):
         idx = np.flatnonzero(active)
         if idx.size == 0:
             break
         old = take_restarts(state, idx)
-        new = problem.step(old)
-        step = problem.distance(new, old)
+        new, step = stepper.step(idx, old)
         f_old, f_new = old.objective, new.objective
         rel = np.abs(f_new - f_old) / np.maximum(np.abs(f_old), np.finfo(float).tiny)
         if np.any(f_new < f_old - 1e-9 * np.abs(f_old)):
