@@ -123,10 +123,13 @@ def local_cluster(n_workers=2, threads_per_worker=1, **kw):
                                set_as_default=True, **kw)
 
 
-def parse_args(description):
+def parse_args(description, extra=None):
+    """``--quick`` and ``--json`` for every benchmark; ``extra(parser)`` adds its own options."""
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     ap.add_argument("--json", type=Path, help="also write the results to this JSON file")
+    if extra is not None:
+        extra(ap)
     return ap.parse_args()
 
 
