@@ -48,7 +48,8 @@ from catdask.store import (  # noqa: E402
     write_dataset,
 )
 
-from .conftest import REPO, make_blobs  # noqa: E402
+from .helpers.data import make_blobs  # noqa: E402
+from .helpers.paths import REPO  # noqa: E402
 
 pytestmark = [
     pytest.mark.usefixtures("prefect_api"),
@@ -157,14 +158,6 @@ def _seeds_source(shared_dir):
     if not src.is_file():
         pytest.skip(f"{src} is not present: the UCI seeds file is needed for this test")
     return src
-
-
-@pytest.fixture
-def iris_store(tmp_path):
-    """A store holding iris (ingested directly, not through a flow: fast)."""
-    store = tmp_path / "store"
-    ingest_dataset("iris", store)
-    return store
 
 
 @pytest.fixture(scope="module")
