@@ -1,18 +1,22 @@
-"""Shared fixtures: small data sets and the location of ../shared (skip cleanly without it)."""
+"""Fixtures shared by the test modules (each defined here once).
+
+Stores in ``tmp_path``, ``../shared`` (skip cleanly without it), small data sets, a Prefect API
+and a Dask cluster. Functions and constants tests import live in ``tests/helpers/``
+(``from .helpers.data import make_blobs``), never here: conftest is not a module to import.
+"""
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from .helpers.data import make_blobs
+from .helpers.paths import SHARED
+
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW", "ignore")
-
-REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
 
 
 @pytest.fixture(autouse=True)
@@ -44,20 +48,28 @@ def rng():
     return np.random.default_rng(12345)
 
 
-def make_blobs(n_per_class=30, n_features=5, n_classes=3, spread=3.0, seed=0):
-    """Gaussian classes with distinct means and anisotropic covariances."""
-    r = np.random.default_rng(seed)
-    X, y = [], []
-    for k in range(n_classes):
-        A = r.standard_normal((n_features, n_features))
-        X.append(r.standard_normal((n_per_class, n_features)) @ A + spread * r.standard_normal(n_features))
-        y.append(np.full(n_per_class, k))
-    return np.vstack(X), np.concatenate(y)
+@pytest.fixture
+def blobs():
+    """``make_blobs()``: three Gaussian classes of 30 samples in 5 dimensions."""
+    return make_blobs()
+
+
+# ----------------------------------------------------------------------------- stores
 
 
 @pytest.fixture
-def blobs():
-    return make_blobs()
+def store(tmp_path):
+    """Where a test's store goes (``tmp_path / "store"``); nothing is created there yet."""
+    return tmp_path / "store"
+
+
+@pytest.fixture
+def iris_store(store):
+    """A store holding iris (ingested directly, not through a flow: fast)."""
+    from catdask.pipeline import ingest_dataset
+
+    ingest_dataset("iris", store)
+    return store
 
 
 # ----------------------------------------------------------------------------- Prefect + Dask
@@ -98,16 +110,21 @@ def prefect_env(prefect_api):
 
 @pytest.fixture(scope="module")
 def dask_scheduler():
-    """A small LocalCluster per test module; yields the scheduler address (``scheduler=``)."""
+    """A small cluster per test module; yields the scheduler address (``scheduler=``).
+
+    Made by the production factory, so the tests' workers have the settings a real fit's do
+    (127.0.0.1, one BLAS thread per worker, the scheduler configuration).
+    """
     import warnings
 
-    distributed = pytest.importorskip("distributed")
+    pytest.importorskip("distributed")
+    from catdask.distributed.cluster import start_local_cluster
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        cluster = distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=":0"
-        )
+        cluster, client = start_local_cluster(2)
     try:
         yield cluster.scheduler_address
     finally:
+        client.close()
         cluster.close()

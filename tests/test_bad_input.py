@@ -7,7 +7,7 @@ import pytest
 
 from catdask import CategorySpace, KernelCategorySpace
 
-from .conftest import make_blobs
+from .helpers.data import make_blobs
 
 ESTIMATORS = [CategorySpace(n_restarts=1), KernelCategorySpace(n_restarts=1)]
 IDS = ["linear", "kernel"]

@@ -19,7 +19,7 @@ from catdask.evaluation.baselines import (
     ye_indicator_matrix,
 )
 
-from .conftest import make_blobs
+from .helpers.data import make_blobs
 
 
 def max_angle(A, B):

@@ -34,8 +34,8 @@ from catdask.errors import (
 )
 from catdask.names import is_valid_name
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
+from .helpers.paths import REPO, SHARED
+
 UCI = SHARED / "data" / "uci"
 TINY = REPO / "data" / "tiny"
 

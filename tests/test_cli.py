@@ -31,7 +31,6 @@ pytest.importorskip("distributed")
 import prefect.main  # noqa: E402,F401
 
 from catdask.cli import EXIT_INPUT, EXIT_OK, EXIT_UNCERTIFIED, EXIT_USAGE, main  # noqa: E402
-from catdask.pipeline import ingest_dataset  # noqa: E402
 from catdask.store import list_models, load_model_version  # noqa: E402
 
 pytestmark = [
@@ -78,13 +77,6 @@ def flows_env(prefect_api, dask_scheduler, monkeypatch):
     """For commands that run flows: the session's Prefect API and the module's cluster."""
     monkeypatch.setenv("CATDASK_SCHEDULER", dask_scheduler)
     return dask_scheduler
-
-
-@pytest.fixture
-def iris_store(tmp_path):
-    store = tmp_path / "store"
-    ingest_dataset("iris", store)
-    return store
 
 
 def run_cli(capsys, *args):

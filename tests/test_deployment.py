@@ -175,6 +175,8 @@ def prefect_server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
+    """Overrides conftest's empty per-test ``store``: one store holding iris for the module, as
+    the served deployments (started once per module) train from it."""
     root = tmp_path_factory.mktemp("served-store") / "store"
     ingest_dataset("iris", root)
     return root

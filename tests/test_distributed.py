@@ -29,7 +29,7 @@ from catdask.distributed.inputs import is_distributed_input  # noqa: E402
 from catdask.kernels import make_kernel  # noqa: E402
 from catdask.operators import DaskGramOperator, NumpyGramOperator  # noqa: E402
 
-from .conftest import make_blobs  # noqa: E402
+from .helpers.data import make_blobs  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 

@@ -16,7 +16,7 @@ from sklearn.svm import LinearSVC
 from catdask import CategorySpace, KernelCategorySpace
 from catdask.model_io import export_model, import_model
 
-from .conftest import make_blobs
+from .helpers.data import make_blobs
 
 
 @pytest.fixture(params=["linear", "kernel"])

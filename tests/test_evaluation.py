@@ -27,7 +27,8 @@ from catdask.evaluation.protocol import (
 )
 from catdask.evaluation.tables import CSV_COLUMNS, repository_relative, write_experiment
 
-from .conftest import REPO, make_blobs
+from .helpers.data import make_blobs
+from .helpers.paths import REPO
 
 HAVE_ESTIMATORS = hasattr(catdask, "CategorySpace") and hasattr(catdask, "KernelCategorySpace")
 needs_estimators = pytest.mark.skipif(

@@ -40,7 +40,7 @@ from catdask.store import (
 )
 from catdask.store import registry as registry_mod
 
-from .conftest import make_blobs
+from .helpers.data import make_blobs
 from .helpers.procs import BIN, LOCALHOST, REPO, Managed, child_env, free_port, seeded_prefect_home
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")

@@ -48,7 +48,8 @@ from catdask.store import (  # noqa: E402
     write_dataset,
 )
 
-from .conftest import REPO, make_blobs  # noqa: E402
+from .helpers.data import make_blobs  # noqa: E402
+from .helpers.paths import REPO  # noqa: E402
 
 pytestmark = [
     pytest.mark.usefixtures("prefect_api"),
@@ -152,19 +153,25 @@ class _Spy:
         return out
 
 
+def _train_iris_with_failing_fits(store, scheduler, monkeypatch, *, fail_first, exc):
+    """Run the train flow on iris (2 restarts) with ``fit_on_dataset`` raising ``exc`` on its
+    first ``fail_first`` calls and no wait between task retries; returns ``(state, spy)``."""
+    _, train_mod, _ = _flows()
+    spy = _Spy(train_mod.fit_on_dataset, fail_first=fail_first, exc=exc)
+    monkeypatch.setattr(train_mod, "fit_on_dataset", spy)
+    # Same task, no 5 s wait between attempts.
+    monkeypatch.setattr(train_mod, "fit_restarts",
+                        train_mod.fit_restarts.with_options(retry_delay_seconds=0))
+    state = train_mod.train("iris", n_restarts=2, store=str(store), scheduler=scheduler,
+                            return_state=True)
+    return state, spy
+
+
 def _seeds_source(shared_dir):
     src = shared_dir / "data" / "uci" / "seeds" / SEEDS_FILE
     if not src.is_file():
         pytest.skip(f"{src} is not present: the UCI seeds file is needed for this test")
     return src
-
-
-@pytest.fixture
-def iris_store(tmp_path):
-    """A store holding iris (ingested directly, not through a flow: fast)."""
-    store = tmp_path / "store"
-    ingest_dataset("iris", store)
-    return store
 
 
 @pytest.fixture(scope="module")
@@ -334,14 +341,9 @@ def test_uncertified_model_is_rejected_unless_allowed(iris_store, dask_scheduler
 def test_transient_fit_failure_is_retried(iris_store, dask_scheduler, monkeypatch):
     _, train_mod, _ = _flows()
     assert train_mod.fit_restarts.retries >= 1
-    spy = _Spy(train_mod.fit_on_dataset, fail_first=1,
-               exc=ConnectionResetError("simulated lost connection to the scheduler"))
-    monkeypatch.setattr(train_mod, "fit_on_dataset", spy)
-    # Same task, no 5 s wait between attempts.
-    monkeypatch.setattr(train_mod, "fit_restarts",
-                        train_mod.fit_restarts.with_options(retry_delay_seconds=0))
-    state = train_mod.train("iris", n_restarts=2, store=str(iris_store),
-                            scheduler=dask_scheduler, return_state=True)
+    state, spy = _train_iris_with_failing_fits(
+        iris_store, dask_scheduler, monkeypatch, fail_first=1,
+        exc=ConnectionResetError("simulated lost connection to the scheduler"))
     assert state.is_completed(), state
     assert spy.calls == 2 and len(spy.results) == 1
     assert state.result()["version"] == "iris-cqs:v1"
@@ -353,14 +355,9 @@ def test_transient_fit_failure_is_retried(iris_store, dask_scheduler, monkeypatc
 
 def test_permanent_fit_failure_is_not_retried(iris_store, dask_scheduler, monkeypatch):
     """Bad data fails the run at once: a retry cannot fix it (catdask.errors.is_transient)."""
-    _, train_mod, _ = _flows()
-    spy = _Spy(train_mod.fit_on_dataset, fail_first=5,
-               exc=ValueError("Input X contains NaN (simulated bad data)"))
-    monkeypatch.setattr(train_mod, "fit_on_dataset", spy)
-    monkeypatch.setattr(train_mod, "fit_restarts",
-                        train_mod.fit_restarts.with_options(retry_delay_seconds=0))
-    state = train_mod.train("iris", n_restarts=2, store=str(iris_store),
-                            scheduler=dask_scheduler, return_state=True)
+    state, spy = _train_iris_with_failing_fits(
+        iris_store, dask_scheduler, monkeypatch, fail_first=5,
+        exc=ValueError("Input X contains NaN (simulated bad data)"))
     assert state.is_failed()
     assert spy.calls == 1
     assert list_models(iris_store) == []

@@ -14,7 +14,7 @@ from catdask.classes import ClassIndex
 from catdask.manifold import inv_sqrt_spd, polar_factor, random_stiefel
 from catdask.zstep import absolute_zstep, class_multipliers, quadratic_zstep
 
-from .conftest import make_blobs
+from .helpers.data import make_blobs
 
 
 def _classes(n_per=(5, 7, 4), shuffle_seed=None):

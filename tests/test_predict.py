@@ -14,7 +14,7 @@ from catdask import CategorySpace, KernelCategorySpace
 from catdask.estimators.classify import class_scores, class_statistics
 from catdask.model_io import export_model, import_model
 
-from .conftest import make_blobs
+from .helpers.data import make_blobs
 
 
 @pytest.fixture(params=["linear", "kernel", "linear-class", "kernel-class", "nystroem"])

@@ -37,12 +37,11 @@ from catdask.store import (
 )
 from catdask.store import registry as reg_mod
 
-REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture
-def store(tmp_path):
-    return tmp_path / "store"
+from .helpers.store_faults import (
+    STORE_ONLY_CHILD_PRELUDE,
+    exit_when_writing_code,
+    fail_writing,
+)
 
 
 def arrays(k=0.0):
@@ -270,15 +269,8 @@ def test_concurrent_threads_get_distinct_versions(store):
 
 # Child processes import only catdask.store (not catdask/__init__, which pulls in the
 # estimators and scikit-learn): a bare package module pointing at the source folder.
-CHILD_PRELUDE = f"""
-import sys, types
-pkg = types.ModuleType("catdask")
-pkg.__path__ = [{str(REPO / "catdask")!r}]
-sys.modules["catdask"] = pkg
-"""
-
 REGISTER_CHILD = (
-    CHILD_PRELUDE
+    STORE_ONLY_CHILD_PRELUDE
     + """
 import json, os, time
 import numpy as np
@@ -347,20 +339,11 @@ def test_claim_retries_when_a_version_appears(store, monkeypatch):
 # --------------------------------------------------------------------------- failures
 
 
-def _fail_on(name, exc):
-    real = _zarr_io.write_array
-
-    def fake(group, arr_name, *a, **k):
-        if arr_name == name:
-            raise exc
-        return real(group, arr_name, *a, **k)
-
-    return fake
-
-
 def test_crash_mid_write_leaves_no_version(store, monkeypatch):
     register_model(store, "m", arrays(0), {"objective": 1.0})
-    monkeypatch.setattr(_zarr_io, "write_array", _fail_on("mean", RuntimeError("simulated crash")))
+    monkeypatch.setattr(
+        _zarr_io, "write_array", fail_writing("mean", RuntimeError("simulated crash"))
+    )
     with pytest.raises(RuntimeError, match="simulated crash"):
         register_model(store, "m", arrays(1), {})
     monkeypatch.undo()
@@ -372,7 +355,7 @@ def test_crash_mid_write_leaves_no_version(store, monkeypatch):
 @pytest.mark.parametrize("err", [errno.ENOSPC, errno.EACCES])
 def test_disk_full_or_permission_error(store, monkeypatch, err):
     register_model(store, "m", arrays(0), {})
-    monkeypatch.setattr(_zarr_io, "write_array", _fail_on("W", OSError(err, os.strerror(err))))
+    monkeypatch.setattr(_zarr_io, "write_array", fail_writing("W", OSError(err, os.strerror(err))))
     with pytest.raises(StoreWriteError) as info:
         register_model(store, "m", arrays(1), {})
     assert info.value.errno == err and isinstance(info.value, OSError)
@@ -396,16 +379,11 @@ def test_permission_error_creating_temp_dir(store, monkeypatch):
 
 def test_hard_crash_leaves_only_a_temporary(store):
     code = (
-        CHILD_PRELUDE
+        STORE_ONLY_CHILD_PRELUDE
+        + exit_when_writing_code("b", 3)
         + f"""
-import os, numpy as np
-from catdask.store import _zarr_io, register_model
-real = _zarr_io.write_array
-def dying(group, name, *a, **k):
-    if name == "b":
-        os._exit(3)
-    return real(group, name, *a, **k)
-_zarr_io.write_array = dying
+import numpy as np
+from catdask.store import register_model
 register_model({str(store)!r}, "m", {{"a": np.ones(2), "b": np.ones(2)}}, {{}})
 """
     )
@@ -544,7 +522,7 @@ def test_estimator_wrappers_use_model_io(store, monkeypatch):
 def test_real_estimator_round_trip(store):
     model_io = pytest.importorskip("catdask.model_io")
     from catdask import CategorySpace
-    from tests.conftest import make_blobs
+    from .helpers.data import make_blobs
 
     X, y = make_blobs(n_per_class=15, n_features=4, n_classes=3)
     est = CategorySpace().fit(X, y)

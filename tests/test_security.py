@@ -42,7 +42,7 @@ from catdask.store import (
 )
 from catdask.store._json import json_sha256
 
-from .conftest import make_blobs
+from .helpers.data import make_blobs
 from .helpers.procs import (
     LOCALHOST,
     free_port,
@@ -163,11 +163,6 @@ def evil(marker):
     assert marker.is_dir()
     marker.rmdir()
     return data
-
-
-@pytest.fixture
-def store(tmp_path):
-    return tmp_path / "store"
 
 
 @pytest.fixture

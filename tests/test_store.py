@@ -34,12 +34,12 @@ from catdask.store import (
 )
 from catdask.store.snapshots import read_pointer
 
-REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture
-def store(tmp_path):
-    return tmp_path / "store"
+from .helpers.paths import REPO
+from .helpers.store_faults import (
+    STORE_ONLY_CHILD_PRELUDE,
+    exit_when_writing_code,
+    fail_writing,
+)
 
 
 def toy(n=10, d=3, seed=0):
@@ -309,19 +309,8 @@ def test_readers_never_see_a_mixed_or_missing_data_set_during_replacement(store)
 # --------------------------------------------------------------------------- atomic writes
 
 
-def _fail_on(name, exc):
-    real = _zarr_io.write_array
-
-    def fake(group, arr_name, *a, **k):
-        if arr_name == name:
-            raise exc
-        return real(group, arr_name, *a, **k)
-
-    return fake
-
-
 def test_crash_mid_write_leaves_nothing_visible(store, monkeypatch):
-    monkeypatch.setattr(_zarr_io, "write_array", _fail_on("y", RuntimeError("simulated crash")))
+    monkeypatch.setattr(_zarr_io, "write_array", fail_writing("y", RuntimeError("simulated crash")))
     X, y = toy()
     with pytest.raises(RuntimeError, match="simulated crash"):
         write_dataset(store, "toy", X, y)
@@ -333,7 +322,7 @@ def test_crash_mid_write_leaves_nothing_visible(store, monkeypatch):
 
 def test_crash_mid_replace_keeps_previous(store, monkeypatch):
     _info, X, y = make(store)
-    monkeypatch.setattr(_zarr_io, "write_array", _fail_on("y", KeyboardInterrupt()))
+    monkeypatch.setattr(_zarr_io, "write_array", fail_writing("y", KeyboardInterrupt()))
     with pytest.raises(KeyboardInterrupt):
         write_dataset(store, "toy", X + 1, y, replace=True)
     monkeypatch.undo()
@@ -344,7 +333,7 @@ def test_crash_mid_replace_keeps_previous(store, monkeypatch):
 def test_disk_full_is_reported_and_cleaned(store, monkeypatch):
     _info, X, y = make(store)
     monkeypatch.setattr(
-        _zarr_io, "write_array", _fail_on("X", OSError(errno.ENOSPC, "No space left on device"))
+        _zarr_io, "write_array", fail_writing("X", OSError(errno.ENOSPC, "No space left on device"))
     )
     with pytest.raises(StoreWriteError) as info:
         write_dataset(store, "toy", X * 2, y, replace=True)
@@ -358,19 +347,9 @@ def test_disk_full_is_reported_and_cleaned(store, monkeypatch):
 def test_hard_crash_leaves_only_a_temporary(store):
     """A process killed mid-write (os._exit) leaves a .tmp- dir that is invisible and cleanable."""
     # Import only catdask.store in the child (not catdask/__init__ and scikit-learn): faster.
-    code = f"""
-import sys, types
-pkg = types.ModuleType("catdask")
-pkg.__path__ = [{str(REPO / "catdask")!r}]
-sys.modules["catdask"] = pkg
-import os, numpy as np
-from catdask.store import _zarr_io, write_dataset
-real = _zarr_io.write_array
-def dying(group, name, *a, **k):
-    if name == "y":
-        os._exit(3)
-    return real(group, name, *a, **k)
-_zarr_io.write_array = dying
+    code = STORE_ONLY_CHILD_PRELUDE + exit_when_writing_code("y", 3) + f"""
+import numpy as np
+from catdask.store import write_dataset
 write_dataset({str(store)!r}, "toy", np.ones((4, 2)), [0, 0, 1, 1])
 """
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)

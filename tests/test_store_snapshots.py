@@ -30,13 +30,11 @@ from catdask.store import (
 from catdask.store.content import content_sha256
 from catdask.store.snapshots import read_pointer
 
-REPO = Path(__file__).resolve().parents[1]
+from .helpers.store_faults import STORE_ONLY_CHILD_PRELUDE
+
 # Children import only catdask.store (not catdask/__init__ and scikit-learn): faster.
-_CHILD_PRELUDE = f"""
-import json, os, sys, types
-pkg = types.ModuleType("catdask")
-pkg.__path__ = [{str(REPO / "catdask")!r}]
-sys.modules["catdask"] = pkg
+_CHILD_PRELUDE = STORE_ONLY_CHILD_PRELUDE + """
+import json, os
 import numpy as np
 from catdask.store import _atomic, check_store, gc_store, write_dataset
 """

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import psutil
 
-REPO = Path(__file__).resolve().parents[2]
+from .paths import REPO
+
 BIN = Path(sys.executable).parent
 LOCALHOST = "127.0.0.1"
 
