@@ -18,7 +18,7 @@ from catdask.problems import (
 from catdask.solver import solve
 from catdask.starts import kernel_decoupled_z, kernel_random_z, linear_starts
 
-from .conftest import make_blobs
+from .helpers.data import make_blobs
 
 TOL = 1e-8
 

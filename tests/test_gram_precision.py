@@ -12,7 +12,7 @@ from catdask.classes import ClassIndex
 from catdask.kernels import make_kernel
 from catdask.operators import NumpyGramOperator
 
-from .conftest import make_blobs
+from .helpers.data import make_blobs
 
 
 def _data(n_per_class=70, n_features=5, n_classes=3, seed=0):
