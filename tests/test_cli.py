@@ -445,6 +445,15 @@ def _timed_script(args, env, cwd, tmp_path):
     (["train", "iris", "--method", "nope"], EXIT_USAGE, "invalid choice: 'nope'"),
     (["train", "iris", "--name", ""], EXIT_USAGE, "the model name is empty"),
     (["train", "iris", "--name", "a/b"], EXIT_INPUT, "path separator"),
+    # Refused before the seconds of pipeline / plotting imports.
+    (["ingest", "--file", "/dev/zero", "--name", "x", "--label-column", "0"], EXIT_INPUT,
+     "/dev/zero: is a device, not a regular file"),
+    (["ingest", "--file", "missing.csv", "--name", "x", "--label-column", "0"], EXIT_INPUT,
+     "missing.csv: file not found"),
+    (["ingest", "--file", "missing.csv", "--name", "", "--label-column", "0"], EXIT_USAGE,
+     "the data-set name is empty"),
+    (["plot", "nosuch:v9"], EXIT_INPUT, "No model 'nosuch' in the registry"),
+    (["models", "show", "nosuch"], EXIT_INPUT, "No model 'nosuch' in the registry"),
 ])
 def test_mistakes_are_refused_at_once_in_one_line(iris_store, tmp_path, args, code, expect):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API", "CATDASK_"))}
