@@ -633,3 +633,28 @@ def test_every_option_has_help_and_the_epilog_lists_exit_codes(capsys):
     with pytest.raises(SystemExit):
         main(["train", "--help"])
     assert "(default: 0)" in capsys.readouterr().out  # --seed
+
+
+def test_serve_summary_names_this_server_and_runnable_deployments():
+    """What ``catdask serve`` prints: this server's API for the other shell, and commands that
+    name served deployments and parameters their flows take."""
+    import inspect
+    import shlex
+
+    from catdask.orchestration import ingest, train
+    from catdask.serve import served_deployments, serving_summary
+
+    deployments = {f"{d.flow_name}/{d.name}": d for d in served_deployments()}
+    text = serving_summary("http://127.0.0.1:4311/api", "http://127.0.0.1:8799/status",
+                           "tcp://127.0.0.1:1", "/store", 2, list(deployments))
+    assert "export PREFECT_API_URL=http://127.0.0.1:4311/api" in text
+    assert "being served" in text and "Stop with Ctrl-C" in text  # test_deployment waits on it
+    flows = {"catdask-ingest/ingest": ingest.ingest, "catdask-train/train": train.train}
+    commands = [shlex.split(line) for line in text.splitlines()
+                if line.strip().startswith("prefect deployment run")]
+    assert {c[3] for c in commands} == set(flows)
+    for command in commands:
+        assert command[3] in deployments
+        accepted = inspect.signature(flows[command[3]].fn).parameters
+        params = [command[i + 1].split("=")[0] for i, a in enumerate(command) if a == "--param"]
+        assert params and set(params) <= set(accepted), (command, list(accepted))
