@@ -632,7 +632,16 @@ def test_every_option_has_help_and_the_epilog_lists_exit_codes(capsys):
     assert "exit codes:" in out and "141" in out and "unreachable Dask scheduler" in out
     with pytest.raises(SystemExit):
         main(["train", "--help"])
-    assert "(default: 0)" in capsys.readouterr().out  # --seed
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default: 0)" in text  # --seed
+    # The library's defaults the help names are the estimators' defaults.
+    from catdask import CategorySpace, KernelCategorySpace
+
+    defaults = CategorySpace().get_params()
+    assert f"(default: the library's, {defaults['origin']})" in text
+    assert f"at least 1 (default: the library's, {defaults['n_restarts']})" in text
+    assert KernelCategorySpace().get_params()["gamma"] is None  # None = 0.05 / n_features
+    assert "(default: the library's, 0.05 / n_features)" in text
 
 
 def test_serve_summary_names_this_server_and_runnable_deployments():
