@@ -667,3 +667,14 @@ def test_serve_summary_names_this_server_and_runnable_deployments():
         accepted = inspect.signature(flows[command[3]].fn).parameters
         params = [command[i + 1].split("=")[0] for i, a in enumerate(command) if a == "--param"]
         assert params and set(params) <= set(accepted), (command, list(accepted))
+
+
+def test_prepare_prefect_creates_the_home_make_chose(tmp_path, monkeypatch):
+    """``make demo`` on a fresh clone sets PREFECT_HOME inside a store that does not exist
+    yet; Prefect creates only the last folder and its server exited with code 3."""
+    from catdask.cli.runtime import prepare_prefect
+
+    home = tmp_path / "new-store" / ".prefect"
+    monkeypatch.setenv("PREFECT_HOME", str(home))
+    prepare_prefect(tmp_path / "new-store")
+    assert home.is_dir()
