@@ -14,13 +14,16 @@ others wait in the queue (state Scheduled/Late) until a slot frees. The default
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
+import sys
 import threading
 
 from .orchestration.server import start_prefect_server, stop_process
 
-__all__ = ["serve", "served_deployments", "default_run_limit", "resolve_run_limit"]
+__all__ = ["serve", "served_deployments", "serving_summary", "default_run_limit",
+           "resolve_run_limit"]
 
 NIGHTLY_RETRAIN_CRON = "0 2 * * *"
 WEEKLY_EVALUATION_CRON = "0 3 * * 0"
@@ -98,7 +101,8 @@ def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, lim
     limit : int, optional
         Flow runs executing at once; more are queued (default :func:`resolve_run_limit`).
     """
-    import prefect
+    from prefect.exceptions import TerminationSignal
+    from prefect.runner import Runner
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     from .distributed.cluster import ENV_SCHEDULER, close_embedded_cluster, embedded_cluster
@@ -112,19 +116,57 @@ def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, lim
         signal.signal(signal.SIGTERM, _sigterm_to_keyboard_interrupt)
     try:
         if not api_url:
+            _note(f"starting the Prefect server on {host}:{port} (10-60 s) ...")
             server, api_url = start_prefect_server(host, port)
+        _note("starting the Dask cluster ...")
         client = embedded_cluster(dashboard_port=dask_dashboard_port)
         # Flow runs start in child processes: they find the cluster through the environment.
         os.environ[ENV_SCHEDULER] = client.scheduler.address
         os.environ["PREFECT_API_URL"] = api_url
-        print(f"Prefect UI:      {api_url.removesuffix('/api')}")
-        print(f"Dask dashboard:  {client.dashboard_link}")
-        print(f"Dask scheduler:  {client.scheduler.address}")
-        print(f"Store:           {os.path.abspath(store or os.environ.get('CATDASK_STORE', 'catdask-store'))}")
-        print(f"Run limit:       {limit} flow runs at once (more wait in the queue)")
+        store_path = os.path.abspath(store or os.environ.get("CATDASK_STORE", "catdask-store"))
         with temporary_settings(updates={PREFECT_API_URL: api_url}):
-            prefect.serve(*served_deployments(store), limit=limit)
+            # As prefect.serve, but the deployments exist before the summary says how to run
+            # them, and the summary names this server (Prefect's own start message suggests a
+            # bare `prefect deployment run`, which would look for them in another server).
+            runner, names = Runner(limit=limit), []
+            for deployment in served_deployments(store):
+                runner.add_deployment(deployment)
+                names.append(f"{deployment.flow_name}/{deployment.name}")
+            print(serving_summary(api_url, client.dashboard_link, client.scheduler.address,
+                                  store_path, limit, names), flush=True)
+            try:
+                asyncio.run(runner.start())
+            except (KeyboardInterrupt, TerminationSignal):
+                pass  # the normal way to stop: clean up below
     finally:
+        _note("stopping ...")
         close_embedded_cluster()
         if server is not None:
             stop_process(server)
+        _note("stopped")
+
+
+def _note(message):
+    print(f"catdask serve: {message}", file=sys.stderr, flush=True)
+
+
+def serving_summary(api_url, dashboard_link, scheduler_address, store_path, limit,
+                    deployment_names=()):
+    """What ``catdask serve`` prints once everything is up: where to look, what is served,
+    and how to start a run from another shell (which needs this server's API address: a bare
+    ``prefect`` command would talk to a server of its own)."""
+    return "\n".join([
+        f"Prefect UI:      {api_url.removesuffix('/api')}",
+        f"Dask dashboard:  {dashboard_link}",
+        f"Dask scheduler:  {scheduler_address}",
+        f"Store:           {store_path}",
+        f"Run limit:       {limit} flow runs at once (more wait in the queue)",
+        "",
+        "Deployments being served: " + (", ".join(sorted(deployment_names)) or "none"),
+        "Start a run from the UI (Deployments, Run) or from another shell:",
+        f"  export PREFECT_API_URL={api_url}",
+        "  prefect deployment run catdask-ingest/ingest --param 'names=[\"iris\"]'",
+        "  prefect deployment run catdask-train/train --param dataset=iris --param method=cqs",
+        "Stop with Ctrl-C.",
+        "",
+    ])

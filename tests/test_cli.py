@@ -437,6 +437,15 @@ def _timed_script(args, env, cwd, tmp_path):
     (["train", "iris", "--method", "nope"], EXIT_USAGE, "invalid choice: 'nope'"),
     (["train", "iris", "--name", ""], EXIT_USAGE, "the model name is empty"),
     (["train", "iris", "--name", "a/b"], EXIT_INPUT, "path separator"),
+    # Refused before the seconds of pipeline / plotting imports.
+    (["ingest", "--file", "/dev/zero", "--name", "x", "--label-column", "0"], EXIT_INPUT,
+     "/dev/zero: is a device, not a regular file"),
+    (["ingest", "--file", "missing.csv", "--name", "x", "--label-column", "0"], EXIT_INPUT,
+     "missing.csv: file not found"),
+    (["ingest", "--file", "missing.csv", "--name", "", "--label-column", "0"], EXIT_USAGE,
+     "the data-set name is empty"),
+    (["plot", "nosuch:v9"], EXIT_INPUT, "No model 'nosuch' in the registry"),
+    (["models", "show", "nosuch"], EXIT_INPUT, "No model 'nosuch' in the registry"),
 ])
 def test_mistakes_are_refused_at_once_in_one_line(iris_store, tmp_path, args, code, expect):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API", "CATDASK_"))}
@@ -615,4 +624,49 @@ def test_every_option_has_help_and_the_epilog_lists_exit_codes(capsys):
     assert "exit codes:" in out and "141" in out and "unreachable Dask scheduler" in out
     with pytest.raises(SystemExit):
         main(["train", "--help"])
-    assert "(default: 0)" in capsys.readouterr().out  # --seed
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default: 0)" in text  # --seed
+    # The library's defaults the help names are the estimators' defaults.
+    from catdask import CategorySpace, KernelCategorySpace
+
+    defaults = CategorySpace().get_params()
+    assert f"(default: the library's, {defaults['origin']})" in text
+    assert f"at least 1 (default: the library's, {defaults['n_restarts']})" in text
+    assert KernelCategorySpace().get_params()["gamma"] is None  # None = 0.05 / n_features
+    assert "(default: the library's, 0.05 / n_features)" in text
+
+
+def test_serve_summary_names_this_server_and_runnable_deployments():
+    """What ``catdask serve`` prints: this server's API for the other shell, and commands that
+    name served deployments and parameters their flows take."""
+    import inspect
+    import shlex
+
+    from catdask.orchestration import ingest, train
+    from catdask.serve import served_deployments, serving_summary
+
+    deployments = {f"{d.flow_name}/{d.name}": d for d in served_deployments()}
+    text = serving_summary("http://127.0.0.1:4311/api", "http://127.0.0.1:8799/status",
+                           "tcp://127.0.0.1:1", "/store", 2, list(deployments))
+    assert "export PREFECT_API_URL=http://127.0.0.1:4311/api" in text
+    assert "being served" in text and "Stop with Ctrl-C" in text  # test_deployment waits on it
+    flows = {"catdask-ingest/ingest": ingest.ingest, "catdask-train/train": train.train}
+    commands = [shlex.split(line) for line in text.splitlines()
+                if line.strip().startswith("prefect deployment run")]
+    assert {c[3] for c in commands} == set(flows)
+    for command in commands:
+        assert command[3] in deployments
+        accepted = inspect.signature(flows[command[3]].fn).parameters
+        params = [command[i + 1].split("=")[0] for i, a in enumerate(command) if a == "--param"]
+        assert params and set(params) <= set(accepted), (command, list(accepted))
+
+
+def test_prepare_prefect_creates_the_home_make_chose(tmp_path, monkeypatch):
+    """``make demo`` on a fresh clone sets PREFECT_HOME inside a store that does not exist
+    yet; Prefect creates only the last folder and its server exited with code 3."""
+    from catdask.cli.runtime import prepare_prefect
+
+    home = tmp_path / "new-store" / ".prefect"
+    monkeypatch.setenv("PREFECT_HOME", str(home))
+    prepare_prefect(tmp_path / "new-store")
+    assert home.is_dir()

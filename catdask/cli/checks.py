@@ -6,6 +6,7 @@ mean"), model names, and the values argparse cannot range-check by type alone.
 from __future__ import annotations
 
 import difflib
+from pathlib import Path
 
 from .exits import CliError, usage_error
 
@@ -81,6 +82,20 @@ def check_model_name(name: str | None) -> None:
     from catdask.names import validate_name
 
     validate_name(name, kind="model")
+
+
+def check_table_file(path, name: str) -> None:
+    """``ingest --file``: a safe data-set name and a regular, readable file, checked before
+    the ingest pipeline (pandas, scikit-learn, zarr: seconds of imports) is loaded.
+
+    Raises the same errors as the ingest itself (:class:`catdask.errors.ParseError`,
+    :class:`catdask.errors.InvalidNameError`), one line each.
+    """
+    from catdask.catalog.tables import _open_regular  # the ingest's own refusal, word for word
+    from catdask.names import validate_name
+
+    validate_name(name, kind="data set")
+    _open_regular(Path(path)).close()
 
 
 # ----------------------------------------------------------------------------- argparse types

@@ -17,17 +17,26 @@ DEMO_UCI = ["seeds", "vehicle", "segmentation", "satellite"]
 DEMO_KERNEL_MAX_SAMPLES = 1000
 
 
-def _available_datasets(source_dir, notes) -> list[str]:
+def _available_datasets(source_dir, notes, quick: bool) -> list[str]:
+    """The built-in sets, plus the UCI ones whose files are found (not looked for with
+    ``quick``); one note names the missing ones and where to put them."""
     from catdask.catalog import get_entry, locate_sources
     from catdask.errors import SourceNotFoundError
 
     names = list(DEMO_BUILTIN)
+    if quick:
+        return names
+    missing = []
     for name in DEMO_UCI:
         try:
             locate_sources(get_entry(name), source_dir)
             names.append(name)
-        except SourceNotFoundError as exc:
-            notes.print(f"[yellow]skipping {name}: {exc}[/yellow]")
+        except SourceNotFoundError:
+            missing.append(name)
+    if missing:
+        notes.print(f"skipping {', '.join(missing)}: their UCI files were not found (point "
+                    "--source-dir or $CATDASK_SOURCE_DIR at a folder holding them)",
+                    highlight=False)
     return names
 
 
@@ -46,9 +55,7 @@ def cmd_demo(args) -> int:
     address = runtime.scheduler_address(args.scheduler)
     runtime.check_scheduler(address)
     notes = console()
-    names = _available_datasets(args.source_dir, notes)
-    if args.quick:
-        names = names[:2]
+    names = _available_datasets(args.source_dir, notes, args.quick)
     notes.print(f"store: {resolve_store(args.store).resolve()}")
     runtime.prepare_prefect(args.store)
     ingest, train = runtime.flow("ingest"), runtime.flow("train", "run_train")
@@ -85,6 +92,9 @@ def cmd_demo(args) -> int:
         notes.print(f"K-CQS not trained on {', '.join(linear_only)} (more than "
                     f"{DEMO_KERNEL_MAX_SAMPLES} samples; the demo keeps to seconds per fit; "
                     "`catdask train <name> --method kcqs` fits it).")
-    notes.print(f"{len(results)} models registered, {n_cert} certified globally optimal; "
-                "the others are marked uncertified with their optimality gap.")
+    others = ("" if n_cert == len(results)
+              else "; the others are registered marked uncertified, with their optimality gap")
+    notes.print(f"{len(results)} models registered, {n_cert} certified globally optimal{others}. "
+                "Next: `catdask models list`, `catdask plot MODEL`, `catdask serve` for the UI.",
+                highlight=False)
     return EXIT_OK

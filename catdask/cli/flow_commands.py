@@ -20,8 +20,11 @@ def _label_column(text: str):
 def cmd_ingest(args) -> int:
     """Catalog data sets through the ingest flow, or one table with ``--file``."""
     if args.file:
+        if args.name is not None and not args.name.strip():
+            raise usage_error("argument --name: the data-set name is empty")
         if not args.name or args.label_column is None:
             raise usage_error("--file needs --name and --label-column")
+        checks.check_table_file(args.file, args.name)
         from catdask.pipeline import ingest_file
 
         report = ingest_file(args.file, args.name, _label_column(args.label_column), args.store,

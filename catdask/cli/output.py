@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import sys
 import time
 from contextlib import contextmanager
@@ -33,8 +34,12 @@ def print_table(rows: list[dict]) -> None:
         table.add_row(*["" if v is None else (f"{v:.3g}" if isinstance(v, float) else str(v))
                         for v in r.values()])
     # Rendered to a string and written here: rich would turn a closed pipe into exit 1.
+    # On a terminal, its width (a 200-column table wraps into a mess in 80 columns); in a
+    # pipe or file, wide enough that rows stay on one line.
+    tty = sys.stdout.isatty()
+    width = shutil.get_terminal_size((200, 24)).columns if tty else 200
     buffer = io.StringIO()
-    Console(width=200, file=buffer, force_terminal=sys.stdout.isatty()).print(table)
+    Console(width=width, file=buffer, force_terminal=tty).print(table)
     sys.stdout.write(buffer.getvalue())
 
 

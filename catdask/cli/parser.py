@@ -76,11 +76,12 @@ def _train(sub):
     s.add_argument("--method", default="cqs", choices=METHODS,
                    help="CQS/CAS (linear) or their kernel versions K-CQS/K-CAS")
     s.add_argument("--origin", choices=["global", "class"],
-                   help="origin of the category space (default: the library's)")
+                   help="origin of the category space (default: the library's, global)")
     s.add_argument("--restarts", type=positive_int,
-                   help="random restarts, at least 1 (default: the library's)")
+                   help="random restarts, at least 1 (default: the library's, 5)")
     s.add_argument("--gamma", type=positive_float,
-                   help="RBF kernel gamma > 0 for kcqs/kcas (default: the library's)")
+                   help="RBF kernel gamma > 0 for kcqs/kcas (default: the library's, "
+                        "0.05 / n_features)")
     s.add_argument("--no-standardise", action="store_true",
                    help="fit on the raw features instead of standardised ones")
     s.add_argument("--seed", type=non_negative_int, default=0, help="random seed of the restarts")
@@ -150,7 +151,7 @@ def _services(sub):
     s.add_argument("--source-dir", help="folder with the UCI files (default: "
                                         "$CATDASK_SOURCE_DIR, then ../shared/data/uci)")
     s.add_argument("--restarts", type=positive_int,
-                   help="random restarts per fit (default: the library's)")
+                   help="random restarts per fit (default: the library's, 5)")
     s.add_argument("--scheduler", help="Dask scheduler address (default: $CATDASK_SCHEDULER, "
                                        "else a local cluster)")
     s.add_argument("--quick", action="store_true", help="iris and wine only")

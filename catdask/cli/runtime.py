@@ -102,15 +102,18 @@ def prefect_environment(environ, store_root: Path) -> dict[str, str]:
 def prepare_prefect(store) -> None:
     """Apply :func:`prefect_environment` to ``os.environ`` (before any Prefect import).
 
-    Creates the store-local home: Prefect's SQLite database cannot be opened in a folder
-    that does not exist (the temporary server then fails only after its start-up timeout).
+    Creates the Prefect home, with its parents, whoever chose it (the store-local default, or
+    ``PREFECT_HOME`` as ``make`` sets it, inside a store that does not exist yet on a fresh
+    clone): Prefect creates only the last folder, and its SQLite database cannot be opened in
+    a folder that does not exist (the temporary server then exits with code 3).
     """
     from catdask.store import resolve_store
 
     updates = prefect_environment(os.environ, resolve_store(store))
-    if "PREFECT_HOME" in updates:
-        Path(updates["PREFECT_HOME"]).mkdir(parents=True, exist_ok=True)
     os.environ.update(updates)
+    home = os.environ.get("PREFECT_HOME")
+    if home:
+        Path(home).expanduser().mkdir(parents=True, exist_ok=True)
 
 
 def scheduler_address(given: str | None) -> str | None:

@@ -117,11 +117,13 @@ def cmd_models(args) -> int:
 
 def cmd_plot(args) -> int:
     """Save the category-space plot of a registered model; prints the PNG's path."""
-    from catdask.pipeline.reports import save_category_space_plot
     from catdask.store import load_estimator, load_model_version, read_dataset
 
     name, version = split_version(args.model)
     _, meta = load_model_version(args.store, name, version)
+    # matplotlib and the estimators take seconds to import: only once the model is found.
+    from catdask.pipeline.reports import save_category_space_plot
+
     model = load_estimator(args.store, name, version)
     ds = read_dataset(args.store, args.dataset or meta["dataset"])
     out = args.out or f"{name}-v{meta['version']}.png"

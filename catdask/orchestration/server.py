@@ -43,15 +43,17 @@ def guarded_command(command, parent_pid=None):
     return [sys.executable, str(_LAUNCHER), str(parent), "--", *map(str, command)]
 
 
-def wait_for_prefect(api_url, timeout=90.0, proc=None):
+def wait_for_prefect(api_url, timeout=90.0, proc=None, log_file=None):
     """Block until ``{api_url}/health`` answers (a Prefect server needs 4-8 s, more on a
-    loaded machine). With ``proc`` (the server process), fail at once if it exits."""
+    loaded machine). With ``proc`` (the server process), fail at once if it exits; the error
+    names ``log_file``, where its output went."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
+            where = f"its output is in {log_file}" if log_file else "its output was discarded"
             raise ServiceStartError(
                 f"the Prefect server exited with code {proc.returncode} before {api_url} "
-                "answered (see its output above)"
+                f"answered ({where})"
             )
         try:
             with urllib.request.urlopen(f"{api_url}/health", timeout=2) as r:
@@ -82,6 +84,16 @@ def _free_port(host=LOCALHOST):
         return s.getsockname()[1]
 
 
+def _default_log_file(name):
+    """``<PREFECT_HOME>/<name>``: where a server's output goes unless told otherwise, so that
+    a server that fails to start can be diagnosed."""
+    from prefect.settings import get_current_settings
+
+    home = Path(get_current_settings().home).expanduser()
+    home.mkdir(parents=True, exist_ok=True)
+    return home / name
+
+
 def _launch(command, env, host, port, log_file, timeout):
     out = open(log_file, "ab") if log_file else subprocess.DEVNULL
     try:
@@ -92,7 +104,7 @@ def _launch(command, env, host, port, log_file, timeout):
             out.close()  # the child holds its own descriptor
     api_url = f"http://{host}:{port}/api"
     try:
-        wait_for_prefect(api_url, timeout=timeout, proc=proc)
+        wait_for_prefect(api_url, timeout=timeout, proc=proc, log_file=log_file)
     except BaseException:  # timeout, early exit, Ctrl-C / SIGTERM while waiting
         stop_process(proc)
         raise
@@ -116,6 +128,8 @@ def start_prefect_server(host=LOCALHOST, port=4200, *, log_file=None, timeout=90
     env["PREFECT_SERVER_API_PORT"] = str(port)
     command = [sys.executable, "-m", "prefect", "server", "start", "--host", host,
                "--port", str(port)]
+    if log_file is None:
+        log_file = _default_log_file("server.log")
     return _launch(command, env, host, port, log_file, timeout)
 
 
@@ -146,7 +160,7 @@ def temporary_prefect_server(*, timeout=None, log_file=None):
         Seconds to wait for the server (default
         ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS``).
     log_file : path, optional
-        Where the server's output goes (default: discarded).
+        Where the server's output goes (default: ``<PREFECT_HOME>/temporary-server.log``).
     """
     from prefect.settings import (
         PREFECT_API_URL,
@@ -164,6 +178,8 @@ def temporary_prefect_server(*, timeout=None, log_file=None):
     command = [sys.executable, "-m", "uvicorn", "--factory",
                "prefect.server.api.server:create_app", "--host", LOCALHOST, "--port", str(port),
                "--log-level", "error", "--lifespan", "on"]
+    if log_file is None:
+        log_file = _default_log_file("temporary-server.log")
     proc, api_url = _launch(command, _temporary_server_env(), LOCALHOST, port, log_file, timeout)
     previous = os.environ.get("PREFECT_API_URL")
     os.environ["PREFECT_API_URL"] = api_url  # for child processes
