@@ -23,6 +23,7 @@ __all__ = [
     "ParseError",
     "StoreCorruptError",
     "StoreWriteError",
+    "SchedulerConnectionError",
 ]
 
 
@@ -133,6 +134,11 @@ class StoreWriteError(CatdaskError, OSError):
 class ServiceStartError(CatdaskError, OSError):
     """A server (Prefect API, Dask cluster) could not start: port taken, early exit, timeout."""
 
+class SchedulerConnectionError(CatdaskError, ConnectionError):
+    """The Dask scheduler the user named (``--scheduler``, ``$CATDASK_SCHEDULER``) did not
+    answer as a Dask scheduler. Not retried by the flows: the address is the user's to fix."""
+
+
 #: Failures a retry cannot fix: bad names and parameters, missing, unparseable or damaged
 #: inputs (every catdask input error derives from one of these), no permission.
 PERMANENT_ERRORS = (ValueError, TypeError, LookupError, FileNotFoundError, NotADirectoryError,
@@ -142,4 +148,4 @@ PERMANENT_ERRORS = (ValueError, TypeError, LookupError, FileNotFoundError, NotAD
 def is_transient(exc: BaseException) -> bool:
     """True when retrying may help: lost connections, killed workers, timeouts, other I/O
     errors (a full disk may have been cleared). Used by the flows' task retries."""
-    return not isinstance(exc, PERMANENT_ERRORS)
+    return not isinstance(exc, (*PERMANENT_ERRORS, SchedulerConnectionError))

@@ -354,3 +354,59 @@ def test_kill_9_of_a_flow_command_leaves_no_orphans(tmp_path, kill_when):
         assert left == [], f"processes outlived the killed command: {left}"
     finally:
         proc.kill()
+
+
+# ============================================================================ not a scheduler
+def test_scheduler_port_that_is_not_a_dask_scheduler_fails_fast_in_one_line(tmp_path):
+    """A port that accepts TCP and answers garbage: one line naming the address, exit 3,
+    no retries and no Dask traceback at exit (was 69-131 s and a page of tracebacks)."""
+    import socket
+
+    store = tmp_path / "store"
+    X, y = make_blobs(n_per_class=10, n_features=4, n_classes=3, seed=0)
+    write_dataset(store, "blobs", X, y)
+    server = socket.socket()
+    server.bind((LOCALHOST, 0))
+    server.listen(8)
+    server.settimeout(0.2)
+    address = f"tcp://{LOCALHOST}:{server.getsockname()[1]}"
+    stop = threading.Event()
+    accepted = []
+
+    def answer_garbage():  # stops itself when the test is done (or after 60 s)
+        deadline = time.monotonic() + 60
+        while not stop.is_set() and time.monotonic() < deadline:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            accepted.append(conn)
+            conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\nnot dask" * 4)
+        for conn in accepted:
+            conn.close()
+        server.close()
+
+    thread = threading.Thread(target=answer_garbage, daemon=True)
+    thread.start()
+    env = {k: v for k, v in child_env(tmp_path / "home").items() if not k.startswith("CATDASK_")}
+    try:
+        t0 = time.monotonic()
+        r = subprocess.run([str(BIN / "catdask"), "train", "blobs", "--store", str(store),
+                            "--scheduler", address], env=env, capture_output=True, text=True,
+                           timeout=60)
+        seconds = time.monotonic() - t0
+    finally:
+        stop.set()
+        thread.join(5)
+    assert r.returncode == 3, r.stderr
+    assert r.stderr.splitlines() == [r.stderr.strip()], r.stderr
+    assert f"cannot connect to the Dask scheduler at {address}" in r.stderr
+    assert "Traceback" not in r.stderr and accepted
+    assert seconds < 15, f"{seconds:.1f} s"
+
+
+def test_scheduler_connection_errors_are_not_retried():
+    from catdask.errors import SchedulerConnectionError, is_transient
+
+    assert not is_transient(SchedulerConnectionError("cannot connect to tcp://x:1"))
+    assert is_transient(ConnectionError("lost"))

@@ -172,3 +172,13 @@ def check_scheduler(address: str | None, timeout: float = SCHEDULER_PROBE_TIMEOU
         raise CliError(f"cannot reach the Dask scheduler at {address}: {reason} "
                        f"(check --scheduler / ${ENV_SCHEDULER})") from None
     os.environ.setdefault("DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT", SCHEDULER_CONNECT_TIMEOUT)
+    if address.startswith("tcp://") or "://" not in address:
+        # Something answers TCP there; a port that is no Dask scheduler (a web server, another
+        # service) must fail here too, in one line, before the Prefect server starts.
+        from catdask.distributed.cluster import connect_scheduler
+        from catdask.errors import SchedulerConnectionError
+
+        try:
+            connect_scheduler(address).close()
+        except SchedulerConnectionError as exc:
+            raise CliError(str(exc)) from None

@@ -31,6 +31,7 @@ __all__ = [
     "close_embedded_cluster",
     "start_local_cluster",
     "limit_blas_threads",
+    "connect_scheduler",
 ]
 
 logger = logging.getLogger("catdask.distributed")
@@ -156,6 +157,50 @@ def _current_client():
         return None
 
 
+#: Seconds to wait for a user-given scheduler's handshake (Dask's default is 30 s, and the flows
+#: used to retry it: a port that accepts TCP but is no scheduler cost 69-131 s).
+SCHEDULER_CONNECT_TIMEOUT = 10.0
+
+
+def connect_scheduler(address, *, security=None, timeout=SCHEDULER_CONNECT_TIMEOUT):
+    """A :class:`distributed.Client` connected to the scheduler at ``address``.
+
+    Raises
+    ------
+    catdask.errors.SchedulerConnectionError
+        Naming the address, when no Dask scheduler answers there within ``timeout`` seconds
+        (nothing listens, or something that is not a Dask scheduler). The half-opened client
+        is closed at once, so no traceback follows at interpreter exit; the flows do not
+        retry this error.
+    """
+    from distributed import Client
+
+    from ..errors import SchedulerConnectionError
+
+    class _ClosingClient(Client):
+        # Client.__init__ ends with start(); a failed start otherwise leaves a client whose
+        # __del__ times out at exit with a traceback.
+        def start(self, **kwargs):
+            try:
+                super().start(**kwargs)
+            except BaseException:
+                self.close(timeout=2)
+                raise
+
+    kwargs = {"security": security} if security is not None else {}
+    try:
+        return _ClosingClient(address, set_as_default=False, timeout=timeout, **kwargs)
+    except (OSError, TimeoutError, MemoryError, ValueError, TypeError) as exc:
+        reason = ("no Dask handshake within %g s" % timeout
+                  if isinstance(exc, TimeoutError) else
+                  "the reply is not the Dask protocol" if isinstance(exc, (MemoryError, ValueError,
+                                                                            TypeError))
+                  else f"{type(exc).__name__}: {exc}")
+        raise SchedulerConnectionError(
+            f"cannot connect to the Dask scheduler at {address}: {reason} (is a Dask scheduler "
+            f"listening there? check --scheduler / ${ENV_SCHEDULER})") from None
+
+
 @contextmanager
 def dask_client_context(address=None, *, security=None, **cluster_kwargs):
     """Context manager yielding the :class:`distributed.Client` that catdask computes on.
@@ -185,8 +230,7 @@ def dask_client_context(address=None, *, security=None, **cluster_kwargs):
 
     address = address or os.environ.get(ENV_SCHEDULER) or None
     if address:
-        kwargs = {"security": security} if security is not None else {}
-        client = Client(address, set_as_default=False, **kwargs)
+        client = connect_scheduler(address, security=security)
         try:
             client.run(limit_blas_threads, 1)
             with client.as_current():
