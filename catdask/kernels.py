@@ -44,7 +44,8 @@ class Kernel:
         if not np.all(np.isfinite(K)):
             raise ValueError(
                 f"The kernel {self.name} returned non-finite values (NaN or inf) for finite "
-                "inputs; check its parameters (e.g. a huge gamma or degree) or the callable."
+                "inputs; check its parameters (e.g. a huge gamma or degree), the scale of X "
+                "(standardise it, e.g. with StandardScaler) or the callable."
             )
         return K
 

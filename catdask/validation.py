@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from numbers import Number
+
 import numpy as np
 from sklearn.utils.multiclass import check_classification_targets
 
@@ -39,6 +41,47 @@ def _usable_codes(y, n_features, linear):
     return (classes, codes.astype(np.intp)) if ok else None
 
 
+# Below this ``max |x| * sqrt(N D)`` the sums of squared entries (class matrices, inner
+# products, distances) stay below 1e150, so the products of those sums that the polar step's
+# SVD and the certificate form stay finite too (float64 max ~1.8e308).
+_OVERFLOW_SCALE = 1e75
+
+
+def check_data_scale(X):
+    """Refuse data whose squares overflow float64 before any product is formed.
+
+    Scatter matrices, inner products and squared distances all sum N or D squared entries, and
+    the SVD of the polar step and the certificate multiply such sums again; measured, fits
+    failed with unrelated errors (``LinAlgError: SVD did not converge``, ``OverflowError``) from
+    ``max |x|`` about 1e77 on.
+    """
+    X = np.asarray(X)
+    if X.size == 0:
+        return
+    top = float(np.max(np.abs(X)))
+    if top * np.sqrt(float(X.shape[0]) * X.shape[1]) > _OVERFLOW_SCALE:
+        raise ValueError(
+            f"X has values up to {top:.1e} in absolute value, too large for float64 here: sums of "
+            "their squares (class matrices, inner products, distances) and the products the "
+            "solver forms from them overflow. Standardise X first, e.g. "
+            "make_pipeline(StandardScaler(), ...)."
+        )
+
+
+def _check_label_kinds(y):
+    """Labels mixing numbers and strings get a clear error (scikit-learn's says "unknown")."""
+    arr = np.asarray(y, dtype=object).ravel()
+    if arr.size == 0 or np.asarray(y).dtype != object:
+        return
+    text = next((v for v in arr if isinstance(v, str)), None)
+    number = next((v for v in arr if isinstance(v, Number) and not isinstance(v, bool)), None)
+    if text is not None and number is not None:
+        raise ValueError(
+            f"Class labels mix numbers and strings (e.g. {number!r} and {text!r}); use one kind "
+            "for every label, e.g. y.astype(str)."
+        )
+
+
 def encode_class_labels(y, *, n_features=None, linear=False):
     """Validate class labels and code them ``0..K-1``: returns ``(classes, codes)``.
 
@@ -56,6 +99,7 @@ def encode_class_labels(y, *, n_features=None, linear=False):
         if coded is not None:
             return coded
         y = y.decode()  # the checks below explain what is wrong
+    _check_label_kinds(y)
     check_classification_targets(y)
     classes, codes = np.unique(y, return_inverse=True)
     K = classes.shape[0]

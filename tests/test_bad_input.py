@@ -153,3 +153,28 @@ def test_ingest_file_names_a_bad_cell_by_line_and_column(tmp_path):
     path.write_text("a,b,label\n1,2,x\n3,4,x\n5,?,y\n7,8,y\n")
     with pytest.raises(ParseError, match=r"t\.csv, line 4: missing value '\?' in column 1 \('b'\)"):
         ingest_file(path, "t", "label", tmp_path / "store")
+
+
+@pytest.mark.parametrize("scale", [1e77, 1e200])
+@pytest.mark.parametrize("make", [lambda: CategorySpace(n_restarts=1),
+                                  lambda: KernelCategorySpace(kernel="linear", n_restarts=1),
+                                  lambda: KernelCategorySpace(n_restarts=1)],
+                         ids=["linear", "linear-kernel", "rbf"])
+def test_values_too_large_for_float64_are_refused_before_fitting(make, scale):
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(30, 4)) * scale, np.repeat([0, 1, 2], 10)
+    with pytest.raises(ValueError, match="too large for float64.*Standardise X"):
+        make().fit(X, y)
+
+
+def test_large_but_safe_values_still_fit_and_certify():
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(30, 4)) * 1e70, np.repeat([0, 1, 2], 10)
+    assert CategorySpace(n_restarts=1).fit(X, y).certificate_.certified
+
+
+def test_labels_mixing_numbers_and_strings_are_named():
+    rng = np.random.default_rng(0)
+    y = np.array([1, 1, "a", "a", 2, 2, 1, "a"], dtype=object)
+    with pytest.raises(ValueError, match="mix numbers and strings .*1.*'a'"):
+        CategorySpace().fit(rng.normal(size=(8, 4)), y)

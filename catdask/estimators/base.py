@@ -34,7 +34,7 @@ from ..certificate import not_applicable
 from ..classes import ClassIndex
 from ..distributed.inputs import is_distributed_input, load_training_data
 from ..distributed.options import compute_context
-from ..validation import encode_class_labels
+from ..validation import check_data_scale, encode_class_labels
 from .classify import (
     CLASSIFIERS,
     PROBABILISTIC,
@@ -141,6 +141,7 @@ class BaseCategorySpace(
                 X = check_array(np.asarray(X.compute()), dtype=np.float64, ensure_min_samples=2)
         else:
             X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
+            check_data_scale(X)
         classes_, codes = encode_class_labels(y, n_features=X.shape[1], linear=linear)
         return X, classes_, ClassIndex(codes, len(classes_)), distributed
 
