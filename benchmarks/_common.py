@@ -28,7 +28,7 @@ def blob_params(n_features, n_classes, *, seed=0, spread=2.0):
     """Class means and anisotropic covariance factors (``x = z @ A_k + m_k``).
 
     Anisotropy matters: with isotropic classes every R_k is a multiple of I, the CQS objective
-    is flat in W and the solver cannot converge (DESIGN.md 3c, rank/degeneracy).
+    is flat in W and the solver cannot converge (docs/design.md §3c, rank/degeneracy).
     """
     rng = np.random.default_rng(seed)
     means = spread * rng.standard_normal((n_classes, n_features))

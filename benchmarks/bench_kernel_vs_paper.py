@@ -1,7 +1,7 @@
 """Benchmark 1: exact RBF kernel fit, catdask's W-step vs the paper's G^{-1/2} update.
 
 Both start from the same auxiliary variables (the decoupled start) and run to tol=1e-8; the
-paper's update (``paper_reference.paper_kernel_fit``: A = U V^T G^{-1/2}, eq. Asolfinal) pays
+paper's update (``paper_reference.paper_kernel_fit``: A = U V^T G^{-1/2}, eq. (37)) pays
 one eigh of G per fit plus K x N x N products per iteration; catdask pays one blocked G Z per
 iteration (numpy backend: G kept in memory; Dask backend: Gram blocks cached on 2 workers).
 Times include computing G. The objectives must agree to 1e-9 (checked).

@@ -1,9 +1,9 @@
 """The paper's kernel W-step, implemented literally: a baseline for benchmarks and tests only.
 
 ``A = U V^T G^{-1/2}`` with ``U S V^T = svd(Y_ker G^{-1/2})`` and ``Y_ker = Z^T G`` (paper eqs.
-Ykerdef, Asolfinal). ``G^{-1/2}`` comes from one ``eigh`` of G per fit (O(N^3)); each iteration
+(34), (37)). ``G^{-1/2}`` comes from one ``eigh`` of G per fit (O(N^3)); each iteration
 then costs a few K x N x N products. catdask's solver uses the equivalent
-``A = (Z^T G Z)^{-1/2} Z^T`` (DESIGN.md section 3) instead; both produce the same iterates from
+``A = (Z^T G Z)^{-1/2} Z^T`` (docs/design.md §3) instead; both produce the same iterates from
 the same start, which is what the benchmarks check before comparing times.
 
 Not part of the public API.
@@ -64,9 +64,9 @@ def paper_kernel_fit(G, classes, z0, *, objective="quadratic", origin="class", e
     def w_step(z):
         Z = np.zeros((N, K))
         Z[rows, classes.codes] = z
-        Y = Z.T @ G  # Y_ker (eq. Ykerdef)
+        Y = Z.T @ G  # Y_ker (eq. (34))
         U, _, Vt = np.linalg.svd(Y @ G_inv_sqrt, full_matrices=False)
-        A = U @ Vt @ G_inv_sqrt  # eq. Asolfinal
+        A = U @ Vt @ G_inv_sqrt  # eq. (37)
         return A, A @ G
 
     def z_step(P):

@@ -1,8 +1,8 @@
 """Low-rank factorisation of a Gram matrix by pivoted Cholesky, ``G ~= L L^T``.
 
 Used to certify kernel fits: with ``G = L L^T`` the kernel problem is exactly the linear one on
-the rows of L (features in an r-dimensional isometric copy of the data span, DESIGN.md
-section 4 "Kernel version"), so the linear certificate applies to ``W = L^T A^T``. Pivoted
+the rows of L (features in an r-dimensional isometric copy of the data span, docs/design.md
+§4 "Kernel version"), so the linear certificate applies to ``W = L^T A^T``. Pivoted
 Cholesky needs only the diagonal and r columns of G (N r kernel evaluations, N r^2 flops): no
 N x N eigendecomposition.
 """

@@ -1,7 +1,7 @@
 """The Stiefel manifold St(D, K) = {W : W^T W = I_K}: points, the polar step, distances.
 
 Everything here is batched over a leading "restart" axis so that R random restarts share one
-call (DESIGN.md section 3, "Random restarts batch naturally").
+call (docs/design.md §3, "Random restarts batch naturally").
 """
 
 from __future__ import annotations
@@ -40,17 +40,17 @@ def random_stiefel(n_points, n_rows, n_cols, rng):
 
 
 def polar_factor(Y, *, rank_rtol=1e-10):
-    """The W-step: the orthonormal polar factor of ``Y`` (paper eq. Wsolfinal).
+    """The W-step: the orthonormal polar factor of ``Y`` (paper eq. (22)).
 
     ``W = U V^T`` from the thin SVD ``Y = U S V^T`` maximises ``trace(W^T Y)`` over the
-    Stiefel manifold (paper eqs. Ydef-Wsolfinal).
+    Stiefel manifold (paper eqs. (17)-(22)).
 
     Parameters
     ----------
     Y : ndarray of shape (..., D, K)
     rank_rtol : float
         ``Y`` counts as rank deficient when ``s_min <= rank_rtol * s_max``; the polar factor is
-        then not unique (DESIGN.md section 3c) and the caller should warn.
+        then not unique (docs/design.md §3c) and the caller should warn.
 
     Returns
     -------
@@ -65,7 +65,7 @@ def polar_factor(Y, *, rank_rtol=1e-10):
 def inv_sqrt_spd(S, *, rank_rtol=1e-12):
     """Inverse square root of symmetric positive-definite (batched, small) matrices.
 
-    Used by the kernel W-step ``A = S^{-1/2} Z^T`` (DESIGN.md section 3). Eigenvalues below
+    Used by the kernel W-step ``A = S^{-1/2} Z^T`` (docs/design.md §3). Eigenvalues below
     ``rank_rtol * lambda_max`` are treated as zero (pseudo-inverse square root) and reported.
 
     Returns

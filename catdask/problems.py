@@ -73,8 +73,8 @@ class LinearState:
 class LinearProblem:
     """CQS/CAS on data (paper Algorithm 1): two data passes per iteration.
 
-    Z-step from ``u = own_projections(W)``, then ``Y = X^T Z`` (paper eq. Ydef) and the polar
-    step ``W = polar(Y)`` (paper eq. Wsolfinal). Works for every objective and streams the data,
+    Z-step from ``u = own_projections(W)``, then ``Y = X^T Z`` (paper eq. (17)) and the polar
+    step ``W = polar(Y)`` (paper eq. (22)). Works for every objective and streams the data,
     so it is the form used when the class matrices do not fit in memory, and for CAS.
     """
 
@@ -123,7 +123,7 @@ class ClassMatrixProblem(LinearProblem):
     """CQS with the class matrices R_k precomputed (one data pass in all).
 
     For CQS the Z-step and ``X^T Z`` collapse to ``Y = [R_1 w_1, ..., R_K w_K]`` and
-    ``f = 1/2 sum_k w_k^T R_k w_k`` (paper eqs. EquadW2, Rkdef; DESIGN.md section 2), so every
+    ``f = 1/2 sum_k w_k^T R_k w_k`` (paper eqs. (42), (43); docs/design.md §2), so every
     iteration after the pass that builds the R_k costs O(K D^2) on the driver.
 
     Parameters
@@ -156,11 +156,11 @@ class KernelState:
 
 
 class KernelProblem:
-    """K-CQS/K-CAS with the exact cheap W-step (DESIGN.md section 3).
+    """K-CQS/K-CAS with the exact cheap W-step (docs/design.md §3).
 
     ``B = G Z`` is the only O(N^2) work; then on the driver ``S = Z^T B`` (K x K),
     ``A = S^{-1/2} Z^T`` and ``P = S^{-1/2} B^T``. This equals the paper's
-    ``A = U V^T G^{-1/2}`` (eq. Asolfinal) without any N x N eigendecomposition. The Z-step
+    ``A = U V^T G^{-1/2}`` (eq. (37)) without any N x N eigendecomposition. The Z-step
     uses ``u_i = P[y_i, i]``.
 
     Parameters

@@ -1,7 +1,7 @@
 """The alternating solver: one loop for every problem, backend and batch of restarts.
 
 Each iteration is one exact block ascent (Z-step, then W-step), so the objective never
-decreases (DESIGN.md section 2). Restarts run as a batch: every pass over the data serves all
+decreases (docs/design.md §2). Restarts run as a batch: every pass over the data serves all
 restarts still active, and converged restarts drop out of the batch.
 
 Stopping (docs/design.md §3c): a restart stops when ``||W_new - W_old|| <= tol`` (kernel: RKHS

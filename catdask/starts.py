@@ -1,4 +1,4 @@
-"""Starting points for the restarts (DESIGN.md 3c: "Include the decoupled start").
+"""Starting points for the restarts (docs/design.md §3c: "Include the decoupled start").
 
 - ``decoupled``: each axis the top eigenvector of its own class matrix R_k, then the polar step.
   On an RBF Gram close to the identity (wine, small sigma) no random start converged in 20,000

@@ -3,7 +3,7 @@
 For fixed W the objective splits over samples; each sample only sees its projection on its
 own class axis, ``u_i = w_{y_i}^T x_i`` (kernel: ``u_i = P[y_i, i]``). Both Z-steps here are
 exact block maximisers, which is what makes the alternating algorithm monotone
-(DESIGN.md section 2).
+(docs/design.md §2).
 
 All functions are vectorised over a leading restart axis: ``u`` has shape (R, N).
 """
@@ -34,12 +34,12 @@ class ZStep:
 
 
 def quadratic_zstep(u, classes, origin):
-    """CQS Z-step (paper eq. Zsolquad): centre ``u`` within each class.
+    """CQS Z-step (paper eq. (24)): centre ``u`` within each class.
 
-    ``origin="global"`` (paper eq. 1 with x0 the training centroid, DESIGN.md 3b): the data
+    ``origin="global"`` (paper eq. 1 with x0 the training centroid, docs/design.md §3b): the data
     are already centred at x0 and there is no per-class constraint, so ``z = u``.
 
-    The objective is ``f(W) = 1/2 sum_i z_i^2 = 1/2 sum_k w_k^T R_k w_k`` (paper eq. EquadW2).
+    The objective is ``f(W) = 1/2 sum_i z_i^2 = 1/2 sum_k w_k^T R_k w_k`` (paper eq. (42)).
     """
     if origin == "class":
         z = u - classes.expand(classes.mean(u))
@@ -49,12 +49,12 @@ def quadratic_zstep(u, classes, origin):
 
 
 def class_multipliers(u, classes, eps, *, max_iter=200):
-    """Per-class multipliers ``mu_k`` of the CAS Z-step (paper eq. zkiksol2).
+    """Per-class multipliers ``mu_k`` of the CAS Z-step (paper eq. (29)).
 
     ``mu_k`` is the unique root of the strictly increasing function
     ``g_k(mu) = sum_{i in C_k} (u_i + mu) / sqrt((u_i + mu)^2 + eps^2)``, bracketed by
-    ``[-max u - eps, -min u + eps]`` (DESIGN.md 3c). Solved by Newton's method safeguarded by
-    bisection, vectorised over restarts and classes. The paper's closed form (eq. Zsolabs) is
+    ``[-max u - eps, -min u + eps]`` (docs/design.md §3c). Solved by Newton's method safeguarded by
+    bisection, vectorised over restarts and classes. The paper's closed form (eq. (26)) is
     not the KKT solution and makes the iteration cycle; it is not used.
 
     Returns
@@ -93,7 +93,7 @@ def class_multipliers(u, classes, eps, *, max_iter=200):
 
 
 def absolute_zstep(u, classes, origin, eps):
-    """CAS Z-step, solved exactly (paper eqs. LabszeffKKT-zkiksol2, DESIGN.md section 2).
+    """CAS Z-step, solved exactly (paper eqs. (28)-(29), docs/design.md §2).
 
     ``z_i = (u_i + mu_k) / sqrt((u_i + mu_k)^2 + eps^2)`` with ``mu_k`` from
     :func:`class_multipliers` (``origin="class"``), or ``mu = 0`` (``origin="global"``, no

@@ -86,7 +86,7 @@ def prefect_api():
     from prefect.testing.utilities import prefect_test_harness
 
     updates = {}
-    # The heartbeat thread adds about 1 s to the end of every flow run (STACK.md). Entered
+    # The heartbeat thread adds about 1 s to the end of every flow run (docs/stack.md). Entered
     # before the harness so its global settings (seen by other threads) carry it too.
     if hasattr(ps, "PREFECT_FLOWS_HEARTBEAT_FREQUENCY"):
         updates[ps.PREFECT_FLOWS_HEARTBEAT_FREQUENCY] = None

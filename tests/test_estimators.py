@@ -79,7 +79,7 @@ def test_pipeline_and_grid_search():
 
 
 def test_global_origin_beats_class_origin_on_wine():
-    """DESIGN.md 3b: about 77% (class) vs 96% (global) with a linear SVM on standardised wine."""
+    """docs/design.md §3b: about 77% (class) vs 96% (global) with a linear SVM on standardised wine."""
     from sklearn.datasets import load_wine
     from sklearn.model_selection import cross_val_score
 

@@ -65,7 +65,7 @@ def test_absolute_zstep_is_the_exact_kkt_solution(seed, eps, scale):
 
 
 def test_paper_closed_form_cas_z_is_not_the_kkt_solution():
-    """Why we root-find: the paper's eq. Zsolabs violates the stationarity condition."""
+    """Why we root-find: the paper's eq. (26) violates the stationarity condition."""
     classes = _classes((5, 5))
     u = np.array([[0.0, 0.1, 0.2, 3.0, 9.0, -1, -2, 0.5, 0.7, 4.0]])
     eps = 0.5
@@ -95,7 +95,7 @@ def test_random_stiefel_is_orthonormal():
 
 
 def test_kernel_wstep_equals_paper_g_inverse_sqrt_form():
-    """A = S^{-1/2} Z^T equals A = U V^T G^{-1/2}, svd(Z^T G G^{-1/2}) = U S V^T (eq. Asolfinal)."""
+    """A = S^{-1/2} Z^T equals A = U V^T G^{-1/2}, svd(Z^T G G^{-1/2}) = U S V^T (eq. (37))."""
     X, y = make_blobs(n_per_class=8, n_features=3, seed=2)
     G = rbf_kernel(X, gamma=0.3) + 1e-3 * np.eye(len(X))  # well conditioned
     classes = ClassIndex(y, 3)
@@ -230,7 +230,7 @@ def test_gram_operator_products_against_the_explicit_gram(stored, shuffled):
                            block_rows=7)
     assert op.stores_gram is stored
     z = rng.standard_normal((2, len(y)))
-    Z = np.zeros((2, len(y), 3))  # the block matrix Z of DESIGN.md 3: z_i in column y_i
+    Z = np.zeros((2, len(y), 3))  # the block matrix Z of docs/design.md §3: z_i in column y_i
     Z[:, np.arange(len(y)), y] = z
     np.testing.assert_allclose(op.class_matmul(z), G @ Z, atol=1e-12)
     V = rng.standard_normal((len(y), 2))

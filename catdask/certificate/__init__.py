@@ -1,10 +1,10 @@
 """Global-optimality certificate for the quadratic objective (CQS, K-CQS).
 
 The problem is ``max f(W) = 1/2 sum_k w_k^T R_k w_k`` over W (D x K) with orthonormal columns,
-every R_k symmetric positive semidefinite (paper eqs. EquadW2, Rkdef; docs/design.md section 4).
+every R_k symmetric positive semidefinite (paper eqs. (42), (43); docs/design.md section 4).
 At a point W returned by a solver, :func:`certify_global_optimum` runs, in order:
 
-1. **First-order residuals** (paper eq. 1storderneccond; :mod:`.point`): ``Lambda = W^T [R_k
+1. **First-order residuals** (paper eq. (50); :mod:`.point`): ``Lambda = W^T [R_k
    w_k]_k`` symmetric and ``[R_k w_k]_k = W Lambda``. Diagnostic only: the tests below already
    account for an inexact stationary point.
 2. **Rapcsák's condition** (:mod:`.rapcsak`): sufficient, and vacuous in practice.

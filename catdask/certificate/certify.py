@@ -116,7 +116,7 @@ def certify_global_optimum(
     References
     ----------
     .. [1] Smith & Rangarajan, "A Category Space Approach to Supervised Dimensionality Reduction"
-       (eqs. EquadW2, 1storderneccond and Rapcsák's condition).
+       (eqs. (42), (50) and Rapcsák's condition).
     .. [2] Gilman, Burer & Balzano, "A semidefinite relaxation for sums of heterogeneous quadratic
        forms on the Stiefel manifold", arXiv:2205.13653.
 

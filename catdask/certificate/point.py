@@ -2,7 +2,7 @@
 
 :class:`StationaryPoint` holds what every test shares: access to ``R_k`` (dense, or an operator
 ``apply(k, V)``), the point W, ``Lambda = W^T [R_k w_k]_k`` with the first-order residuals
-(paper eq. 1storderneccond), the scale of the tolerances and the eigen-solvers.
+(paper eq. (50)), the scale of the tolerances and the eigen-solvers.
 
 Dense class matrices are divided by a power of two near their largest entry first (exact in
 floating point), so data around 1e77 and above neither overflows nor underflows in the tests;
@@ -132,7 +132,7 @@ class StationaryPoint:
         return W
 
     def _first_order(self):
-        """Lambda, f(W) and the first-order residuals (paper eq. 1storderneccond)."""
+        """Lambda, f(W) and the first-order residuals (paper eq. (50))."""
         W, K = self.W, self.K
         G = np.column_stack([self.apply(k, W[:, k]) for k in range(K)])
         Lam = W.T @ G

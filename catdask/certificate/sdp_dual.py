@@ -220,7 +220,7 @@ def sdp_dual_test(point):
         )
     residual = max(point.asymmetry, point.stationarity)
     if not passed and residual > point.tol:
-        # Not even stationary (paper eq. 1storderneccond): a nearby W is better.
+        # Not even stationary (paper eq. (50)): a nearby W is better.
         reason += f"; W is not a stationary point (first-order residual {residual:.1e})"
     return {"passed": passed, "margin": verified["margin"], "nu": best_nu,
             "bound": verified["bound"], "reason": reason, "iterations": iterations,

@@ -10,7 +10,7 @@
    and reused by later fits (dashboard at http://127.0.0.1:8787/status, or a free port when
    8787 is taken), closed when the interpreter exits or by :func:`close_embedded_cluster`.
 
-Every worker thread gets one BLAS thread (STACK.md: more oversubscribes the cores). See
+Every worker thread gets one BLAS thread (docs/stack.md: more oversubscribes the cores). See
 ``deploy/dask/README.md`` for starting a real cluster and TLS.
 """
 

@@ -7,7 +7,7 @@ of times per fit, so the per-pass overhead matters. Building the graph as a plai
 
 Data that stays on the workers between passes (X, cached Gram blocks) is *persisted*: on a
 distributed client it is held as futures whose task (not a scattered copy) the scheduler
-keeps, so a lost worker's share is recomputed, never lost (STACK.md: a SIGKILLed worker's
+keeps, so a lost worker's share is recomputed, never lost (docs/stack.md: a SIGKILLed worker's
 results came back correct). Without a distributed client the same graphs run on Dask's local
 threaded scheduler and persisted data are plain in-memory values.
 """

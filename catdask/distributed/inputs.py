@@ -9,7 +9,7 @@
   index (e.g. the handles from :func:`catdask.store.open_dataset_arrays`).
 
 Labels always come to the driver (N small integers): the Z-step and the per-class bookkeeping
-run there (DESIGN.md section 5). Only X stays distributed.
+run there (docs/design.md §5). Only X stays distributed.
 """
 
 from __future__ import annotations

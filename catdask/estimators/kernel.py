@@ -24,7 +24,7 @@ from .nystroem import fit_nystroem
 __all__ = ["KernelCategorySpace"]
 
 # Certify kernel fits through a pivoted-Cholesky factor G = L L^T of at most this rank
-# (DESIGN.md section 4, "Kernel version"); beyond it the certificate is not attempted.
+# (docs/design.md §4, "Kernel version"); beyond it the certificate is not attempted.
 CERTIFICATE_MAX_RANK = 1500
 
 # gamma=None for the RBF kernel means RBF_GAMMA_SCALE / n_features. On standardised data
@@ -45,8 +45,8 @@ class KernelCategorySpace(BaseCategorySpace):
     """Kernel category-space dimensionality reduction (K-CQS / K-CAS).
 
     Each category axis is ``w_k = sum_j A[k, j] phi(x_j)`` in the RKHS of ``kernel``, with
-    ``A G A^T = I`` (paper eq. AGAeqIK). The W-step uses the exact identity
-    ``A = (Z^T G Z)^{-1/2} Z^T`` (DESIGN.md section 3): one Gram product ``G Z`` per iteration
+    ``A G A^T = I`` (paper eq. (31)). The W-step uses the exact identity
+    ``A = (Z^T G Z)^{-1/2} Z^T`` (docs/design.md §3): one Gram product ``G Z`` per iteration
     and K x K work, no N x N eigendecomposition. Products exploit the block structure of Z
     (one non-zero per row), so an iteration costs N^2 kernel-matrix entries, not N^2 K.
 
@@ -118,7 +118,7 @@ class KernelCategorySpace(BaseCategorySpace):
     References
     ----------
     .. [1] Smith & Rangarajan, "A Category Space Approach to Supervised Dimensionality
-       Reduction", eqs. (wkRKHS), (AGAeqIK), (Ykerdef), (Asolfinal).
+       Reduction", eqs. (8), (31), (34), (37).
 
     Examples
     --------

@@ -16,7 +16,7 @@ from .base import BaseCategorySpace
 __all__ = ["CategorySpace"]
 
 # Keep the K class matrices (K D^2 floats) when they fit in this many bytes; beyond it the
-# solver streams the data twice per iteration instead (DESIGN.md section 2).
+# solver streams the data twice per iteration instead (docs/design.md §2).
 CLASS_MATRIX_BUDGET_BYTES = 1024**3
 
 
@@ -33,8 +33,8 @@ class CategorySpace(BaseCategorySpace):
     ----------
     objective : {"quadratic", "absolute"}, default="quadratic"
         ``"quadratic"`` is CQS, ``f(W) = 1/2 sum_k sum_{i in C_k} (w_k^T (x_i - c_k))^2``
-        (paper eq. innerprodmax); ``"absolute"`` is CAS, the smoothed absolute value
-        ``sum_k sum_{i in C_k} sqrt((w_k^T x_i + mu_k)^2 + eps^2)`` (paper eq. absvalobj), with
+        (paper eq. (1)); ``"absolute"`` is CAS, the smoothed absolute value
+        ``sum_k sum_{i in C_k} sqrt((w_k^T x_i + mu_k)^2 + eps^2)`` (paper eq. (6)), with
         the per-class multiplier ``mu_k`` found exactly by a bracketed 1-D root.
     origin : {"class", "global"}, default="global"
         ``"global"``: the paper's eq. (1) with x0 the training centroid; each class is measured
@@ -119,8 +119,8 @@ class CategorySpace(BaseCategorySpace):
     References
     ----------
     .. [1] Smith & Rangarajan, "A Category Space Approach to Supervised Dimensionality
-       Reduction", Algorithm 1 and eqs. (innerprodmax), (absvalobj), (Zsolquad),
-       (zkiksol2), (Wsolfinal).
+       Reduction", Algorithm 1 and eqs. (1), (6), (24),
+       (29), (22).
     .. [2] Gilman, Burer & Balzano, "A semidefinite relaxation for sums of heterogeneous
        quadratic forms on the Stiefel manifold", arXiv:2205.13653 (the certificate).
 

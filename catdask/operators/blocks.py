@@ -7,7 +7,7 @@ combine their small results. The functions know nothing about Dask, which keeps 
 on their own and identical on any scheduler.
 
 Linear blocks receive ``x`` (n_b, D) in the stored dtype (float32 is fine: it is promoted to
-float64 here, DESIGN.md 3c) and the block's class codes ``c`` (n_b,); rows already sorted
+float64 here, docs/design.md §3c) and the block's class codes ``c`` (n_b,); rows already sorted
 by class are sliced, not gathered. Gram blocks receive the whole training matrix ``X`` sorted by
 class (N x D is small next to N x N) and a row range. The recompute-mode product ``G Z`` of a
 built-in kernel instead works on square tiles of the upper triangle
@@ -75,7 +75,7 @@ def block_class_stats(x, c, n_classes):
     """Per-class count, mean and scatter ``M2 = sum (x - mean)(x - mean)^T`` of one block.
 
     Scatter about the block's own class means (not about zero) so that combining blocks
-    (:func:`combine_class_stats`) never subtracts large numbers (DESIGN.md 3c). Also reports
+    (:func:`combine_class_stats`) never subtracts large numbers (docs/design.md §3c). Also reports
     whether every value is finite (input validation folded into the one pass).
     """
     D = x.shape[1]
@@ -114,8 +114,8 @@ def combine_class_stats(*parts):
 
 def class_second_moments(stats, center, origin):
     """The class matrices R_k (K, D, D) from :func:`block_class_stats`: the scatter about each
-    class mean (``origin="class"``, paper eq. Rkdef) or the second moment about ``center``
-    (``origin="global"``, DESIGN.md 3b), ``M2 + n_k d_k d_k^T`` with ``d_k = mean_k - x0``.
+    class mean (``origin="class"``, paper eq. (43)) or the second moment about ``center``
+    (``origin="global"``, docs/design.md §3b), ``M2 + n_k d_k d_k^T`` with ``d_k = mean_k - x0``.
     """
     if origin == "class":
         return stats["M2"].copy()
@@ -133,7 +133,7 @@ def block_own_projections(x, c, center, W):
 
 
 def block_weighted_sums(x, c, center, z, n_classes):
-    """``Y[r, :, k] = sum_{i in C_k, i in block} z[r, i] (x_i - x0)`` (paper eq. Ydef)."""
+    """``Y[r, :, k] = sum_{i in C_k, i in block} z[r, i] (x_i - x0)`` (paper eq. (17))."""
     Y = np.zeros((z.shape[0], x.shape[1], n_classes))
     for k, rows, seg in _class_blocks(x, c, n_classes, center):
         Y[:, :, k] = (seg.T @ z[:, rows].T).T
@@ -180,7 +180,7 @@ def gram_class_product(X, rows, offsets, z, kernel, col_block, cache=None):
 
     ``X`` and ``z`` (R, N) are sorted by class, class k occupying ``offsets[k]:offsets[k+1]``.
     Z has one non-zero per row, so only the class-k columns of G feed column k of G Z
-    (DESIGN.md section 3): each Gram entry is used once, and the R restarts share it.
+    (docs/design.md §3): each Gram entry is used once, and the R restarts share it.
     """
     a, b = rows
     R, N = z.shape
@@ -256,7 +256,7 @@ def gram_rows_to_zarr(X, rows, kernel, path, col_block):
     """Write ``G[rows, :]`` into the zarr Gram cache at ``path``; returns ``rows``.
 
     Row blocks are aligned with the store's chunks, so concurrent writers never share a chunk
-    and each chunk write is atomic (STACK.md, zarr 3): no lock needed.
+    and each chunk write is atomic (docs/stack.md, zarr 3): no lock needed.
     """
     import zarr
 
@@ -308,7 +308,7 @@ def gram_symmetric_class_product(left, right, pairs, offsets, zt, kernel):
     ``T = G[I, J]`` is one BLAS product plus the kernel's in-place finish (clip and ``exp`` for
     RBF); an off-diagonal tile then adds ``T Z_J`` to rows I and ``T^T Z_I`` to rows J (G is
     symmetric), so the tiles of the upper triangle give all of ``G Z``. Z has one non-zero per
-    row, so column k of ``G Z`` only reads the class-k part of a tile (DESIGN.md section 3). A
+    row, so column k of ``G Z`` only reads the class-k part of a tile (docs/design.md §3). A
     tile's products are formed in the tile dtype and accumulated in float64 across tiles.
     """
     N, R = zt.shape

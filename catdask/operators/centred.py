@@ -1,7 +1,7 @@
 """The centred Gram ``H G H`` (x0 the feature-space centroid), without forming it.
 
 Wraps any Gram operator (:class:`~catdask.operators.protocols.GramOperator`) for
-``origin="global"`` (DESIGN.md 3b); each product costs one product with the base operator
+``origin="global"`` (docs/design.md §3b); each product costs one product with the base operator
 plus O(N R K).
 """
 
@@ -15,7 +15,7 @@ __all__ = ["CentredGramOperator"]
 class CentredGramOperator:
     """``G_c = H G H`` (H = I - 11^T/N) on top of any Gram operator, without forming it.
 
-    Used for ``origin="global"``: x0 is the feature-space centroid (DESIGN.md 3b). Each product
+    Used for ``origin="global"``: x0 is the feature-space centroid (docs/design.md §3b). Each product
     costs one product with the base operator plus O(N R K).
     """
 

@@ -1,6 +1,6 @@
 """The linear data operator on Dask workers: the :mod:`.blocks` functions, one task per row block.
 
-X stays a row-chunked Dask array (DESIGN.md section 2). One pass builds the class means,
+X stays a row-chunked Dask array (docs/design.md §2). One pass builds the class means,
 scatter matrices and the total covariance's moments; when the solver streams (CAS, or class
 matrices too big to keep), each iteration costs two passes, ``own_projections`` (X W) and
 ``class_weighted_sums`` (X^T Z). Workers return arrays of size R x N or K x D x D; the driver
@@ -145,7 +145,7 @@ class DaskDataOperator:
         return np.concatenate(self._runner.run(tasks, "own-projections"), axis=1)
 
     def class_weighted_sums(self, z):
-        """``Y[r, :, k] = sum_{i in C_k} z[r, i] (x_i - x0)`` (paper eq. Ydef); (R, D, K)."""
+        """``Y[r, :, k] = sum_{i in C_k} z[r, i] (x_i - x0)`` (paper eq. (17)); (R, D, K)."""
         z = np.asarray(z, dtype=float)
         K = self.classes.n_classes
         Y_bytes = 8 * z.shape[0] * self.n_features * K

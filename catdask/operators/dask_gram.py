@@ -1,6 +1,6 @@
 """The Gram operator on Dask workers: the :mod:`.blocks` functions, one task per row block.
 
-``G Z`` is computed row block by row block (DESIGN.md section 3), never materialising G. Gram
+``G Z`` is computed row block by row block (docs/design.md §3), never materialising G. Gram
 blocks are recomputed every pass, or cached once (in worker memory, or in a zarr store as
 float32/float64) and streamed. The products themselves are :class:`.gram_base.BlockGramOperator`'s;
 this module says how a pass runs on the cluster and builds the caches. Every product works on
@@ -98,7 +98,7 @@ class DaskGramOperator(BlockGramOperator):
         N = np.shape(X)[0]
         threads, memory = cluster_resources()
         if block_rows is None:
-            # Few, large tasks (STACK.md): one per worker thread, more only when a task would
+            # Few, large tasks (docs/stack.md): one per worker thread, more only when a task would
             # exceed _TASK_ENTRIES kernel entries (a second or so), in multiples of the threads.
             n_blocks = threads * max(1, math.ceil(N * N / (threads * _TASK_ENTRIES)))
             block_rows = max(1, math.ceil(N / n_blocks))
@@ -157,7 +157,7 @@ class DaskGramOperator(BlockGramOperator):
         if not reuse:
             t0 = time.perf_counter()
             # Write under a temporary name, then rename into place: a crash never leaves a
-            # half-written cache that a later fit would trust (STACK.md, zarr 3).
+            # half-written cache that a later fit would trust (docs/stack.md, zarr 3).
             tmp = f"{self.store}.tmp-{os.getpid()}-{time.time_ns()}"
             arr = zarr.create_array(
                 store=tmp, shape=(N, N), chunks=(self.block_rows, min(N, self.col_block)),
@@ -266,7 +266,7 @@ class DaskGramOperator(BlockGramOperator):
 
 def _one_blas_thread(func, *args):
     """Run ``func`` with one BLAS thread, whatever the worker's own setting (a worker thread
-    is one core; more BLAS threads oversubscribe it, STACK.md)."""
+    is one core; more BLAS threads oversubscribe it, docs/stack.md)."""
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(limits=1, user_api="blas"):

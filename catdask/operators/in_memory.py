@@ -33,7 +33,7 @@ class NumpyDataOperator:
         self.classes = classes
         self.n_samples, self.n_features = X.shape
         # Centre before iterating even for origin="class": an offset of 1e6 otherwise moves W
-        # by 1e-4 through cancellation in X^T Z (DESIGN.md 3c). Sorted by class, the block
+        # by 1e-4 through cancellation in X^T Z (docs/design.md §3c). Sorted by class, the block
         # functions slice each class instead of gathering it.
         self.X = np.ascontiguousarray(classes.sort_rows(X - self.center))
         self._sorted_codes = classes.sorted().codes

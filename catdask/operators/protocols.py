@@ -62,12 +62,12 @@ class DataOperator(_SampleOperator, Protocol):
     def class_weighted_sums(self, z: np.ndarray) -> np.ndarray:
         """``Y = X^T Z``: ``Y[r, :, k] = sum_{i in C_k} z[r, i] (x_i - x0)``; (R, N) -> (R, D, K).
 
-        One data pass (paper eq. Ydef).
+        One data pass (paper eq. (17)).
         """
 
     def class_second_moments(self, origin: str) -> np.ndarray:
         """The class matrices R_k (K, D, D): scatter about the class mean (``"class"``, paper
-        eq. Rkdef) or second moment about x0 (``"global"``, DESIGN.md 3b)."""
+        eq. (43)) or second moment about x0 (``"global"``, docs/design.md §3b)."""
 
     def class_means(self) -> np.ndarray:
         """Class means measured from x0, shape (K, D)."""
