@@ -46,5 +46,7 @@ def test_benchmarks_measure_the_same_optimum_on_every_path(quick_results):
         assert row["iterations"]["numpy"] == row["iterations"]["paper"]
         assert row["objective_rel_diff_paper"] <= 1e-9
         assert row["objective_rel_diff_dask"] <= 1e-9
+        assert row["objective_rel_diff_accelerated"] <= 1e-9
+        assert row["accelerated_iterations"] < row["iterations"]["numpy"]
     linear = quick_results["bench_linear"]["in_memory"]
     assert linear["objective_rel_diff_numpy_dask"] <= 1e-9
