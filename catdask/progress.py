@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 
-__all__ = ["solver_progress", "current_solver_callback"]
+__all__ = ["solver_progress", "current_solver_callback", "watch_solvers"]
 
 _SOLVER_CALLBACK: contextvars.ContextVar = contextvars.ContextVar("catdask_solver_callback",
                                                                  default=None)
@@ -34,6 +34,32 @@ def solver_progress(callback):
         _SOLVER_CALLBACK.reset(token)
 
 
+# Process-wide watchers (the CLI's progress bar): they see every solver loop of this process,
+# also those run in a flow's task threads, whose context a ContextVar does not reach.
+_WATCHERS: list = []
+
+
+@contextlib.contextmanager
+def watch_solvers(callback):
+    """Within the block, every solver loop of this process also reports to ``callback``
+    (same arguments as for :func:`solver_progress`)."""
+    _WATCHERS.append(callback)
+    try:
+        yield callback
+    finally:
+        _WATCHERS.remove(callback)
+
+
 def current_solver_callback():
-    """The listener set by the innermost :func:`solver_progress` block, or None."""
-    return _SOLVER_CALLBACK.get()
+    """The listener of the innermost :func:`solver_progress` block plus any watchers, or None."""
+    listeners = [c for c in (_SOLVER_CALLBACK.get(), *_WATCHERS) if c is not None]
+    if not listeners:
+        return None
+    if len(listeners) == 1:
+        return listeners[0]
+
+    def notify(*args):
+        for listener in listeners:
+            listener(*args)
+
+    return notify

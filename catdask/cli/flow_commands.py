@@ -62,6 +62,25 @@ def train_kwargs(args, dataset: str) -> dict:
     return kwargs
 
 
+def _fit_progress(bar, step, title):
+    """Solver listener for the CLI's bar: iteration, best objective, restarts still running
+    (a live bar redraws every second; plain log lines come at most every 10 s)."""
+    import time
+
+    every_seconds = 1.0 if getattr(bar, "live", False) else 10.0
+    last = [0.0]
+
+    def update(iteration, objective, step_sizes, active):
+        now = time.monotonic()
+        if now - last[0] < every_seconds:
+            return
+        last[0] = now
+        bar.update(step, f"{title}: iteration {iteration}, best objective {max(objective):.6g}, "
+                         f"{int(sum(active))}/{len(active)} restarts running")
+
+    return update
+
+
 def cmd_train(args) -> int:
     """One certified fit, registered when certified (or allowed); exit 4 when not."""
     checks.check_model_name(args.name)
@@ -69,9 +88,12 @@ def cmd_train(args) -> int:
     runtime.check_scheduler(runtime.scheduler_address(args.scheduler))
     runtime.prepare_prefect(args.store)
     train = runtime.flow("train", "run_train")  # a rejected model returns its summary
+    from catdask.progress import watch_solvers
+
     with runtime.prefect_server(), progress("train") as bar:
         step = bar.step(f"train {args.method} on {args.dataset}")
-        result = train(**train_kwargs(args, args.dataset))
+        with watch_solvers(_fit_progress(bar, step, f"train {args.method} on {args.dataset}")):
+            result = train(**train_kwargs(args, args.dataset))
         bar.done(step, f"(objective {result['objective']:.6g}, {result['n_iter']} iterations, "
                        f"{result['status']})")
     print_json(result)

@@ -78,6 +78,8 @@ class _PlainProgress:
 class _LiveProgress:
     """Progress as a rich display: spinner, description, bar (when counted), elapsed time."""
 
+    live = True
+
     def __init__(self, progress):
         self._progress = progress
         self._tasks = {}
