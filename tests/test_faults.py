@@ -103,7 +103,9 @@ def test_scheduler_lost_mid_fit_raises_and_registers_nothing(tmp_path):
         message = f"{type(info.value).__name__}: {info.value}"
         print(f"\nscheduler lost -> {message!r} after {waited:.2f} s")
         assert waited < 60
-        assert re.search(r"scheduler-connection-lost|closed|Timed out", message), message
+        # distributed names the cause when it knows it; when the scheduler dies mid-graph the
+        # futures may be cancelled "for reason: unknown" (seen once in a clean-clone CI run).
+        assert re.search(r"scheduler-connection-lost|closed|Timed out|cancelled", message), message
     finally:
         if client is not None:
             client.close(timeout=10)
