@@ -119,9 +119,10 @@ class BlockRunner:
         keys = [self.new_key(name) for _ in tasks]
         return list(self._get({**(extra or {}), **dict(zip(keys, tasks))}, keys))
 
-    def reduce(self, tasks, combine, name="task", fanin=8):
-        """Run ``tasks`` and combine their results with ``combine(*parts)`` in a tree."""
-        dsk = {}
+    def reduce(self, tasks, combine, name="task", fanin=8, extra=None):
+        """Run ``tasks`` and combine their results with ``combine(*parts)`` in a tree on the
+        workers (``extra``: graph entries the tasks refer to); the driver gets one result."""
+        dsk = dict(extra or {})
         level = []
         for t in tasks:
             key = self.new_key(name)

@@ -213,20 +213,7 @@ class DaskGramOperator(BlockGramOperator):
 
     def _sum_tasks(self, tasks, name, extra=None):
         """Add the tasks' results in a tree on the workers; the driver receives one array."""
-        graph = dict(extra or {})
-        level = []
-        for task in tasks:
-            key = BlockRunner.new_key(name)
-            graph[key] = task
-            level.append(key)
-        while len(level) > 8:
-            nxt = []
-            for i in range(0, len(level), 8):
-                key = BlockRunner.new_key(f"{name}-sum")
-                graph[key] = (blocks.sum_arrays, *level[i : i + 8])
-                nxt.append(key)
-            level = nxt
-        return self._runner.run([(blocks.sum_arrays, *level)], f"{name}-sum", extra=graph)[0]
+        return self._runner.reduce(tasks, blocks.sum_arrays, name, extra=extra)
 
     def _run(self, tasks, name, extra=None):
         return self._runner.run(tasks, name, extra=extra)
