@@ -314,6 +314,15 @@ def _mid_write(delay):
     return when
 
 
+def _mid_parse(csv):
+    def when(proc, store, t):
+        try:
+            return any(f.path == str(csv) for f in psutil.Process(proc.pid).open_files())
+        except psutil.Error:
+            return False
+    return when
+
+
 def _train(method="kcqs"):
     return ["train", KERNEL_DATASET, "--method", method, "--restarts", "5", "--allow-uncertified"]
 
@@ -339,7 +348,7 @@ def _scenarios(csv):
         ("ingest", _ingest_catalog(), "server up + 0.2 s", _server_up(0.2)),
         ("ingest", _ingest_catalog(), "server up + 2 s (flow running)", _server_up(2.0)),
         ("ingest", _ingest_file(csv), "mid-write (temporary created)", _mid_write(0.0)),
-        ("ingest", _ingest_file(csv), "mid-write (+ 0.3 s)", _mid_write(0.3)),
+        ("ingest", _ingest_file(csv), "mid-parse (table file open)", _mid_parse(csv)),
     ]
 
 
@@ -425,8 +434,15 @@ def _kills(tmp_path, scenarios, template, *, concurrency, seeded):
     with ThreadPoolExecutor(concurrency) as pool:
         futures = [pool.submit(_kill_one, tmp_path, template, i, s, seeded)
                    for i, s in enumerate(scenarios)]
-        results = [f.result() for f in futures]
+        outcomes = []
+        for f in futures:  # every scenario runs to its end; failures are reported together
+            try:
+                outcomes.append(f.result())
+            except Exception as exc:
+                outcomes.append(exc)
     seconds = time.monotonic() - t0
+    failed = [exc for exc in outcomes if isinstance(exc, Exception)]
+    results = [r for r in outcomes if not isinstance(r, Exception)]
     orphans = sum(len(r["orphans"]) for r in results)
     print(f"\ngoal 2: {len(results)} kill -9s "
           f"({sum(r['command'] == 'train' for r in results)} train, "
@@ -434,7 +450,8 @@ def _kills(tmp_path, scenarios, template, *, concurrency, seeded):
           f"{sum(r['n_descendants'] for r in results)} descendant processes, "
           f"{orphans} orphaned after {ORPHAN_SECONDS:.0f} s, "
           f"{sum(r['crash_leftovers'] > 0 for r in results)} stores with crash leftovers "
-          f"(cleaned by check --cleanup), all pass catdask check; {seconds:.0f} s")
+          f"(cleaned by check --cleanup), all pass catdask check; {len(failed)} scenarios "
+          f"failed; {seconds:.0f} s")
     for r in results:
         gone = "n/a" if r["n_descendants"] == 0 else (
             "ORPHANS" if r["gone_after"] is None else f"{r['gone_after']:.1f} s")
@@ -442,6 +459,7 @@ def _kills(tmp_path, scenarios, template, *, concurrency, seeded):
               f"{r['n_descendants']} descendants, all gone after {gone}, "
               f"{r['registered_before']} versions registered before, "
               f"{r['crash_leftovers']} leftovers")
+    assert not failed, failed
     assert orphans == 0, [(r["command"], r["moment"], r["orphans"]) for r in results
                           if r["orphans"]]
     return results
