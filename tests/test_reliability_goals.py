@@ -33,7 +33,14 @@ import pytest
 from catdask.distributed import dask_client_context
 from catdask.pipeline import ModelSpec, fit_on_dataset, register_outcome, registration_decision
 from catdask.progress import solver_progress
-from catdask.store import list_versions, load_estimator, load_model_version, write_dataset
+from catdask.store import (
+    check_store,
+    gc_store,
+    list_versions,
+    load_estimator,
+    load_model_version,
+    write_dataset,
+)
 from catdask.store.content import content_sha256
 
 from .helpers.data import make_blobs
@@ -74,10 +81,35 @@ sys.exit(1 if mine else 0)
 """ % (DATASET, CHUNK_ROWS)
 
 
+# A collector process: `catdask gc` over and over until the file stop appears; prints how many
+# snapshots it removed.
+_COLLECTOR = STORE_ONLY_CHILD_PRELUDE + """
+import time
+from pathlib import Path
+from catdask.store import gc_store
+store, stop = sys.argv[1], Path(sys.argv[2])
+removed = 0
+deadline = time.monotonic() + 900
+while not stop.exists() and time.monotonic() < deadline:
+    removed += len(gc_store(store).removed)
+    time.sleep(0.02)
+print(removed)
+"""
+# The flow's task boundaries between the fit and the registration (fit_restarts returns, then
+# review_certificates, then register) take at least this long; the test waits as long.
+TASK_BOUNDARIES_SECONDS = 0.3
+
+
 def _content(i):
     """Content ``i``: three Gaussian classes drawn with seed ``i`` (every content differs)."""
     X, y = make_blobs(n_per_class=60, n_features=6, n_classes=3, seed=1000 + i)
     return X, y
+
+
+def read_snapshot_sha(path):
+    from catdask.store.snapshots import verify_snapshot
+
+    return verify_snapshot(path)["content_sha256"]
 
 
 def _sha(X, y):
@@ -148,6 +180,9 @@ def _trains_during_reingests(tmp_path, scheduler, *, n_trains, n_writers, concur
             [sys.executable, "-c", _WRITER, str(store), str(work), ",".join(map(str, mine)),
              "600"], stderr=subprocess.PIPE))
 
+    collector = subprocess.Popen([sys.executable, "-c", _COLLECTOR, str(store), str(work / "stop")],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
     def reingest(i):
         (work / f"go-{i}").touch()
         deadline = time.monotonic() + 300
@@ -171,6 +206,7 @@ def _trains_during_reingests(tmp_path, scheduler, *, n_trains, n_writers, concur
             with solver_progress(once if trigger == "mid-solve" else None):
                 outcome = fit_on_dataset(store, DATASET, spec, client=instrumented)
         assert asked.is_set(), f"train {i}: its re-ingest was never triggered ({trigger})"
+        time.sleep(TASK_BOUNDARIES_SECONDS)
         ok, status = registration_decision(outcome, allow_uncertified=True)
         assert ok
         return str(register_outcome(store, MODEL, outcome, status=status, run_key=f"train-{i}"))
@@ -179,16 +215,19 @@ def _trains_during_reingests(tmp_path, scheduler, *, n_trains, n_writers, concur
         with ThreadPoolExecutor(concurrency) as pool:
             registered = list(pool.map(train, range(1, n_trains + 1)))
     finally:
-        for w in writers:
+        (work / "stop").touch()
+        outputs = {}
+        for w in writers + [collector]:
             with contextlib.suppress(subprocess.TimeoutExpired):
-                w.communicate(timeout=60)
+                outputs[w.pid] = w.communicate(timeout=60)
             if w.poll() is None:
                 w.kill()
                 w.wait()
     seconds = time.monotonic() - t0
-    for w in writers:
-        assert w.returncode == 0, w.stderr.read().decode() if w.stderr else ""
+    for w in writers + [collector]:
+        assert w.returncode == 0, outputs.get(w.pid, (b"", b""))[1].decode()
     reingests = sum((work / f"done-{i}").exists() for i in range(1, n_trains + 1))
+    collected = int(outputs[collector.pid][0].decode().strip())
 
     # The audit: each version's recorded checksum names one content; a fit from scratch on
     # that content (and on no other) gives the same model.
@@ -207,16 +246,22 @@ def _trains_during_reingests(tmp_path, scheduler, *, n_trains, n_writers, concur
                 references[i] = _reference_fit(*contents[i], spec)
             if _same_model(model, references[i], probe):
                 fits.append(i)
-        report.append((v.version, meta["dataset_snapshot"], named, fits))
-        if len(named) == 1 and fits == named:
+        # The snapshot it records is still there (gc keeps what a model refers to) and holds
+        # that content.
+        snapshot = store / "datasets" / DATASET / str(meta["dataset_snapshot"])
+        kept = (snapshot / "zarr.json").is_file() and read_snapshot_sha(snapshot) == recorded
+        report.append((v.version, meta["dataset_snapshot"], named, fits, kept))
+        if len(named) == 1 and fits == named and kept:
             matching += 1
     print(f"\ngoal 1: {len(registered)} trains, {reingests} re-ingests "
           f"({n_writers} writer processes), {len(versions)} versions, "
           f"{matching}/{len(versions)} models equal a fit on exactly one content and record its "
-          f"checksum; {seconds:.0f} s")
+          f"checksum (and its snapshot is kept); gc removed {collected} snapshots meanwhile; "
+          f"{seconds:.0f} s")
     assert len(registered) == n_trains and reingests == n_trains
     assert len(versions) == n_trains
     assert matching == n_trains, report
+    assert check_store(store).ok, check_store(store).errors
 
 
 def test_trains_during_reingests_fit_one_content(tmp_path, dask_scheduler):
@@ -230,6 +275,45 @@ def test_20_trains_during_20_reingests_fit_one_content(tmp_path, dask_scheduler)
     """The issue's counts: 20 trains, 20 re-ingests from 4 writer processes, 4 trains at once;
     20/20 models equal a fit on exactly one content and record that content's checksum."""
     _trains_during_reingests(tmp_path, dask_scheduler, n_trains=20, n_writers=4, concurrency=4)
+
+
+def test_gc_keeps_a_fits_snapshot_until_its_model_is_registered(tmp_path, monkeypatch):
+    """The race goal 1 exposed (4/4 models lost their snapshot to a concurrent gc): a fit
+    released its snapshot when the fit ended, before its version was registered, and gc read
+    the model references once, before such a registration."""
+    from catdask.store import gc as gc_mod
+
+    store = tmp_path / "store"
+    write_dataset(store, DATASET, *_content(0))
+    outcome = fit_on_dataset(store, DATASET, ModelSpec(n_restarts=1))
+    write_dataset(store, DATASET, *_content(1), replace=True)  # s1 is no longer current
+    kept = dict(gc_store(store).kept)
+    assert kept[store / "datasets" / DATASET / "s1"] == "a reader holds it"
+    # gc read the references before the registration (stale), the fit then registered and
+    # released the snapshot: the references read again under the snapshot's lock keep it.
+    real = gc_mod.model_references
+    calls = []
+
+    def stale_first(root):
+        calls.append(root)
+        if len(calls) == 1:
+            version = register_outcome(store, MODEL, outcome, status="certified")
+            assert version.version == 1 and outcome.dataset_hold is None
+            return set(), set(), []  # what gc saw before the version existed
+        return real(root)
+
+    monkeypatch.setattr(gc_mod, "model_references", stale_first)
+    result = gc_store(store)
+    assert result.removed == [] and len(calls) == 2
+    assert "registered meanwhile" in dict(result.kept)[store / "datasets" / DATASET / "s1"]
+    monkeypatch.setattr(gc_mod, "model_references", real)
+    assert (store / "datasets" / DATASET / "s1" / "zarr.json").is_file()
+    assert check_store(store).ok
+    # A fit whose outcome is dropped unregistered releases its snapshot.
+    other = fit_on_dataset(store, DATASET, ModelSpec(n_restarts=1))
+    write_dataset(store, DATASET, *_content(2), replace=True)
+    other.release()
+    assert store / "datasets" / DATASET / "s2" in gc_store(store).removed
 
 
 # ============================================================================ goal 2

@@ -82,6 +82,15 @@ class FitOutcome:
     seconds: float
     metrics: dict
     dataset_snapshot: str | None = None
+    # The shared lock on the snapshot fitted on, kept until the version that records it is
+    # registered (then the version protects it): gc must not remove it in between.
+    dataset_hold: object = dataclasses.field(default=None, repr=False, compare=False)
+
+    def release(self):
+        """Release the snapshot fitted on (:func:`register_outcome` does it once registered)."""
+        if self.dataset_hold is not None:
+            self.dataset_hold.close()
+            self.dataset_hold = None
 
     @property
     def estimator(self):
@@ -117,13 +126,22 @@ def fit_on_dataset(store, dataset, spec, *, client=None):
     Returns
     -------
     FitOutcome
+        Holding the snapshot it was fitted on (gc keeps it) until :func:`register_outcome`
+        registers it or :meth:`FitOutcome.release` is called.
     """
     t0 = time.perf_counter()
     # The name resolves to one immutable snapshot here, once; every later read (Dask passes
     # included) is of that snapshot, whatever a concurrent re-ingest does to the name. The
-    # reader's lock keeps gc from removing it until the fit is done.
-    with open_dataset_arrays(store, dataset, dask=client is not None) as arrays:
-        return _fit_on_arrays(arrays, dataset, spec, client, t0)
+    # reader's lock keeps gc from removing it until the model that records it is registered
+    # (or the outcome released): between the fit and the registration no version refers to it.
+    arrays = open_dataset_arrays(store, dataset, dask=client is not None)
+    try:
+        outcome = _fit_on_arrays(arrays, dataset, spec, client, t0)
+    except BaseException:
+        arrays.close()
+        raise
+    outcome.dataset_hold = arrays.take_hold()
+    return outcome
 
 
 def _fit_on_arrays(arrays, dataset, spec, client, t0):
@@ -214,4 +232,6 @@ def register_outcome(store, name, outcome, *, status, run_key=None, extra=None):
         "fit_seconds": outcome.seconds,
         **(extra or {}),
     }
-    return register_estimator(store, name, outcome.model, meta, run_key=run_key)
+    version = register_estimator(store, name, outcome.model, meta, run_key=run_key)
+    outcome.release()  # the version refers to the snapshot now
+    return version

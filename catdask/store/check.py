@@ -19,7 +19,7 @@ from pathlib import Path
 from ..errors import CatdaskError, StoreCorruptError
 from ..names import is_valid_name
 from ._atomic import is_temporary, try_lock
-from .gc import model_references, removal_blocker, remove_snapshot
+from .gc import _LateBlocker, model_references, removal_blocker, remove_snapshot
 from .layout import cleanup_temporaries, datasets_dir, list_entries, models_dir, resolve_store
 from .registry import checked_attrs, version_numbers
 from .snapshots import (
@@ -169,7 +169,10 @@ def _repair(folder: Path, refs, report: StoreReport) -> None:
             if snapshot == current or not _verifies(folder / snapshot):
                 continue  # damaged snapshots stay (reported) unless gc is asked to remove them
             if removal_blocker(folder, snapshot, refs, current, set()) is None:
-                if remove_snapshot(folder, snapshot):
+                # References read again under the snapshot's lock: a version may have been
+                # registered since ``refs`` was read (see gc.remove_snapshot).
+                late = _LateBlocker(folder.parent.parent, folder, snapshot, current, set())
+                if remove_snapshot(folder, snapshot, late):
                     report.removed.append(folder / snapshot)
 
 

@@ -123,6 +123,12 @@ class DatasetArrays:
         if self._hold is not None:
             self._hold.close()
 
+    def take_hold(self) -> SnapshotHold | None:
+        """Hand the snapshot's lock to the caller (who closes it); :meth:`close` then does
+        nothing. A fit keeps it until the model recording the snapshot is registered."""
+        hold, self._hold = self._hold, None
+        return hold
+
     def __enter__(self):
         return self
 

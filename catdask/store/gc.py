@@ -67,11 +67,18 @@ def _snapshot_sha(path: Path) -> str | None:
     return sha if isinstance(sha, str) else None
 
 
-def remove_snapshot(folder: Path, snapshot: str) -> bool:
-    """Remove one snapshot if no reader holds it (call under the name lock)."""
+def remove_snapshot(folder: Path, snapshot: str, blocker=None) -> bool:
+    """Remove one snapshot if no reader holds it (call under the name lock).
+
+    ``blocker``, if given, is called once the snapshot's exclusive lock is taken and returns
+    why it must stay (or None): the caller's view of the model references may be older than a
+    version registered meanwhile by a fit that held the snapshot until then.
+    """
     path = folder / snapshot
     with try_lock(path / "zarr.json") as free:
         if not free:
+            return False
+        if blocker is not None and blocker() is not None:
             return False
         doomed = folder / f"{TMP_PREFIX}gc-{snapshot}-{uuid.uuid4().hex}"
         os.rename(path, doomed)  # gone from view at once; the rest is deleting garbage
@@ -142,8 +149,26 @@ def gc_store(store=None, *, dry_run: bool = False, keep_last: int = 0) -> GcResu
                     result.kept.append((folder / snapshot, reason))
                 elif dry_run:
                     result.would_remove.append(folder / snapshot)
-                elif remove_snapshot(folder, snapshot):
-                    result.removed.append(folder / snapshot)
                 else:
-                    result.kept.append((folder / snapshot, "a reader holds it"))
+                    late = _LateBlocker(root, folder, snapshot, pointer.snapshot, keep)
+                    if remove_snapshot(folder, snapshot, late):
+                        result.removed.append(folder / snapshot)
+                    else:
+                        result.kept.append((folder / snapshot, late.reason or "a reader holds it"))
     return result
+
+
+class _LateBlocker:
+    """:func:`removal_blocker` with the model references read again, under the snapshot's
+    exclusive lock: a fit holds its snapshot until its version is registered, so a version
+    registered after ``gc_store`` first read the references is seen here."""
+
+    def __init__(self, root, folder, snapshot, current, keep):
+        self.args = root, folder, snapshot, current, keep
+        self.reason = None
+
+    def __call__(self):
+        root, folder, snapshot, current, keep = self.args
+        reason = removal_blocker(folder, snapshot, model_references(root), current, keep)
+        self.reason = None if reason is None else f"{reason} (registered meanwhile)"
+        return self.reason

@@ -169,6 +169,11 @@ class SnapshotHold:
         with contextlib.suppress(Exception):
             self.close()
 
+    def __reduce__(self):
+        # A copy (pickle, deepcopy: e.g. a task result that holds one) holds nothing: two
+        # objects owning one descriptor would close it twice, the second time someone else's.
+        return type(self), (None,)
+
 
 def hold_snapshot(path: Path) -> SnapshotHold | None:
     """Take a shared lock on snapshot ``path``; None if it was removed (or is being removed).
