@@ -316,6 +316,26 @@ def test_gc_keeps_a_fits_snapshot_until_its_model_is_registered(tmp_path, monkey
     assert store / "datasets" / DATASET / "s2" in gc_store(store).removed
 
 
+def test_reports_read_the_snapshot_a_model_was_fitted_on(tmp_path):
+    """The train flow's plot and `catdask plot` show the data the model was fitted on
+    (``read_dataset(snapshot=)``), not what a re-ingest put under the name since."""
+    from catdask.errors import DatasetNotFoundError
+    from catdask.store import read_dataset
+
+    store = tmp_path / "store"
+    write_dataset(store, DATASET, *_content(0))
+    outcome = fit_on_dataset(store, DATASET, ModelSpec(n_restarts=1))
+    write_dataset(store, DATASET, *_content(1), replace=True)
+    fitted_on = read_dataset(store, DATASET, snapshot=outcome.dataset_snapshot)
+    assert fitted_on.snapshot == "s1" and fitted_on.sha256 == _sha(*_content(0))
+    np.testing.assert_array_equal(fitted_on.X, _content(0)[0])
+    assert read_dataset(store, DATASET).sha256 == _sha(*_content(1))
+    outcome.release()
+    for missing in ("s9", "../s1", "x"):
+        with pytest.raises(DatasetNotFoundError, match="no snapshot"):
+            read_dataset(store, DATASET, snapshot=missing)
+
+
 # ============================================================================ goal 2
 CATDASK = BIN / "catdask"
 KERNEL_DATASET = "kblobs"  # a kernel fit on it runs tens of seconds on the embedded cluster

@@ -125,7 +125,9 @@ def cmd_plot(args) -> int:
     from catdask.pipeline.reports import save_category_space_plot
 
     model = load_estimator(args.store, name, version)
-    ds = read_dataset(args.store, args.dataset or meta["dataset"])
+    # By default the snapshot it was trained on, not what the name holds now.
+    ds = (read_dataset(args.store, args.dataset) if args.dataset else
+          read_dataset(args.store, meta["dataset"], snapshot=meta.get("dataset_snapshot")))
     out = args.out or f"{name}-v{meta['version']}.png"
     save_category_space_plot(model, ds.X, ds.y, out, title=f"{name} v{meta['version']} on {ds.name}")
     print(out)

@@ -123,7 +123,7 @@ def publish_reports(store: str | None, outcome, version: str | None, status: str
             for kind in ("restarts", "summary", "metrics")}
     create_table_artifact(restart_rows(outcome), key=keys["restarts"],
                           description="Every restart: objective, iterations, certificate, gap")
-    ds = read_dataset(store, outcome.dataset)
+    ds = read_dataset(store, outcome.dataset, snapshot=outcome.dataset_snapshot)  # fitted on
     name = (version or f"{outcome.dataset}-{method}-rejected").replace(":", "-")
     path = save_category_space_plot(outcome.model, ds.X, ds.y,
                                     resolve_store(store) / "plots" / f"{name}.png",

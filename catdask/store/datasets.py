@@ -22,16 +22,19 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import StoreCorruptError
+from ..errors import DatasetNotFoundError, StoreCorruptError
 from . import _zarr_io
 from .content import check_attrs, classes_array, encode_labels, verify_content
 from .dataset_writer import DatasetInfo, info_from_attrs, write_dataset
 from .layout import datasets_dir, list_entries, resolve_store
 from .snapshots import (
     SnapshotHold,
+    hold_snapshot,
+    name_dir,
     open_snapshot,
     read_pointer,
     resolve,
+    snapshot_number,
     verify_snapshot,
 )
 
@@ -163,7 +166,8 @@ def _read_snapshot(name: str, snapshot: str, path: Path, verify) -> Dataset:
     )
 
 
-def read_dataset(store, name: str, *, verify: bool | None = None) -> Dataset:
+def read_dataset(store, name: str, *, verify: bool | None = None,
+                 snapshot: str | None = None) -> Dataset:
     """Read the current snapshot of a stored data set into memory, validating it.
 
     Parameters
@@ -176,20 +180,37 @@ def read_dataset(store, name: str, *, verify: bool | None = None) -> Dataset:
         Recompute the content and attribute checksums. None: verify when X is at most
         256 MiB. Structural checks (arrays present, dtypes, shapes, chunk files present and
         readable, finite X, valid codes) always run.
+    snapshot : str, optional
+        Read this snapshot (``s<N>``, e.g. the one a model records it was trained on) instead
+        of the current one.
 
     Raises
     ------
     DatasetNotFoundError
-        No such data set (the message lists the stored ones).
+        No such data set (the message lists the stored ones), or no such snapshot.
     StoreCorruptError
         Missing arrays, wrong dtype or shape, length mismatch, edited attributes, missing,
         truncated or corrupt chunks. Re-ingest the data set to repair it.
     """
-    snapshot, path, hold = resolve(store, name)
+    if snapshot is None:
+        snapshot, path, hold = resolve(store, name)
+    else:
+        snapshot, path, hold = _hold_named_snapshot(store, name, snapshot)
     try:
         return _read_snapshot(name, snapshot, path, verify)
     finally:
         hold.close()
+
+
+def _hold_named_snapshot(store, name: str, snapshot: str):
+    root, folder = name_dir(store, name)
+    hold = hold_snapshot(folder / snapshot) if snapshot_number(snapshot) is not None else None
+    if hold is None:
+        raise DatasetNotFoundError(
+            f"Data set {name!r} in store {root} has no snapshot {snapshot!r} (removed by gc, or "
+            "never written); its current content is read without `snapshot=`."
+        )
+    return snapshot, folder / snapshot, hold
 
 
 def open_dataset_arrays(store, name: str, *, dask: bool = False) -> DatasetArrays:
