@@ -265,8 +265,9 @@ def _trains_during_reingests(tmp_path, scheduler, *, n_trains, n_writers, concur
 
 
 def test_trains_during_reingests_fit_one_content(tmp_path, dask_scheduler):
-    """Fast variant: 4 trains, each with a re-ingest landing mid-fit, 2 writer processes."""
-    _trains_during_reingests(tmp_path, dask_scheduler, n_trains=4, n_writers=2, concurrency=2)
+    """Fast variant: 2 trains at once, each with a re-ingest landing mid-fit (one before the
+    moments pass, one mid-solve), 2 writer processes, gc running."""
+    _trains_during_reingests(tmp_path, dask_scheduler, n_trains=2, n_writers=2, concurrency=2)
 
 
 @pytest.mark.slow
