@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 import pytest
+from sklearn.preprocessing import StandardScaler
 
 from catdask.distributed import dask_client_context
 from catdask.pipeline import ModelSpec, fit_on_dataset, register_outcome, registration_decision
@@ -106,7 +107,7 @@ def _content(i):
     return X, y
 
 
-def read_snapshot_sha(path):
+def _snapshot_sha(path):
     from catdask.store.snapshots import verify_snapshot
 
     return verify_snapshot(path)["content_sha256"]
@@ -136,19 +137,17 @@ class _TriggeringClient:
 
 def _reference_fit(X, y, spec):
     """``spec`` fitted from scratch on (X, y) in memory: the numpy path, no store, no Dask."""
-    from sklearn.preprocessing import StandardScaler
-
     mean, std = X.mean(axis=0), X.std(axis=0)
     scale = np.where(std > 0, std, 1.0)
-    est = spec.estimator().fit((X - mean) / scale, y)
-    return mean, scale, est, StandardScaler  # (the scaler class only for the isinstance check)
+    return mean, scale, spec.estimator().fit((X - mean) / scale, y)
 
 
 def _same_model(model, reference, probe):
-    """Scaler means to 1e-10 (relative) and the probe's category-space coordinates to 1e-6."""
-    mean, scale, est, scaler_class = reference
+    """Scaler means and scales to 1e-10 (relative), the probe's category-space coordinates
+    to 1e-6 of their size (different contents differ by O(1); the issue's mixes by >= 1.69)."""
+    mean, scale, est = reference
     scaler = model[0]
-    if not isinstance(scaler, scaler_class):
+    if not isinstance(scaler, StandardScaler):
         return False
     if not np.allclose(scaler.mean_, mean, rtol=1e-10, atol=1e-12):
         return False
@@ -249,7 +248,7 @@ def _trains_during_reingests(tmp_path, scheduler, *, n_trains, n_writers, concur
         # The snapshot it records is still there (gc keeps what a model refers to) and holds
         # that content.
         snapshot = store / "datasets" / DATASET / str(meta["dataset_snapshot"])
-        kept = (snapshot / "zarr.json").is_file() and read_snapshot_sha(snapshot) == recorded
+        kept = (snapshot / "zarr.json").is_file() and _snapshot_sha(snapshot) == recorded
         report.append((v.version, meta["dataset_snapshot"], named, fits, kept))
         if len(named) == 1 and fits == named and kept:
             matching += 1
@@ -586,7 +585,7 @@ def test_10_kill_9s_of_train_and_ingest_leave_no_orphans(tmp_path):
     """The issue's count: 10 `kill -9`s (5 train, 5 ingest; while the server starts, with
     the server up, mid-fit, mid-write), 0 orphaned processes after 30 s."""
     template, csv = _template_store(tmp_path, csv_rows=300_000)
-    results = _kills(tmp_path, _scenarios(csv), template, concurrency=5, seeded=True)
+    results = _kills(tmp_path, _scenarios(csv), template, concurrency=10, seeded=True)
     fits = [r for r in results if r["moment"].startswith("mid-fit")]
     # A mid-fit kill found the embedded cluster running and no version registered yet.
     assert all(r["registered_before"] == 0 and r["n_descendants"] >= 3 for r in fits), fits
