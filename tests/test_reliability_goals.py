@@ -505,7 +505,9 @@ def _kill_one(tmp_path, template, index, scenario, seeded):
     shutil.copytree(template, store)
     home = work / "prefect-home"
     home = seeded_prefect_home(home) if seeded else home
-    env = child_env(home, PREFECT_LOGGING_LEVEL="WARNING")
+    # Several servers start at once on a loaded machine: more than the CLI's 120 s may pass.
+    env = child_env(home, PREFECT_LOGGING_LEVEL="WARNING",
+                    PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS=300)
     proc = Managed([CATDASK, *args, "--store", store], log=work / "command.log", env=env)
     result = {"command": command, "moment": moment, "pid": proc.pid}
     try:
@@ -585,7 +587,7 @@ def test_10_kill_9s_of_train_and_ingest_leave_no_orphans(tmp_path):
     """The issue's count: 10 `kill -9`s (5 train, 5 ingest; while the server starts, with
     the server up, mid-fit, mid-write), 0 orphaned processes after 30 s."""
     template, csv = _template_store(tmp_path, csv_rows=300_000)
-    results = _kills(tmp_path, _scenarios(csv), template, concurrency=10, seeded=True)
+    results = _kills(tmp_path, _scenarios(csv), template, concurrency=7, seeded=True)
     fits = [r for r in results if r["moment"].startswith("mid-fit")]
     # A mid-fit kill found the embedded cluster running and no version registered yet.
     assert all(r["registered_before"] == 0 and r["n_descendants"] >= 3 for r in fits), fits
