@@ -123,7 +123,7 @@ def markdown(rows):
     return "\n".join(lines)
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--restarts", type=int, default=8)
     ap.add_argument("--certify", choices=["moment", "sdp"], default="moment",
@@ -134,7 +134,7 @@ def main():
     ap.add_argument("--no-kernel", action="store_true", help="skip the K-CQS cases")
     ap.add_argument("--markdown", action="store_true", help="also print a Markdown table")
     ap.add_argument("--json", default=None)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     certify = "moment" if args.certify == "moment" else True
 
     print(f"load average {os.getloadavg()[0]:.2f}; restarts {args.restarts}; certify="
@@ -164,6 +164,7 @@ def main():
         with open(args.json, "w") as f:
             json.dump({"restarts": args.restarts, "certify": str(certify), "rows": rows}, f,
                       indent=1)
+    return rows
 
 
 if __name__ == "__main__":
