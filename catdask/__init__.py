@@ -1,8 +1,8 @@
 """catdask: category-space supervised dimensionality reduction on numpy or Dask.
 
 Implements Smith & Rangarajan, "A Category Space Approach to Supervised Dimensionality
-Reduction" (CQS, CAS and their kernel versions) with a global-optimality certificate for
-every fit. See ``README.md`` and ``docs/``.
+Reduction" (CQS, CAS and their kernel versions) with a global-optimality test on every CQS /
+K-CQS fit (certified, or a bounded gap; CAS is never certified). See ``README.md`` and ``docs/``.
 """
 
 from importlib.metadata import PackageNotFoundError, version

@@ -82,7 +82,8 @@ def _fit_progress(bar, step, title):
 
 
 def cmd_train(args) -> int:
-    """One certified fit, registered when certified (or allowed); exit 4 when not."""
+    """One fit, its best restart tested for global optimality; registered when certified (or
+    allowed), exit 4 when not."""
     checks.check_model_name(args.name)
     checks.check_stored_dataset(args.store, args.dataset)
     runtime.check_scheduler(runtime.scheduler_address(args.scheduler))

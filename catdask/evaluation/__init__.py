@@ -8,6 +8,8 @@
 - :mod:`~catdask.evaluation.experiments`: the paper's tables as experiments; ``run_experiment``.
 - :mod:`~catdask.evaluation.paper_tables`: the paper's Tables 1-3 as data.
 - :mod:`~catdask.evaluation.tables`: CSV / Markdown / JSON tables, ours vs the paper.
+- :mod:`~catdask.evaluation.results_io`: read written tables back; merge runs over different
+  data sets into one table.
 - :mod:`~catdask.evaluation.figures`: the paper's Figures 1-3 (K-CQS vs K-PCA vs K-MC-FLD).
 
 ``benchmarks/reproduce_paper.py`` runs all of it.
@@ -26,6 +28,7 @@ from .paper_tables import PAPER_TABLES
 from .compared_methods import Method, paper_methods
 from .experiments import Experiment, ExperimentResult, paper_experiments, run_experiment
 from .protocol import MethodResult, evaluate_method, make_splits
+from .results_io import merge_experiments, read_experiment
 from .tables import markdown_table, result_rows, write_experiment
 
 __all__ = [
@@ -48,6 +51,8 @@ __all__ = [
     "paper_methods",
     "run_experiment",
     "markdown_table",
+    "merge_experiments",
+    "read_experiment",
     "result_rows",
     "write_experiment",
 ]

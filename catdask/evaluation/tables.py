@@ -174,7 +174,12 @@ def markdown_table(exp_result, paper_table=None):
         extra.append(f"restarts {s['n_restarts']} in the final refit"
                      + (f", {s['select_restarts']} inside the inner CV"
                         if s.get("select_restarts") not in (None, s["n_restarts"]) else ""))
-    if "seconds" in s:
+    runs = s.get("runs") or []
+    if len(runs) > 1:
+        extra.append(f"wall time {s['seconds'] / 60:.1f} min in {len(runs)} runs of one process ("
+                     + "; ".join(f"{', '.join(r['datasets'])}: {r['seconds'] / 60:.1f} min"
+                                 for r in runs) + ")")
+    elif "seconds" in s:
         extra.append(f"wall time {s['seconds'] / 60:.1f} min (one process)")
     if extra:
         lines += ["Settings: " + "; ".join(extra) + ".", ""]
@@ -219,6 +224,8 @@ def _jsonable(exp_result):
                 "classifier": r.classifier,
                 "n_samples": r.n_samples,
                 "n_samples_total": r.n_samples_total,
+                "n_features": r.n_features,
+                "n_classes": r.n_classes,
                 "note": r.note,
                 "error": r.error,
                 "splits": r.splits,

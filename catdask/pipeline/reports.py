@@ -8,14 +8,25 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["restart_rows", "certificate_summary", "save_category_space_plot", "png_markdown",
-           "summary_markdown"]
+__all__ = ["reported_gap", "restart_rows", "certificate_summary", "save_category_space_plot",
+           "png_markdown", "summary_markdown"]
 
 
 def _fmt(v):
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return None
     return v
+
+
+def reported_gap(cert):
+    """The optimality gap to report: the verified margin when certified, else the bound's gap.
+
+    ``Certificate.gap`` is 0 for a certified fit, which hides the tolerance of the test;
+    ``verified_gap`` is what the verification proved. None when unknown (CAS, not tested).
+    """
+    if cert is None:
+        return None
+    return _fmt(float(cert.verified_gap if cert.certified else cert.gap))
 
 
 def restart_rows(outcome):
@@ -31,7 +42,7 @@ def restart_rows(outcome):
             "converged": bool(r.converged),
             "stopping_reason": r.stopping_reason,
             "certified": None if c is None or not c.applicable else bool(c.certified),
-            "gap": None if c is None else _fmt(float(c.gap)),
+            "gap": reported_gap(c),
             "certificate": "" if c is None else c.reason,
         })
     return rows
@@ -42,7 +53,9 @@ def certificate_summary(cert):
     if not cert.applicable:
         return f"not applicable ({cert.reason})"
     if cert.certified:
-        return f"certified global optimum ({cert.method})"
+        margin = cert.verified_gap
+        margin = f"; verified gap <= {margin:.1e}" if math.isfinite(margin) else ""
+        return f"certified global optimum ({cert.method}{margin})"
     gap = "unknown" if not math.isfinite(cert.gap) else f"{cert.gap:.2e}"
     return f"not certified; optimality gap <= {gap} ({cert.bound_method} bound)"
 

@@ -1,7 +1,7 @@
-"""Train: fit restarts on a stored data set, certify each, decide, register.
+"""Train: fit restarts on a stored data set, test the best for global optimality, decide, register.
 
-Every restart is checked with the global-optimality certificate inside the estimator
-(``certificate_``, ``restarts_``); :func:`registration_decision` then applies the caller's
+The estimator tests its best restart for global optimality and marks the others tied with it or
+beaten (``certificate_``, ``restarts_``); :func:`registration_decision` then applies the caller's
 policy, and only then :func:`register_outcome` writes an immutable registry version.
 """
 
@@ -16,6 +16,7 @@ from sklearn.preprocessing import StandardScaler
 
 from ..methods import METHODS, make_estimator
 from ..store import open_dataset_arrays, register_estimator
+from .reports import reported_gap
 
 __all__ = ["METHODS", "ModelSpec", "FitOutcome", "fit_on_dataset", "training_metrics",
            "registration_decision", "register_outcome"]
@@ -112,7 +113,7 @@ def _fitted_scaler(mean, scale, n_samples):
 
 
 def fit_on_dataset(store, dataset, spec, *, client=None):
-    """Fit ``spec`` on a stored data set, with every restart certified by the estimator.
+    """Fit ``spec`` on a stored data set; the estimator tests its best restart for global optimality.
 
     Parameters
     ----------
@@ -227,7 +228,8 @@ def register_outcome(store, name, outcome, *, status, run_key=None, extra=None):
         "spec": outcome.spec.to_dict(),
         "registration_status": status,
         "certified": bool(cert.certified),
-        "gap": None if not np.isfinite(cert.gap) else float(cert.gap),
+        # Certified: the verified margin (``gap`` itself is rounded to 0); else the bound's gap.
+        "gap": reported_gap(cert),
         "metrics": outcome.metrics,
         "fit_seconds": outcome.seconds,
         **(extra or {}),

@@ -1,0 +1,134 @@
+"""Read written result tables back, and merge runs over different data sets into one table.
+
+:func:`read_experiment` is the inverse of :func:`catdask.evaluation.tables.write_experiment`;
+:func:`merge_experiments` lets a table gain data sets (e.g. ones whose files became available)
+without re-running the others, refusing runs made with a different protocol.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["PROTOCOL_SETTINGS", "read_experiment", "merge_experiments"]
+
+
+#: Settings that define the protocol: two runs can share a table only if these agree.
+PROTOCOL_SETTINGS = ("n_splits", "random_state", "inner_folds", "preprocessing", "max_samples",
+                     "C_grid", "gamma_factors", "tol", "n_restarts", "select_restarts")
+
+
+def read_experiment(json_path, experiment):
+    """The :class:`ExperimentResult` that :func:`write_experiment` wrote to ``json_path``.
+
+    Parameters
+    ----------
+    json_path : path
+        A ``<key>.json`` results file.
+    experiment : catdask.evaluation.experiments.Experiment
+        The experiment it belongs to (its key must match the file's).
+
+    Returns
+    -------
+    ExperimentResult
+        Feature and class counts missing from older files are taken from the sibling
+        ``<key>.csv``.
+
+    Raises
+    ------
+    ValueError
+        The file belongs to another experiment.
+    """
+    from .experiments import ExperimentResult
+    from .protocol import MethodResult
+
+    path = Path(json_path)
+    data = json.loads(path.read_text())
+    if data.get("experiment") != experiment.key:
+        raise ValueError(f"{path} holds experiment {data.get('experiment')!r}, not "
+                         f"{experiment.key!r}.")
+    counts = {}
+    csv_path = path.with_suffix(".csv")
+    if csv_path.exists():
+        with open(csv_path, newline="") as fh:
+            for row in csv.DictReader(fh):
+                counts[row["dataset"], row["method"]] = (
+                    int(row["n_features"] or 0), int(row["n_classes"] or 0))
+    results = []
+    for r in data["results"]:
+        n_features, n_classes = counts.get((r["dataset"], r["method"]), (0, 0))
+        results.append(MethodResult(
+            r["dataset"], r["method"], r["paper_column"], np.asarray(r["accuracies"], float),
+            splits=r["splits"], preprocessing=r["preprocessing"], classifier=r["classifier"],
+            n_samples=r["n_samples"], n_samples_total=r["n_samples_total"],
+            n_features=r.get("n_features", n_features), n_classes=r.get("n_classes", n_classes),
+            note=r["note"], error=r["error"],
+        ))
+    return ExperimentResult(experiment, results=results, skipped=dict(data["skipped"]),
+                            settings=dict(data["settings"]))
+
+
+def _runs(exp_result):
+    """The runs that produced a table: ``[{"datasets": [...], "seconds": s}, ...]``."""
+    if exp_result.settings.get("runs"):
+        return [dict(r) for r in exp_result.settings["runs"]]
+    names = list(dict.fromkeys(r.dataset for r in exp_result.results))
+    return [{"datasets": names, "seconds": exp_result.settings.get("seconds", 0.0)}]
+
+
+def merge_experiments(base, update, order=None):
+    """``base`` with the data sets of ``update`` put in (replacing their rows and skip notes).
+
+    Lets a table gain data sets (e.g. ones whose files became available) without re-running
+    the others. Both must have been run with the same protocol.
+
+    Parameters
+    ----------
+    base, update : ExperimentResult
+        Of the same experiment.
+    order : sequence of str, default=None
+        Data-set order of the merged table (default: the paper's,
+        :data:`catdask.evaluation.data.PAPER_DATASETS`); others follow in their own order.
+
+    Returns
+    -------
+    ExperimentResult
+        ``settings["seconds"]`` is the sum of the runs' wall times and ``settings["runs"]``
+        lists each run's data sets and wall time.
+
+    Raises
+    ------
+    ValueError
+        The two are different experiments, or a protocol setting
+        (:data:`PROTOCOL_SETTINGS`) differs, named in the message.
+    """
+    from .data import PAPER_DATASETS
+    from .experiments import ExperimentResult
+
+    if base.experiment.key != update.experiment.key:
+        raise ValueError(f"Cannot merge {update.experiment.key!r} into {base.experiment.key!r}.")
+    differ = [k for k in PROTOCOL_SETTINGS
+              if base.settings.get(k) != update.settings.get(k)]
+    if differ:
+        detail = ", ".join(f"{k}: {base.settings.get(k)!r} vs {update.settings.get(k)!r}"
+                           for k in differ)
+        raise ValueError(f"Cannot merge {update.experiment.key}: the runs used different "
+                         f"protocol settings ({detail}).")
+    new = list(dict.fromkeys([r.dataset for r in update.results] + list(update.skipped)))
+    kept = [r for r in base.results if r.dataset not in new]
+    results = kept + list(update.results)
+    rank = {name: i for i, name in enumerate(order or PAPER_DATASETS)}
+    first_seen = {name: i for i, name in enumerate(dict.fromkeys(r.dataset for r in results))}
+    results.sort(key=lambda r: (rank.get(r.dataset, len(rank)), first_seen[r.dataset]))
+    skipped = {k: v for k, v in base.skipped.items() if k not in new}
+    skipped.update(update.skipped)
+    runs = [r for r in _runs(base) if set(r["datasets"]) - set(new)]
+    for r in runs:
+        r["datasets"] = [d for d in r["datasets"] if d not in new]
+    runs += _runs(update)
+    settings = {**base.settings, "runs": runs,
+                "seconds": round(sum(r["seconds"] for r in runs), 1)}
+    return ExperimentResult(base.experiment, results=results, skipped=skipped, settings=settings)
