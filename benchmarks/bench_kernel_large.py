@@ -89,6 +89,7 @@ def main():
         "total_s": round(total, 1),
         "phases_s (setup / float32 / polish / finish)": _phases(est),
         "n_iter (slowest restart; float32 phase + float64 polish)": est.n_iter_,
+        "n_iter_float32 (of n_iter)": est.n_iter_float32_,
         "converged": bool(est.converged_),
         "seconds_per_iteration (median)": round(per_iter, 2),
         "kernel_entries_per_s_per_iteration": f"{N * N / per_iter:.3g}",
