@@ -159,3 +159,19 @@ def test_fit_reports_its_phases():
                                 precision="float64").fit(X, y)
     assert set(exact.fit_seconds_) == {"setup", "iterations", "finish", "total"}
     assert abs(est.objective_ - exact.objective_) <= 1e-9 * abs(exact.objective_)
+
+
+def test_driver_uses_one_blas_thread_only_during_distributed_fits():
+    from threadpoolctl import threadpool_info
+
+    from catdask.estimators.kernel import _driver_blas_threads
+
+    def blas_threads():
+        return [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+
+    before = blas_threads()
+    with _driver_blas_threads(True):
+        assert all(n == 1 for n in blas_threads())
+    assert blas_threads() == before
+    with _driver_blas_threads(False):
+        assert blas_threads() == before
