@@ -12,7 +12,9 @@ contiguous slice and no product permutes a Gram block; results go back to the ca
 In recompute mode with a built-in (symmetric) kernel, ``G Z`` is instead one pass over the
 square tiles of G's upper triangle (:func:`.blocks.gram_symmetric_class_product`), evaluated
 in :attr:`BlockGramOperator.precision` (float32 halves the bytes and doubles the SIMD width of
-the kernel evaluation; every other product stays float64).
+the kernel evaluation; every other product stays float64). The centring moments (``G 1``, the
+diagonal, ``||G||_F^2``) then come from one float64 pass over the same tiles, and the class
+blocks alone (:meth:`BlockGramOperator.class_block_matmul`) serve the decoupled start.
 """
 
 from __future__ import annotations
