@@ -84,7 +84,8 @@ def main():
         close_embedded_cluster()
     results = {
         "N": N, "D": D, "K": K, "restarts": est.n_restarts, "max_iter": args.max_iter,
-        "workers": workers, "cache_mode": "recompute" if est.n_iter_float32_ else "memory (G cached) or float64",
+        "workers": workers,
+        "cache_mode": "recompute" if est.n_iter_float32_ else "memory (G cached) or float64",
         "scheduler": args.scheduler or "embedded LocalCluster",
         "total_s": round(total, 1),
         "phases_s (setup / float32 / polish / finish)": _phases(est),
