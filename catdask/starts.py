@@ -90,9 +90,12 @@ def kernel_decoupled_z(operator, classes, origin):
     linear decoupled start).
     """
     z = np.zeros(classes.n_samples)
+    batched = _batched_class_starts(operator, classes, origin)
     for k, a, b in classes.segments():
         n_k = b - a
-        if 8 * n_k * n_k > _DENSE_CLASS_GRAM_BYTES and operator.matvec_without_class_block:
+        if k in batched:
+            lam, vec = batched[k]
+        elif 8 * n_k * n_k > _DENSE_CLASS_GRAM_BYTES and operator.matvec_without_class_block:
             matvec = lambda v, k=k: operator.class_matvec(k, v)  # noqa: E731
             if origin == "class":  # E_k G_kk E_k: the class scatter in feature space
                 matvec = _centred_matvec(matvec)
@@ -110,6 +113,33 @@ def kernel_decoupled_z(operator, classes, origin):
             del Gk
         z[classes.members(k)] = vec / np.sqrt(max(lam, np.finfo(float).tiny))
     return z
+
+
+def _batched_class_starts(operator, classes, origin):
+    """``{k: (lambda, a)}`` for the classes whose top eigenpair comes from one Lanczos run per
+    class in lockstep, all classes per pass (a tiled cluster operator's ``class_block_matmul``):
+    classes above the dense limits, which would otherwise cost one round trip per class and
+    step. Empty when the operator forms class blocks anyway (numpy)."""
+    if not (operator.matvec_without_class_block and getattr(operator, "uses_tiles", False)
+            and hasattr(operator, "class_block_matmul")):
+        return {}
+    large = [k for k, a, b in classes.segments()
+             if b - a > _DENSE_EIG_MAX or 8 * (b - a) ** 2 > _DENSE_CLASS_GRAM_BYTES]
+    if not large:
+        return {}
+    from .operators.class_eigen import class_block_top_eigenpairs
+
+    def matvec(v):
+        v = v[None, :]
+        if origin == "class":  # E_k G_kk E_k: the class scatter in feature space
+            v = v - classes.expand(classes.mean(v))
+        u = operator.class_block_matmul(v.T).T
+        if origin == "class":
+            u = u - classes.expand(classes.mean(u))
+        return u[0]
+
+    pairs = class_block_top_eigenpairs(matvec, [classes.members(k) for k in large])
+    return dict(zip(large, pairs))
 
 
 def kernel_random_z(n_points, classes, origin, rng):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import time
 from contextlib import closing
 from dataclasses import replace
 from numbers import Integral, Real
@@ -103,6 +105,11 @@ class KernelCategorySpace(BaseCategorySpace):
     classes_, objective_, n_iter_, converged_, stopping_reason_, certificate_, restarts_,
     best_restart_, eps_, class_means_, class_covariances_, class_counts_, n_features_in_
         As in :class:`CategorySpace`.
+    fit_seconds_ : dict
+        Wall seconds of the fit's phases (exact fits): ``"setup"`` (validation, placing X,
+        the centring pass, the starts), ``"float32"`` and ``"polish"`` (precision="auto" with
+        recomputed tiles) or ``"iterations"``, ``"finish"`` (certificate, coordinates,
+        classifier) and ``"total"``.
     n_iter_float32_ : int
         Iterations of the best restart in the float32 phase (included in ``n_iter_``; 0 when
         every product was float64).
@@ -210,18 +217,26 @@ class KernelCategorySpace(BaseCategorySpace):
         """
         if self.approximation == "nystroem":
             return self._fit_nystroem(X, y)
+        t_start = time.perf_counter()
+        self._phase_seconds = {}
         X, classes_, classes, distributed = self._validated_training_data(
             X, y, linear=False, to_memory=True)
         kernel = self._make_kernel(X.shape[1])
         # The operator works on the samples sorted by class, so every class is a contiguous
         # block of G; coefficients come back to the caller's order at the end.
-        with self._compute_context(distributed), closing(make_operator(
+        with self._compute_context(distributed), _driver_blas_threads(distributed), \
+                closing(make_operator(
             classes.sort_rows(X), classes.sorted(), kernel, max_gram_bytes=self.max_gram_bytes,
             distributed=distributed,
         )) as base:
             # Float32 tiles only where they apply (G recomputed); the polish then switches back.
             self._float32_operator = (base if self.precision == "auto" and base.uses_tiles
                                       else None)
+            if self._float32_operator is not None:
+                # The starts (decoupled Lanczos, first W-step) in float32 too: the float32
+                # phase iterates from them; _run_restarts switches back for the polish. The
+                # centring pass is float64 whatever the precision (gram_base._gram_moments).
+                base.set_precision("float32")
             try:
                 results, best, A, offset, coordinates = self._solve(base, classes)
             finally:
@@ -235,6 +250,7 @@ class KernelCategorySpace(BaseCategorySpace):
         self.classes_ = classes_
         self._fit_classifier(coordinates, classes.sorted().codes)
         self._finish_fit(results, best)
+        self.fit_seconds_ = _phase_breakdown(self.__dict__.pop("_phase_seconds"), t_start)
         return self
 
     def _fit_nystroem(self, X, y):
@@ -322,8 +338,12 @@ class KernelCategorySpace(BaseCategorySpace):
         """The solver run; with float32 tiles: a float32 phase, then the float64 polish."""
         op = getattr(self, "_float32_operator", None)
         self._float32_iterations = {}
+        phases = getattr(self, "_phase_seconds", {})
+        phases["solve_start"] = t0 = time.perf_counter()
         if op is None:
-            return super()._run_restarts(problem, state, labels)
+            out = super()._run_restarts(problem, state, labels)
+            phases["iterations"] = time.perf_counter() - t0
+            return out
         from ..solver import solve
 
         def run(start, tol, max_iter):
@@ -337,10 +357,12 @@ class KernelCategorySpace(BaseCategorySpace):
             fast, first = run(state, max(self.tol, FLOAT32_PHASE_TOL), max(1, self.max_iter - 1))
         finally:
             op.set_precision("float64")
+        phases["float32"] = time.perf_counter() - t0
         # Polish: re-evaluate the float32 optimum's z exactly, iterate in float64 to tol. Both
         # phases share max_iter; the polish gets at least one exact iteration.
         budget = max(1, self.max_iter - max(a.n_iter for a in first))
         final, polished = run(problem.start_from_z(fast.z), self.tol, budget)
+        phases["polish"] = time.perf_counter() - t0 - phases["float32"]
         self._float32_iterations = {a.index: a.n_iter for a in first}
         results = [replace(b, n_iter=a.n_iter + b.n_iter, seconds=a.seconds + b.seconds,
                            history=a.history + b.history[1:])
@@ -351,6 +373,34 @@ class KernelCategorySpace(BaseCategorySpace):
         # A k(X_fit, x), measured from the feature-space centroid for origin="global" and from
         # the feature-space origin for origin="class" (paper section "Visualization").
         return self.kernel_(X, self.X_fit_) @ self.dual_coef_.T - self.projection_offset_
+
+
+def _driver_blas_threads(distributed):
+    """One BLAS thread on the driver while a distributed fit runs (nothing otherwise).
+
+    The workers use the cores; the driver's dense work (class-block eigenproblems of the
+    decoupled start, the K x K W-step) is small, and spinning BLAS threads beside busy workers
+    are very slow: measured under load (2 cores, load average 25), ``eigh`` of an 800 x 800
+    class block took 24 s with 2 OpenBLAS threads and 0.6 s with one, and the decoupled start
+    of an N = 4,000 Dask fit 205 s.
+    """
+    if not distributed:
+        return contextlib.nullcontext()
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+def _phase_breakdown(marks, t_start):
+    """``fit_seconds_`` from the marks ``_run_restarts`` leaves (wall seconds per phase)."""
+    total = time.perf_counter() - t_start
+    out = {"setup": marks.get("solve_start", t_start + total) - t_start}
+    for name in ("float32", "polish", "iterations"):
+        if name in marks:
+            out[name] = marks[name]
+    out["finish"] = total - sum(out.values())
+    out["total"] = total
+    return out
 
 
 def _equivalent_class_matrices(L, classes, origin):

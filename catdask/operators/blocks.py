@@ -37,6 +37,8 @@ __all__ = [
     "gram_submatrix",
     "symmetric_tile_pairs",
     "gram_symmetric_class_product",
+    "class_diagonal_tile_pairs",
+    "gram_symmetric_moments",
 ]
 
 
@@ -293,6 +295,18 @@ def symmetric_tile_pairs(N, tile):
     return np.asarray(pairs, dtype=np.int64).reshape(-1, 4)
 
 
+def class_diagonal_tile_pairs(offsets, tile):
+    """The upper-triangle tiles of the class blocks ``G[C_k, C_k]`` only (sorted positions).
+
+    A pass over them with :func:`gram_symmetric_class_product` gives the block-diagonal
+    product ``diag(G_11, ..., G_KK) V`` for all classes at once (the decoupled start's Lanczos,
+    docs/design.md §3c), at ``sum n_k^2 / 2`` kernel entries instead of ``N^2 / 2``.
+    """
+    parts = [symmetric_tile_pairs(int(b) - int(a), tile) + int(a)
+             for a, b in zip(offsets[:-1], offsets[1:]) if b > a]
+    return np.concatenate(parts) if parts else np.zeros((0, 4), dtype=np.int64)
+
+
 def _class_ranges(offsets, a, b):
     """``(k, s0, s1)`` for every class k whose sorted rows overlap ``a:b``."""
     return [(k, max(a, offsets[k]), min(b, offsets[k + 1])) for k in range(len(offsets) - 1)
@@ -329,3 +343,36 @@ def gram_symmetric_class_product(left, right, pairs, offsets, zt, kernel):
             for k, s0, s1 in _class_ranges(offsets, a, b):
                 acc[k, c:d] += T[s0 - a : s1 - a].T @ zt[s0:s1]
     return acc
+
+
+def gram_symmetric_moments(left, right, pairs, kernel):
+    """The tiles ``pairs``' share of G's row sums, diagonal and squared Frobenius norm.
+
+    Same tiles as :func:`gram_symmetric_class_product` (each off-diagonal tile evaluated once,
+    counted for ``G[I, J]`` and ``G[J, I]``), in the factors' dtype, accumulated in float64.
+    Returns one float64 array ``[row sums (N), diagonal (N), ||G||_F^2 share]`` of length
+    ``2 N + 1``, so that partial results of several tasks simply add up.
+    """
+    N = left.shape[0]
+    out = np.zeros(2 * N + 1)
+    sums, diag = out[:N], out[N : 2 * N]
+    pairs = np.asarray(pairs).reshape(-1, 4)
+    if pairs.shape[0] == 0:
+        return out
+    spans = pairs[:, 1::2] - pairs[:, 0::2]
+    buf = np.empty((int(spans[:, 0].max()), int(spans[:, 1].max())), dtype=left.dtype)
+    fro2 = 0.0
+    for a, b, c, d in pairs.tolist():
+        T = buf[: b - a, : d - c]
+        np.matmul(left[a:b], right[c:d].T, out=T)
+        kernel.finish_tile(T)
+        sums[a:b] += T.sum(axis=1, dtype=np.float64)
+        t2 = float(np.einsum("ij,ij->", T, T, dtype=np.float64))
+        if c != a:
+            sums[c:d] += T.sum(axis=0, dtype=np.float64)
+            fro2 += 2.0 * t2
+        else:
+            diag[a:b] = np.diagonal(T)
+            fro2 += t2
+    out[2 * N] = fro2
+    return out

@@ -78,6 +78,20 @@ class CentredGramOperator:
         out -= (g @ V2 / N - self.total / N**2 * col_sums)[None, :]
         return out.reshape(V.shape)
 
+    def class_block_matmul(self, V):
+        """The class blocks of ``H G H`` times V (N, m), all classes in one base pass: the
+        corrections of :meth:`class_matvec`, per class."""
+        N = self.n_samples
+        V = np.asarray(V, dtype=float)
+        codes = self.classes.codes
+        g = self.row_sums[:, None]
+        col_sums = self.classes.sum(V.T).T[codes]  # 1^T V_k, on every row of class k
+        g_dot = self.classes.sum((g * V).T).T[codes]  # g_k^T V_k
+        out = np.asarray(self.base.class_block_matmul(V), dtype=float)
+        out -= g * col_sums / N
+        out -= g_dot / N - self.total / N**2 * col_sums
+        return out
+
     def diagonal(self):
         N = self.n_samples
         return self.base.diagonal() - 2 * self.row_sums / N + self.total / N**2

@@ -195,20 +195,21 @@ class DaskGramOperator(BlockGramOperator):
                                          self._runner.put(right, f"right-{dtype}", everywhere=True))
         return self._tile_factors[dtype]
 
-    def _tile_tasks(self, zt):
+    def _tile_tasks(self, func, pairs, dtype, *args, zt=None):
         """Tile pairs in contiguous groups of about equal work, one task per group: one per
         worker thread, more so that a task evaluates at most about 1e8 kernel entries."""
-        left, right = self._factors(self.precision)
-        pairs = self._tile_pairs
+        left, right = self._factors(dtype)
         work = np.cumsum((pairs[:, 1] - pairs[:, 0]) * (pairs[:, 3] - pairs[:, 2]))
         threads = cluster_resources()[0]
         n_tasks = threads * max(1, math.ceil(float(work[-1]) / (threads * _TASK_ENTRIES)))
         n_tasks = min(n_tasks, len(pairs))
         cuts = np.searchsorted(work, work[-1] * np.arange(1, n_tasks) / n_tasks, side="right")
         groups = [g for g in np.split(pairs, cuts) if len(g)]
-        zarg, extra = self._pass_input(zt, "z")
-        tasks = [(_one_blas_thread, blocks.gram_symmetric_class_product, left, right, g,
-                  self._offsets, zarg, self.kernel) for g in groups]
+        extra = None
+        if zt is not None:
+            zarg, extra = self._pass_input(zt, "z")
+            args = (*args, zarg)
+        tasks = [(_one_blas_thread, func, left, right, g, *args, self.kernel) for g in groups]
         return tasks, extra
 
     def _sum_tasks(self, tasks, name, extra=None):

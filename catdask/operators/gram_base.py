@@ -12,7 +12,9 @@ contiguous slice and no product permutes a Gram block; results go back to the ca
 In recompute mode with a built-in (symmetric) kernel, ``G Z`` is instead one pass over the
 square tiles of G's upper triangle (:func:`.blocks.gram_symmetric_class_product`), evaluated
 in :attr:`BlockGramOperator.precision` (float32 halves the bytes and doubles the SIMD width of
-the kernel evaluation; every other product stays float64).
+the kernel evaluation; every other product stays float64). The centring moments (``G 1``, the
+diagonal, ``||G||_F^2``) then come from one float64 pass over the same tiles, and the class
+blocks alone (:meth:`BlockGramOperator.class_block_matmul`) serve the decoupled start.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ class BlockGramOperator:
         self.tile_rows = int(tile_rows or GRAM_TILE)
         self._tile_pairs = blocks.symmetric_tile_pairs(N, self.tile_rows)
         self._tile_factors = {}  # dtype name -> (left, right) (or their keys on a cluster)
+        self._class_tile_pairs = None  # the class blocks' tiles (class_block_matmul)
 
     def set_precision(self, precision):
         """Evaluate the recomputed tiles of ``G Z`` in ``"float32"`` or ``"float64"``.
@@ -77,23 +80,50 @@ class BlockGramOperator:
             self._tile_factors[dtype] = self.kernel.tile_factors(self._Xs, dtype)
         return self._tile_factors[dtype]
 
-    def _tile_tasks(self, zt):
-        """``(tasks, extra)``: the tile pass for z in the tile dtype, one task per pair group."""
-        left, right = self._factors(self.precision)
-        return [(blocks.gram_symmetric_class_product, left, right, self._tile_pairs,
-                 self._offsets, zt, self.kernel)], None
+    def _tile_tasks(self, func, pairs, dtype, *args, zt=None):
+        """``(tasks, extra)``: one pass of ``func(left, right, pairs, *args[, zt], kernel)``
+        over the tile ``pairs`` with the tile factors in ``dtype`` (subclasses split the pairs
+        into groups, one task each, whose results add up)."""
+        left, right = self._factors(dtype)
+        tail = (*args, zt) if zt is not None else args
+        return [(func, left, right, pairs, *tail, self.kernel)], None
 
     def _sum_tasks(self, tasks, name, extra=None):
         """Run ``tasks`` and return the sum of their (equally shaped) results."""
         return blocks.sum_arrays(*self._run(tasks, name, extra=extra))
 
-    def _tiled_class_matmul(self, zs):
-        """``G Z`` from the symmetric tiles; ``zs`` (R, N) sorted, result (R, N, K) sorted."""
-        self.gram_passes += 1
+    def _tiled_class_matmul(self, zs, pairs=None):
+        """``G Z`` from the symmetric tiles; ``zs`` (R, N) sorted, result (R, N, K) sorted.
+
+        ``pairs`` (default: all of G's upper triangle) may restrict the pass to some tiles
+        (the class-diagonal blocks for :meth:`class_block_matmul`).
+        """
+        if pairs is None:
+            self.gram_passes += 1
+            pairs = self._tile_pairs
         zt = np.ascontiguousarray(zs.T, dtype=self.precision)
-        tasks, extra = self._tile_tasks(zt)
+        tasks, extra = self._tile_tasks(blocks.gram_symmetric_class_product, pairs,
+                                        self.precision, self._offsets, zt=zt)
         acc = self._sum_tasks(tasks, "gram-tiles", extra)  # (K, N, R)
         return np.ascontiguousarray(acc.transpose(2, 1, 0))
+
+    def class_block_matmul(self, V):
+        """``diag(G_11, ..., G_KK) V``: every class block times its rows of V, in one pass.
+
+        ``V`` (N, m) in the caller's order. Only with ``uses_tiles``: one pass over the class
+        blocks' upper-triangle tiles (``sum n_k^2 / 2`` kernel entries, in :attr:`precision`),
+        so the decoupled start's Lanczos does all classes per round trip
+        (:func:`catdask.operators.class_eigen.class_block_top_eigenpairs`).
+        """
+        if not self.uses_tiles:
+            raise NotImplementedError("class_block_matmul needs the symmetric tile pass")
+        V = np.asarray(V, dtype=float)
+        if self._class_tile_pairs is None:
+            self._class_tile_pairs = blocks.class_diagonal_tile_pairs(self._offsets,
+                                                                       self.tile_rows)
+        Vs = np.ascontiguousarray(self.classes.sort_rows(V).T)  # (m, N) sorted
+        B = self._tiled_class_matmul(Vs, self._class_tile_pairs)  # (m, N, K), one class per row
+        return self.classes.unsort(B.sum(axis=2).T, 0)
 
     # ------------------------------------------------------------------ how a pass runs
     def _run(self, tasks, name, extra=None):
@@ -137,6 +167,16 @@ class BlockGramOperator:
     # ------------------------------------------------------------------ the products
     def _gram_moments(self):
         """Row sums ``G 1``, diagonal and ``||G||_F^2`` in one sweep (cached)."""
+        if self._moments is None and self.uses_tiles:
+            # Half of G's entries (symmetric tiles) in float64: the centring and the CAS
+            # scale must be exact whatever precision the products use later.
+            tasks, extra = self._tile_tasks(blocks.gram_symmetric_moments, self._tile_pairs,
+                                            "float64")
+            self.gram_passes += 1
+            packed = self._sum_tasks(tasks, "gram-moments", extra)
+            N = self.n_samples
+            self._moments = (self.classes.unsort(packed[:N], 0),
+                             self.classes.unsort(packed[N : 2 * N], 0), float(packed[2 * N]))
         if self._moments is None:
             parts = self._pass(blocks.gram_moments, self.kernel, self.col_block,
                                name="gram-moments")
