@@ -5,13 +5,15 @@ Everything runs on 127.0.0.1 in processes this module starts and stops (tests/he
 1. ``catdask serve`` on its own (Prefect server + embedded Dask cluster + served deployments):
    the UI and the Dask dashboard answer, every socket of the process tree listens on
    127.0.0.1, and SIGTERM to the main process stops the whole tree.
-2. A Prefect server started here (``prefect server start --host 127.0.0.1``) and the real
-   ``catdask serve`` pointed at it through ``PREFECT_API_URL`` (tests/helpers/serve_catdask.py
-   adds one interval-scheduled train deployment that fires a few seconds after start-up):
-   deployments and schedules exist, the scheduler creates runs and the runner executes them,
-   a ``prefect deployment run`` of ``catdask-train/train`` on iris completes and registers a
-   version, 20 runs submitted at once all complete with 20 distinct versions (figures printed
-   and written to JSON), and headless Chromium renders the finished run and its artifacts.
+2. The Prefect server ``catdask serve`` starts (``python -m catdask.orchestration.prefect_server
+   start --host 127.0.0.1``), started here, and the real ``catdask serve`` pointed at it through
+   ``PREFECT_API_URL`` (tests/helpers/serve_catdask.py adds one interval-scheduled train
+   deployment that fires a few seconds after start-up): deployments and schedules exist, the
+   scheduler creates runs and the runner executes them, a ``prefect deployment run`` of
+   ``catdask-train/train`` on iris completes and registers a version, 50 runs triggered at once
+   through the API (as from the UI) all complete with 50 distinct versions while every API
+   answer is < 500 and the serve tree stays <= 3 GiB (figures printed and written to JSON), and
+   headless Chromium renders the finished run and its artifacts.
 
 Every test is ``slow`` (CI runs them); the module takes a few minutes on 2 cores.
 Set ``CATDASK_TEST_ARTIFACTS=/some/dir`` to keep the load figures and UI screenshots.
@@ -166,7 +168,7 @@ def test_catdask_serve_end_to_end_binds_localhost_and_stops(tmp_path):
 def prefect_server(tmp_path_factory):
     base = tmp_path_factory.mktemp("prefect-server")
     proc, api = start_prefect_server(
-        base / "home", free_port(), base / "server.log",
+        base / "home", free_port(), base / "server.log", catdask=True,
         # The scheduler service creates runs of new schedules within seconds, not a minute.
         PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS=5,
     )
