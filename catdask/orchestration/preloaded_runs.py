@@ -94,7 +94,11 @@ def _exit_with_parent():
 def _run_flow_run(env):
     """In the forked child: run ``prefect.engine`` as ``__main__`` with the runner's ``env``."""
     import runpy
+    import warnings
 
+    # runpy warns that prefect.engine is already imported (the fork server preloaded it); the
+    # engine's code runs again as __main__, as in `python -m prefect.engine`, so it is harmless.
+    warnings.filterwarnings("ignore", "'prefect.engine' found in sys.modules", RuntimeWarning)
     os.environ.clear()
     os.environ.update(env)
     _exit_with_parent()
