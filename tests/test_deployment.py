@@ -453,8 +453,8 @@ def _burst(served, prefect_server, store, tmp_path, n_runs: int, model_name: str
             if len(runs) == n_runs and all(s in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED")
                                            for s in states):
                 break
-            assert time.monotonic() < deadline, (
-                f"not final after {time.time() - t0:.0f} s: {sorted(Counter(states).items(), key=str)}")
+            counts = sorted(Counter(states).items(), key=str)
+            assert time.monotonic() < deadline, f"not final after {time.time() - t0:.0f} s: {counts}"
             time.sleep(2.0)
     failed = [r for r in runs if r["state"]["type"] != FINAL_OK]
     if failed:
