@@ -172,7 +172,8 @@ class PreloadedRunStarter:
                 target=_run_flow_run, args=(self.environment(flow_run, control_env),),
                 name=f"flow-run-{flow_run.id}",
             )
-            process.start()
+            # Off the runner's event loop: the first start waits for the fork server's imports.
+            await anyio.to_thread.run_sync(process.start)
             if task_status is not None:
                 task_status.started(ProcessHandle(process))
             handed_off = True
