@@ -446,7 +446,8 @@ def _burst(served, prefect_server, store, tmp_path, n_runs: int, model_name: str
         submitted = time.time() - t0
         assert [s for s, _ in created] == [201] * n_runs, [s for s, _ in created]
         ids = [run["id"] for _, run in created]
-        deadline = time.monotonic() + 120 + 18 * n_runs  # 4 runs a minute at load average 20
+        # 2-4 runs a minute on 2 cores at load average 20-35 (other work), many more when idle.
+        deadline = time.monotonic() + 120 + 30 * n_runs
         while True:
             runs = api.runs(ids)
             states = [(r.get("state") or {}).get("type") for r in runs]
@@ -511,16 +512,17 @@ def _burst(served, prefect_server, store, tmp_path, n_runs: int, model_name: str
     return figures
 
 
-@pytest.mark.timeout(300 + 20 * LOAD_RUNS)
+@pytest.mark.timeout(300 + 36 * LOAD_RUNS)
 def test_load_fifty_served_runs_at_once(served, prefect_server, store, tmp_path):
     """Issue 16's goal: 50 train runs triggered at once through the API all complete, at most
     SERVE_LIMIT at a time, the serve tree's summed RSS stays <= 3 GiB and no call gets a 5xx.
 
-    Takes 4-12 minutes on 2 cores, depending on what else runs (see the 20-run variant)."""
+    Takes 12-25 minutes on 2 cores shared with other work at load average 20-35 (see the
+    20-run variant); the runs themselves are not what limits it."""
     _burst(served, prefect_server, store, tmp_path, LOAD_RUNS, "iris-load")
 
 
-@pytest.mark.timeout(300 + 20 * SHORT_LOAD_RUNS)
+@pytest.mark.timeout(300 + 36 * SHORT_LOAD_RUNS)
 def test_load_twenty_served_runs_at_once(served, prefect_server, store, tmp_path):
     """The same burst with 20 runs: the figures of earlier sessions, in a few minutes."""
     _burst(served, prefect_server, store, tmp_path, SHORT_LOAD_RUNS, "iris-load-short")
