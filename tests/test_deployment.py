@@ -358,8 +358,8 @@ class _Api:
                 status, payload = r.status, json.loads(r.read() or b"null")
         except urllib.error.HTTPError as exc:
             status, payload = exc.code, None
-        except OSError:  # refused, reset or timed out: the API did not answer
-            status, payload = "no answer", None
+        except OSError as exc:  # refused, reset or timed out: the API did not answer
+            status, payload = f"no answer ({type(exc).__name__}: {exc})"[:120], None
         with self._lock:
             self.statuses[status] += 1
         return status, payload
