@@ -9,7 +9,10 @@ otherwise. Ctrl-C stops all three; the Prefect server also stops if this process
 Load is bounded: at most ``limit`` flow runs execute at once (each in its own process); the
 others wait in the queue (state Scheduled/Late) until a slot frees. The default
 (:func:`default_run_limit`) follows the machine's cores and memory; set it with ``limit=`` or
-``$CATDASK_SERVE_LIMIT``. See ``deploy/README.md`` for the work-pool alternative.
+``$CATDASK_SERVE_LIMIT``. Each run's process is forked from a server that has already imported
+Prefect and catdask (:mod:`catdask.orchestration.preloaded_runs`), and the runner looks for
+queued runs every :data:`SERVE_POLL_SECONDS` s, so a freed slot is refilled quickly. See
+``deploy/README.md`` for the work-pool alternative.
 """
 
 from __future__ import annotations
@@ -32,6 +35,10 @@ ENV_RUN_LIMIT = "CATDASK_SERVE_LIMIT"
 # top of the shared Dask cluster: a measured served train run on a UCI set peaks near 300 MiB,
 # a 27-run burst without a limit reached 8.15 GiB; 2 GiB per run keeps a burst well inside RAM.
 GIB_PER_RUN = 2
+# How often the runner asks the API for runs to start, unless PREFECT_RUNNER_POLL_FREQUENCY is
+# set: Prefect's 10 s left a freed slot idle for 5 s on average while a served iris run takes
+# a few seconds; one small query every 2 s costs the API little.
+SERVE_POLL_SECONDS = 2.0
 
 
 def default_run_limit(cores=None, memory_bytes=None):
@@ -58,6 +65,16 @@ def resolve_run_limit(limit=None):
     if value < 1:
         raise ValueError(f"{source} must be at least 1 (concurrent flow runs), got {value}")
     return value
+
+
+def _poll_seconds():
+    """:data:`SERVE_POLL_SECONDS`, or Prefect's ``PREFECT_RUNNER_POLL_FREQUENCY`` when set."""
+    from prefect.settings import get_current_settings
+
+    runner = get_current_settings().runner
+    if "poll_frequency" in runner.model_fields_set:
+        return runner.poll_frequency
+    return SERVE_POLL_SECONDS
 
 
 def _sigterm_to_keyboard_interrupt(signum, frame):
@@ -102,10 +119,10 @@ def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, lim
         Flow runs executing at once; more are queued (default :func:`resolve_run_limit`).
     """
     from prefect.exceptions import TerminationSignal
-    from prefect.runner import Runner
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     from .distributed.cluster import ENV_SCHEDULER, close_embedded_cluster, embedded_cluster
+    from .orchestration.preloaded_runs import ServeRunner
 
     limit = resolve_run_limit(limit)
     server = None
@@ -128,9 +145,10 @@ def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, lim
             # As prefect.serve, but the deployments exist before the summary says how to run
             # them, and the summary names this server (Prefect's own start message suggests a
             # bare `prefect deployment run`, which would look for them in another server).
-            runner, names = Runner(limit=limit), []
+            runner = ServeRunner(limit=limit, query_seconds=_poll_seconds())
+            names = []
             for deployment in served_deployments(store):
-                runner.add_deployment(deployment)
+                runner.add_preloaded_deployment(deployment)
                 names.append(f"{deployment.flow_name}/{deployment.name}")
             print(serving_summary(api_url, client.dashboard_link, client.scheduler.address,
                                   store_path, limit, names), flush=True)

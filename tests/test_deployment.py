@@ -5,13 +5,15 @@ Everything runs on 127.0.0.1 in processes this module starts and stops (tests/he
 1. ``catdask serve`` on its own (Prefect server + embedded Dask cluster + served deployments):
    the UI and the Dask dashboard answer, every socket of the process tree listens on
    127.0.0.1, and SIGTERM to the main process stops the whole tree.
-2. A Prefect server started here (``prefect server start --host 127.0.0.1``) and the real
-   ``catdask serve`` pointed at it through ``PREFECT_API_URL`` (tests/helpers/serve_catdask.py
-   adds one interval-scheduled train deployment that fires a few seconds after start-up):
-   deployments and schedules exist, the scheduler creates runs and the runner executes them,
-   a ``prefect deployment run`` of ``catdask-train/train`` on iris completes and registers a
-   version, 20 runs submitted at once all complete with 20 distinct versions (figures printed
-   and written to JSON), and headless Chromium renders the finished run and its artifacts.
+2. The Prefect server ``catdask serve`` starts (``python -m catdask.orchestration.prefect_server
+   start --host 127.0.0.1``), started here, and the real ``catdask serve`` pointed at it through
+   ``PREFECT_API_URL`` (tests/helpers/serve_catdask.py adds one interval-scheduled train
+   deployment that fires a few seconds after start-up): deployments and schedules exist, the
+   scheduler creates runs and the runner executes them, a ``prefect deployment run`` of
+   ``catdask-train/train`` on iris completes and registers a version, 50 runs triggered at once
+   through the API (as from the UI) all complete with 50 distinct versions while every API
+   answer is < 500 and the serve tree stays <= 3 GiB (figures printed and written to JSON), and
+   headless Chromium renders the finished run and its artifacts.
 
 Every test is ``slow`` (CI runs them); the module takes a few minutes on 2 cores.
 Set ``CATDASK_TEST_ARTIFACTS=/some/dir`` to keep the load figures and UI screenshots.
@@ -28,6 +30,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -63,7 +66,8 @@ pytestmark = [
 SERVED = ["catdask-retrain/nightly-retrain", "catdask-evaluate/weekly-evaluation",
           "catdask-train/train", "catdask-ingest/ingest", "catdask-train/scheduled-train"]
 SCHEDULE_DELAY = 20.0  # seconds from serve start-up to the interval schedule's one run
-LOAD_RUNS = 20
+LOAD_RUNS = 50  # issue 16: "50 served runs triggered at once"
+SHORT_LOAD_RUNS = 20
 SERVE_LIMIT = 3  # CATDASK_SERVE_LIMIT of the served fixture
 FINAL_OK = "COMPLETED"
 
@@ -165,7 +169,7 @@ def test_catdask_serve_end_to_end_binds_localhost_and_stops(tmp_path):
 def prefect_server(tmp_path_factory):
     base = tmp_path_factory.mktemp("prefect-server")
     proc, api = start_prefect_server(
-        base / "home", free_port(), base / "server.log",
+        base / "home", free_port(), base / "server.log", catdask=True,
         # The scheduler service creates runs of new schedules within seconds, not a minute.
         PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS=5,
     )
@@ -325,105 +329,207 @@ def _most_at_once(intervals) -> int:
     return most
 
 
-class _PeakMemory:
-    """Peak summed RSS of a Managed process tree, sampled every 0.5 s in a thread, and every
-    answer of ``{api}/health`` other than 200 (a 5xx or no answer) meanwhile."""
-
-    def __init__(self, proc: Managed, api: str):
-        import threading
-
-        self.proc, self.api, self.bytes, self.errors = proc, api, 0, []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-
-    def _sample(self):
-        import psutil
-
-        while not self._stop.is_set():
-            total = 0
-            for p in self.proc.tree():
-                with contextlib.suppress(psutil.Error):
-                    total += p.memory_info().rss
-            self.bytes = max(self.bytes, total)
-            try:
-                status, _ = http_get(f"{self.api}/health", timeout=10)
-            except OSError as exc:  # urllib raises HTTPError (an OSError) for a 5xx
-                status = repr(exc)
-            if status != 200:
-                self.errors.append(status)
-            self._stop.wait(0.5)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join(timeout=10)
-
-
 def test_most_at_once_counts_overlaps():
     assert _most_at_once([(0, 2), (1, 3), (2, 4), (5, 6)]) == 2
     assert _most_at_once([(0, 10), (1, 2), (3, 4), (5, 9), (6, 7)]) == 3
 
 
-@pytest.mark.timeout(900)
-def test_load_twenty_train_runs_at_once(served, store, tmp_path):
-    deployment = served.deployments["catdask-train/train"]
-    params = {"dataset": "iris", "n_restarts": 2, "model_name": "iris-load"}
-    peak = _PeakMemory(served.proc, served.api)
-    with prefect_client(served.api) as client, peak:
-        t0 = time.time()
-        # A 5xx from the API during the burst raises here (or in the polling below).
-        ids = [client.create_flow_run_from_deployment(deployment.id, parameters=params).id
-               for _ in range(LOAD_RUNS)]
-        submitted = time.time() - t0
-        runs = _wait_final(client, ids, timeout=780, poll=2.0)
-        failed = [r for r in runs if _state(r) != FINAL_OK]
-        assert not failed, "\n\n".join(_explain(client, r) for r in failed[:3])
-    # Bounded load: never more than SERVE_LIMIT runs at once (the rest waited in the queue).
-    most = _most_at_once([(r.start_time, r.end_time) for r in runs])
-    assert 1 <= most <= SERVE_LIMIT, most
-    assert peak.bytes < 3 * 2**30, peak.bytes
-    assert peak.errors == [], peak.errors[:5]  # the API's /health answered 200 throughout
+class _Api:
+    """Raw HTTP calls to the Prefect API, as the UI makes them, counting every answer's status
+    (``"no answer"`` for a refused or timed-out call). Prefect's own client retries a 502/503
+    silently, so the burst is driven and watched through this instead."""
 
-    ends = [r.end_time.timestamp() for r in runs]
-    durations = [(r.end_time - r.start_time).total_seconds() for r in runs]
-    latencies = [r.end_time.timestamp() - t0 for r in runs]
+    def __init__(self, api: str):
+        import threading
+
+        self.api, self.statuses = api, Counter()
+        self._lock = threading.Lock()
+
+    def call(self, method: str, path: str, body=None, timeout: float = 30.0):
+        """``(status, decoded JSON or None)``; never raises for an HTTP or connection error."""
+        import urllib.error
+        import urllib.request
+
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(f"{self.api}{path}", data=data, method=method,
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as r:
+                status, payload = r.status, json.loads(r.read() or b"null")
+        except urllib.error.HTTPError as exc:
+            status, payload = exc.code, None
+        except OSError as exc:  # refused, reset or timed out: the API did not answer
+            status, payload = f"no answer ({type(exc).__name__}: {exc})"[:120], None
+        with self._lock:
+            self.statuses[status] += 1
+        return status, payload
+
+    def runs(self, ids) -> list[dict]:
+        status, runs = self.call("POST", "/flow_runs/filter",
+                                 {"flow_runs": {"id": {"any_": list(ids)}}, "limit": len(ids)})
+        return runs if status == 200 else []
+
+    def failures(self) -> dict:
+        """Answers that are not a success: 5xx, other errors, no answer."""
+        return {s: n for s, n in self.statuses.items() if not (isinstance(s, int) and s < 400)}
+
+
+class _BurstMonitor:
+    """During a burst: the peak summed RSS of process trees (every 0.15 s) and the API as a
+    user's browser polls it (health, the flow-runs page, the deployment; every 0.5 s)."""
+
+    def __init__(self, api: _Api, deployment_id, trees: dict):
+        import threading
+
+        self.api, self.deployment_id, self.trees = api, deployment_id, trees
+        self.peak = dict.fromkeys(trees, 0)
+        self.peak["total"] = 0
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._sample_memory, daemon=True),
+                         threading.Thread(target=self._poll_api, daemon=True)]
+
+    def _sample_memory(self):
+        import psutil
+
+        while not self._stop.is_set():
+            total = 0
+            for name, managed in self.trees.items():
+                rss = 0
+                for p in managed.tree():
+                    with contextlib.suppress(psutil.Error):
+                        rss += p.memory_info().rss
+                self.peak[name] = max(self.peak[name], rss)
+                total += rss
+            self.peak["total"] = max(self.peak["total"], total)
+            self._stop.wait(0.15)
+
+    def _poll_api(self):
+        # 60 s, about what a browser tab waits: at load average 20 on 2 cores, 5 of 1160 calls
+        # took longer than 10 s while 20 runs were created at once.
+        while not self._stop.is_set():
+            self.api.call("GET", "/health", timeout=60)
+            self.api.call("POST", "/flow_runs/filter",
+                          {"sort": "EXPECTED_START_TIME_DESC", "limit": 50}, timeout=60)
+            self.api.call("GET", f"/deployments/{self.deployment_id}", timeout=60)
+            self._stop.wait(0.5)
+
+    def __enter__(self):
+        for t in self._threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=30)
+
+
+def _timestamp(text: str) -> float:
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def _burst(served, prefect_server, store, tmp_path, n_runs: int, model_name: str) -> dict:
+    """Trigger ``n_runs`` train runs at once through the API, watch them to the end, check the
+    registry; returns the figures (printed and written to JSON)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    deployment = served.deployments["catdask-train/train"]
+    params = {"dataset": "iris", "n_restarts": 2, "model_name": model_name}
+    api = _Api(served.api)
+    monitor = _BurstMonitor(api, deployment.id,
+                            {"serve_tree": served.proc, "prefect_server": prefect_server.proc})
+    with monitor:
+        t0 = time.time()
+        # All at once, as n users pressing Run in the UI (its POST create_flow_run).
+        with ThreadPoolExecutor(max_workers=n_runs) as pool:
+            created = list(pool.map(
+                # A browser waits minutes for an answer: on 2 cores at load average 35 the 50
+                # creations took longer than 30 s; a 5xx, not slowness, is the failure here.
+                lambda _: api.call("POST", f"/deployments/{deployment.id}/create_flow_run",
+                                   {"parameters": params}, timeout=300), range(n_runs)))
+        submitted = time.time() - t0
+        assert [s for s, _ in created] == [201] * n_runs, [s for s, _ in created]
+        ids = [run["id"] for _, run in created]
+        # 2-4 runs a minute on 2 cores at load average 20-35 (other work), many more when idle.
+        deadline = time.monotonic() + 120 + 30 * n_runs
+        while True:
+            runs = api.runs(ids)
+            states = [(r.get("state") or {}).get("type") for r in runs]
+            if len(runs) == n_runs and all(s in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED")
+                                           for s in states):
+                break
+            counts = sorted(Counter(states).items(), key=str)
+            assert time.monotonic() < deadline, f"not final after {time.time() - t0:.0f} s: {counts}"
+            time.sleep(2.0)
+    failed = [r for r in runs if r["state"]["type"] != FINAL_OK]
+    if failed:
+        with prefect_client(served.api) as client:
+            explained = [_explain(client, client.read_flow_run(r["id"])) for r in failed[:3]]
+        raise AssertionError(f"{len(failed)} of {n_runs} runs not Completed:\n\n"
+                             + "\n\n".join(explained))
+
+    starts = [_timestamp(r["start_time"]) for r in runs]
+    ends = [_timestamp(r["end_time"]) for r in runs]
+    durations = [end - start for start, end in zip(starts, ends)]
     wall = max(ends) - t0
     figures = {
-        "runs": LOAD_RUNS,
+        "runs": n_runs,
         "parameters": params,
         "serve_limit": SERVE_LIMIT,
-        "most_runs_at_once": most,
-        "peak_rss_serve_tree_mib": round(peak.bytes / 2**20),
+        "most_runs_at_once": _most_at_once(list(zip(starts, ends))),
+        "peak_rss_serve_tree_gib": round(monitor.peak["serve_tree"] / 2**30, 3),
+        "peak_rss_prefect_server_gib": round(monitor.peak["prefect_server"] / 2**30, 3),
+        "peak_rss_serve_tree_and_server_gib": round(monitor.peak["total"] / 2**30, 3),
+        "api_statuses": {str(k): v for k, v in sorted(api.statuses.items(), key=str)},
         "cpu_count": os.cpu_count(),
         "submit_seconds": round(submitted, 2),
         "wall_seconds_submit_to_last_completion": round(wall, 1),
-        "throughput_runs_per_minute": round(LOAD_RUNS / wall * 60, 2),
-        "slowest_run_seconds_running_to_completed": round(max(durations), 1),
+        "throughput_runs_per_minute": round(n_runs / wall * 60, 2),
         "median_run_seconds_running_to_completed": round(float(np.median(durations)), 1),
-        "slowest_submit_to_completed_seconds": round(max(latencies), 1),
+        "slowest_run_seconds_running_to_completed": round(max(durations), 1),
         "load_average_1min_at_end": round(os.getloadavg()[0], 2),
     }
-    path = tmp_path / "load_test.json"
+    path = tmp_path / f"load_test_{n_runs}_runs.json"
     path.write_text(json.dumps(figures, indent=2))
     _keep(path)
     print(f"\nload test figures ({path}):\n{json.dumps(figures, indent=2)}")
 
-    # The registry: v1..v20, one per flow run (run_key = flow-run id), each loads and predicts.
-    versions = list_models(store, "iris-load")
-    assert [v.version for v in versions] == list(range(1, LOAD_RUNS + 1))
+    # Bounded load: never more than SERVE_LIMIT runs at once (the rest waited in the queue),
+    # memory bounded, and the API answered every call (no 5xx, no time-out).
+    assert 1 <= figures["most_runs_at_once"] <= SERVE_LIMIT, figures
+    assert monitor.peak["serve_tree"] <= 3 * 2**30, figures
+    assert api.failures() == {}, figures
+
+    # The registry: v1..vN, one per flow run (run_key = flow-run id), each loads and predicts.
+    versions = list_models(store, model_name)
+    assert [v.version for v in versions] == list(range(1, n_runs + 1))
     assert sorted(v.run_key for v in versions) == sorted(f"flow-run:{i}" for i in ids)
     assert all(v.problem is None for v in versions)
     iris = read_dataset(store, "iris")
     for v in versions:
-        model = load_estimator(store, "iris-load", v.version)
+        model = load_estimator(store, model_name, v.version)
         accuracy = np.mean(model.predict(iris.X) == iris.y)
         assert accuracy == pytest.approx(v.meta["metrics"]["train_accuracy_predict"])
-    leftovers = [p.name for p in (Path(store) / "models" / "iris-load").iterdir()
+    leftovers = [p.name for p in (Path(store) / "models" / model_name).iterdir()
                  if p.name.startswith(".tmp-")]
     assert leftovers == []
+    return figures
+
+
+@pytest.mark.timeout(300 + 36 * LOAD_RUNS)
+def test_load_fifty_served_runs_at_once(served, prefect_server, store, tmp_path):
+    """Issue 16's goal: 50 train runs triggered at once through the API all complete, at most
+    SERVE_LIMIT at a time, the serve tree's summed RSS stays <= 3 GiB and no call gets a 5xx.
+
+    Takes 12-25 minutes on 2 cores shared with other work at load average 20-35 (see the
+    20-run variant); the runs themselves are not what limits it."""
+    _burst(served, prefect_server, store, tmp_path, LOAD_RUNS, "iris-load")
+
+
+@pytest.mark.timeout(300 + 36 * SHORT_LOAD_RUNS)
+def test_load_twenty_served_runs_at_once(served, prefect_server, store, tmp_path):
+    """The same burst with 20 runs: the figures of earlier sessions, in a few minutes."""
+    _burst(served, prefect_server, store, tmp_path, SHORT_LOAD_RUNS, "iris-load-short")
 
 
 # ============================================================================ the UI

@@ -8,6 +8,10 @@ The flows only orchestrate (retries, artifacts, logging, run states); every comp
 - :mod:`.retry`: the task retry policy (retry transient failures only);
 - :mod:`.artifacts`: per-model artifact keys and the solver-progress reporter;
 - :mod:`.server`: a Prefect API server that dies with the process that started it;
+- :mod:`.prefect_server`: the Prefect server of ``catdask serve`` (SQLite lock conflicts
+  replayed inside the server instead of answered 503);
+- :mod:`.preloaded_runs`: served flow runs forked from a process that preloaded Prefect and
+  the flows (``catdask serve``'s runner);
 - :mod:`.parent_death`: the launcher that ties a child process's life to its parent.
 
 Nothing is imported here, so ``import catdask.orchestration.server`` does not import Prefect.

@@ -3,7 +3,8 @@
 Two kinds:
 
 - :func:`start_prefect_server`: ``prefect server start`` with UI and services, for
-  ``catdask serve``;
+  ``catdask serve`` (run through :mod:`.prefect_server`, which retries SQLite lock conflicts
+  inside the server instead of answering 503);
 - :func:`temporary_prefect_server`: the lightweight API a CLI command needs to run a flow when
   no ``PREFECT_API_URL`` is set. It is the command Prefect's own temporary server runs
   (``prefect.server.api.server.SubprocessASGIServer``: uvicorn on Prefect's app factory, UI
@@ -112,8 +113,8 @@ def _launch(command, env, host, port, log_file, timeout):
 
 
 def start_prefect_server(host=LOCALHOST, port=4200, *, log_file=None, timeout=90.0):
-    """Start ``prefect server start`` (UI and services) as a guarded child; returns
-    ``(process, api_url)``.
+    """Start ``prefect server start`` (UI and services; :mod:`.prefect_server`) as a guarded
+    child; returns ``(process, api_url)``.
 
     Raises ``ServiceStartError(EADDRINUSE)`` at once when ``host:port`` is taken (otherwise the
     health check could answer from whatever server already listens there).
@@ -126,8 +127,8 @@ def start_prefect_server(host=LOCALHOST, port=4200, *, log_file=None, timeout=90
     # would talk to another server or none. These settings make the UI follow host and port.
     env["PREFECT_SERVER_API_HOST"] = host
     env["PREFECT_SERVER_API_PORT"] = str(port)
-    command = [sys.executable, "-m", "prefect", "server", "start", "--host", host,
-               "--port", str(port)]
+    command = [sys.executable, "-m", "catdask.orchestration.prefect_server", "start",
+               "--host", host, "--port", str(port)]
     if log_file is None:
         log_file = _default_log_file("server.log")
     return _launch(command, env, host, port, log_file, timeout)

@@ -225,16 +225,21 @@ def seeded_prefect_home(home: Path) -> Path:
     return home
 
 
-def start_prefect_server(home: Path, port: int, log: Path, **extra_env) -> tuple[Managed, str]:
+def start_prefect_server(home: Path, port: int, log: Path, *, catdask: bool = False,
+                         **extra_env) -> tuple[Managed, str]:
     """``prefect server start --host 127.0.0.1 --port PORT`` with its own PREFECT_HOME.
 
     ``PREFECT_SERVER_API_HOST/PORT`` are set as well: with only ``--port`` Prefect 3.8's UI
     still points the browser at port 4200 (its ``/ui-settings`` reports the default port).
+    With ``catdask=True``, the server ``catdask serve`` starts instead
+    (``python -m catdask.orchestration.prefect_server start``: the same app, SQLite lock
+    conflicts retried inside the server).
     """
     env = child_env(seeded_prefect_home(home), PREFECT_SERVER_API_HOST=LOCALHOST,
                     PREFECT_SERVER_API_PORT=port, **extra_env)
-    proc = Managed([BIN / "prefect", "server", "start", "--host", LOCALHOST, "--port", port],
-                   log=log, env=env)
+    command = ([BIN / "python", "-m", "catdask.orchestration.prefect_server"] if catdask
+               else [BIN / "prefect", "server"])
+    proc = Managed([*command, "start", "--host", LOCALHOST, "--port", port], log=log, env=env)
     api = f"http://{LOCALHOST}:{port}/api"
     try:
         wait_http(f"{api}/health", timeout=180, proc=proc)

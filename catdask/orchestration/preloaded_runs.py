@@ -1,0 +1,231 @@
+"""Served flow runs in processes forked from a preloaded server: Prefect's engine, minus start-up.
+
+A Prefect runner starts every flow run of a served deployment as ``python -m prefect.engine``:
+a new interpreter that imports Prefect, numpy, scipy, scikit-learn, zarr and catdask before the
+flow's first line. On 2 cores that is about 5 s of CPU and 215 MiB per run, more than an iris fit
+costs (measured: ``import prefect.engine`` 1.9 s CPU, the train flow's modules 2.8 s more).
+
+:class:`ServeRunner` keeps that process-per-run isolation (a run that crashes, leaks or is
+killed takes no other run and not ``catdask serve`` with it) but starts each run in a process
+forked from a :mod:`multiprocessing` fork server that imported :data:`PRELOADED_MODULES` once.
+The child then executes ``prefect.engine`` as ``__main__``, exactly what the runner's own
+command runs: it loads the flow run from the API, imports the deployment's entry point (already
+in memory) and reports states, logs and crashes as usual.
+
+- The fork server is a plain child of ``catdask serve``; multiprocessing restarts it if it dies.
+- A run process watches ``catdask serve`` (its multiprocessing parent sentinel) and terminates
+  itself when serve is gone, even after ``kill -9`` (a run process of ``python -m
+  prefect.engine`` would be orphaned).
+- Flow runs of deployments that were not added with :meth:`ServeRunner.add_preloaded_deployment`,
+  and every run when the installed Prefect lacks the runner internals this relies on (checked
+  at start; they exist in Prefect 3.8), start as Prefect starts them.
+- The flows' code is what was imported when the fork server started: restart ``catdask serve``
+  after upgrading catdask (as with any long-running server).
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+
+__all__ = ["PRELOADED_MODULES", "PreloadedRunStarter", "ServeRunner", "start_fork_server"]
+
+logger = logging.getLogger("catdask.serve")
+
+#: What every served flow run needs before its first line (measured with ``-X importtime``:
+#: Prefect's engine, and through the flows numpy, scipy, scikit-learn, pandas, zarr; distributed
+#: and matplotlib are imported by the fit and the report). Importing them starts no thread, so
+#: forking afterwards is safe. A module that fails to import is skipped (imported by the run).
+PRELOADED_MODULES = (
+    "prefect.engine",
+    "prefect.flow_engine",
+    "catdask.orchestration.train",
+    "catdask.orchestration.ingest",
+    "catdask.orchestration.evaluate",
+    "distributed",
+    "matplotlib.pyplot",
+    "catdask.plotting",
+)
+#: Seconds a run process gets to report its crash after ``catdask serve`` died (SIGTERM),
+#: before it kills itself.
+PARENT_GONE_GRACE_SECONDS = 30.0
+
+
+def start_fork_server(modules=PRELOADED_MODULES):
+    """Start (once per process) the fork server that has imported ``modules``; returns the
+    :mod:`multiprocessing` context whose processes it forks.
+
+    Call it after the environment the runs need is in place (``PREFECT_API_URL``,
+    ``CATDASK_SCHEDULER``): the server keeps the environment it started with (each run
+    replaces it with the runner's anyway).
+    """
+    from multiprocessing import forkserver
+
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(list(modules))
+    forkserver.ensure_running()
+    return context
+
+
+def _exit_with_parent():
+    """Terminate this run process when the process that started it (``catdask serve``) dies.
+
+    The multiprocessing parent sentinel reaches end-of-file when the parent is gone, however it
+    died. SIGTERM lets Prefect's engine mark the run Crashed; SIGKILL follows after a grace.
+    """
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def watch():
+        parent.join()
+        os.kill(os.getpid(), signal.SIGTERM)
+        threading.Event().wait(PARENT_GONE_GRACE_SECONDS)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="catdask-serve-watch", daemon=True).start()
+
+
+def _run_flow_run(env):
+    """In the forked child: run ``prefect.engine`` as ``__main__`` with the runner's ``env``."""
+    import runpy
+    import warnings
+
+    # runpy warns that prefect.engine is already imported (the fork server preloaded it); the
+    # engine's code runs again as __main__, as in `python -m prefect.engine`, so it is harmless.
+    warnings.filterwarnings("ignore", "'prefect.engine' found in sys.modules", RuntimeWarning)
+    os.environ.clear()
+    os.environ.update(env)
+    _exit_with_parent()
+    sys.argv = ["prefect.engine"]  # the engine reads the flow run id from the environment
+    from prefect.context import SettingsContext, get_settings_context
+    from prefect.settings import Settings
+
+    try:
+        # Settings were read when the fork server imported Prefect: read them again from the
+        # runner's environment, as Prefect's own subprocess runs do.
+        with SettingsContext(profile=get_settings_context().profile, settings=Settings()):
+            runpy.run_module("prefect.engine", run_name="__main__", alter_sys=True)
+    finally:
+        # A forked multiprocessing child ends with os._exit, which skips atexit: run it, so that
+        # Prefect sends its last logs and events and the Dask client closes, as at a normal exit.
+        atexit._run_exitfuncs()
+
+
+class PreloadedRunStarter:
+    """Start one flow run in a process forked from the preloaded fork server.
+
+    Follows Prefect's process-starter contract (``prefect.runner._flow_run_executor``): signal
+    the process handle, then block until the process exits. The run's environment is the one
+    ``python -m prefect.engine`` would get from the runner.
+
+    Parameters
+    ----------
+    context : multiprocessing context
+        From :func:`start_fork_server`.
+    deployment_name : str or None
+    control_channel : prefect ControlChannel or None
+        The runner's channel for cancellation intents (without one, cancellation kills).
+    """
+
+    def __init__(self, context, *, deployment_name=None, control_channel=None):
+        self._context = context
+        self._deployment_name = deployment_name
+        self._control_channel = control_channel
+
+    def environment(self, flow_run, control_env=()):
+        """The run process's environment: this process's, Prefect's settings, the run's ids."""
+        from prefect.settings import get_current_settings
+        from prefect.utilities.processutils import sanitize_subprocess_env
+
+        env = dict(os.environ)
+        env.update(get_current_settings().to_environment_variables(exclude_unset=True))
+        env.update({
+            "PREFECT__FLOW_RUN_ID": str(flow_run.id),
+            # As the runner's own processes: the runner, not the run, runs these hooks.
+            "PREFECT__ENABLE_CANCELLATION_AND_CRASHED_HOOKS": "false",
+            "PREFECT__DEPLOYMENT_NAME": self._deployment_name,
+            **dict(control_env),
+        })
+        return sanitize_subprocess_env(env)
+
+    async def start(self, flow_run, task_status=None):
+        import anyio
+        from prefect.runner._process_manager import ProcessHandle
+
+        control_env = {}
+        if self._control_channel is not None:
+            try:
+                port, token = self._control_channel.register(flow_run.id)
+                control_env = {"PREFECT__CONTROL_PORT": str(port),
+                               "PREFECT__CONTROL_TOKEN": token}
+            except RuntimeError:  # channel not running: cancellation falls back to killing
+                pass
+        handed_off = False
+        try:
+            process = self._context.Process(
+                target=_run_flow_run, args=(self.environment(flow_run, control_env),),
+                name=f"flow-run-{flow_run.id}",
+            )
+            # Off the runner's event loop: the first start waits for the fork server's imports.
+            await anyio.to_thread.run_sync(process.start)
+            if task_status is not None:
+                task_status.started(ProcessHandle(process))
+            handed_off = True
+            await anyio.to_thread.run_sync(process.join)
+        except BaseException:
+            if control_env and not handed_off:
+                self._control_channel.unregister(flow_run.id)
+            raise
+
+
+def _runner_base():
+    from prefect.runner import Runner
+
+    return Runner
+
+
+class ServeRunner(_runner_base()):
+    """A Prefect :class:`~prefect.runner.Runner` whose served catdask runs start from the
+    preloaded fork server (:class:`PreloadedRunStarter`); same arguments as ``Runner``."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._preloaded_deployment_ids = set()
+        self._fork_context = None
+        self.preloaded = False  # True once runs start from the fork server
+
+    def add_preloaded_deployment(self, deployment):
+        """Register ``deployment`` (as :meth:`add_deployment`); its runs start preloaded."""
+        deployment_id = self.add_deployment(deployment)
+        self._preloaded_deployment_ids.add(deployment_id)
+        return deployment_id
+
+    async def __aenter__(self):
+        await super().__aenter__()
+        poller = getattr(self, "_scheduled_run_poller", None)
+        default = getattr(poller, "_resolve_starter", None)
+        if default is None:
+            logger.warning("this Prefect version offers no process-starter hook: served runs "
+                           "start as new interpreters (slower, more memory)")
+            return self
+        self._fork_context = start_fork_server()
+
+        def resolve_starter(flow_run):
+            if flow_run.deployment_id not in self._preloaded_deployment_ids:
+                return default(flow_run)
+            registry = self._deployment_registry
+            return PreloadedRunStarter(
+                self._fork_context,
+                deployment_name=registry.get_deployment_name(flow_run.deployment_id),
+                control_channel=getattr(self, "_control_channel", None),
+            )
+
+        poller._resolve_starter = resolve_starter
+        self.preloaded = True
+        return self

@@ -1,0 +1,120 @@
+"""Pieces of ``catdask serve`` that need no server: the 503-replaying ASGI wrapper of its Prefect
+server and the environment of a preloaded run process (the whole path runs in
+tests/test_deployment.py, slow)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from types import SimpleNamespace
+
+import pytest
+
+from catdask.orchestration import prefect_server
+from catdask.orchestration.prefect_server import RetryBusyDatabase
+
+
+class _FlakyApp:
+    """An ASGI app answering 503 ``busy`` times (re-raising afterwards, as Starlette does after
+    its error handler's response), then 201; records what each attempt saw."""
+
+    def __init__(self, busy):
+        self.busy, self.seen = busy, []
+
+    async def __call__(self, scope, receive, send):
+        message = await receive()
+        self.seen.append((scope["path"], scope.get("root_path", ""), message["body"]))
+        scope["root_path"] = "/api"  # as a mount rewrites the scope it is given
+        scope["path"] = "/rewritten"
+        if len(self.seen) <= self.busy:
+            await send({"type": "http.response.start", "status": 503, "headers": []})
+            await send({"type": "http.response.body", "body": b"busy"})
+            raise RuntimeError("database is locked")
+        await send({"type": "http.response.start", "status": 201, "headers": []})
+        await send({"type": "http.response.body", "body": b"created"})
+
+
+def _call(app, body=b'{"parameters": {}}', chunks=1):
+    """One HTTP request through ``app``; returns the messages sent to the client."""
+    scope = {"type": "http", "method": "POST", "path": "/deployments/x/create_flow_run",
+             "root_path": "", "headers": []}
+    parts = [body[i::chunks] for i in range(chunks)] if chunks > 1 else [body]
+    incoming = [{"type": "http.request", "body": p, "more_body": i < len(parts) - 1}
+                for i, p in enumerate(parts)]
+    sent = []
+
+    async def receive():
+        return incoming.pop(0)
+
+    async def send(message):
+        sent.append(message)
+
+    asyncio.run(app(scope, receive, send))
+    return sent
+
+
+@pytest.fixture
+def no_pauses(monkeypatch):
+    monkeypatch.setattr(prefect_server, "BASE_PAUSE_SECONDS", 0.0)
+
+
+def test_busy_answers_are_replayed_with_the_same_request(no_pauses):
+    app = _FlakyApp(busy=3)
+    sent = _call(RetryBusyDatabase(app, attempts=5))
+    assert [m.get("status") for m in sent if m["type"] == "http.response.start"] == [201]
+    assert b"".join(m.get("body", b"") for m in sent) == b"created"
+    # Every attempt saw the request as the server received it, body included.
+    assert app.seen == [("/deployments/x/create_flow_run", "", b'{"parameters": {}}')] * 4
+
+
+def test_a_body_in_several_messages_is_replayed_whole(no_pauses):
+    body = b'{"parameters": {"dataset": "iris"}}'
+    app = _FlakyApp(busy=1)
+    _call(RetryBusyDatabase(app, attempts=3), body=body, chunks=3)
+    joined = b"".join(body[i::3] for i in range(3))
+    assert [seen[2] for seen in app.seen] == [joined, joined]
+
+
+def test_the_last_busy_answer_reaches_the_caller(no_pauses):
+    app, sent = _FlakyApp(busy=10), []
+
+    async def send(message):
+        sent.append(message)
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    with pytest.raises(RuntimeError, match="locked"):  # the server logs it, as without us
+        asyncio.run(RetryBusyDatabase(app, attempts=4)({"type": "http", "path": "/x"},
+                                                       receive, send))
+    assert len(app.seen) == 4
+    assert [m["status"] for m in sent if m["type"] == "http.response.start"] == [503]
+
+
+def test_other_answers_and_other_scopes_pass_once(no_pauses):
+    app = _FlakyApp(busy=0)
+    _call(RetryBusyDatabase(app))
+    assert len(app.seen) == 1
+    calls = []
+
+    async def lifespan_app(scope, receive, send):
+        calls.append(scope["type"])
+
+    for kind in ("lifespan", "websocket"):
+        asyncio.run(RetryBusyDatabase(lifespan_app)({"type": kind}, None, None))
+    assert calls == ["lifespan", "websocket"]
+
+
+def test_preloaded_run_environment_names_the_run(monkeypatch):
+    pytest.importorskip("prefect")
+    from catdask.orchestration.preloaded_runs import PreloadedRunStarter
+
+    monkeypatch.setenv("CATDASK_SCHEDULER", "tcp://127.0.0.1:1")
+    run = SimpleNamespace(id=uuid.uuid4())
+    env = PreloadedRunStarter(None, deployment_name="train").environment(
+        run, {"PREFECT__CONTROL_PORT": "5", "PREFECT__CONTROL_TOKEN": "t"})
+    assert env["PREFECT__FLOW_RUN_ID"] == str(run.id)
+    assert env["PREFECT__DEPLOYMENT_NAME"] == "train"
+    assert env["PREFECT__CONTROL_PORT"] == "5" and env["PREFECT__CONTROL_TOKEN"] == "t"
+    assert env["CATDASK_SCHEDULER"] == "tcp://127.0.0.1:1"  # the shared cluster
+    assert all(isinstance(v, str) for v in env.values())
