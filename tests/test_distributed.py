@@ -538,3 +538,24 @@ def test_embedded_cluster_keeps_the_copies_of_x_on_every_worker():
         runner.release()
     finally:
         close_embedded_cluster()
+
+
+# ------------------------------------------------------------------------------ pipeline
+def test_fit_on_dataset_submits_each_key_once(client, tmp_path, caplog):
+    """The standardised data set is computed once on the workers and shared by the fit and the
+    metrics: no graph resubmits its keys differently fused (the scheduler's "Detected different
+    `run_spec`" warning, which a user saw in every linear train run)."""
+    import logging
+
+    from catdask.pipeline import ModelSpec, fit_on_dataset
+    from catdask.store import write_dataset
+
+    X, y = _data(n_per_class=40)
+    write_dataset(tmp_path, "blobs", X, y)
+    with caplog.at_level(logging.WARNING, logger="distributed.scheduler"):
+        for method in ("cqs", "kcqs"):
+            outcome = fit_on_dataset(tmp_path, "blobs", ModelSpec(method=method, n_restarts=2),
+                                     client=client)
+            outcome.release()
+            assert outcome.metrics["train_accuracy_predict"] > 0.9
+    assert "run_spec" not in caplog.text, caplog.text

@@ -72,7 +72,9 @@ def test_scheduler_lost_mid_fit_raises_and_registers_nothing(tmp_path):
     store = tmp_path / "store"
     X, y = make_blobs(n_per_class=150, n_features=6, n_classes=3, seed=1)
     write_dataset(store, "blobs", X, y)
-    spec = ModelSpec(method="kcqs", n_restarts=2, max_iter=300, random_state=0)
+    # tol=0 runs every one of max_iter iterations (tens of seconds of Gram passes), so the kill
+    # below lands mid-fit however fast the fit has become.
+    spec = ModelSpec(method="kcqs", n_restarts=2, tol=0.0, max_iter=20000, random_state=0)
 
     cluster = Managed([BIN / "python", REPO / "tests/helpers/dask_cluster.py", 2],
                       log=tmp_path / "cluster.log", env=child_env(tmp_path / "home"))
@@ -87,7 +89,7 @@ def test_scheduler_lost_mid_fit_raises_and_registers_nothing(tmp_path):
 
         def kill_scheduler():
             fit_started.wait(60)
-            time.sleep(2.5)  # well inside the kernel fit (tens of Gram passes)
+            time.sleep(2.5)  # well inside the kernel fit
             killed_at.append(time.monotonic())
             os.killpg(cluster.pid, signal.SIGKILL)  # scheduler, nannies and workers
 

@@ -52,6 +52,11 @@ def _candidate_dirs(name: str, source_dir) -> list[Path]:
             base = Path(base).expanduser()
             dirs += [base, base / name]  # flat, or one subfolder per data set
     dirs.append(SHARED_UCI_DIR / name)
+    # An installed (non-editable) catdask lives in site-packages: look beside the working
+    # directory too, for `pip install .` run from a checkout.
+    beside_cwd = Path.cwd().parent / "shared" / "data" / "uci" / name
+    if beside_cwd != dirs[-1]:
+        dirs.append(beside_cwd)
     return dirs
 
 
@@ -70,7 +75,7 @@ def locate_sources(entry, source_dir=None, *, verify: bool = True) -> list[Path]
 
     Looks, in order, in ``source_dir``, in ``$CATDASK_SOURCE_DIR`` (each flat or with a
     subfolder named after the data set) and in ``../shared/data/uci/<name>/`` beside the
-    checkout; the first folder holding every file wins. For a file shipped in a zip archive,
+    checkout (or beside the working directory); the first folder holding every file wins. For a file shipped in a zip archive,
     either the extracted file or the archive is accepted.
 
     Parameters

@@ -32,6 +32,7 @@ __all__ = [
     "start_local_cluster",
     "limit_blas_threads",
     "connect_scheduler",
+    "restore_embedded_workers",
 ]
 
 logger = logging.getLogger("catdask.distributed")
@@ -41,7 +42,11 @@ ENV_SCHEDULER = "CATDASK_SCHEDULER"
 # One BLAS thread per worker thread; set before the worker process loads numpy.
 BLAS_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
-_EMBEDDED = {"cluster": None, "client": None}
+_EMBEDDED = {"cluster": None, "client": None, "n_workers": 0}
+
+#: Seconds a nanny gets to bring a killed worker back before the embedded cluster replaces it
+#: (a nanny restarts its worker in 1-5 s on 2 cores; a restart that fails is never retried).
+WORKER_RESTART_GRACE_SECONDS = 20.0
 _LOCK = threading.Lock()
 
 
@@ -128,7 +133,7 @@ def embedded_cluster(*, n_workers=None, threads_per_worker=1, processes=True, me
             n_workers, threads_per_worker=threads_per_worker, processes=processes,
             memory_limit=memory_limit, dashboard_address=dash,
         )
-        _EMBEDDED.update(cluster=cluster, client=client)
+        _EMBEDDED.update(cluster=cluster, client=client, n_workers=n_workers)
         logger.info("started embedded Dask cluster %s, dashboard %s",
                     cluster.scheduler_address, client.dashboard_link)
         return client
@@ -138,7 +143,7 @@ def close_embedded_cluster():
     """Close the embedded cluster started by :func:`dask_client_context` (no-op when none)."""
     with _LOCK:
         client, cluster = _EMBEDDED["client"], _EMBEDDED["cluster"]
-        _EMBEDDED.update(cluster=None, client=None)
+        _EMBEDDED.update(cluster=None, client=None, n_workers=0)
     if client is not None:
         client.close()
     if cluster is not None:
@@ -146,6 +151,64 @@ def close_embedded_cluster():
 
 
 atexit.register(close_embedded_cluster)
+
+
+def _worker_names(client):
+    """Names of the workers the scheduler has now (asked, not the client's cached info)."""
+    return client.run_on_scheduler(
+        lambda dask_scheduler: sorted(ws.name for ws in dask_scheduler.workers.values()))
+
+
+def restore_embedded_workers(timeout=None):
+    """Bring the embedded cluster back to the size it was started with.
+
+    A worker killed (out of memory, ``kill -9``) is restarted by its nanny; when that restart
+    fails, distributed never retries and the cluster silently runs on fewer workers. After
+    ``timeout`` seconds (default :data:`WORKER_RESTART_GRACE_SECONDS`) without the nanny's
+    restart, the lost worker is replaced by a new one.
+
+    Returns
+    -------
+    (n_running, n_expected) : tuple of int
+        ``(0, 0)`` when no embedded cluster runs. A warning is logged when the cluster stays
+        below its size (then later work runs degraded, on the workers left).
+    """
+    with _LOCK:
+        cluster, client, expected = (_EMBEDDED["cluster"], _EMBEDDED["client"],
+                                     _EMBEDDED["n_workers"])
+    if cluster is None or client is None or client.status != "running":
+        return 0, 0
+    timeout = WORKER_RESTART_GRACE_SECONDS if timeout is None else timeout
+    present = _worker_names(client)
+    if len(present) >= expected:
+        return len(present), expected
+    try:
+        client.wait_for_workers(expected, timeout=timeout)
+        return expected, expected
+    except TimeoutError:
+        pass
+    present = set(_worker_names(client))
+    lost = [name for name in list(cluster.worker_spec) if name not in present]
+    logger.warning("embedded Dask cluster: worker(s) %s lost and not restarted within %g s; "
+                   "starting replacements", ", ".join(map(str, lost)), timeout)
+    for name in lost:
+        # The lost worker's nanny is closed and forgotten; scaling to the spec's size then
+        # starts a new nanny and worker under the same name.
+        nanny = cluster.workers.pop(name, None)
+        if nanny is not None:
+            try:
+                cluster.sync(nanny.close, reason="catdask: replacing a lost worker")
+            except Exception:  # noqa: BLE001 - already dead is what we expect
+                logger.debug("closing the lost worker's nanny failed", exc_info=True)
+    cluster.scale(expected)
+    try:
+        client.wait_for_workers(expected, timeout=3 * timeout)  # a new worker's start
+    except TimeoutError:
+        n = len(_worker_names(client))
+        logger.warning("embedded Dask cluster runs degraded: %d of %d workers", n, expected)
+        return n, expected
+    logger.warning("embedded Dask cluster back at %d workers", expected)
+    return expected, expected
 
 
 def _current_client():
@@ -243,5 +306,13 @@ def dask_client_context(address=None, *, security=None, **cluster_kwargs):
         yield client
         return
     client = embedded_cluster(**cluster_kwargs)
+    restore_embedded_workers()
     with client.as_current():
         yield client
+    # Work that lost a worker completed on the others (Dask recomputes what the lost worker
+    # held); say so, and restore the cluster for the next fit.
+    n, expected = len(_worker_names(client)), _EMBEDDED["n_workers"]
+    if n < expected:
+        logger.warning("embedded Dask cluster lost a worker during this work: %d of %d "
+                       "workers left", n, expected)
+        restore_embedded_workers()

@@ -160,6 +160,11 @@ def _fit_on_arrays(arrays, dataset, spec, client, t0):
         mean, std = np.asarray(mean, dtype=float), np.asarray(std, dtype=float)
         scale = np.where(std > 0, std, 1.0)  # constant columns (segmentation) stay as they are
         X = (X - mean) / scale
+        if client is not None:
+            # Standardised once on the workers: the fit's passes and the metrics then share
+            # these blocks (each graph rebuilding them would read the snapshot again, and two
+            # graphs submitting the same keys differently fused make the scheduler warn).
+            X = client.persist(X)
         steps.append(("standardise", _fitted_scaler(mean, scale, len(codes))))
     est = spec.estimator()
     est.fit(X, y)
