@@ -26,8 +26,20 @@ __all__ = [
 ]
 
 SOURCE_ENV = "CATDASK_SOURCE_DIR"
-# The team's shared raw copies (read-only), beside a checkout: ../shared/data/uci/<name>/.
-SHARED_UCI_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "uci"
+
+
+def _shared_uci_dir() -> Path:
+    """The team's shared raw copies (read-only), beside a checkout: ../shared/data/uci/<name>/.
+
+    An installed (non-editable) catdask lives in site-packages, so when nothing is beside the
+    package, look beside the working directory (``pip install .`` run from a checkout)."""
+    beside_package = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "uci"
+    beside_cwd = Path.cwd().resolve().parent / "shared" / "data" / "uci"
+    return beside_package if beside_package.is_dir() or not beside_cwd.is_dir() else beside_cwd
+
+
+# One attribute, so tests (and users) that point it elsewhere switch off every shared lookup.
+SHARED_UCI_DIR = _shared_uci_dir()
 
 
 def file_sha256(path, chunk: int = 2**20) -> str:
@@ -52,11 +64,6 @@ def _candidate_dirs(name: str, source_dir) -> list[Path]:
             base = Path(base).expanduser()
             dirs += [base, base / name]  # flat, or one subfolder per data set
     dirs.append(SHARED_UCI_DIR / name)
-    # An installed (non-editable) catdask lives in site-packages: look beside the working
-    # directory too, for `pip install .` run from a checkout.
-    beside_cwd = Path.cwd().parent / "shared" / "data" / "uci" / name
-    if beside_cwd != dirs[-1]:
-        dirs.append(beside_cwd)
     return dirs
 
 

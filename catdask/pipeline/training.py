@@ -7,6 +7,7 @@ policy, and only then :func:`register_outcome` writes an immutable registry vers
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 
@@ -167,9 +168,12 @@ def _fit_on_arrays(arrays, dataset, spec, client, t0):
             X = client.persist(X)
         steps.append(("standardise", _fitted_scaler(mean, scale, len(codes))))
     est = spec.estimator()
-    est.fit(X, y)
+    # The estimator computes with dask's current scheduler: make it the given client even when
+    # that client is not the process-wide default (the persisted blocks live on its workers).
+    with contextlib.nullcontext() if client is None else client.as_current():
+        est.fit(X, y)
+        metrics = training_metrics(est, X, y)
     model = Pipeline(steps + [("model", est)]) if steps else est
-    metrics = training_metrics(est, X, y)
     return FitOutcome(
         dataset=dataset,
         dataset_sha256=arrays.attrs.get("content_sha256", ""),
