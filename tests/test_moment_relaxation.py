@@ -148,3 +148,18 @@ def test_estimator_certify_moment_on_wine_class_origin():
     est = CategorySpace(origin="class", n_restarts=4, random_state=0, certify="moment").fit(X, y)
     assert est.certificate_.certified and est.certificate_.method == "moment"
     assert est.certificate_.verified_gap <= 1e-6
+
+
+def test_a_solve_stopped_by_the_time_limit_still_bounds_rigorously():
+    """The time limit stops the solver early; the repaired bound stays above every attained value
+    (only looser than the full solve's), so a slow solve cannot run unbounded nor lie."""
+    R = _competing_classes(376)
+    f, _ = _best_local_optimum(R, seed=376)
+    full = moment_relaxation_bound(R)
+    early = moment_relaxation_bound(R, max_seconds=1e-4)
+    assert early.upper_bound >= f
+    assert early.upper_bound >= full.upper_bound - 1e-9 * f
+    rng = np.random.default_rng(376)
+    for _ in range(50):
+        W = _polar(rng.standard_normal((R.shape[1], R.shape[0])))
+        assert _objective(R, W) <= early.upper_bound

@@ -228,7 +228,8 @@ def _moment_level(point, cert, max_block, t0):
     gap = max(0.0, (mb.upper_bound - f) / abs(f)) if f else math.inf
     how = (f"level-2 moment relaxation ({mb.solver}, {mb.n_moments:,} moments, largest PSD "
            f"block {max(mb.block_sizes)}, {mb.seconds:.1f} s): rigorous bound "
-           f"{mb.upper_bound * unit:.10g}, relative gap {gap:.1e}")
+           f"{mb.upper_bound * unit:.10g}, relative gap {gap:.1e}"
+           + ("" if mb.status == "optimal" else f", solver status {mb.status}"))
     seconds = time.perf_counter() - t0
     if gap <= point.tol:
         return dataclasses.replace(
