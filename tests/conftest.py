@@ -8,6 +8,7 @@ and a Dask cluster. Functions and constants tests import live in ``tests/helpers
 from __future__ import annotations
 
 import os
+import signal
 
 import numpy as np
 import pytest
@@ -17,6 +18,13 @@ from .helpers.paths import SHARED
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW", "ignore")
+
+# A suite started in the background of a non-interactive shell (`make test &`, nohup) inherits
+# SIGINT ignored, and so would every process it starts: the tests that stop `catdask serve`
+# with Ctrl-C (SIGINT) would then wait in vain. A handler (unlike SIG_IGN) is not inherited
+# across exec, so the children start with SIGINT at its default, as from a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
