@@ -304,13 +304,17 @@ def test_uncertified_model_is_rejected_unless_allowed(iris_store, dask_scheduler
     state = train_mod.train("iris", return_state=True, **kw)
     # A rejected model is not a green run: Failed, named Rejected, with the reason.
     assert state.is_failed() and state.name == "Rejected", state
-    assert state.message.startswith("rejected: iris cas not certified (optimality gap <= ")
+    # CAS has no global-optimality test: the message says so instead of an unknown gap.
+    assert state.message.startswith(
+        "rejected: iris cas not certified (not applicable: the absolute-value objective (CAS) "
+        "is not quadratic); nothing registered"), state.message
     run_id = state.state_details.flow_run_id
     with pytest.raises(train_mod.ModelRejectedError) as info:
         state.result()
     rejected = info.value.summary
     assert rejected["status"] == "rejected-uncertified"
     assert rejected["version"] is None and rejected["certified"] is False
+    assert rejected["gap"] is None and "not quadratic" in rejected["why_not_certified"]
     assert list_models(iris_store) == []
     assert not (iris_store / "models" / "iris-cas").exists()
     # The run still publishes its plot and artifacts, marked as rejected, keyed by the run.

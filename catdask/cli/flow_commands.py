@@ -99,7 +99,8 @@ def cmd_train(args) -> int:
                        f"{result['status']})")
     print_json(result)
     if result["version"] is None:
-        gap = "" if result["gap"] is None else f" (optimality gap <= {result['gap']:.3g})"
+        gap = (f" ({result['why_not_certified']})" if result["gap"] is None
+               else f" (optimality gap <= {result['gap']:.3g})")
         print(f"not registered: {result['status']}{gap}; pass "
               "--allow-uncertified to register it marked as uncertified", file=sys.stderr)
         return EXIT_UNCERTIFIED

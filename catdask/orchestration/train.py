@@ -137,9 +137,11 @@ def publish_reports(store: str | None, outcome, version: str | None, status: str
 
 
 def _rejection_message(summary: dict) -> str:
-    gap = "unknown" if summary["gap"] is None else f"{summary['gap']:.3g}"
+    # CAS has no test at all (its certificate is "not applicable"): say that, not "gap unknown".
+    why = (summary["why_not_certified"] if summary["gap"] is None
+           else f"optimality gap <= {summary['gap']:.3g}")
     return (f"rejected: {summary['dataset']} {summary['method']} not certified "
-            f"(optimality gap <= {gap}); nothing registered "
+            f"({why}); nothing registered "
             "(allow_uncertified=True registers it marked as uncertified)")
 
 
@@ -187,6 +189,7 @@ def train(
         "status": status, "certified": bool(cert.certified),
         # Certified: the verified margin (``gap`` itself is rounded to 0); else the bound's gap.
         "gap": reported_gap(cert),
+        "why_not_certified": None if cert.certified else cert.reason,
         "objective": float(outcome.estimator.objective_),
         "n_iter": int(outcome.estimator.n_iter_), "seconds": outcome.seconds, "plot": plot,
         "metrics": outcome.metrics,
