@@ -110,7 +110,8 @@ class Certificate:
 
     def __str__(self):
         if not self.applicable:
-            return f"Certificate(not applicable: {self.reason})"
+            reason = self.reason.removeprefix("not applicable: ")  # the default reason has it
+            return f"Certificate(not applicable: {reason})"
         how = f" ({self.method})" if self.certified else ""
         bound = "" if self.bound_method is None else f" ({self.bound_method})"
         verified = ""
