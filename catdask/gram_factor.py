@@ -14,7 +14,7 @@ import numpy as np
 __all__ = ["pivoted_cholesky"]
 
 
-def pivoted_cholesky(diagonal, columns, *, rtol=1e-12, max_rank=1000):
+def pivoted_cholesky(diagonal, columns, *, rtol=1e-12, max_rank=1000, return_pivots=False):
     """Greedy pivoted Cholesky factor of a PSD matrix given by its diagonal and columns.
 
     Parameters
@@ -26,6 +26,10 @@ def pivoted_cholesky(diagonal, columns, *, rtol=1e-12, max_rank=1000):
         Stop when the trace of the residual ``G - L L^T`` is at most ``rtol * trace(G)``.
     max_rank : int
         Stop (unconverged) at this rank.
+    return_pivots : bool
+        Also return the pivots, the rows of G chosen in order (their kernel columns span the
+        factor: ``L L^T = G[:, P] G[P, P]^{-1} G[P, :]``, the Nystroem approximation on the
+        landmarks P).
 
     Returns
     -------
@@ -33,22 +37,26 @@ def pivoted_cholesky(diagonal, columns, *, rtol=1e-12, max_rank=1000):
     residual_trace : float
         ``trace(G - L L^T)`` (>= 0); the factor is exact to this trace.
     converged : bool
+    pivots : ndarray of shape (r,)
+        Only with ``return_pivots``.
     """
     d = np.array(diagonal, dtype=float)
     N = d.shape[0]
     total = max(float(d.sum()), np.finfo(float).tiny)
     L = np.zeros((N, min(max_rank, N)))
-    r = 0
-    while r < L.shape[1]:
+    pivots = []
+    while len(pivots) < L.shape[1]:
         if d.clip(min=0).sum() <= rtol * total:
-            return L[:, :r], float(d.clip(min=0).sum()), True
+            break
         j = int(np.argmax(d))
         if d[j] <= 0:
             break
+        r = len(pivots)
         col = columns(np.array([j]))[:, 0] - L[:, :r] @ L[j, :r]
         L[:, r] = col / np.sqrt(d[j])
         d -= L[:, r] ** 2
         d[j] = 0.0
-        r += 1
+        pivots.append(j)
     residual = float(d.clip(min=0).sum())
-    return L[:, :r], residual, residual <= rtol * total
+    out = (L[:, :len(pivots)], residual, residual <= rtol * total)
+    return (*out, np.array(pivots, dtype=np.intp)) if return_pivots else out

@@ -55,6 +55,18 @@ class Kernel:
             return rbf_gram(X, self.params["gamma"])
         return self(X, X)
 
+    def diagonal(self, X):
+        """``k(x_i, x_i)`` for every row of X, without forming the Gram matrix (N,)."""
+        X = np.asarray(X, dtype=np.float64)
+        if self.metric == "rbf":
+            return np.ones(X.shape[0])
+        if self.metric in ("linear", "poly"):
+            sq = np.einsum("ij,ij->i", X, X)
+            if self.metric == "linear":
+                return sq
+            return (self.params["gamma"] * sq + self.params["coef0"]) ** self.params["degree"]
+        return np.array([self(row[None, :], row[None, :])[0, 0] for row in X])
+
     def tile_factors(self, X, dtype):
         """Row factors ``(left, right)`` in ``dtype`` whose products give Gram tiles.
 

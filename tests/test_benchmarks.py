@@ -50,3 +50,7 @@ def test_benchmarks_measure_the_same_optimum_on_every_path(quick_results):
         assert row["accelerated_iterations"] < row["iterations"]["numpy"]
     linear = quick_results["bench_linear"]["in_memory"]
     assert linear["objective_rel_diff_numpy_dask"] <= 1e-9
+    for row in quick_results["bench_warm_start"]["rows"]:
+        # The warm start is a start: it must reach the same optimum, whatever it saves.
+        assert row["objective rel diff"] <= 1e-9
+        assert row["residual/trG"] <= 1e-3

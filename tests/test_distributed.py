@@ -471,6 +471,17 @@ def test_nystroem_on_dask_input(client):
     np.testing.assert_array_equal(got.landmark_indices_, ref.landmark_indices_)
 
 
+def test_auto_landmarks_on_dask_input_are_the_numpy_ones(client):
+    X, y = _data(n_per_class=30, seed=13)
+    kw = dict(gamma=0.05, approximation="nystroem", n_landmarks="auto", n_restarts=1,
+              init="decoupled", random_state=0, certify=False, acceleration="none")
+    ref = KernelCategorySpace(**kw).fit(X, y)
+    got = KernelCategorySpace(**kw).fit(da.from_array(X, chunks=(25, -1)), y)
+    np.testing.assert_array_equal(got.landmark_indices_, ref.landmark_indices_)
+    assert got.landmark_residual_ == pytest.approx(ref.landmark_residual_, rel=1e-9)
+    _assert_same_fit(got, ref, "dual_coef_")
+
+
 # ------------------------------------------------------------------------------ cluster
 def test_dask_client_context_uses_env_scheduler(client, monkeypatch):
     monkeypatch.setenv(ENV_SCHEDULER, client.scheduler.address)

@@ -82,8 +82,11 @@ class KernelCategorySpace(BaseCategorySpace):
         ``"nystroem"``: fit the linear method on ``n_landmarks`` Nystroem features (O(N m^2)
         per pass instead of O(N^2)); the model is a kernel expansion on the landmarks, and
         ``training_coef_`` warm-starts an exact fit (``init=training_coef_``).
-    n_landmarks : int, default=None
-        Number of Nystroem landmarks (random training rows); None means 500.
+    n_landmarks : int or "auto", default=None
+        Number of Nystroem landmarks (random training rows); None means 500. ``"auto"``
+        lets the Gram spectrum choose them: the pivots of a pivoted-Cholesky factor of the
+        training Gram matrix, as many as it takes for the left-out trace to fall to 1e-3 of
+        ``tr G`` (at most 2000; see :func:`catdask.estimators.nystroem.choose_landmarks`).
     precision : {"auto", "float64"}, default="auto"
         ``"auto"``: when the Gram products are recomputed (G not stored, a built-in kernel),
         iterate with Gram tiles evaluated in float32 (float64 accumulation) to a step of
@@ -116,6 +119,8 @@ class KernelCategorySpace(BaseCategorySpace):
     landmark_indices_, training_coef_ : ndarray
         Only with ``approximation="nystroem"``: the training rows used as landmarks
         (``X_fit_``), and the solution as coefficients (K, N) on all training rows.
+    landmark_residual_ : float
+        Only with ``n_landmarks="auto"``: ``tr(G - G_nystroem) / tr G`` on the training set.
 
     See Also
     --------
@@ -147,7 +152,7 @@ class KernelCategorySpace(BaseCategorySpace):
         "init": [StrOptions({"auto", "random", "decoupled"}), "array-like"],
         "max_gram_bytes": [Interval(Integral, 0, None, closed="left")],
         "approximation": [StrOptions({"nystroem"}), None],
-        "n_landmarks": [Interval(Integral, 1, None, closed="left"), None],
+        "n_landmarks": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"}), None],
         "precision": [StrOptions({"auto", "float64"})],
     }
 

@@ -12,6 +12,13 @@ I``. So the fitted :class:`~catdask.KernelCategorySpace` keeps its usual attribu
 (``X_fit_`` = the landmarks, ``dual_coef_``, ``projection_offset_``), ``transform`` is
 unchanged, and the same A on the training points (zero off the landmarks) is a warm start for
 the exact fit: ``KernelCategorySpace(init=approx.training_coef_).fit(X, y)``.
+
+``n_landmarks="auto"`` lets the spectrum choose: the landmarks are the pivots of a greedy
+pivoted-Cholesky factor of the training Gram matrix, stopped once the trace of what it leaves
+out, ``tr(G - G[:, P] G[P, P]^{-1} G[P, :])``, is at most ``AUTO_LANDMARK_RTOL`` of ``tr G``
+(that residual bounds the sum of the eigenvalues the approximation misses). A fast-decaying
+spectrum (a wide kernel) stops early; a slowly decaying one runs to the memory cap. The cost is
+N r kernel entries (r / N of one Gram pass) and N r^2 flops on the driver.
 """
 
 from __future__ import annotations
@@ -19,11 +26,21 @@ from __future__ import annotations
 import numpy as np
 
 from ..distributed.inputs import is_distributed_input
+from ..gram_factor import pivoted_cholesky
 from .linear import CategorySpace
 
-__all__ = ["fit_nystroem", "nystroem_map", "DEFAULT_LANDMARKS"]
+__all__ = ["fit_nystroem", "nystroem_map", "choose_landmarks", "DEFAULT_LANDMARKS",
+           "AUTO_LANDMARK_RTOL"]
 
 DEFAULT_LANDMARKS = 500
+
+#: ``n_landmarks="auto"`` stops adding landmarks once the Nystroem residual's trace is at most
+#: this fraction of tr G (benchmarks/bench_warm_start.py measures what it buys).
+AUTO_LANDMARK_RTOL = 1e-3
+#: ... and at most this many landmarks, or fewer when the (N, r) factor would pass
+#: ``_AUTO_FACTOR_BYTES`` on the driver.
+AUTO_MAX_LANDMARKS = 2000
+_AUTO_FACTOR_BYTES = 512 * 2**20
 
 # Eigenvalues of K_LL below this fraction of the largest are round-off (dropped).
 _RANK_RTOL = 1e-10
@@ -34,6 +51,45 @@ def nystroem_map(kernel, L):
     lam, U = np.linalg.eigh(kernel(L, L))
     keep = lam > _RANK_RTOL * max(lam[-1], np.finfo(float).tiny)
     return U[:, keep] / np.sqrt(lam[keep])
+
+
+def choose_landmarks(X, kernel, *, rtol=AUTO_LANDMARK_RTOL, max_landmarks=AUTO_MAX_LANDMARKS):
+    """Landmarks chosen by the spectrum: the pivots of a pivoted-Cholesky factor of k(X, X).
+
+    Parameters
+    ----------
+    X : ndarray or dask.array.Array of shape (N, D)
+    kernel : catdask.kernels.Kernel
+    rtol : float
+        Stop once the residual trace is at most ``rtol * tr G``.
+    max_landmarks : int
+        Upper bound on the number of landmarks (also bounded by the driver's factor memory).
+
+    Returns
+    -------
+    idx : ndarray of int
+        The landmarks' rows of X, sorted.
+    residual : float
+        ``tr(G - G_nystroem) / tr G`` on the training set (<= rtol unless a cap stopped it).
+    """
+    N = X.shape[0]
+    cap = int(max(1, min(max_landmarks, N, _AUTO_FACTOR_BYTES // (8 * max(N, 1)))))
+    if is_distributed_input(X):  # one small graph per landmark: N kernel entries on the workers
+        diagonal = X.map_blocks(kernel.diagonal, drop_axis=1, dtype=np.float64).compute()
+
+        def columns(idx):
+            Y = np.asarray(X[idx].compute(), dtype=np.float64)
+            return X.map_blocks(kernel, Y, dtype=np.float64,
+                                chunks=(X.chunks[0], (len(idx),))).compute()
+    else:
+        diagonal = kernel.diagonal(X)
+
+        def columns(idx):
+            return kernel(X, X[idx])
+
+    _, residual, _, pivots = pivoted_cholesky(diagonal, columns, rtol=rtol, max_rank=cap,
+                                              return_pivots=True)
+    return np.sort(pivots), residual / max(float(np.sum(diagonal)), np.finfo(float).tiny)
 
 
 def _features_block(x, kernel, L, M):
@@ -54,7 +110,8 @@ def fit_nystroem(X, classes, kernel, *, linear_params, n_landmarks, rng, callbac
     kernel : catdask.kernels.Kernel
     linear_params : dict
         Parameters of the linear fit (a string ``init``).
-    n_landmarks : int or None
+    n_landmarks : int, "auto" or None
+        None: ``DEFAULT_LANDMARKS`` random rows; "auto": :func:`choose_landmarks`.
     rng : numpy.random.RandomState
     callback : callable, optional
         The solver's progress callback.
@@ -70,8 +127,13 @@ def fit_nystroem(X, classes, kernel, *, linear_params, n_landmarks, rng, callbac
             "array starts are coefficients of the exact kernel fit."
         )
     N, K = X.shape[0], classes.n_classes
-    m = min(n_landmarks or DEFAULT_LANDMARKS, N)
-    idx = np.sort(rng.choice(N, size=m, replace=False))
+    residual = None
+    if n_landmarks == "auto":
+        idx, residual = choose_landmarks(X, kernel)
+        m = idx.size
+    else:
+        m = min(n_landmarks or DEFAULT_LANDMARKS, N)
+        idx = np.sort(rng.choice(N, size=m, replace=False))
     distributed = is_distributed_input(X)
     L = np.asarray(X[idx].compute() if distributed else X[idx], dtype=np.float64)
     M = nystroem_map(kernel, L)
@@ -106,6 +168,8 @@ def fit_nystroem(X, classes, kernel, *, linear_params, n_landmarks, rng, callbac
         "n_nystroem_features_": r,
         "training_coef_": training_coef,
     }
+    if residual is not None:
+        fitted["landmark_residual_"] = residual
     for name in ("objective_", "n_iter_", "converged_", "stopping_reason_",
                  "certificate_", "restarts_", "best_restart_", "eps_",
                  "class_means_", "class_covariances_", "class_counts_"):
