@@ -300,26 +300,29 @@ def test_retrain_registered_adds_one_version_per_model_and_is_idempotent(iris_st
 # ----------------------------------------------------------------------------- certification
 def test_uncertified_model_is_rejected_unless_allowed(iris_store, dask_scheduler):
     _, train_mod, _ = _flows()
-    kw = dict(method="cas", n_restarts=1, store=str(iris_store), scheduler=dask_scheduler)
-    state = train_mod.train("iris", return_state=True, **kw)
+    # CQS on standardised wine with the class origin: the SDP dual is not tight (gap 1.6e-3),
+    # so the optimum is not certified at the default level.
+    ingest_dataset("wine", iris_store)
+    kw = dict(method="cqs", origin="class", n_restarts=1, store=str(iris_store),
+              scheduler=dask_scheduler)
+    state = train_mod.train("wine", return_state=True, **kw)
     # A rejected model is not a green run: Failed, named Rejected, with the reason.
     assert state.is_failed() and state.name == "Rejected", state
-    # CAS has no global-optimality test: the message says so instead of an unknown gap.
     assert state.message.startswith(
-        "rejected: iris cas not certified (not applicable: the absolute-value objective (CAS) "
-        "is not quadratic); nothing registered"), state.message
+        "rejected: wine cqs not certified (optimality gap <= 0.00164); nothing registered"), \
+        state.message
     run_id = state.state_details.flow_run_id
     with pytest.raises(train_mod.ModelRejectedError) as info:
         state.result()
     rejected = info.value.summary
     assert rejected["status"] == "rejected-uncertified"
     assert rejected["version"] is None and rejected["certified"] is False
-    assert rejected["gap"] is None and "not quadratic" in rejected["why_not_certified"]
+    assert rejected["gap"] == pytest.approx(1.64e-3, rel=0.01)
     assert list_models(iris_store) == []
-    assert not (iris_store / "models" / "iris-cas").exists()
+    assert not (iris_store / "models" / "wine-cqs").exists()
     # The run still publishes its plot and artifacts, marked as rejected, keyed by the run.
     assert "rejected" in Path(rejected["plot"]).name
-    run_tag = f"iris-cas-run-{str(run_id)[:8]}"
+    run_tag = f"wine-cqs-run-{str(run_id)[:8]}"
     assert {f"{run_tag}-{kind}" for kind in ("restarts", "summary", "metrics")} <= {
         a.key for a in _artifacts(run_id)}
     # The API has the same state (what the UI shows and filters on).
@@ -329,14 +332,29 @@ def test_uncertified_model_is_rejected_unless_allowed(iris_store, dask_scheduler
         stored = client.read_flow_run(run_id).state
     assert (stored.type.value, stored.name) == ("FAILED", "Rejected")
     # run_train (what the CLI calls) returns the summary of a rejected model.
-    again = train_mod.run_train(dataset="iris", **kw)
+    again = train_mod.run_train(dataset="wine", **kw)
     assert again["version"] is None and again["status"] == "rejected-uncertified"
 
-    allowed = train_mod.train("iris", allow_uncertified=True, **kw)
-    assert allowed["status"] == "uncertified-allowed" and allowed["version"] == "iris-cas:v1"
-    _, meta = load_model_version(iris_store, "iris-cas")
+    allowed = train_mod.train("wine", allow_uncertified=True, **kw)
+    assert allowed["status"] == "uncertified-allowed" and allowed["version"] == "wine-cqs:v1"
+    _, meta = load_model_version(iris_store, "wine-cqs")
     assert meta["registration_status"] == "uncertified-allowed"
     assert meta["certified"] is False
+    ds = read_dataset(iris_store, "wine")
+    assert load_estimator(iris_store, "wine-cqs").predict(ds.X).shape == (178,)
+
+
+def test_cas_has_no_optimality_test_and_is_registered_marked_so(iris_store, dask_scheduler):
+    _, train_mod, _ = _flows()
+    state = train_mod.train("iris", method="cas", n_restarts=1, store=str(iris_store),
+                            scheduler=dask_scheduler, return_state=True)
+    assert state.is_completed(), state
+    summary = state.result()
+    assert summary["status"] == "certificate-not-applicable"
+    assert summary["version"] == "iris-cas:v1" and summary["certified"] is False
+    assert "not quadratic" in summary["why_not_certified"]
+    _, meta = load_model_version(iris_store, "iris-cas")
+    assert meta["registration_status"] == "certificate-not-applicable"
     ds = read_dataset(iris_store, "iris")
     assert load_estimator(iris_store, "iris-cas").predict(ds.X).shape == (150,)
 

@@ -93,7 +93,8 @@ def _train(sub):
                         "level-2 moment relaxation when the dual is not tight (slower; needs "
                         "the sdp extra)")
     s.add_argument("--allow-uncertified", action="store_true",
-                   help="register the model even if it cannot be certified (marked so)")
+                   help="register a CQS / K-CQS model even if it cannot be certified (marked so); "
+                        "CAS / K-CAS have no optimality test and are registered marked so")
     s.add_argument("--run-key", help="idempotency key for the registration "
                                      "(default: the flow run's id)")
     return s

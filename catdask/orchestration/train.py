@@ -3,13 +3,15 @@
 What it does: load a stored data set, run the restarts as one batch on the Dask cluster
 (embedded local cluster by default, or the scheduler at ``scheduler`` / $CATDASK_SCHEDULER),
 test the best restart for global optimality (the others are marked tied with it or beaten), and
-register the best model only after that test (an uncertified model only when the caller allows it, marked so). Publishes the
+register the best model only after that test (an uncertified CQS / K-CQS model only when the
+caller allows it, marked so; CAS and K-CAS, which have no such test, marked
+``certificate-not-applicable``). Publishes the
 restart table, metrics and a category-space plot as Prefect artifacts keyed by the model, the
 solver's progress in the task log (and a progress artifact for long fits), and logs the Dask
 dashboard link.
 
 Run states: a registered model ends the run Completed; a model that was not registered
-(not certified, ``allow_uncertified`` off) ends it **Failed**, named ``Rejected``, with the
+(CQS / K-CQS not certified, ``allow_uncertified`` off) ends it **Failed**, named ``Rejected``, with the
 reason as the state message, so rejected runs stand out in the UI and can be filtered
 (state type Failed, state name Rejected). The run's summary is the state's data either way.
 

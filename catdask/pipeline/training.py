@@ -212,16 +212,24 @@ def training_metrics(estimator, X, y):
 def registration_decision(outcome, *, allow_uncertified=False):
     """Whether to register, and the status recorded with the version.
 
+    The gate guards against registering a local optimum, so it applies where a test of global
+    optimality exists (CQS, K-CQS). CAS and K-CAS have none (the objective is not quadratic):
+    they are registered, marked ``"certificate-not-applicable"``, because rejecting them would
+    only mean that the method can never be used without ``--allow-uncertified``.
+
     Returns
     -------
     register : bool
     status : str
-        ``"certified"``; ``"uncertified-allowed"`` (registered because the caller allowed it,
-        and marked so); ``"rejected-uncertified"`` (not registered).
+        ``"certified"``; ``"certificate-not-applicable"`` (CAS, K-CAS: registered, no test
+        exists); ``"uncertified-allowed"`` (registered because the caller allowed it, and
+        marked so); ``"rejected-uncertified"`` (not registered).
     """
     cert = outcome.certificate
     if cert.certified:
         return True, "certified"
+    if METHODS[outcome.spec.method].objective != "quadratic":
+        return True, "certificate-not-applicable"
     if allow_uncertified:
         return True, "uncertified-allowed"
     return False, "rejected-uncertified"
