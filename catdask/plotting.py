@@ -5,20 +5,92 @@
 ``X`` with the category axes marked: a 3-D scatter for three classes (or, on a 2-D ``ax``, the
 projection along (1, 1, 1) in which the three axes are 120 degrees apart), a plain scatter for
 two, and a grid of axis pairs for more. :func:`plot_coordinates` does the same for an array.
-matplotlib is imported only when a function is called.
+Axes and legend entries use the classes' display names when given (``class_names``: iris's
+"setosa", not its code 0): axis k is labelled "axis of <class k>" and the legend is titled
+"class". :func:`plot_format` names the file formats a plot can be saved in. matplotlib is
+imported only when a function is called.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["plot_category_space", "plot_coordinates"]
+__all__ = ["plot_category_space", "plot_coordinates", "category_axis_labels", "plot_format",
+           "PLOT_FORMATS"]
 
 _KINDS = ("auto", "2d", "3d", "simplex", "pairs")
+#: File formats a plot is saved in, chosen by the file's extension.
+PLOT_FORMATS = ("png", "pdf", "svg")
+LEGEND_TITLE = "class"
+# Sizes in inches: at the reports' 150 dpi a 3-D plot is about 740 x 710 px once cropped to
+# what is drawn (it was 370 x 361), enough for wine's tick labels not to run into each other.
+FIGSIZE_3D = (6.8, 5.6)
+FIGSIZE_2D = (6.0, 5.2)
+PAIR_PANEL_SIZE = (3.4, 3.2)
+MAX_TICKS = 5
+
+
+def plot_format(path):
+    """The file format of a plot written to ``path``, from its extension.
+
+    Parameters
+    ----------
+    path : str or path-like
+
+    Returns
+    -------
+    str
+        One of :data:`PLOT_FORMATS`.
+
+    Raises
+    ------
+    ValueError
+        The extension is missing or not one of :data:`PLOT_FORMATS` (matplotlib would
+        otherwise write some other format, or PNG bytes, under that name).
+    """
+    from pathlib import PurePath
+
+    suffix = PurePath(path).suffix.lower().lstrip(".")
+    if suffix not in PLOT_FORMATS:
+        shown = f"extension '.{suffix}'" if suffix else "no extension"
+        allowed = ", ".join(f".{f}" for f in PLOT_FORMATS)
+        raise ValueError(f"{str(path)!r} has {shown}; a plot is written as {allowed}")
+    return suffix
+
+
+def _class_name_map(classes, class_names):
+    """``{class label: display name}`` from a mapping, or from a list aligned with ``classes``."""
+    if class_names is None:
+        return {}
+    if hasattr(class_names, "items"):
+        return {c: str(class_names[c]) for c in classes if c in class_names}
+    names = [str(n) for n in class_names]
+    if len(names) != len(classes):
+        raise ValueError(f"class_names has {len(names)} entries for {len(classes)} classes.")
+    return dict(zip(classes, names))
+
+
+def category_axis_labels(classes, class_names=None):
+    """``"axis of <name>"`` for each class: axis k of the category space belongs to class k.
+
+    Parameters
+    ----------
+    classes : sequence
+        The estimator's ``classes_``.
+    class_names : mapping or sequence, optional
+        Display names (label -> name, or one per class in ``classes`` order); a class
+        without a name is shown as ``"class <label>"``.
+
+    Returns
+    -------
+    list of str
+    """
+    names = _class_name_map(list(classes), class_names)
+    return [f"axis of {names.get(c, f'class {c}')}" for c in classes]
 
 
 def plot_category_space(estimator, X, y=None, ax=None, *, kind="auto", title=None,
-                        max_pairs=15):
+                        max_pairs=15, class_names=None):
     """Scatter ``estimator.transform(X)`` with the category axes drawn.
 
     Parameters
@@ -38,6 +110,10 @@ def plot_category_space(estimator, X, y=None, ax=None, *, kind="auto", title=Non
     title : str, default=None
     max_pairs : int, default=15
         At most this many axis pairs in ``"pairs"`` mode.
+    class_names : mapping or sequence, default=None
+        Display names of the classes: a mapping label -> name, or one name per entry of
+        ``estimator.classes_`` (e.g. scikit-learn's ``target_names``). They label the axes
+        ("axis of setosa") and the legend (titled "class"); None shows the labels themselves.
 
     Returns
     -------
@@ -51,15 +127,17 @@ def plot_category_space(estimator, X, y=None, ax=None, *, kind="auto", title=Non
         "CategorySpace"
     )
     if is_category and classes is not None:
-        labels = [f"axis {c}" for c in classes]
+        labels = category_axis_labels(classes, class_names)
     else:
         labels = [f"component {j + 1}" for j in range(P.shape[1])]
+    names = _class_name_map(list(classes), class_names) if classes is not None else None
     return plot_coordinates(P, y, ax=ax, kind=kind, axis_labels=labels,
-                            draw_axes=is_category, title=title, max_pairs=max_pairs)
+                            draw_axes=is_category, title=title, max_pairs=max_pairs,
+                            class_names=names)
 
 
 def plot_coordinates(P, y=None, ax=None, *, kind="auto", axis_labels=None, draw_axes=False,
-                     title=None, max_pairs=15, point_size=12):
+                     title=None, max_pairs=15, point_size=12, class_names=None):
     """Scatter reduced coordinates ``P`` (n_samples, d) coloured by ``y``.
 
     Parameters
@@ -75,6 +153,9 @@ def plot_coordinates(P, y=None, ax=None, *, kind="auto", axis_labels=None, draw_
     title : str, default=None
     max_pairs : int, default=15
     point_size : float, default=12
+    class_names : mapping, default=None
+        Display name of each class label in ``y`` for the legend (titled "class"); a label
+        without a name is shown as it is.
 
     Returns
     -------
@@ -100,26 +181,32 @@ def plot_coordinates(P, y=None, ax=None, *, kind="auto", axis_labels=None, draw_
             kind = "pairs"
     if kind in ("3d", "simplex") and d != 3:
         raise ValueError(f"kind={kind!r} needs 3 dimensions; got {d}.")
-    groups = _groups(y, n)
+    groups = _groups(y, n, class_names)
 
     if kind == "pairs":
         pairs = [(a, b) for a in range(d) for b in range(a + 1, d)][:max_pairs]
         cols = min(len(pairs), 4)
         rows = -(-len(pairs) // cols)
-        fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 3.0 * rows), squeeze=False)
+        width, height = PAIR_PANEL_SIZE
+        fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows),
+                                 squeeze=False)
         for axk, (a, b) in zip(axes.flat, pairs):
             _scatter2d(axk, P[:, [a, b]], groups, [labels[a], labels[b]], draw_axes, point_size)
         for axk in list(axes.flat)[len(pairs):]:
             axk.set_visible(False)
-        axes.flat[0].legend(fontsize="small", markerscale=1.5)
         if title:
             fig.suptitle(title)
         fig.tight_layout()
+        # One legend for the grid, beside it (bbox_inches="tight" keeps it in the file).
+        if groups[0][0] is not None:
+            handles, names = axes.flat[0].get_legend_handles_labels()
+            fig.legend(handles, names, title=LEGEND_TITLE, loc="upper left",
+                       bbox_to_anchor=(1.0, 0.95), fontsize="small", markerscale=1.5)
         return axes
 
     if kind == "3d":
         if ax is None:
-            fig = plt.figure(figsize=(5, 4.5))
+            fig = plt.figure(figsize=FIGSIZE_3D)
             ax = fig.add_subplot(projection="3d")
         elif getattr(ax, "name", "") != "3d":
             raise ValueError("kind='3d' needs a 3-D Axes (projection='3d'); use kind='simplex'.")
@@ -135,10 +222,11 @@ def plot_coordinates(P, y=None, ax=None, *, kind="auto", axis_labels=None, draw_
         ax.set_xlabel(labels[0])
         ax.set_ylabel(labels[1])
         ax.set_zlabel(labels[2])
-        ax.legend(fontsize="small", markerscale=1.5)
+        _fewer_ticks(ax, ("x", "y", "z"))
+        _legend(ax, groups)
     else:
         if ax is None:
-            _, ax = plt.subplots(figsize=(4.5, 4.2))
+            _, ax = plt.subplots(figsize=FIGSIZE_2D)
         if kind == "simplex":
             # Orthographic view along (1, 1, 1): the three axes project to rays 120 deg apart.
             basis = np.array([[1.0, -1.0, 0.0], [1.0, 1.0, -2.0]])
@@ -155,26 +243,42 @@ def plot_coordinates(P, y=None, ax=None, *, kind="auto", axis_labels=None, draw_
             ax.set_aspect("equal", adjustable="datalim")
             ax.set_xticks([])
             ax.set_yticks([])
-            ax.legend(fontsize="small", markerscale=1.5)
+            _legend(ax, groups)
         else:
             Q = P[:, :2] if d >= 2 else np.column_stack([P[:, 0], np.zeros(n)])
             lab = labels[:2] if d >= 2 else [labels[0], ""]
             _scatter2d(ax, Q, groups, lab, draw_axes, point_size)
-            ax.legend(fontsize="small", markerscale=1.5)
+            _legend(ax, groups)
     if title:
         ax.set_title(title)
     return ax
 
 
-def _groups(y, n):
-    """(label, mask, colour) per class, tab10 colours in sorted class order."""
+def _groups(y, n, class_names=None):
+    """(legend label, mask, colour) per class, tab10 colours in sorted class order."""
     import matplotlib
 
     if y is None:
         return [(None, np.ones(n, dtype=bool), "C0")]
     y = np.asarray(y)
+    names = class_names or {}
     cmap = matplotlib.colormaps["tab10"]
-    return [(str(c), y == c, cmap(i % 10)) for i, c in enumerate(np.unique(y))]
+    return [(str(names.get(c, c)), y == c, cmap(i % 10)) for i, c in enumerate(np.unique(y))]
+
+
+def _legend(ax, groups):
+    """The class legend, titled, unless the points have no classes."""
+    if groups[0][0] is not None:
+        ax.legend(title=LEGEND_TITLE, fontsize="small", markerscale=1.5)
+
+
+def _fewer_ticks(ax, which):
+    """At most MAX_TICKS ticks per axis: the 3-D default crowds them until they overlap."""
+    from matplotlib.ticker import MaxNLocator
+
+    for name in which:
+        getattr(ax, f"{name}axis").set_major_locator(MaxNLocator(MAX_TICKS))
+    ax.tick_params(labelsize="small")
 
 
 def _scatter2d(ax, Q, groups, labels, draw_axes, point_size):
@@ -185,3 +289,4 @@ def _scatter2d(ax, Q, groups, labels, draw_axes, point_size):
         ax.axvline(0, color="k", lw=0.8)
     ax.set_xlabel(labels[0])
     ax.set_ylabel(labels[1])
+    _fewer_ticks(ax, ("x", "y"))

@@ -255,6 +255,21 @@ def test_ingest_train_models_plot_datasets(capsys, tmp_path, flows_env):
     assert code == EXIT_OK, err
     assert out.strip() == str(png)
     assert png.stat().st_size > 1000 and png.read_bytes()[:8] == PNG_MAGIC
+    # The format follows the extension (it was PNG bytes whatever the name).
+    for suffix, magic in ((".pdf", b"%PDF"), (".svg", b"<?xml")):
+        path = tmp_path / "plots" / f"iris{suffix}"
+        code, out, err = run_cli(capsys, "plot", "iris-cqs:v1", "--out", path, "--store", store)
+        assert code == EXIT_OK and out.strip() == str(path), err
+        assert path.read_bytes()[:len(magic)] == magic
+    # Another data set with another feature count: said in the model's and data set's terms.
+    code, _, err = run_cli(capsys, "ingest", "wine", "--store", store)
+    assert code == EXIT_OK, err
+    code, out, err = run_cli(capsys, "plot", "iris-cqs", "--dataset", "wine", "--out",
+                             tmp_path / "w.png", "--store", store)
+    assert code == EXIT_INPUT and out == "", err
+    assert err.strip() == ("catdask plot: error: model iris-cqs:v2 was trained on 4 features; "
+                           "data set wine has 13")
+    assert not (tmp_path / "w.png").exists()
 
     code, out, _ = run_cli(capsys, "datasets", "--store", store)
     assert code == EXIT_OK
@@ -457,6 +472,9 @@ def _timed_script(args, env, cwd, tmp_path):
     (["ingest", "--file", "missing.csv", "--name", "", "--label-column", "0"], EXIT_USAGE,
      "the data-set name is empty"),
     (["plot", "nosuch:v9"], EXIT_INPUT, "No model 'nosuch' in the registry"),
+    # matplotlib would write PNG bytes into x.jpg: refused before the model is looked up.
+    (["plot", "nosuch", "--out", "x.jpg"], EXIT_USAGE,
+     "--out: 'x.jpg' has extension '.jpg'; a plot is written as .png, .pdf, .svg"),
     (["models", "show", "nosuch"], EXIT_INPUT, "No model 'nosuch' in the registry"),
 ])
 def test_mistakes_are_refused_at_once_in_one_line(iris_store, tmp_path, args, code, expect):

@@ -234,20 +234,42 @@ def test_train_publishes_restart_table_and_summary_artifacts(trained):
     assert [r["restart"] for r in rows] == [r.index for r in outcome.estimator.restarts_]
     for row, restart in zip(rows, outcome.estimator.restarts_):
         assert {"objective", "iterations", "certified", "gap"} <= set(row)
-        assert row["objective"] == pytest.approx(float(restart.objective), rel=1e-12)
+        # Formatted for a browser window: 6 significant digits, gaps as 2.6e-13.
+        assert row["objective"] == f"{float(restart.objective):.6g}"
         assert row["iterations"] == restart.n_iter >= 1
         assert row["certified"] in (True, False, None)
+        assert row["gap"].count("e-") == 1 and len(row["gap"]) == len("2.60e-13")
+        assert len(row["certificate"]) <= 32, row["certificate"]
     assert any(r["certified"] is True for r in rows)
-    assert min(r["objective"] for r in rows) == pytest.approx(trained["result"]["objective"])
+    assert min(float(r["objective"]) for r in rows) == pytest.approx(
+        trained["result"]["objective"], rel=1e-5)
 
     (summary,) = _artifacts(run_id, "iris-cqs-v1-summary")
     assert summary.type == "markdown"
     assert "iris" in summary.data and "iris-cqs:v1" in summary.data
     assert "certified global optimum" in summary.data
     assert "](data:image/png;base64,iVBORw0KGgo" in summary.data  # an inline PNG
+    # The metrics as a table with 4 significant digits, not a Python dict.
+    accuracy = outcome.metrics["train_accuracy_predict"]
+    assert f"| train_accuracy_predict | {accuracy:.4g} |" in summary.data
+    assert "{'" not in summary.data
 
     (metrics,) = _artifacts(run_id, "iris-cqs-v1-metrics")
     assert {r["metric"] for r in _table(metrics)} == set(outcome.metrics)
+
+
+def test_flow_runs_are_named_after_what_they_do(trained):
+    """Not Prefect's generated names (``chocolate-scallop``): the UI's run list says what ran."""
+    from prefect.client.orchestration import get_client
+
+    ingest_mod, _, _ = _flows()
+    with get_client(sync_client=True) as client:
+        train_run = client.read_flow_run(trained["flow_run_id"])
+        state = ingest_mod.ingest(["iris", "wine"], store=str(trained["store"]),
+                                  return_state=True)
+        ingest_run = client.read_flow_run(state.state_details.flow_run_id)
+    assert train_run.name == "iris-cqs"
+    assert ingest_run.name == "ingest-iris-wine"
 
 
 def test_ingest_flow_publishes_summary_and_is_idempotent(tmp_path):
@@ -289,8 +311,15 @@ def test_retrain_registered_adds_one_version_per_model_and_is_idempotent(iris_st
     assert first["version"] == "iris-cqs:v1"
     results = train_mod.retrain_registered(store=str(iris_store), scheduler=dask_scheduler)
     assert [r["version"] for r in results] == ["iris-cqs:v2"]
-    again = train_mod.retrain_registered(store=str(iris_store), scheduler=dask_scheduler)
+    state = train_mod.retrain_registered(store=str(iris_store), scheduler=dask_scheduler,
+                                         return_state=True)
+    again = state.result()
     assert [r["version"] for r in again] == ["iris-cqs:v2"]
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        run = client.read_flow_run(state.state_details.flow_run_id)
+    assert run.name.startswith("retrain-all-20"), run.name  # the night it is for
     versions = list_models(iris_store)
     assert [str(v) for v in versions] == ["iris-cqs:v1", "iris-cqs:v2"]
     assert versions[1].meta["spec"] == versions[0].meta["spec"]
@@ -320,8 +349,9 @@ def test_uncertified_model_is_rejected_unless_allowed(iris_store, dask_scheduler
     assert rejected["gap"] == pytest.approx(1.64e-3, rel=0.01)
     assert list_models(iris_store) == []
     assert not (iris_store / "models" / "wine-cqs").exists()
-    # The run still publishes its plot and artifacts, marked as rejected, keyed by the run.
-    assert "rejected" in Path(rejected["plot"]).name
+    # The run still publishes its plot and artifacts, marked as rejected, keyed by the run:
+    # the plot is named by the run, so the next rejected run does not overwrite it.
+    assert Path(rejected["plot"]).name == f"wine-cqs-rejected-run-{str(run_id)[:8]}.png"
     run_tag = f"wine-cqs-run-{str(run_id)[:8]}"
     assert {f"{run_tag}-{kind}" for kind in ("restarts", "summary", "metrics")} <= {
         a.key for a in _artifacts(run_id)}
@@ -334,6 +364,8 @@ def test_uncertified_model_is_rejected_unless_allowed(iris_store, dask_scheduler
     # run_train (what the CLI calls) returns the summary of a rejected model.
     again = train_mod.run_train(dataset="wine", **kw)
     assert again["version"] is None and again["status"] == "rejected-uncertified"
+    assert again["plot"] != rejected["plot"]  # each rejected run keeps its own plot
+    assert Path(again["plot"]).is_file() and Path(rejected["plot"]).is_file()
 
     allowed = train_mod.train("wine", allow_uncertified=True, **kw)
     assert allowed["status"] == "uncertified-allowed" and allowed["version"] == "wine-cqs:v1"
@@ -726,6 +758,11 @@ def test_evaluate_quick_writes_tables_and_artifact(tmp_path):
     assert "iris" in text and "wine" in text
     (art,) = _artifacts(state.state_details.flow_run_id, "evaluation-table1")
     assert art.type == "markdown" and "Table 1" in art.data
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        run = client.read_flow_run(state.state_details.flow_run_id)
+    assert run.name == "evaluate-table1-stored-quick"
 
 
 # ----------------------------------------------------------------------------- progress, keys

@@ -138,7 +138,7 @@ def _store_commands(sub):
     s = _add(sub, "plot", "category-space plot of a registered model")
     s.add_argument("model", help="NAME or NAME:VERSION (default version: the latest)")
     s.add_argument("--dataset", help="data set to plot (default: the one it was trained on)")
-    s.add_argument("--out", help="PNG file (default: NAME-vVERSION.png)")
+    s.add_argument("--out", help="image file, .png, .pdf or .svg (default: NAME-vVERSION.png)")
     return msub
 
 

@@ -116,19 +116,34 @@ def cmd_models(args) -> int:
 
 
 def cmd_plot(args) -> int:
-    """Save the category-space plot of a registered model; prints the PNG's path."""
+    """Save the category-space plot of a registered model (png, pdf or svg, from the
+    extension of ``--out``); prints the file's path."""
+    from catdask.plotting import plot_format
     from catdask.store import load_estimator, load_model_version, read_dataset
 
+    if args.out:
+        try:  # before the model is read: a wrong extension is a command-line mistake
+            plot_format(args.out)
+        except ValueError as exc:
+            raise usage_error(f"--out: {exc}") from None
     name, version = split_version(args.model)
     _, meta = load_model_version(args.store, name, version)
     # matplotlib and the estimators take seconds to import: only once the model is found.
-    from catdask.pipeline.reports import save_category_space_plot
+    from catdask.pipeline.reports import (
+        check_feature_count,
+        class_names_of,
+        plot_title,
+        save_category_space_plot,
+    )
 
     model = load_estimator(args.store, name, version)
     # By default the snapshot it was trained on, not what the name holds now.
     ds = (read_dataset(args.store, args.dataset) if args.dataset else
           read_dataset(args.store, meta["dataset"], snapshot=meta.get("dataset_snapshot")))
+    label = f"{name}:v{meta['version']}"
+    check_feature_count(model, ds.n_features, model_label=label, dataset=ds.name)
     out = args.out or f"{name}-v{meta['version']}.png"
-    save_category_space_plot(model, ds.X, ds.y, out, title=f"{name} v{meta['version']} on {ds.name}")
+    title = plot_title(meta.get("spec", {}).get("method", ""), ds.name, version=label)
+    save_category_space_plot(model, ds.X, ds.y, out, title=title, class_names=class_names_of(ds))
     print(out)
     return EXIT_OK

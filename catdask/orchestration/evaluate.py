@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
+from prefect.runtime import flow_run
 
 from ..errors import DatasetNotFoundError
 from ..evaluation import (
@@ -22,6 +23,7 @@ from ..evaluation import (
     run_experiment,
     write_experiment,
 )
+from ..pipeline.run_names import evaluate_run_name
 from ..store import list_datasets, read_dataset
 from .retry import retry_if_transient
 
@@ -55,7 +57,12 @@ def run_table(key: str, datasets: list[str], n_splits: int, store: str | None, o
             "skipped": result.skipped}
 
 
-@flow(name="catdask-evaluate", log_prints=True)
+def _run_name() -> str:
+    p = flow_run.parameters
+    return evaluate_run_name(p.get("datasets"), p.get("tables"), bool(p.get("quick")))
+
+
+@flow(name="catdask-evaluate", flow_run_name=_run_name, log_prints=True)
 def evaluate(
     datasets: list[str] | None = None,
     tables: list[str] | None = None,

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_table_artifact
+from prefect.runtime import flow_run
 
 from ..pipeline import ingest_dataset
+from ..pipeline.run_names import ingest_run_name
 from .retry import retry_if_transient
 
 __all__ = ["ingest", "ingest_one"]
@@ -37,7 +39,11 @@ def ingest_one(name: str, store: str | None, source_dir: str | None, allow_downl
     return report
 
 
-@flow(name="catdask-ingest", log_prints=True)
+def _run_name() -> str:
+    return ingest_run_name(flow_run.parameters.get("names") or [])
+
+
+@flow(name="catdask-ingest", flow_run_name=_run_name, log_prints=True)
 def ingest(
     names: list[str],
     store: str | None = None,

@@ -33,14 +33,16 @@ from ..errors import CatdaskError
 from ..names import validate_name
 from ..pipeline import ModelSpec, fit_on_dataset, register_outcome, registration_decision
 from ..pipeline.reports import (
+    metrics_table_rows,
     png_markdown,
     reported_gap,
     restart_rows,
-    save_category_space_plot,
     summary_markdown,
+    write_model_plot,
 )
+from ..pipeline.run_names import TRAIN_RUN_NAME, retrain_run_name
 from ..progress import solver_progress
-from ..store import read_dataset, resolve_store
+from ..store import read_dataset
 from .artifacts import SolverProgress, model_artifact_key
 from .retry import retry_if_transient
 
@@ -126,15 +128,12 @@ def publish_reports(store: str | None, outcome, version: str | None, status: str
             for kind in ("restarts", "summary", "metrics")}
     create_table_artifact(restart_rows(outcome), key=keys["restarts"],
                           description="Every restart: objective, iterations, certificate, gap")
-    ds = read_dataset(store, outcome.dataset, snapshot=outcome.dataset_snapshot)  # fitted on
-    name = (version or f"{outcome.dataset}-{method}-rejected").replace(":", "-")
-    path = save_category_space_plot(outcome.model, ds.X, ds.y,
-                                    resolve_store(store) / "plots" / f"{name}.png",
-                                    title=f"{method.upper()} on {outcome.dataset}")
+    path = write_model_plot(store, outcome, version=version, status=status,
+                            run_id=str(flow_run.id))
     create_markdown_artifact(summary_markdown(outcome, version, status) + "\n\n" + png_markdown(path),
                              key=keys["summary"], description="Model summary and category space")
-    create_table_artifact([{"metric": k, "value": v} for k, v in outcome.metrics.items()],
-                          key=keys["metrics"], description="Training metrics")
+    create_table_artifact(metrics_table_rows(outcome.metrics), key=keys["metrics"],
+                          description="Training metrics")
     return str(path)
 
 
@@ -147,7 +146,7 @@ def _rejection_message(summary: dict) -> str:
             "(allow_uncertified=True registers it marked as uncertified)")
 
 
-@flow(name="catdask-train", log_prints=True)
+@flow(name="catdask-train", flow_run_name=TRAIN_RUN_NAME, log_prints=True)
 def train(
     dataset: str,
     method: str = "cqs",
@@ -216,7 +215,16 @@ def run_train(**parameters) -> dict:
         return exc.summary
 
 
-@flow(name="catdask-retrain", log_prints=True)
+def _scheduled_night() -> datetime:
+    """The night a retrain run is for: its scheduled start (now for a manual run)."""
+    return flow_run.scheduled_start_time or datetime.now(timezone.utc)
+
+
+def _retrain_run_name() -> str:
+    return retrain_run_name(_scheduled_night())
+
+
+@flow(name="catdask-retrain", flow_run_name=_retrain_run_name, log_prints=True)
 def retrain_registered(store: str | None = None, scheduler: str | None = None,
                        allow_uncertified: bool = False):
     """Retrain every registered model on its data set with its recorded spec (nightly job).
@@ -233,8 +241,7 @@ def retrain_registered(store: str | None = None, scheduler: str | None = None,
             latest[v.name] = v  # list_models is ordered by name, then version
     # The night the run was scheduled for (today for a manual run): a crashed run retried
     # the same night finds its versions; the next night registers new ones.
-    when = flow_run.scheduled_start_time or datetime.now(timezone.utc)
-    day = when.date().isoformat()
+    day = _scheduled_night().date().isoformat()
     results, rejected = [], []
     for name, v in sorted(latest.items()):
         spec = v.meta["spec"]

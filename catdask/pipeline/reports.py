@@ -1,4 +1,9 @@
-"""What a run publishes: restart tables, summaries and category-space plots (as data)."""
+"""What a run publishes: restart tables, summaries and category-space plots (as data).
+
+The Prefect artifacts are read in a browser: numbers are formatted here (objectives to 6
+significant digits, gaps as ``1.2e-13``, metrics to 4) and the certificate column of the
+restart table holds a short verdict, the full reason being in the summary.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +13,21 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["reported_gap", "restart_rows", "certificate_summary", "save_category_space_plot",
-           "png_markdown", "summary_markdown"]
+__all__ = ["reported_gap", "restart_rows", "restart_verdict", "certificate_summary",
+           "metrics_table_rows", "metrics_markdown", "save_category_space_plot",
+           "check_feature_count", "plot_file_name", "plot_title", "rejection_note",
+           "class_names_of", "write_model_plot", "png_markdown", "summary_markdown", "PLOT_DPI"]
+
+# 150 dpi: a 3-D plot is about 740 x 710 px, readable in the Prefect UI (it was 370 x 361).
+PLOT_DPI = 150
+METRIC_DIGITS = 4
+
+
+def _format(value, spec):
+    """``value`` formatted with ``spec``; "" when it is None or not finite."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return ""
+    return format(value, spec)
 
 
 def _fmt(v):
@@ -30,28 +48,72 @@ def reported_gap(cert):
 
 
 def restart_rows(outcome):
-    """One row per restart: objective, iterations, convergence, certificate verdict and gap."""
+    """One row per restart, formatted for the restart-table artifact.
+
+    Objectives are strings with 6 significant digits (``"169.312"``), gaps with 2 digits of
+    mantissa (``"2.59e-13"``, "" when unknown), and ``certificate`` is the short verdict of
+    :func:`restart_verdict`: the full reason of a certificate runs to several lines, which
+    pushed the table wider than a browser window. The summary artifact has the full reason.
+    """
+    est = outcome.estimator
+    tested = getattr(est, "best_restart_", None)
+    best_objective = float(est.objective_)
     rows = []
-    for r in outcome.estimator.restarts_:
+    for r in est.restarts_:
         c = r.certificate
         rows.append({
             "restart": r.index,
             "start": r.start,
-            "objective": float(r.objective),
+            "objective": _format(float(r.objective), ".6g"),
             "iterations": int(r.n_iter),
             "converged": bool(r.converged),
             "stopping_reason": r.stopping_reason,
             "certified": None if c is None or not c.applicable else bool(c.certified),
-            "gap": reported_gap(c),
-            "certificate": "" if c is None else c.reason,
+            "gap": _format(reported_gap(c), ".2e"),
+            "certificate": restart_verdict(r, tested, best_objective),
         })
     return rows
+
+
+def restart_verdict(restart, tested_index, best_objective):
+    """A few words on one restart's certificate: what the table's certificate column shows.
+
+    Parameters
+    ----------
+    restart : catdask.solver.RestartResult
+    tested_index : int or None
+        The restart whose certificate was computed (``best_restart_``); the others only
+        compare with it.
+    best_objective : float
+
+    Returns
+    -------
+    str
+        ``"certified (sdp-dual)"`` / ``"not certified (reduced bound)"`` for the tested
+        restart, ``"tied with restart 0"`` or ``"beaten by restart 0"`` for the others,
+        ``"not applicable"`` without a test (CAS), "" without a certificate.
+    """
+    from ..estimators.base import TIE_RTOL
+
+    c = restart.certificate
+    if c is None:
+        return ""
+    if not c.applicable:
+        return "not applicable"
+    if restart.index == tested_index or tested_index is None:
+        if c.certified:
+            return f"certified ({c.method})"
+        return f"not certified ({c.bound_method} bound)" if c.bound_method else "not certified"
+    if restart.objective >= best_objective - TIE_RTOL * abs(best_objective):
+        return f"tied with restart {tested_index}"
+    return f"beaten by restart {tested_index}"
 
 
 def certificate_summary(cert):
     """Readable one-line verdict of a certificate."""
     if not cert.applicable:
-        return f"not applicable ({cert.reason})"
+        # The reason of a certificate that does not apply starts with "not applicable" itself.
+        return f"not applicable ({cert.reason.removeprefix('not applicable: ')})"
     if cert.certified:
         margin = cert.verified_gap
         margin = f"; verified gap <= {margin:.1e}" if math.isfinite(margin) else ""
@@ -60,8 +122,45 @@ def certificate_summary(cert):
     return f"not certified; optimality gap <= {gap} ({cert.bound_method} bound)"
 
 
-def save_category_space_plot(model, X, y, path, *, title=None):
-    """Write a PNG scatter of the training data in category space; returns the path."""
+def metrics_table_rows(metrics):
+    """``[{"metric": name, "value": "0.9831"}, ...]``: values to 4 significant digits."""
+    rows = []
+    for name, value in metrics.items():
+        shown = _format(float(value), f".{METRIC_DIGITS}g") if isinstance(value, float) else value
+        rows.append({"metric": name, "value": "n/a" if shown == "" else shown})
+    return rows
+
+
+def metrics_markdown(metrics):
+    """The metrics as a two-column markdown table (:func:`metrics_table_rows`)."""
+    lines = ["| metric | value |", "|---|---|"]
+    lines += [f"| {r['metric']} | {r['value']} |" for r in metrics_table_rows(metrics)]
+    return "\n".join(lines)
+
+
+def save_category_space_plot(model, X, y, path, *, title=None, class_names=None,
+                             dpi=PLOT_DPI):
+    """Write a scatter of ``X`` in category space; returns the path.
+
+    Parameters
+    ----------
+    model : fitted estimator or Pipeline ending in one
+    X, y : arrays
+    path : path-like
+        The format follows the extension (:data:`catdask.plotting.PLOT_FORMATS`: png, pdf,
+        svg); any other extension is refused before anything is drawn.
+    title : str, optional
+    class_names : mapping or sequence, optional
+        Display names of the classes (see :func:`catdask.plotting.plot_category_space`).
+    dpi : float, default=PLOT_DPI
+
+    Returns
+    -------
+    pathlib.Path
+    """
+    from ..plotting import plot_format
+
+    fmt = plot_format(path)
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -72,15 +171,106 @@ def save_category_space_plot(model, X, y, path, *, title=None):
     steps = getattr(model, "steps", None)
     est = model[-1] if steps else model
     Xt = model[:-1].transform(X) if steps and len(steps) > 1 else X
-    out = plot_category_space(est, Xt, y, title=title)
+    out = plot_category_space(est, Xt, y, title=title, class_names=class_names)
     fig = (out.flat[0] if isinstance(out, np.ndarray) else out).figure
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    fig.savefig(tmp, dpi=90, bbox_inches="tight", format="png")
-    plt.close(fig)
-    tmp.replace(path)  # atomic: a reader never sees half a PNG
+    try:
+        fig.savefig(tmp, dpi=dpi, bbox_inches="tight", format=fmt)
+    finally:
+        plt.close(fig)
+    tmp.replace(path)  # atomic: a reader never sees half a file
     return path
+
+
+def check_feature_count(model, n_features, *, model_label, dataset):
+    """Refuse data whose feature count differs from the model's, naming both.
+
+    scikit-learn's own message ("X has 13 features, but StandardScaler is expecting 4")
+    names neither the model nor the data set.
+
+    Raises
+    ------
+    ValueError
+        ``"model iris-cqs:v1 was trained on 4 features; data set wine has 13"``.
+    """
+    expected = getattr(model, "n_features_in_", None)
+    if expected is not None and int(expected) != int(n_features):
+        raise ValueError(f"model {model_label} was trained on {int(expected)} features; "
+                         f"data set {dataset} has {int(n_features)}")
+
+
+def rejection_note(certificate):
+    """Why a model was not registered, in a few words (for a plot title).
+
+    Returns
+    -------
+    str
+        ``"rejected: not certified, gap <= 4.1e-03"``; ``"rejected: no optimality test
+        (CAS)"`` when the certificate does not apply.
+    """
+    if not certificate.applicable:
+        # CAS has no test; a K-CQS fit whose Gram rank was too large was not tested.
+        return ("rejected: no optimality test (CAS)" if "(CAS)" in certificate.reason
+                else "rejected: optimality not tested")
+    gap = reported_gap(certificate)
+    return "rejected: not certified" + (f", gap <= {gap:.1e}" if gap is not None else "")
+
+
+def plot_title(method, dataset, *, version=None, certificate=None, status=None):
+    """The title of a category-space plot: the paper's method name, the data set, the version.
+
+    A rejected model's plot (``status`` starting with "rejected") gets a second line with
+    :func:`rejection_note`, so the picture cannot be mistaken for a registered model's.
+    """
+    from ..methods import METHODS
+
+    name = METHODS[method].paper_name if method in METHODS else (method.upper() or "model")
+    title = f"{name} on {dataset}" + (f" ({version})" if version else "")
+    if status and status.startswith("rejected") and certificate is not None:
+        title += f"\n{rejection_note(certificate)}"
+    return title
+
+
+def class_names_of(dataset):
+    """``{class label: display name}`` of a stored data set (iris: ``{0: "setosa", ...}``)."""
+    return dict(zip(dataset.classes.tolist(), dataset.label_names))
+
+
+def write_model_plot(store, outcome, *, version=None, status=None, run_id=None):
+    """The train run's category-space plot, in ``<store>/plots/``; returns its path.
+
+    Drawn on the snapshot the model was fitted on, with the classes' display names, titled
+    by :func:`plot_title` and named by :func:`plot_file_name` (a rejected model's plot by its
+    run, so rejected runs keep one plot each).
+    """
+    from ..store import read_dataset, resolve_store
+
+    ds = read_dataset(store, outcome.dataset, snapshot=outcome.dataset_snapshot)
+    method = outcome.spec.method
+    name = plot_file_name(outcome.dataset, method, version=version, run_id=run_id)
+    title = plot_title(method, outcome.dataset, version=version,
+                       certificate=outcome.certificate, status=status)
+    return save_category_space_plot(outcome.model, ds.X, ds.y,
+                                    resolve_store(store) / "plots" / name, title=title,
+                                    class_names=class_names_of(ds))
+
+
+def plot_file_name(dataset, method, *, version=None, run_id=None, suffix="png"):
+    """The file name of a train run's plot: one per model version, or per run when rejected.
+
+    ``iris-cqs-v1.png`` for ``iris-cqs:v1`` (``NAME-vN`` with ``NAME:vN``'s name), and
+    ``iris-cas-rejected-run-1a2b3c4d.png`` for a rejected model, named by its flow run so two
+    rejected runs do not overwrite each other's plot.
+    """
+    if version:
+        stem = str(version).replace(":", "-")
+    elif run_id:
+        stem = f"{dataset}-{method}-rejected-run-{str(run_id)[:8]}"
+    else:
+        raise ValueError("a plot file name needs the registered version or the flow run id")
+    return f"{stem}.{suffix}"
 
 
 def png_markdown(path, alt="category space"):
@@ -90,16 +280,23 @@ def png_markdown(path, alt="category space"):
 
 
 def summary_markdown(outcome, version=None, status=None):
-    """Markdown summary of a train run for the Prefect UI."""
+    """Markdown summary of a train run for the Prefect UI: verdict, reason, metrics table."""
+    from ..methods import METHODS
+
     est, cert = outcome.estimator, outcome.certificate
+    method = METHODS[outcome.spec.method].paper_name
     lines = [
-        f"## {outcome.spec.method.upper()} on `{outcome.dataset}`" + (f" -> `{version}`" if version else ""),
+        f"## {method} on `{outcome.dataset}`" + (f" -> `{version}`" if version else ""),
         "",
         f"- objective: {est.objective_:.10g} (best of {len(est.restarts_)} restarts, "
         f"{est.n_iter_} iterations, converged={est.converged_})",
         f"- certificate: {certificate_summary(cert)}",
+        *([f"- why: {cert.reason}"] if cert.applicable else []),
         f"- registration: {status or 'n/a'}",
         f"- fit time: {outcome.seconds:.2f} s",
-        f"- metrics: {outcome.metrics}",
+        "",
+        "### Metrics",
+        "",
+        metrics_markdown(outcome.metrics),
     ]
     return "\n".join(lines)
