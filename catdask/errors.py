@@ -50,7 +50,37 @@ class DatasetNotFoundError(CatdaskError, _MessageKeyError):
 
 
 class DatasetExistsError(CatdaskError, ValueError):
-    """A data set of that name holds different content and replacing it was not asked for."""
+    """A data set of that name holds different content and replacing it was not asked for.
+
+    Attributes
+    ----------
+    name : str
+        The data set.
+    stored_sha256, new_sha256 : str
+        Content checksums of what is stored and of what was to be written.
+    """
+
+    #: How a caller of the library replaces the content; the CLI says ``--replace`` instead.
+    LIBRARY_REMEDY = "Pass replace=True"
+
+    def __init__(self, name: str, stored_sha256: str, new_sha256: str,
+                 remedy: str = LIBRARY_REMEDY):
+        self.name = name
+        self.stored_sha256 = stored_sha256
+        self.new_sha256 = new_sha256
+        self.remedy = remedy
+        super().__init__(self.describe(remedy))
+
+    def describe(self, remedy: str) -> str:
+        """The message, with ``remedy`` (e.g. ``"Pass --replace"``) as the way out."""
+        return (f"Data set {self.name!r} already holds different content (sha256 "
+                f"{self.stored_sha256}); the new content has sha256 {self.new_sha256}. {remedy} "
+                "to replace it; models trained on the old content keep their reference to its "
+                "snapshot.")
+
+    def __reduce__(self):
+        # Rebuilt from its fields when pickled (Prefect may persist a failed run's exception).
+        return type(self), (self.name, self.stored_sha256, self.new_sha256, self.remedy)
 
 
 class ModelNotFoundError(CatdaskError, _MessageKeyError):

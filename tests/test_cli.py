@@ -65,10 +65,10 @@ def cli_env(monkeypatch, tmp_path):
     # take it off again so other tests' handlers see every record.
     import logging
 
-    from catdask.cli.runtime import _NoRunTracebacks
+    from catdask.cli.runtime import _NoRunFailureEchoes
 
     for handler in logging.getLogger().handlers:
-        for f in [f for f in handler.filters if isinstance(f, _NoRunTracebacks)]:
+        for f in [f for f in handler.filters if isinstance(f, _NoRunFailureEchoes)]:
             handler.removeFilter(f)
 
 
@@ -106,6 +106,23 @@ def run_cli(capsys, *args):
     (["evaluate", "--splits", "1"], "argument --splits: must be >= 2"),
     (["ingest"], "name data sets"),
     (["ingest", "--file", "data.csv"], "--name and --label-column"),
+    # Options that do not apply are refused, not silently ignored (and recorded).
+    (["train", "iris", "--gamma", "0.5"],
+     "argument --gamma: applies only to --method kcqs or kcas"),
+    (["train", "iris", "--method", "cas", "--gamma", "0.5"], "not to cas"),
+    (["train", "iris", "--method", "cas", "--certify", "moment"],
+     "argument --certify moment: applies only to --method cqs or kcqs"),
+    (["train", "iris", "--method", "kcas", "--certify", "moment"], "no global-optimality test"),
+    (["ingest", "iris", "--file", "good.csv", "--label-column", "label", "--name", "g"],
+     "give catalog names (or --all) or --file, not both"),
+    (["ingest", "--all", "--file", "good.csv"], "not both"),
+    (["ingest", "iris", "--name", "g"], "argument --name: applies only to --file"),
+    (["ingest", "iris", "--label-column", "0"], "argument --label-column: applies only to --file"),
+    (["ingest", "--file", "x.csv", "--name", "x", "--label-column", "0", "--download"],
+     "argument --download: applies only to catalog data sets, not to --file"),
+    # Options only by their full names: --restart is not taken as --restarts.
+    (["train", "iris", "--restart", "3"], "unrecognized arguments: --restart 3"),
+    (["ingest", "iris", "--down"], "unrecognized arguments: --down"),  # was --download
 ])
 def test_usage_errors_exit_2(capsys, args, expect):
     code, out, err = run_cli(capsys, *args)
@@ -173,14 +190,86 @@ def test_bad_paths_exit_3(capsys, tmp_path, iris_store):
     assert "missing.csv" in err and "not found" in err
 
 
-def test_models_show_on_missing_store_exit_3(capsys, tmp_path):
+READ_ONLY_COMMANDS = [["datasets"], ["models", "list"], ["models", "show", "iris-cqs"],
+                      ["models", "compare", "iris-cqs", "1", "2"], ["plot", "iris-cqs"], ["gc"],
+                      ["check"]]
+
+
+@pytest.mark.parametrize("command", READ_ONLY_COMMANDS, ids=" ".join)
+def test_a_named_store_that_does_not_exist_exit_3(capsys, tmp_path, monkeypatch, command):
+    """A typo in --store or $CATDASK_STORE is an error, not an empty store."""
     missing = tmp_path / "no-store"
-    code, _, err = run_cli(capsys, "models", "show", "iris-cqs", "--store", missing)
-    assert code == EXIT_INPUT
-    assert "No model 'iris-cqs' in the registry" in err and str(missing) in err
+    code, out, err = run_cli(capsys, "--store", missing, *command)
+    assert code == EXIT_INPUT, (code, out, err)
+    assert err.splitlines() == [f"catdask {command[0]}: error: store {missing} does not exist "
+                                "(chosen by --store; check the path, or run `catdask ingest` "
+                                "there first to create it)"]
+    assert out == ""
+    monkeypatch.setenv("CATDASK_STORE", str(missing))
+    code, _, err = run_cli(capsys, *command)
+    assert code == EXIT_INPUT and f"store {missing} does not exist" in err
+    assert "chosen by $CATDASK_STORE" in err
     assert not missing.exists()
-    code, out, _ = run_cli(capsys, "models", "list", "--store", missing)
-    assert code == EXIT_OK and "(none)" in out
+
+
+def test_the_default_store_may_be_missing_and_is_named(capsys, tmp_path):
+    """Nothing ingested yet in ./catdask-store: the read-only commands work and say where
+    they looked."""
+    default = tmp_path / "catdask-store"  # cli_env: the working directory is tmp_path
+    code, out, err = run_cli(capsys, "models", "list")
+    assert code == EXIT_OK, err
+    assert out.strip() == (f"no models in {default} (it does not exist yet; `catdask ingest` "
+                           "creates it)")
+    code, out, err = run_cli(capsys, "datasets")
+    assert code == EXIT_OK and "iris" in out
+    assert f"store {default} does not exist yet" in err
+    code, out, err = run_cli(capsys, "gc")
+    assert code == EXIT_OK and f"nothing to remove: store {default} does not exist yet" in err
+    code, _, err = run_cli(capsys, "models", "show", "iris-cqs")
+    assert code == EXIT_INPUT
+    assert f"No model 'iris-cqs': the store {default} does not exist yet" in err
+    assert not default.exists()
+
+
+@pytest.mark.parametrize("args, expect", [
+    (["models", "list", "nothing"], "No model 'nothing' in the registry at {store} "
+                                    "(registered: iris-cqs)"),
+    (["models", "list", "iris-cq"], "No model 'iris-cq' in the registry at {store}; "
+                                    "did you mean 'iris-cqs'? (registered: iris-cqs)"),
+    (["models", "show", "iris-cq"], "did you mean 'iris-cqs'?"),
+    (["models", "compare", "irsi-cqs", "1", "2"], "did you mean 'iris-cqs'?"),
+    (["plot", "irsi-cqs"], "did you mean 'iris-cqs'?"),
+    (["plot", "irsi-cqs:v1"], "did you mean 'iris-cqs'?"),
+])
+def test_unknown_model_names_list_the_registered_ones(capsys, two_versions, args, expect):
+    code, out, err = run_cli(capsys, *args, "--store", two_versions)
+    assert code == EXIT_INPUT, (code, out, err)
+    (line,) = err.splitlines()
+    assert line.startswith(f"catdask {args[0]}: error: ") and out == ""
+    assert expect.format(store=two_versions.resolve()) in line
+
+
+def test_models_list_shows_the_method_key_and_origin(capsys, two_versions):
+    from sklearn.datasets import load_iris
+
+    from catdask import KernelCategorySpace
+    from catdask.store import register_estimator
+
+    X, y = load_iris(return_X_y=True)
+    register_estimator(two_versions, "iris-kcas",
+                       KernelCategorySpace(objective="absolute", origin="class", n_restarts=1,
+                                           certify=False).fit(X[::3], y[::3]))
+    code, out, err = run_cli(capsys, "models", "list", "--store", two_versions)
+    assert code == EXIT_OK, err
+    rows = {line.split()[1]: line.split() for line in out.splitlines() if ":v" in line}
+    assert {"cqs", "global"} <= set(rows["iris-cqs:v1"])
+    assert {"kcas", "class"} <= set(rows["iris-kcas:v1"])
+    assert "CategorySpace" not in out  # the estimator class is not what the user typed
+    # The train flow's spec names the method; it wins over the class and objective.
+    from catdask.cli.store_commands import method_key
+
+    assert method_key({"spec": {"method": "kcqs"}, "class": "CategorySpace"}) == "kcqs"
+    assert method_key({"class": "Other"}) == "Other"
 
 
 # ----------------------------------------------------------------------------- uncertified: 4
@@ -397,8 +486,14 @@ def _script(args, env, cwd, timeout=180):
 
 @pytest.mark.timeout(300)
 def test_console_script_train(iris_store, tmp_path, prefect_env, dask_scheduler):
-    """`catdask train` as installed: a flow run on the given Prefect API and Dask scheduler."""
+    """`catdask train` as installed: a flow run on the given Prefect API and Dask scheduler.
+
+    Its console shows catdask's own progress, not Prefect's run logs ("Beginning flow run",
+    a "View at" link to a server that is gone when the command ends, "Finished in state"),
+    while those logs still reach the Prefect API whole.
+    """
     env = dict(prefect_env, CATDASK_SCHEDULER=dask_scheduler)
+    env.pop("PREFECT_LOGGING_LEVEL", None)  # Prefect's default (INFO), as users have it
     r = _script(["train", "iris", "--store", iris_store, "--restarts", "2"], env, tmp_path)
     assert r.returncode == 0, r.stderr
     result = json.loads(r.stdout)
@@ -406,14 +501,65 @@ def test_console_script_train(iris_store, tmp_path, prefect_env, dask_scheduler)
     assert [str(v) for v in list_models(iris_store)] == ["iris-cqs:v1"]
     assert Path(result["plot"]).is_file()
 
+    lines = r.stderr.splitlines()
+    assert all(line.startswith("catdask train: train cqs on iris") for line in lines), lines
+    assert any(": iteration 1, best objective" in line for line in lines), lines  # solver
+    assert "done in" in lines[-1] and "certified" in lines[-1]
+
+    _, meta = load_model_version(iris_store, "iris-cqs")
+    run_id = meta["run_key"].removeprefix("flow-run:")  # the default key: the run's id
+    messages = _flow_run_logs(run_id, until="registered iris-cqs:v1")
+    assert any(m.startswith("Beginning flow run") for m in messages), messages
+    assert any(m.startswith("solver loop 1, iteration 1:") for m in messages), messages
+    assert any(m.startswith("Finished in state Completed") for m in messages), messages
+
+
+def _flow_run_logs(run_id: str, until: str, timeout: float = 30.0) -> list[str]:
+    """The messages the Prefect API holds for flow run ``run_id``, once one contains
+    ``until`` (a subprocess's last log batch may still be on its way)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+
+    deadline = time.monotonic() + timeout
+    while True:
+        with get_client(sync_client=True) as client:
+            messages = [log.message for log in client.read_logs(
+                LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run_id])))]
+        if any(until in m for m in messages) or time.monotonic() > deadline:
+            return messages
+        time.sleep(0.5)
+
+
+@pytest.mark.timeout(300)
+def test_console_script_flow_failure_is_one_line(tmp_path, prefect_env):
+    """An error inside a flow run is printed once, by the CLI: not also as Prefect's failed
+    task and flow records (each repeated it, with tracebacks)."""
+    import numpy as np
+
+    from catdask.store import write_dataset
+
+    store = tmp_path / "store"
+    write_dataset(store, "iris", np.arange(12.0).reshape(6, 2), np.repeat([0, 1], 3))
+    env = dict(prefect_env)
+    env.pop("PREFECT_LOGGING_LEVEL", None)  # Prefect's default (INFO), as users have it
+    r = _script(["ingest", "iris", "--store", store], env, tmp_path)
+    assert r.returncode == EXIT_INPUT, r.stderr
+    lines = [line for line in r.stderr.splitlines()
+             if not line.startswith("catdask ingest: ingest")]  # the progress lines
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("catdask ingest: error: Data set 'iris' already holds different")
+    assert "Pass --replace to replace it" in lines[0] and "replace=True" not in lines[0]
+
 
 @pytest.mark.timeout(120)
 def test_console_script_exit_codes(tmp_path, prefect_env):
     missing = tmp_path / "no-store"
     r = _script(["models", "show", "iris-cqs", "--store", missing], prefect_env, tmp_path)
     assert r.returncode == 3, r.stderr
-    assert "catdask models: error: No model 'iris-cqs' in the registry" in r.stderr
+    assert f"catdask models: error: store {missing} does not exist" in r.stderr
     assert "Traceback" not in r.stderr
+    r = _script(["models", "show", "iris-cqs"], prefect_env, tmp_path)  # ./catdask-store
+    assert r.returncode == 3 and "catdask models: error: No model 'iris-cqs'" in r.stderr
     r = _script(["frobnicate"], prefect_env, tmp_path)
     assert r.returncode == 2 and "invalid choice" in r.stderr
 
@@ -461,6 +607,7 @@ def _timed_script(args, env, cwd, tmp_path):
     (["evaluate", "irsi"], EXIT_INPUT, "did you mean 'iris'?"),
     (["train", "iris", "--restarts", "0"], EXIT_USAGE, "--restarts: must be >= 1"),
     (["train", "iris", "--gamma", "-1"], EXIT_USAGE, "--gamma: must be > 0"),
+    (["train", "iris", "--gamma", "0.5"], EXIT_USAGE, "--gamma: applies only to --method kcqs"),
     (["train", "iris", "--method", "nope"], EXIT_USAGE, "invalid choice: 'nope'"),
     (["train", "iris", "--name", ""], EXIT_USAGE, "the model name is empty"),
     (["train", "iris", "--name", "a/b"], EXIT_INPUT, "path separator"),
@@ -476,6 +623,8 @@ def _timed_script(args, env, cwd, tmp_path):
     (["plot", "nosuch", "--out", "x.jpg"], EXIT_USAGE,
      "--out: 'x.jpg' has extension '.jpg'; a plot is written as .png, .pdf, .svg"),
     (["models", "show", "nosuch"], EXIT_INPUT, "No model 'nosuch' in the registry"),
+    (["models", "list", "nosuch"], EXIT_INPUT, "No model 'nosuch' in the registry"),
+    (["ingest", "iris", "--file", "x.csv"], EXIT_USAGE, "or --file, not both"),
 ])
 def test_mistakes_are_refused_at_once_in_one_line(iris_store, tmp_path, args, code, expect):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API", "CATDASK_"))}
@@ -605,7 +754,9 @@ class _FakeFlows:
             if name == "train":
                 return {"version": "x:v1", "status": "certified", "objective": 1.0, "n_iter": 3,
                         "gap": 0.0}
-            return [{"name": n} for n in (args[0] if args else [])]
+            return [{"name": n, "n_samples": 150, "n_features": 4, "n_classes": 3,
+                     "written": True, "replaced": False, "snapshot": "s1"}
+                    for n in (args[0] if args else [])]
         return run
 
 
@@ -632,6 +783,135 @@ def test_flow_arguments_defaults_replace_and_evaluation_dir(capsys, iris_store, 
     assert code == EXIT_OK, err
     out_dir = Path(flows.calls[-1][2]["out_dir"])
     assert out_dir.parent == iris_store.resolve() / "evaluations"
+
+
+def test_kernel_options_reach_the_kernel_methods(capsys, iris_store, monkeypatch):
+    flows = _FakeFlows(monkeypatch)
+    code, _, err = run_cli(capsys, "train", "iris", "--method", "kcqs", "--gamma", "0.5",
+                           "--certify", "moment", "--no-standardize", "--store", iris_store)
+    assert code == EXIT_OK, err
+    kwargs = flows.calls[-1][2]
+    assert kwargs["gamma"] == 0.5 and kwargs["certify"] == "moment"
+    assert kwargs["standardise"] is False  # --no-standardize is --no-standardise
+
+
+def test_method_specific_options_match_the_methods():
+    """The CLI's method lists (kept import-free) are the library's."""
+    from catdask.cli import checks, parser
+    from catdask.methods import METHODS
+
+    assert sorted(parser.METHODS) == sorted(METHODS)
+    assert set(checks.KERNEL_METHODS) == {m for m, e in METHODS.items() if e.kernel}
+    assert set(checks.QUADRATIC_METHODS) == {m for m, e in METHODS.items()
+                                             if e.objective == "quadratic"}
+
+
+def test_version(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip() == f"catdask {version('catdask')}"
+
+
+def test_ingest_says_what_it_stored_and_names_the_replace_flag(capsys, tmp_path):
+    """One line per data set on stderr besides the JSON; a conflicting table names the CLI's
+    --replace, not the library's replace=True."""
+    first, second = tmp_path / "a.csv", tmp_path / "b.csv"
+    first.write_text("a,b,label\n1,2,x\n3,4,x\n5,6,y\n7,9,y\n")
+    second.write_text("a,b,label\n1,2,x\n3,4,x\n5,6,y\n7,8,y\n")
+    store = tmp_path / "store"
+    ingest = ["ingest", "--name", "t", "--label-column", "label", "--store", store, "--file"]
+    code, out, err = run_cli(capsys, *ingest, first)
+    assert code == EXIT_OK, err
+    assert json.loads(out)[0]["snapshot"] == "s1"
+    assert err.splitlines() == ["t: stored as snapshot s1 (4 x 2, 2 classes)"]
+    code, _, err = run_cli(capsys, *ingest, first)
+    assert err.splitlines() == ["t: unchanged (same content as s1)"]
+
+    code, out, err = run_cli(capsys, *ingest, second)
+    assert code == EXIT_INPUT and out == ""
+    (line,) = err.splitlines()
+    assert line.startswith("catdask ingest: error: Data set 't' already holds different content")
+    assert "Pass --replace to replace it" in line and "replace=True" not in line
+    code, _, err = run_cli(capsys, *ingest, second, "--replace")
+    assert code == EXIT_OK and err.splitlines() == ["t: replaced: now snapshot s2 (4 x 2, 2 classes)"]
+
+
+def test_ingest_catalog_sets_prints_one_line_each(capsys, iris_store, monkeypatch):
+    _FakeFlows(monkeypatch)
+    code, _, err = run_cli(capsys, "ingest", "iris", "wine", "--store", iris_store)
+    assert code == EXIT_OK, err
+    assert err.splitlines()[-2:] == ["iris: stored as snapshot s1 (150 x 4, 3 classes)",
+                                     "wine: stored as snapshot s1 (150 x 4, 3 classes)"]
+
+
+def test_missing_uci_files_are_reported_before_prefect_starts(capsys, tmp_path, monkeypatch):
+    """`catdask ingest vehicle` without its files: one line, with the CLI's flags and the
+    folders searched, and no flow run (the Prefect server took ~20 s to start first)."""
+    import catdask.catalog.sources as sources
+
+    flows = _FakeFlows(monkeypatch)
+    shared = tmp_path / "shared-uci"  # as if no ../shared beside the checkout
+    monkeypatch.setattr(sources, "SHARED_UCI_DIR", shared)
+    monkeypatch.delenv("CATDASK_SOURCE_DIR", raising=False)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    store = tmp_path / "store"
+    code, out, err = run_cli(capsys, "ingest", "vehicle", "--source-dir", mine, "--store", store)
+    assert code == EXIT_INPUT and out == "" and flows.calls == []
+    (line,) = err.splitlines()
+    assert line.startswith("catdask ingest: error: the original files of 'vehicle' (xaa.dat")
+    for folder in (mine, mine / "vehicle", shared / "vehicle", store / ".downloads" / "vehicle"):
+        assert f"{folder}," in line or f"{folder};" in line, (folder, line)
+    assert "--source-dir DIR or $CATDASK_SOURCE_DIR" in line and "--download" in line
+    assert "source_dir" not in line and "allow downloads" not in line
+
+    code, _, err = run_cli(capsys, "ingest", "vehicle", "--source-dir", tmp_path / "typo",
+                           "--store", store)
+    assert code == EXIT_INPUT and f"argument --source-dir: {tmp_path / 'typo'} is not a folder" in err
+    # --download lets the flow fetch them; the files found in a given folder are enough.
+    code, _, err = run_cli(capsys, "ingest", "vehicle", "--download", "--store", store)
+    assert code == EXIT_OK and flows.calls[-1][2]["allow_download"] is True, err
+    for n in "abcdefghi":
+        (mine / f"xa{n}.dat").write_text("")
+    code, _, err = run_cli(capsys, "ingest", "vehicle", "--source-dir", mine, "--store", store)
+    assert code == EXIT_OK and flows.calls[-1][2]["allow_download"] is False, err
+
+
+def test_a_one_sample_class_says_why_without_pointing_at_the_repository(capsys, tmp_path):
+    table = tmp_path / "t.csv"
+    table.write_text("a,b,label\n1,2,x\n3,4,x\n5,6,y\n")
+    code, _, err = run_cli(capsys, "ingest", "--file", table, "--name", "t", "--label-column",
+                           "label", "--store", tmp_path / "store")
+    assert code == EXIT_INPUT
+    assert "class 'y' has only 1 sample(s)" in err and "one sample has none" in err
+    assert "docs/" not in err  # installed users have no docs/ folder
+
+
+@pytest.mark.parametrize("command", [["train", "iris"], ["ingest", "iris"], ["evaluate", "iris"]],
+                         ids=" ".join)
+def test_unreachable_prefect_api_fails_fast_naming_the_url(capsys, iris_store, monkeypatch,
+                                                           command):
+    flows = _FakeFlows(monkeypatch)
+    url = f"http://127.0.0.1:{_closed_port()}/api"
+    monkeypatch.setenv("PREFECT_API_URL", url)
+    code, out, err = run_cli(capsys, *command, "--store", iris_store)
+    assert code == EXIT_INPUT and out == "" and flows.calls == [], (code, err)
+    assert err.splitlines() == [
+        f"catdask {command[0]}: error: cannot reach the Prefect API at {url}: Connection "
+        "refused (check PREFECT_API_URL, or unset it to use a temporary local server)"]
+    monkeypatch.setenv("PREFECT_API_URL", "127.0.0.1:4200/api")
+    code, _, err = run_cli(capsys, *command, "--store", iris_store)
+    assert code == EXIT_INPUT and "is not an http(s) URL" in err
+
+
+def test_prefect_api_probe_passes_a_live_server(prefect_api, monkeypatch):
+    from catdask.cli.runtime import check_prefect_api
+
+    monkeypatch.setenv("PREFECT_API_URL", prefect_api)
+    check_prefect_api()  # no error
 
 
 def test_every_option_has_help_and_the_epilog_lists_exit_codes(capsys):

@@ -238,7 +238,13 @@ def test_different_content_needs_replace_and_names_both_checksums(store):
         write_dataset(store, "toy", X2, ["p", "q", "p", "q"])
     assert isinstance(err.value, ValueError)
     msg = str(err.value)
-    assert info1.content_sha256 in msg and "replace=True" in msg and "--replace" in msg
+    assert info1.content_sha256 in msg and "Pass replace=True" in msg
+    assert "--replace" not in msg  # the library speaks Python; the CLI says its own flag
+    assert err.value.describe("Pass --replace").count("--replace") == 1
+    import pickle  # a failed flow run's exception may be persisted: it must come back whole
+
+    again = pickle.loads(pickle.dumps(err.value))
+    assert str(again) == msg and again.stored_sha256 == info1.content_sha256
     assert "s2" not in contents(store)  # nothing written
     info = write_dataset(store, "toy", X2, ["p", "q", "p", "q"], replace=True)
     assert msg.count(info.content_sha256) == 1

@@ -44,6 +44,7 @@ from .sources import (
     file_sha256,
     locate_sources,
     obtain_sources,
+    source_folders,
 )
 from .tables import MAX_TABLE_BYTES, MAX_TABLE_BYTES_ENV
 
@@ -52,6 +53,7 @@ __all__ = [
     "load_catalog",
     "get_entry",
     "locate_sources",
+    "source_folders",
     "fetch_sources",
     "obtain_sources",
     "parse_dataset",

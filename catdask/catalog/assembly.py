@@ -110,7 +110,8 @@ def _check_classes(y: np.ndarray, locate, min_class_size: int, label_names: dict
         if n < min_class_size:
             raise ParseError(
                 f"class {str(c)!r} has only {n} sample(s); every class needs at least "
-                f"{min_class_size} (docs/design.md section 1)",
+                f"{min_class_size} (the method measures each class's spread, and one sample has "
+                "none)",
                 *locate(i),
             )
     names = [str(label_names[str(c)]) if label_names else str(c) for c in classes]

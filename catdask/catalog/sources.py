@@ -18,14 +18,18 @@ from .entries import _check_https, get_entry
 
 __all__ = [
     "locate_sources",
+    "source_folders",
     "fetch_sources",
     "obtain_sources",
     "file_sha256",
     "SHARED_UCI_DIR",
     "SOURCE_ENV",
+    "DOWNLOAD_CACHE_DIR",
 ]
 
 SOURCE_ENV = "CATDASK_SOURCE_DIR"
+#: The download cache's folder under the store root (``<store>/.downloads/<name>/``).
+DOWNLOAD_CACHE_DIR = ".downloads"
 
 
 def _shared_uci_dir() -> Path:
@@ -57,14 +61,17 @@ def _local_names(f: dict) -> list[str]:
     return [f["name"], *f.get("aliases", [])] + ([f["archive"]] if f.get("archive") else [])
 
 
-def _candidate_dirs(name: str, source_dir) -> list[Path]:
+def source_folders(name: str, source_dir=None) -> list[Path]:
+    """The folders :func:`locate_sources` searches for data set ``name``, in order, without
+    repeats: ``source_dir`` and ``$CATDASK_SOURCE_DIR`` (each flat, then its subfolder
+    ``name``), then :data:`SHARED_UCI_DIR`/``name``."""
     dirs = []
     for base in (source_dir, os.environ.get(SOURCE_ENV)):
         if base:
             base = Path(base).expanduser()
             dirs += [base, base / name]  # flat, or one subfolder per data set
     dirs.append(SHARED_UCI_DIR / name)
-    return dirs
+    return list(dict.fromkeys(dirs))
 
 
 def _verify_file(path: Path, f: dict, hint: str) -> None:
@@ -108,9 +115,7 @@ def locate_sources(entry, source_dir=None, *, verify: bool = True) -> list[Path]
     if entry.kind == "sklearn":
         return []
     searched, partial = [], []
-    for d in _candidate_dirs(entry.name, source_dir):
-        if d in searched:
-            continue
+    for d in source_folders(entry.name, source_dir):
         searched.append(d)
         if not d.is_dir():
             continue

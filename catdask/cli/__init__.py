@@ -6,9 +6,9 @@ that imports the flows and the Dask client), :mod:`.flow_commands`, :mod:`.store
 :mod:`.demo` (the commands), :mod:`.output` (JSON, tables, progress), :mod:`.exits` (exit
 codes), :mod:`.main` (dispatch and error handling).
 
-Exit codes: 0 success; 1 unexpected; 2 bad command line; 3 bad input, store problem or
-unreachable scheduler; 4 model not certified (not registered); 130 interrupted; 141 output
-closed early.
+Exit codes: 0 success; 1 unexpected; 2 bad command line; 3 bad input, store problem, missing
+source files, unreachable scheduler or Prefect API; 4 model not certified (not registered); 130
+interrupted; 141 output closed early.
 """
 
 from .exits import (

@@ -1,11 +1,14 @@
 """Argument checks that run before Prefect or Dask is imported, so a mistake is reported in
 well under a second: data-set names against the catalog and the store (with a "did you
-mean"), model names, and the values argparse cannot range-check by type alone.
+mean"), model names against the registry, the store folder the user named, options that do
+not apply to the chosen method or mode, whether a catalog set's source files can be found, and
+the values argparse cannot range-check by type alone.
 """
 
 from __future__ import annotations
 
 import difflib
+import os
 from pathlib import Path
 
 from .exits import CliError, usage_error
@@ -33,6 +36,64 @@ def stored_names(store) -> list[str]:
     return sorted(d.name for d in list_datasets(store))
 
 
+# ----------------------------------------------------------------------------- the store
+def store_choice(store) -> tuple[Path, str | None]:
+    """The store folder and who chose it: ``"--store"``, ``"$CATDASK_STORE"``, or None for
+    the default ``./catdask-store``."""
+    from catdask.store import resolve_store
+    from catdask.store.layout import STORE_ENV
+
+    chosen_by = ("--store" if store is not None
+                 else f"${STORE_ENV}" if os.environ.get(STORE_ENV) else None)
+    return resolve_store(store), chosen_by
+
+
+def require_store(store) -> Path:
+    """The store folder; it must exist when the user named it.
+
+    A typo in ``--store`` or ``$CATDASK_STORE`` would otherwise make the read-only commands
+    show an empty store and succeed. The default folder may be missing (nothing was ingested
+    yet): the commands say so themselves (:func:`missing_store_note`).
+
+    Raises
+    ------
+    CliError
+        Exit code 3, naming the folder and the option or variable that chose it.
+    """
+    root, chosen_by = store_choice(store)
+    if chosen_by and not root.exists():
+        raise CliError(f"store {root} does not exist (chosen by {chosen_by}; check the path, "
+                       "or run `catdask ingest` there first to create it)")
+    return root
+
+
+def missing_store_note(root: Path) -> str:
+    """``" (it does not exist yet; ...)"`` when ``root`` is missing, else ``""``."""
+    return "" if root.exists() else " (it does not exist yet; `catdask ingest` creates it)"
+
+
+def check_registered_model(store, name: str) -> None:
+    """``name`` must be a safe name and a registered model (``models``, ``plot``).
+
+    Checked here, before the model is loaded, so a typo gets a "did you mean" and the list of
+    registered names.
+    """
+    from catdask.names import validate_name
+    from catdask.store import registered_model_names
+
+    validate_name(name, kind="model")
+    known = registered_model_names(store)
+    if name in known:
+        return
+    root = store_choice(store)[0]
+    if not root.exists():
+        raise CliError(f"No model {name!r}: the store {root} does not exist yet (`catdask "
+                       "ingest` creates it, `catdask train` registers models in it)")
+    raise CliError(f"No model {name!r} in the registry at {root}{did_you_mean(name, known)} "
+                   f"(registered: {', '.join(known) or 'none'})")
+
+
+# ----------------------------------------------------------------------------- data sets
 def check_catalog_names(names) -> None:
     """Every name must be a catalog entry (``ingest``)."""
     known = catalog_names()
@@ -70,6 +131,119 @@ def check_known_datasets(store, names) -> None:
         if name not in known:
             raise CliError(f"No data set {name!r} in the catalog or the store"
                            f"{did_you_mean(name, known)} (see `catdask datasets`)")
+
+
+def check_source_dir(source_dir) -> None:
+    """A ``--source-dir`` given must be a folder (a typo would look like missing files)."""
+    if source_dir and not Path(source_dir).expanduser().is_dir():
+        raise CliError(f"argument --source-dir: {source_dir} is not a folder")
+
+
+def check_sources_available(names, source_dir, store, download: bool) -> None:
+    """The original files of every catalog set in ``names`` must be found locally (or in the
+    store's download cache), unless ``--download`` allows fetching them.
+
+    Checked before the Prefect server starts (seconds), and phrased with the CLI's flags
+    rather than the library's parameters.
+
+    Raises
+    ------
+    CliError
+        Exit code 3, naming the files, the folders searched and the three ways to provide
+        them.
+    """
+    check_source_dir(source_dir)
+    if download:
+        return
+    for name in names:
+        missing = _missing_sources(name, source_dir, store)
+        if missing:
+            raise CliError(missing)
+
+
+def _missing_sources(name: str, source_dir, store) -> str:
+    """``""`` when the files of catalog set ``name`` are available, else what to do."""
+    from catdask.catalog import fetch_sources, get_entry, locate_sources, source_folders
+    from catdask.catalog.sources import DOWNLOAD_CACHE_DIR, SOURCE_ENV
+    from catdask.errors import SourceNotFoundError
+
+    entry = get_entry(name)
+    if entry.kind == "sklearn":
+        return ""
+    cache = store_choice(store)[0] / DOWNLOAD_CACHE_DIR
+    try:  # checksums are the ingest's to check (it says which file differs)
+        locate_sources(entry, source_dir, verify=False)
+        return ""
+    except SourceNotFoundError:
+        pass
+    try:
+        fetch_sources(entry, cache, allow_download=False)
+        return ""
+    except SourceNotFoundError:
+        pass
+    files = ", ".join(f["name"] for f in entry.files)
+    searched = ", ".join(str(d) for d in [*source_folders(name, source_dir), cache / name])
+    return (f"the original files of {name!r} ({files}) were not found in: {searched}; put them "
+            f"in a folder given as --source-dir DIR or ${SOURCE_ENV}, or pass --download to "
+            "fetch them over HTTPS")
+
+
+# ----------------------------------------------------------------------------- options
+#: ``catdask train`` options that only some methods use; the others would silently ignore
+#: them (and the registry would still record the value). Kept beside the parser's method list
+#: so no import of the estimators is needed; a test checks them against catdask.methods.
+KERNEL_METHODS = ("kcqs", "kcas")
+QUADRATIC_METHODS = ("cqs", "kcqs")
+
+
+def _given_method_options(args) -> list[tuple[str, tuple[str, ...], str]]:
+    """``(option as typed, methods it applies to, why)`` for each method-specific option the
+    user gave."""
+    given = []
+    if args.gamma is not None:
+        given.append(("--gamma", KERNEL_METHODS, "the RBF kernel's width"))
+    if args.certify != "dual":  # the default applies to every method (CAS: not applicable)
+        given.append((f"--certify {args.certify}", QUADRATIC_METHODS,
+                      "CAS has no global-optimality test"))
+    return given
+
+
+def check_method_options(args) -> None:
+    """Every method-specific ``train`` option given must apply to ``--method``.
+
+    Raises
+    ------
+    CliError
+        Exit code 2, naming the option and the methods it applies to.
+    """
+    for option, methods, why in _given_method_options(args):
+        if args.method not in methods:
+            raise usage_error(f"argument {option}: applies only to --method "
+                              f"{' or '.join(methods)} ({why}), not to {args.method}")
+
+
+#: ``catdask ingest`` options by mode: a table (``--file``) or catalog sets (names, ``--all``).
+FILE_ONLY_OPTIONS = {"name": "--name", "label_column": "--label-column",
+                     "delimiter": "--delimiter"}
+CATALOG_ONLY_OPTIONS = {"source_dir": "--source-dir", "download": "--download"}
+
+
+def check_ingest_mode(args) -> None:
+    """``ingest`` takes catalog names (or ``--all``) or one ``--file``, each with its own
+    options; a name beside ``--file`` would be silently ignored.
+
+    Raises
+    ------
+    CliError
+        Exit code 2.
+    """
+    if args.file and (args.names or args.all):
+        raise usage_error("give catalog names (or --all) or --file, not both")
+    wrong = CATALOG_ONLY_OPTIONS if args.file else FILE_ONLY_OPTIONS
+    for dest, option in wrong.items():
+        if getattr(args, dest) not in (None, False):
+            raise usage_error(f"argument {option}: applies only to "
+                              f"{'catalog data sets, not to --file' if args.file else '--file'}")
 
 
 def check_model_name(name: str | None) -> None:

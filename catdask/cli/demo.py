@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import os
 
-from . import runtime
+from . import checks, runtime
 from .exits import EXIT_OK
 from .output import console, print_table, progress
 
 # Data sets the demo always has (they ship with scikit-learn) and the UCI ones it adds when
-# their files are present (../shared/data/uci or $CATDASK_SOURCE_DIR).
+# their files are found (--source-dir, $CATDASK_SOURCE_DIR, or ../shared/data/uci beside a
+# checkout).
 DEMO_BUILTIN = ["iris", "wine"]
 DEMO_UCI = ["seeds", "vehicle", "segmentation", "satellite"]
 # The exact kernel method's demo runs only where N is small enough to take seconds.
@@ -60,6 +61,8 @@ def cmd_demo(args) -> int:
 
     address = runtime.scheduler_address(args.scheduler)
     runtime.check_scheduler(address)
+    runtime.check_prefect_api()
+    checks.check_source_dir(args.source_dir)
     notes = console()
     names = _available_datasets(args.source_dir, notes, args.quick)
     notes.print(f"store: {resolve_store(args.store).resolve()}")

@@ -9,32 +9,35 @@ import sys
 from datetime import datetime, timezone
 
 from . import checks, runtime
-from .exits import EXIT_OK, EXIT_UNCERTIFIED, usage_error
-from .output import print_json, progress
+from .exits import EXIT_OK, EXIT_UNCERTIFIED, CliError, usage_error
+from .output import note, print_json, progress
 
 
 def _label_column(text: str):
     return int(text) if text.lstrip("-").isdigit() else text
 
 
-def cmd_ingest(args) -> int:
-    """Catalog data sets through the ingest flow, or one table with ``--file``."""
-    if args.file:
-        if args.name is not None and not args.name.strip():
-            raise usage_error("argument --name: the data-set name is empty")
-        if not args.name or args.label_column is None:
-            raise usage_error("--file needs --name and --label-column")
-        checks.check_table_file(args.file, args.name)
-        from catdask.pipeline import ingest_file
+def _ingest_file(args) -> list[dict]:
+    """``ingest --file``: one table, no flow (and so no Prefect)."""
+    if args.name is not None and not args.name.strip():
+        raise usage_error("argument --name: the data-set name is empty")
+    if not args.name or args.label_column is None:
+        raise usage_error("--file needs --name and --label-column")
+    checks.check_table_file(args.file, args.name)
+    from catdask.pipeline import ingest_file
 
-        report = ingest_file(args.file, args.name, _label_column(args.label_column), args.store,
-                             delimiter=args.delimiter, replace=args.replace)
-        print_json([report])
-        return EXIT_OK
+    return [ingest_file(args.file, args.name, _label_column(args.label_column), args.store,
+                        delimiter=args.delimiter, replace=args.replace)]
+
+
+def _ingest_catalog(args) -> list[dict]:
+    """``ingest NAME ...`` / ``--all``: one ingest flow run per catalog data set."""
     names = checks.catalog_names() if args.all else args.names
     if not names:
         raise usage_error("name data sets (see `catdask datasets`), or --all, or --file")
     checks.check_catalog_names(names)
+    checks.check_sources_available(names, args.source_dir, args.store, args.download)
+    runtime.check_prefect_api()
     runtime.prepare_prefect(args.store)
     ingest = runtime.flow("ingest")
     reports = []
@@ -46,7 +49,33 @@ def cmd_ingest(args) -> int:
                               allow_download=args.download, replace=args.replace)
             bar.advance(step)
         bar.done(step, f"({len(names)} data set{'s' * (len(names) != 1)})")
+    return reports
+
+
+def ingest_summary(report: dict) -> str:
+    """One line for a person about one ingested data set, e.g. ``iris: stored as snapshot s1
+    (150 x 4, 3 classes)`` or ``iris: unchanged (same content as s1)``."""
+    shape = (f"{report['n_samples']} x {report['n_features']}, {report['n_classes']} classes")
+    snapshot = report.get("snapshot")
+    if not report.get("written"):
+        return f"{report['name']}: unchanged (same content as {snapshot})"
+    verb = "replaced: now snapshot" if report.get("replaced") else "stored as snapshot"
+    return f"{report['name']}: {verb} {snapshot} ({shape})"
+
+
+def cmd_ingest(args) -> int:
+    """Catalog data sets through the ingest flow, or one table with ``--file``; the reports
+    as JSON on stdout, one line per data set on stderr."""
+    from catdask.errors import DatasetExistsError
+
+    checks.check_ingest_mode(args)
+    try:
+        reports = _ingest_file(args) if args.file else _ingest_catalog(args)
+    except DatasetExistsError as exc:  # the library's message names its Python parameter
+        raise CliError(exc.describe("Pass --replace")) from exc
     print_json(reports)
+    for report in reports:
+        note(ingest_summary(report))
     return EXIT_OK
 
 
@@ -84,9 +113,11 @@ def _fit_progress(bar, step, title):
 def cmd_train(args) -> int:
     """One fit, its best restart tested for global optimality; registered when certified (or
     allowed), exit 4 when not."""
+    checks.check_method_options(args)
     checks.check_model_name(args.name)
     checks.check_stored_dataset(args.store, args.dataset)
     runtime.check_scheduler(runtime.scheduler_address(args.scheduler))
+    runtime.check_prefect_api()
     runtime.prepare_prefect(args.store)
     train = runtime.flow("train", "run_train")  # a rejected model returns its summary
     from catdask.progress import watch_solvers
@@ -120,6 +151,7 @@ def cmd_evaluate(args) -> int:
     if args.datasets:
         checks.check_known_datasets(args.store, args.datasets)
     out_dir = args.out or default_evaluation_dir(args.store)
+    runtime.check_prefect_api()
     runtime.prepare_prefect(args.store)
     evaluate = runtime.flow("evaluate")
     with runtime.prefect_server(), progress("evaluate") as bar:

@@ -45,9 +45,20 @@ def _input_errors():
 
 
 def _configure_logging(verbose: bool) -> None:
+    """Console logging: warnings and errors only, unless ``-v``.
+
+    The level is set on the console handler, not only on the root logger: the ``prefect``
+    logger is at INFO and propagates its records to the root's handlers, which a logger's level
+    does not filter ("Beginning flow run", "View at" a temporary server's link, "Finished in
+    state Completed()"). Prefect keeps this handler (it leaves a user's root handlers alone)
+    and sends every INFO record of a run to its API through its own handler on the run
+    loggers, so the UI's run logs stay complete.
+    """
     runtime.show_tracebacks = verbose
+    console = logging.StreamHandler()
+    console.setLevel(logging.NOTSET if verbose else logging.WARNING)
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
-                        format="%(asctime)s %(name)s %(message)s")
+                        format="%(asctime)s %(name)s %(message)s", handlers=[console])
     if not verbose:  # distributed logs every worker start and stop at INFO on its own;
         # read when distributed is imported, and inherited by the worker processes
         os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
@@ -87,6 +98,8 @@ def main(argv=None) -> int:
         error, code, message = exc, EXIT_UNEXPECTED, f"{type(exc).__name__}: {exc}"
         if not args.verbose:
             message += " (run with -v for the traceback)"
+    finally:
+        runtime.close_embedded_cluster()
     if args.verbose:
         traceback.print_exception(error)
     print(f"{prefix} {message}", file=sys.stderr)

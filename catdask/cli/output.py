@@ -43,6 +43,12 @@ def print_table(rows: list[dict]) -> None:
     sys.stdout.write(buffer.getvalue())
 
 
+def note(message: str) -> None:
+    """One line for the user on stderr (stdout keeps only the command's result)."""
+    sys.stderr.write(message + "\n")
+    sys.stderr.flush()
+
+
 def console():
     """A rich console on stderr (notes, warnings, progress)."""
     from rich.console import Console
@@ -60,19 +66,21 @@ class _PlainProgress:
     def step(self, description: str, total: int | None = None) -> str:
         self._started[description] = time.perf_counter()
         count = "" if total is None else f" ({total} to do)"
-        print(f"catdask {self.command}: {description}{count} ...", file=sys.stderr, flush=True)
+        note(f"catdask {self.command}: {description}{count} ...")
         return description
 
     def update(self, step: str, description: str) -> None:
-        print(f"catdask {self.command}: {description} ...", file=sys.stderr, flush=True)
+        # Written, not print()ed: inside a flow run Prefect turns print() into an INFO log
+        # record (log_prints), which the console does not show without -v.
+        note(f"catdask {self.command}: {description} ...")
 
     def advance(self, step: str) -> None:
         pass
 
-    def done(self, step: str, note: str = "") -> None:
+    def done(self, step: str, summary: str = "") -> None:
         seconds = time.perf_counter() - self._started.get(step, time.perf_counter())
-        print(f"catdask {self.command}: {step}: done in {seconds:.1f} s{note and ' ' + note}",
-              file=sys.stderr, flush=True)
+        tail = f" {summary}" if summary else ""
+        note(f"catdask {self.command}: {step}: done in {seconds:.1f} s{tail}")
 
 
 class _LiveProgress:
@@ -94,10 +102,10 @@ class _LiveProgress:
     def advance(self, step: str) -> None:
         self._progress.advance(self._tasks[step])
 
-    def done(self, step: str, note: str = "") -> None:
+    def done(self, step: str, summary: str = "") -> None:
         task = self._tasks[step]
         total = self._progress.tasks[task].total or 1  # an uncounted step shows 1/1 when done
-        self._progress.update(task, description=f"{step}{note and ' ' + note}", total=total,
+        self._progress.update(task, description=f"{step}{summary and ' ' + summary}", total=total,
                               completed=total)
         self._progress.stop_task(task)
 
@@ -107,7 +115,7 @@ def progress(command: str, live: bool | None = None):
     """A progress reporter for ``catdask <command>``.
 
     Yields an object with ``step(description, total=None) -> step``, ``update(step,
-    description)``, ``advance(step)`` and ``done(step, note="")``.
+    description)``, ``advance(step)`` and ``done(step, summary="")``.
 
     Parameters
     ----------

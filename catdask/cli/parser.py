@@ -18,6 +18,9 @@ from .exits import EXIT_CODES_HELP, EXIT_USAGE
 DESCRIPTION = ("catdask: category-space supervised dimensionality reduction (CQS, CAS, K-CQS, "
                "K-CAS) with certified fits, a zarr store and Prefect flows.")
 STORE_HELP = "store folder (default: $CATDASK_STORE, else ./catdask-store)"
+SOURCE_DIR_HELP = ("folder with the original UCI files, flat or one subfolder per data set "
+                   "(default: $CATDASK_SOURCE_DIR; in a checkout, also ../shared/data/uci "
+                   "beside it)")
 METHODS = ["cqs", "cas", "kcqs", "kcas"]
 
 
@@ -32,7 +35,13 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefa
 
 
 class _Parser(argparse.ArgumentParser):
-    """Errors as one line, ``catdask train: error: ...``, without the usage block."""
+    """Errors as one line, ``catdask train: error: ...``, without the usage block; options
+    only by their full names (``--restart 3`` is an error, not ``--restarts 3``: a typo must
+    not pick an option silently)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message):
         print(f"{self.prog}: error: {message} (see `{self.prog} --help`)", file=sys.stderr)
@@ -58,9 +67,10 @@ def _ingest(sub):
     s = _add(sub, "ingest", "ingest catalog data sets (or your own table) into the store")
     s.add_argument("names", nargs="*", help="catalog data sets (see `catdask datasets`)")
     s.add_argument("--all", action="store_true", help="ingest every catalog data set")
-    s.add_argument("--source-dir", help="folder with the original files (offline use; default: "
-                                        "$CATDASK_SOURCE_DIR, then ../shared/data/uci)")
-    s.add_argument("--download", action="store_true", help="allow HTTPS downloads of sources")
+    s.add_argument("--source-dir", help=SOURCE_DIR_HELP)
+    s.add_argument("--download", action="store_true",
+                   help="download the original files over HTTPS when they are not found "
+                        "locally (kept in <store>/.downloads)")
     s.add_argument("--replace", action="store_true",
                    help="replace a stored data set of the same name whose content differs")
     s.add_argument("--file", help="a CSV or whitespace table to ingest instead of a catalog set")
@@ -80,18 +90,18 @@ def _train(sub):
     s.add_argument("--restarts", type=positive_int,
                    help="random restarts, at least 1 (default: the library's, 5)")
     s.add_argument("--gamma", type=positive_float,
-                   help="RBF kernel gamma > 0 for kcqs/kcas (default: the library's, "
+                   help="RBF kernel gamma > 0; kcqs/kcas only (default: the library's, "
                         "0.05 / n_features)")
-    s.add_argument("--no-standardise", action="store_true",
+    s.add_argument("--no-standardise", "--no-standardize", action="store_true",
                    help="fit on the raw features instead of standardised ones")
     s.add_argument("--seed", type=non_negative_int, default=0, help="random seed of the restarts")
     s.add_argument("--name", help="model name in the registry (default: DATASET-METHOD)")
     s.add_argument("--scheduler", help="Dask scheduler address, e.g. tcp://10.0.0.5:8786 "
                                        "(default: $CATDASK_SCHEDULER, else a local cluster)")
     s.add_argument("--certify", choices=("dual", "moment"), default="dual",
-                   help="strongest global-optimality test for CQS: the SDP dual, or also the "
-                        "level-2 moment relaxation when the dual is not tight (slower; needs "
-                        "the sdp extra)")
+                   help="strongest global-optimality test; cqs/kcqs only (CAS has none): the "
+                        "SDP dual, or also the level-2 moment relaxation when the dual is not "
+                        "tight (slower; needs the sdp extra)")
     s.add_argument("--allow-uncertified", action="store_true",
                    help="register a CQS / K-CQS model even if it cannot be certified (marked so); "
                         "CAS / K-CAS have no optimality test and are registered marked so")
@@ -149,8 +159,7 @@ def _services(sub):
     s.add_argument("--dask-dashboard-port", type=port_number, default=8787,
                    help="Dask dashboard port")
     s = _add(sub, "demo", "the main job end to end on the embedded defaults")
-    s.add_argument("--source-dir", help="folder with the UCI files (default: "
-                                        "$CATDASK_SOURCE_DIR, then ../shared/data/uci)")
+    s.add_argument("--source-dir", help=SOURCE_DIR_HELP)
     s.add_argument("--restarts", type=positive_int,
                    help="random restarts per fit (default: the library's, 5)")
     s.add_argument("--scheduler", help="Dask scheduler address (default: $CATDASK_SCHEDULER, "
@@ -158,11 +167,24 @@ def _services(sub):
     s.add_argument("--quick", action="store_true", help="iris and wine only")
 
 
+def _version() -> str:
+    """The installed package's version (read from its metadata: importing catdask would
+    load the estimators)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("catdask")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The parser of ``catdask``; each subcommand's name is in ``args.command``."""
     p = _Parser(prog="catdask", description=DESCRIPTION, epilog=EXIT_CODES_HELP,
                 formatter_class=_HelpFormatter)
     _common(p, verbose_default=False)
+    p.add_argument("--version", action="version", version=f"catdask {_version()}",
+                   help="print the installed version and exit")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _ingest(sub)
     _train(sub)

@@ -1,5 +1,6 @@
 """What the CLI sets up before the heavy imports: Prefect's home and telemetry, the Dask
-scheduler check, and the one place that imports the flows and the Dask client.
+scheduler and Prefect API checks, the one place that imports the flows and the Dask client,
+and the embedded cluster's quiet shutdown.
 
 Nothing here imports Prefect or Dask at module level; the commands that need no flow
 (``datasets``, ``models``, ``check``, ``plot``) never load them.
@@ -11,6 +12,10 @@ import importlib
 import logging
 import os
 import socket
+import ssl
+import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 from .exits import CliError
@@ -23,20 +28,26 @@ SCHEDULER_PROBE_TIMEOUT = 3.0
 SCHEDULER_CONNECT_TIMEOUT = "10s"
 DEFAULT_SCHEDULER_PORT = 8786
 ENV_SCHEDULER = "CATDASK_SCHEDULER"
+#: Seconds to wait for ``$PREFECT_API_URL/health``.
+PREFECT_API_PROBE_TIMEOUT = 5.0
+ENV_PREFECT_API = "PREFECT_API_URL"
 
 
 #: Set by ``main`` from ``-v``: whether failed flow and task runs may print tracebacks.
 show_tracebacks = False
 
 
-class _NoRunTracebacks(logging.Filter):
-    """Drops the failed-run records that carry a traceback (Prefect logs one per failed task
-    and flow run); the CLI reports the error itself in one line. The records still reach the
-    Prefect API (its handler sits on the run loggers, before they propagate here)."""
+class _NoRunFailureEchoes(logging.Filter):
+    """Drops the run records that repeat a failure on the console: those with a traceback
+    (Prefect logs one per failed task and flow run) and the ``Finished in state Failed(...)``
+    of every run the error passed through. The CLI reports the error itself, in one line. The
+    records still reach the Prefect API (its handler sits on the run loggers, before they
+    propagate here)."""
 
     def filter(self, record):
-        return not (record.exc_info and record.name.startswith(("prefect.flow_runs",
-                                                                 "prefect.task_runs")))
+        if not record.name.startswith(("prefect.flow_runs", "prefect.task_runs")):
+            return True
+        return not (record.exc_info or str(record.msg).startswith("Finished in state"))
 
 
 def flow(name: str, attribute: str | None = None):
@@ -49,8 +60,8 @@ def flow(name: str, attribute: str | None = None):
     function = getattr(importlib.import_module(f"{FLOWS_PACKAGE}.{name}"), attribute or name)
     if not show_tracebacks:  # Prefect has configured its console handlers by now
         for handler in logging.getLogger().handlers:
-            if not any(isinstance(f, _NoRunTracebacks) for f in handler.filters):
-                handler.addFilter(_NoRunTracebacks())
+            if not any(isinstance(f, _NoRunFailureEchoes) for f in handler.filters):
+                handler.addFilter(_NoRunFailureEchoes())
     return function
 
 
@@ -60,6 +71,21 @@ def prefect_server():
     from catdask.orchestration.server import temporary_prefect_server
 
     return temporary_prefect_server()
+
+
+def close_embedded_cluster() -> None:
+    """Close the Dask cluster this process embedded for the flows, if it started one.
+
+    Closed here, once the command's result is printed, rather than by the library's ``atexit``
+    hook. Without ``-v`` the nanny's "Worker process still alive after 4.0 seconds, killing"
+    is not shown: it only means a worker was slow to exit after the work was done and stored.
+    """
+    cluster = sys.modules.get("catdask.distributed.cluster")
+    if cluster is None:  # no flow ran: nothing was started
+        return
+    if not show_tracebacks:
+        logging.getLogger("distributed.nanny").setLevel(logging.ERROR)
+    cluster.close_embedded_cluster()
 
 
 def dask_client(address: str | None):
@@ -182,3 +208,48 @@ def check_scheduler(address: str | None, timeout: float = SCHEDULER_PROBE_TIMEOU
             connect_scheduler(address).close()
         except SchedulerConnectionError as exc:
             raise CliError(str(exc)) from None
+
+
+def _probe_reason(exc: BaseException, timeout: float) -> str | None:
+    """Why ``$PREFECT_API_URL/health`` could not be reached, or None when something answered
+    there (an HTTP status, a TLS handshake the flows may be set up to accept)."""
+    if isinstance(exc, urllib.error.HTTPError):
+        return None
+    reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+    if isinstance(reason, ssl.SSLError):
+        return None
+    if isinstance(reason, (socket.timeout, TimeoutError)):
+        return f"no answer within {timeout:g} s"
+    return getattr(reason, "strerror", None) or str(reason)
+
+
+def check_prefect_api(timeout: float = PREFECT_API_PROBE_TIMEOUT) -> None:
+    """Fail at once, naming the URL, when ``$PREFECT_API_URL`` is set and nothing answers at
+    its ``/health``.
+
+    Without this, the flows fail after Prefect's own retries with ``RuntimeError: Failed to
+    reach API`` (exit 1). Only an unreachable address fails: any HTTP answer is left to the
+    flows, which say more about a server that is not a Prefect API.
+
+    Raises
+    ------
+    CliError
+        Exit code 3, one line naming the URL and what to do.
+    """
+    url = os.environ.get(ENV_PREFECT_API)
+    if not url:
+        return
+    if not url.startswith(("http://", "https://")):
+        raise CliError(f"{ENV_PREFECT_API}={url} is not an http(s) URL (expected e.g. "
+                       "http://127.0.0.1:4200/api, or unset it to use a temporary local server)")
+    try:
+        with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=timeout):
+            return
+    except ValueError as exc:  # e.g. a port that is not a number
+        reason = f"not a URL ({exc})"
+    except (urllib.error.URLError, OSError) as exc:
+        reason = _probe_reason(exc, timeout)
+        if reason is None:
+            return
+    raise CliError(f"cannot reach the Prefect API at {url}: {reason} (check "
+                   f"{ENV_PREFECT_API}, or unset it to use a temporary local server)")

@@ -1,12 +1,18 @@
-"""Commands that read the store and need no flow: ``datasets``, ``check``, ``models``,
-``plot``. None of them imports Prefect or Dask."""
+"""Commands that read the store and need no flow: ``datasets``, ``check``, ``gc``,
+``models``, ``plot``. None of them imports Prefect or Dask.
+
+A store named by ``--store`` or ``$CATDASK_STORE`` must exist (a typo would otherwise look
+like an empty store); the default ``./catdask-store`` may be missing, and the commands then
+say where they looked.
+"""
 
 from __future__ import annotations
 
 import sys
 
+from . import checks
 from .exits import EXIT_INPUT, EXIT_OK, usage_error
-from .output import print_json, print_table
+from .output import note, print_json, print_table
 
 
 def split_version(spec: str) -> tuple[str, str | None]:
@@ -20,6 +26,10 @@ def cmd_datasets(args) -> int:
     from catdask.catalog import load_catalog
     from catdask.store import list_datasets
 
+    root = checks.require_store(args.store)
+    if not root.exists():
+        note(f"store {root} does not exist yet (`catdask ingest` creates it): nothing is "
+             "stored")
     stored = {d.name: d for d in list_datasets(args.store)}
     rows = []
     for name, entry in sorted(load_catalog().items()):
@@ -40,6 +50,7 @@ def cmd_check(args) -> int:
     """
     from catdask.store import check_store
 
+    checks.require_store(args.store)
     report = check_store(args.store, cleanup=args.cleanup, older_than_seconds=args.older_than)
     root = report.root
     rows = [{"kind": "removed", "name": _relative(p, root), "status": "cleanup"}
@@ -58,11 +69,12 @@ def cmd_check(args) -> int:
 
 def cmd_gc(args) -> int:
     """Remove data-set snapshots that no model version and no running reader refers to."""
-    from catdask.store import gc_store, resolve_store
+    from catdask.store import gc_store
 
-    root = resolve_store(args.store)
-    if not root.is_dir():
-        raise FileNotFoundError(f"store {root} does not exist")
+    root = checks.require_store(args.store)
+    if not root.exists():
+        note(f"nothing to remove: store {root} does not exist yet")
+        return EXIT_OK
     result = gc_store(root, dry_run=args.dry_run, keep_last=args.keep_last)
     verb = "would remove" if args.dry_run else "removed"
     doomed = result.would_remove if args.dry_run else result.removed
@@ -96,22 +108,69 @@ def compared_versions(specs: list[str]) -> tuple[str, str, str]:
     raise usage_error(f"compare takes NAME:V1 NAME:V2, or NAME V1 V2; got {' '.join(specs)}")
 
 
+#: ``train --method`` keys by objective; kernel methods add a ``k``.
+_METHOD_BY_OBJECTIVE = {"quadratic": "cqs", "absolute": "cas"}
+
+
+def method_key(meta: dict) -> str | None:
+    """The method as ``train --method`` names it (cqs, cas, kcqs, kcas).
+
+    From the training spec the train flow records; for a model registered from Python, from
+    the estimator's class and objective (the class name when neither is known).
+    """
+    spec = meta.get("spec")
+    if isinstance(spec, dict) and spec.get("method"):
+        return spec["method"]
+    params = meta.get("params") if isinstance(meta.get("params"), dict) else {}
+    key = _METHOD_BY_OBJECTIVE.get(params.get("objective"))
+    if key is None:
+        return meta.get("class")
+    return ("k" if meta.get("class") == "KernelCategorySpace" else "") + key
+
+
+def _origin(meta: dict) -> str | None:
+    for part in ("spec", "params"):
+        if isinstance(meta.get(part), dict) and meta[part].get("origin"):
+            return meta[part]["origin"]
+    return None
+
+
+def _list_models(args) -> None:
+    """``models list [NAME]``: one row per version; a NAME that is not registered is an error
+    (with a "did you mean"), not an empty table."""
+    from catdask.store import list_models
+
+    root = checks.require_store(args.store)
+    if args.name is not None:
+        checks.check_registered_model(args.store, args.name)
+    rows = [{"model": str(v), "dataset": v.meta.get("dataset"), "method": method_key(v.meta),
+             "origin": _origin(v.meta), "status": v.meta.get("registration_status"),
+             "gap": v.meta.get("gap"), "objective": v.meta.get("objective"),
+             "created": v.created, "problem": v.problem}
+            for v in list_models(args.store, args.name)]
+    if rows:
+        print_table(rows)
+    else:
+        print(f"no models in {root}{checks.missing_store_note(root)}")
+
+
 def cmd_models(args) -> int:
     """``models list`` / ``show`` / ``compare``."""
-    from catdask.store import compare_versions, list_models, load_model_version
+    from catdask.store import compare_versions, load_model_version
 
     if args.models_cmd == "list":
-        rows = [{"model": str(v), "dataset": v.meta.get("dataset"), "method": v.meta.get("class"),
-                 "status": v.meta.get("registration_status"), "gap": v.meta.get("gap"),
-                 "objective": v.meta.get("objective"), "created": v.created, "problem": v.problem}
-                for v in list_models(args.store, args.name)]
-        print_table(rows)
-    elif args.models_cmd == "show":
+        _list_models(args)
+        return EXIT_OK
+    checks.require_store(args.store)
+    if args.models_cmd == "show":
         name, version = split_version(args.model)
+        checks.check_registered_model(args.store, name)
         _, meta = load_model_version(args.store, name, version)
         print_json(meta)
     else:
-        print_json(compare_versions(args.store, *compared_versions(args.versions)))
+        name, v1, v2 = compared_versions(args.versions)
+        checks.check_registered_model(args.store, name)
+        print_json(compare_versions(args.store, name, v1, v2))
     return EXIT_OK
 
 
@@ -126,7 +185,9 @@ def cmd_plot(args) -> int:
             plot_format(args.out)
         except ValueError as exc:
             raise usage_error(f"--out: {exc}") from None
+    checks.require_store(args.store)
     name, version = split_version(args.model)
+    checks.check_registered_model(args.store, name)
     _, meta = load_model_version(args.store, name, version)
     # matplotlib and the estimators take seconds to import: only once the model is found.
     from catdask.pipeline.reports import (

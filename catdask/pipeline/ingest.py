@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..catalog import get_entry, obtain_sources, parse_dataset, parse_table
+from ..catalog.sources import DOWNLOAD_CACHE_DIR
 from ..names import validate_name
 from ..store import resolve_store, write_dataset
 
@@ -40,7 +41,7 @@ def ingest_dataset(name, store=None, *, source_dir=None, allow_download=False, c
     paths = None
     if entry.kind != "sklearn":
         paths = obtain_sources(
-            entry, source_dir, cache_dir=cache_dir or root / ".downloads",
+            entry, source_dir, cache_dir=cache_dir or root / DOWNLOAD_CACHE_DIR,
             allow_download=allow_download,
         )
     X, y, label_names, provenance = parse_dataset(entry, paths)

@@ -32,6 +32,7 @@ from .registry_read import (
     list_versions,
     load_estimator,
     load_model_version,
+    registered_model_names,
 )
 
 __all__ = [
@@ -58,4 +59,5 @@ __all__ = [
     "compare_versions",
     "register_estimator",
     "load_estimator",
+    "registered_model_names",
 ]

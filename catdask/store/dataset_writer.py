@@ -278,12 +278,7 @@ def _current_state(folder: Path, content: str, names: list, name: str, replace: 
                 return None  # damaged: re-ingesting the same content repairs it
             return info_from_attrs(name, path, attrs, snapshot=pointer.snapshot)
         if stored != content and not replace:
-            raise DatasetExistsError(
-                f"Data set {name!r} already holds different content (sha256 {stored}); the "
-                f"new content has sha256 {content}. Pass replace=True (`catdask ingest "
-                "--replace`) to replace it; models trained on the old content keep their "
-                "reference to its snapshot."
-            )
+            raise DatasetExistsError(name, stored, content)
         return None
     finally:
         hold.close()

@@ -31,6 +31,7 @@ __all__ = [
     "list_versions",
     "compare_versions",
     "load_estimator",
+    "registered_model_names",
 ]
 
 COMPARE_FIELDS = (
@@ -49,11 +50,17 @@ COMPARE_FIELDS = (
 )
 
 
+def registered_model_names(store=None) -> list[str]:
+    """Sorted names of the models with at least one version (none when the store does not
+    exist yet)."""
+    parent = models_dir(resolve_store(store))
+    return [m for m in list_entries(parent) if version_numbers(parent / m)]
+
+
 def _resolve_version(model_dir: Path, root: Path, name: str, version) -> int:
     versions = version_numbers(model_dir)
     if not versions:
-        known = [m for m in list_entries(models_dir(root)) if version_numbers(models_dir(root) / m)]
-        registered = ", ".join(known) or "none"
+        registered = ", ".join(registered_model_names(root)) or "none"
         raise ModelNotFoundError(
             f"No model {name!r} in the registry at {root} (registered: {registered})."
         )
