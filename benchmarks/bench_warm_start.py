@@ -105,17 +105,17 @@ def main():
     print(f"load average at start: {load_start}")
     rows = []
     cases = _cases(args.quick)
-    cluster_needed = any(c[-1] for c in cases)
-    ctx = local_cluster(n_workers=2, threads_per_worker=1) if cluster_needed else None
-    if ctx is not None:
-        ctx.__enter__()
+    cluster = client = None
+    if any(distributed for *_, distributed in cases):
+        cluster, client = local_cluster(2)
     try:
         for name, X, y, gamma, distributed in cases:
             rows.append(run_case(name, X, y, gamma, distributed, repeats))
             print(rows[-1], flush=True)
     finally:
-        if ctx is not None:
-            ctx.__exit__(None, None, None)
+        if client is not None:
+            client.close()
+            cluster.close()
     report("warm_start", {"rows": rows, "load_average_start": load_start}, args)
 
 

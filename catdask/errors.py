@@ -23,6 +23,8 @@ __all__ = [
     "ParseError",
     "StoreCorruptError",
     "StoreWriteError",
+    "ServiceStartError",
+    "ServiceLostError",
     "SchedulerConnectionError",
 ]
 
@@ -163,6 +165,12 @@ class StoreWriteError(CatdaskError, OSError):
 
 class ServiceStartError(CatdaskError, OSError):
     """A server (Prefect API, Dask cluster) could not start: port taken, early exit, timeout."""
+
+
+class ServiceLostError(CatdaskError, OSError):
+    """A server catdask started and serves through (the Prefect API of ``catdask serve``)
+    exited while in use."""
+
 
 class SchedulerConnectionError(CatdaskError, ConnectionError):
     """The Dask scheduler the user named (``--scheduler``, ``$CATDASK_SCHEDULER``) did not

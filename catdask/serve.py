@@ -1,10 +1,13 @@
 """``catdask serve``: a single-machine deployment of the whole pipeline (127.0.0.1 only).
 
 Starts (1) a Prefect server on ``host:port`` unless ``PREFECT_API_URL`` already points at one,
-(2) a local Dask cluster on 127.0.0.1 (dashboard port ``dask_dashboard_port``), and (3) the served
-deployments (``flow.serve``-style: scheduled nightly retraining, weekly evaluation, and
-on-demand ingest/train), printing the dashboard URLs. Everything binds to 127.0.0.1 unless told
-otherwise. Ctrl-C stops all three; the Prefect server also stops if this process is killed.
+(2) a local Dask cluster on 127.0.0.1 (dashboard port ``dask_dashboard_port``) unless a scheduler
+is given (``scheduler=`` / ``$CATDASK_SCHEDULER``), and (3) the served deployments
+(``flow.serve``-style: scheduled nightly retraining, weekly evaluation, and on-demand
+ingest/train), printing the dashboard URLs. Everything binds to 127.0.0.1 unless told otherwise.
+Ctrl-C (to this process or, from a terminal, to its whole process group) stops all three; the
+Prefect server also stops if this process is killed. If the Prefect server stops by itself,
+serve says so and stops too (:class:`~catdask.errors.ServiceLostError`).
 
 Load is bounded: at most ``limit`` flow runs execute at once (each in its own process); the
 others wait in the queue (state Scheduled/Late) until a slot frees. The default
@@ -18,12 +21,15 @@ queued runs every :data:`SERVE_POLL_SECONDS` s, so a freed slot is refilled quic
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import os
 import signal
 import sys
 import threading
 
-from .orchestration.server import start_prefect_server, stop_process
+from .errors import ServiceLostError
+from .orchestration.server import default_log_file, start_prefect_server, stop_process
 
 __all__ = ["serve", "served_deployments", "serving_summary", "default_run_limit",
            "resolve_run_limit"]
@@ -39,6 +45,8 @@ GIB_PER_RUN = 2
 # set: Prefect's 10 s left a freed slot idle for 5 s on average while a served iris run takes
 # a few seconds; one small query every 2 s costs the API little.
 SERVE_POLL_SECONDS = 2.0
+#: How often serve checks that its Prefect server is still running.
+SERVER_WATCH_SECONDS = 1.0
 
 
 def default_run_limit(cores=None, memory_bytes=None):
@@ -86,14 +94,19 @@ def served_deployments(store=None, *, retrain_cron=NIGHTLY_RETRAIN_CRON,
     """The deployments a single machine serves (schedules in UTC).
 
     Their entry points are module paths (``catdask.orchestration.train.train``), so the flow-run
-    processes import the installed package: no source checkout is needed.
+    processes import the installed package: no source checkout is needed. Every deployment gets
+    the store as an absolute path (``store``, else ``$CATDASK_STORE``, else ``./catdask-store``,
+    resolved now): a run process starts in another folder, and the UI shows which store its
+    runs use. The weekly evaluation writes under ``<store>/evaluations/`` (the flow's default).
     """
     from prefect.types.entrypoint import EntrypointType
 
     from .orchestration.evaluate import evaluate
     from .orchestration.ingest import ingest
     from .orchestration.train import retrain_registered, train
+    from .store import resolve_store
 
+    store = str(resolve_store(store))
     module = {"entrypoint_type": EntrypointType.MODULE_PATH}
     return [
         retrain_registered.to_deployment(name="nightly-retrain", cron=retrain_cron,
@@ -106,26 +119,106 @@ def served_deployments(store=None, *, retrain_cron=NIGHTLY_RETRAIN_CRON,
     ]
 
 
-def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, limit=None):
+def _dask_client(scheduler, dashboard_port):
+    """``(client, owned)``: a client of the given scheduler (closed by the caller), else of
+    the embedded local cluster (started here, closed with :func:`close_embedded_cluster`)."""
+    from .distributed.cluster import connect_scheduler, embedded_cluster
+
+    if scheduler:
+        _note(f"using the Dask scheduler at {scheduler}")
+        return connect_scheduler(scheduler), True
+    _note("starting the Dask cluster ...")
+    return embedded_cluster(dashboard_port=dashboard_port), False
+
+
+def _server_gone_message(server, log_file):
+    return (f"the Prefect server (pid {server.pid}) exited with code {server.returncode} while "
+            f"serving; the UI and the served deployments are gone (its output is in "
+            f"{log_file})")
+
+
+class _MutedOnceServerGone(logging.Filter):
+    """Drops console records once ``server`` has exited: Prefect's observers lose their
+    websocket at that moment and log a page of connection tracebacks before serve notices
+    (checked every :data:`SERVER_WATCH_SECONDS`) and says in one line what happened."""
+
+    def __init__(self, server):
+        super().__init__()
+        self.server = server
+
+    def filter(self, record):
+        return self.server.poll() is None
+
+
+def _mute_console_once_gone(server):
+    """Attach :class:`_MutedOnceServerGone` to the console handlers (unless logging is at
+    INFO or finer, as with ``catdask -v``, where the details are wanted)."""
+    root = logging.getLogger()
+    if server is None or root.getEffectiveLevel() <= logging.INFO:
+        return
+    for handler in root.handlers:
+        handler.addFilter(_MutedOnceServerGone(server))
+
+
+async def _serve_while_server_runs(runner, server, log_file=None):
+    """Run ``runner`` until it stops, or until ``server`` (our Prefect server child; None
+    when the API is someone else's) exits: then stop the runner without talking to the dead
+    API and raise :class:`ServiceLostError`.
+
+    Without the watch, serve kept running with the UI unreachable and said nothing.
+    """
+    run = asyncio.ensure_future(runner.start())
+    if server is None:
+        return await run
+    _mute_console_once_gone(server)
+    while not run.done():
+        await asyncio.wait({run}, timeout=SERVER_WATCH_SECONDS)
+        if not run.done() and server.poll() is not None:
+            # Pausing the deployments needs the API: a runner that tried retried for a minute.
+            runner.pause_on_shutdown = False
+            run.cancel()
+            with contextlib.suppress(BaseException):
+                await run
+            raise ServiceLostError(_server_gone_message(server, log_file))
+    return run.result()
+
+
+def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, limit=None,
+          scheduler=None):
     """Run the Prefect server, a local Dask cluster and the served deployments until Ctrl-C.
 
     Parameters
     ----------
     host, port : str, int
-        Where the Prefect server listens (when ``PREFECT_API_URL`` is not set).
+        Where the Prefect server listens (when ``PREFECT_API_URL`` is not set). The Dask
+        cluster always binds 127.0.0.1.
     dask_dashboard_port : int
+        The embedded cluster's dashboard (unused with ``scheduler``).
     store : path or None
     limit : int, optional
         Flow runs executing at once; more are queued (default :func:`resolve_run_limit`).
+    scheduler : str, optional
+        A running Dask scheduler (``tcp://host:8786``) the served runs compute on; default
+        ``$CATDASK_SCHEDULER``, else an embedded local cluster started here.
+
+    Raises
+    ------
+    catdask.errors.ServiceLostError
+        When the Prefect server started here exits while serving.
+    catdask.errors.SchedulerConnectionError
+        When ``scheduler`` does not answer as a Dask scheduler.
     """
     from prefect.exceptions import TerminationSignal
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    from .distributed.cluster import ENV_SCHEDULER, close_embedded_cluster, embedded_cluster
-    from .orchestration.preloaded_runs import ServeRunner
+    from .distributed.cluster import ENV_SCHEDULER, close_embedded_cluster
+    from .orchestration.preloaded_runs import ServeRunner, stop_run_processes
+    from .store import resolve_store
 
     limit = resolve_run_limit(limit)
-    server = None
+    scheduler = scheduler or os.environ.get(ENV_SCHEDULER) or None
+    server = client = owned_client = None
+    log_file = None
     api_url = os.environ.get("PREFECT_API_URL")
     # SIGTERM during start-up (before the Prefect runner installs its own handler) must not
     # kill this process alone and orphan the Prefect server and the Dask workers.
@@ -134,30 +227,34 @@ def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, lim
     try:
         if not api_url:
             _note(f"starting the Prefect server on {host}:{port} (10-60 s) ...")
-            server, api_url = start_prefect_server(host, port)
-        _note("starting the Dask cluster ...")
-        client = embedded_cluster(dashboard_port=dask_dashboard_port)
+            log_file = default_log_file("server.log")
+            server, api_url = start_prefect_server(host, port, log_file=log_file)
+        client, owned = _dask_client(scheduler, dask_dashboard_port)
+        owned_client = client if owned else None
         # Flow runs start in child processes: they find the cluster through the environment.
-        os.environ[ENV_SCHEDULER] = client.scheduler.address
+        os.environ[ENV_SCHEDULER] = scheduler or client.scheduler.address
         os.environ["PREFECT_API_URL"] = api_url
-        store_path = os.path.abspath(store or os.environ.get("CATDASK_STORE", "catdask-store"))
+        store_path = str(resolve_store(store))
         with temporary_settings(updates={PREFECT_API_URL: api_url}):
             # As prefect.serve, but the deployments exist before the summary says how to run
             # them, and the summary names this server (Prefect's own start message suggests a
             # bare `prefect deployment run`, which would look for them in another server).
             runner = ServeRunner(limit=limit, query_seconds=_poll_seconds())
             names = []
-            for deployment in served_deployments(store):
+            for deployment in served_deployments(store_path):
                 runner.add_preloaded_deployment(deployment)
                 names.append(f"{deployment.flow_name}/{deployment.name}")
-            print(serving_summary(api_url, client.dashboard_link, client.scheduler.address,
+            print(serving_summary(api_url, client.dashboard_link, os.environ[ENV_SCHEDULER],
                                   store_path, limit, names), flush=True)
             try:
-                asyncio.run(runner.start())
+                asyncio.run(_serve_while_server_runs(runner, server, log_file))
             except (KeyboardInterrupt, TerminationSignal):
                 pass  # the normal way to stop: clean up below
     finally:
         _note("stopping ...")
+        stop_run_processes()  # before the server: the runs report their crash to it
+        if owned_client is not None:
+            owned_client.close()
         close_embedded_cluster()
         if server is not None:
             stop_process(server)

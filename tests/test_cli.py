@@ -661,6 +661,36 @@ def test_unreachable_scheduler_fails_fast_naming_the_address(iris_store, tmp_pat
     assert r.returncode == EXIT_INPUT and address in r.stderr and "Traceback" not in r.stderr
 
 
+def test_serve_refuses_an_unreachable_scheduler_at_once(iris_store, tmp_path):
+    """`serve --scheduler` / `$CATDASK_SCHEDULER` are probed before anything starts, as for
+    train (issue: serve ignored the variable, started its own cluster and overwrote it)."""
+    address = f"tcp://127.0.0.1:{_closed_port()}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CATDASK_")}
+    for args, run_env in ((["--scheduler", address], env),
+                          ([], dict(env, CATDASK_SCHEDULER=address))):
+        r, seconds, _ = _timed_script(["serve", *args, "--store", iris_store], run_env,
+                                      tmp_path, tmp_path)
+        assert r.returncode == EXIT_INPUT, r.stderr
+        assert r.stderr.strip() == (f"catdask serve: error: cannot reach the Dask scheduler at "
+                                    f"{address}: Connection refused (check --scheduler / "
+                                    "$CATDASK_SCHEDULER)")
+        assert seconds < SCHEDULER_EXIT_SECONDS, f"{seconds:.2f} s"
+
+
+def test_serve_computes_on_the_given_scheduler(dask_scheduler, monkeypatch):
+    """With a scheduler, serve connects to it and starts no cluster of its own."""
+    from catdask.distributed import cluster
+    from catdask.serve import _dask_client
+
+    monkeypatch.setattr(cluster, "embedded_cluster",
+                        lambda **kw: pytest.fail("serve started its own cluster"))
+    client, owned = _dask_client(dask_scheduler, dashboard_port=0)
+    try:
+        assert owned and client.scheduler.address == dask_scheduler
+    finally:
+        client.close()
+
+
 def test_bad_scheduler_address_is_named(capsys, iris_store):
     code, _, err = run_cli(capsys, "train", "iris", "--scheduler", "tcp://host:port",
                            "--store", iris_store)
@@ -954,8 +984,14 @@ def test_serve_summary_names_this_server_and_runnable_deployments():
 
     from catdask.orchestration import ingest, train
     from catdask.serve import served_deployments, serving_summary
+    from catdask.store import resolve_store
 
     deployments = {f"{d.flow_name}/{d.name}": d for d in served_deployments()}
+    # Every run gets the store as an absolute path (not null), so the UI shows it and a run
+    # process started elsewhere uses the same store; the evaluation writes inside it.
+    store = str(resolve_store())
+    assert {d.parameters["store"] for d in deployments.values()} == {store}
+    assert "out_dir" not in deployments["catdask-evaluate/weekly-evaluation"].parameters
     text = serving_summary("http://127.0.0.1:4311/api", "http://127.0.0.1:8799/status",
                            "tcp://127.0.0.1:1", "/store", 2, list(deployments))
     assert "export PREFECT_API_URL=http://127.0.0.1:4311/api" in text

@@ -765,6 +765,24 @@ def test_evaluate_quick_writes_tables_and_artifact(tmp_path):
     assert run.name == "evaluate-table1-stored-quick"
 
 
+def test_evaluate_without_out_dir_writes_into_the_store_not_the_working_folder(
+        tmp_path, monkeypatch):
+    """A served weekly evaluation passes no out_dir: its tables go to
+    ``<store>/evaluations/<UTC time>`` (as `catdask evaluate`), not ``./docs/results`` of
+    whatever folder `catdask serve` was started in."""
+    _, _, evaluate_mod = _flows()
+    store, cwd = tmp_path / "store", tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    written = []
+    monkeypatch.setattr(evaluate_mod, "run_table",
+                        lambda key, datasets, n_splits, store, out_dir: written.append(out_dir))
+    evaluate_mod.evaluate(datasets=[], tables=["table1"], store=str(store))
+    [out_dir] = written
+    assert Path(out_dir).parent == store.resolve() / "evaluations", out_dir
+    assert list(cwd.iterdir()) == []
+
+
 # ----------------------------------------------------------------------------- progress, keys
 def test_solver_progress_is_in_the_task_log_and_a_progress_artifact(iris_store, dask_scheduler,
                                                                     monkeypatch):

@@ -139,11 +139,11 @@ def cmd_train(args) -> int:
 
 
 def default_evaluation_dir(store) -> str:
-    """``<store>/evaluations/<UTC time>``: evaluate never writes into the working directory."""
-    from catdask.store import resolve_store
+    """``<store>/evaluations/<UTC time>``: evaluate never writes into the working directory
+    (:func:`catdask.store.evaluation_dir`, also the evaluate flow's default)."""
+    from catdask.store import evaluation_dir
 
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    return str(resolve_store(store) / "evaluations" / stamp)
+    return str(evaluation_dir(store, datetime.now(timezone.utc)))
 
 
 def cmd_evaluate(args) -> int:
@@ -164,10 +164,13 @@ def cmd_evaluate(args) -> int:
 
 
 def cmd_serve(args) -> int:
-    """Prefect server, served deployments and a local Dask cluster until Ctrl-C."""
+    """Prefect server, served deployments and a Dask cluster (``--scheduler``, else a local
+    one) until Ctrl-C; a scheduler that does not answer fails at once (exit 3)."""
+    scheduler = runtime.scheduler_address(args.scheduler)
+    runtime.check_scheduler(scheduler)
     runtime.prepare_prefect(args.store)
     from catdask.serve import serve
 
     serve(host=args.host, port=args.port, dask_dashboard_port=args.dask_dashboard_port,
-          store=args.store)
+          store=args.store, scheduler=scheduler)
     return EXIT_OK

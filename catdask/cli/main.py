@@ -9,6 +9,7 @@ import sys
 import traceback
 
 from . import runtime
+from .interrupts import interrupt_handling
 from .exits import (
     EXIT_BROKEN_PIPE,
     EXIT_INPUT,
@@ -80,7 +81,8 @@ def main(argv=None) -> int:
     prefix = f"catdask {args.command}: error:"
     error = None
     try:
-        code = _command(args)(args)
+        with interrupt_handling(args.verbose):
+            code = _command(args)(args)
         sys.stdout.flush()  # a closed pipe shows here rather than at interpreter exit
         return code
     except CliError as exc:

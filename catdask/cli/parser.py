@@ -154,10 +154,14 @@ def _store_commands(sub):
 
 def _services(sub):
     s = _add(sub, "serve", "Prefect server + served deployments + local Dask cluster")
-    s.add_argument("--host", default="127.0.0.1", help="address the servers bind to")
+    s.add_argument("--host", default="127.0.0.1",
+                   help="address the Prefect server (UI and API) binds to; the local Dask "
+                        "cluster always binds 127.0.0.1")
     s.add_argument("--port", type=port_number, default=4200, help="Prefect UI/API port")
     s.add_argument("--dask-dashboard-port", type=port_number, default=8787,
-                   help="Dask dashboard port")
+                   help="the local Dask cluster's dashboard port (unused with --scheduler)")
+    s.add_argument("--scheduler", help="Dask scheduler the served runs compute on (default: "
+                                       "$CATDASK_SCHEDULER, else a local cluster started here)")
     s = _add(sub, "demo", "the main job end to end on the embedded defaults")
     s.add_argument("--source-dir", help=SOURCE_DIR_HELP)
     s.add_argument("--restarts", type=positive_int,

@@ -76,6 +76,21 @@ def _port_free(host, port):
 #: runs (deploy/dask/README.md).
 SCHEDULER_CONFIG = {"distributed.scheduler.active-memory-manager.start": False}
 
+#: Worker preload of catdask's local clusters (:mod:`.worker_setup`): workers ignore a
+#: terminal's Ctrl-C, which the command that owns them handles.
+WORKER_PRELOAD = "catdask.distributed.worker_setup"
+
+
+def worker_preloads():
+    """The user's ``distributed.worker.preload`` list plus :data:`WORKER_PRELOAD` (passing
+    ``preload=`` to a cluster replaces the configured list, so it is carried over)."""
+    import dask
+
+    configured = dask.config.get("distributed.worker.preload", default=None) or []
+    if isinstance(configured, str):
+        configured = [configured]
+    return [*[p for p in configured if p != WORKER_PRELOAD], WORKER_PRELOAD]
+
 
 def start_local_cluster(n_workers, *, threads_per_worker=1, processes=True,
                         memory_limit="auto", dashboard_address="127.0.0.1:0",
@@ -88,6 +103,7 @@ def start_local_cluster(n_workers, *, threads_per_worker=1, processes=True,
     import dask
     from distributed import Client, LocalCluster
 
+    process_kwargs = {"env": dict(BLAS_ENV), "preload": worker_preloads()} if processes else {}
     with dask.config.set(SCHEDULER_CONFIG):  # read once, when the scheduler starts
         cluster = LocalCluster(
             n_workers=n_workers,
@@ -96,7 +112,7 @@ def start_local_cluster(n_workers, *, threads_per_worker=1, processes=True,
             host="127.0.0.1",
             dashboard_address=dashboard_address,
             memory_limit=memory_limit,
-            **({"env": dict(BLAS_ENV)} if processes else {}),
+            **process_kwargs,
         )
     client = Client(cluster, set_as_default=set_as_default)
     client.run(limit_blas_threads, 1)

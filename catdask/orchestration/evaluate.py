@@ -2,7 +2,8 @@
 
 What it does: for each of the paper's tables (linear + SVM, kernel + SVM, kernel angle
 classifier), run repeated stratified 2/3 - 1/3 splits on every stored data set of the paper,
-write CSV/Markdown/JSON tables under ``out_dir`` and publish each table as an artifact. Data
+write CSV/Markdown/JSON tables under ``out_dir`` (default: ``<store>/evaluations/<UTC time>``,
+as ``catdask evaluate``; never the folder the run happens to start in) and publish each table as an artifact. Data
 sets missing from the store are skipped with a message, never silently.
 
 Run it:  catdask evaluate --quick        (or)  python flows/evaluate.py
@@ -24,7 +25,7 @@ from ..evaluation import (
     write_experiment,
 )
 from ..pipeline.run_names import evaluate_run_name
-from ..store import list_datasets, read_dataset
+from ..store import evaluation_dir, list_datasets, read_dataset
 from .retry import retry_if_transient
 
 __all__ = ["evaluate", "run_table"]
@@ -68,13 +69,18 @@ def evaluate(
     tables: list[str] | None = None,
     n_splits: int = 10,
     quick: bool = False,
-    out_dir: str = "docs/results",
+    out_dir: str | None = None,
     store: str | None = None,
 ) -> list[dict]:
     """The paper's experiments on stored data sets (default: every stored paper data set).
 
-    ``quick`` runs two data sets and two splits (the CI version).
+    ``quick`` runs two data sets and two splits (the CI version). Tables go to ``out_dir``,
+    by default ``<store>/evaluations/<UTC time>`` (a served weekly run gets a folder of its
+    own in the store, wherever ``catdask serve`` was started).
     """
+    if out_dir is None:
+        out_dir = str(evaluation_dir(store))
+        get_run_logger().info("tables go to %s", out_dir)
     if datasets is None:
         stored = {d.name for d in list_datasets(store)}
         datasets = [n for n in PAPER_DATASETS if n in stored]

@@ -26,6 +26,7 @@ in memory) and reports states, logs and crashes as usual.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import multiprocessing
 import os
@@ -33,7 +34,8 @@ import signal
 import sys
 import threading
 
-__all__ = ["PRELOADED_MODULES", "PreloadedRunStarter", "ServeRunner", "start_fork_server"]
+__all__ = ["PRELOADED_MODULES", "PreloadedRunStarter", "ServeRunner", "start_fork_server",
+           "stop_run_processes"]
 
 logger = logging.getLogger("catdask.serve")
 
@@ -54,6 +56,10 @@ PRELOADED_MODULES = (
 #: Seconds a run process gets to report its crash after ``catdask serve`` died (SIGTERM),
 #: before it kills itself.
 PARENT_GONE_GRACE_SECONDS = 30.0
+#: Seconds a run process gets to report its crash after SIGTERM when ``catdask serve`` stops.
+RUN_STOP_GRACE_SECONDS = 10.0
+#: Name prefix of the run processes (:class:`PreloadedRunStarter`).
+RUN_PROCESS_PREFIX = "flow-run-"
 
 
 def start_fork_server(modules=PRELOADED_MODULES):
@@ -68,8 +74,31 @@ def start_fork_server(modules=PRELOADED_MODULES):
 
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(list(modules))
-    forkserver.ensure_running()
+    with _interrupts_ignored_by_children():
+        forkserver.ensure_running()
     return context
+
+
+@contextlib.contextmanager
+def _interrupts_ignored_by_children():
+    """Within the block, processes started here ignore SIGINT (an ignored signal stays ignored
+    across ``exec``, and Python keeps it so).
+
+    For the fork server: a terminal's Ctrl-C reaches the whole process group, and the server
+    ignores SIGINT only once its preload imports are done (several seconds after serve prints
+    its summary): an interrupt then killed it mid-import with a traceback. Its run processes
+    inherit the disposition, so a Ctrl-C stops them through ``catdask serve``'s runner
+    (SIGTERM, their run marked Crashed), as when serve alone gets SIGINT. Does nothing off the
+    main thread (the block is short: one fork and exec).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _exit_with_parent():
@@ -115,6 +144,30 @@ def _run_flow_run(env):
         # A forked multiprocessing child ends with os._exit, which skips atexit: run it, so that
         # Prefect sends its last logs and events and the Dask client closes, as at a normal exit.
         atexit._run_exitfuncs()
+
+
+def stop_run_processes(grace=RUN_STOP_GRACE_SECONDS):
+    """Stop the run processes this process started that are still running: SIGTERM (Prefect's
+    engine marks the run Crashed), SIGKILL after ``grace`` seconds. Returns how many there were.
+
+    Call it while the Prefect API still answers. Needed because the runner does not stop its
+    runs when Ctrl-C ends it, and a run process ignores SIGINT: the interpreter's exit would
+    otherwise wait for every run to finish (multiprocessing joins its children at exit), and
+    a run outlived the server it reports to (measured: serve hung after "stopped").
+    """
+    import time
+
+    runs = [p for p in multiprocessing.active_children()
+            if p.name.startswith(RUN_PROCESS_PREFIX)]
+    for process in runs:
+        process.terminate()
+    deadline = time.monotonic() + grace
+    for process in runs:
+        process.join(max(0.0, deadline - time.monotonic()))
+        if process.is_alive():
+            process.kill()
+            process.join(5)
+    return len(runs)
 
 
 class PreloadedRunStarter:
@@ -170,7 +223,7 @@ class PreloadedRunStarter:
         try:
             process = self._context.Process(
                 target=_run_flow_run, args=(self.environment(flow_run, control_env),),
-                name=f"flow-run-{flow_run.id}",
+                name=f"{RUN_PROCESS_PREFIX}{flow_run.id}",
             )
             # Off the runner's event loop: the first start waits for the fork server's imports.
             await anyio.to_thread.run_sync(process.start)

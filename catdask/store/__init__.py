@@ -22,7 +22,7 @@ from .datasets import (
     verify_dataset,
     write_dataset,
 )
-from .layout import cleanup_temporaries, resolve_store
+from .layout import cleanup_temporaries, evaluation_dir, resolve_store
 from .check import StoreProblem, StoreReport, check_store
 from .gc import GcResult, gc_store
 from .registry import ModelVersion, register_estimator, register_model
@@ -37,6 +37,7 @@ from .registry_read import (
 
 __all__ = [
     "resolve_store",
+    "evaluation_dir",
     "cleanup_temporaries",
     "Dataset",
     "DatasetArrays",

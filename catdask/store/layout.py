@@ -25,6 +25,7 @@ __all__ = [
     "resolve_store",
     "datasets_dir",
     "models_dir",
+    "evaluation_dir",
     "entry_path",
     "cleanup_temporaries",
 ]
@@ -55,6 +56,24 @@ def datasets_dir(root: Path) -> Path:
 
 def models_dir(root: Path) -> Path:
     return root / "models"
+
+
+def evaluation_dir(store=None, when=None) -> Path:
+    """``<store>/evaluations/<UTC time>``: where an evaluation writes its tables unless told
+    otherwise, so that neither ``catdask evaluate`` nor a served evaluation run writes into
+    the folder it happens to run from.
+
+    Parameters
+    ----------
+    store : str or os.PathLike, optional
+        The store root (see :func:`resolve_store`).
+    when : datetime, optional
+        The time in the folder's name (default: now), as ``YYYYmmddTHHMMSSZ`` in UTC.
+    """
+    from datetime import datetime, timezone
+
+    when = datetime.now(timezone.utc) if when is None else when.astimezone(timezone.utc)
+    return resolve_store(store) / "evaluations" / when.strftime("%Y%m%dT%H%M%SZ")
 
 
 def entry_path(parent: Path, name: str, kind: str) -> Path:

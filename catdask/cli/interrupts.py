@@ -1,0 +1,69 @@
+"""Ctrl-C in a ``catdask`` command: one line, ``interrupted``, and exit 130.
+
+Without this, an interrupted train printed about twenty lines after the ``^C``: Prefect's
+"Crash detected!" and "Finished in state Crashed" for every task and flow run, asyncio's
+"Task exception was never retrieved" for the Dask gathers that were cut short, and the
+scheduler's warnings while the embedded cluster closed. They say nothing the user does not
+know. Once SIGINT arrives, console logging is muted (unless ``-v``); Prefect's API handlers
+sit on the run loggers, before the console, so the UI still records the crash.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from contextlib import contextmanager
+
+__all__ = ["interrupt_handling", "interrupted"]
+
+_STATE = {"interrupted": False, "verbose": False}
+#: Loggers whose own handlers print to the console besides the root's (distributed installs
+#: one when its logging configuration is the old style).
+_CONSOLE_LOGGERS = ("", "distributed")
+
+
+def interrupted() -> bool:
+    """Whether SIGINT arrived during the current command."""
+    return _STATE["interrupted"]
+
+
+class _MutedAfterInterrupt(logging.Filter):
+    """Drops every record once the command was interrupted."""
+
+    def filter(self, record):
+        return not _STATE["interrupted"]
+
+
+def _mute_console() -> None:
+    for name in _CONSOLE_LOGGERS:
+        for handler in logging.getLogger(name).handlers:
+            if not any(isinstance(f, _MutedAfterInterrupt) for f in handler.filters):
+                handler.addFilter(_MutedAfterInterrupt())
+
+
+def _on_sigint(signum, frame):
+    # Python's own handler raises KeyboardInterrupt; so does this one, after noting it.
+    if not _STATE["interrupted"]:
+        _STATE["interrupted"] = True
+        if not _STATE["verbose"]:
+            _mute_console()
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def interrupt_handling(verbose: bool = False):
+    """Within the block, SIGINT raises ``KeyboardInterrupt`` as usual and mutes console logging
+    for the rest of the process (the cluster closes at exit and would log). Does nothing off
+    the main thread, or when SIGINT is not at Python's default (ignored, or someone's
+    handler)."""
+    _STATE.update(interrupted=False, verbose=verbose)
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, _on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
