@@ -482,6 +482,35 @@ def test_auto_landmarks_on_dask_input_are_the_numpy_ones(client):
     _assert_same_fit(got, ref, "dual_coef_")
 
 
+@pytest.mark.parametrize("origin", ["global", "class"])
+def test_linear_class_statistics_on_dask_need_no_coordinates_pass(client, origin, monkeypatch):
+    """The Gaussian rules' class statistics come from the class moments in closed form: they
+    equal the statistics of ``transform(X)``, and the data are never projected for them
+    (at N = 2e7 the (N, K) coordinates on the driver were 1.6 GB)."""
+    from catdask.estimators import linear
+    from catdask.estimators.classify import class_statistics
+    from catdask.operators import DaskDataOperator
+
+    X, y = _data(n_per_class=40, seed=21)
+    calls = []
+    real = DaskDataOperator.own_projections
+    monkeypatch.setattr(DaskDataOperator, "own_projections",
+                        lambda self, W: calls.append(1) or real(self, W))
+    est = CategorySpace(origin=origin, n_restarts=2, random_state=0).fit(
+        da.from_array(X, chunks=(30, -1)), y)
+    assert calls == []
+    ref = class_statistics(est.transform(X), np.searchsorted(est.classes_, y), 3)
+    np.testing.assert_allclose(est.class_means_, ref.means, atol=1e-10)
+    np.testing.assert_allclose(est.class_covariances_, ref.covariances, atol=1e-10)
+    # Above the class-matrix budget the statistics come from one projection pass instead.
+    monkeypatch.setattr(linear, "CLASS_MATRIX_BUDGET_BYTES", 0)
+    big = CategorySpace(origin=origin, n_restarts=2, random_state=0).fit(
+        da.from_array(X, chunks=(30, -1)), y)
+    assert calls
+    ref = class_statistics(big.transform(X), np.searchsorted(big.classes_, y), 3)
+    np.testing.assert_allclose(big.class_covariances_, ref.covariances, atol=1e-10)
+
+
 # ------------------------------------------------------------------------------ cluster
 def test_dask_client_context_uses_env_scheduler(client, monkeypatch):
     monkeypatch.setenv(ENV_SCHEDULER, client.scheduler.address)

@@ -289,7 +289,11 @@ class BaseCategorySpace(
         ``P`` (K, N): the training coordinates exactly as :meth:`transform` gives them (in
         any sample order); ``codes`` (N,): each sample's class index, in the same order.
         """
-        stats = class_statistics(np.asarray(P, dtype=float).T, codes, len(self.classes_))
+        self._set_class_statistics(
+            class_statistics(np.asarray(P, dtype=float).T, codes, len(self.classes_)))
+
+    def _set_class_statistics(self, stats):
+        """Store the fitted :class:`~catdask.estimators.classify.ClassStatistics`."""
         self.class_means_ = stats.means
         self.class_covariances_ = stats.covariances
         self.class_counts_ = stats.counts
