@@ -502,7 +502,11 @@ def test_console_script_train(iris_store, tmp_path, prefect_env, dask_scheduler)
     assert Path(result["plot"]).is_file()
 
     lines = r.stderr.splitlines()
-    assert all(line.startswith("catdask train: train cqs on iris") for line in lines), lines
+    # Where to watch the fit (one line), and otherwise catdask's own progress lines only.
+    watch = [line for line in lines if line.startswith("catdask train: Dask dashboard: http")]
+    assert len(watch) == 1 and dask_scheduler in watch[0], lines
+    assert all(line.startswith("catdask train: train cqs on iris")
+               for line in lines if line not in watch), lines
     assert any(": iteration 1, best objective" in line for line in lines), lines  # solver
     assert "done in" in lines[-1] and "certified" in lines[-1]
 

@@ -45,7 +45,30 @@ def _input_errors():
             IsADirectoryError, FileExistsError, PermissionError)
 
 
-def _configure_logging(verbose: bool) -> None:
+#: A run log record with ``extra={CONSOLE_NOTE: True}`` is also shown on a quiet console, as
+#: one of the command's own lines (e.g. the Dask dashboard's address while a fit runs).
+CONSOLE_NOTE = "catdask_console_note"
+
+
+class _ConsoleNotes(logging.Handler):
+    """Run log records marked :data:`CONSOLE_NOTE`, as ``catdask <command>: message`` lines on
+    the current ``sys.stderr`` (looked up at each record, so a replaced stderr is followed)."""
+
+    def __init__(self, command: str):
+        super().__init__(logging.INFO)
+        self.addFilter(lambda record: getattr(record, CONSOLE_NOTE, False))
+        self.setFormatter(logging.Formatter(f"catdask {command}: %(message)s"))
+
+    def emit(self, record):
+        try:
+            # Written, not print()ed: a flow with log_prints turns print() into a log record.
+            sys.stderr.write(self.format(record) + "\n")
+            sys.stderr.flush()
+        except Exception:  # noqa: BLE001 - logging must never break the command
+            self.handleError(record)
+
+
+def _configure_logging(verbose: bool, command: str = "") -> None:
     """Console logging: warnings and errors only, unless ``-v``.
 
     The level is set on the console handler, not only on the root logger: the ``prefect``
@@ -60,6 +83,11 @@ def _configure_logging(verbose: bool) -> None:
     console.setLevel(logging.NOTSET if verbose else logging.WARNING)
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(name)s %(message)s", handlers=[console])
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if isinstance(h, _ConsoleNotes)]:
+        root.removeHandler(handler)  # main() may run more than once in a process (tests)
+    if not verbose:
+        root.addHandler(_ConsoleNotes(command))
     if not verbose:  # distributed logs every worker start and stop at INFO on its own;
         # read when distributed is imported, and inherited by the worker processes
         os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
@@ -77,7 +105,7 @@ def _silence_stdout() -> None:
 def main(argv=None) -> int:
     """Run ``catdask ARGV``; returns the exit code (argparse exits 2 by ``SystemExit``)."""
     args = build_parser().parse_args(argv)
-    _configure_logging(args.verbose)
+    _configure_logging(args.verbose, args.command)
     prefix = f"catdask {args.command}: error:"
     error = None
     try:

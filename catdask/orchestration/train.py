@@ -93,8 +93,9 @@ def fit_restarts(store: str | None, dataset: str, spec: dict, scheduler: str | N
         artifact_after_seconds=PROGRESS_ARTIFACT_AFTER_SECONDS,
     )
     with dask_client_context(scheduler) as client, solver_progress(progress):
+        # Also on the CLI's quiet console (catdask.cli.main.CONSOLE_NOTE): where to watch.
         logger.info("Dask dashboard: %s (scheduler %s)", client.dashboard_link,
-                    client.scheduler.address)
+                    client.scheduler.address, extra={"catdask_console_note": True})
         outcome = fit_on_dataset(store, dataset, model_spec, client=client)
     est = outcome.estimator
     logger.info("best of %d restarts: objective %.10g, %d iterations, %s",
