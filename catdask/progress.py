@@ -11,7 +11,12 @@ from __future__ import annotations
 import contextlib
 import contextvars
 
-__all__ = ["solver_progress", "current_solver_callback", "watch_solvers"]
+__all__ = ["solver_progress", "current_solver_callback", "watch_solvers", "CONSOLE_NOTE"]
+
+#: A run log record with ``extra={CONSOLE_NOTE: True}`` is also shown on the CLI's quiet
+#: console, as one of the command's own lines (e.g. where the Dask dashboard is while a fit
+#: runs); every other INFO record goes to the Prefect API only.
+CONSOLE_NOTE = "catdask_console_note"
 
 _SOLVER_CALLBACK: contextvars.ContextVar = contextvars.ContextVar("catdask_solver_callback",
                                                                  default=None)

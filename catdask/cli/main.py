@@ -8,8 +8,9 @@ import os
 import sys
 import traceback
 
+from catdask.progress import CONSOLE_NOTE
+
 from . import runtime
-from .interrupts import interrupt_handling
 from .exits import (
     EXIT_BROKEN_PIPE,
     EXIT_INPUT,
@@ -17,6 +18,8 @@ from .exits import (
     EXIT_UNEXPECTED,
     CliError,
 )
+from .interrupts import interrupt_handling
+from .output import note
 from .parser import build_parser
 
 
@@ -45,14 +48,10 @@ def _input_errors():
             IsADirectoryError, FileExistsError, PermissionError)
 
 
-#: A run log record with ``extra={CONSOLE_NOTE: True}`` is also shown on a quiet console, as
-#: one of the command's own lines (e.g. the Dask dashboard's address while a fit runs).
-CONSOLE_NOTE = "catdask_console_note"
-
-
 class _ConsoleNotes(logging.Handler):
-    """Run log records marked :data:`CONSOLE_NOTE`, as ``catdask <command>: message`` lines on
-    the current ``sys.stderr`` (looked up at each record, so a replaced stderr is followed)."""
+    """Run log records marked :data:`catdask.progress.CONSOLE_NOTE`, as ``catdask <command>:
+    message`` lines on the current stderr (:func:`.output.note`, so a replaced stderr is
+    followed and a flow's ``log_prints`` does not catch them)."""
 
     def __init__(self, command: str):
         super().__init__(logging.INFO)
@@ -61,9 +60,7 @@ class _ConsoleNotes(logging.Handler):
 
     def emit(self, record):
         try:
-            # Written, not print()ed: a flow with log_prints turns print() into a log record.
-            sys.stderr.write(self.format(record) + "\n")
-            sys.stderr.flush()
+            note(self.format(record))
         except Exception:  # noqa: BLE001 - logging must never break the command
             self.handleError(record)
 
@@ -88,8 +85,8 @@ def _configure_logging(verbose: bool, command: str = "") -> None:
         root.removeHandler(handler)  # main() may run more than once in a process (tests)
     if not verbose:
         root.addHandler(_ConsoleNotes(command))
-    if not verbose:  # distributed logs every worker start and stop at INFO on its own;
-        # read when distributed is imported, and inherited by the worker processes
+        # distributed logs every worker start and stop at INFO on its own; read when
+        # distributed is imported, and inherited by the worker processes
         os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
 
 

@@ -55,6 +55,12 @@ SOLVER_PARAMS = ("objective", "origin", "eps", "n_restarts", "tol", "max_iter", 
 TIE_RTOL = 1e-9
 
 
+def ties_with(objective, top):
+    """Whether ``objective`` reaches ``top`` to :data:`TIE_RTOL` (relative): a restart at the
+    best objective level, which the test of the best restart speaks for."""
+    return objective >= top - TIE_RTOL * abs(top)
+
+
 def _tied_certificate(reference, objective, best_index):
     """Certificate of a restart whose objective ties (to TIE_RTOL) with the tested one."""
     verdict = "globally optimal" if reference.certified else "not certified either"
@@ -185,7 +191,7 @@ class BaseCategorySpace(
                 res.certificate = cert
             return self._choose_best(results)
         top = max(r.objective for r in results)
-        near = [r for r in results if r.objective >= top - TIE_RTOL * abs(top)]
+        near = [r for r in results if ties_with(r.objective, top)]
         # One test for the top objective level: near-ties reach the same value to TIE_RTOL,
         # so a certified global maximum certifies them too (to that tolerance).
         best = max(near, key=lambda r: (r.converged, r.objective))
@@ -203,7 +209,7 @@ class BaseCategorySpace(
     def _choose_best(self, results):
         """Highest objective; among near-ties a certified, then a converged restart wins."""
         top = max(r.objective for r in results)
-        near = [r for r in results if r.objective >= top - TIE_RTOL * abs(top)]
+        near = [r for r in results if ties_with(r.objective, top)]
         certified = [r for r in near if r.certificate is not None and r.certificate.certified]
         return max(certified or near, key=lambda r: (r.converged, r.objective))
 

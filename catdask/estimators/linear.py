@@ -179,7 +179,7 @@ class CategorySpace(BaseCategorySpace):
             self.components_ = (W * signs).T
             self.mean_ = np.asarray(op.center, dtype=float)
             self.classes_ = classes_
-            if 8 * len(classes_) * op.n_features**2 <= CLASS_MATRIX_BUDGET_BYTES:
+            if _class_matrices_fit(len(classes_), op.n_features):
                 self._set_class_statistics(_coordinate_class_statistics(self, op))
             else:  # the class scatter matrices would not fit: one pass over the data instead
                 self._fit_classifier(_training_coordinates(self, op), classes.codes)
@@ -192,7 +192,7 @@ class CategorySpace(BaseCategorySpace):
         self.eps_ = float(self.eps * _data_scale(op.covariance_moments()))
         objective = CategoryObjective(self.objective, self.origin, self.eps_)
         class_matrices = None
-        if 8 * K * D * D <= CLASS_MATRIX_BUDGET_BYTES:
+        if _class_matrices_fit(K, D):
             class_matrices = op.class_second_moments(self.origin)
         if self.objective == "quadratic" and class_matrices is not None:
             problem = ClassMatrixProblem(class_matrices)
@@ -249,6 +249,11 @@ class CategorySpace(BaseCategorySpace):
         if self.origin == "global":
             X = X - self.mean_
         return X @ self.components_.T
+
+
+def _class_matrices_fit(n_classes, n_features):
+    """Whether the K class matrices (D x D, float64) fit :data:`CLASS_MATRIX_BUDGET_BYTES`."""
+    return 8 * n_classes * n_features**2 <= CLASS_MATRIX_BUDGET_BYTES
 
 
 def _coordinate_class_statistics(est, op):

@@ -41,7 +41,7 @@ from ..pipeline.reports import (
     write_model_plot,
 )
 from ..pipeline.run_names import TRAIN_RUN_NAME, retrain_run_name
-from ..progress import solver_progress
+from ..progress import CONSOLE_NOTE, solver_progress
 from ..store import read_dataset
 from .artifacts import SolverProgress, model_artifact_key
 from .retry import retry_if_transient
@@ -93,9 +93,8 @@ def fit_restarts(store: str | None, dataset: str, spec: dict, scheduler: str | N
         artifact_after_seconds=PROGRESS_ARTIFACT_AFTER_SECONDS,
     )
     with dask_client_context(scheduler) as client, solver_progress(progress):
-        # Also on the CLI's quiet console (catdask.cli.main.CONSOLE_NOTE): where to watch.
         logger.info("Dask dashboard: %s (scheduler %s)", client.dashboard_link,
-                    client.scheduler.address, extra={"catdask_console_note": True})
+                    client.scheduler.address, extra={CONSOLE_NOTE: True})  # where to watch
         outcome = fit_on_dataset(store, dataset, model_spec, client=client)
     est = outcome.estimator
     logger.info("best of %d restarts: objective %.10g, %d iterations, %s",

@@ -93,7 +93,7 @@ def restart_verdict(restart, tested_index, best_objective):
         restart, ``"tied with restart 0"`` or ``"beaten by restart 0"`` for the others,
         ``"not applicable"`` without a test (CAS), "" without a certificate.
     """
-    from ..estimators.base import TIE_RTOL
+    from ..estimators.base import ties_with
 
     c = restart.certificate
     if c is None:
@@ -104,7 +104,7 @@ def restart_verdict(restart, tested_index, best_objective):
         if c.certified:
             return f"certified ({c.method})"
         return f"not certified ({c.bound_method} bound)" if c.bound_method else "not certified"
-    if restart.objective >= best_objective - TIE_RTOL * abs(best_objective):
+    if ties_with(restart.objective, best_objective):
         return f"tied with restart {tested_index}"
     return f"beaten by restart {tested_index}"
 
