@@ -57,10 +57,14 @@ class _ConsoleNotes(logging.Handler):
         super().__init__(logging.INFO)
         self.addFilter(lambda record: getattr(record, CONSOLE_NOTE, False))
         self.setFormatter(logging.Formatter(f"catdask {command}: %(message)s"))
+        self._shown = set()  # `catdask demo` trains ten models on one cluster: one line
 
     def emit(self, record):
         try:
-            note(self.format(record))
+            line = self.format(record)
+            if line not in self._shown:
+                self._shown.add(line)
+                note(line)
         except Exception:  # noqa: BLE001 - logging must never break the command
             self.handleError(record)
 
