@@ -1020,3 +1020,26 @@ def test_prepare_prefect_creates_the_home_make_chose(tmp_path, monkeypatch):
     monkeypatch.setenv("PREFECT_HOME", str(home))
     prepare_prefect(tmp_path / "new-store")
     assert home.is_dir()
+
+
+def test_console_notes_show_each_line_once(capsys):
+    """A run log record marked CONSOLE_NOTE is one `catdask CMD:` line on a quiet console,
+    shown once however many runs log it (the demo's ten trains share one dashboard)."""
+    import logging
+
+    from catdask.cli.main import _ConsoleNotes
+    from catdask.progress import CONSOLE_NOTE
+
+    handler = _ConsoleNotes("demo")
+    logger = logging.getLogger("test.console_notes")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        for _ in range(3):
+            logger.info("Dask dashboard: %s", "http://127.0.0.1:8787/status",
+                        extra={CONSOLE_NOTE: True})
+        logger.info("not a note")
+    finally:
+        logger.removeHandler(handler)
+    assert capsys.readouterr().err.splitlines() == [
+        "catdask demo: Dask dashboard: http://127.0.0.1:8787/status"]
