@@ -1034,6 +1034,7 @@ def test_console_notes_show_each_line_once(capsys):
     logger = logging.getLogger("test.console_notes")
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
+    logger.propagate = False  # root may hold an earlier in-process command's handler
     try:
         for _ in range(3):
             logger.info("Dask dashboard: %s", "http://127.0.0.1:8787/status",
