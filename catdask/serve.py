@@ -25,6 +25,7 @@ import contextlib
 import logging
 import os
 import signal
+import subprocess
 import sys
 import threading
 
@@ -142,12 +143,25 @@ class _MutedOnceServerGone(logging.Filter):
     websocket at that moment and log a page of connection tracebacks before serve notices
     (checked every :data:`SERVER_WATCH_SECONDS`) and says in one line what happened."""
 
+    #: How long a record with a traceback waits for the server's exit to be seen.
+    EXIT_GRACE_SECONDS = 2.0
+
     def __init__(self, server):
         super().__init__()
         self.server = server
 
     def filter(self, record):
-        return self.server.poll() is None
+        if self.server.poll() is not None:
+            return False
+        if record.exc_info is None:
+            return True
+        # The kernel closes a killed server's sockets before its exit status can be reaped:
+        # the websocket's traceback can arrive while poll() still says "running".
+        try:
+            self.server.wait(timeout=self.EXIT_GRACE_SECONDS)
+        except subprocess.TimeoutExpired:
+            return True  # a real error while the server is up: show it
+        return False
 
 
 def _mute_console_once_gone(server):
