@@ -624,3 +624,28 @@ def test_fit_on_dataset_uses_the_given_client_when_another_is_the_default(client
     finally:
         other.close()
         other_cluster.close()
+
+
+def test_catdask_clusters_batch_messages_briefly(client):
+    """distributed batches messages every 10 ms (client) / 5 ms (scheduler to workers),
+    hard-coded; a Gram pass is latency-bound at small N, so catdask's clusters shorten both.
+    This notices a distributed release that renames the streams (the shortening would stop
+    silently), and checks that a worker joining later is shortened too."""
+    from types import SimpleNamespace
+
+    from distributed.batched import BatchedSend
+
+    from catdask.distributed.cluster import MESSAGE_BATCH_SECONDS, reduce_message_batching
+
+    scheduler = client.cluster.scheduler
+    assert client.scheduler_comm.interval <= MESSAGE_BATCH_SECONDS
+    worker_streams = [scheduler.stream_comms[w] for w in scheduler.workers]
+    assert len(worker_streams) == 2
+    assert all(s.interval <= MESSAGE_BATCH_SECONDS for s in worker_streams)
+    assert scheduler.client_comms[client.id].interval <= MESSAGE_BATCH_SECONDS
+
+    [plugin] = [p for name, p in scheduler.plugins.items() if name == "catdask-brief-batching"]
+    joining = SimpleNamespace(stream_comms={"tcp://new": BatchedSend(interval="5ms")})
+    plugin.add_worker(scheduler=joining, worker="tcp://new")
+    assert joining.stream_comms["tcp://new"].interval <= MESSAGE_BATCH_SECONDS
+    assert reduce_message_batching(SimpleNamespace()) == 0  # nothing to shorten: no error

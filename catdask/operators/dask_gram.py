@@ -97,6 +97,9 @@ class DaskGramOperator(BlockGramOperator):
             raise ValueError(f"cache_dtype must be float32 or float64; got {cache_dtype}.")
         N = np.shape(X)[0]
         threads, memory = cluster_resources()
+        # Read once: asking the scheduler is a round trip, and a pass is latency-bound at
+        # small N (a worker that joins later still gets tasks, the split just ignores it).
+        self._threads = threads
         if block_rows is None:
             # Few, large tasks (docs/stack.md): one per worker thread, more only when a task would
             # exceed _TASK_ENTRIES kernel entries (a second or so), in multiples of the threads.
@@ -200,7 +203,7 @@ class DaskGramOperator(BlockGramOperator):
         worker thread, more so that a task evaluates at most about 1e8 kernel entries."""
         left, right = self._factors(dtype)
         work = np.cumsum((pairs[:, 1] - pairs[:, 0]) * (pairs[:, 3] - pairs[:, 2]))
-        threads = cluster_resources()[0]
+        threads = self._threads
         n_tasks = threads * max(1, math.ceil(float(work[-1]) / (threads * _TASK_ENTRIES)))
         n_tasks = min(n_tasks, len(pairs))
         cuts = np.searchsorted(work, work[-1] * np.arange(1, n_tasks) / n_tasks, side="right")
@@ -235,7 +238,7 @@ class DaskGramOperator(BlockGramOperator):
                  for r in range(a, b, step)]
         out = np.empty((b - a, cols[1] - cols[0]))
         # Gather a few pieces at a time so the driver never holds the block twice.
-        group = 2 * cluster_resources()[0]
+        group = 2 * self._threads
         for g in range(0, len(tasks), group):
             for t, piece in zip(range(g, g + group), self._runner.run(tasks[g : g + group])):
                 r0 = a + t * step
@@ -246,7 +249,7 @@ class DaskGramOperator(BlockGramOperator):
         """``G[rows, cols] @ V`` in row pieces on the workers, never forming the block (a
         Lanczos matvec for the decoupled start of large classes)."""
         a, b = rows
-        step = max(1, math.ceil((b - a) / cluster_resources()[0]))
+        step = max(1, math.ceil((b - a) / self._threads))
         tasks = [(blocks.gram_range_matmul, self._Xd, (r, min(r + step, b)), cols, V,
                   self.kernel, self.col_block) for r in range(a, b, step)]
         return np.concatenate(self._runner.run(tasks, "class-matvec"), axis=0)
