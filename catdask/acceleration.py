@@ -145,7 +145,7 @@ class AndersonStepper:
             # The safeguard: the mixture must do at least as well as the plain step.
             good = np.isfinite(cand.objective) & (cand.objective >= plain.objective[rows])
             good &= step[rows] > self.tol  # a converged restart ends at the plain point
-            new = take_restarts(plain, np.arange(len(idx)))
+            # ``plain`` is fresh and nothing else refers to its arrays: write into it.
             if np.any(good):
                 put_restarts(new, rows[good], take_restarts(cand, np.flatnonzero(good)))
             for k, j in enumerate(rows):

@@ -186,8 +186,9 @@ class KernelProblem:
         S = np.swapaxes(classes.sum(np.swapaxes(z[:, :, None] * B, 1, 2)), 1, 2)
         S_inv_sqrt, rank_deficient = inv_sqrt_spd(S)
         P = S_inv_sqrt @ np.swapaxes(B, 1, 2)  # (R, K, N)
-        # A = S^{-1/2} Z^T: column i is S^{-1/2}[:, y_i] * z_i.
-        A = S_inv_sqrt[:, :, classes.codes] * z[:, None, :]
+        # A = S^{-1/2} Z^T: column i is S^{-1/2}[:, y_i] * z_i. (np.take, not fancy indexing
+        # on the last axis: 0.4 against 2.7 ms at R = 8, N = 8,000, a tenth of a stored-G pass.)
+        A = np.take(S_inv_sqrt, classes.codes, axis=2) * z[:, None, :]
         return A, P, rank_deficient
 
     def _evaluate(self, A, P, rank_deficient):

@@ -271,6 +271,31 @@ def test_stored_gram_product_reads_rows_only_for_a_symmetric_kernel(asymmetric):
     np.testing.assert_allclose(op.class_matmul(z), G @ Z, atol=1e-12)
 
 
+def test_stored_gram_class_product_in_row_slabs(monkeypatch):
+    """The stored-G product sums each class's rows in slabs (64 rows here, classes of 150,
+    250 and 200 rows: slabs that end inside a class and a ragged last one): equal to the
+    dense G Z."""
+    from catdask.operators import blocks
+
+    rng = np.random.default_rng(11)
+    N, sizes = 600, [150, 250, 200]
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    A = rng.standard_normal((N, N))
+    G = A + A.T
+    y = np.repeat(np.arange(3), sizes)
+    z = rng.standard_normal((8, N))
+    Z = np.zeros((8, N, 3))
+    Z[:, np.arange(N), y] = z
+    monkeypatch.setattr(blocks, "_SLAB_ENTRIES", 64 * N)
+    np.testing.assert_allclose(blocks.gram_class_product_by_rows(G, offsets, z), G @ Z,
+                               rtol=1e-12, atol=1e-11)
+    # the cached-block product (any row block of G, class columns in column blocks)
+    rows = (100, 370)
+    out = blocks.gram_class_product(None, rows, offsets, z, None, 256,
+                                    cache=G[rows[0]:rows[1]])
+    np.testing.assert_allclose(out, (G @ Z)[:, rows[0]:rows[1]], rtol=1e-12, atol=1e-11)
+
+
 @pytest.mark.parametrize("n, m, D", [(1, 1, 1), (7, 300, 3), (1000, 600, 20)])
 def test_rbf_kernel_matches_scikit_learn(n, m, D, monkeypatch):
     """The slab-wise RBF equals sklearn's rbf_kernel (small slabs force many boundaries)."""

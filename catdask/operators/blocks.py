@@ -194,7 +194,9 @@ def gram_class_product(X, rows, offsets, z, kernel, col_block, cache=None):
         for k in range(K):
             s0, s1 = max(c0, offsets[k]), min(c1, offsets[k + 1])
             if s1 > s0:
-                out[:, :, k] += (G[:, s0 - c0 : s1 - c0] @ z[:, s0:s1].T).T
+                # (R, n) @ (n, rows): measured 1.5x faster for 8 restarts than the product
+                # in the other orientation (a 4,000 x 8,000 block), the same for one.
+                out[:, :, k] += z[:, s0:s1] @ G[:, s0 - c0 : s1 - c0].T
     return out
 
 
@@ -202,15 +204,27 @@ def gram_class_product_by_rows(G, offsets, z):
     """``B = G Z`` from a stored symmetric Gram, reading contiguous rows only.
 
     Column k of ``G Z`` is ``G[:, C_k] z_k = (z_k^T G[C_k, :])^T`` because ``G = G^T``: rows
-    instead of strided columns (measured 1.2x faster for one restart, 1.6x for 8).
+    instead of strided columns (measured 1.2x faster for one restart, 1.6x for 8). The rows
+    of a class go in slabs of about :data:`_SLAB_ENTRIES` entries: with 8 restarts one
+    product over a whole class ran 1.2-1.3x slower at N = 8,000-12,000 (BLAS packs the
+    whole operand), with one restart it is the same.
     """
     R, N = z.shape
     K = len(offsets) - 1
+    slab = int(np.clip(_SLAB_ENTRIES // max(N, 1), 64, 512))
     out = np.empty((R, N, K))
+    acc = np.empty((R, N))
     for k in range(K):
         a, b = offsets[k], offsets[k + 1]
-        out[:, :, k] = z[:, a:b] @ G[a:b]
+        acc[:] = 0.0
+        for r in range(a, b, slab):
+            acc += z[:, r : min(r + slab, b)] @ G[r : min(r + slab, b)]
+        out[:, :, k] = acc
     return out
+
+
+# Entries of G per slab of rows in :func:`gram_class_product_by_rows` (32 MiB of float64).
+_SLAB_ENTRIES = 4 * 1024**2
 
 
 def gram_matmul(X, rows, V, kernel, col_block, cache=None):
