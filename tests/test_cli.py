@@ -121,8 +121,11 @@ def run_cli(capsys, *args):
     (["ingest", "--file", "x.csv", "--name", "x", "--label-column", "0", "--download"],
      "argument --download: applies only to catalog data sets, not to --file"),
     # Options only by their full names: --restart is not taken as --restarts.
-    (["train", "iris", "--restart", "3"], "unrecognized arguments: --restart 3"),
-    (["ingest", "iris", "--down"], "unrecognized arguments: --down"),  # was --download
+    # ... and reported by the command they were given to, whose --help lists the right ones.
+    (["train", "iris", "--restart", "3"],
+     "catdask train: error: unrecognized arguments: --restart 3 (see `catdask train --help`)"),
+    (["ingest", "iris", "--down"], "catdask ingest: error: unrecognized arguments: --down"),
+    (["models", "show", "iris-cqs", "--jsn"], "catdask models show: error: unrecognized"),
 ])
 def test_usage_errors_exit_2(capsys, args, expect):
     code, out, err = run_cli(capsys, *args)
@@ -1044,3 +1047,14 @@ def test_console_notes_show_each_line_once(capsys):
         logger.removeHandler(handler)
     assert capsys.readouterr().err.splitlines() == [
         "catdask demo: Dask dashboard: http://127.0.0.1:8787/status"]
+
+
+def test_python_dash_m_catdask_is_the_command():
+    """``python -m catdask`` works where the console script is not on PATH."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "catdask", "train", "iris", "--restart", "3"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith("catdask train: error: unrecognized arguments: --restart 3")

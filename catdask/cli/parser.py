@@ -47,6 +47,26 @@ class _Parser(argparse.ArgumentParser):
         print(f"{self.prog}: error: {message} (see `{self.prog} --help`)", file=sys.stderr)
         raise SystemExit(EXIT_USAGE)
 
+    def parse_args(self, args=None, namespace=None):
+        """As argparse, but an unknown option is reported by the command it was given to
+        (``catdask train: error: unrecognized arguments: --restart 3``), whose ``--help``
+        lists the right ones; argparse reports it as the top-level parser's."""
+        namespace, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self._innermost_command(namespace).error(
+                "unrecognized arguments: " + " ".join(extras))
+        return namespace
+
+    def _innermost_command(self, namespace):
+        parser = self
+        while True:
+            chosen = [a.choices.get(getattr(namespace, a.dest, None))
+                      for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+            chosen = [c for c in chosen if c is not None]
+            if not chosen:
+                return parser
+            parser = chosen[0]
+
 
 def _common(s, verbose_default=argparse.SUPPRESS):
     # Accepted before and after the command; SUPPRESS keeps a value given before the command
