@@ -3,7 +3,9 @@
 Generates a CSV of 200 000 rows x 31 columns (30 float features with 5 decimals and an
 integer label, a header line; about 50 MB) in a temporary folder, then times
 ``pandas.read_csv(path)`` and catdask's ``parse_table(path, "label")`` (the parse behind
-``catdask ingest --file``: pandas' C parser in bounded chunks, checks, line/column errors),
+``catdask ingest --file``: a streaming checksum and UTF-8 scan, then pandas' C parser, in one
+read of the path for a file up to 256 MiB (which pandas 3.1 splits over threads, as it does
+for the baseline) or in bounded chunks beyond, checks, line/column errors),
 each in a fresh interpreter, alternating, three times each (imports happen before the clock
 starts, pandas' included, which catdask imports lazily on its first parse). Reports the
 medians of the wall time of the call and of the peak RSS of the child (``resource.getrusage``

@@ -693,12 +693,16 @@ def _reference_parse(path, label_index=-1):
     return np.array(X, dtype=np.float64), np.array(y, dtype=np.int64)
 
 
-def test_chunked_parse_equals_line_parse_on_a_generated_file(tmp_path, monkeypatch):
+@pytest.mark.parametrize("whole_read", [False, True], ids=["streamed", "whole-file"])
+def test_chunked_parse_equals_line_parse_on_a_generated_file(tmp_path, monkeypatch, whole_read):
     """Many pandas chunks (a few hundred rows each) give exactly the line-by-line result,
-    blank lines, CRLF, odd float spellings and a short last chunk included."""
+    blank lines, CRLF, odd float spellings and a short last chunk included; so does the one
+    whole-file read that small files get (pandas may split it over threads)."""
     from catdask.catalog import tables
 
     monkeypatch.setattr(tables, "CHUNK_ROWS", 300)
+    # 0: stream, as a file over the limit does
+    monkeypatch.setattr(tables, "WHOLE_READ_MAX_BYTES", 2**30 if whole_read else 0)
     rng = np.random.default_rng(3)
     n, d = 2_017, 6
     X = rng.standard_normal((n, d)) * 10.0 ** rng.integers(-8, 8, (n, d))
@@ -716,6 +720,7 @@ def test_chunked_parse_equals_line_parse_on_a_generated_file(tmp_path, monkeypat
     np.testing.assert_array_equal(got_X, want_X)
     np.testing.assert_array_equal(got_y, want_y)
     assert got_X.dtype == np.float64 and got_y.dtype == np.int64
+    assert got_X.flags.c_contiguous  # the store writes and hashes it in row blocks
     assert names == [str(c) for c in sorted(set(want_y.tolist()))]
     assert prov["files"][0]["rows"] == n
 
@@ -724,6 +729,7 @@ def test_bad_cell_deep_in_a_large_file_names_line_and_column(tmp_path, monkeypat
     from catdask.catalog import tables
 
     monkeypatch.setattr(tables, "CHUNK_ROWS", 100)
+    monkeypatch.setattr(tables, "WHOLE_READ_MAX_BYTES", 0)
     rows = [f"{i}.5,{i}.25,{i % 3}" for i in range(1000)]
     rows[700] = "700.5,oops,1"
     path = write(tmp_path / "t.csv", "a,b,label\n" + "\n".join(rows) + "\n")

@@ -23,8 +23,9 @@ Modules, one job each:
 - :mod:`~catdask.catalog.entries`: the schema, :func:`load_catalog`, :func:`get_entry`;
 - :mod:`~catdask.catalog.sources`: find files locally first (:func:`locate_sources`), download
   only on request (:func:`fetch_sources`, HTTPS only, sha256 checked when known);
-- :mod:`~catdask.catalog.tables`: one file -> float64 features and labels with pandas' C parser,
-  in bounded chunks; refuses non-regular, oversized, binary and non-UTF-8 files;
+- :mod:`~catdask.catalog.tables`: one file -> float64 features and labels with pandas' C parser
+  (one threaded read up to 256 MiB, bounded chunks beyond); refuses non-regular, oversized,
+  binary and non-UTF-8 files;
 - :mod:`~catdask.catalog.lines`: the line-level layer that reads the header and names the line
   and column of any problem;
 - :mod:`~catdask.catalog.assembly`: files -> ``(X, y, label_names, provenance)``
