@@ -326,18 +326,26 @@ def test_ingest_train_models_plot_datasets(capsys, tmp_path, flows_env):
     assert code == EXIT_OK
     assert "iris-cqs:v1" in out and "iris-cqs:v2" in out and "certified" in out
 
-    code, out, _ = run_cli(capsys, "models", "show", "iris-cqs:v1", "--store", store)
+    code, out, _ = run_cli(capsys, "models", "show", "iris-cqs:v1", "--json", "--store", store)
     assert code == EXIT_OK
     meta = json.loads(out)
     assert meta["version"] == 1 and meta["dataset"] == "iris"
     assert meta["registration_status"] == "certified"
-    code, out, _ = run_cli(capsys, "models", "show", "iris-cqs", "--store", store)
+    code, out, _ = run_cli(capsys, "models", "show", "iris-cqs", "--json", "--store", store)
     assert json.loads(out)["version"] == 2  # latest
+    code, out, _ = run_cli(capsys, "models", "show", "iris-cqs", "--store", store)
+    assert code == EXIT_OK  # for a person: the status line first, the verified gap in it
+    assert out.startswith("iris-cqs:v2  certified globally optimal (SDP dual; verified gap ")
+    assert "data set:    iris (snapshot s1)" in out and "--json" in out
 
-    code, out, _ = run_cli(capsys, "models", "compare", "iris-cqs", "1", "2", "--store", store)
+    code, out, _ = run_cli(capsys, "models", "compare", "iris-cqs", "1", "2", "--json",
+                           "--store", store)
     assert code == EXIT_OK
     cmp = json.loads(out)
     assert cmp["versions"] == [1, 2] and "run_key" in cmp["changed"]
+    code, out, _ = run_cli(capsys, "models", "compare", "iris-cqs", "1", "2", "--store", store)
+    assert code == EXIT_OK and out.startswith("iris-cqs: v1 -> v2\n")
+    assert "param random_state" in out
 
     code, _, err = run_cli(capsys, "models", "show", "iris-cqs:v9", "--store", store)
     assert code == EXIT_INPUT and "has no version 'v9'" in err
@@ -737,7 +745,8 @@ def two_versions(iris_store):
 @pytest.mark.parametrize("versions", [["iris-cqs:1", "iris-cqs:2"], ["iris-cqs:v1", "iris-cqs:v2"],
                                       ["iris-cqs", "1", "2"]])
 def test_models_compare_accepts_name_version(capsys, two_versions, versions):
-    code, out, err = run_cli(capsys, "models", "compare", *versions, "--store", two_versions)
+    code, out, err = run_cli(capsys, "models", "compare", *versions, "--json",
+                             "--store", two_versions)
     assert code == EXIT_OK, err
     assert json.loads(out)["versions"] == [1, 2]
 

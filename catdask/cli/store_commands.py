@@ -162,15 +162,18 @@ def cmd_models(args) -> int:
         _list_models(args)
         return EXIT_OK
     checks.require_store(args.store)
+    from .model_summary import comparison_summary, model_summary
+
     if args.models_cmd == "show":
         name, version = split_version(args.model)
         checks.check_registered_model(args.store, name)
         _, meta = load_model_version(args.store, name, version)
-        print_json(meta)
+        print_json(meta) if args.json else print(model_summary(meta, f"{name}:v{meta['version']}"))
     else:
         name, v1, v2 = compared_versions(args.versions)
         checks.check_registered_model(args.store, name)
-        print_json(compare_versions(args.store, name, v1, v2))
+        cmp = compare_versions(args.store, name, v1, v2)
+        print_json(cmp) if args.json else print(comparison_summary(cmp))
     return EXIT_OK
 
 
