@@ -1,6 +1,6 @@
 """Run every ``benchmarks/bench_*.py`` in its own process and print the results.
 
-    python benchmarks/run_all.py            # full sizes (15-20 minutes on 2 cores)
+    python benchmarks/run_all.py            # full sizes (about 9 minutes on 2 cores)
     python benchmarks/run_all.py --quick    # small sizes, a few minutes
     python benchmarks/run_all.py --only kernel_vs_paper linear
     python benchmarks/run_all.py --json-dir benchmarks/results
