@@ -200,6 +200,10 @@ def gram_class_product(X, rows, offsets, z, kernel, col_block, cache=None):
     return out
 
 
+# Entries of G per slab of rows in :func:`gram_class_product_by_rows` (32 MiB of float64).
+_SLAB_ENTRIES = 4 * 1024**2
+
+
 def gram_class_product_by_rows(G, offsets, z):
     """``B = G Z`` from a stored symmetric Gram, reading contiguous rows only.
 
@@ -221,10 +225,6 @@ def gram_class_product_by_rows(G, offsets, z):
             acc += z[:, r : min(r + slab, b)] @ G[r : min(r + slab, b)]
         out[:, :, k] = acc
     return out
-
-
-# Entries of G per slab of rows in :func:`gram_class_product_by_rows` (32 MiB of float64).
-_SLAB_ENTRIES = 4 * 1024**2
 
 
 def gram_matmul(X, rows, V, kernel, col_block, cache=None):
