@@ -39,6 +39,7 @@ from .classify import (
     CLASSIFIERS,
     PROBABILISTIC,
     ClassStatistics,
+    class_log_probabilities,
     class_probabilities,
     class_scores,
     class_statistics,
@@ -407,8 +408,24 @@ class BaseCategorySpace(
 
     @available_if(_has_probabilities)
     def predict_log_proba(self, X):
-        """Logarithm of :meth:`predict_proba`."""
-        return np.log(self.predict_proba(X))
+        """Logarithm of :meth:`predict_proba`, computed from the class scores.
+
+        Finite even where a probability underflows to 0 in :meth:`predict_proba` (a pattern
+        far from a class).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        log_proba : ndarray of shape (n_samples, n_classes)
+        """
+        check_is_fitted(self)
+        stats = self._class_statistics()
+        return self._blockwise(
+            X, lambda P: class_log_probabilities(self.classifier, P, stats), len(self.classes_)
+        )
 
     def fit_transform(self, X, y=None, **fit_params):
         """Fit to ``(X, y)`` and return the category-space coordinates of ``X``."""
