@@ -96,12 +96,14 @@ def plot_category_space(estimator, X, y=None, ax=None, *, kind="auto", title=Non
     Parameters
     ----------
     estimator : fitted transformer
-        Typically :class:`catdask.CategorySpace` / :class:`catdask.KernelCategorySpace`; its
-        ``classes_`` (if any) name the axes (axis k belongs to ``classes_[k]``).
+        Typically :class:`catdask.CategorySpace` / :class:`catdask.KernelCategorySpace`, or a
+        fitted :class:`~sklearn.pipeline.Pipeline` ending in one (e.g.
+        ``make_pipeline(StandardScaler(), CategorySpace())``: ``X`` goes through every step);
+        its ``classes_`` (if any) name the axes (axis k belongs to ``classes_[k]``).
     X : array-like of shape (n_samples, n_features)
     y : array-like of shape (n_samples,), default=None
-        Colours the points by class; None colours by the angle classifier's prediction when
-        the estimator has ``predict``, else draws one colour.
+        Colours the points by class; None colours them by ``estimator.predict(X)`` when the
+        estimator has ``predict``, else draws one colour.
     ax : matplotlib Axes, default=None
         Where to draw (for ``kind="pairs"`` a new figure is always made). None makes a figure.
     kind : {"auto", "2d", "3d", "simplex", "pairs"}, default="auto"
@@ -122,8 +124,10 @@ def plot_category_space(estimator, X, y=None, ax=None, *, kind="auto", title=Non
     P = np.asarray(estimator.transform(X))
     if y is None and hasattr(estimator, "predict"):
         y = estimator.predict(X)
-    classes = getattr(estimator, "classes_", None)
-    is_category = hasattr(estimator, "certificate_") or type(estimator).__name__.endswith(
+    # A pipeline's coordinates are those of its final step (after the preprocessing steps).
+    final = estimator[-1] if hasattr(estimator, "steps") else estimator
+    classes = getattr(final, "classes_", None)
+    is_category = hasattr(final, "certificate_") or type(final).__name__.endswith(
         "CategorySpace"
     )
     if is_category and classes is not None:
@@ -181,6 +185,8 @@ def plot_coordinates(P, y=None, ax=None, *, kind="auto", axis_labels=None, draw_
             kind = "pairs"
     if kind in ("3d", "simplex") and d != 3:
         raise ValueError(f"kind={kind!r} needs 3 dimensions; got {d}.")
+    if y is not None and len(y) != n:
+        raise ValueError(f"y has {len(y)} labels for {n} points; give one label per row of X.")
     groups = _groups(y, n, class_names)
 
     if kind == "pairs":

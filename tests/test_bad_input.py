@@ -84,6 +84,19 @@ def test_non_numeric_X(est, Xy):
 
 
 @pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+def test_path_that_is_not_a_zarr_store(est, Xy, tmp_path):
+    """A str X is read as a zarr path: a CSV gave zarr's 'No group found in store
+    StorePath(LocalStore, ...)'; now the error says what a path X must be."""
+    X, y = Xy
+    csv = tmp_path / "data.csv"
+    np.savetxt(csv, X, delimiter=",")
+    with pytest.raises(ValueError, match=r"zarr array or data set.*data\.csv' is not one"):
+        est.fit(str(csv), y)
+    with pytest.raises(FileNotFoundError, match=r"missing\.zarr' does not exist"):
+        est.fit(tmp_path / "missing.zarr", y)
+
+
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
 def test_continuous_targets_rejected(est, Xy):
     X, _ = Xy
     with pytest.raises(ValueError, match="Unknown label type"):

@@ -366,8 +366,12 @@ def test_repr_is_one_readable_line():
     assert "\n" not in text and text == str(cert)
     assert text.startswith("Certificate(certified=True (sdp-dual), gap<=0")
     assert "rapcsak=False" in text and "first_order=" in text
-    low = str(certify_global_optimum(TWO_OPTIMA, np.eye(3)[:, [0, 2]]))
+    assert "reason=" not in text  # certified: the method says it
+    low_cert = certify_global_optimum(TWO_OPTIMA, np.eye(3)[:, [0, 2]])
+    low = str(low_cert)
     assert "certified=False" in low and "(sdp)" in low
+    # Not certified: the reason is shown (it was only in .reason, behind "gap<=...").
+    assert "\n" not in low and low.endswith(f"reason={low_cert.reason!r})")
 
 
 def test_input_validation():

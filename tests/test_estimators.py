@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import warnings
 
 import numpy as np
@@ -113,6 +114,30 @@ def test_convergence_warning_when_max_iter_is_hit():
     with pytest.warns(ConvergenceWarning, match="did not converge"):
         est = CategorySpace(max_iter=2, n_restarts=1, init="random", random_state=0).fit(X, y)
     assert not est.converged_ and est.stopping_reason_ == "max_iter"
+
+
+def test_verbose_reports_the_fit(estimator, caplog):
+    """verbose=1 showed nothing: the records were INFO, below Python's default level."""
+    X, y = make_blobs(seed=6)
+    estimator.set_params(verbose=1).fit(X, y)
+    summary = [r.getMessage() for r in caplog.records if "best of 2 restarts" in r.getMessage()]
+    assert len(summary) == 1
+    assert type(estimator).__name__ in summary[0] and "certificate: Certificate(" in summary[0]
+    assert logging.getLogger("catdask").level == logging.NOTSET  # restored after the fit
+    caplog.clear()
+    estimator.set_params(verbose=0).fit(X, y)
+    assert not caplog.records
+
+
+def test_verbose_prints_to_stderr_when_logging_is_not_configured(monkeypatch, capsys):
+    monkeypatch.setattr(logging.getLogger(), "handlers", [])  # a plain script: no handlers
+    X, y = make_blobs(seed=6)
+    CategorySpace(n_restarts=1, verbose=1).fit(X, y)
+    err = capsys.readouterr().err
+    assert "[catdask] CategorySpace: best of 1 restarts" in err
+    assert not logging.getLogger("catdask").handlers  # removed after the fit
+    CategorySpace(n_restarts=1).fit(X, y)
+    assert capsys.readouterr().err == ""
 
 
 def test_rank_deficient_data_stops_and_warns():

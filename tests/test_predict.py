@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from sklearn.datasets import load_iris, load_wine
@@ -140,6 +142,24 @@ def test_binary_decision_function_follows_sklearn_convention():
     np.testing.assert_array_equal(est.classes_[(d > 0).astype(int)], est.predict(X))
     proba = est.predict_proba(X)
     np.testing.assert_allclose(np.log(proba[:, 1] / proba[:, 0]), d, rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("classifier", ["qda", "lda", "nearest-mean"])
+def test_log_probabilities_stay_finite_far_from_a_class(classifier):
+    """A pattern a few units outside the training range: the probability of the far class
+    underflows to 0, its logarithm does not (it was -inf, with a divide-by-zero warning)."""
+    X, y = load_iris(return_X_y=True)
+    est = CategorySpace(n_restarts=1, random_state=0, classifier=classifier).fit(X, y)
+    far = X[-3:] + np.array([5.0, 0.0, 5.0, 5.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        log_proba = est.predict_log_proba(far)
+    assert np.all(np.isfinite(log_proba))
+    scores = est.decision_function(far)
+    # log-softmax of the scores: differences between classes are the score differences
+    np.testing.assert_allclose(log_proba - log_proba[:, :1], scores - scores[:, :1],
+                               rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(np.exp(log_proba), est.predict_proba(far), atol=1e-15)
 
 
 def test_qda_rule_is_finite_for_a_class_with_one_sample():

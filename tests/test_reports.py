@@ -12,6 +12,7 @@ import struct
 from datetime import datetime, timezone
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from catdask.pipeline import ModelSpec, fit_on_dataset, ingest_dataset
@@ -124,6 +125,38 @@ def test_pairs_plot_of_four_classes_has_one_titled_legend_with_names(agg):
     assert legend.get_title().get_text() == "class"
     assert [t.get_text() for t in legend.get_texts()] == names
     assert axes.flat[0].get_xlabel() == "axis of a" and axes.flat[0].get_ylabel() == "axis of b"
+
+
+def test_plot_of_a_pipeline_draws_its_category_space(agg):
+    """make_pipeline(StandardScaler(), CategorySpace()) as the README builds it: the plot
+    was labelled "component 1..3" with no category axes; now as for the estimator itself."""
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from catdask import CategorySpace
+
+    from .helpers.data import make_blobs
+
+    X, y = make_blobs(seed=3)
+    pipe = make_pipeline(StandardScaler(), CategorySpace(n_restarts=1, random_state=0)).fit(X, y)
+    ax = plot_category_space(pipe, X, y, class_names=["a", "b", "c"])
+    assert [ax.get_xlabel(), ax.get_ylabel(), ax.get_zlabel()] == [
+        "axis of a", "axis of b", "axis of c"]
+    assert [t.get_text() for t in ax.texts] == ["axis of a", "axis of b", "axis of c"]
+    # The points are the pipeline's coordinates: the scaler ran first.
+    offsets = np.concatenate([c._offsets3d[0] for c in ax.collections])
+    np.testing.assert_allclose(np.sort(offsets), np.sort(pipe.transform(X)[:, 0]))
+
+
+def test_plot_refuses_labels_that_do_not_match_the_points(agg):
+    from catdask import CategorySpace
+
+    from .helpers.data import make_blobs
+
+    X, y = make_blobs(seed=3)
+    est = CategorySpace(n_restarts=1, random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match=f"y has {len(y) - 1} labels for {len(y)} points"):
+        plot_category_space(est, X, y[:-1])
 
 
 # ----------------------------------------------------------------------------- plot files

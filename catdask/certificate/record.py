@@ -117,9 +117,11 @@ class Certificate:
         verified = ""
         if self.certified and math.isfinite(self.verified_gap):
             verified = f", verified gap<={self.verified_gap:.1e}"
+        # Not certified: the reason is what a reader needs (which test failed, or why none ran).
+        reason = "" if self.certified else f", reason={self.reason!r}"
         return (
             f"Certificate(certified={self.certified}{how}, gap<={self.gap:.2g}{bound}{verified}, "
-            f"rapcsak={self.rapcsak}, first_order={self.first_order:.1e})"
+            f"rapcsak={self.rapcsak}, first_order={self.first_order:.1e}{reason})"
         )
 
     __repr__ = __str__

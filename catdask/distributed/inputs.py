@@ -51,13 +51,31 @@ def is_distributed_input(X):
     return False
 
 
+def _open_path(path):
+    """The zarr array or group at ``path`` (a str or path-like X), else an error saying so."""
+    import zarr
+
+    path = os.fspath(path)
+    try:
+        return zarr.open(path, mode="r")
+    except FileNotFoundError as exc:  # also zarr's "no group / array found" for other files
+        what = ("X is a path, which catdask reads as a zarr array or data set (a store's "
+                f"datasets/<name> group); {path!r}")
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"{what} does not exist.") from exc
+        raise ValueError(
+            f"{what} is not one. Load other files first (e.g. pandas.read_csv) and pass the "
+            "array, or ingest them into a store (catdask ingest --file PATH --name NAME)."
+        ) from exc
+
+
 def as_row_chunked(X):
     """A Dask array (N, D) with one chunk across columns and known row chunks."""
     import dask.array as da
     import zarr
 
     if isinstance(X, (str, os.PathLike)):
-        X = zarr.open(str(X), mode="r")
+        X = _open_path(X)
         if isinstance(X, zarr.Group):
             X = _current_snapshot(X)["X"]
     if isinstance(X, zarr.Array):
@@ -145,7 +163,7 @@ def load_training_data(X, y):
         return load_training_data(X, y_store if y is None else y)
     is_group = isinstance(X, zarr.Group)
     if isinstance(X, (str, os.PathLike)):
-        is_group = isinstance(zarr.open(str(X), mode="r"), zarr.Group)
+        is_group = isinstance(_open_path(X), zarr.Group)
     if is_group:
         X, y_store = _open_dataset(X)
         y = y_store if y is None else y

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import warnings
 from numbers import Integral, Real
@@ -39,6 +40,7 @@ from .classify import (
     CLASSIFIERS,
     PROBABILISTIC,
     ClassStatistics,
+    class_log_probabilities,
     class_probabilities,
     class_scores,
     class_statistics,
@@ -53,6 +55,41 @@ SOLVER_PARAMS = ("objective", "origin", "eps", "n_restarts", "tol", "max_iter", 
 # Restarts whose objectives agree to this relative tolerance count as ties; a certified one
 # then wins (issue 2: "ties and near-ties broken by certificate").
 TIE_RTOL = 1e-9
+
+
+@contextlib.contextmanager
+def _shown_logs(verbose):
+    """Within the block, with ``verbose``: catdask's INFO records are emitted, on stderr when
+    logging is not configured (Python's default shows WARNING and above only)."""
+    if not verbose:
+        yield
+        return
+    log = logging.getLogger("catdask")
+    level = log.level
+    handler = None
+    if log.getEffectiveLevel() > logging.INFO:
+        log.setLevel(logging.INFO)
+    if not log.hasHandlers():
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("[%(name)s] %(message)s"))
+        log.addHandler(handler)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+        if handler is not None:
+            log.removeHandler(handler)
+
+
+def logs_when_verbose(fit):
+    """Decorate an estimator's ``fit``: its progress records are shown when ``self.verbose``."""
+
+    @functools.wraps(fit)
+    def wrapper(self, *args, **kwargs):
+        with _shown_logs(self.verbose):
+            return fit(self, *args, **kwargs)
+
+    return wrapper
 
 
 def ties_with(objective, top):
@@ -222,6 +259,7 @@ class BaseCategorySpace(
         self.stopping_reason_ = best.stopping_reason
         self.certificate_ = best.certificate
         self.best_restart_ = best.index
+        self._log_summary(type(self).__name__)
         if not best.converged:
             if best.stopping_reason in ("rank-deficient", "objective-stalled"):
                 msg = (
@@ -238,6 +276,18 @@ class BaseCategorySpace(
                     "max_iter, loosen tol, or use init='decoupled'."
                 )
             warnings.warn(msg, ConvergenceWarning, stacklevel=3)
+
+    def _log_summary(self, name):
+        """With ``verbose``: one INFO line on the fitted model (chosen restart, certificate)."""
+        if not self.verbose:
+            return
+        best = self.restarts_[self.best_restart_]
+        logger.info(
+            "%s: best of %d restarts is restart %d (%s start): objective %.10g, %d iterations, "
+            "%s; certificate: %s",
+            name, len(self.restarts_), best.index, best.start, best.objective, best.n_iter,
+            "converged" if best.converged else best.stopping_reason, best.certificate,
+        )
 
     def _labels_and_rng(self, kernel):
         from ..starts import start_labels
@@ -407,8 +457,24 @@ class BaseCategorySpace(
 
     @available_if(_has_probabilities)
     def predict_log_proba(self, X):
-        """Logarithm of :meth:`predict_proba`."""
-        return np.log(self.predict_proba(X))
+        """Logarithm of :meth:`predict_proba`, computed from the class scores.
+
+        Finite even where a probability underflows to 0 in :meth:`predict_proba` (a pattern
+        far from a class).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        log_proba : ndarray of shape (n_samples, n_classes)
+        """
+        check_is_fitted(self)
+        stats = self._class_statistics()
+        return self._blockwise(
+            X, lambda P: class_log_probabilities(self.classifier, P, stats), len(self.classes_)
+        )
 
     def fit_transform(self, X, y=None, **fit_params):
         """Fit to ``(X, y)`` and return the category-space coordinates of ``X``."""

@@ -30,10 +30,10 @@ with ``set_params`` after fitting.
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import softmax
+from scipy.special import log_softmax, softmax
 
 __all__ = ["CLASSIFIERS", "DEFAULT_CLASSIFIER", "ClassStatistics", "class_statistics",
-           "class_scores", "class_probabilities"]
+           "class_scores", "class_probabilities", "class_log_probabilities"]
 
 #: The rules ``predict`` can use; the first is the default.
 CLASSIFIERS = ("qda", "lda", "nearest-mean", "angle")
@@ -163,10 +163,24 @@ def class_scores(rule, P, stats):
     raise ValueError(f"Unknown classifier {rule!r}; expected one of {list(CLASSIFIERS)}.")
 
 
-def class_probabilities(rule, P, stats):
-    """Posterior class probabilities of a Gaussian rule (rows sum to 1)."""
+def _check_probabilistic(rule):
     if rule not in PROBABILISTIC:
         raise ValueError(
             f"classifier={rule!r} gives no probabilities; use one of {list(PROBABILISTIC)}."
         )
+
+
+def class_probabilities(rule, P, stats):
+    """Posterior class probabilities of a Gaussian rule (rows sum to 1)."""
+    _check_probabilistic(rule)
     return softmax(class_scores(rule, P, stats), axis=1)
+
+
+def class_log_probabilities(rule, P, stats):
+    """Logarithm of :func:`class_probabilities`, from the scores themselves.
+
+    Finite wherever the scores are: the log of a probability that underflows to 0 (a
+    pattern far from a class, e.g. -1500) is still its value, not ``-inf``.
+    """
+    _check_probabilistic(rule)
+    return log_softmax(class_scores(rule, P, stats), axis=1)

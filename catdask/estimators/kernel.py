@@ -19,7 +19,7 @@ from ..kernels import make_kernel
 from ..operators import CentredGramOperator, blocks, make_operator
 from ..problems import CategoryObjective, KernelProblem
 from ..starts import kernel_decoupled_z, kernel_random_z
-from .base import SOLVER_PARAMS, BaseCategorySpace
+from .base import SOLVER_PARAMS, BaseCategorySpace, logs_when_verbose
 from .linear import _data_scale
 from .nystroem import fit_nystroem
 
@@ -208,6 +208,7 @@ class KernelCategorySpace(BaseCategorySpace):
         )
 
     @_fit_context(prefer_skip_nested_validation=True)
+    @logs_when_verbose
     def fit(self, X, y):
         """Learn the kernel category axes.
 
@@ -273,6 +274,8 @@ class KernelCategorySpace(BaseCategorySpace):
         for name, value in fitted.items():
             setattr(self, name, value)
         self.classes_ = classes_
+        self._log_summary(f"{type(self).__name__} (Nystroem, {len(self.landmark_indices_)} "
+                          "landmarks)")
         return self
 
     def _solve(self, base, caller_classes):

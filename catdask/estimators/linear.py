@@ -11,7 +11,7 @@ from ..certificate import certify_global_optimum, not_applicable
 from ..operators import make_operator
 from ..problems import CategoryObjective, LinearProblem, ClassMatrixProblem
 from ..starts import linear_starts
-from .base import BaseCategorySpace
+from .base import BaseCategorySpace, logs_when_verbose
 from .classify import ClassStatistics
 
 __all__ = ["CategorySpace"]
@@ -68,7 +68,9 @@ class CategorySpace(BaseCategorySpace):
         ``"moment"`` also tries the level-2 moment relaxation when the SDP dual is not tight
         (slower; needs the ``sdp`` extra). See ``certificate_``.
     verbose : int, default=0
-        Log progress every 50 iterations at INFO level (logger ``catdask.solver``).
+        Report the fit at INFO level (loggers ``catdask.*``): progress every 50 iterations
+        and, at the end, the chosen restart (objective, iterations, certificate). When logging
+        is not configured they are shown on stderr.
     acceleration : {"auto", "anderson", "none"}, default="auto"
         Anderson mixing of the alternating iteration (:mod:`catdask.acceleration`), safeguarded
         so the objective never drops and still one data or Gram pass per iteration: ``"auto"``
@@ -158,6 +160,7 @@ class CategorySpace(BaseCategorySpace):
         self.classifier = classifier
 
     @_fit_context(prefer_skip_nested_validation=True)
+    @logs_when_verbose
     def fit(self, X, y):
         """Learn the category axes from labelled patterns.
 
