@@ -28,6 +28,9 @@ SCHEDULER_PROBE_TIMEOUT = 3.0
 SCHEDULER_CONNECT_TIMEOUT = "10s"
 DEFAULT_SCHEDULER_PORT = 8786
 ENV_SCHEDULER = "CATDASK_SCHEDULER"
+#: Dask's comm transports (``distributed.comm.registry.backends``; not imported here, so that a
+#: mistyped scheme is refused before Dask is).
+DASK_SCHEMES = ("tcp", "tls", "inproc", "ucx", "ws", "wss")
 #: Seconds to wait for ``$PREFECT_API_URL/health``.
 PREFECT_API_PROBE_TIMEOUT = 5.0
 ENV_PREFECT_API = "PREFECT_API_URL"
@@ -151,7 +154,14 @@ def _host_port(address: str) -> tuple[str, int] | None:
     """``(host, port)`` of a TCP/TLS scheduler address; None for other transports."""
     scheme, sep, rest = address.partition("://")
     if not sep:
+        if "/" in address:  # tcp:/host:port, tcp//host:port
+            raise CliError(f"bad Dask scheduler address {address!r}: expected "
+                           "SCHEME://HOST:PORT, e.g. tcp://10.0.0.5:8786")
         scheme, rest = "tcp", address
+    if scheme not in DASK_SCHEMES:  # tpc://, http://: Dask has no transport for it
+        raise CliError(f"bad Dask scheduler address {address!r}: unknown scheme {scheme!r} "
+                       "(a scheduler started by `dask scheduler` listens on tcp://, or tls:// "
+                       "with --protocol tls; e.g. tcp://10.0.0.5:8786)")
     if scheme not in ("tcp", "tls"):
         return None
     rest = rest.rstrip("/")
@@ -198,9 +208,10 @@ def check_scheduler(address: str | None, timeout: float = SCHEDULER_PROBE_TIMEOU
         raise CliError(f"cannot reach the Dask scheduler at {address}: {reason} "
                        f"(check --scheduler / ${ENV_SCHEDULER})") from None
     os.environ.setdefault("DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT", SCHEDULER_CONNECT_TIMEOUT)
-    if address.startswith("tcp://") or "://" not in address:
+    if address.startswith(("tcp://", "tls://")) or "://" not in address:
         # Something answers TCP there; a port that is no Dask scheduler (a web server, another
-        # service) must fail here too, in one line, before the Prefect server starts.
+        # service), or tls:// without TLS settings, must fail here too, in one line, before the
+        # Prefect server starts.
         from catdask.distributed.cluster import connect_scheduler
         from catdask.errors import SchedulerConnectionError
 

@@ -32,6 +32,7 @@ __all__ = [
     "start_local_cluster",
     "limit_blas_threads",
     "connect_scheduler",
+    "address_problem",
     "restore_embedded_workers",
     "reduce_message_batching",
 ]
@@ -291,6 +292,34 @@ def _current_client():
 SCHEDULER_CONNECT_TIMEOUT = 10.0
 
 
+def address_problem(address, security=None) -> str | None:
+    """What makes ``address`` unusable before any connection is tried, or None.
+
+    Two mistakes that Dask reports misleadingly (it raises ValueError / TypeError, which read
+    as "not a Dask scheduler" when something answers at the port): a scheme Dask has no
+    transport for (``tpc://``, ``http://``), and ``tls://`` without TLS settings (no
+    ``security=`` and nothing under ``distributed.comm.tls`` in Dask's configuration).
+    """
+    from distributed.comm.registry import backends
+
+    scheme, sep, _ = str(address).partition("://")
+    if not sep:
+        return None  # host:port, which Dask reads as tcp://
+    if scheme not in backends:
+        known = ", ".join(f"{name}://" for name in sorted(backends))
+        return (f"unknown scheme {scheme!r} (Dask knows {known}; a scheduler started by "
+                "`dask scheduler` listens on tcp://, or tls:// with --protocol tls)")
+    if scheme == "tls":
+        from distributed.security import Security
+
+        if (security or Security()).get_connection_args("client").get("ssl_context") is None:
+            return ("tls:// needs TLS settings: pass security=Security(tls_ca_file=..., "
+                    "tls_client_cert=..., tls_client_key=...) or set distributed.comm.tls "
+                    "(ca-file, client.cert, client.key) in Dask's configuration, e.g. "
+                    "deploy/dask/dask-tls.yaml in ~/.config/dask/")
+    return None
+
+
 def connect_scheduler(address, *, security=None, timeout=SCHEDULER_CONNECT_TIMEOUT):
     """A :class:`distributed.Client` connected to the scheduler at ``address``.
 
@@ -305,6 +334,12 @@ def connect_scheduler(address, *, security=None, timeout=SCHEDULER_CONNECT_TIMEO
     from distributed import Client
 
     from ..errors import SchedulerConnectionError
+
+    problem = address_problem(address, security)
+    if problem:
+        raise SchedulerConnectionError(
+            f"cannot connect to the Dask scheduler at {address}: {problem} "
+            f"(check --scheduler / ${ENV_SCHEDULER})")
 
     class _ClosingClient(Client):
         # Client.__init__ ends with start(); a failed start otherwise leaves a client whose
