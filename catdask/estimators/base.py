@@ -449,11 +449,7 @@ class BaseCategorySpace(
         proba : ndarray of shape (n_samples, n_classes)
             Columns in the order of ``classes_``; rows sum to 1.
         """
-        check_is_fitted(self)
-        stats = self._class_statistics()
-        return self._blockwise(
-            X, lambda P: class_probabilities(self.classifier, P, stats), len(self.classes_)
-        )
+        return self._per_class(X, class_probabilities)
 
     @available_if(_has_probabilities)
     def predict_log_proba(self, X):
@@ -470,10 +466,15 @@ class BaseCategorySpace(
         -------
         log_proba : ndarray of shape (n_samples, n_classes)
         """
+        return self._per_class(X, class_log_probabilities)
+
+    def _per_class(self, X, rule_output):
+        """``rule_output(classifier, P, stats)`` on the coordinates of ``X``, block by block:
+        one column per class."""
         check_is_fitted(self)
         stats = self._class_statistics()
         return self._blockwise(
-            X, lambda P: class_log_probabilities(self.classifier, P, stats), len(self.classes_)
+            X, lambda P: rule_output(self.classifier, P, stats), len(self.classes_)
         )
 
     def fit_transform(self, X, y=None, **fit_params):
