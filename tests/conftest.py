@@ -17,6 +17,10 @@ from .helpers.data import make_blobs
 from .helpers.paths import SHARED
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+# The CLI honours a server set in the user's Prefect profile (~/.prefect/profiles.toml): a
+# developer's own must not steer the tests (a file that does not exist: Prefect's defaults).
+os.environ.setdefault("PREFECT_PROFILES_PATH", os.path.join(os.path.dirname(__file__),
+                                                            "no-such-profiles.toml"))
 os.environ.setdefault("PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW", "ignore")
 
 # A suite started in the background of a non-interactive shell (`make test &`, nohup) inherits

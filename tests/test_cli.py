@@ -786,6 +786,48 @@ def test_prefect_home_is_store_local_unless_the_user_chose():
     assert "DO_NOT_TRACK" not in opted_in and "PREFECT_SERVER_ANALYTICS_ENABLED" not in opted_in
 
 
+def test_a_server_set_in_the_users_prefect_profile_is_used(tmp_path, monkeypatch):
+    """`prefect config set PREFECT_API_URL=...` writes the active profile; the store-local
+    PREFECT_HOME used to hide it, and the runs went to a temporary server instead."""
+    from catdask.cli.exits import CliError
+    from catdask.cli.runtime import check_prefect_api, prefect_environment, profile_api_url
+
+    profiles = tmp_path / "profiles.toml"
+    profiles.write_text('active = "local"\n'
+                        '[profiles.local]\nPREFECT_API_URL = "http://127.0.0.1:9/api"\n'
+                        '[profiles.other]\nPREFECT_API_URL = "http://10.0.0.5:4200/api"\n'
+                        '[profiles.bare]\n')
+    store = Path("/data/store")
+    env = {"PREFECT_PROFILES_PATH": str(profiles)}
+    assert profile_api_url(env) == ("http://127.0.0.1:9/api",
+                                    f"Prefect profile 'local' in {profiles}")
+    updates = prefect_environment(env, store)
+    assert updates["PREFECT_API_URL"] == "http://127.0.0.1:9/api"
+    assert "PREFECT_HOME" not in updates  # Prefect reads the user's own home and profile
+    assert prefect_environment({**env, "PREFECT_PROFILE": "other"},
+                               store)["PREFECT_API_URL"] == "http://10.0.0.5:4200/api"
+    for no_url in ({**env, "PREFECT_PROFILE": "bare"}, {**env, "PREFECT_PROFILE": "nosuch"},
+                   {"PREFECT_PROFILES_PATH": str(tmp_path / "missing.toml")}):
+        assert profile_api_url(no_url) is None
+        assert prefect_environment(no_url, store)["PREFECT_HOME"] == "/data/store/.prefect"
+    # The default place: ~/.prefect/profiles.toml, or $PREFECT_HOME/profiles.toml.
+    (tmp_path / ".prefect").mkdir()
+    (tmp_path / ".prefect" / "profiles.toml").write_text(profiles.read_text())
+    assert profile_api_url({"HOME": str(tmp_path)})[0] == "http://127.0.0.1:9/api"
+    assert profile_api_url({"PREFECT_HOME": str(tmp_path / ".prefect")}) is not None
+    broken = tmp_path / "broken.toml"
+    broken.write_text("active = [")
+    assert profile_api_url({"PREFECT_PROFILES_PATH": str(broken)}) is None
+
+    # The probe checks the profile's server like $PREFECT_API_URL's, and says where it is set.
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.setenv("PREFECT_PROFILES_PATH", str(profiles))
+    monkeypatch.delenv("PREFECT_PROFILE", raising=False)
+    with pytest.raises(CliError, match=r"cannot reach the Prefect API at http://127\.0\.0\.1:9/api"
+                       r".*PREFECT_API_URL of the Prefect profile 'local'.*prefect config unset"):
+        check_prefect_api(timeout=2)
+
+
 class _FakeFlows:
     """Stands in for the flows (``catdask.cli.runtime.flow``): records the calls."""
 

@@ -123,9 +123,47 @@ def prefect_environment(environ, store_root: Path) -> dict[str, str]:
                "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": "WARNING",
                # The temporary local server needs 6-10 s to start; more on a loaded machine.
                "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120"}
-    if not environ.get("PREFECT_HOME") and not environ.get("PREFECT_API_URL"):
+    if not environ.get("PREFECT_API_URL"):
+        # A server the user chose in a Prefect profile (`prefect config set PREFECT_API_URL=`)
+        # counts as chosen: the store-local home would hide the profile, and the runs would
+        # go to a temporary server instead of the user's UI.
+        configured = profile_api_url(environ)
+        if configured:
+            updates["PREFECT_API_URL"] = configured[0]
+    if (not environ.get("PREFECT_HOME") and not environ.get("PREFECT_API_URL")
+            and "PREFECT_API_URL" not in updates):
         updates["PREFECT_HOME"] = str(Path(store_root).absolute() / ".prefect")
     return {k: v for k, v in updates.items() if k not in environ}
+
+
+def profile_api_url(environ) -> tuple[str, str] | None:
+    """``(url, where)``: ``PREFECT_API_URL`` of the user's active Prefect profile, if any.
+
+    Read as Prefect reads it, without importing Prefect: the profiles file is
+    ``$PREFECT_PROFILES_PATH``, else ``$PREFECT_HOME/profiles.toml``, else
+    ``~/.prefect/profiles.toml``; the active profile is ``$PREFECT_PROFILE``, else the file's
+    ``active``. ``where`` names the profile and file, for messages. A file that is missing or
+    not TOML gives None (Prefect then uses its default profile, which sets no URL).
+    """
+    import tomllib
+
+    if environ.get("PREFECT_PROFILES_PATH"):
+        path = Path(environ["PREFECT_PROFILES_PATH"]).expanduser()
+    elif environ.get("PREFECT_HOME"):
+        path = Path(environ["PREFECT_HOME"]).expanduser() / "profiles.toml"
+    else:
+        home = Path(environ["HOME"]) if environ.get("HOME") else Path.home()
+        path = home / ".prefect" / "profiles.toml"
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # missing, unreadable, not TOML (TOMLDecodeError)
+        return None
+    name = environ.get("PREFECT_PROFILE") or data.get("active")
+    profile = data.get("profiles", {}).get(name) if isinstance(name, str) else None
+    url = profile.get("PREFECT_API_URL") if isinstance(profile, dict) else None
+    if not isinstance(url, str) or not url:
+        return None
+    return url, f"Prefect profile {name!r} in {path}"
 
 
 def prepare_prefect(store) -> None:
@@ -235,8 +273,8 @@ def _probe_reason(exc: BaseException, timeout: float) -> str | None:
 
 
 def check_prefect_api(timeout: float = PREFECT_API_PROBE_TIMEOUT) -> None:
-    """Fail at once, naming the URL, when ``$PREFECT_API_URL`` is set and nothing answers at
-    its ``/health``.
+    """Fail at once, naming the URL, when ``$PREFECT_API_URL`` (or the active Prefect
+    profile's, :func:`profile_api_url`) is set and nothing answers at its ``/health``.
 
     Without this, the flows fail after Prefect's own retries with ``RuntimeError: Failed to
     reach API`` (exit 1). Only an unreachable address fails: any HTTP answer is left to the
@@ -248,11 +286,17 @@ def check_prefect_api(timeout: float = PREFECT_API_PROBE_TIMEOUT) -> None:
         Exit code 3, one line naming the URL and what to do.
     """
     url = os.environ.get(ENV_PREFECT_API)
+    source, unset = ENV_PREFECT_API, "unset it"
     if not url:
-        return
+        configured = profile_api_url(os.environ)
+        if configured is None:
+            return
+        url, where = configured
+        source = f"{ENV_PREFECT_API} of the {where}"
+        unset = f"`prefect config unset {ENV_PREFECT_API}`"
     if not url.startswith(("http://", "https://")):
-        raise CliError(f"{ENV_PREFECT_API}={url} is not an http(s) URL (expected e.g. "
-                       "http://127.0.0.1:4200/api, or unset it to use a temporary local server)")
+        raise CliError(f"{source}={url} is not an http(s) URL (expected e.g. "
+                       f"http://127.0.0.1:4200/api, or {unset} to use a temporary local server)")
     try:
         with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=timeout):
             return
@@ -263,4 +307,4 @@ def check_prefect_api(timeout: float = PREFECT_API_PROBE_TIMEOUT) -> None:
         if reason is None:
             return
     raise CliError(f"cannot reach the Prefect API at {url}: {reason} (check "
-                   f"{ENV_PREFECT_API}, or unset it to use a temporary local server)")
+                   f"{source}, or {unset} to use a temporary local server)")
