@@ -215,15 +215,6 @@ def test_mistyped_scheduler_scheme_is_refused_before_anything_starts(address, ex
     assert expect in str(info.value)
 
 
-def test_cli_schemes_are_dasks():
-    pytest.importorskip("distributed")
-    from distributed.comm.registry import backends
-
-    from catdask.cli.runtime import DASK_SCHEMES
-
-    assert set(backends) <= set(DASK_SCHEMES)
-
-
 def test_connect_scheduler_names_bad_schemes_and_missing_tls_settings(monkeypatch):
     """Dask's ValueError / TypeError for these read "the reply is not the Dask protocol";
     nothing is connected to (the port is closed)."""

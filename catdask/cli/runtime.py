@@ -28,9 +28,6 @@ SCHEDULER_PROBE_TIMEOUT = 3.0
 SCHEDULER_CONNECT_TIMEOUT = "10s"
 DEFAULT_SCHEDULER_PORT = 8786
 ENV_SCHEDULER = "CATDASK_SCHEDULER"
-#: Dask's comm transports (``distributed.comm.registry.backends``; not imported here, so that a
-#: mistyped scheme is refused before Dask is).
-DASK_SCHEMES = ("tcp", "tls", "inproc", "ucx", "ws", "wss")
 #: Seconds to wait for ``$PREFECT_API_URL/health``.
 PREFECT_API_PROBE_TIMEOUT = 5.0
 ENV_PREFECT_API = "PREFECT_API_URL"
@@ -196,11 +193,13 @@ def _host_port(address: str) -> tuple[str, int] | None:
             raise CliError(f"bad Dask scheduler address {address!r}: expected "
                            "SCHEME://HOST:PORT, e.g. tcp://10.0.0.5:8786")
         scheme, rest = "tcp", address
-    if scheme not in DASK_SCHEMES:  # tpc://, http://: Dask has no transport for it
-        raise CliError(f"bad Dask scheduler address {address!r}: unknown scheme {scheme!r} "
-                       "(a scheduler started by `dask scheduler` listens on tcp://, or tls:// "
-                       "with --protocol tls; e.g. tcp://10.0.0.5:8786)")
     if scheme not in ("tcp", "tls"):
+        # inproc://, ucx:// have nothing to probe over TCP; tpc://, http:// have no transport.
+        from catdask.distributed.cluster import address_problem
+
+        problem = address_problem(address)
+        if problem:
+            raise CliError(f"bad Dask scheduler address {address!r}: {problem}")
         return None
     rest = rest.rstrip("/")
     if rest.startswith("["):  # [IPv6]:port
