@@ -58,6 +58,55 @@ class PlainStepper:
         return new, self.problem.distance(new, old)
 
 
+class _History:
+    """One restart's last ``capacity`` map outputs ``(g, G g, residual)``, in preallocated
+    buffers.
+
+    Entries fill slots ``0, 1, ...`` and then overwrite the oldest, so the slots in use are
+    always ``[0, len)``: a mixture weighs the buffers in place (one product over the stacked
+    products, no copy of them). Stacking the products afresh every iteration cost more than
+    the mixing itself (R = 8, N = 8,000: 9 copies of an (N, K) array per restart and pass).
+    """
+
+    def __init__(self, capacity):
+        self.capacity = int(capacity)
+        self.order = []  # slots, oldest first
+        self.g = self.lifted = self.residual = None
+
+    def __len__(self):
+        return len(self.order)
+
+    def push(self, g, lifted, residual):
+        if self.g is None:
+            self.g = np.empty((self.capacity, *np.shape(g)))
+            self.residual = np.empty((self.capacity, *np.shape(residual)))
+            if lifted is not None:
+                self.lifted = np.empty((self.capacity, *np.shape(lifted)))
+        slot = len(self.order) if len(self.order) < self.capacity else self.order.pop(0)
+        self.g[slot] = g
+        self.residual[slot] = residual
+        if self.lifted is not None:
+            self.lifted[slot] = lifted
+        self.order.append(slot)
+
+    def keep_latest(self):
+        """Forget all but the newest entry (moved to slot 0)."""
+        if not self.order:
+            return
+        last = self.order[-1]
+        if last != 0:
+            for buf in (self.g, self.lifted, self.residual):
+                if buf is not None:
+                    buf[0] = buf[last]
+        self.order = [0]
+
+    def latest(self):
+        """The newest ``(g, G g, residual)`` (views of the buffers)."""
+        last = self.order[-1]
+        return (self.g[last], None if self.lifted is None else self.lifted[last],
+                self.residual[last])
+
+
 class AndersonStepper:
     """Anderson mixing of the plain map with a per-restart monotone safeguard.
 
@@ -87,30 +136,33 @@ class AndersonStepper:
         self.memory = int(memory)
         self.tol = float(tol)
         self._generator = [None] * n_restarts  # input x of each restart's current point
-        self._history = [[] for _ in range(n_restarts)]  # (g, G g, residual) per restart
+        self._history = [_History(self.memory + 1) for _ in range(n_restarts)]
         self.accepted = np.zeros(n_restarts, dtype=int)
         self.rejected = np.zeros(n_restarts, dtype=int)
 
     def _mixture(self, r):
         """Anderson's mixed input and its product for restart ``r`` (None: too little history)."""
         hist = self._history[r]
-        if len(hist) < 2:
+        n = len(hist)
+        if n < 2:
             return None
-        g = np.stack([h[0] for h in hist])
-        res = np.stack([h[2].ravel() for h in hist])
+        res = hist.residual[hist.order].reshape(n, -1)  # oldest first
         dres = np.diff(res, axis=0)  # (m, n)
         gram = dres @ dres.T
         gram += RIDGE * np.trace(gram) * np.eye(gram.shape[0]) + np.finfo(float).tiny
         gamma = np.linalg.solve(gram, dres @ res[-1])
-        # x = g_last - sum_j gamma_j (g_{j+1} - g_j), written as weights on the g_j.
-        weights = np.zeros(len(hist))
+        # x = g_last - sum_j gamma_j (g_{j+1} - g_j), written as weights on the g_j (in time
+        # order), then placed on the slots that hold them (slots [0, n) are the ones in use).
+        weights = np.zeros(n)
         weights[-1] = 1.0
         weights[1:] -= gamma
         weights[:-1] += gamma
-        x = np.tensordot(weights, g, axes=1)
-        lifted = hist[-1][1]
-        if lifted is not None:
-            lifted = np.tensordot(weights, np.stack([h[1] for h in hist]), axes=1)
+        on_slots = np.empty(n)
+        on_slots[hist.order] = weights
+        x = np.tensordot(on_slots, hist.g[:n], axes=1)
+        lifted = None
+        if hist.lifted is not None:
+            lifted = np.tensordot(on_slots, hist.lifted[:n], axes=1)
         return x, lifted
 
     def step(self, idx, old):
@@ -127,9 +179,8 @@ class AndersonStepper:
         mixed_rows, mixed_x, mixed_lifted = [], [], []
         for j, r in enumerate(idx):
             if self._generator[r] is not None:
-                hist = self._history[r]
-                hist.append((g[j], None if lifted is None else lifted[j], g[j] - self._generator[r]))
-                del hist[: -(self.memory + 1)]
+                self._history[r].push(g[j], None if lifted is None else lifted[j],
+                                      g[j] - self._generator[r])
             self._generator[r] = g[j]
             mix = self._mixture(r)
             if mix is not None:
@@ -145,8 +196,10 @@ class AndersonStepper:
             # The safeguard: the mixture must do at least as well as the plain step.
             good = np.isfinite(cand.objective) & (cand.objective >= plain.objective[rows])
             good &= step[rows] > self.tol  # a converged restart ends at the plain point
-            # ``plain`` is fresh and nothing else refers to its arrays: write into it.
-            if np.any(good):
+            if good.all() and rows.size == len(idx):
+                new = cand  # every restart mixed (the usual case): no copies
+            elif np.any(good):
+                # ``plain`` is fresh and nothing else refers to its arrays: write into it.
                 put_restarts(new, rows[good], take_restarts(cand, np.flatnonzero(good)))
             for k, j in enumerate(rows):
                 r = idx[j]
@@ -155,7 +208,7 @@ class AndersonStepper:
                     self._generator[r] = mixed_x[k]
                 else:
                     self.rejected[r] += 1
-                    del self._history[r][:-1]
+                    self._history[r].keep_latest()
         return new, step
 
 

@@ -75,7 +75,7 @@ def _sabotaged_mixture(self, r):
     """The stepper's mixture replaced by a random input once it has history to mix."""
     if len(self._history[r]) < 2:
         return None
-    return _random_input(self.problem, self._history[r][-1][0].shape, len(self._history[r]))
+    return _random_input(self.problem, self._history[r].latest()[0].shape, len(self._history[r]))
 
 
 @pytest.mark.parametrize("kind", ["kernel", "linear"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dask
 import numpy as np
 import pytest
 
@@ -50,6 +51,32 @@ def test_class_with_one_sample(est, Xy):
     y[0] = 99
     with pytest.raises(ValueError, match=r"at least 2 samples.*99"):
         est.fit(X, y)
+
+
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+@pytest.mark.parametrize("distributed", [False, True], ids=["numpy", "dask"])
+def test_constant_X(est, distributed, Xy):
+    """Every sample the same point: there is nothing to project (a fit used to succeed with
+    all-zero coordinates, one predicted class, and a linear "certificate")."""
+    X, y = Xy
+    X = np.full_like(X, 3.5)
+    if distributed:
+        import dask.array as da
+
+        X = da.from_array(X, chunks=(7, X.shape[1]))
+        with dask.config.set(scheduler="threads"):
+            with pytest.raises(ValueError, match="no variation.*same point"):
+                est.fit(X, y)
+        return
+    with pytest.raises(ValueError, match="no variation.*same point"):
+        est.fit(X, y)
+
+
+def test_a_constant_feature_is_fine(Xy):
+    X, y = Xy
+    X = X.copy()
+    X[:, 0] = 1.0
+    assert CategorySpace(n_restarts=1).fit(X, y).score(X, y) > 0.5
 
 
 def test_more_classes_than_features_linear_only(Xy):

@@ -571,10 +571,10 @@ def test_console_script_exit_codes(tmp_path, prefect_env):
     missing = tmp_path / "no-store"
     r = _script(["models", "show", "iris-cqs", "--store", missing], prefect_env, tmp_path)
     assert r.returncode == 3, r.stderr
-    assert f"catdask models: error: store {missing} does not exist" in r.stderr
+    assert f"catdask models show: error: store {missing} does not exist" in r.stderr
     assert "Traceback" not in r.stderr
     r = _script(["models", "show", "iris-cqs"], prefect_env, tmp_path)  # ./catdask-store
-    assert r.returncode == 3 and "catdask models: error: No model 'iris-cqs'" in r.stderr
+    assert r.returncode == 3 and "catdask models show: error: No model 'iris-cqs'" in r.stderr
     r = _script(["frobnicate"], prefect_env, tmp_path)
     assert r.returncode == 2 and "invalid choice" in r.stderr
 

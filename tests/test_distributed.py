@@ -558,6 +558,59 @@ def test_worker_killed_mid_kernel_fit(client):
     assert set(client.run(os.getpid).values()) != pids_before
 
 
+def test_catdask_workers_import_the_task_modules_as_they_start(client):
+    """The worker preload imports what the first Gram pass unpickles (dask.array, the block
+    functions), so a fresh cluster's first fit does not pay for it (about 80 ms)."""
+    def loaded(dask_worker):
+        import sys
+
+        return {m: m in sys.modules for m in ("dask.array", "catdask.operators.blocks")}
+
+    assert all(all(v.values()) for v in client.run(loaded).values())
+
+
+def _task_result(value):
+    return np.full(3, float(value)), os.getpid()
+
+
+def _sum_and_pid(*parts):
+    return sum(p[0] for p in parts), os.getpid()
+
+
+def test_runner_puts_several_values_on_every_worker_in_one_call(client):
+    from catdask.distributed.execute import BlockRunner
+
+    runner = BlockRunner()
+    runner.client = client
+    values = {"a": np.arange(5.0), "b": np.ones((2, 2))}
+    keys = runner.put_many(values, everywhere=True)
+    assert len(keys) == 2 and keys[0] != keys[1]
+    holders = client.who_has([runner._data[k] for k in keys])
+    assert all(len(holders[k]) == 2 for k in keys), holders
+    np.testing.assert_array_equal(runner.run([(np.sum, keys[0])])[0], 10.0)
+    runner.release()
+
+
+def test_runner_combines_few_small_parts_on_the_driver_and_many_on_the_workers(client):
+    """``reduce`` gathers a few small parts and combines them in this process (one hop fewer
+    than the tree); without a size, or above the byte budget, the tree runs on the workers."""
+    from catdask.distributed import execute
+
+    runner = execute.BlockRunner()
+    runner.client = client
+    tasks = [(_task_result, v) for v in (1, 2, 3)]
+    driver_sum, where = runner.reduce(tasks, _sum_and_pid, part_nbytes=24)
+    assert where == os.getpid()
+    worker_pids = set(client.run(os.getpid).values())
+    tree_sum, where = runner.reduce(tasks, _sum_and_pid)
+    assert where in worker_pids
+    too_big, where = runner.reduce(tasks, _sum_and_pid,
+                                   part_nbytes=execute.DRIVER_COMBINE_BYTES)
+    assert where in worker_pids
+    for total in (driver_sum, tree_sum, too_big):
+        np.testing.assert_array_equal(total, np.full(3, 6.0))
+
+
 @pytest.mark.slow
 def test_embedded_cluster_keeps_the_copies_of_x_on_every_worker():
     """The embedded cluster's scheduler runs without the Active Memory Manager, whose
@@ -643,6 +696,12 @@ def test_catdask_clusters_batch_messages_briefly(client):
     assert len(worker_streams) == 2
     assert all(s.interval <= MESSAGE_BATCH_SECONDS for s in worker_streams)
     assert scheduler.client_comms[client.id].interval <= MESSAGE_BATCH_SECONDS
+
+    # The workers' own streams (their "task finished" messages; distributed's 2 ms) are
+    # shortened by catdask's worker preload.
+    assert all(v <= MESSAGE_BATCH_SECONDS
+               for v in client.run(lambda dask_worker: dask_worker.batched_stream.interval)
+               .values())
 
     [plugin] = [p for name, p in scheduler.plugins.items() if name == "catdask-brief-batching"]
     joining = SimpleNamespace(stream_comms={"tcp://new": BatchedSend(interval="5ms")})

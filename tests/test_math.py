@@ -162,7 +162,14 @@ def test_linear_kernel_reproduces_linear_method(objective, origin):
     ker = KernelCategorySpace("linear", **kw).fit(X, y)
     np.testing.assert_allclose(ker.objective_, lin.objective_, rtol=1e-9)
     np.testing.assert_allclose(ker.transform(X), lin.transform(X), atol=1e-6 * np.abs(lin.transform(X)).max())
-    assert abs(ker.n_iter_ - lin.n_iter_) <= 5
+    # The plain iterations are the same map on the same start: the same iterates. (Anderson
+    # mixes different coordinates, z for the kernel method and Y for the linear one, so its
+    # iteration counts may differ: 16 against 22 here for the global origin.)
+    kw["acceleration"] = "none"
+    lin = CategorySpace(**kw).fit(X, y)
+    ker = KernelCategorySpace("linear", **kw).fit(X, y)
+    np.testing.assert_allclose(ker.objective_, lin.objective_, rtol=1e-9)
+    assert abs(ker.n_iter_ - lin.n_iter_) <= 1
 
 
 @pytest.mark.parametrize("origin", ["class", "global"])

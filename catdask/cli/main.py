@@ -107,7 +107,8 @@ def main(argv=None) -> int:
     """Run ``catdask ARGV``; returns the exit code (argparse exits 2 by ``SystemExit``)."""
     args = build_parser().parse_args(argv)
     _configure_logging(args.verbose, args.command)
-    prefix = f"catdask {args.command}: error:"
+    command = " ".join(filter(None, (args.command, getattr(args, "models_cmd", None))))
+    prefix = f"catdask {command}: error:"
     error = None
     try:
         with interrupt_handling(args.verbose):

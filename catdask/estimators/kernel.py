@@ -290,7 +290,7 @@ class KernelCategorySpace(BaseCategorySpace):
         K, N = classes.n_classes, base.n_samples
         centred = CentredGramOperator(base)
         op = centred if self.origin == "global" else base
-        self.eps_ = float(self.eps * _data_scale(centred.covariance_moments()))
+        self.eps_ = float(self.eps * _data_scale(centred.covariance_moments(), kernel=True))
         problem = KernelProblem(op, CategoryObjective(self.objective, self.origin, self.eps_))
 
         labels, rng, given = self._labels_and_rng(kernel=True)

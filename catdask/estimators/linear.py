@@ -287,7 +287,18 @@ def _training_coordinates(est, op):
     return op.own_projections(axes) + offset[:, None]
 
 
-def _data_scale(moments):
-    """``sqrt(tr(C^2) / tr(C))``: the eigenvalue-weighted mean variance's square root."""
+def _data_scale(moments, *, kernel=False):
+    """``sqrt(tr(C^2) / tr(C))``: the eigenvalue-weighted mean variance's square root.
+
+    ``tr(C) = 0`` means every sample is the same point (in the kernel's feature space with
+    ``kernel=True``): refused, because every axis then gives every sample the coordinate 0
+    (the fit used to "succeed" with all-zero coordinates and one predicted class).
+    """
     tr, tr2 = moments
-    return float(np.sqrt(tr2 / tr)) if tr > 0 else 1.0
+    if not tr > 0:
+        where = " in the kernel's feature space" if kernel else ""
+        raise ValueError(
+            f"X has no variation{where}: all samples are the same point (every feature is "
+            "constant), so there are no category axes to find."
+        )
+    return float(np.sqrt(tr2 / tr))

@@ -88,8 +88,9 @@ class BlockGramOperator:
         tail = (*args, zt) if zt is not None else args
         return [(func, left, right, pairs, *tail, self.kernel)], None
 
-    def _sum_tasks(self, tasks, name, extra=None):
-        """Run ``tasks`` and return the sum of their (equally shaped) results."""
+    def _sum_tasks(self, tasks, name, extra=None, part_nbytes=None):
+        """Run ``tasks`` and return the sum of their (equally shaped) results, each of
+        ``part_nbytes`` bytes."""
         return blocks.sum_arrays(*self._run(tasks, name, extra=extra))
 
     def _tiled_class_matmul(self, zs, pairs=None):
@@ -104,7 +105,8 @@ class BlockGramOperator:
         zt = np.ascontiguousarray(zs.T, dtype=self.precision)
         tasks, extra = self._tile_tasks(blocks.gram_symmetric_class_product, pairs,
                                         self.precision, self._offsets, zt=zt)
-        acc = self._sum_tasks(tasks, "gram-tiles", extra)  # (K, N, R)
+        K, (R, N) = len(self._offsets) - 1, zs.shape
+        acc = self._sum_tasks(tasks, "gram-tiles", extra, part_nbytes=8 * K * N * R)  # (K, N, R)
         return np.ascontiguousarray(acc.transpose(2, 1, 0))
 
     def class_block_matmul(self, V):
@@ -173,8 +175,8 @@ class BlockGramOperator:
             tasks, extra = self._tile_tasks(blocks.gram_symmetric_moments, self._tile_pairs,
                                             "float64")
             self.gram_passes += 1
-            packed = self._sum_tasks(tasks, "gram-moments", extra)
             N = self.n_samples
+            packed = self._sum_tasks(tasks, "gram-moments", extra, part_nbytes=8 * (2 * N + 1))
             self._moments = (self.classes.unsort(packed[:N], 0),
                              self.classes.unsort(packed[N : 2 * N], 0), float(packed[2 * N]))
         if self._moments is None:
