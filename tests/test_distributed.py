@@ -560,11 +560,12 @@ def test_worker_killed_mid_kernel_fit(client):
 
 def test_catdask_workers_import_the_task_modules_as_they_start(client):
     """The worker preload imports what the first Gram pass unpickles (dask.array, the block
-    functions), so a fresh cluster's first fit does not pay for it (about 80 ms)."""
+    functions, the kernels), so a fresh cluster's first fit does not pay for it (about 120 ms)."""
     def loaded(dask_worker):
         import sys
 
-        return {m: m in sys.modules for m in ("dask.array", "catdask.operators.blocks")}
+        return {m: m in sys.modules
+                for m in ("dask.array", "catdask.operators.blocks", "catdask.kernels")}
 
     assert all(all(v.values()) for v in client.run(loaded).values())
 

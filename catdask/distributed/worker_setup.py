@@ -16,9 +16,10 @@ scheduler closes under it logs lost heartbeats with tracebacks (seen in 1 of 3 i
 trains), which would follow the command's "interrupted" on the terminal. A session that goes on
 after Ctrl-C (a Python prompt using the embedded cluster) gets its worker logs back after that.
 
-The preload also imports what catdask's tasks run (``dask.array`` for the input chunks, the
-block functions of :mod:`catdask.operators`): on a fresh worker the first task paid for those
-imports, about 70 ms and 13 ms, in the first fit on a new cluster. And it shortens the worker's message batching to the scheduler (distributed's
+The preload also imports what catdask's tasks unpickle (``dask.array`` for the input chunks,
+the block functions of :mod:`catdask.operators`, the kernels, which import scikit-learn's
+pairwise module): on a fresh worker the first tasks paid for those imports, about 70, 13 and
+40 ms, in the first fit on a new cluster. And it shortens the worker's message batching to the scheduler (distributed's
 2 ms; :func:`catdask.distributed.cluster.shorten_worker_batching`): a Gram pass waits for
 its tasks' "finished" messages.
 
@@ -69,4 +70,5 @@ def import_task_modules() -> None:
     """Import the modules catdask's tasks unpickle (see the module docstring)."""
     import dask.array  # noqa: F401
 
+    from .. import kernels  # noqa: F401
     from ..operators import blocks, dask_gram  # noqa: F401
