@@ -193,6 +193,11 @@ def test_bad_paths_exit_3(capsys, tmp_path, iris_store):
     assert "missing.csv" in err and "not found" in err
 
 
+def _command_name(args):
+    """The command an error line names: ``models`` errors name their subcommand."""
+    return " ".join(args[:2]) if args[0] == "models" else args[0]
+
+
 READ_ONLY_COMMANDS = [["datasets"], ["models", "list"], ["models", "show", "iris-cqs"],
                       ["models", "compare", "iris-cqs", "1", "2"], ["plot", "iris-cqs"], ["gc"],
                       ["check"]]
@@ -204,7 +209,8 @@ def test_a_named_store_that_does_not_exist_exit_3(capsys, tmp_path, monkeypatch,
     missing = tmp_path / "no-store"
     code, out, err = run_cli(capsys, "--store", missing, *command)
     assert code == EXIT_INPUT, (code, out, err)
-    assert err.splitlines() == [f"catdask {command[0]}: error: store {missing} does not exist "
+    assert err.splitlines() == [f"catdask {_command_name(command)}: error: store {missing} "
+                                "does not exist "
                                 "(chosen by --store; check the path, or run `catdask ingest` "
                                 "there first to create it)"]
     assert out == ""
@@ -248,7 +254,7 @@ def test_unknown_model_names_list_the_registered_ones(capsys, two_versions, args
     code, out, err = run_cli(capsys, *args, "--store", two_versions)
     assert code == EXIT_INPUT, (code, out, err)
     (line,) = err.splitlines()
-    assert line.startswith(f"catdask {args[0]}: error: ") and out == ""
+    assert line.startswith(f"catdask {_command_name(args)}: error: ") and out == ""
     assert expect.format(store=two_versions.resolve()) in line
 
 
@@ -647,7 +653,8 @@ def test_mistakes_are_refused_at_once_in_one_line(iris_store, tmp_path, args, co
     assert r.returncode == code, r.stderr
     lines = r.stderr.splitlines()
     assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
-    assert lines[0].startswith(f"catdask {args[0]}: error: ") and expect in lines[0], lines
+    assert lines[0].startswith(f"catdask {_command_name(args)}: error: "), lines
+    assert expect in lines[0], lines
     assert r.stdout == ""
     assert cpu < FAST_EXIT_SECONDS and wall < HANG_SECONDS, f"CPU {cpu:.2f} s, wall {wall:.2f} s"
     assert sorted(p.name for p in iris_store.iterdir()) == ["datasets"]  # nothing written

@@ -19,9 +19,9 @@ after Ctrl-C (a Python prompt using the embedded cluster) gets its worker logs b
 The preload also imports what catdask's tasks unpickle (``dask.array`` for the input chunks,
 the block functions of :mod:`catdask.operators`, the kernels, which import scikit-learn's
 pairwise module): on a fresh worker the first tasks paid for those imports, about 70, 13 and
-40 ms, in the first fit on a new cluster. And it shortens the worker's message batching to the scheduler (distributed's
-2 ms; :func:`catdask.distributed.cluster.shorten_worker_batching`): a Gram pass waits for
-its tasks' "finished" messages.
+40 ms, in the first fit on a new cluster. And it shortens the worker's message batching to
+the scheduler (distributed's 2 ms; :func:`catdask.distributed.cluster.shorten_worker_batching`):
+a Gram pass waits for its tasks' "finished" messages.
 
 Loaded by :func:`catdask.distributed.cluster.start_local_cluster` through distributed's worker
 ``preload`` (``dask_setup`` runs in each worker process, on its main thread, as it starts).
