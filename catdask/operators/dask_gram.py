@@ -205,18 +205,11 @@ class DaskGramOperator(BlockGramOperator):
     def _x_argument(self):
         return self._Xd
 
-    def _factors(self, dtype):
-        """Keys of the tile factors, held once on every worker like X."""
-        if dtype not in self._tile_factors:
-            left, right = self.kernel.tile_factors(self._Xs, dtype)
-            self._tile_factors[dtype] = (self._runner.put(left, f"left-{dtype}", everywhere=True),
-                                         self._runner.put(right, f"right-{dtype}", everywhere=True))
-        return self._tile_factors[dtype]
-
     def _tile_tasks(self, func, pairs, dtype, *args, zt=None):
         """Tile pairs in contiguous groups of about equal work, one task per group: one per
-        worker thread, more so that a task evaluates at most about 1e8 kernel entries."""
-        left, right = self._factors(dtype)
+        worker thread, more so that a task evaluates at most about 1e8 kernel entries. The
+        factors are the keys :meth:`_place_inputs` put on every worker."""
+        left, right = self._tile_factors[dtype]
         work = np.cumsum((pairs[:, 1] - pairs[:, 0]) * (pairs[:, 3] - pairs[:, 2]))
         threads = self._threads
         n_tasks = threads * max(1, math.ceil(float(work[-1]) / (threads * _TASK_ENTRIES)))
