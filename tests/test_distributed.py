@@ -612,6 +612,50 @@ def test_runner_combines_few_small_parts_on_the_driver_and_many_on_the_workers(c
         np.testing.assert_array_equal(total, np.full(3, 6.0))
 
 
+class _Untokenizable:
+    """A task argument that Dask's tokenize refuses (it would be hashed into a graph name)."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __dask_tokenize__(self):
+        raise AssertionError("the graph was tokenized")
+
+
+def _unwrap(arg):
+    return arg.value * 2
+
+
+def test_runner_graphs_are_not_hashed(client):
+    """``Client.get`` of a plain dict hashes every task's arguments to name the graph (z is in
+    every task of a Gram pass); the runner's keys are unique, so it names graphs at random."""
+    from catdask.distributed.execute import BlockRunner
+
+    runner = BlockRunner()
+    runner.client = client
+    assert runner.run([(_unwrap, _Untokenizable(21))]) == [42]
+    with pytest.raises(AssertionError, match="tokenized"):  # what the runner avoids
+        client.get({"plain-dict-graph": (_unwrap, _Untokenizable(1))}, "plain-dict-graph")
+
+
+def test_tile_tasks_run_with_one_blas_thread_and_restore_it():
+    """``_one_blas_thread`` (every tile task) limits BLAS to one thread while the task runs,
+    with the controller kept from the first call, and puts the setting back after."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from catdask.operators import dask_gram
+
+    def blas_threads():
+        return sorted({p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"})
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        before = blas_threads()
+        for _ in range(2):  # the first call makes the controller, the second reuses it
+            assert dask_gram._one_blas_thread(blas_threads) == [1]
+            assert blas_threads() == before
+    assert len(dask_gram._BLAS_CONTROLLER) == 1
+
+
 @pytest.mark.slow
 def test_embedded_cluster_keeps_the_copies_of_x_on_every_worker():
     """The embedded cluster's scheduler runs without the Active Memory Manager, whose

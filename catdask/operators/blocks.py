@@ -212,19 +212,27 @@ def gram_class_product_by_rows(G, offsets, z):
     of a class go in slabs of about :data:`_SLAB_ENTRIES` entries: with 8 restarts one
     product over a whole class ran 1.2-1.3x slower at N = 8,000-12,000 (BLAS packs the
     whole operand), with one restart it is the same.
+
+    Returns the (R, N, K) result as a view of an (R, K, N) array: each class's product is
+    written straight into its own contiguous row, with no accumulator copied into a strided
+    column (measured 0.92x the time at N = 2,000-4,000, the same at 8,000-12,000), and the
+    W-step's ``S^{-1/2} B^T`` then reads contiguous rows.
     """
     R, N = z.shape
     K = len(offsets) - 1
     slab = int(np.clip(_SLAB_ENTRIES // max(N, 1), 64, 512))
-    out = np.empty((R, N, K))
-    acc = np.empty((R, N))
+    out = np.empty((R, K, N))
     for k in range(K):
         a, b = offsets[k], offsets[k + 1]
-        acc[:] = 0.0
-        for r in range(a, b, slab):
+        acc = out[:, k]
+        if a == b:
+            acc[...] = 0.0
+            continue
+        first = min(a + slab, b)
+        np.matmul(z[:, a:first], G[a:first], out=acc)
+        for r in range(first, b, slab):
             acc += z[:, r : min(r + slab, b)] @ G[r : min(r + slab, b)]
-        out[:, :, k] = acc
-    return out
+    return out.transpose(0, 2, 1)
 
 
 def gram_matmul(X, rows, V, kernel, col_block, cache=None):

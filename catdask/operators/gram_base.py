@@ -107,7 +107,9 @@ class BlockGramOperator:
                                         self.precision, self._offsets, zt=zt)
         K, (R, N) = len(self._offsets) - 1, zs.shape
         acc = self._sum_tasks(tasks, "gram-tiles", extra, part_nbytes=8 * K * N * R)  # (K, N, R)
-        return np.ascontiguousarray(acc.transpose(2, 1, 0))
+        # (R, N, K) as a view of an (R, K, N) array, the layout of the stored-Gram product
+        # (blocks.gram_class_product_by_rows): the W-step reads rows of B^T.
+        return np.ascontiguousarray(acc.transpose(2, 0, 1)).transpose(0, 2, 1)
 
     def class_block_matmul(self, V):
         """``diag(G_11, ..., G_KK) V``: every class block times its rows of V, in one pass.
