@@ -301,8 +301,34 @@ def test_demo_table_names_what_each_accuracy_is():
         "dataset": "iris", "method": "cqs", "version": "iris-cqs:v1", "certified": True,
         "gap": 2.6e-13, "objective": 169.3116, "n_iter": 14, "seconds": 0.1, "plot": "p.png",
         "metrics": {"train_accuracy_predict": 0.97333, "train_accuracy_angle": 0.44,
-                    "cv_accuracy_linear_svm_on_category_space": 0.92667},
+                    "cv_accuracy_predict": 0.96, "cv_accuracy_linear_svm_on_category_space": 0.92667},
     })
     assert row["train_acc"] == 0.973  # the model's own predict, not a LinearSVC
+    assert row["cv_acc"] == 0.96  # the same predict, held out
     assert row["linsvc_on_coords_cv"] == 0.927
     assert "svm_cv_acc" not in row
+
+
+# ----------------------------------------------------------------------------- training metrics
+def test_training_metrics_cross_validate_the_models_own_predict(monkeypatch):
+    """``cv_accuracy_predict`` is the held-out accuracy of a refitted copy of the model on
+    stratified folds: the same number as scikit-learn's cross_val_score on those folds, NaN
+    above the size limit."""
+    from sklearn.datasets import load_iris
+    from sklearn.model_selection import StratifiedKFold, cross_val_score
+    from sklearn.preprocessing import StandardScaler
+
+    from catdask import CategorySpace
+    from catdask.pipeline import training
+
+    X, y = load_iris(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    est = CategorySpace(n_restarts=2, random_state=0).fit(X, y)
+    metrics = training.training_metrics(est, X, y)
+    expected = cross_val_score(CategorySpace(n_restarts=2, random_state=0, certify=False), X, y,
+                               cv=StratifiedKFold(3, shuffle=True, random_state=0)).mean()
+    assert metrics["cv_accuracy_predict"] == pytest.approx(expected, abs=1e-12)
+    assert 0.8 < metrics["cv_accuracy_predict"] <= metrics["train_accuracy_predict"] + 0.05
+
+    monkeypatch.setitem(training.CV_MAX_SAMPLES, "linear", len(y) - 1)
+    assert np.isnan(training.training_metrics(est, X, y)["cv_accuracy_predict"])
