@@ -598,6 +598,14 @@ def test_binary_file(tmp_path):
     bad(tmp_path, b"\x89PNG\r\n\x1a\n\x00\x00", "NUL bytes")
 
 
+def test_bad_bytes_past_the_first_block_name_their_line(tmp_path):
+    """A file read whole is not line-counted while it is scanned: an error's line is counted
+    when the error is found, also past the first read block (1 MiB)."""
+    rows = b"1 2 a\n3 4 b\n" * 100_000  # 1.2 MB, lines 1-200,000
+    bad(tmp_path, rows + b"5 6 \xff\n", "line 200001: not UTF-8", fname="u.txt")
+    bad(tmp_path, rows + b"5 6 a\n7 \x00 b\n", "line 200002: contains NUL bytes", fname="n.txt")
+
+
 def test_malformed_csv_quote(tmp_path):
     bad(tmp_path, '1,2,a\n3,"4"x,a\n5,6,b\n7,8,b\n', "line 2: malformed CSV", fname="q.csv")
 

@@ -121,10 +121,12 @@ def _open_regular(path: Path):
         raise ParseError(f"cannot read file: {exc}", path) from exc
 
 
-def _scan(stream, where, *, text: bool = True) -> dict:
+def _scan(stream, where, *, text: bool = True, count_lines: bool = True) -> dict:
     """One streaming pass: sha256, size, line count; refuse empty, binary or non-UTF-8 text.
 
-    With ``text=False`` (a zip archive) only the sha256 and size are taken.
+    With ``text=False`` (a zip archive) only the sha256 and size are taken. ``count_lines``
+    (the line count preallocates the chunked parse; a whole-file read needs none) costs 15 ms
+    of 240 on a 51 MB table; an error's line number is counted when one is found, either way.
     """
     sha, size, newlines, has_text = hashlib.sha256(), 0, 0, False
     decoder = codecs.getincrementaldecoder("utf-8")()
@@ -134,17 +136,18 @@ def _scan(stream, where, *, text: bool = True) -> dict:
             size += len(block)
             continue
         if b"\x00" in block:
-            line = newlines + block[: block.index(b"\x00")].count(b"\n") + 1
+            line = _line_of(stream, size + block.index(b"\x00"))
             raise ParseError("contains NUL bytes: a binary file, not a text table", where, line)
         try:
             if not (block.isascii() and not decoder.getstate()[0]):  # ASCII: valid UTF-8 as is
                 decoder.decode(block)
         except UnicodeDecodeError as exc:
-            line = newlines + block[: exc.start].count(b"\n") + 1
+            line = _line_of(stream, size + exc.start)
             byte = block[exc.start] if exc.start < len(block) else 0
             raise ParseError(f"not UTF-8 text (byte 0x{byte:02x})", where, line) from None
         has_text = has_text or bool(block.strip())
-        newlines += block.count(b"\n")
+        if count_lines:
+            newlines += block.count(b"\n")
         size += len(block)
     if not text:
         return {"bytes": size, "sha256": sha.hexdigest()}
@@ -152,11 +155,28 @@ def _scan(stream, where, *, text: bool = True) -> dict:
         decoder.decode(b"", final=True)
     except UnicodeDecodeError:
         raise ParseError(
-            "not UTF-8 text (truncated character at the end)", where, newlines + 1
+            "not UTF-8 text (truncated character at the end)", where, _line_of(stream, size)
         ) from None
     if not has_text:
         raise ParseError("the file is empty", where)
-    return {"bytes": size, "sha256": sha.hexdigest(), "lines": newlines + 1}
+    out = {"bytes": size, "sha256": sha.hexdigest()}
+    if count_lines:
+        out["lines"] = newlines + 1
+    return out
+
+
+def _line_of(stream, offset: int) -> int:
+    """The 1-based line of byte ``offset`` of a seekable ``stream`` (read again from the start:
+    only an error needs it)."""
+    stream.seek(0)
+    newlines, left = 0, offset
+    while left > 0:
+        block = stream.read(min(_READ_BLOCK, left))
+        if not block:
+            break
+        newlines += block.count(b"\n")
+        left -= len(block)
+    return newlines + 1
 
 
 def _read_member(path: Path, member: str) -> bytes:
@@ -187,8 +207,12 @@ def open_source(path, member: str | None = None):
     path = Path(path)
     with _open_regular(path) as fh:
         is_zip = zipfile.is_zipfile(fh)
+        # A file small enough for one read needs no line count (_parse_rows preallocates
+        # only for the chunked parse).
+        whole = not is_zip and os.fstat(fh.fileno()).st_size <= WHOLE_READ_MAX_BYTES
         fh.seek(0)
-        info = {"name": path.name, "path": str(path), **_scan(fh, path, text=not is_zip)}
+        info = {"name": path.name, "path": str(path),
+                **_scan(fh, path, text=not is_zip, count_lines=not whole)}
     if not is_zip:
         return (lambda: open(path, "rb")), info, str(path)
     if member is None:
@@ -308,11 +332,13 @@ def _parse_rows(open_stream, spec, head, cols, label, info, where):
     import pandas as pd
 
     # Upper bound on the rows from the line count: preallocate instead of stacking chunks
-    # (a whole-file read has one chunk, whose array is kept as it is).
-    n_rows_max = info.get("lines") or 1
-    _check_memory(n_rows_max, len(cols), where)
+    # (a whole-file read has one chunk, whose array is kept as it is). A whole file is not
+    # line-counted: a row takes at least two bytes per column (a cell and a separator or the
+    # newline), which bounds the rows for the memory check.
     whole_file = (info["path"] if "member" not in info and info["bytes"] <= WHOLE_READ_MAX_BYTES
                   else None)
+    n_rows_max = info.get("lines") or max(1, info["bytes"] // (2 * head.n_columns) + 1)
+    _check_memory(n_rows_max, len(cols), where)
     X = None if whole_file else np.empty((n_rows_max, len(cols)), dtype=np.float64)
     labels, filled = [], 0
     last = head.n_columns - 1
