@@ -199,9 +199,8 @@ def training_metrics(estimator, X, y):
     The ``train_*`` figures are in-sample (the model saw these points). ``cv_accuracy_predict``
     refits a copy of the estimator on each of k stratified folds (k = 3, fewer when a class
     is smaller) and scores ``predict`` on the held-out fold; it is NaN for training sets over
-    :data:`CV_MAX_SAMPLES`. The standardisation, when the
-    spec asks for it, was fitted on all the rows first. The paper's own held-out protocol
-    is :mod:`catdask.evaluation`.
+    :data:`CV_MAX_SAMPLES`. The standardisation, when the spec asks for it, was fitted on all
+    the rows first. The paper's own held-out protocol is :mod:`catdask.evaluation`.
     """
     from sklearn.model_selection import cross_val_score
     from sklearn.svm import LinearSVC
