@@ -58,6 +58,15 @@ class PlainStepper:
         return new, self.problem.distance(new, old)
 
 
+def _entries_like(capacity, like):
+    """``(base, view)``: ``capacity`` entries shaped like ``like`` and laid out in its memory
+    order (``base`` C-contiguous, ``view[i]`` strided as ``like``), so copying an entry in is
+    a straight copy, and mixing entries is one product over ``base``'s rows."""
+    outer_first = np.argsort(like.strides, kind="stable")[::-1]
+    base = np.empty((capacity, *(like.shape[a] for a in outer_first)))
+    return base, base.transpose(0, *(1 + np.argsort(outer_first)))
+
+
 class _History:
     """One restart's last ``capacity`` map outputs ``(g, G g, residual)``, in preallocated
     buffers.
@@ -66,12 +75,14 @@ class _History:
     always ``[0, len)``: a mixture weighs the buffers in place (one product over the stacked
     products, no copy of them). Stacking the products afresh every iteration cost more than
     the mixing itself (R = 8, N = 8,000: 9 copies of an (N, K) array per restart and pass).
+    The products keep the memory order the Gram operator gives them ((K, N) rows, read by
+    the W-step): storing them as (N, K) cost a transposing copy per entry.
     """
 
     def __init__(self, capacity):
         self.capacity = int(capacity)
         self.order = []  # slots, oldest first
-        self.g = self.lifted = self.residual = None
+        self.g = self.lifted = self.lifted_base = self.residual = None
 
     def __len__(self):
         return len(self.order)
@@ -81,7 +92,7 @@ class _History:
             self.g = np.empty((self.capacity, *np.shape(g)))
             self.residual = np.empty((self.capacity, *np.shape(residual)))
             if lifted is not None:
-                self.lifted = np.empty((self.capacity, *np.shape(lifted)))
+                self.lifted_base, self.lifted = _entries_like(self.capacity, lifted)
         slot = len(self.order) if len(self.order) < self.capacity else self.order.pop(0)
         self.g[slot] = g
         self.residual[slot] = residual
@@ -95,16 +106,10 @@ class _History:
             return
         last = self.order[-1]
         if last != 0:
-            for buf in (self.g, self.lifted, self.residual):
+            for buf in (self.g, self.lifted_base, self.residual):
                 if buf is not None:
                     buf[0] = buf[last]
         self.order = [0]
-
-    def latest(self):
-        """The newest ``(g, G g, residual)`` (views of the buffers)."""
-        last = self.order[-1]
-        return (self.g[last], None if self.lifted is None else self.lifted[last],
-                self.residual[last])
 
 
 class AndersonStepper:
@@ -137,11 +142,12 @@ class AndersonStepper:
         self.tol = float(tol)
         self._generator = [None] * n_restarts  # input x of each restart's current point
         self._history = [_History(self.memory + 1) for _ in range(n_restarts)]
+        self._lifted_buffer = None  # (base, view) of the mixed products, reused
         self.accepted = np.zeros(n_restarts, dtype=int)
         self.rejected = np.zeros(n_restarts, dtype=int)
 
-    def _mixture(self, r):
-        """Anderson's mixed input and its product for restart ``r`` (None: too little history)."""
+    def _mixture_weights(self, r):
+        """Anderson's weights on restart ``r``'s history slots (None: too little history)."""
         hist = self._history[r]
         n = len(hist)
         if n < 2:
@@ -159,10 +165,29 @@ class AndersonStepper:
         weights[:-1] += gamma
         on_slots = np.empty(n)
         on_slots[hist.order] = weights
-        x = np.tensordot(on_slots, hist.g[:n], axes=1)
+        return on_slots
+
+    def _mixtures(self, restarts, weights):
+        """The mixed inputs (m, ...) of ``restarts`` and their products (None without).
+
+        Each mixture is one (1, n) x (n, size) product over a history's rows, written into
+        the batch's arrays: no per-restart temporaries stacked afterwards. The products'
+        array is kept from one iteration to the next (a fresh one paid its page faults every
+        time): the caller reads it only within the iteration.
+        """
+        first = self._history[restarts[0]]
+        x = np.empty((len(restarts), *first.g.shape[1:]))
         lifted = None
-        if hist.lifted is not None:
-            lifted = np.tensordot(on_slots, hist.lifted[:n], axes=1)
+        if first.lifted is not None:
+            if self._lifted_buffer is None:
+                self._lifted_buffer = _entries_like(len(self._history), first.lifted[0])
+            base, view = self._lifted_buffer
+            lifted = view[: len(restarts)]
+        for i, (r, w) in enumerate(zip(restarts, weights)):
+            hist, n = self._history[r], len(w)
+            np.dot(w[None], hist.g[:n].reshape(n, -1), out=x[i].reshape(1, -1))
+            if lifted is not None:
+                np.dot(w[None], hist.lifted_base[:n].reshape(n, -1), out=base[i].reshape(1, -1))
         return x, lifted
 
     def step(self, idx, old):
@@ -176,30 +201,32 @@ class AndersonStepper:
         lifted = problem.lift(g)
         plain = problem.point(g, lifted)
         step = problem.distance(plain, old)
-        mixed_rows, mixed_x, mixed_lifted = [], [], []
+        mixed_rows, weights = [], []
         for j, r in enumerate(idx):
             if self._generator[r] is not None:
                 self._history[r].push(g[j], None if lifted is None else lifted[j],
                                       g[j] - self._generator[r])
             self._generator[r] = g[j]
-            mix = self._mixture(r)
-            if mix is not None:
+            w = self._mixture_weights(r)
+            if w is not None:
                 mixed_rows.append(j)
-                mixed_x.append(mix[0])
-                mixed_lifted.append(mix[1])
+                weights.append(w)
         new = plain
         if mixed_rows:
             rows = np.asarray(mixed_rows)
-            cand = problem.point(
-                np.stack(mixed_x), None if lifted is None else np.stack(mixed_lifted)
-            )
+            mixed_x, mixed_lifted = self._mixtures([idx[j] for j in rows], weights)
+            cand = problem.point(mixed_x, mixed_lifted)
             # The safeguard: the mixture must do at least as well as the plain step.
             good = np.isfinite(cand.objective) & (cand.objective >= plain.objective[rows])
             good &= step[rows] > self.tol  # a converged restart ends at the plain point
-            if good.all() and rows.size == len(idx):
-                new = cand  # every restart mixed (the usual case): no copies
+            # ``plain`` and ``cand`` are fresh and nothing else refers to their arrays: the
+            # restarts that keep the other's point are copied into one of them, whichever
+            # needs fewer copies (every restart mixed and most accepted is the usual case).
+            if rows.size == len(idx) and 2 * good.sum() >= rows.size:
+                new = cand
+                if not good.all():
+                    put_restarts(new, ~good, take_restarts(plain, ~good))
             elif np.any(good):
-                # ``plain`` is fresh and nothing else refers to its arrays: write into it.
                 put_restarts(new, rows[good], take_restarts(cand, np.flatnonzero(good)))
             for k, j in enumerate(rows):
                 r = idx[j]

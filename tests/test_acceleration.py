@@ -71,11 +71,12 @@ def _random_input(problem, shape, seed):
     return bad, None if isinstance(problem, ClassMatrixProblem) else problem.lift(bad[None])[0]
 
 
-def _sabotaged_mixture(self, r):
-    """The stepper's mixture replaced by a random input once it has history to mix."""
-    if len(self._history[r]) < 2:
-        return None
-    return _random_input(self.problem, self._history[r].latest()[0].shape, len(self._history[r]))
+def _sabotaged_mixtures(self, restarts, weights):
+    """The stepper's mixtures (of restarts with history to mix) replaced by random inputs."""
+    shape = self._history[restarts[0]].g.shape[1:]
+    mixed = [_random_input(self.problem, shape, len(self._history[r])) for r in restarts]
+    lifted = None if mixed[0][1] is None else np.stack([m[1] for m in mixed])
+    return np.stack([m[0] for m in mixed]), lifted
 
 
 @pytest.mark.parametrize("kind", ["kernel", "linear"])
@@ -102,7 +103,7 @@ def test_safeguard_falls_back_to_the_plain_step(kind, monkeypatch):
     assert np.all(cand.objective < plain_next.objective)
 
     # ...so the safeguard refuses every one and the iteration is exactly the plain one.
-    monkeypatch.setattr(AndersonStepper, "_mixture", _sabotaged_mixture)
+    monkeypatch.setattr(AndersonStepper, "_mixtures", _sabotaged_mixtures)
     made = []
     real_make = make_stepper
 
@@ -117,6 +118,41 @@ def test_safeguard_falls_back_to_the_plain_step(kind, monkeypatch):
     assert [r.n_iter for r in guarded] == [r.n_iter for r in plain]
     np.testing.assert_allclose([r.objective for r in guarded], [r.objective for r in plain],
                                rtol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["kernel", "linear"])
+def test_safeguard_acts_per_restart(kind, monkeypatch):
+    """One restart's mixtures sabotaged, the others' real: in every iteration the batch
+    keeps some mixed points and some plain ones (both ways of assembling the batch's next
+    state), and each restart follows exactly its own run: the plain one for the sabotaged
+    restart, the unsabotaged accelerated one for the others."""
+    if kind == "kernel":
+        problem, z0 = _kernel_problem(n_starts=4)
+        start = lambda: problem.start_from_z(z0)  # noqa: E731
+    else:
+        problem, W0 = _linear_problem(n_starts=4)
+        start = lambda: problem.start(W0)  # noqa: E731
+    plain = _run(problem, start, "none")
+    fast = _run(problem, start, "anderson")
+    real = AndersonStepper._mixtures
+    sabotaged = {1} if kind == "kernel" else {0, 1, 3}  # 1 of 4 and 3 of 4 refused
+
+    def partly(self, restarts, weights):
+        x, lifted = real(self, restarts, weights)
+        bad = [i for i, r in enumerate(restarts) if r in sabotaged]
+        if bad:
+            fake_x, fake_lifted = _sabotaged_mixtures(self, [restarts[i] for i in bad], None)
+            x[bad] = fake_x
+            if lifted is not None:
+                lifted[bad] = fake_lifted
+        return x, lifted
+
+    monkeypatch.setattr(AndersonStepper, "_mixtures", partly)
+    mixed = _run(problem, start, "anderson")
+    for r, result in enumerate(mixed):
+        ref = plain[r] if r in sabotaged else fast[r]
+        assert result.n_iter == ref.n_iter
+        np.testing.assert_allclose(result.history, ref.history, rtol=1e-12)
 
 
 # ----------------------------------------------------------------------------- same optimum
@@ -212,3 +248,41 @@ def test_one_gram_pass_per_iteration(acceleration):
     results = solve(problem, state, tol=TOL, acceleration=acceleration)[1]
     # The batch runs as long as its slowest restart, one pass over G per iteration.
     assert problem.op.gram_passes - before == max(r.n_iter for r in results)
+
+
+@pytest.mark.parametrize("transposed", [True, False])
+def test_history_mixtures_are_the_weighted_sums_in_the_products_memory_order(transposed):
+    """The history keeps each product in the memory order the operator gave it (the (N, K)
+    view of a (K, N) array: a straight copy), and a mixture of inputs and products is the
+    same weighted sum of the pushed entries, restart by restart."""
+    from catdask.acceleration import _History
+
+    rng = np.random.default_rng(5)
+    R, N, K, n = 3, 50, 4, 4
+    stepper = AndersonStepper.__new__(AndersonStepper)
+    stepper._history = [_History(n) for _ in range(R)]
+    stepper._lifted_buffer = None
+    pushed = {r: ([], []) for r in range(R)}
+    for _ in range(n + 2):  # wraps around: the oldest slots are overwritten
+        g = rng.standard_normal((R, N))
+        lifted = rng.standard_normal((R, K, N)).transpose(0, 2, 1) if transposed else \
+            rng.standard_normal((R, N, K))
+        for r in range(R):
+            stepper._history[r].push(g[r], lifted[r], g[r])
+            pushed[r][0].append(g[r].copy())
+            pushed[r][1].append(lifted[r].copy())
+    hist = stepper._history[0]
+    assert hist.lifted_base.flags.c_contiguous
+    assert hist.lifted_base.shape[1:] == ((K, N) if transposed else (N, K))
+    restarts = [2, 0]
+    weights = [rng.standard_normal(n) for _ in restarts]
+    x, mixed = stepper._mixtures(restarts, weights)
+    assert mixed.shape == (2, N, K)
+    for i, r in enumerate(restarts):
+        h = stepper._history[r]
+        by_slot = {slot: age for age, slot in enumerate(h.order)}  # slot -> age (oldest 0)
+        last = pushed[r][0][-n:], pushed[r][1][-n:]
+        want_x = sum(weights[i][s] * last[0][by_slot[s]] for s in range(n))
+        want_lifted = sum(weights[i][s] * last[1][by_slot[s]] for s in range(n))
+        np.testing.assert_allclose(x[i], want_x, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(mixed[i], want_lifted, rtol=1e-12, atol=1e-12)

@@ -294,13 +294,47 @@ def test_stored_gram_class_product_in_row_slabs(monkeypatch):
     Z = np.zeros((8, N, 3))
     Z[:, np.arange(N), y] = z
     monkeypatch.setattr(blocks, "_SLAB_ENTRIES", 64 * N)
-    np.testing.assert_allclose(blocks.gram_class_product_by_rows(G, offsets, z), G @ Z,
-                               rtol=1e-12, atol=1e-11)
+    np.testing.assert_allclose(blocks.gram_class_product_by_rows(G, offsets, z),
+                               (G @ Z).transpose(0, 2, 1), rtol=1e-12, atol=1e-11)
     # the cached-block product (any row block of G, class columns in column blocks)
     rows = (100, 370)
     out = blocks.gram_class_product(None, rows, offsets, z, None, 256,
                                     cache=G[rows[0]:rows[1]])
-    np.testing.assert_allclose(out, (G @ Z)[:, rows[0]:rows[1]], rtol=1e-12, atol=1e-11)
+    np.testing.assert_allclose(out, (G @ Z)[:, rows[0]:rows[1]].transpose(0, 2, 1),
+                               rtol=1e-12, atol=1e-11)
+    assert out.flags.c_contiguous
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_worker_memory_cache_block_product_needs_no_symmetry(dtype, monkeypatch):
+    """A worker-memory cache block (``gram_rows``: G[I, :] in Fortran order) gives rows I of
+    G Z through its transpose's rows: exact for a kernel with k(a, b) != k(b, a), with slabs
+    ending inside classes, and for a float32 block (the product of the stored values)."""
+    from catdask.kernels import Kernel
+    from catdask.operators import blocks
+
+    rng = np.random.default_rng(12)
+    N, sizes = 300, [70, 140, 90]
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    X = rng.standard_normal((N, 3))
+    shift = np.array([0.4, -0.2, 0.0])
+    kern = Kernel(lambda A, B: np.exp(-0.3 * ((A[:, None] - B[None] - shift) ** 2).sum(-1)),
+                  vectorised=True)
+    G = kern(X, X)
+    assert not np.allclose(G, G.T)
+    y = np.repeat(np.arange(3), sizes)
+    z = rng.standard_normal((8, N))
+    Z = np.zeros((8, N, 3))
+    Z[:, np.arange(N), y] = z
+    monkeypatch.setattr(blocks, "_SLAB_ENTRIES", 64 * 100)  # slabs of 64 rows
+    rows = (100, 200)
+    block = blocks.gram_rows(X, rows, kern, dtype, col_block=128)
+    assert block.flags.f_contiguous and block.dtype == dtype
+    out = blocks.gram_class_product(X, rows, offsets, z, kern, 128, cache=block)
+    Gs = block.astype(float)  # the stored values (float32: rounded once)
+    np.testing.assert_allclose(Gs, G[100:200], rtol=1e-6 if dtype == "float32" else 1e-15)
+    np.testing.assert_allclose(out, (Gs @ Z).transpose(0, 2, 1), rtol=1e-12, atol=1e-11)
+    assert out.shape == (8, 3, 100) and out.flags.c_contiguous
 
 
 @pytest.mark.parametrize("n, m, D", [(1, 1, 1), (7, 300, 3), (1000, 600, 20)])

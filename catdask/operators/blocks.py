@@ -178,16 +178,23 @@ def _open_cache(cache):
 
 
 def gram_class_product(X, rows, offsets, z, kernel, col_block, cache=None):
-    """Rows ``rows`` of ``B = G Z`` for every restart: shape (R, n_rows, K).
+    """Rows ``rows`` of ``B = G Z`` for every restart, transposed: ``B^T`` (R, K, n_rows).
 
     ``X`` and ``z`` (R, N) are sorted by class, class k occupying ``offsets[k]:offsets[k+1]``.
     Z has one non-zero per row, so only the class-k columns of G feed column k of G Z
     (docs/design.md §3): each Gram entry is used once, and the R restarts share it.
+
+    The result is C-contiguous, the layout the W-step reads, and a Dask worker sends it as
+    it is (a strided (R, n_rows, K) view would be copied to serialise it, then again on the
+    driver). A worker-memory cache block (:func:`gram_rows`, Fortran order) goes to
+    :func:`gram_class_product_by_rows` through its transpose, whose rows are contiguous.
     """
+    if isinstance(cache, np.ndarray) and cache.flags.f_contiguous and not cache.flags.c_contiguous:
+        return gram_class_product_by_rows(cache.T, offsets, z)
     a, b = rows
     R, N = z.shape
     K = len(offsets) - 1
-    out = np.zeros((R, b - a, K))
+    out = np.zeros((R, K, b - a))
     cache = _open_cache(cache)
     for c0, c1 in _column_blocks(N, col_block):
         G = _gram_block(X, rows, (c0, c1), kernel, cache)
@@ -196,7 +203,7 @@ def gram_class_product(X, rows, offsets, z, kernel, col_block, cache=None):
             if s1 > s0:
                 # (R, n) @ (n, rows): measured 1.5x faster for 8 restarts than the product
                 # in the other orientation (a 4,000 x 8,000 block), the same for one.
-                out[:, :, k] += z[:, s0:s1] @ G[:, s0 - c0 : s1 - c0].T
+                out[:, k] += z[:, s0:s1] @ G[:, s0 - c0 : s1 - c0].T
     return out
 
 
@@ -204,32 +211,36 @@ def gram_class_product(X, rows, offsets, z, kernel, col_block, cache=None):
 _SLAB_ENTRIES = 4 * 1024**2
 
 
-def gram_class_product_by_rows(G, offsets, z):
-    """``B = G Z`` from a stored symmetric Gram, reading contiguous rows only.
+def gram_class_product_by_rows(GT, offsets, z):
+    """Rows ``I`` of ``B = G Z``, transposed (R, K, n_I), from ``GT = G[I, :]^T`` (N, n_I),
+    reading contiguous rows only.
 
-    Column k of ``G Z`` is ``G[:, C_k] z_k = (z_k^T G[C_k, :])^T`` because ``G = G^T``: rows
-    instead of strided columns (measured 1.2x faster for one restart, 1.6x for 8). The rows
-    of a class go in slabs of about :data:`_SLAB_ENTRIES` entries: with 8 restarts one
-    product over a whole class ran 1.2-1.3x slower at N = 8,000-12,000 (BLAS packs the
-    whole operand), with one restart it is the same.
+    Column k of ``B[I]`` is ``G[I, C_k] z_k = (z_k^T GT[C_k, :])^T``: rows of ``GT`` instead
+    of strided columns of ``G[I, :]`` (measured 1.2x faster for one restart, 1.6x for 8 on a
+    stored G; 0.85x the time for 8 restarts on a 4,000-row cache block). A stored symmetric
+    G is its own ``GT`` (all rows, ``I`` = everything). The rows of a class go in slabs of
+    about :data:`_SLAB_ENTRIES` entries: with 8 restarts one product over a whole class ran
+    1.2-1.3x slower at N = 8,000-12,000 (BLAS packs the whole operand), with one restart it
+    is the same.
 
-    Returns the (R, N, K) result as a view of an (R, K, N) array: each class's product is
-    written straight into its own contiguous row, with no accumulator copied into a strided
-    column (measured 0.92x the time at N = 2,000-4,000, the same at 8,000-12,000), and the
-    W-step's ``S^{-1/2} B^T`` then reads contiguous rows.
+    Each class's product is written straight into its own contiguous row of the (R, K, n_I)
+    result, with no accumulator copied into a strided column (measured 0.92x the time at
+    N = 2,000-4,000, the same at 8,000-12,000), and the W-step's ``S^{-1/2} B^T`` then reads
+    contiguous rows.
     """
-    R, N = z.shape
+    R = z.shape[0]
+    n_out = GT.shape[1]
     K = len(offsets) - 1
-    slab = int(np.clip(_SLAB_ENTRIES // max(N, 1), 64, 512))
-    out = np.empty((R, K, N))
+    slab = int(np.clip(_SLAB_ENTRIES // max(n_out, 1), 64, 512))
+    out = np.empty((R, K, n_out))
     for k in range(K):
         a, b = offsets[k], offsets[k + 1]
         acc = out[:, k]
         first = min(a + slab, b)
-        np.matmul(z[:, a:first], G[a:first], out=acc)  # an empty class gives zeros
+        np.matmul(z[:, a:first], GT[a:first], out=acc)  # an empty class gives zeros
         for r in range(first, b, slab):
-            acc += z[:, r : min(r + slab, b)] @ G[r : min(r + slab, b)]
-    return out.transpose(0, 2, 1)
+            acc += z[:, r : min(r + slab, b)] @ GT[r : min(r + slab, b)]
+    return out
 
 
 def gram_matmul(X, rows, V, kernel, col_block, cache=None):
@@ -264,10 +275,14 @@ def gram_moments(X, rows, kernel, col_block, cache=None):
 
 
 def gram_rows(X, rows, kernel, dtype, col_block):
-    """The row block ``G[rows, :]`` in ``dtype`` (the in-memory Gram cache)."""
+    """The row block ``G[rows, :]`` in ``dtype``, in Fortran order (the in-memory Gram cache).
+
+    Fortran order makes the block's transpose C-contiguous, so ``G Z`` reads it by rows
+    (:func:`gram_class_product_by_rows`); no symmetry of the kernel is assumed.
+    """
     a, b = rows
     N = X.shape[0]
-    out = np.empty((b - a, N), dtype=dtype)
+    out = np.empty((b - a, N), dtype=dtype, order="F")
     for c0, c1 in _column_blocks(N, col_block):
         out[:, c0:c1] = kernel(X[a:b], X[c0:c1])
     return out

@@ -197,7 +197,9 @@ class BlockGramOperator:
         zarg, extra = self._pass_input(zs, "z")
         parts = self._pass(blocks.gram_class_product, self._offsets, zarg, self.kernel,
                            self.col_block, name="gram-product", extra=extra)
-        return self.classes.unsort(np.concatenate(parts, axis=1), 1)
+        # The blocks' B^T (R, K, n) joined, returned as the (R, N, K) view (the layout of
+        # the tile pass: the W-step reads rows of B^T).
+        return self.classes.unsort(np.concatenate(parts, axis=2).transpose(0, 2, 1), 1)
 
     def matmul(self, V):
         """``G V`` for a dense (N, m) V (``G 1`` comes from the cached moments sweep)."""

@@ -125,8 +125,8 @@ class NumpyGramOperator(BlockGramOperator):
             return super().class_matmul(z)
         self.gram_passes += 1
         zs = self.classes.sort(np.asarray(z, dtype=float))
-        out = blocks.gram_class_product_by_rows(self._G, self._offsets, zs)
-        return self.classes.unsort(out, 1)
+        out = blocks.gram_class_product_by_rows(self._G, self._offsets, zs)  # (R, K, N)
+        return self.classes.unsort(out.transpose(0, 2, 1), 1)
 
     def _submatrix(self, rows, cols):
         if self._G is not None:
