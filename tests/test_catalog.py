@@ -816,3 +816,29 @@ def test_sklearn_sets_carry_scikit_learns_class_names(name, names):
     _X, y, label_names, _prov = parse_dataset(name)
     assert label_names == names
     assert sorted(set(y.tolist())) == [0, 1, 2]
+
+
+# ----------------------------------------------------------------------------- features only
+def test_parse_features_reads_a_table_without_labels(tmp_path):
+    """Tables to predict on: every column a feature unless a label column is named (then it
+    is read as the labels, not a feature); one column is a table too; errors name the line."""
+    from catdask.catalog import parse_features
+
+    p = tmp_path / "new.csv"
+    p.write_text("a,b,kind\n1.5,2,x\n3,4e1,y\n")
+    X, y, names = parse_features(p, label_column="kind")
+    np.testing.assert_array_equal(X, [[1.5, 2.0], [3.0, 40.0]])
+    assert y.tolist() == ["x", "y"] and names == ["a", "b"]
+    p.write_text("a,b,c\n1.5,2,3\n3,4e1,5\n")
+    X, y, names = parse_features(p)
+    assert X.shape == (2, 3) and y is None and names == ["a", "b", "c"]
+    X, y, _ = parse_features(p, label_column=-1)
+    assert X.shape == (2, 2) and y.tolist() == [3, 5]
+    one = tmp_path / "one.txt"
+    one.write_text("0.5\n1.5\n")
+    X, y, names = parse_features(one)
+    np.testing.assert_array_equal(X, [[0.5], [1.5]])
+    assert y is None and names is None
+    p.write_text("1,2,3\n4,,6\n")
+    with pytest.raises(ParseError, match=r"line 2.*column 1"):
+        parse_features(p)

@@ -200,7 +200,7 @@ def _command_name(args):
 
 READ_ONLY_COMMANDS = [["datasets"], ["models", "list"], ["models", "show", "iris-cqs"],
                       ["models", "compare", "iris-cqs", "1", "2"], ["plot", "iris-cqs"], ["gc"],
-                      ["check"]]
+                      ["check"], ["predict", "iris-cqs"]]
 
 
 @pytest.mark.parametrize("command", READ_ONLY_COMMANDS, ids=" ".join)
@@ -248,7 +248,9 @@ def test_the_default_store_may_be_missing_and_is_named(capsys, tmp_path):
     (["models", "show", "iris-cq"], "did you mean 'iris-cqs'?"),
     (["models", "compare", "irsi-cqs", "1", "2"], "did you mean 'iris-cqs'?"),
     (["plot", "irsi-cqs"], "did you mean 'iris-cqs'?"),
+    (["predict", "irsi-cqs"], "did you mean 'iris-cqs'?"),
     (["plot", "irsi-cqs:v1"], "did you mean 'iris-cqs'?"),
+    (["plot", "iris-cqs", "--dataset", "irsi"], "did you mean 'iris'?"),
 ])
 def test_unknown_model_names_list_the_registered_ones(capsys, two_versions, args, expect):
     code, out, err = run_cli(capsys, *args, "--store", two_versions)
@@ -1116,3 +1118,100 @@ def test_python_dash_m_catdask_is_the_command():
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2, r.stderr
     assert r.stderr.startswith("catdask train: error: unrecognized arguments: --restart 3")
+
+
+# ----------------------------------------------------------------------------- predict
+def _read_csv(text):
+    import csv
+    import io
+
+    rows = list(csv.reader(io.StringIO(text)))
+    return rows[0], rows[1:]
+
+
+def test_predict_writes_predictions_and_coordinates(capsys, tmp_path, two_versions):
+    """`catdask predict`: the model's own predict and transform on a stored data set (by
+    default the snapshot it was trained on) or on a table file with or without labels; CSV
+    to a file or stdout, the accuracy on stderr when the labels are known."""
+    import numpy as np
+    from sklearn.datasets import load_iris
+
+    from catdask.store import load_estimator
+
+    X, y = load_iris(return_X_y=True)
+    model = load_estimator(two_versions, "iris-cqs")  # v2
+    names = ["setosa", "versicolor", "virginica"]
+    out = tmp_path / "p.csv"
+    code, stdout, err = run_cli(capsys, "predict", "iris-cqs", "--out", out,
+                                "--store", two_versions)
+    assert code == EXIT_OK and stdout == "", err
+    accuracy = float(np.mean(model.predict(X) == y))
+    assert err.strip() == (f"iris-cqs:v2 on data set iris: 150 rows, accuracy {accuracy:.4f} "
+                           f"-> {out}")
+    header, rows = _read_csv(out.read_text())
+    assert header == ["prediction", "class_name", "label"] + [f"axis_{n}" for n in names]
+    assert [int(r[0]) for r in rows] == model.predict(X).tolist()
+    assert [r[1] for r in rows] == [names[int(r[0])] for r in rows]
+    assert [int(r[2]) for r in rows] == y.tolist()
+    np.testing.assert_allclose([[float(v) for v in r[3:]] for r in rows], model.transform(X),
+                               rtol=1e-15)
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".p.csv")] == []
+
+    # A table file without labels (a header of feature names), to stdout, version 1.
+    features = tmp_path / "new.csv"
+    features.write_text("a,b,c,d\n" + "".join(",".join(map(repr, row.tolist())) + "\n"
+                                               for row in X[:5]))
+    code, stdout, err = run_cli(capsys, "predict", "iris-cqs:v1", "--file", features,
+                                "--store", two_versions)
+    assert code == EXIT_OK, err
+    v1 = load_estimator(two_versions, "iris-cqs", 1)
+    header, rows = _read_csv(stdout)
+    assert header == ["prediction", "class_name"] + [f"axis_{n}" for n in names]
+    assert [int(r[0]) for r in rows] == v1.predict(X[:5]).tolist()
+    assert err.strip() == f"iris-cqs:v1 on file {features}: 5 rows"
+
+    # Labels given as display names in a named column: matched to the predicted names.
+    labelled = tmp_path / "labelled.csv"
+    labelled.write_text("species,a,b,c,d\n" + "\n".join(
+        names[t] + "," + ",".join(map(repr, row.tolist())) for row, t in zip(X, y)) + "\n")
+    code, stdout, err = run_cli(capsys, "predict", "iris-cqs", "--file", labelled,
+                                "--label-column", "species", "--store", two_versions)
+    assert code == EXIT_OK, err
+    assert f"150 rows, accuracy {accuracy:.4f}" in err
+    assert _read_csv(stdout)[0][:3] == ["prediction", "class_name", "label"]
+
+
+@pytest.mark.parametrize("args, code, expect", [
+    (["--label-column", "0"], EXIT_USAGE, "--label-column applies to --file only"),
+    (["--dataset", "iris", "--file", "x.csv"], EXIT_USAGE, "give --dataset or --file, not both"),
+    (["--file", "missing.csv"], EXIT_INPUT, "missing.csv: file not found"),
+    (["--file", "three.csv"], EXIT_INPUT,
+     "model iris-cqs:v2 was trained on 4 features; file three.csv has 3"),
+    (["--file", "bad.csv"], EXIT_INPUT, "bad.csv, line 3"),
+    (["--dataset", "irsi"], EXIT_INPUT, "did you mean 'iris'?"),
+])
+def test_predict_refuses_bad_input_in_one_line(capsys, tmp_path, two_versions, args, code,
+                                               expect):
+    (tmp_path / "three.csv").write_text("1,2,3\n4,5,6\n")
+    (tmp_path / "bad.csv").write_text("1,2,3,4\n5,6,7,8\n5,x,7,8\n")
+    out = tmp_path / "p.csv"
+    got, stdout, err = run_cli(capsys, "predict", "iris-cqs", *args, "--out", out,
+                               "--store", two_versions)
+    assert got == code and stdout == "", err
+    assert expect in err and len(err.strip().splitlines()) == 1, err
+    assert not out.exists()
+
+
+def test_predict_leaves_no_partial_file(capsys, tmp_path, two_versions, monkeypatch):
+    """A failure while writing leaves neither the output nor its temporary file."""
+    from catdask.pipeline import scoring
+
+    def broken(stream, table):
+        stream.write("prediction\n")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(scoring, "_write_rows", broken)
+    out = tmp_path / "p.csv"
+    code, _, err = run_cli(capsys, "predict", "iris-cqs", "--out", out, "--store", two_versions)
+    assert code != EXIT_OK and "disk full" in err
+    assert list(tmp_path.glob("*p.csv*")) == []

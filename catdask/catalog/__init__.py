@@ -36,7 +36,7 @@ spaces, doubled tabs, header lines, a missing final newline; everything else wro
 :class:`~catdask.errors.ParseError` naming file, line and problem.
 """
 
-from .assembly import check_label_types, parse_dataset, parse_table
+from .assembly import check_label_types, parse_dataset, parse_features, parse_table
 from .entries import CATALOG_ENV, DEFAULT_CATALOG, CatalogEntry, get_entry, load_catalog
 from .sources import (
     SHARED_UCI_DIR,
@@ -59,6 +59,7 @@ __all__ = [
     "obtain_sources",
     "parse_dataset",
     "parse_table",
+    "parse_features",
     "check_label_types",
     "file_sha256",
     "DEFAULT_CATALOG",

@@ -19,7 +19,7 @@ from .lines import iter_lines
 from .sources import locate_sources
 from .tables import open_source, read_table
 
-__all__ = ["parse_table", "parse_dataset", "check_label_types"]
+__all__ = ["parse_table", "parse_features", "parse_dataset", "check_label_types"]
 
 
 def check_label_types(y, where=None) -> None:
@@ -202,6 +202,43 @@ def parse_table(
         "class_counts": {str(c): int(n) for c, n in zip(classes, counts)},
     }
     return X, y, names, provenance
+
+
+def parse_features(path, *, label_column=None, delimiter=None, header="infer"):
+    """Parse a delimited text table of features to predict on (:func:`parse_table`'s rules).
+
+    Parameters
+    ----------
+    path : path
+        A text file.
+    label_column : int or str, optional
+        A column of known labels (index, negative from the end, or header name): not a
+        feature. Default: every column is a feature.
+    delimiter, header
+        As in :func:`parse_table`.
+
+    Returns
+    -------
+    X : ndarray of float64, shape (n_samples, n_features)
+    y : ndarray of int64 or str, or None without ``label_column``
+    feature_names : list of str or None
+        From the header, if any.
+
+    Raises
+    ------
+    ParseError
+        Naming file, line and column, as :func:`parse_table`.
+    """
+    path = Path(path)
+    fmt, delim = _format_for(path, delimiter, 0, None)
+    spec = {"format": fmt, "delimiter": delim, "skip_lines": 0, "header": header,
+            "label_column": label_column, "label_type": "auto"}
+    try:  # the same checks as a labelled table's (a placeholder stands in for no label)
+        _check_spec({**spec, "label_column": 0 if label_column is None else label_column})
+    except ValueError as exc:
+        raise ParseError(f"bad parse spec: {exc}") from None
+    table = read_table(path, spec)
+    return table.X, table.y, table.feature_names
 
 
 def _format_for(path: Path, delimiter, skip_lines: int, member):

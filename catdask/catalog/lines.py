@@ -148,7 +148,7 @@ def read_head(stream, spec: dict, where) -> Head:
                 continue
         if n_columns is None:
             n_columns = len(cells)
-            if n_columns < 2:
+            if n_columns < 2 and spec.get("label_column") is not None:
                 raise ParseError(
                     "only one column: need features and a label (wrong delimiter?)", where, lineno
                 )
@@ -219,7 +219,8 @@ def _check_cell(cell: str, name: str, where, lineno: int) -> None:
         raise ParseError(f"non-finite value {cell!r} in {name}", where, lineno)
 
 
-def locate_problem(open_stream, spec: dict, head: Head, cols, label: int, where) -> None:
+def locate_problem(open_stream, spec: dict, head: Head, cols, label: int | None,
+                   where) -> None:
     """Raise the :class:`ParseError` of the first problem of a table, in the order checked.
 
     Field counts of every row first (a short or long row explains any later cell), then every
@@ -241,6 +242,8 @@ def locate_problem(open_stream, spec: dict, head: Head, cols, label: int, where)
         for lineno, cells in _rows(stream, spec, head, where):
             for c in cols:
                 _check_cell(cells[c], names[c], where, lineno)
+    if label is None:  # a table of features only
+        return
     with open_stream() as stream:
         for lineno, cells in _rows(stream, spec, head, where):
             cell = cells[label]

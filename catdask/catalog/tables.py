@@ -59,7 +59,8 @@ class Table:
     Attributes
     ----------
     X : ndarray of float64, shape (n_rows, n_features)
-    y : ndarray of int64 or str, shape (n_rows,)
+    y : ndarray of int64 or str, shape (n_rows,), or None
+        None when the spec names no label column (a table of features to predict on).
     n_columns : int
     header : list of str or None
     feature_names : list of str or None
@@ -71,7 +72,7 @@ class Table:
     """
 
     X: np.ndarray
-    y: np.ndarray
+    y: np.ndarray | None
     n_columns: int
     header: list | None
     feature_names: list | None
@@ -239,7 +240,7 @@ def _check_memory(n_rows_max: int, n_features: int, where) -> None:
         )
 
 
-def _csv_options(spec: dict, head: Head, label: int) -> dict:
+def _csv_options(spec: dict, head: Head, label: int | None) -> dict:
     fmt = spec.get("format", "whitespace")
     options = {
         "sep": r"\s+" if fmt != "csv" else spec["delimiter"],
@@ -251,7 +252,7 @@ def _csv_options(spec: dict, head: Head, label: int) -> dict:
         "na_filter": False,  # "?", "NA", "" stay text: reported as missing by the line layer
         # Labels as text; the other columns typed by the C parser (checked after each chunk):
         # naming float64 for the features makes pandas take a ~1.5x slower path.
-        "dtype": {label: object},
+        "dtype": {} if label is None else {label: object},
         "chunksize": CHUNK_ROWS,
         "engine": "c",
         "encoding": "utf-8-sig",
@@ -265,7 +266,7 @@ def _csv_options(spec: dict, head: Head, label: int) -> dict:
     return options
 
 
-def _chunks(open_stream, spec: dict, head: Head, label: int, whole_file=None):
+def _chunks(open_stream, spec: dict, head: Head, label: int | None, whole_file=None):
     """Yield the pandas chunks; pandas' errors (too many fields, a non-number) surface as is.
 
     ``whole_file``: the path of a regular file small enough to parse in one call (see
@@ -285,6 +286,8 @@ def _chunks(open_stream, spec: dict, head: Head, label: int, whole_file=None):
 def read_table(path, spec: dict, member: str | None = None, *, feature_columns=None) -> Table:
     """Parse one file with a parse spec (see :mod:`catdask.catalog`) into a :class:`Table`.
 
+    A spec whose ``label_column`` is None reads a table of features only (``Table.y`` None).
+
     Raises
     ------
     ParseError
@@ -295,7 +298,8 @@ def read_table(path, spec: dict, member: str | None = None, *, feature_columns=N
     with open_stream() as stream:
         head = read_head(stream, spec, where)
     n = head.n_columns
-    label = resolve_column(spec["label_column"], n, head.header, where, "label column")
+    label = (None if spec.get("label_column") is None
+             else resolve_column(spec["label_column"], n, head.header, where, "label column"))
     fc = spec.get("feature_columns") if feature_columns is None else feature_columns
     cols = (
         [c for c in range(n) if c != label]
@@ -311,11 +315,15 @@ def read_table(path, spec: dict, member: str | None = None, *, feature_columns=N
     except _NeedsLocating as exc:
         locate_problem(open_stream, spec, head, cols, label, where)
         raise ParseError(f"could not parse the table: {exc}", where) from None
-    try:
-        y = _type_labels(labels, spec.get("label_type", "auto"), spec.get("format", "whitespace"))
-    except _NeedsLocating:
+    if labels is None:
         y = None
-    if y is None:  # a missing label, or a non-integer one with label_type "int": name its line
+    else:
+        try:
+            y = _type_labels(labels, spec.get("label_type", "auto"),
+                             spec.get("format", "whitespace"))
+        except _NeedsLocating:
+            y = None
+    if labels is not None and y is None:  # a missing label, or a non-integer one: name its line
         locate_problem(open_stream, spec, head, cols, label, where)
         raise ParseError("a label is missing or not an integer", where)
     info.pop("lines", None)  # a working figure (preallocation), not provenance
@@ -364,7 +372,8 @@ def _parse_rows(open_stream, spec, head, cols, label, info, where):
                 X, n_rows_max = np.ascontiguousarray(block), rows
             else:
                 X[filled:filled + rows] = block
-            labels.append(chunk[label].to_numpy(dtype=object))
+            if label is not None:
+                labels.append(chunk[label].to_numpy(dtype=object))
             filled += rows
     except (pd.errors.ParserError, ValueError, TypeError) as exc:
         raise _NeedsLocating(str(exc)) from None
@@ -372,7 +381,7 @@ def _parse_rows(open_stream, spec, head, cols, label, info, where):
         raise ParseError("no data rows", where)  # pragma: no cover (read_head found one)
     # Keep the preallocated buffer when it is nearly full; copy only if it is much larger.
     X = X[:filled] if filled * 5 >= n_rows_max * 4 else X[:filled].copy()
-    return X, np.concatenate(labels)
+    return X, (None if label is None else np.concatenate(labels))
 
 
 def _type_labels(labels: np.ndarray, label_type: str, fmt: str):

@@ -105,7 +105,8 @@ def check_catalog_names(names) -> None:
 
 
 def check_stored_dataset(store, name: str) -> None:
-    """``name`` must be a safe name and a data set in the store (``train``)."""
+    """``name`` must be a safe name and a data set in the store (``train``, ``plot``,
+    ``predict``)."""
     from catdask.names import validate_name
     from catdask.store import resolve_store
 
@@ -265,10 +266,17 @@ def check_table_file(path, name: str) -> None:
     Raises the same errors as the ingest itself (:class:`catdask.errors.ParseError`,
     :class:`catdask.errors.InvalidNameError`), one line each.
     """
-    from catdask.catalog.tables import _open_regular  # the ingest's own refusal, word for word
     from catdask.names import validate_name
 
     validate_name(name, kind="data set")
+    check_readable_file(path)
+
+
+def check_readable_file(path) -> None:
+    """A regular, readable file (``ingest --file``, ``predict --file``), with the table
+    reader's own refusal, word for word, before its imports."""
+    from catdask.catalog.tables import _open_regular
+
     _open_regular(Path(path)).close()
 
 

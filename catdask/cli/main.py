@@ -37,6 +37,7 @@ def _command(args):
         "gc": store_commands.cmd_gc,
         "models": store_commands.cmd_models,
         "plot": store_commands.cmd_plot,
+        "predict": store_commands.cmd_predict,
     }[args.command]
 
 

@@ -171,6 +171,18 @@ def _store_commands(sub):
     s.add_argument("model", help="NAME or NAME:VERSION (default version: the latest)")
     s.add_argument("--dataset", help="data set to plot (default: the one it was trained on)")
     s.add_argument("--out", help="image file, .png, .pdf or .svg (default: NAME-vVERSION.png)")
+    s = _add(sub, "predict", "predicted classes and category-space coordinates of a "
+                             "registered model on data, as CSV")
+    s.add_argument("model", help="NAME or NAME:VERSION (default version: the latest)")
+    s.add_argument("--dataset", help="stored data set to predict on (default: the snapshot the "
+                                     "model was trained on)")
+    s.add_argument("--file", help="a CSV or whitespace table of features to predict on, "
+                                  "instead of a stored data set")
+    s.add_argument("--label-column", help="with --file: a column of known labels (name or "
+                                          "0-based index), not a feature; the accuracy is "
+                                          "reported")
+    s.add_argument("--delimiter", help="column delimiter for --file (default: detected)")
+    s.add_argument("--out", help="CSV file to write (default: standard output)")
     return msub
 
 

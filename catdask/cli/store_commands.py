@@ -1,5 +1,5 @@
 """Commands that read the store and need no flow: ``datasets``, ``check``, ``gc``,
-``models``, ``plot``. None of them imports Prefect or Dask.
+``models``, ``plot``, ``predict``. None of them imports Prefect or Dask.
 
 A store named by ``--store`` or ``$CATDASK_STORE`` must exist (a typo would otherwise look
 like an empty store); the default ``./catdask-store`` may be missing, and the commands then
@@ -191,6 +191,8 @@ def cmd_plot(args) -> int:
     checks.require_store(args.store)
     name, version = split_version(args.model)
     checks.check_registered_model(args.store, name)
+    if args.dataset:
+        checks.check_stored_dataset(args.store, args.dataset)
     _, meta = load_model_version(args.store, name, version)
     # matplotlib and the estimators take seconds to import: only once the model is found.
     from catdask.pipeline.reports import (
@@ -210,4 +212,69 @@ def cmd_plot(args) -> int:
     title = plot_title(meta.get("spec", {}).get("method", ""), ds.name, version=label)
     save_category_space_plot(model, ds.X, ds.y, out, title=title, class_names=class_names_of(ds))
     print(out)
+    return EXIT_OK
+
+
+def _predict_input(args, meta):
+    """``(X, y, class_names, source)`` of ``predict``: a table file or a stored snapshot."""
+    from catdask.pipeline.reports import class_names_of
+    from catdask.store import read_dataset
+
+    if args.dataset:
+        ds = read_dataset(args.store, args.dataset)
+        return ds.X, ds.y, class_names_of(ds), f"data set {ds.name}"
+    # The snapshot the model was trained on: the data by default, the display names for a
+    # file (which has none). A model registered from Python may record none.
+    if "dataset" not in meta:
+        if not args.file:
+            raise usage_error(f"model {args.model} records no training data set: give "
+                              "--dataset or --file")
+        trained_on = None
+    else:
+        trained_on = read_dataset(args.store, meta["dataset"],
+                                  snapshot=meta.get("dataset_snapshot"))
+    if not args.file:
+        return (trained_on.X, trained_on.y, class_names_of(trained_on),
+                f"data set {trained_on.name}")
+    from catdask.catalog import parse_features
+
+    from .flow_commands import _label_column
+
+    column = None if args.label_column is None else _label_column(args.label_column)
+    X, y, _names = parse_features(args.file, label_column=column, delimiter=args.delimiter)
+    names = class_names_of(trained_on) if trained_on is not None else None
+    return X, y, names, f"file {args.file}"
+
+
+def cmd_predict(args) -> int:
+    """Write the predicted class and the category-space coordinates of every row of a table
+    file or a stored data set (CSV, to ``--out`` or standard output); the accuracy goes to
+    stderr when the labels are known."""
+    if args.file and args.dataset:
+        raise usage_error("give --dataset or --file, not both")
+    for option in ("label_column", "delimiter"):
+        if getattr(args, option) is not None and not args.file:
+            raise usage_error(f"--{option.replace('_', '-')} applies to --file only")
+    if args.file:
+        checks.check_readable_file(args.file)
+    checks.require_store(args.store)
+    name, version = split_version(args.model)
+    checks.check_registered_model(args.store, name)
+    if args.dataset:
+        checks.check_stored_dataset(args.store, args.dataset)
+    from catdask.pipeline.reports import check_feature_count
+    from catdask.pipeline.scoring import predict_table, write_predictions
+    from catdask.store import load_estimator, load_model_version
+
+    _, meta = load_model_version(args.store, name, version)
+    label = f"{name}:v{meta['version']}"
+    X, y, class_names, source = _predict_input(args, meta)
+    model = load_estimator(args.store, name, version)
+    check_feature_count(model, X.shape[1], model_label=label, source=source)
+    table = predict_table(model, X, class_names=class_names, y=y)
+    written = write_predictions(table, args.out)
+    summary = f"{label} on {source}: {table.n_samples} rows"
+    if table.accuracy is not None:
+        summary += f", accuracy {table.accuracy:.4f}"
+    note(summary + (f" -> {written}" if written else ""))
     return EXIT_OK

@@ -1,0 +1,124 @@
+"""Predictions of a registered model on new data, as a table (``catdask predict``).
+
+One row per sample: the predicted class (the model's ``predict``, its ``classifier`` rule),
+its display name when the training data set has one, the true label when known, and the K
+category-space coordinates (``transform``), one column per class axis. The file is written
+under a temporary name and renamed into place, so a failed run never leaves a partial table
+where the output should be.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["Predictions", "predict_table", "write_predictions"]
+
+
+@dataclass
+class Predictions:
+    """What :func:`predict_table` computed.
+
+    Attributes
+    ----------
+    header : list of str
+        Column names.
+    columns : list of ndarray
+        One array per column, each of length ``n_samples``.
+    n_samples : int
+    accuracy : float or None
+        Fraction of rows whose prediction matches the known label (None without labels).
+    """
+
+    header: list
+    columns: list
+    n_samples: int
+    accuracy: float | None
+
+
+def _matches(predicted, names, truth):
+    """Rows whose known label equals the predicted class, or its display name."""
+    truth = np.asarray(truth).astype(str)
+    hit = np.asarray(predicted).astype(str) == truth
+    if names is not None:
+        hit |= np.asarray(names).astype(str) == truth
+    return hit
+
+
+def predict_table(model, X, *, class_names=None, y=None):
+    """Predicted classes and category-space coordinates of ``model`` on ``X``.
+
+    Parameters
+    ----------
+    model : fitted CategorySpace, KernelCategorySpace or Pipeline ending in one
+    X : array-like of shape (n_samples, n_features)
+    class_names : dict, optional
+        Display name of each class label (a stored data set's ``label_names``), e.g.
+        ``{0: "setosa"}``; adds a ``class_name`` column and names the axes by it.
+    y : array-like of shape (n_samples,), optional
+        Known labels (classes or display names): adds a ``label`` column and the accuracy.
+
+    Returns
+    -------
+    Predictions
+    """
+    X = np.asarray(X, dtype=float)
+    predicted = np.asarray(model.predict(X))
+    coords = np.asarray(model.transform(X))
+    classes = list(model.classes_)
+    names = None
+    if class_names:
+        names = np.array([str(class_names.get(c, c)) for c in classes], dtype=object)
+        axis_names = list(names)
+        codes = np.searchsorted(np.asarray(classes), predicted)
+        predicted_names = names[codes]
+    else:
+        axis_names = [str(c) for c in classes]
+        predicted_names = None
+    header, columns = ["prediction"], [predicted]
+    if predicted_names is not None:
+        header.append("class_name")
+        columns.append(predicted_names)
+    accuracy = None
+    if y is not None:
+        y = np.asarray(y)
+        header.append("label")
+        columns.append(y)
+        accuracy = float(np.mean(_matches(predicted, predicted_names, y))) if len(y) else None
+    header += [f"axis_{name}" for name in axis_names]
+    columns += [coords[:, k] for k in range(coords.shape[1])]
+    return Predictions(header, columns, int(X.shape[0]), accuracy)
+
+
+def _write_rows(stream, table: Predictions):
+    writer = csv.writer(stream, lineterminator="\n")
+    writer.writerow(table.header)
+    # Floats as their shortest exact text (numpy's repr: reads back to the same value).
+    formatted = [c.astype(str) if c.dtype.kind == "f" else c
+                 for c in map(np.asarray, table.columns)]
+    writer.writerows(zip(*formatted))
+
+
+def write_predictions(table: Predictions, out=None):
+    """Write ``table`` as CSV to ``out`` (a path), or to standard output when ``out`` is None
+    or ``"-"``. A file is written beside its final name and renamed into place."""
+    if out is None or str(out) == "-":
+        _write_rows(sys.stdout, table)
+        sys.stdout.flush()
+        return None
+    out = Path(out)
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent or ".")
+    try:
+        with os.fdopen(fd, "w", newline="", encoding="utf-8") as stream:
+            _write_rows(stream, table)
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return out
