@@ -1189,13 +1189,14 @@ def test_predict_writes_predictions_and_coordinates(capsys, tmp_path, two_versio
      "model iris-cqs:v2 was trained on 4 features; file three.csv has 3"),
     (["--file", "bad.csv"], EXIT_INPUT, "bad.csv, line 3"),
     (["--dataset", "irsi"], EXIT_INPUT, "did you mean 'iris'?"),
+    (["--out", "no/such/folder/p.csv"], EXIT_INPUT, "no/such/folder does not exist"),
 ])
 def test_predict_refuses_bad_input_in_one_line(capsys, tmp_path, two_versions, args, code,
                                                expect):
     (tmp_path / "three.csv").write_text("1,2,3\n4,5,6\n")
     (tmp_path / "bad.csv").write_text("1,2,3,4\n5,6,7,8\n5,x,7,8\n")
     out = tmp_path / "p.csv"
-    got, stdout, err = run_cli(capsys, "predict", "iris-cqs", *args, "--out", out,
+    got, stdout, err = run_cli(capsys, "predict", "iris-cqs", "--out", out, *args,
                                "--store", two_versions)
     assert got == code and stdout == "", err
     assert expect in err and len(err.strip().splitlines()) == 1, err

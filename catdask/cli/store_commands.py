@@ -9,9 +9,10 @@ say where they looked.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from . import checks
-from .exits import EXIT_INPUT, EXIT_OK, usage_error
+from .exits import EXIT_INPUT, EXIT_OK, CliError, usage_error
 from .output import note, print_json, print_table
 
 
@@ -257,6 +258,10 @@ def cmd_predict(args) -> int:
             raise usage_error(f"--{option.replace('_', '-')} applies to --file only")
     if args.file:
         checks.check_readable_file(args.file)
+    if args.out and args.out != "-":
+        folder = Path(args.out).resolve().parent
+        if not folder.is_dir():
+            raise CliError(f"--out: the folder {folder} does not exist")
     checks.require_store(args.store)
     name, version = split_version(args.model)
     checks.check_registered_model(args.store, name)
