@@ -23,9 +23,9 @@ current point, the plain iteration's own criterion, and a restart that meets ``t
 that plain point, so both iterations stop by the same rule at the same kind of point.
 
 Measured (``benchmarks/bench_acceleration.py``, same starts, tol 1e-8, objectives equal to
-2e-15): iterations of the slowest restart, plain -> accelerated, README RBF N = 4,000
-135 -> 17; RBF K-CQS blobs N = 4,000 global 102 -> 34, class 174 -> 30; linear CQS
-N = 16,000 global 69 -> 22, class 104 -> 36.
+3e-15): iterations of the slowest restart, plain -> accelerated, README RBF N = 4,000
+135 -> 17; RBF K-CQS blobs N = 4,000 global 102 -> 34, class 174 -> 29; linear CQS
+N = 16,000 global 69 -> 21, class 102 -> 33.
 """
 
 from __future__ import annotations
