@@ -251,6 +251,7 @@ def test_the_default_store_may_be_missing_and_is_named(capsys, tmp_path):
     (["predict", "irsi-cqs"], "did you mean 'iris-cqs'?"),
     (["plot", "irsi-cqs:v1"], "did you mean 'iris-cqs'?"),
     (["plot", "iris-cqs", "--dataset", "irsi"], "did you mean 'iris'?"),
+    (["plot", "iris-cqs", "--out", "no/such/folder/p.png"], "no/such/folder does not exist"),
 ])
 def test_unknown_model_names_list_the_registered_ones(capsys, two_versions, args, expect):
     code, out, err = run_cli(capsys, *args, "--store", two_versions)

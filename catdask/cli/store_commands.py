@@ -178,6 +178,22 @@ def cmd_models(args) -> int:
     return EXIT_OK
 
 
+def _checked_model_and_data(args) -> tuple[str, str | None]:
+    """``plot`` and ``predict``, before any heavy import: the ``--out`` folder exists, the
+    store, the model and ``--dataset`` are there (a typo gets "did you mean"). Returns the
+    model's name and version."""
+    if args.out and args.out != "-":
+        folder = Path(args.out).resolve().parent
+        if not folder.is_dir():
+            raise CliError(f"--out: the folder {folder} does not exist")
+    checks.require_store(args.store)
+    name, version = split_version(args.model)
+    checks.check_registered_model(args.store, name)
+    if args.dataset:
+        checks.check_stored_dataset(args.store, args.dataset)
+    return name, version
+
+
 def cmd_plot(args) -> int:
     """Save the category-space plot of a registered model (png, pdf or svg, from the
     extension of ``--out``); prints the file's path."""
@@ -189,11 +205,7 @@ def cmd_plot(args) -> int:
             plot_format(args.out)
         except ValueError as exc:
             raise usage_error(f"--out: {exc}") from None
-    checks.require_store(args.store)
-    name, version = split_version(args.model)
-    checks.check_registered_model(args.store, name)
-    if args.dataset:
-        checks.check_stored_dataset(args.store, args.dataset)
+    name, version = _checked_model_and_data(args)
     _, meta = load_model_version(args.store, name, version)
     # matplotlib and the estimators take seconds to import: only once the model is found.
     from catdask.pipeline.reports import (
@@ -258,15 +270,7 @@ def cmd_predict(args) -> int:
             raise usage_error(f"--{option.replace('_', '-')} applies to --file only")
     if args.file:
         checks.check_readable_file(args.file)
-    if args.out and args.out != "-":
-        folder = Path(args.out).resolve().parent
-        if not folder.is_dir():
-            raise CliError(f"--out: the folder {folder} does not exist")
-    checks.require_store(args.store)
-    name, version = split_version(args.model)
-    checks.check_registered_model(args.store, name)
-    if args.dataset:
-        checks.check_stored_dataset(args.store, args.dataset)
+    name, version = _checked_model_and_data(args)
     from catdask.pipeline.reports import check_feature_count
     from catdask.pipeline.scoring import predict_table, write_predictions
     from catdask.store import load_estimator, load_model_version
