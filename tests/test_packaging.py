@@ -10,6 +10,7 @@ virtual environment and runs the CLI from an empty folder, with the checkout off
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -98,7 +99,8 @@ def test_wheel_declares_the_console_script(wheel):
 @pytest.mark.slow
 def test_installed_wheel_runs_without_the_checkout(wheel, tmp_path):
     """``pip install`` the wheel into a fresh venv (dependencies from this environment) and
-    use it from an empty folder: the catalog, ``datasets``, a refused typo, ``ingest``."""
+    use it from an empty folder: the catalog, ``datasets``, a refused typo, ``ingest``,
+    ``train`` (Prefect's temporary server, a local Dask cluster) and ``predict``."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
                    timeout=120)
@@ -139,3 +141,11 @@ def test_installed_wheel_runs_without_the_checkout(wheel, tmp_path):
     ingested = catdask("ingest", "iris")
     assert ingested.returncode == 0, ingested.stderr
     assert (work / "catdask-store" / "datasets" / "iris").is_dir()
+    trained = catdask("train", "iris", "--restarts", "1")
+    assert trained.returncode == 0, trained.stderr
+    assert json.loads(trained.stdout)["version"] == "iris-cqs:v1"
+    predicted = catdask("predict", "iris-cqs", "--out", "p.csv")
+    assert predicted.returncode == 0, predicted.stderr
+    assert "iris-cqs:v1 on data set iris: 150 rows, accuracy" in predicted.stderr
+    lines = (work / "p.csv").read_text().splitlines()
+    assert len(lines) == 151 and lines[0].startswith("prediction,class_name,label,axis_setosa")
