@@ -211,3 +211,23 @@ def test_models_stored_without_class_statistics_keep_the_angle_rule():
     back = import_model(old, meta)
     assert back.classifier == "angle"
     np.testing.assert_array_equal(back.predict(X), est.set_params(classifier="angle").predict(X))
+
+
+@pytest.mark.parametrize("origin", ["global", "class"])
+def test_kernel_transform_evaluates_the_kernel_in_row_blocks(origin, monkeypatch):
+    """transform never evaluates k(X, X_fit) for more rows than a block (7 here, a ragged
+    last block of 1) and equals the formula on the whole kernel matrix."""
+    from catdask.estimators import kernel as kernel_module
+
+    X, y = make_blobs(n_per_class=25, seed=4)
+    est = KernelCategorySpace(gamma=0.1, origin=origin, n_restarts=1, random_state=0).fit(X, y)
+    X_new = np.random.default_rng(1).standard_normal((50, X.shape[1])) * 2
+    whole = est.kernel_(X_new, est.X_fit_) @ est.dual_coef_.T - est.projection_offset_
+    monkeypatch.setattr(kernel_module, "TRANSFORM_BLOCK_ENTRIES", 7 * est.X_fit_.shape[0])
+    rows = []
+    kernel = est.kernel_
+    est.kernel_ = lambda A, B: (rows.append(len(A)), kernel(A, B))[1]
+    np.testing.assert_allclose(est.transform(X_new), whole, rtol=1e-12, atol=1e-14)
+    assert max(rows) == 7 and sum(rows) == 50
+    np.testing.assert_array_equal(est.predict(X_new), est.classes_[
+        np.argmax(class_scores(est.classifier, whole, est._class_statistics()), axis=1)])

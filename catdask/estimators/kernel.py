@@ -35,6 +35,10 @@ CERTIFICATE_MAX_RANK = 1500
 # vehicle 0.42 vs 0.44; best of LinearSVC/LDA on the coordinates; 0.2 / n_features between).
 RBF_GAMMA_SCALE = 0.05
 
+#: Kernel entries ``k(x, x_fit)`` that ``transform`` evaluates at once (64 MiB of float64): the
+#: new patterns go in row blocks of about this size.
+TRANSFORM_BLOCK_ENTRIES = 8 * 1024**2
+
 # precision="auto": the float32 phase stops at this RKHS step (never below ``tol``), then the
 # float64 polish iterates to ``tol``. The float32 map is deterministic and converged to a fixed
 # point (step exactly 0) on blobs, about 1e-6 from the float64 one; the total iterations were
@@ -379,8 +383,15 @@ class KernelCategorySpace(BaseCategorySpace):
 
     def _transform_array(self, X):
         # A k(X_fit, x), measured from the feature-space centroid for origin="global" and from
-        # the feature-space origin for origin="class" (paper section "Visualization").
-        return self.kernel_(X, self.X_fit_) @ self.dual_coef_.T - self.projection_offset_
+        # the feature-space origin for origin="class" (paper section "Visualization"). The
+        # rows of X go in blocks: k(X, X_fit) for all of them at once is M x N_fit (20 GB for
+        # predicting on the N = 50,000 training set itself).
+        step = max(1, TRANSFORM_BLOCK_ENTRIES // max(self.X_fit_.shape[0], 1))
+        out = np.empty((X.shape[0], self.dual_coef_.shape[0]))
+        for a in range(0, X.shape[0], step):
+            out[a : a + step] = self.kernel_(X[a : a + step], self.X_fit_) @ self.dual_coef_.T
+        out -= self.projection_offset_
+        return out
 
 
 def _driver_blas_threads(distributed):
