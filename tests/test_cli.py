@@ -1217,3 +1217,22 @@ def test_predict_leaves_no_partial_file(capsys, tmp_path, two_versions, monkeypa
     code, _, err = run_cli(capsys, "predict", "iris-cqs", "--out", out, "--store", two_versions)
     assert code != EXIT_OK and "disk full" in err
     assert list(tmp_path.glob("*p.csv*")) == []
+
+
+def test_a_model_without_a_training_data_set_needs_one_named(capsys, tmp_path, iris_store):
+    """A model registered from Python without a ``dataset`` in its metadata: plot and
+    predict ask for the data (exit 2) instead of failing on the missing key."""
+    from sklearn.datasets import load_iris
+
+    from catdask import CategorySpace
+    from catdask.store import register_estimator
+
+    X, y = load_iris(return_X_y=True)
+    register_estimator(iris_store, "bare", CategorySpace(n_restarts=1).fit(X, y))
+    for command, options in (("plot", "--dataset"), ("predict", "--dataset or --file")):
+        code, out, err = run_cli(capsys, command, "bare", "--store", iris_store)
+        assert code == EXIT_USAGE and out == "", err
+        assert err.strip().endswith(f"model bare records no training data set: give {options}")
+    code, out, err = run_cli(capsys, "predict", "bare", "--dataset", "iris", "--store",
+                             iris_store)
+    assert code == EXIT_OK and out.count("\n") == 151, err

@@ -207,6 +207,7 @@ def cmd_plot(args) -> int:
             raise usage_error(f"--out: {exc}") from None
     name, version = _checked_model_and_data(args)
     _, meta = load_model_version(args.store, name, version)
+    _require_training_data(args, meta, "--dataset")
     # matplotlib and the estimators take seconds to import: only once the model is found.
     from catdask.pipeline.reports import (
         check_feature_count,
@@ -228,6 +229,13 @@ def cmd_plot(args) -> int:
     return EXIT_OK
 
 
+def _require_training_data(args, meta, options):
+    """Without ``--dataset``, the model must name the data set it was trained on (a model
+    registered from Python may not)."""
+    if not args.dataset and "dataset" not in meta:
+        raise usage_error(f"model {args.model} records no training data set: give {options}")
+
+
 def _predict_input(args, meta):
     """``(X, y, class_names, source)`` of ``predict``: a table file or a stored snapshot."""
     from catdask.pipeline.reports import class_names_of
@@ -240,8 +248,7 @@ def _predict_input(args, meta):
     # file (which has none). A model registered from Python may record none.
     if "dataset" not in meta:
         if not args.file:
-            raise usage_error(f"model {args.model} records no training data set: give "
-                              "--dataset or --file")
+            _require_training_data(args, meta, "--dataset or --file")
         trained_on = None
     else:
         trained_on = read_dataset(args.store, meta["dataset"],
