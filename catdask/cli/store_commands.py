@@ -9,10 +9,9 @@ say where they looked.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from . import checks
-from .exits import EXIT_INPUT, EXIT_OK, CliError, usage_error
+from .exits import EXIT_INPUT, EXIT_OK, usage_error
 from .output import note, print_json, print_table
 
 
@@ -179,13 +178,9 @@ def cmd_models(args) -> int:
 
 
 def _checked_model_and_data(args) -> tuple[str, str | None]:
-    """``plot`` and ``predict``, before any heavy import: the ``--out`` folder exists, the
-    store, the model and ``--dataset`` are there (a typo gets "did you mean"). Returns the
-    model's name and version."""
-    if args.out and args.out != "-":
-        folder = Path(args.out).resolve().parent
-        if not folder.is_dir():
-            raise CliError(f"--out: the folder {folder} does not exist")
+    """``plot`` and ``predict``, before any heavy import: the store, the model and
+    ``--dataset`` are there (a typo gets "did you mean"). Returns the model's name and
+    version."""
     checks.require_store(args.store)
     name, version = split_version(args.model)
     checks.check_registered_model(args.store, name)

@@ -106,14 +106,16 @@ def _write_rows(stream, table: Predictions):
 
 
 def write_predictions(table: Predictions, out=None):
-    """Write ``table`` as CSV to ``out`` (a path), or to standard output when ``out`` is None
-    or ``"-"``. A file is written beside its final name and renamed into place."""
+    """Write ``table`` as CSV to ``out`` (a path; missing folders are made), or to standard
+    output when ``out`` is None or ``"-"``. A file is written beside its final name and
+    renamed into place."""
     if out is None or str(out) == "-":
         _write_rows(sys.stdout, table)
         sys.stdout.flush()
         return None
     out = Path(out)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent or ".")
+    out.parent.mkdir(parents=True, exist_ok=True)  # as the plots do
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
     try:
         with os.fdopen(fd, "w", newline="", encoding="utf-8") as stream:
             _write_rows(stream, table)
