@@ -105,6 +105,7 @@ def cmd_demo(args) -> int:
     others = ("" if n_cert == len(results)
               else "; the others are registered marked uncertified, with their optimality gap")
     notes.print(f"{len(results)} models registered, {n_cert} certified globally optimal{others}. "
-                "Next: `catdask models list`, `catdask plot MODEL`, `catdask serve` for the UI.",
+                "Next: `catdask models list`, `catdask plot MODEL`, `catdask predict MODEL "
+                "--file new.csv`, `catdask serve` for the UI.",
                 highlight=False)
     return EXIT_OK
