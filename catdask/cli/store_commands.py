@@ -241,13 +241,10 @@ def _predict_input(args, meta):
         return ds.X, ds.y, class_names_of(ds), f"data set {ds.name}"
     # The snapshot the model was trained on: the data by default, the display names for a
     # file (which has none). A model registered from Python may record none.
-    if "dataset" not in meta:
-        if not args.file:
-            _require_training_data(args, meta, "--dataset or --file")
-        trained_on = None
-    else:
-        trained_on = read_dataset(args.store, meta["dataset"],
-                                  snapshot=meta.get("dataset_snapshot"))
+    if not args.file:
+        _require_training_data(args, meta, "--dataset or --file")
+    trained_on = (read_dataset(args.store, meta["dataset"], snapshot=meta.get("dataset_snapshot"))
+                  if "dataset" in meta else None)
     if not args.file:
         return (trained_on.X, trained_on.y, class_names_of(trained_on),
                 f"data set {trained_on.name}")
