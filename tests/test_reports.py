@@ -195,10 +195,10 @@ def test_feature_count_mismatch_names_the_model_and_the_data_set(fitted):
     wine = read_dataset(fitted["store"], "wine")
     with pytest.raises(ValueError) as info:
         check_feature_count(fitted["iris"].model, wine.n_features, model_label="iris-cqs:v1",
-                            dataset="wine")
+                            data="data set wine")
     assert str(info.value) == "model iris-cqs:v1 was trained on 4 features; data set wine has 13"
     check_feature_count(fitted["wine"].model, wine.n_features, model_label="wine-kcqs:v1",
-                        dataset="wine")  # same count: no error
+                        data="data set wine")  # same count: no error
 
 
 # ----------------------------------------------------------------------------- titles, names

@@ -315,17 +315,16 @@ def read_table(path, spec: dict, member: str | None = None, *, feature_columns=N
     except _NeedsLocating as exc:
         locate_problem(open_stream, spec, head, cols, label, where)
         raise ParseError(f"could not parse the table: {exc}", where) from None
-    if labels is None:
-        y = None
-    else:
+    y = None
+    if labels is not None:
         try:
             y = _type_labels(labels, spec.get("label_type", "auto"),
                              spec.get("format", "whitespace"))
         except _NeedsLocating:
-            y = None
-    if labels is not None and y is None:  # a missing label, or a non-integer one: name its line
-        locate_problem(open_stream, spec, head, cols, label, where)
-        raise ParseError("a label is missing or not an integer", where)
+            pass
+        if y is None:  # a missing label, or a non-integer one with label_type "int"
+            locate_problem(open_stream, spec, head, cols, label, where)
+            raise ParseError("a label is missing or not an integer", where)
     info.pop("lines", None)  # a working figure (preallocation), not provenance
     info["rows"] = int(X.shape[0])
     names = [head.header[c] for c in cols] if head.header is not None else None

@@ -216,7 +216,7 @@ def cmd_plot(args) -> int:
     ds = (read_dataset(args.store, args.dataset) if args.dataset else
           read_dataset(args.store, meta["dataset"], snapshot=meta.get("dataset_snapshot")))
     label = f"{name}:v{meta['version']}"
-    check_feature_count(model, ds.n_features, model_label=label, dataset=ds.name)
+    check_feature_count(model, ds.n_features, model_label=label, data=f"data set {ds.name}")
     out = args.out or f"{name}-v{meta['version']}.png"
     title = plot_title(meta.get("spec", {}).get("method", ""), ds.name, version=label)
     save_category_space_plot(model, ds.X, ds.y, out, title=title, class_names=class_names_of(ds))
@@ -278,7 +278,7 @@ def cmd_predict(args) -> int:
     label = f"{name}:v{meta['version']}"
     X, y, class_names, source = _predict_input(args, meta)
     model = load_estimator(args.store, name, version)
-    check_feature_count(model, X.shape[1], model_label=label, source=source)
+    check_feature_count(model, X.shape[1], model_label=label, data=source)
     table = predict_table(model, X, class_names=class_names, y=y)
     written = write_predictions(table, args.out)
     summary = f"{label} on {source}: {table.n_samples} rows"

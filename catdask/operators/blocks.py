@@ -189,7 +189,7 @@ def gram_class_product(X, rows, offsets, z, kernel, col_block, cache=None):
     driver). A worker-memory cache block (:func:`gram_rows`, Fortran order) goes to
     :func:`gram_class_product_by_rows` through its transpose, whose rows are contiguous.
     """
-    if isinstance(cache, np.ndarray) and cache.flags.f_contiguous and not cache.flags.c_contiguous:
+    if isinstance(cache, np.ndarray) and cache.flags.f_contiguous:
         return gram_class_product_by_rows(cache.T, offsets, z)
     a, b = rows
     R, N = z.shape

@@ -184,12 +184,12 @@ def save_category_space_plot(model, X, y, path, *, title=None, class_names=None,
     return path
 
 
-def check_feature_count(model, n_features, *, model_label, dataset=None, source=None):
+def check_feature_count(model, n_features, *, model_label, data):
     """Refuse data whose feature count differs from the model's, naming both.
 
     scikit-learn's own message ("X has 13 features, but StandardScaler is expecting 4")
-    names neither the model nor the data set. ``source`` describes data that is not a
-    stored data set (``"file new.csv"``).
+    names neither the model nor the data. ``data`` says what the data is: ``"data set
+    wine"``, ``"file new.csv"``.
 
     Raises
     ------
@@ -199,7 +199,7 @@ def check_feature_count(model, n_features, *, model_label, dataset=None, source=
     expected = getattr(model, "n_features_in_", None)
     if expected is not None and int(expected) != int(n_features):
         raise ValueError(f"model {model_label} was trained on {int(expected)} features; "
-                         f"{source or f'data set {dataset}'} has {int(n_features)}")
+                         f"{data} has {int(n_features)}")
 
 
 def rejection_note(certificate):
