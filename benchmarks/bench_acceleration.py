@@ -30,11 +30,11 @@ MAX_ITER = 20000
 
 def kernel_case(N, origin, *, readme=False, seed=0):
     """(problem, start state, labels) of an RBF K-CQS fit on blobs."""
-    from catdask.classes import ClassIndex
+    from catdask.core.classes import ClassIndex
     from catdask.kernels import make_kernel
     from catdask.operators import CentredGramOperator, NumpyGramOperator
-    from catdask.problems import CategoryObjective, KernelProblem
-    from catdask.starts import kernel_decoupled_z, kernel_random_z, start_labels
+    from catdask.core.problems import CategoryObjective, KernelProblem
+    from catdask.core.starts import kernel_decoupled_z, kernel_random_z, start_labels
 
     X, y = blobs(N, D, K, seed=N)
     perm = np.argsort(y, kind="stable")
@@ -53,10 +53,10 @@ def kernel_case(N, origin, *, readme=False, seed=0):
 
 def linear_case(N, origin, *, seed=0):
     """(problem, start state, labels) of the linear CQS on blobs (class-matrix problem)."""
-    from catdask.classes import ClassIndex
+    from catdask.core.classes import ClassIndex
     from catdask.operators import make_operator
-    from catdask.problems import ClassMatrixProblem
-    from catdask.starts import linear_starts, start_labels
+    from catdask.core.problems import ClassMatrixProblem
+    from catdask.core.starts import linear_starts, start_labels
 
     X, y = blobs(N, D, K, seed=N)
     op = make_operator(X, ClassIndex(y, K))
@@ -69,7 +69,7 @@ def linear_case(N, origin, *, seed=0):
 
 
 def compare(name, N, make, repeats):
-    from catdask.solver import solve
+    from catdask.core.solver import solve
 
     problem, start, labels = make()
     runs = {"none": [], "anderson": []}

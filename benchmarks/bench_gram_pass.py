@@ -48,7 +48,7 @@ def main():
     quiet_warnings()
     from threadpoolctl import threadpool_limits
 
-    from catdask.classes import ClassIndex
+    from catdask.core.classes import ClassIndex
     from catdask.kernels import make_kernel
     from catdask.operators import NumpyGramOperator
 

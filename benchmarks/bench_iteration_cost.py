@@ -25,7 +25,7 @@ ROUNDS = 3
 
 
 def _per_iteration(problem, z0, n_iter):
-    from catdask.solver import solve
+    from catdask.core.solver import solve
 
     state = problem.start_from_z(z0)
     t0 = time.perf_counter()
@@ -43,9 +43,9 @@ def _per_pass(op, N, n_rep):
 
 
 def measure(make_op, X, y, n_iter):
-    from catdask.classes import ClassIndex
-    from catdask.problems import CategoryObjective, KernelProblem
-    from catdask.starts import kernel_random_z
+    from catdask.core.classes import ClassIndex
+    from catdask.core.problems import CategoryObjective, KernelProblem
+    from catdask.core.starts import kernel_random_z
 
     classes = ClassIndex(y, K)
     op = make_op(X, classes)

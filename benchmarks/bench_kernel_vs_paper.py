@@ -6,7 +6,7 @@ paper's update (``paper_reference.paper_kernel_fit``: A = U V^T G^{-1/2}, eq. (3
 one eigh of G per fit plus K x N x N products per iteration; catdask pays one blocked G Z per
 iteration (numpy backend: G kept in memory; Dask backend: Gram blocks cached on 2 workers).
 Times include computing G. The objectives must agree to 1e-9 (checked). A last column times
-catdask's default, Anderson-accelerated iteration (``catdask.acceleration``) from the same start.
+catdask's default, Anderson-accelerated iteration (``catdask.core.acceleration``) from the same start.
 
 The two fits run back to back, three times; the speedup reported is the median of the three
 ratios (this host's speed varies by up to 2x from minute to minute, and a ratio measured over
@@ -28,14 +28,14 @@ REPEATS = 3
 
 
 def run(N):
-    from catdask.classes import ClassIndex
+    from catdask.core.classes import ClassIndex
     from catdask.operators import DaskGramOperator
     from catdask.kernels import make_kernel
     from catdask.operators import NumpyGramOperator
-    from catdask.problems import CategoryObjective, KernelProblem
+    from catdask.core.problems import CategoryObjective, KernelProblem
     from paper_reference import paper_kernel_fit
-    from catdask.solver import solve
-    from catdask.starts import kernel_decoupled_z
+    from catdask.core.solver import solve
+    from catdask.core.starts import kernel_decoupled_z
 
     X, y = blobs(N, D, K, seed=N)
     perm = np.argsort(y, kind="stable")

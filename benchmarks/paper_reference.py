@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from catdask.problems import CategoryObjective
+from catdask.core.problems import CategoryObjective
 
 __all__ = ["PaperKernelResult", "paper_kernel_fit"]
 

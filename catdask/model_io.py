@@ -14,7 +14,7 @@ from sklearn.preprocessing import StandardScaler
 from .certificate import Certificate
 from .kernels import make_kernel
 from .methods import ESTIMATOR_CLASSES
-from .solver import RestartResult
+from .core.solver import RestartResult
 
 __all__ = ["export_model", "import_model"]
 

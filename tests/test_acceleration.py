@@ -1,22 +1,22 @@
-"""Safeguarded Anderson acceleration of the alternating iteration (catdask.acceleration)."""
+"""Safeguarded Anderson acceleration of the alternating iteration (catdask.core.acceleration)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from catdask.acceleration import AndersonStepper, PlainStepper, make_stepper
-from catdask.classes import ClassIndex
+from catdask.core.acceleration import AndersonStepper, PlainStepper, make_stepper
+from catdask.core.classes import ClassIndex
 from catdask.kernels import make_kernel
 from catdask.operators import CentredGramOperator, NumpyGramOperator, make_operator
-from catdask.problems import (
+from catdask.core.problems import (
     CategoryObjective,
     ClassMatrixProblem,
     KernelProblem,
     LinearProblem,
 )
-from catdask.solver import solve
-from catdask.starts import kernel_decoupled_z, kernel_random_z, linear_starts
+from catdask.core.solver import solve
+from catdask.core.starts import kernel_decoupled_z, kernel_random_z, linear_starts
 
 from .helpers.data import make_blobs
 
@@ -111,7 +111,7 @@ def test_safeguard_falls_back_to_the_plain_step(kind, monkeypatch):
         made.append(real_make(*args, **kw))
         return made[-1]
 
-    monkeypatch.setattr("catdask.solver.make_stepper", spy)
+    monkeypatch.setattr("catdask.core.solver.make_stepper", spy)
     guarded = _run(problem, start, "anderson")
     assert _non_decreasing(guarded)
     assert made[0].accepted.sum() == 0 and made[0].rejected.sum() > 0
@@ -255,7 +255,7 @@ def test_history_mixtures_are_the_weighted_sums_in_the_products_memory_order(tra
     """The history keeps each product in the memory order the operator gave it (the (N, K)
     view of a (K, N) array: a straight copy), and a mixture of inputs and products is the
     same weighted sum of the pushed entries, restart by restart."""
-    from catdask.acceleration import _History
+    from catdask.core.acceleration import _History
 
     rng = np.random.default_rng(5)
     R, N, K, n = 3, 50, 4, 4

@@ -1091,7 +1091,7 @@ def test_console_notes_show_each_line_once(capsys):
     import logging
 
     from catdask.cli.main import _ConsoleNotes
-    from catdask.progress import CONSOLE_NOTE
+    from catdask.core.progress import CONSOLE_NOTE
 
     handler = _ConsoleNotes("demo")
     logger = logging.getLogger("test.console_notes")

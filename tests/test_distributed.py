@@ -22,7 +22,7 @@ zarr = pytest.importorskip("zarr")
 from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 
 from catdask import CategorySpace, KernelCategorySpace  # noqa: E402
-from catdask.classes import ClassIndex  # noqa: E402
+from catdask.core.classes import ClassIndex  # noqa: E402
 from catdask.distributed import dask_client_context, gram_options  # noqa: E402
 from catdask.distributed.cluster import ENV_SCHEDULER, start_local_cluster  # noqa: E402
 from catdask.distributed.inputs import is_distributed_input  # noqa: E402
@@ -163,7 +163,7 @@ def test_make_operator_sends_dask_inputs_to_the_dask_operators(client):
 
 
 def test_linear_scatter_path_reads_data_once(client):
-    from catdask.classes import ClassIndex as CI
+    from catdask.core.classes import ClassIndex as CI
     from catdask.operators import DaskDataOperator
 
     X, y = _data()
@@ -222,7 +222,7 @@ def test_kernel_certificate_matches_numpy(client):
 def test_decoupled_start_by_lanczos_matches_dense(client, monkeypatch, origin):
     """Large classes get the decoupled start from Lanczos on blocked class matvecs (no
     n_k x n_k block on the driver); it must be the dense start up to each class's sign."""
-    from catdask import starts
+    from catdask.core import starts
 
     X, y = _data(n_per_class=11, seed=6)
     classes = ClassIndex(y, 3)
@@ -241,7 +241,7 @@ def test_decoupled_start_by_lanczos_matches_dense(client, monkeypatch, origin):
 def test_centred_gram_class_matvec_and_lanczos_start_match_dense(client, monkeypatch):
     """origin="global" wraps the Gram in H G H: its class matvec (and so the Lanczos decoupled
     start) must equal the dense centred class block without ever forming one."""
-    from catdask import starts
+    from catdask.core import starts
     from catdask.operators import CentredGramOperator
 
     X, y = _data(n_per_class=11, seed=7)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from catdask import KernelCategorySpace
-from catdask.classes import ClassIndex
+from catdask.core.classes import ClassIndex
 from catdask.kernels import make_kernel
 from catdask.operators import NumpyGramOperator
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from catdask import KernelCategorySpace
-from catdask.classes import ClassIndex
+from catdask.core.classes import ClassIndex
 from catdask.kernels import make_kernel
 from catdask.operators import CentredGramOperator, NumpyGramOperator
 from catdask.operators.blocks import class_diagonal_tile_pairs, gram_symmetric_moments
@@ -121,7 +121,7 @@ def test_batched_decoupled_start_matches_dense_and_never_forms_a_class_block(mon
                                                                              origin):
     """On a tiled operator without class blocks (the Dask path), large classes' starts come
     from the lockstep Lanczos; they equal the dense start up to each class's sign."""
-    from catdask import starts
+    from catdask.core import starts
 
     X, y = _data(n_per_class=30, seed=4)
     classes = ClassIndex(y, 3)

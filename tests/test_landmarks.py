@@ -11,7 +11,7 @@ import pytest
 
 from catdask import KernelCategorySpace
 from catdask.estimators.nystroem import choose_landmarks
-from catdask.gram_factor import pivoted_cholesky
+from catdask.kernels.gram_factor import pivoted_cholesky
 from catdask.kernels import make_kernel
 
 from .helpers.data import make_blobs

@@ -10,9 +10,9 @@ from scipy.optimize import minimize_scalar
 from sklearn.metrics.pairwise import rbf_kernel
 
 from catdask import CategorySpace, KernelCategorySpace
-from catdask.classes import ClassIndex
-from catdask.manifold import inv_sqrt_spd, polar_factor, random_stiefel
-from catdask.zstep import absolute_zstep, class_multipliers, quadratic_zstep
+from catdask.core.classes import ClassIndex
+from catdask.core.manifold import inv_sqrt_spd, polar_factor, random_stiefel
+from catdask.core.zstep import absolute_zstep, class_multipliers, quadratic_zstep
 
 from .helpers.data import make_blobs
 
@@ -340,7 +340,7 @@ def test_worker_memory_cache_block_product_needs_no_symmetry(dtype, monkeypatch)
 @pytest.mark.parametrize("n, m, D", [(1, 1, 1), (7, 300, 3), (1000, 600, 20)])
 def test_rbf_kernel_matches_scikit_learn(n, m, D, monkeypatch):
     """The slab-wise RBF equals sklearn's rbf_kernel (small slabs force many boundaries)."""
-    from catdask import kernels
+    from catdask.kernels import functions as kernels
 
     monkeypatch.setattr(kernels, "_RBF_SLAB_ENTRIES", 997)
     rng = np.random.default_rng(n + m)
@@ -358,7 +358,7 @@ def test_rbf_kernel_matches_scikit_learn(n, m, D, monkeypatch):
 @pytest.mark.parametrize("n", [1, 63, 64, 65, 300])
 def test_rbf_gram_is_the_exactly_symmetric_rbf_kernel(n):
     """The triangle-and-mirror Gram equals sklearn's rbf_kernel and is exactly symmetric."""
-    from catdask import kernels
+    from catdask.kernels import functions as kernels
 
     X = np.random.default_rng(n).standard_normal((n, 5)) * 2
     for gamma in (0.0, 0.1, 3.0):

@@ -5,7 +5,7 @@ import threading
 import numpy as np
 
 from catdask import CategorySpace
-from catdask.progress import solver_progress, watch_solvers
+from catdask.core.progress import solver_progress, watch_solvers
 
 from .helpers.data import make_blobs
 

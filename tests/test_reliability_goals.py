@@ -33,7 +33,7 @@ from sklearn.preprocessing import StandardScaler
 
 from catdask.distributed import dask_client_context
 from catdask.pipeline import ModelSpec, fit_on_dataset, register_outcome, registration_decision
-from catdask.progress import solver_progress
+from catdask.core.progress import solver_progress
 from catdask.store import (
     check_store,
     gc_store,

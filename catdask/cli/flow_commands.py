@@ -120,7 +120,7 @@ def cmd_train(args) -> int:
     runtime.check_prefect_api()
     runtime.prepare_prefect(args.store)
     train = runtime.flow("train", "run_train")  # a rejected model returns its summary
-    from catdask.progress import watch_solvers
+    from catdask.core.progress import watch_solvers
 
     with runtime.prefect_server(), progress("train") as bar:
         step = bar.step(f"train {args.method} on {args.dataset}")

@@ -8,7 +8,7 @@ import os
 import sys
 import traceback
 
-from catdask.progress import CONSOLE_NOTE
+from catdask.core.progress import CONSOLE_NOTE
 
 from . import runtime
 from .exits import (
@@ -50,7 +50,7 @@ def _input_errors():
 
 
 class _ConsoleNotes(logging.Handler):
-    """Run log records marked :data:`catdask.progress.CONSOLE_NOTE`, as ``catdask <command>:
+    """Run log records marked :data:`catdask.core.progress.CONSOLE_NOTE`, as ``catdask <command>:
     message`` lines on the current stderr (:func:`.output.note`, so a replaced stderr is
     followed and a flow's ``log_prints`` does not catch them)."""
 

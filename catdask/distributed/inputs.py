@@ -20,7 +20,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from ..validation import CodedLabels
+from ..core.validation import CodedLabels
 
 __all__ = [
     "is_distributed_input",
@@ -154,7 +154,7 @@ def load_training_data(X, y):
     """``(X_dask, y)`` for a fit; ``y`` may be None when X is a zarr data set.
 
     ``y`` comes back as an ndarray, or as :class:`CodedLabels` when read from a data set;
-    encode it with :func:`catdask.validation.encode_class_labels`.
+    encode it with :func:`catdask.core.validation.encode_class_labels`.
     """
     import zarr
 

@@ -32,10 +32,10 @@ from sklearn.utils.validation import (
 )
 
 from ..certificate import not_applicable
-from ..classes import ClassIndex
+from ..core.classes import ClassIndex
 from ..distributed.inputs import is_distributed_input, load_training_data
 from ..distributed.options import compute_context
-from ..validation import check_data_scale, encode_class_labels
+from ..core.validation import check_data_scale, encode_class_labels
 from .classify import (
     CLASSIFIERS,
     PROBABILISTIC,
@@ -194,7 +194,7 @@ class BaseCategorySpace(
         return compute_context() if distributed else contextlib.nullcontext()
 
     def _run_restarts(self, problem, state, labels):
-        from ..solver import solve
+        from ..core.solver import solve
 
         callback = getattr(self, "_progress_callback", None)
         final, results = solve(
@@ -290,7 +290,7 @@ class BaseCategorySpace(
         )
 
     def _labels_and_rng(self, kernel):
-        from ..starts import start_labels
+        from ..core.starts import start_labels
 
         rng = check_random_state(self.random_state)
         rng = np.random.default_rng(rng.randint(np.iinfo(np.int32).max))

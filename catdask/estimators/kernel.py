@@ -14,11 +14,11 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_random_state
 
 from ..certificate import certify_global_optimum, not_applicable
-from ..gram_factor import pivoted_cholesky
+from ..kernels.gram_factor import pivoted_cholesky
 from ..kernels import make_kernel
 from ..operators import CentredGramOperator, blocks, make_operator
-from ..problems import CategoryObjective, KernelProblem
-from ..starts import kernel_decoupled_z, kernel_random_z
+from ..core.problems import CategoryObjective, KernelProblem
+from ..core.starts import kernel_decoupled_z, kernel_random_z
 from .base import SOLVER_PARAMS, BaseCategorySpace, logs_when_verbose
 from .linear import _data_scale
 from .nystroem import fit_nystroem
@@ -356,7 +356,7 @@ class KernelCategorySpace(BaseCategorySpace):
             out = super()._run_restarts(problem, state, labels)
             phases["iterations"] = time.perf_counter() - t0
             return out
-        from ..solver import solve
+        from ..core.solver import solve
 
         def run(start, tol, max_iter):
             return solve(problem, start, tol=tol, max_iter=max_iter, starts=labels,

@@ -9,8 +9,8 @@ from sklearn.base import _fit_context
 
 from ..certificate import certify_global_optimum, not_applicable
 from ..operators import make_operator
-from ..problems import CategoryObjective, LinearProblem, ClassMatrixProblem
-from ..starts import linear_starts
+from ..core.problems import CategoryObjective, LinearProblem, ClassMatrixProblem
+from ..core.starts import linear_starts
 from .base import BaseCategorySpace, logs_when_verbose
 from .classify import ClassStatistics
 
@@ -72,7 +72,7 @@ class CategorySpace(BaseCategorySpace):
         and, at the end, the chosen restart (objective, iterations, certificate). When logging
         is not configured they are shown on stderr.
     acceleration : {"auto", "anderson", "none"}, default="auto"
-        Anderson mixing of the alternating iteration (:mod:`catdask.acceleration`), safeguarded
+        Anderson mixing of the alternating iteration (:mod:`catdask.core.acceleration`), safeguarded
         so the objective never drops and still one data or Gram pass per iteration: ``"auto"``
         uses it for CQS / K-CQS (3-8x fewer iterations measured), ``"none"`` is the plain
         iteration of the paper.
@@ -99,7 +99,7 @@ class CategorySpace(BaseCategorySpace):
     stopping_reason_ : str
     certificate_ : catdask.certificate.Certificate
         Global-optimality certificate of the chosen restart (see :mod:`catdask.certificate`).
-    restarts_ : list of catdask.solver.RestartResult
+    restarts_ : list of catdask.core.solver.RestartResult
         One record per restart: start, objective, iterations, convergence, certificate.
     best_restart_ : int
     eps_ : float

@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..distributed.inputs import is_distributed_input
-from ..gram_factor import pivoted_cholesky
+from ..kernels.gram_factor import pivoted_cholesky
 from .linear import CategorySpace
 
 __all__ = ["fit_nystroem", "nystroem_map", "choose_landmarks", "DEFAULT_LANDMARKS",

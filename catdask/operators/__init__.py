@@ -1,6 +1,6 @@
 """The operator layer: the heavy products of the solver, and nothing else.
 
-The solver (``catdask.solver``) and the problems (``catdask.problems``) never touch the data;
+The solver (``catdask.core.solver``) and the problems (``catdask.core.problems``) never touch the data;
 they call the two interfaces of :mod:`.protocols` (the linear method's data operator and the
 kernel method's Gram operator), so the same loop runs in memory and on Dask workers.
 

@@ -1,7 +1,7 @@
 """What the solver side asks of the data: the two operator interfaces, spelled out.
 
-The solver (``catdask.solver``), the problems (``catdask.problems``), the starts
-(``catdask.starts``) and the estimators never touch X or G directly; they call the methods
+The solver (``catdask.core.solver``), the problems (``catdask.core.problems``), the starts
+(``catdask.core.starts``) and the estimators never touch X or G directly; they call the methods
 below. Every implementation (in memory, on Dask workers, the centred wrapper) provides all of
 them, so no caller probes for a method: a capability that differs between implementations is
 an explicit attribute (``matvec_without_class_block``).
@@ -15,7 +15,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from ..classes import ClassIndex
+from ..core.classes import ClassIndex
 
 __all__ = ["DataOperator", "GramOperator"]
 

@@ -3,7 +3,7 @@
 Artifact keys name the model they belong to (``<dataset>-<method>-<version or run>-<kind>``),
 so the Artifacts page keeps every model's restart table, summary and metrics instead of only
 the latest model's. :class:`SolverProgress` follows a fit's solver loop
-(:mod:`catdask.progress`): it logs the iteration, best objective and active restarts to the
+(:mod:`catdask.core.progress`): it logs the iteration, best objective and active restarts to the
 task log, and keeps a progress artifact up to date once the fit has run for a few seconds.
 """
 

@@ -41,7 +41,7 @@ from ..pipeline.reports import (
     write_model_plot,
 )
 from ..pipeline.run_names import TRAIN_RUN_NAME, retrain_run_name
-from ..progress import CONSOLE_NOTE, solver_progress
+from ..core.progress import CONSOLE_NOTE, solver_progress
 from ..store import read_dataset
 from .artifacts import SolverProgress, model_artifact_key
 from .retry import retry_if_transient

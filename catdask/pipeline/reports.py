@@ -80,7 +80,7 @@ def restart_verdict(restart, tested_index, best_objective):
 
     Parameters
     ----------
-    restart : catdask.solver.RestartResult
+    restart : catdask.core.solver.RestartResult
     tested_index : int or None
         The restart whose certificate was computed (``best_restart_``); the others only
         compare with it.

@@ -127,7 +127,7 @@ def _batched_class_starts(operator, classes, origin):
              if b - a > _DENSE_EIG_MAX or 8 * (b - a) ** 2 > _DENSE_CLASS_GRAM_BYTES]
     if not large:
         return {}
-    from .operators.class_eigen import class_block_top_eigenpairs
+    from ..operators.class_eigen import class_block_top_eigenpairs
 
     def matvec(v):
         v = v[None, :]

@@ -1,6 +1,6 @@
 """The solver's progress listener for the current context (a CLI bar, a Prefect task's log).
 
-:func:`catdask.solver.solve` calls the listener set here when it is given no ``callback`` of
+:func:`catdask.core.solver.solve` calls the listener set here when it is given no ``callback`` of
 its own, so a caller several layers above the solver (a flow task, the CLI) can follow a fit
 without a parameter on every estimator in between. A :class:`contextvars.ContextVar` keeps
 concurrent fits in other threads or tasks apart.
@@ -30,7 +30,7 @@ def solver_progress(callback):
     ----------
     callback : callable or None
         ``callback(iteration, objective, step, active)`` after every iteration of the batch
-        of restarts, with arrays over all restarts (see :func:`catdask.solver.solve`).
+        of restarts, with arrays over all restarts (see :func:`catdask.core.solver.solve`).
     """
     token = _SOLVER_CALLBACK.set(callback)
     try:

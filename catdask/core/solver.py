@@ -6,7 +6,7 @@ restarts still active, and converged restarts drop out of the batch.
 
 Stopping (docs/design.md §3c): a restart stops when ``||W_new - W_old|| <= tol`` (kernel: RKHS
 norm), where W_new is the plain step from the current point also when the iteration is
-accelerated (``acceleration=``, catdask.acceleration).
+accelerated (``acceleration=``, catdask.core.acceleration).
 It also stops, flagged as not converged, when the objective has stopped changing while the
 axes keep moving, which happens when the centred data have rank < K and the polar factor is
 not unique; the caller turns that into a warning instead of running to ``max_iter`` silently.
@@ -26,7 +26,7 @@ from .progress import current_solver_callback
 
 __all__ = ["RestartResult", "solve"]
 
-logger = logging.getLogger("catdask.solver")
+logger = logging.getLogger("catdask.core.solver")
 
 
 @dataclass
@@ -117,11 +117,11 @@ def solve(
     log_every : int
         Log progress at INFO level every that many iterations.
     acceleration : {"auto", "anderson", "none"}
-        ``"anderson"`` mixes the last ``memory + 1`` steps (catdask.acceleration), still one
+        ``"anderson"`` mixes the last ``memory + 1`` steps (catdask.core.acceleration), still one
         Gram pass per iteration and still monotone (a mixture is taken only when its objective
         is at least the plain step's). ``"auto"`` uses it for CQS (the kernel problem and the
         class-matrix problem) and the plain iteration (``"none"``) for CAS (see
-        :func:`catdask.acceleration.make_stepper`).
+        :func:`catdask.core.acceleration.make_stepper`).
         The step compared with ``tol`` is always the plain step's from the current point.
     memory : int
         Anderson's history length.
@@ -131,7 +131,7 @@ def solve(
     state : the final state of every restart
     results : list of RestartResult
     """
-    if callback is None:  # a listener set by the caller's context (catdask.progress)
+    if callback is None:  # a listener set by the caller's context (catdask.core.progress)
         callback = current_solver_callback()
     R = state.objective.shape[0]
     starts = list(starts) if starts is not None else ["given"] * R

@@ -1,8 +1,8 @@
 """The category-space problems: one alternating iteration (Z-step, then W-step) each.
 
 A problem owns the data through an operator (:mod:`catdask.operators`, in memory or on Dask)
-and the objective (quadratic CQS / absolute CAS, class or global origin). The solver loop (``catdask.solver``) only calls ``start``, ``step`` and
-``distance`` (and, accelerated, ``coordinates``, ``lift`` and ``point``: catdask.acceleration)
+and the objective (quadratic CQS / absolute CAS, class or global origin). The solver loop (``catdask.core.solver``) only calls ``start``, ``step`` and
+``distance`` (and, accelerated, ``coordinates``, ``lift`` and ``point``: catdask.core.acceleration)
 and never sees the data: that is how one loop serves numpy and Dask, linear and
 kernel, one restart or a batch of them (pymanopt's problem/solver split).
 
@@ -98,7 +98,7 @@ class LinearProblem:
     def distance(new, old):
         return np.linalg.norm(new.W - old.W, axis=(1, 2))
 
-    # Hooks of the accelerated solver (catdask.acceleration). The mixed coordinates are
+    # Hooks of the accelerated solver (catdask.core.acceleration). The mixed coordinates are
     # ascent matrices Y; the W-step of any of them is its polar factor.
     #: Whether :meth:`point` needs no pass over the data (False: two passes per call).
     point_is_free = False
@@ -226,7 +226,7 @@ class KernelProblem:
     def step(self, state):
         return self._evaluate(*self._axes_from_z(state.z))
 
-    # Hooks of the accelerated solver (catdask.acceleration). The mixed coordinates are the
+    # Hooks of the accelerated solver (catdask.core.acceleration). The mixed coordinates are the
     # auxiliary variables z; since ``G Z`` is linear in z, the product of a mixture is the same
     # mixture of the products, so evaluating a mixed point costs no pass over G.
     #: Whether :meth:`point` needs no product with G (the product comes from :meth:`lift`).
