@@ -1,14 +1,14 @@
 """Shared scikit-learn machinery of the two category-space estimators.
 
-The subclasses only say how to build the problem (linear or kernel) and how to project new
-data; parameter validation, restarts, choosing the best restart, certificates, the angle
-classifier and warnings live here once.
+The subclasses build the problem (linear or kernel), its starts and certifier, run them
+through the fit engine (:func:`catdask.core.engine.fit_restarts`) and say how to project new
+data; parameter validation, solver options, the fitted restart attributes, the classification
+rules and warnings live here once.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import logging
 import warnings
@@ -31,8 +31,9 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from ..certificate import not_applicable
+from ..certificate.certifiers import NoCertifier
 from ..core.classes import ClassIndex
+from ..core.engine import SolverOptions
 from ..distributed.inputs import is_distributed_input, load_training_data
 from ..distributed.options import compute_context
 from ..core.validation import check_data_scale, encode_class_labels
@@ -51,11 +52,6 @@ logger = logging.getLogger("catdask")
 #: Parameters of both estimators (the solver's): objective, restarts, stopping, starts.
 SOLVER_PARAMS = ("objective", "origin", "eps", "n_restarts", "tol", "max_iter", "init",
                  "random_state", "certify", "verbose", "acceleration")
-
-# Restarts whose objectives agree to this relative tolerance count as ties; a certified one
-# then wins (issue 2: "ties and near-ties broken by certificate").
-TIE_RTOL = 1e-9
-
 
 @contextlib.contextmanager
 def _shown_logs(verbose):
@@ -90,55 +86,6 @@ def logs_when_verbose(fit):
             return fit(self, *args, **kwargs)
 
     return wrapper
-
-
-def ties_with(objective, top):
-    """Whether ``objective`` reaches ``top`` to :data:`TIE_RTOL` (relative): a restart at the
-    best objective level, which the test of the best restart speaks for."""
-    return objective >= top - TIE_RTOL * abs(top)
-
-
-def _tied_certificate(reference, objective, best_index):
-    """Certificate of a restart whose objective ties (to TIE_RTOL) with the tested one."""
-    verdict = "globally optimal" if reference.certified else "not certified either"
-    return dataclasses.replace(
-        reference,
-        objective=float(objective),
-        seconds=0.0,
-        reason=(
-            f"same objective as restart {best_index} to {TIE_RTOL:g} relative, which was "
-            f"tested: {verdict} ({reference.reason})"
-        ),
-    )
-
-
-def _dominated_certificate(reference, objective, best_index):
-    """Certificate of a restart that another restart beats: provably not global.
-
-    ``reference`` is the best restart's certificate; its upper bound on the global maximum
-    (when it has one) also bounds this restart's gap.
-    """
-    bound = reference.upper_bound
-    gap = (bound - objective) / abs(objective) if np.isfinite(bound) and objective else np.nan
-    return dataclasses.replace(
-        reference,
-        certified=False,
-        method=None,
-        objective=float(objective),
-        gap=float(max(gap, 0.0)) if np.isfinite(gap) else np.nan,
-        rapcsak=False,
-        rapcsak_lambda_max=np.nan,
-        sdp_margin=np.nan,
-        nu=None,
-        first_order=np.nan,
-        asymmetry=np.nan,
-        stationarity=np.nan,
-        seconds=0.0,
-        reason=(
-            f"not a global maximiser: restart {best_index} reaches a higher objective "
-            f"({reference.objective:.10g} > {objective:.10g})"
-        ),
-    )
 
 
 class BaseCategorySpace(
@@ -193,74 +140,37 @@ class BaseCategorySpace(
         """The Dask client a distributed fit computes on (nothing for in-memory data)."""
         return compute_context() if distributed else contextlib.nullcontext()
 
-    def _run_restarts(self, problem, state, labels):
-        from ..core.solver import solve
+    def _solver_options(self):
+        """The solver settings of this estimator's fits (progress: every 50 iterations with
+        ``verbose``)."""
+        return SolverOptions(tol=self.tol, max_iter=self.max_iter,
+                             acceleration=self.acceleration,
+                             log_every=50 if self.verbose else 0)
 
-        callback = getattr(self, "_progress_callback", None)
-        final, results = solve(
-            problem,
-            state,
-            tol=self.tol,
-            max_iter=self.max_iter,
-            starts=labels,
-            callback=callback,
-            log_every=50 if self.verbose else 0,
-            acceleration=self.acceleration,
-        )
-        return final, results
+    def _certifier(self, certifier):
+        """``certifier`` when this fit is to be certified, else a :class:`NoCertifier` that
+        says why not (CAS is not quadratic; ``certify=False``)."""
+        if self.objective != "quadratic":
+            return NoCertifier("not applicable: the absolute-value objective (CAS) is not "
+                               "quadratic")
+        if not self.certify:
+            return NoCertifier("not requested (certify=False)")
+        return certifier
 
-    def _certify_restarts(self, results, certify_one):
-        """Check every restart for global optimality; returns the chosen restart.
-
-        The certificate test runs on the restarts that reach the best objective (near-ties
-        included). Every other restart is decided without a test of its own, rigorously: a
-        restart whose objective is below another restart's is not a global maximiser, and a
-        valid upper bound on the global maximum bounds its gap too.
-        """
-        if self.objective != "quadratic" or not self.certify:
-            reason = (
-                "not applicable: the absolute-value objective (CAS) is not quadratic"
-                if self.objective != "quadratic"
-                else "not requested (certify=False)"
-            )
-            cert = not_applicable(reason)
-            for res in results:
-                res.certificate = cert
-            return self._choose_best(results)
-        top = max(r.objective for r in results)
-        near = [r for r in results if ties_with(r.objective, top)]
-        # One test for the top objective level: near-ties reach the same value to TIE_RTOL,
-        # so a certified global maximum certifies them too (to that tolerance).
-        best = max(near, key=lambda r: (r.converged, r.objective))
-        best.certificate = certify_one(best.index, full_sdp="auto",
-                                       moment=self.certify == "moment")
-        for res in results:
-            if res is best:
-                continue
-            if res in near:
-                res.certificate = _tied_certificate(best.certificate, res.objective, best.index)
-            else:
-                res.certificate = _dominated_certificate(best.certificate, res.objective, best.index)
-        return best
-
-    def _choose_best(self, results):
-        """Highest objective; among near-ties a certified, then a converged restart wins."""
-        top = max(r.objective for r in results)
-        near = [r for r in results if ties_with(r.objective, top)]
-        certified = [r for r in near if r.certificate is not None and r.certificate.certified]
-        return max(certified or near, key=lambda r: (r.converged, r.objective))
-
-    def _finish_fit(self, results, best):
-        """Store restart records, the best restart's diagnostics, and warn when needed."""
-        self.restarts_ = results
+    def _set_fit_result(self, result, *, name=None, warn=True):
+        """Store the restart records and the chosen restart's diagnostics from a
+        :class:`~catdask.core.engine.FitResult`; log the summary (``name``: the model's
+        description) and, with ``warn``, warn when the chosen restart did not converge."""
+        best = result.best
+        self.restarts_ = list(result.restarts)
         self.objective_ = best.objective
         self.n_iter_ = best.n_iter
         self.converged_ = best.converged
         self.stopping_reason_ = best.stopping_reason
-        self.certificate_ = best.certificate
+        self.certificate_ = result.certificate
         self.best_restart_ = best.index
-        self._log_summary(type(self).__name__)
-        if not best.converged:
+        self._log_summary(name or type(self).__name__)
+        if warn and not best.converged:
             if best.stopping_reason in ("rank-deficient", "objective-stalled"):
                 msg = (
                     f"The objective stopped changing while the axes still move "

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import time
 from contextlib import closing
-from dataclasses import replace
 from numbers import Integral, Real
 
 import numpy as np
@@ -13,21 +12,18 @@ from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_random_state
 
-from ..certificate import certify_global_optimum, not_applicable
-from ..kernels.gram_factor import pivoted_cholesky
-from ..kernels import make_kernel
-from ..operators import CentredGramOperator, blocks, make_operator
+from ..certificate.certifiers import KernelCertifier
+from ..core.engine import Starts, fit_restarts
+from ..core.precision import precision_schedule
 from ..core.problems import CategoryObjective, KernelProblem
 from ..core.starts import kernel_decoupled_z, kernel_random_z
+from ..kernels import make_kernel
+from ..operators import CentredGramOperator, make_operator
 from .base import SOLVER_PARAMS, BaseCategorySpace, logs_when_verbose
 from .linear import _data_scale
 from .nystroem import fit_nystroem
 
 __all__ = ["KernelCategorySpace"]
-
-# Certify kernel fits through a pivoted-Cholesky factor G = L L^T of at most this rank
-# (docs/design.md §4, "Kernel version"); beyond it the certificate is not attempted.
-CERTIFICATE_MAX_RANK = 1500
 
 # gamma=None for the RBF kernel means RBF_GAMMA_SCALE / n_features. On standardised data
 # (squared distances about 2 D) 1 / n_features made the category space lose up to 0.09 of
@@ -38,13 +34,6 @@ RBF_GAMMA_SCALE = 0.05
 #: Kernel entries ``k(x, x_fit)`` that ``transform`` evaluates at once (64 MiB of float64): the
 #: new patterns go in row blocks of about this size.
 TRANSFORM_BLOCK_ENTRIES = 8 * 1024**2
-
-# precision="auto": the float32 phase stops at this RKHS step (never below ``tol``), then the
-# float64 polish iterates to ``tol``. The float32 map is deterministic and converged to a fixed
-# point (step exactly 0) on blobs, about 1e-6 from the float64 one; the total iterations were
-# the same for 1e-4 to 1e-7 (N = 1500, 3 restarts) while the float32 share grew from 24 to 32 of
-# 43 at 1e-6. Stopping above 0 keeps a float32 limit cycle from running to max_iter.
-FLOAT32_PHASE_TOL = 1e-6
 
 
 class KernelCategorySpace(BaseCategorySpace):
@@ -94,9 +83,9 @@ class KernelCategorySpace(BaseCategorySpace):
     precision : {"auto", "float64"}, default="auto"
         ``"auto"``: when the Gram products are recomputed (G not stored, a built-in kernel),
         iterate with Gram tiles evaluated in float32 (float64 accumulation) to a step of
-        ``FLOAT32_PHASE_TOL``, then polish with exact float64 iterations from that point until
-        the step is below ``tol``; the objective, the coefficients and the certificate are the
-        float64 ones. ``max_iter`` bounds both phases together (the polish has at least one
+        ``catdask.core.precision.FLOAT32_PHASE_TOL``, then polish with exact float64
+        iterations from that point until the step is below ``tol``; the objective, the
+        coefficients and the certificate are the float64 ones. ``max_iter`` bounds both phases together (the polish has at least one
         iteration). ``"float64"``: exact float64 products throughout.
 
     Attributes
@@ -228,39 +217,40 @@ class KernelCategorySpace(BaseCategorySpace):
         if self.approximation == "nystroem":
             return self._fit_nystroem(X, y)
         t_start = time.perf_counter()
-        self._phase_seconds = {}
-        X, classes_, classes, distributed = self._validated_training_data(
+        X, classes_, caller_classes, distributed = self._validated_training_data(
             X, y, linear=False, to_memory=True)
         kernel = self._make_kernel(X.shape[1])
         # The operator works on the samples sorted by class, so every class is a contiguous
         # block of G; coefficients come back to the caller's order at the end.
         with self._compute_context(distributed), _driver_blas_threads(distributed), \
                 closing(make_operator(
-            classes.sort_rows(X), classes.sorted(), kernel, max_gram_bytes=self.max_gram_bytes,
-            distributed=distributed,
+            caller_classes.sort_rows(X), caller_classes.sorted(), kernel,
+            max_gram_bytes=self.max_gram_bytes, distributed=distributed,
         )) as base:
-            # Float32 tiles only where they apply (G recomputed); the polish then switches back.
-            self._float32_operator = (base if self.precision == "auto" and base.uses_tiles
-                                      else None)
-            if self._float32_operator is not None:
-                # The starts (decoupled Lanczos, first W-step) in float32 too: the float32
-                # phase iterates from them; _run_restarts switches back for the polish. The
-                # centring pass is float64 whatever the precision (gram_base._gram_moments).
-                base.set_precision("float32")
-            try:
-                results, best, A, offset, coordinates = self._solve(base, classes)
-            finally:
-                del self._float32_operator  # the fitted estimator keeps no operator
-            self.n_iter_float32_ = self._float32_iterations.pop(best.index, 0)
-            del self._float32_iterations
+            classes = base.classes
+            centred = CentredGramOperator(base)
+            op = centred if self.origin == "global" else base
+            self.eps_ = float(self.eps * _data_scale(centred.covariance_moments(), kernel=True))
+            problem = KernelProblem(op, CategoryObjective(self.objective, self.origin, self.eps_))
+            result = fit_restarts(
+                problem, self._starts(problem, op, caller_classes),
+                solver_options=self._solver_options(),
+                certifier=self._certifier(KernelCertifier(op, classes, self.origin)),
+                # Float32 tiles only where they apply (G recomputed); the polish and the
+                # certificate are float64.
+                precision_schedule=precision_schedule(self.precision, base),
+                moment=self.certify == "moment", started_at=t_start,
+            )
+            A, offset, coordinates = self._chosen_axes(result, centred)
         self.kernel_ = kernel
-        self.dual_coef_ = classes.unsort(A)
+        self.dual_coef_ = caller_classes.unsort(A)
         self.projection_offset_ = offset
         self.X_fit_ = X
         self.classes_ = classes_
-        self._fit_classifier(coordinates, classes.sorted().codes)
-        self._finish_fit(results, best)
-        self.fit_seconds_ = _phase_breakdown(self.__dict__.pop("_phase_seconds"), t_start)
+        self.n_iter_float32_ = result.n_iter_float32
+        self._fit_classifier(coordinates, classes.codes)
+        self._set_fit_result(result)
+        self.fit_seconds_ = result.fit_seconds(time.perf_counter())
         return self
 
     def _fit_nystroem(self, X, y):
@@ -269,117 +259,59 @@ class KernelCategorySpace(BaseCategorySpace):
         linear_params = {name: getattr(self, name) for name in (*SOLVER_PARAMS, "classifier")
                          if name != "random_state"}  # the landmarks' generator goes on
         with self._compute_context(distributed):
-            fitted = fit_nystroem(
+            result, fitted = fit_nystroem(
                 X, classes, kernel, linear_params=linear_params, n_landmarks=self.n_landmarks,
                 rng=check_random_state(self.random_state),
-                callback=getattr(self, "_progress_callback", None),
             )
         self.kernel_ = kernel
         for name, value in fitted.items():
             setattr(self, name, value)
         self.classes_ = classes_
-        self._log_summary(f"{type(self).__name__} (Nystroem, {len(self.landmark_indices_)} "
-                          "landmarks)")
+        # The linear fit on the features has warned already when it did not converge.
+        self._set_fit_result(result, warn=False, name=(
+            f"{type(self).__name__} (Nystroem, {len(self.landmark_indices_)} landmarks)"))
         return self
 
-    def _solve(self, base, caller_classes):
-        """Problem -> solve -> certify on a Gram operator of class-sorted samples.
-
-        ``caller_classes`` holds the caller's order, in which an ``init`` array is given.
-        Returns ``(results, best, A, offset, coordinates)``: the chosen coefficients (sorted
-        samples), the projection offset and the training coordinates (K, N; sorted samples),
-        signs fixed.
-        """
-        classes = base.classes
-        K, N = classes.n_classes, base.n_samples
-        centred = CentredGramOperator(base)
-        op = centred if self.origin == "global" else base
-        self.eps_ = float(self.eps * _data_scale(centred.covariance_moments(), kernel=True))
-        problem = KernelProblem(op, CategoryObjective(self.objective, self.origin, self.eps_))
-
+    def _starts(self, problem, op, caller_classes):
+        """The restarts' starting points (``init``) on the class-sorted operator ``op``:
+        auxiliary variables z, or coefficients given in the caller's sample order
+        (``caller_classes``). Returns :class:`~catdask.core.engine.Starts`."""
+        classes = op.classes
+        K, N = classes.n_classes, op.n_samples
         labels, rng, given = self._labels_and_rng(kernel=True)
         if given is not None:
             if given.shape != (K, N):
                 raise ValueError(f"init array must have shape (K, N) = {(K, N)}; got {given.shape}.")
-            state0 = problem.start_from_coefficients(caller_classes.sort(given)[None])
-        else:
+            return Starts(tuple(labels), lambda: problem.start_from_coefficients(
+                caller_classes.sort(given)[None]))
+
+        def evaluate():
             z0 = kernel_random_z(len(labels), classes, self.origin, rng)
             for r, label in enumerate(labels):
                 if label == "decoupled":
                     z0[r] = kernel_decoupled_z(op, classes, self.origin)
-            state0 = problem.start_from_z(z0)
-        state, results = self._run_restarts(problem, state0, labels)
+            return problem.start_from_z(z0)
 
-        factor = {}
+        return Starts(tuple(labels), evaluate)
 
-        def certify_one(r, full_sdp, moment):
-            if "L" not in factor:
-                L, residual, ok = pivoted_cholesky(
-                    op.diagonal(), op.columns, rtol=1e-12, max_rank=CERTIFICATE_MAX_RANK
-                )
-                factor.update(L=L, ok=ok, class_matrices=_equivalent_class_matrices(
-                    L, classes, self.origin))
-            if not factor["ok"]:
-                return not_applicable(
-                    "not attempted: the Gram matrix's numerical rank exceeds "
-                    f"{CERTIFICATE_MAX_RANK} (pivoted Cholesky did not converge)"
-                )
-            return certify_global_optimum(
-                factor["class_matrices"],
-                factor["L"].T @ state.A[r].T,
-                full_sdp=full_sdp,
-                moment=moment,
-            )
-
-        best = self._certify_restarts(results, certify_one)
-        A = state.A[best.index]
+    def _chosen_axes(self, result, centred):
+        """The chosen restart's ``(A, offset, coordinates)``: coefficients and the projection
+        offset, and the training coordinates (K, N) as transform gives them; sorted samples,
+        signs fixed."""
+        state, r = result.state, result.best_index
+        A = state.A[r]
         if self.origin == "global":
             # Coefficients on uncentred features (A H) and the centroid's coordinates.
             A = A - A.mean(axis=1, keepdims=True)
-            offset = A @ centred.row_sums / N
+            offset = A @ centred.row_sums / centred.n_samples
         else:
             # The paper's coordinates A k(X, x), measured from the feature-space origin.
-            offset = np.zeros(K)
-        P = state.P[best.index]
+            offset = np.zeros(A.shape[0])
+        P = state.P[r]
         P = P - P.mean(axis=1, keepdims=True)  # signs from the centroid, as in the linear case
-        signs = self._fix_signs(P, classes.codes)
-        coordinates = state.P[best.index] * signs[:, None]  # what transform gives (sorted)
-        return results, best, A * signs[:, None], offset * signs, coordinates
-
-    def _run_restarts(self, problem, state, labels):
-        """The solver run; with float32 tiles: a float32 phase, then the float64 polish."""
-        op = getattr(self, "_float32_operator", None)
-        self._float32_iterations = {}
-        phases = getattr(self, "_phase_seconds", {})
-        phases["solve_start"] = t0 = time.perf_counter()
-        if op is None:
-            out = super()._run_restarts(problem, state, labels)
-            phases["iterations"] = time.perf_counter() - t0
-            return out
-        from ..core.solver import solve
-
-        def run(start, tol, max_iter):
-            return solve(problem, start, tol=tol, max_iter=max_iter, starts=labels,
-                         callback=getattr(self, "_progress_callback", None),
-                         log_every=50 if self.verbose else 0,
-                         acceleration=self.acceleration)
-
-        op.set_precision("float32")
-        try:
-            fast, first = run(state, max(self.tol, FLOAT32_PHASE_TOL), max(1, self.max_iter - 1))
-        finally:
-            op.set_precision("float64")
-        phases["float32"] = time.perf_counter() - t0
-        # Polish: re-evaluate the float32 optimum's z exactly, iterate in float64 to tol. Both
-        # phases share max_iter; the polish gets at least one exact iteration.
-        budget = max(1, self.max_iter - max(a.n_iter for a in first))
-        final, polished = run(problem.start_from_z(fast.z), self.tol, budget)
-        phases["polish"] = time.perf_counter() - t0 - phases["float32"]
-        self._float32_iterations = {a.index: a.n_iter for a in first}
-        results = [replace(b, n_iter=a.n_iter + b.n_iter, seconds=a.seconds + b.seconds,
-                           history=a.history + b.history[1:])
-                   for a, b in zip(first, polished)]
-        return final, results
+        signs = self._fix_signs(P, centred.classes.codes)
+        coordinates = state.P[r] * signs[:, None]  # what transform gives (sorted)
+        return A * signs[:, None], offset * signs, coordinates
 
     def _transform_array(self, X):
         # A k(X_fit, x), measured from the feature-space centroid for origin="global" and from
@@ -408,21 +340,3 @@ def _driver_blas_threads(distributed):
     from threadpoolctl import threadpool_limits
 
     return threadpool_limits(limits=1, user_api="blas")
-
-
-def _phase_breakdown(marks, t_start):
-    """``fit_seconds_`` from the marks ``_run_restarts`` leaves (wall seconds per phase)."""
-    total = time.perf_counter() - t_start
-    out = {"setup": marks.get("solve_start", t_start + total) - t_start}
-    for name in ("float32", "polish", "iterations"):
-        if name in marks:
-            out[name] = marks[name]
-    out["finish"] = total - sum(out.values())
-    out["total"] = total
-    return out
-
-
-def _equivalent_class_matrices(L, classes, origin):
-    """Class matrices of the linear problem on the rows of the Gram factor L (sorted rows)."""
-    stats = blocks.block_class_stats(L, classes.codes, classes.n_classes)
-    return blocks.class_second_moments(stats, np.zeros(L.shape[1]), origin)

@@ -7,9 +7,10 @@ from contextlib import closing
 import numpy as np
 from sklearn.base import _fit_context
 
-from ..certificate import certify_global_optimum, not_applicable
+from ..certificate.certifiers import LinearCertifier
+from ..core.engine import Starts, fit_restarts
+from ..core.problems import CategoryObjective, ClassMatrixProblem, LinearProblem
 from ..operators import make_operator
-from ..core.problems import CategoryObjective, LinearProblem, ClassMatrixProblem
 from ..core.starts import linear_starts
 from .base import BaseCategorySpace, logs_when_verbose
 from .classify import ClassStatistics
@@ -174,34 +175,49 @@ class CategorySpace(BaseCategorySpace):
         -------
         self : CategorySpace
         """
+        self._fit(X, y)
+        return self
+
+    def _fit(self, X, y):
+        """The fit; returns its :class:`~catdask.core.engine.FitResult` (the Nystroem fit of
+        :class:`~catdask.KernelCategorySpace` reads its restarts from it)."""
         X, classes_, classes, distributed = self._validated_training_data(X, y, linear=True)
+        K, D = len(classes_), X.shape[1]
         with self._compute_context(distributed), closing(
             make_operator(X, classes, distributed=distributed)
         ) as op:
-            results, best, W, signs = self._solve(op)
+            self.eps_ = float(self.eps * _data_scale(op.covariance_moments()))
+            class_matrices = (op.class_second_moments(self.origin) if _class_matrices_fit(K, D)
+                              else None)
+            if self.objective == "quadratic" and class_matrices is not None:
+                problem = ClassMatrixProblem(class_matrices)
+            else:
+                problem = LinearProblem(op, CategoryObjective(self.objective, self.origin,
+                                                              self.eps_))
+            certifier = LinearCertifier(class_matrices, unavailable=(
+                f"not attempted: the {K} class matrices ({D} x {D}) exceed the memory budget"))
+            result = fit_restarts(
+                problem, self._starts(problem, op, class_matrices),
+                solver_options=self._solver_options(), certifier=self._certifier(certifier),
+                moment=self.certify == "moment",
+            )
+            W = result.state.W[result.best_index]
+            # Class means on their own axes, measured from the centroid, fix the signs (so W
+            # is exactly translation invariant).
+            signs = np.where(np.einsum("dk,kd->k", W, op.class_means()) < 0, -1.0, 1.0)
             self.components_ = (W * signs).T
             self.mean_ = np.asarray(op.center, dtype=float)
             self.classes_ = classes_
-            if _class_matrices_fit(len(classes_), op.n_features):
+            if _class_matrices_fit(K, D):
                 self._set_class_statistics(_coordinate_class_statistics(self, op))
             else:  # the class scatter matrices would not fit: one pass over the data instead
                 self._fit_classifier(_training_coordinates(self, op), classes.codes)
-        self._finish_fit(results, best)
-        return self
+        self._set_fit_result(result)
+        return result
 
-    def _solve(self, op):
-        """Problem -> solve -> certify on a data operator: ``(results, best, W, signs)``."""
+    def _starts(self, problem, op, class_matrices):
+        """The restarts' starting axes (``init``): :class:`~catdask.core.engine.Starts`."""
         K, D = op.classes.n_classes, op.n_features
-        self.eps_ = float(self.eps * _data_scale(op.covariance_moments()))
-        objective = CategoryObjective(self.objective, self.origin, self.eps_)
-        class_matrices = None
-        if _class_matrices_fit(K, D):
-            class_matrices = op.class_second_moments(self.origin)
-        if self.objective == "quadratic" and class_matrices is not None:
-            problem = ClassMatrixProblem(class_matrices)
-        else:
-            problem = LinearProblem(op, objective)
-
         labels, rng, given = self._labels_and_rng(kernel=False)
         if given is not None:
             if given.shape != (D, K):
@@ -210,22 +226,8 @@ class CategorySpace(BaseCategorySpace):
         else:
             W0 = linear_starts(labels, class_matrices=class_matrices,
                                class_means=op.class_means(), n_features=D, rng=rng)
-        state, results = self._run_restarts(problem, problem.start(W0), labels)
+        return Starts(tuple(labels), lambda: problem.start(W0))
 
-        def certify_one(r, full_sdp, moment):
-            if class_matrices is None:
-                return not_applicable(
-                    f"not attempted: the {K} class matrices ({D} x {D}) exceed the memory budget"
-                )
-            return certify_global_optimum(class_matrices, state.W[r], full_sdp=full_sdp,
-                                          moment=moment)
-
-        best = self._certify_restarts(results, certify_one)
-        W = state.W[best.index]
-        # Class means on their own axes, measured from the centroid, fix the signs (so W is
-        # exactly translation invariant).
-        signs = np.where(np.einsum("dk,kd->k", W, op.class_means()) < 0, -1.0, 1.0)
-        return results, best, W, signs
     def _expected_failed_checks(self):
         reason = (
             "the linear method needs K <= D; these checks fit 3 classes on 1 or 2 features "

@@ -101,8 +101,8 @@ def _features_block(x, kernel, L, M):
     return kernel(np.asarray(x, dtype=np.float64), L) @ M
 
 
-def fit_nystroem(X, classes, kernel, *, linear_params, n_landmarks, rng, callback=None):
-    """The fitted attributes of ``KernelCategorySpace(approximation="nystroem")``.
+def fit_nystroem(X, classes, kernel, *, linear_params, n_landmarks, rng):
+    """The fit of ``KernelCategorySpace(approximation="nystroem")``.
 
     Fits :class:`~catdask.CategorySpace` (``linear_params``: same objective, origin, eps,
     restarts, tolerance) on the Nystroem features of X (numpy, or Dask blockwise for Dask
@@ -118,13 +118,15 @@ def fit_nystroem(X, classes, kernel, *, linear_params, n_landmarks, rng, callbac
     n_landmarks : int, "auto" or None
         None: ``DEFAULT_LANDMARKS`` random rows; "auto": :func:`choose_landmarks`.
     rng : numpy.random.RandomState
-    callback : callable, optional
-        The solver's progress callback.
 
     Returns
     -------
-    dict
-        Attribute name -> value, for the estimator to set.
+    result : FitResult
+        The linear fit's restarts (:class:`~catdask.core.engine.FitResult`), for the
+        estimator's restart attributes.
+    fitted : dict
+        The other fitted attributes (the kernel expansion on the landmarks, ``eps_``, the
+        class statistics), attribute name -> value, for the estimator to set.
     """
     if not isinstance(linear_params["init"], str):
         raise ValueError(
@@ -156,9 +158,7 @@ def fit_nystroem(X, classes, kernel, *, linear_params, n_landmarks, rng, callbac
     else:
         F = _features_block(X, kernel, L, M)
     lin = CategorySpace(**linear_params, random_state=rng)
-    if callback is not None:
-        lin._progress_callback = callback
-    lin.fit(F, classes.codes)  # axis k <-> code k <-> classes_[k]
+    result = lin._fit(F, classes.codes)  # axis k <-> code k <-> classes_[k]
 
     # The linear coordinates are W^T (F(x) - x0) = (W^T M^T) k(L, x) - W^T x0, with x0 the
     # feature centroid (global origin) or 0 (class origin); read x0's image off transform(0).
@@ -175,8 +175,6 @@ def fit_nystroem(X, classes, kernel, *, linear_params, n_landmarks, rng, callbac
     }
     if residual is not None:
         fitted["landmark_residual_"] = residual
-    for name in ("objective_", "n_iter_", "converged_", "stopping_reason_",
-                 "certificate_", "restarts_", "best_restart_", "eps_",
-                 "class_means_", "class_covariances_", "class_counts_"):
+    for name in ("eps_", "class_means_", "class_covariances_", "class_counts_"):
         fitted[name] = getattr(lin, name)
-    return fitted
+    return result, fitted

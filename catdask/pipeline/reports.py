@@ -93,7 +93,7 @@ def restart_verdict(restart, tested_index, best_objective):
         restart, ``"tied with restart 0"`` or ``"beaten by restart 0"`` for the others,
         ``"not applicable"`` without a test (CAS), "" without a certificate.
     """
-    from ..estimators.base import ties_with
+    from ..core.engine import ties_with
 
     c = restart.certificate
     if c is None:

@@ -1,0 +1,72 @@
+"""One certifier per method: how a fit's chosen restart is tested for global optimality.
+
+The fit engine (:func:`catdask.core.engine.fit_restarts`) calls ``certify(point, full_sdp=...,
+moment=...)`` on the chosen restart's axes only and derives every other restart's certificate
+from that one (tied or beaten). ``applies = False`` (:class:`NoCertifier`) means no test at
+all: every restart gets the same not-applicable certificate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .certify import certify_global_optimum
+from .kernel import certify_kernel_axes
+from .record import Certificate, not_applicable
+
+__all__ = ["LinearCertifier", "KernelCertifier", "NoCertifier"]
+
+
+@dataclass(frozen=True)
+class LinearCertifier:
+    """CQS: the class matrices R_k, tested at the axes W (D, K).
+
+    Parameters
+    ----------
+    class_matrices : ndarray of shape (K, D, D) or None
+        None when they did not fit the memory budget: the test is then not attempted
+        (``unavailable`` says why).
+    unavailable : str
+        The reason recorded when ``class_matrices`` is None.
+    """
+
+    class_matrices: np.ndarray | None
+    unavailable: str = "not attempted: the class matrices exceed the memory budget"
+    applies: ClassVar[bool] = True
+
+    def certify(self, W, *, full_sdp="auto", moment=False) -> Certificate:
+        if self.class_matrices is None:
+            return not_applicable(self.unavailable)
+        return certify_global_optimum(self.class_matrices, W, full_sdp=full_sdp, moment=moment)
+
+
+@dataclass(frozen=True)
+class KernelCertifier:
+    """K-CQS: the Gram operator the problem was solved on, tested at the coefficients A (K, N).
+
+    One call of :func:`catdask.certificate.kernel.certify_kernel_axes` (today's test through
+    a pivoted-Cholesky factor of G).
+    """
+
+    operator: Any
+    classes: Any
+    origin: str
+    applies: ClassVar[bool] = True
+
+    def certify(self, A, *, full_sdp="auto", moment=False) -> Certificate:
+        return certify_kernel_axes(self.operator, self.classes, self.origin, A,
+                                   full_sdp=full_sdp, moment=moment)
+
+
+@dataclass(frozen=True)
+class NoCertifier:
+    """No test (CAS, or ``certify=False``): ``reason`` says why."""
+
+    reason: str
+    applies: ClassVar[bool] = False
+
+    def certify(self, point=None, *, full_sdp="auto", moment=False) -> Certificate:
+        return not_applicable(self.reason)

@@ -1,0 +1,61 @@
+"""The kernel certificate: K-CQS certified as the linear problem on a Gram factor's rows.
+
+With ``G = L L^T`` (pivoted Cholesky, :mod:`catdask.kernels.gram_factor`) the kernel problem is
+exactly the linear one on the rows of L, features in an r-dimensional isometric copy of the data
+span (docs/design.md §4, "Kernel version"), so :func:`certify_global_optimum` applies to the
+class matrices of L's rows and the point ``W = L^T A^T``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..kernels.gram_factor import pivoted_cholesky
+from ..operators import blocks
+from .certify import certify_global_optimum
+from .record import not_applicable
+
+__all__ = ["certify_kernel_axes", "equivalent_class_matrices", "CERTIFICATE_MAX_RANK"]
+
+# Certify kernel fits through a pivoted-Cholesky factor G = L L^T of at most this rank
+# (docs/design.md §4, "Kernel version"); beyond it the certificate is not attempted.
+CERTIFICATE_MAX_RANK = 1500
+
+
+def certify_kernel_axes(operator, classes, origin, A, *, full_sdp="auto", moment=False):
+    """Certificate of kernel axes ``A`` (K, N) on a Gram operator of class-sorted samples.
+
+    Parameters
+    ----------
+    operator : GramOperator
+        ``G`` for ``origin="class"``, the centred ``H G H`` for ``origin="global"``: the one
+        the problem was solved on (its ``diagonal`` and ``columns`` feed the factor).
+    classes : ClassIndex
+        The classes of the operator's (sorted) samples.
+    origin : {"class", "global"}
+    A : ndarray of shape (K, N)
+        The coefficients, ``w_k = sum_j A[k, j] phi(x_j)``.
+    full_sdp, moment
+        As in :func:`certify_global_optimum`.
+
+    Returns
+    -------
+    Certificate
+        Not applicable (not attempted) when G's numerical rank exceeds
+        :data:`CERTIFICATE_MAX_RANK`.
+    """
+    L, _, ok = pivoted_cholesky(operator.diagonal(), operator.columns, rtol=1e-12,
+                                max_rank=CERTIFICATE_MAX_RANK)
+    if not ok:
+        return not_applicable(
+            "not attempted: the Gram matrix's numerical rank exceeds "
+            f"{CERTIFICATE_MAX_RANK} (pivoted Cholesky did not converge)"
+        )
+    return certify_global_optimum(equivalent_class_matrices(L, classes, origin), L.T @ A.T,
+                                  full_sdp=full_sdp, moment=moment)
+
+
+def equivalent_class_matrices(L, classes, origin):
+    """Class matrices of the linear problem on the rows of the Gram factor L (sorted rows)."""
+    stats = blocks.block_class_stats(L, classes.codes, classes.n_classes)
+    return blocks.class_second_moments(stats, np.zeros(L.shape[1]), origin)
