@@ -41,12 +41,12 @@ def _options(ap):
 
 def _fit(Xd, y, precision, max_iter):
     from catdask import KernelCategorySpace
+    from catdask.core.progress import solver_progress
 
     est = KernelCategorySpace(gamma=rbf_gamma(D), max_iter=max_iter, certify=False,
                               random_state=0, precision=precision)
     stamps = []
-    est._progress_callback = lambda it, *a: stamps.append(time.perf_counter())
-    with PeakRSS() as mem:
+    with PeakRSS() as mem, solver_progress(lambda it, *a: stamps.append(time.perf_counter())):
         t0 = time.perf_counter()
         est.fit(Xd, y)
         total = time.perf_counter() - t0

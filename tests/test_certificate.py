@@ -475,6 +475,39 @@ def test_internal_failures_become_not_certified(monkeypatch):
     json.dumps(cert.to_dict(), allow_nan=False)  # still a registrable record
 
 
+def test_a_bug_inside_the_test_propagates(monkeypatch):
+    """Only numerical failures become "not certified": a TypeError (a bug) is raised."""
+    def bug(point):
+        raise TypeError("unsupported operand type(s)")
+
+    monkeypatch.setattr("catdask.certificate.certify.sdp_dual_test", bug)
+    with pytest.raises(TypeError, match="unsupported operand"):
+        certify_global_optimum(TWO_OPTIMA, np.eye(3)[:, [1, 0]])
+
+
+@pytest.mark.parametrize("failure", ["NumericalFailure", "TypeError"])
+def test_full_sdp_failure_falls_back_to_the_cheap_bound_but_a_bug_propagates(monkeypatch,
+                                                                            failure):
+    from catdask.certificate import certify as certify_module
+    from catdask.certificate.eigen import NumericalFailure
+
+    exc = {"NumericalFailure": NumericalFailure, "TypeError": TypeError}[failure]
+
+    def fails(point):
+        raise exc("Clarabel returned status infeasible")
+
+    monkeypatch.setattr(certify_module, "full_sdp_bound", fails)
+    monkeypatch.setattr(certify_module, "want_full_sdp", lambda *args: (True, ""))
+    W = np.eye(3)[:, [0, 2]]  # a local, not global, maximiser: the upper bound is needed
+    if exc is TypeError:
+        with pytest.raises(TypeError):
+            certify_global_optimum(TWO_OPTIMA, W)
+        return
+    cert = certify_global_optimum(TWO_OPTIMA, W)
+    assert not cert.certified and cert.bound_method == "reduced"
+    assert "the full SDP failed (NumericalFailure: Clarabel" in cert.reason
+
+
 def test_no_orthonormal_point_when_d_below_k():
     cert = certify_global_optimum(np.zeros((3, 2, 2)), np.ones((2, 3)))
     assert not cert.certified and "D >= K" in cert.reason

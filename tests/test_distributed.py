@@ -23,6 +23,7 @@ from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 
 from catdask import CategorySpace, KernelCategorySpace  # noqa: E402
 from catdask.core.classes import ClassIndex  # noqa: E402
+from catdask.core.progress import solver_progress  # noqa: E402
 from catdask.distributed import dask_client_context, gram_options  # noqa: E402
 from catdask.distributed.cluster import ENV_SCHEDULER, start_local_cluster  # noqa: E402
 from catdask.distributed.inputs import is_distributed_input  # noqa: E402
@@ -549,9 +550,8 @@ def test_worker_killed_mid_kernel_fit(client):
             threading.Thread(target=kill, daemon=True).start()
 
     est = KernelCategorySpace(**kw)
-    est._progress_callback = kill_soon
-    with gram_options(cache="memory", block_rows=150):  # kill loses cached Gram blocks too
-        est.fit(da.from_array(X, chunks=(300, -1)), y)
+    with gram_options(cache="memory", block_rows=150), solver_progress(kill_soon):
+        est.fit(da.from_array(X, chunks=(300, -1)), y)  # kill loses cached Gram blocks too
     assert killed
     _assert_same_fit(est, ref, "dual_coef_")
     client.wait_for_workers(2, timeout=30)

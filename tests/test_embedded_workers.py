@@ -20,6 +20,7 @@ import pytest
 distributed = pytest.importorskip("distributed")
 
 from catdask import KernelCategorySpace  # noqa: E402
+from catdask.core.progress import solver_progress  # noqa: E402
 from catdask.distributed import cluster as cluster_module  # noqa: E402
 from catdask.distributed.cluster import (  # noqa: E402
     close_embedded_cluster,
@@ -91,9 +92,8 @@ def test_a_worker_lost_mid_fit_the_fit_completes_says_so_and_the_cluster_recover
             lost.append(_lose_worker_for_good(cluster, client))
 
     estimator = KernelCategorySpace(**kw)
-    estimator._progress_callback = lose_at_iteration_3
     with caplog.at_level(logging.WARNING, logger="catdask.distributed"):
-        with dask_client_context():
+        with dask_client_context(), solver_progress(lose_at_iteration_3):
             estimator.fit(da.from_array(X, chunks=(200, -1)), y)
     assert lost
     # The same fit as in-process numpy, computed partly on the worker that was lost.
@@ -170,10 +170,9 @@ def test_33_worker_kills_fits_identical_and_cluster_back_at_full_size(embedded, 
                     threading.Thread(target=kill_the_restart, daemon=True).start()
 
         estimator = KernelCategorySpace(**kw)
-        estimator._progress_callback = kill_mid_fit
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger="catdask.distributed"):
-            with dask_client_context():
+            with dask_client_context(), solver_progress(kill_mid_fit):
                 estimator.fit(da.from_array(X, chunks=(200, -1)), y)
             time.sleep(0.5)
             n, expected = cluster_module.restore_embedded_workers()

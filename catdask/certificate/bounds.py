@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from .eigen import sym, top_eig
+from .eigen import NumericalFailure, sym, top_eig
 
 __all__ = ["MAX_SDP_DIM", "full_sdp_bound", "reduced_bound", "relative_gap", "trivial_bound",
            "want_full_sdp"]
@@ -140,7 +140,7 @@ def full_sdp_bound(point):
     prob = cp.Problem(cp.Minimize(cp.sum(nu) + cp.trace(Y)), cons)
     prob.solve(solver=cp.CLARABEL)
     if Y.value is None:
-        raise RuntimeError(f"Clarabel returned status {prob.status}")
+        raise NumericalFailure(f"Clarabel returned status {prob.status}")
     evals, evecs = np.linalg.eigh(sym(np.asarray(Y.value)) * s)
     Yp = (evecs * np.maximum(evals, 0.0)) @ evecs.T
     nus = np.array([np.linalg.eigvalsh(sym(R[k] - Yp))[-1] for k in range(K)])

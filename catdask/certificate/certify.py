@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 import time
 
 import numpy as np
+from scipy.sparse.linalg import ArpackError
 
 from .bounds import (
     MAX_SDP_DIM,
@@ -16,14 +18,30 @@ from .bounds import (
     trivial_bound,
     want_full_sdp,
 )
-from .eigen import DENSE_MAX_DIM, weakest_check
+from .eigen import DENSE_MAX_DIM, NumericalFailure, weakest_check
 from .moment import MAX_PSD_BLOCK, RelaxationTooLarge, moment_relaxation_bound
 from .point import CannotTest, StationaryPoint, read_inputs
 from .rapcsak import rapcsak_lambda_max
 from .record import Certificate, not_certified
 from .sdp_dual import sdp_dual_test
 
-__all__ = ["certify_global_optimum"]
+__all__ = ["certify_global_optimum", "numerical_failures"]
+
+
+def numerical_failures():
+    """The exceptions a test can meet on well-formed input, which become "not certified".
+
+    LAPACK's ``LinAlgError``; ARPACK's errors (``ArpackNoConvergence`` among them); a Lanczos
+    run or a conic solver that returns no answer (:class:`~.eigen.NumericalFailure`, cvxpy's
+    ``SolverError``); floating-point overflow; memory. Anything else, a ``TypeError`` or an
+    ``AttributeError`` say, is a bug and propagates.
+    """
+    failures = (np.linalg.LinAlgError, ArpackError, NumericalFailure, FloatingPointError,
+                OverflowError, MemoryError)
+    cvxpy_error = sys.modules.get("cvxpy.error")  # only a loaded cvxpy can have raised one
+    if cvxpy_error is not None:
+        failures += (cvxpy_error.SolverError,)
+    return failures
 
 
 def certify_global_optimum(
@@ -42,9 +60,10 @@ def certify_global_optimum(
 
     Runs Rapcsák's test and the SDP-dual test of Gilman, Burer & Balzano (docs/design.md
     section 4), verifies any candidate by eigenvalue upper bounds, and bounds ``max f`` from
-    above when W is not certified. The test never raises on well-formed input: an internal
-    failure (a LAPACK or ARPACK error, W off the manifold, ``D < K`` on rank-deficient data,
-    overflow) gives a certificate with ``certified=False`` whose ``reason`` names what failed.
+    above when W is not certified. The test never raises on well-formed input: a numerical
+    failure (a LAPACK or ARPACK error, a solver without an answer, W off the manifold,
+    ``D < K`` on rank-deficient data, overflow; :func:`numerical_failures`) gives a certificate
+    with ``certified=False`` whose ``reason`` names what failed. A bug propagates.
 
     Parameters
     ----------
@@ -151,7 +170,7 @@ def certify_global_optimum(
         return cert
     except CannotTest as exc:
         why = str(exc)
-    except Exception as exc:  # LinAlgError, ArpackNoConvergence, overflow...: never crash a fit
+    except numerical_failures() as exc:  # never crash a fit on a numerical failure
         why = f"{type(exc).__name__}: {exc}"
     objective = np.nan if point is None else point.f * point.unit
     return not_certified(
@@ -261,7 +280,7 @@ def _upper_bound(point, sdp, full_sdp, max_sdp_dim):
     if use_sdp:
         try:
             bounds.append((full_sdp_bound(point), "sdp"))
-        except Exception as exc:  # solver failure: fall back to the cheap bound, say why
+        except numerical_failures() as exc:  # fall back to the cheap bound, say why
             why_not = f"the full SDP failed ({type(exc).__name__}: {exc})"
     upper, bound_method = min(bounds, key=lambda b: b[0])
     upper = max(upper, f)  # a valid bound is never below an attained value

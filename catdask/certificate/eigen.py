@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.linalg
-from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
+from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, LinearOperator, eigsh
 
-__all__ = ["DENSE_MAX_DIM", "VERIFY_DENSE_MAX_DIM", "EIGEN_CHECKS", "sym", "top_eig",
-           "verified_top", "weakest_check"]
+__all__ = ["DENSE_MAX_DIM", "VERIFY_DENSE_MAX_DIM", "EIGEN_CHECKS", "NumericalFailure", "sym",
+           "top_eig", "verified_top", "weakest_check"]
 
 # The search (Kelley cutting planes, reduced bound) works on dense D x D matrices up to this D
 # and on matvecs (Lanczos) above it: there warm-started Lanczos beats dense eigh.
@@ -40,6 +40,11 @@ _LANCZOS_TOL = 1e-10
 _EPS = np.finfo(float).eps
 
 
+class NumericalFailure(RuntimeError):
+    """A numerical method gave no answer on well-formed input (Lanczos did not converge, a
+    conic solver returned no solution): the certificate says "not certified", never a bug."""
+
+
 def sym(A):
     """Symmetric part ``(A + A^T) / 2``."""
     return 0.5 * (A + A.T)
@@ -52,7 +57,8 @@ def weakest_check(checks):
 
 
 def _lanczos_top(n, matvec, shift, v0):
-    """Top eigenvector of ``A + shift I`` by ARPACK (raises RuntimeError if it never converges)."""
+    """Top eigenvector of ``A + shift I`` by ARPACK (raises NumericalFailure if it never
+    converges)."""
     op = LinearOperator(
         (n, n), matvec=lambda x: matvec(np.ravel(x)) + shift * np.ravel(x), dtype=float
     )
@@ -63,7 +69,7 @@ def _lanczos_top(n, matvec, shift, v0):
             return V[:, 0] / np.linalg.norm(V[:, 0])
         except ArpackNoConvergence:
             continue
-    raise RuntimeError(f"Lanczos (eigsh) did not converge on a {n} x {n} operator")
+    raise NumericalFailure(f"Lanczos (eigsh) did not converge on a {n} x {n} operator")
 
 
 def _rayleigh_upper(v, Av):
@@ -145,7 +151,7 @@ def verified_top(n, *, matrix=None, matvec=None, shift=0.0, v0=None):
         return upper, v, "dense"
     try:
         v = _lanczos_top(n, lambda x: matrix @ x, shift, v0)
-    except RuntimeError:
+    except (NumericalFailure, ArpackError):
         v = None
     if v is not None:
         estimate = _rayleigh_upper(v, matrix @ v)

@@ -45,6 +45,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import lsqr
 
+from .eigen import NumericalFailure
+
 __all__ = [
     "MomentBound",
     "RelaxationTooLarge",
@@ -343,7 +345,7 @@ def moment_relaxation_bound(R, *, solver="SCS", eps=1e-8, max_iters=200_000,
         warnings.filterwarnings("ignore", message="Solution may be inaccurate")
         prob.solve(solver=solver, verbose=verbose, **opts)
     if gamma.value is None:
-        raise RuntimeError(f"the moment relaxation solver returned no solution ({prob.status})")
+        raise NumericalFailure(f"the moment relaxation solver returned no solution ({prob.status})")
 
     # Repair: PSD projection, least-squares multipliers, residual charged to the bound.
     g = float(gamma.value)
