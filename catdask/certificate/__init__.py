@@ -14,6 +14,9 @@ At a point W returned by a solver, :func:`certify_global_optimum` runs, in order
 5. **Optionally** (``moment=True``), when the SDP dual is not tight: the level-2 moment relaxation
    (:mod:`.moment`), whose rigorous bound proves most of the remaining optima.
 
+Kernel fits are tested as the linear problem on a Gram factor's rows (:mod:`.kernel`); the fit
+engine reaches each method's test through a certifier (:mod:`.certifiers`).
+
 The result is a :class:`Certificate` (:mod:`.record`). All objective values and bounds are on the
 estimators' scale ``1/2 sum_k w_k^T R_k w_k``; tolerances are relative to
 ``scale = max_k ||R_k||_2``.

@@ -6,6 +6,8 @@
 - ``starts``: starting points of the restarts.
 - ``acceleration``: safeguarded Anderson mixing of the alternating iteration.
 - ``solver``: the loop over all restarts as one batch; ``progress``: its listener.
+- ``engine``: one fit: the starts, the solver runs under a precision schedule (``precision``),
+  the choice among restarts and their certificates, returned as a frozen ``FitResult``.
 - ``classes``: per-class bookkeeping (which samples belong to which axis);
   ``validation``: input checks shared by the estimators.
 

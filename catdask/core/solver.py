@@ -49,7 +49,7 @@ class RestartResult:
     history : list of float
         Objective after every iteration (starting point first).
     certificate : object or None
-        Filled in by the estimator when certification is on.
+        Filled in by the fit engine (:func:`catdask.core.engine.fit_restarts`).
     """
 
     index: int

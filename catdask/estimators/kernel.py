@@ -85,8 +85,9 @@ class KernelCategorySpace(BaseCategorySpace):
         iterate with Gram tiles evaluated in float32 (float64 accumulation) to a step of
         ``catdask.core.precision.FLOAT32_PHASE_TOL``, then polish with exact float64
         iterations from that point until the step is below ``tol``; the objective, the
-        coefficients and the certificate are the float64 ones. ``max_iter`` bounds both phases together (the polish has at least one
-        iteration). ``"float64"``: exact float64 products throughout.
+        coefficients and the certificate are the float64 ones. ``max_iter`` bounds both
+        phases together (the polish has at least one iteration). ``"float64"``: exact float64
+        products throughout.
 
     Attributes
     ----------
@@ -281,7 +282,8 @@ class KernelCategorySpace(BaseCategorySpace):
         labels, rng, given = self._labels_and_rng(kernel=True)
         if given is not None:
             if given.shape != (K, N):
-                raise ValueError(f"init array must have shape (K, N) = {(K, N)}; got {given.shape}.")
+                raise ValueError(
+                    f"init array must have shape (K, N) = {(K, N)}; got {given.shape}.")
             return Starts(tuple(labels), lambda: problem.start_from_coefficients(
                 caller_classes.sort(given)[None]))
 

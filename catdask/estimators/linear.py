@@ -221,7 +221,8 @@ class CategorySpace(BaseCategorySpace):
         labels, rng, given = self._labels_and_rng(kernel=False)
         if given is not None:
             if given.shape != (D, K):
-                raise ValueError(f"init array must have shape (D, K) = {(D, K)}; got {given.shape}.")
+                raise ValueError(
+                    f"init array must have shape (D, K) = {(D, K)}; got {given.shape}.")
             W0 = given[None]
         else:
             W0 = linear_starts(labels, class_matrices=class_matrices,

@@ -86,7 +86,8 @@ def test_one_test_speaks_for_the_ties_and_bounds_the_beaten():
     assert certs[1] is certifier.certificate
     tied, beaten = certs[2], certs[0]
     assert tied.certified and tied.objective == restarts[2].objective and tied.seconds == 0.0
-    assert tied.reason.startswith("same objective as restart 1") and "globally optimal" in tied.reason
+    assert tied.reason.startswith("same objective as restart 1")
+    assert "globally optimal" in tied.reason
     assert not beaten.certified and beaten.method is None and beaten.nu is None
     assert beaten.gap == pytest.approx((11.0 - 8.0) / 8.0)  # the chosen one's bound bounds it
     assert "restart 1 reaches a higher objective" in beaten.reason
