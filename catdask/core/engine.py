@@ -24,7 +24,7 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from .precision import FLOAT64
+from .precision import FLOAT64, PrecisionSchedule
 from .problems import KernelState
 
 __all__ = ["SolverOptions", "Starts", "Certifier", "FitResult", "fit_restarts",
@@ -130,8 +130,9 @@ class FitResult:
         return out
 
 
-def fit_restarts(problem, starts, *, solver_options, certifier, precision_schedule=FLOAT64,
-                 moment=False, started_at=None) -> FitResult:
+def fit_restarts(problem, starts: Starts, *, solver_options: SolverOptions,
+                 certifier: Certifier, precision_schedule: PrecisionSchedule = FLOAT64,
+                 moment: bool = False, started_at: float | None = None) -> FitResult:
     """Run every restart as one batch, choose one and certify it.
 
     Parameters

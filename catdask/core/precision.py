@@ -12,12 +12,12 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass, replace
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Union
 
 from .solver import solve
 
 __all__ = ["FLOAT32_PHASE_TOL", "FLOAT64", "Float64Throughout", "Float32ThenFloat64",
-           "ScheduledRun", "precision_schedule"]
+           "PrecisionSchedule", "ScheduledRun", "precision_schedule"]
 
 # precision="auto": the float32 phase stops at this RKHS step (never below ``tol``), then the
 # float64 polish iterates to ``tol``. The float32 map is deterministic and converged to a fixed
@@ -117,7 +117,12 @@ class Float32ThenFloat64:
         return ScheduledRun(final, restarts, phases, tuple(a.n_iter for a in first))
 
 
-def precision_schedule(precision, operator):
+#: Either schedule (both have ``starts_precision()`` and ``run(problem, state, labels,
+#: options)``).
+PrecisionSchedule = Union[Float64Throughout, Float32ThenFloat64]
+
+
+def precision_schedule(precision, operator) -> PrecisionSchedule:
     """The schedule of ``KernelCategorySpace(precision=...)`` on ``operator``.
 
     ``"auto"``: float32 tiles then the float64 polish where the products are recomputed by
