@@ -12,7 +12,9 @@ wins. The certificate test runs once, on that chosen restart; every other restar
 from it without a test of its own, rigorously: a tied restart shares its verdict (to TIE_RTOL),
 and a restart below another restart's objective is not a global maximiser, whose gap the chosen
 restart's upper bound on the global maximum bounds. The choice never depends on the verdict,
-so certification could be deferred to first access of :attr:`FitResult.certificates`.
+and :func:`certify_restarts` is a pure function of the restarts, the chosen index, the final
+state and the certifier, so the test could later run on first access of the certificates
+(:attr:`FitResult.certificates`, :attr:`FitResult.certificate`) without changing the choice.
 """
 
 from __future__ import annotations
