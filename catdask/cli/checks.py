@@ -11,6 +11,8 @@ import difflib
 import os
 from pathlib import Path
 
+from catdask.method_names import CERTIFY_LEVELS, KERNEL_METHODS, QUADRATIC_METHODS
+
 from .exits import CliError, usage_error
 
 
@@ -191,10 +193,9 @@ def _missing_sources(name: str, source_dir, store) -> str:
 
 # ----------------------------------------------------------------------------- options
 #: ``catdask train`` options that only some methods use; the others would silently ignore
-#: them (and the registry would still record the value). Kept beside the parser's method list
-#: so no import of the estimators is needed; a test checks them against catdask.methods.
-KERNEL_METHODS = ("kcqs", "kcas")
-QUADRATIC_METHODS = ("cqs", "kcqs")
+#: them (and the registry would still record the value). ``KERNEL_METHODS`` and
+#: ``QUADRATIC_METHODS`` come from the light method registry (:mod:`catdask.method_names`), so
+#: no import of the estimators is needed.
 
 
 def _given_method_options(args) -> list[tuple[str, tuple[str, ...], str]]:
@@ -203,7 +204,7 @@ def _given_method_options(args) -> list[tuple[str, tuple[str, ...], str]]:
     given = []
     if args.gamma is not None:
         given.append(("--gamma", KERNEL_METHODS, "the RBF kernel's width"))
-    if args.certify != "dual":  # the default applies to every method (CAS: not applicable)
+    if args.certify != CERTIFY_LEVELS[0]:  # the default applies to every method (CAS: not applicable)
         given.append((f"--certify {args.certify}", QUADRATIC_METHODS,
                       "CAS has no global-optimality test"))
     return given
