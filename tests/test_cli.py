@@ -845,7 +845,9 @@ class _FakeFlows:
         monkeypatch.setattr("catdask.cli.runtime.flow", self.flow)
         monkeypatch.setattr("catdask.cli.runtime.prefect_server", contextlib.nullcontext)
 
-    def flow(self, name, attribute=None):
+    def flow(self, function):
+        name = {"run_train": "train"}.get(function.__name__, function.__name__)
+
         def run(*args, **kwargs):
             self.calls.append((name, args, kwargs))
             if name == "train":

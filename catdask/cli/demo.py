@@ -68,7 +68,10 @@ def cmd_demo(args) -> int:
     names = _available_datasets(args.source_dir, notes, args.quick)
     notes.print(f"store: {resolve_store(args.store).resolve()}")
     runtime.prepare_prefect(args.store)
-    ingest, train = runtime.flow("ingest"), runtime.flow("train", "run_train")
+    from catdask.orchestration.ingest import ingest
+    from catdask.orchestration.train import run_train
+
+    ingest, train = runtime.flow(ingest), runtime.flow(run_train)
     with runtime.dask_client(address) as client:  # the embedded cluster stays up for the flows
         notes.print(f"Dask scheduler: {client.scheduler.address}  "
                     f"dashboard: {client.dashboard_link}")

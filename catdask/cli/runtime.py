@@ -1,6 +1,6 @@
 """What the CLI sets up before the heavy imports: Prefect's home and telemetry, the Dask
-scheduler and Prefect API checks, the one place that imports the flows and the Dask client,
-and the embedded cluster's quiet shutdown.
+scheduler and Prefect API checks, the console set-up for flow runs (:func:`flow`), the Dask
+client, and the embedded cluster's quiet shutdown.
 
 Nothing here imports Prefect or Dask at module level; the commands that need no flow
 (``datasets``, ``models``, ``check``, ``plot``) never load them.
@@ -8,7 +8,6 @@ Nothing here imports Prefect or Dask at module level; the commands that need no 
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import socket
@@ -20,8 +19,6 @@ from pathlib import Path
 
 from .exits import CliError
 
-#: The package holding the Prefect flows; each flow ``X`` is ``<FLOWS_PACKAGE>.X.X``.
-FLOWS_PACKAGE = "catdask.orchestration"
 #: Seconds to wait for the TCP connection to a ``--scheduler`` address.
 SCHEDULER_PROBE_TIMEOUT = 3.0
 #: Dask's own connect timeout for that address (its default, 30 s, is retried by the flows).
@@ -50,14 +47,13 @@ class _NoRunFailureEchoes(logging.Filter):
         return not (record.exc_info or str(record.msg).startswith("Finished in state"))
 
 
-def flow(name: str, attribute: str | None = None):
-    """The Prefect flow ``name`` (``"ingest"``, ``"train"``, ``"evaluate"``), imported now
-    (or another ``attribute`` of its module, e.g. ``run_train``).
+def flow(function):
+    """``function`` (a flow, or a function running one, e.g. ``run_train``), once the console
+    is set up for flow runs.
 
-    The only place the CLI imports flows (and so Prefect): call it after the arguments are
-    checked.
+    The commands import their flows (and so Prefect) inside their own bodies, after the
+    arguments are checked, and pass them through here before running them.
     """
-    function = getattr(importlib.import_module(f"{FLOWS_PACKAGE}.{name}"), attribute or name)
     if not show_tracebacks:  # Prefect has configured its console handlers by now
         for handler in logging.getLogger().handlers:
             if not any(isinstance(f, _NoRunFailureEchoes) for f in handler.filters):
