@@ -8,9 +8,9 @@ the values argparse cannot range-check by type alone.
 from __future__ import annotations
 
 import difflib
-import os
 from pathlib import Path
 
+from catdask import settings
 from catdask.method_names import CERTIFY_LEVELS, KERNEL_METHODS, QUADRATIC_METHODS
 
 from .exits import CliError, usage_error
@@ -43,10 +43,9 @@ def store_choice(store) -> tuple[Path, str | None]:
     """The store folder and who chose it: ``"--store"``, ``"$CATDASK_STORE"``, or None for
     the default ``./catdask-store``."""
     from catdask.store import resolve_store
-    from catdask.store.layout import STORE_ENV
 
     chosen_by = ("--store" if store is not None
-                 else f"${STORE_ENV}" if os.environ.get(STORE_ENV) else None)
+                 else f"${settings.STORE}" if settings.STORE.get() else None)
     return resolve_store(store), chosen_by
 
 
