@@ -350,6 +350,18 @@ def test_retrain_keeps_every_setting_of_the_recorded_spec(iris_store, dask_sched
         assert version.meta["n_iter"] <= 4
 
 
+def test_a_spec_recorded_before_allow_uncertified_reads_it_from_the_status():
+    old = {k: v for k, v in ModelSpec(certify="moment", tol=1e-6).to_dict().items()
+           if k != "allow_uncertified"}
+    for status, allowed in [("uncertified-allowed", True), ("certified", False),
+                            ("certificate-not-applicable", False)]:
+        spec = ModelSpec.recorded({"spec": old, "registration_status": status})
+        assert spec == ModelSpec(certify="moment", tol=1e-6, allow_uncertified=allowed)
+    recorded = ModelSpec(allow_uncertified=True).to_dict()  # recorded: the record decides
+    assert ModelSpec.recorded({"spec": recorded, "registration_status": "certified"}
+                              ).allow_uncertified is True
+
+
 def test_train_flow_takes_every_model_spec_field():
     """The retrain passes a recorded spec to the train flow whole: a ModelSpec field the
     flow does not take would fail there (or, spelled out by hand, be dropped)."""
