@@ -1,5 +1,9 @@
 """The one registry of the paper's methods: name -> estimator class and objective.
 
+The names and what each method is (kernel or not, objective) live in
+:mod:`catdask.method_names`, which imports nothing heavy (the CLI reads them before
+scikit-learn is loaded); this module adds the estimator classes.
+
 Used by the training pipeline (``ModelSpec.method``), the evaluation protocol
 (:func:`catdask.evaluation.compared_methods.paper_methods`) and the model files
 (:mod:`catdask.model_io`, by class name through :data:`ESTIMATOR_CLASSES`).
@@ -10,6 +14,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from .estimators import CategorySpace, KernelCategorySpace
+from .method_names import METHOD_NAMES, MethodName, method_name
 
 __all__ = ["METHODS", "ESTIMATOR_CLASSES", "RegisteredMethod", "make_estimator", "method_name"]
 
@@ -28,37 +33,17 @@ class RegisteredMethod(NamedTuple):
     @property
     def paper_name(self):
         """The column name in the paper's tables: ``"CQS"``, ``"CAS"``, ``"K-CQS"``, ``"K-CAS"``."""
-        short = "CQS" if self.objective == "quadratic" else "CAS"
-        return f"K-{short}" if self.kernel else short
+        return MethodName(self.kernel, self.objective).paper_name
 
 
-# Method names as in the paper's tables, lower case (the CLI's and ModelSpec's names).
+# The light registry's names (catdask.method_names), each with its estimator class.
 METHODS = {
-    "cqs": RegisteredMethod(CategorySpace, "quadratic"),
-    "cas": RegisteredMethod(CategorySpace, "absolute"),
-    "kcqs": RegisteredMethod(KernelCategorySpace, "quadratic"),
-    "kcas": RegisteredMethod(KernelCategorySpace, "absolute"),
+    name: RegisteredMethod(KernelCategorySpace if entry.kernel else CategorySpace, entry.objective)
+    for name, entry in METHOD_NAMES.items()
 }
 
 # Estimator classes by class name, as recorded in model files.
 ESTIMATOR_CLASSES = {cls.__name__: cls for cls in (CategorySpace, KernelCategorySpace)}
-
-
-def method_name(*, kernel, objective):
-    """The registry name of the method with this kernel flag and objective.
-
-    Examples
-    --------
-    >>> method_name(kernel=True, objective="quadratic")
-    'kcqs'
-    """
-    for name, entry in METHODS.items():
-        if entry.kernel == bool(kernel) and entry.objective == objective:
-            return name
-    raise ValueError(
-        f"No method with kernel={kernel!r} and objective={objective!r}; "
-        "objective must be 'quadratic' or 'absolute'."
-    )
 
 
 def make_estimator(method, **params):

@@ -29,6 +29,7 @@ import subprocess
 import sys
 import threading
 
+from . import settings
 from .errors import ServiceLostError
 from .orchestration.server import default_log_file, start_prefect_server, stop_process
 
@@ -37,7 +38,7 @@ __all__ = ["serve", "served_deployments", "serving_summary", "default_run_limit"
 
 NIGHTLY_RETRAIN_CRON = "0 2 * * *"
 WEEKLY_EVALUATION_CRON = "0 3 * * 0"
-ENV_RUN_LIMIT = "CATDASK_SERVE_LIMIT"
+ENV_RUN_LIMIT = settings.SERVE_LIMIT.name
 # Memory one flow-run process may take (its Python, Prefect client and the data it loads) on
 # top of the shared Dask cluster: a measured served train run on a UCI set peaks near 300 MiB,
 # a 27-run burst without a limit reached 8.15 GiB; 2 GiB per run keeps a burst well inside RAM.
@@ -63,7 +64,7 @@ def resolve_run_limit(limit=None):
     """``limit``, else ``$CATDASK_SERVE_LIMIT``, else :func:`default_run_limit`; a positive int."""
     source = "limit"
     if limit is None:
-        raw = os.environ.get(ENV_RUN_LIMIT, "").strip()
+        raw = (settings.SERVE_LIMIT.get() or "").strip()
         if not raw:
             return default_run_limit()
         limit, source = raw, f"${ENV_RUN_LIMIT}"
@@ -230,10 +231,10 @@ def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, lim
     from .store import resolve_store
 
     limit = resolve_run_limit(limit)
-    scheduler = scheduler or os.environ.get(ENV_SCHEDULER) or None
+    scheduler = scheduler or settings.SCHEDULER.get()
     server = client = owned_client = None
     log_file = None
-    api_url = os.environ.get("PREFECT_API_URL")
+    api_url = settings.PREFECT_API_URL.get()
     # SIGTERM during start-up (before the Prefect runner installs its own handler) must not
     # kill this process alone and orphan the Prefect server and the Dask workers.
     if threading.current_thread() is threading.main_thread():
@@ -246,7 +247,8 @@ def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, lim
         client, owned = _dask_client(scheduler, dask_dashboard_port)
         owned_client = client if owned else None
         # Flow runs start in child processes: they find the cluster through the environment.
-        os.environ[ENV_SCHEDULER] = scheduler or client.scheduler.address
+        scheduler_address = scheduler or client.scheduler.address
+        os.environ[ENV_SCHEDULER] = scheduler_address
         os.environ["PREFECT_API_URL"] = api_url
         store_path = str(resolve_store(store))
         with temporary_settings(updates={PREFECT_API_URL: api_url}):
@@ -258,7 +260,7 @@ def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, lim
             for deployment in served_deployments(store_path):
                 runner.add_preloaded_deployment(deployment)
                 names.append(f"{deployment.flow_name}/{deployment.name}")
-            print(serving_summary(api_url, client.dashboard_link, os.environ[ENV_SCHEDULER],
+            print(serving_summary(api_url, client.dashboard_link, scheduler_address,
                                   store_path, limit, names), flush=True)
             try:
                 asyncio.run(_serve_while_server_runs(runner, server, log_file))

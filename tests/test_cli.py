@@ -845,7 +845,9 @@ class _FakeFlows:
         monkeypatch.setattr("catdask.cli.runtime.flow", self.flow)
         monkeypatch.setattr("catdask.cli.runtime.prefect_server", contextlib.nullcontext)
 
-    def flow(self, name, attribute=None):
+    def flow(self, function):
+        name = {"run_train": "train"}.get(function.__name__, function.__name__)
+
         def run(*args, **kwargs):
             self.calls.append((name, args, kwargs))
             if name == "train":
@@ -901,6 +903,33 @@ def test_method_specific_options_match_the_methods():
     assert set(checks.KERNEL_METHODS) == {m for m, e in METHODS.items() if e.kernel}
     assert set(checks.QUADRATIC_METHODS) == {m for m, e in METHODS.items()
                                              if e.objective == "quadratic"}
+
+
+def test_method_choices_come_from_the_registry_without_importing_the_estimators():
+    """The parser's --method and --certify choices and the method checks are read from the
+    light registry (catdask.method_names): parsing and checking a train command loads neither
+    scikit-learn nor SciPy."""
+    script = (
+        "import sys\n"
+        "from catdask.cli import build_parser, checks\n"
+        "from catdask.cli.exits import CliError\n"
+        "args = build_parser().parse_args(['train', 'iris', '--method', 'kcas', '--gamma', '1'])\n"
+        "checks.check_method_options(args)\n"
+        "args = build_parser().parse_args(['train', 'iris', '--method', 'cas', "
+        "'--certify', 'moment'])\n"
+        "try:\n"
+        "    checks.check_method_options(args)\n"
+        "except CliError as exc:\n"
+        "    print(exc)\n"
+        "print([m for m in ('sklearn', 'scipy', 'prefect', 'dask') if m in sys.modules])\n"
+    )
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    refusal, imported = r.stdout.splitlines()[-2:]
+    assert refusal == ("argument --certify moment: applies only to --method cqs or kcqs "
+                       "(CAS has no global-optimality test), not to cas"), refusal
+    assert imported == "[]", imported
 
 
 def test_version(capsys):

@@ -326,6 +326,55 @@ def test_retrain_registered_adds_one_version_per_model_and_is_idempotent(iris_st
     assert versions[1].run_key.startswith("retrain:iris-cqs:")
 
 
+def test_retrain_keeps_every_setting_of_the_recorded_spec(iris_store, dask_scheduler):
+    """A model trained with certify="moment", non-default tolerances and its own
+    allow_uncertified is retrained with every one of them (issue 25: the retrain rebuilt the
+    call from a few spec fields, so such a model came back at "dual" and the defaults)."""
+    _, train_mod, _ = _flows()
+    settings = dict(method="cqs", origin="class", n_restarts=2, random_state=5, eps=0.05,
+                    tol=1e-5, max_iter=4, certify="moment", allow_uncertified=True)
+    first = train_mod.train("iris", store=str(iris_store), scheduler=dask_scheduler, **settings)
+    # Four iterations do not reach the optimum: registered only by the model's own policy.
+    assert first["version"] == "iris-cqs:v1" and first["status"] == "uncertified-allowed"
+    # The nightly flag is off: the recorded allow_uncertified alone registers the retrain.
+    results = train_mod.retrain_registered(store=str(iris_store), scheduler=dask_scheduler)
+    assert [(r["version"], r["status"]) for r in results] == [("iris-cqs:v2",
+                                                               "uncertified-allowed")]
+    v1, v2 = list_models(iris_store)
+    assert v1.meta["spec"] == v2.meta["spec"] == ModelSpec(**settings).to_dict()
+    for version in (v1, v2):  # what the estimator itself was fitted with
+        params = load_estimator(iris_store, version.name, version.version)[-1].get_params()
+        assert (params["certify"], params["eps"], params["tol"], params["max_iter"],
+                params["origin"], params["n_restarts"], params["random_state"]) == (
+            "moment", 0.05, 1e-5, 4, "class", 2, 5)
+        assert version.meta["n_iter"] <= 4
+
+
+def test_a_spec_recorded_before_allow_uncertified_reads_it_from_the_status():
+    old = {k: v for k, v in ModelSpec(certify="moment", tol=1e-6).to_dict().items()
+           if k != "allow_uncertified"}
+    for status, allowed in [("uncertified-allowed", True), ("certified", False),
+                            ("certificate-not-applicable", False)]:
+        spec = ModelSpec.recorded({"spec": old, "registration_status": status})
+        assert spec == ModelSpec(certify="moment", tol=1e-6, allow_uncertified=allowed)
+    recorded = ModelSpec(allow_uncertified=True).to_dict()  # recorded: the record decides
+    assert ModelSpec.recorded({"spec": recorded, "registration_status": "certified"}
+                              ).allow_uncertified is True
+
+
+def test_train_flow_takes_every_model_spec_field():
+    """The retrain passes a recorded spec to the train flow whole: a ModelSpec field the
+    flow does not take would fail there (or, spelled out by hand, be dropped)."""
+    import dataclasses
+    import inspect
+
+    _, train_mod, _ = _flows()
+    parameters = inspect.signature(train_mod.train.fn).parameters
+    for field in dataclasses.fields(ModelSpec):
+        assert field.name in parameters, field.name
+        assert parameters[field.name].default == field.default, field.name
+
+
 # ----------------------------------------------------------------------------- certification
 def test_uncertified_model_is_rejected_unless_allowed(iris_store, dask_scheduler):
     _, train_mod, _ = _flows()

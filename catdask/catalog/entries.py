@@ -9,20 +9,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 import urllib.parse
 from importlib import resources
 from pathlib import Path
 
 from ..errors import CatalogError, DatasetNotFoundError
+from .. import settings
 from ..names import validate_name
 
 __all__ = ["CatalogEntry", "load_catalog", "get_entry", "DEFAULT_CATALOG", "CATALOG_ENV"]
 
 #: The catalog shipped with the package (a real file for a regular or wheel install).
 DEFAULT_CATALOG = Path(str(resources.files(__package__).joinpath("catalog.json")))
-CATALOG_ENV = "CATDASK_CATALOG"
+CATALOG_ENV = settings.CATALOG.name
 
 # Only these scikit-learn loaders may be named by a catalog (no arbitrary attribute calls).
 _SKLEARN_LOADERS = frozenset(["load_iris", "load_wine", "load_breast_cancer", "load_digits"])
@@ -80,7 +80,7 @@ def load_catalog(path=None) -> dict[str, CatalogEntry]:
     CatalogError
         Naming the entry and field that is malformed.
     """
-    path = Path(path or os.environ.get(CATALOG_ENV) or DEFAULT_CATALOG)
+    path = Path(path or settings.CATALOG.get() or DEFAULT_CATALOG)
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:

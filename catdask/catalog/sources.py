@@ -13,6 +13,7 @@ import urllib.request
 import uuid
 from pathlib import Path
 
+from .. import settings
 from ..errors import ChecksumMismatchError, SourceNotFoundError
 from .entries import _check_https, get_entry
 
@@ -27,7 +28,7 @@ __all__ = [
     "DOWNLOAD_CACHE_DIR",
 ]
 
-SOURCE_ENV = "CATDASK_SOURCE_DIR"
+SOURCE_ENV = settings.SOURCE_DIR.name
 #: The download cache's folder under the store root (``<store>/.downloads/<name>/``).
 DOWNLOAD_CACHE_DIR = ".downloads"
 
@@ -66,7 +67,7 @@ def source_folders(name: str, source_dir=None) -> list[Path]:
     repeats: ``source_dir`` and ``$CATDASK_SOURCE_DIR`` (each flat, then its subfolder
     ``name``), then :data:`SHARED_UCI_DIR`/``name``."""
     dirs = []
-    for base in (source_dir, os.environ.get(SOURCE_ENV)):
+    for base in (source_dir, settings.SOURCE_DIR.get()):
         if base:
             base = Path(base).expanduser()
             dirs += [base, base / name]  # flat, or one subfolder per data set

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import settings
 from ..errors import ParseError
 from .lines import (
     INT_PATTERN,
@@ -40,7 +41,7 @@ __all__ = ["Table", "read_table", "MAX_TABLE_BYTES", "MAX_TABLE_BYTES_ENV", "CHU
 
 #: Largest text file parsed (bytes); ``$CATDASK_MAX_TABLE_BYTES`` overrides it.
 MAX_TABLE_BYTES = 16 * 2**30
-MAX_TABLE_BYTES_ENV = "CATDASK_MAX_TABLE_BYTES"
+MAX_TABLE_BYTES_ENV = settings.MAX_TABLE_BYTES.name
 #: Rows per pandas chunk: bounds the parser's working memory (~ CHUNK_ROWS x columns x 8 bytes).
 CHUNK_ROWS = 50_000
 #: Text files up to this size are parsed by one ``pandas.read_csv`` of the path, which pandas
@@ -88,7 +89,7 @@ class Table:
 
 
 def _max_bytes() -> int:
-    value = os.environ.get(MAX_TABLE_BYTES_ENV)
+    value = settings.MAX_TABLE_BYTES.get()
     return int(value) if value else MAX_TABLE_BYTES
 
 

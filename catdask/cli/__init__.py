@@ -1,8 +1,8 @@
 """The ``catdask`` command line: ingest, train, evaluate, models, plot, check, serve, demo.
 
 Modules: :mod:`.parser` (options and help), :mod:`.checks` (argument checks that run before
-any heavy import), :mod:`.runtime` (Prefect's environment, the scheduler check, the one place
-that imports the flows and the Dask client), :mod:`.flow_commands`, :mod:`.store_commands` and
+any heavy import), :mod:`.runtime` (Prefect's environment, the scheduler check, the console set-up
+for flow runs, the Dask client), :mod:`.flow_commands`, :mod:`.store_commands` and
 :mod:`.demo` (the commands), :mod:`.output` (JSON, tables, progress), :mod:`.exits` (exit
 codes), :mod:`.main` (dispatch and error handling).
 

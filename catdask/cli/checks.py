@@ -8,8 +8,10 @@ the values argparse cannot range-check by type alone.
 from __future__ import annotations
 
 import difflib
-import os
 from pathlib import Path
+
+from catdask import settings
+from catdask.method_names import CERTIFY_LEVELS, KERNEL_METHODS, QUADRATIC_METHODS
 
 from .exits import CliError, usage_error
 
@@ -41,10 +43,9 @@ def store_choice(store) -> tuple[Path, str | None]:
     """The store folder and who chose it: ``"--store"``, ``"$CATDASK_STORE"``, or None for
     the default ``./catdask-store``."""
     from catdask.store import resolve_store
-    from catdask.store.layout import STORE_ENV
 
     chosen_by = ("--store" if store is not None
-                 else f"${STORE_ENV}" if os.environ.get(STORE_ENV) else None)
+                 else f"${settings.STORE}" if settings.STORE.get() else None)
     return resolve_store(store), chosen_by
 
 
@@ -191,10 +192,9 @@ def _missing_sources(name: str, source_dir, store) -> str:
 
 # ----------------------------------------------------------------------------- options
 #: ``catdask train`` options that only some methods use; the others would silently ignore
-#: them (and the registry would still record the value). Kept beside the parser's method list
-#: so no import of the estimators is needed; a test checks them against catdask.methods.
-KERNEL_METHODS = ("kcqs", "kcas")
-QUADRATIC_METHODS = ("cqs", "kcqs")
+#: them (and the registry would still record the value). ``KERNEL_METHODS`` and
+#: ``QUADRATIC_METHODS`` come from the light method registry (:mod:`catdask.method_names`), so
+#: no import of the estimators is needed.
 
 
 def _given_method_options(args) -> list[tuple[str, tuple[str, ...], str]]:
@@ -203,7 +203,7 @@ def _given_method_options(args) -> list[tuple[str, tuple[str, ...], str]]:
     given = []
     if args.gamma is not None:
         given.append(("--gamma", KERNEL_METHODS, "the RBF kernel's width"))
-    if args.certify != "dual":  # the default applies to every method (CAS: not applicable)
+    if args.certify != CERTIFY_LEVELS[0]:  # the default applies to every method (CAS: not applicable)
         given.append((f"--certify {args.certify}", QUADRATIC_METHODS,
                       "CAS has no global-optimality test"))
     return given

@@ -3,7 +3,7 @@ register) on the embedded defaults."""
 
 from __future__ import annotations
 
-import os
+from catdask import settings
 
 from . import checks, runtime
 from .exits import EXIT_OK
@@ -68,11 +68,14 @@ def cmd_demo(args) -> int:
     names = _available_datasets(args.source_dir, notes, args.quick)
     notes.print(f"store: {resolve_store(args.store).resolve()}")
     runtime.prepare_prefect(args.store)
-    ingest, train = runtime.flow("ingest"), runtime.flow("train", "run_train")
+    from catdask.orchestration.ingest import ingest
+    from catdask.orchestration.train import run_train
+
+    ingest, train = runtime.flow(ingest), runtime.flow(run_train)
     with runtime.dask_client(address) as client:  # the embedded cluster stays up for the flows
         notes.print(f"Dask scheduler: {client.scheduler.address}  "
                     f"dashboard: {client.dashboard_link}")
-    notes.print("Prefect: " + (os.environ.get("PREFECT_API_URL")
+    notes.print("Prefect: " + (settings.PREFECT_API_URL.get()
                                or "temporary local server (set PREFECT_API_URL, or run "
                                   "`catdask serve`, to keep runs in a UI)"))
     restarts = {} if args.restarts is None else {"n_restarts": args.restarts}

@@ -39,7 +39,9 @@ def _ingest_catalog(args) -> list[dict]:
     checks.check_sources_available(names, args.source_dir, args.store, args.download)
     runtime.check_prefect_api()
     runtime.prepare_prefect(args.store)
-    ingest = runtime.flow("ingest")
+    from catdask.orchestration.ingest import ingest  # Prefect: after the checks
+
+    ingest = runtime.flow(ingest)
     reports = []
     with runtime.prefect_server(), progress("ingest") as bar:
         step = bar.step("ingest", total=len(names))
@@ -119,8 +121,10 @@ def cmd_train(args) -> int:
     runtime.check_scheduler(runtime.scheduler_address(args.scheduler))
     runtime.check_prefect_api()
     runtime.prepare_prefect(args.store)
-    train = runtime.flow("train", "run_train")  # a rejected model returns its summary
     from catdask.core.progress import watch_solvers
+    from catdask.orchestration.train import run_train  # a rejected model returns its summary
+
+    train = runtime.flow(run_train)
 
     with runtime.prefect_server(), progress("train") as bar:
         step = bar.step(f"train {args.method} on {args.dataset}")
@@ -153,7 +157,9 @@ def cmd_evaluate(args) -> int:
     out_dir = args.out or default_evaluation_dir(args.store)
     runtime.check_prefect_api()
     runtime.prepare_prefect(args.store)
-    evaluate = runtime.flow("evaluate")
+    from catdask.orchestration.evaluate import evaluate
+
+    evaluate = runtime.flow(evaluate)
     with runtime.prefect_server(), progress("evaluate") as bar:
         step = bar.step("evaluate " + (", ".join(args.datasets) or "stored paper data sets"))
         out = evaluate(datasets=args.datasets or None, n_splits=args.splits, quick=args.quick,

@@ -13,15 +13,19 @@ from .checks import (
     positive_int,
     split_count,
 )
+from catdask.method_names import CERTIFY_LEVELS, KERNEL_METHODS, METHOD_NAMES, QUADRATIC_METHODS
+
 from .exits import EXIT_CODES_HELP, EXIT_USAGE
 
-DESCRIPTION = ("catdask: category-space supervised dimensionality reduction (CQS, CAS, K-CQS, "
-               "K-CAS) with certified fits, a zarr store and Prefect flows.")
+#: The ``--method`` choices: the method registry's names (:mod:`catdask.method_names`).
+METHODS = list(METHOD_NAMES)
+_PAPER_NAMES = ", ".join(e.paper_name for e in METHOD_NAMES.values())
+DESCRIPTION = (f"catdask: category-space supervised dimensionality reduction ({_PAPER_NAMES}) "
+               "with certified fits, a zarr store and Prefect flows.")
 STORE_HELP = "store folder (default: $CATDASK_STORE, else ./catdask-store)"
 SOURCE_DIR_HELP = ("folder with the original UCI files, flat or one subfolder per data set "
                    "(default: $CATDASK_SOURCE_DIR; in a checkout, also ../shared/data/uci "
                    "beside it)")
-METHODS = ["cqs", "cas", "kcqs", "kcas"]
 
 
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
@@ -100,17 +104,27 @@ def _ingest(sub):
     return s
 
 
+def _method_help() -> str:
+    """``"CQS/CAS (linear) or their kernel versions K-CQS/K-CAS"``, from the registry."""
+    linear = "/".join(e.paper_name for e in METHOD_NAMES.values() if not e.kernel)
+    kernel = "/".join(e.paper_name for e in METHOD_NAMES.values() if e.kernel)
+    return f"{linear} (linear) or their kernel versions {kernel}"
+
+
+_METHOD_HELP = _method_help()
+
+
 def _train(sub):
     s = _add(sub, "train", "fit with certified restarts and register the best model")
     s.add_argument("dataset", help="a data set in the store (see `catdask datasets`)")
-    s.add_argument("--method", default="cqs", choices=METHODS,
-                   help="CQS/CAS (linear) or their kernel versions K-CQS/K-CAS")
+    s.add_argument("--method", default=METHODS[0], choices=METHODS,
+                   help=_METHOD_HELP)
     s.add_argument("--origin", choices=["global", "class"],
                    help="origin of the category space (default: the library's, global)")
     s.add_argument("--restarts", type=positive_int,
                    help="random restarts, at least 1 (default: the library's, 5)")
     s.add_argument("--gamma", type=positive_float,
-                   help="RBF kernel gamma > 0; kcqs/kcas only (default: the library's, "
+                   help=f"RBF kernel gamma > 0; {'/'.join(KERNEL_METHODS)} only (default: the library's, "
                         "0.05 / n_features)")
     s.add_argument("--no-standardise", "--no-standardize", action="store_true",
                    help="fit on the raw features instead of standardised ones")
@@ -118,8 +132,9 @@ def _train(sub):
     s.add_argument("--name", help="model name in the registry (default: DATASET-METHOD)")
     s.add_argument("--scheduler", help="Dask scheduler address, e.g. tcp://10.0.0.5:8786 "
                                        "(default: $CATDASK_SCHEDULER, else a local cluster)")
-    s.add_argument("--certify", choices=("dual", "moment"), default="dual",
-                   help="strongest global-optimality test; cqs/kcqs only (CAS has none): the "
+    s.add_argument("--certify", choices=CERTIFY_LEVELS, default=CERTIFY_LEVELS[0],
+                   help=f"strongest global-optimality test; {'/'.join(QUADRATIC_METHODS)} only "
+                        "(CAS has none): the "
                         "SDP dual, or also the level-2 moment relaxation when the dual is not "
                         "tight (slower; needs the sdp extra)")
     s.add_argument("--allow-uncertified", action="store_true",

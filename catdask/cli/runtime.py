@@ -1,6 +1,6 @@
 """What the CLI sets up before the heavy imports: Prefect's home and telemetry, the Dask
-scheduler and Prefect API checks, the one place that imports the flows and the Dask client,
-and the embedded cluster's quiet shutdown.
+scheduler and Prefect API checks, the console set-up for flow runs (:func:`flow`), the Dask
+client, and the embedded cluster's quiet shutdown.
 
 Nothing here imports Prefect or Dask at module level; the commands that need no flow
 (``datasets``, ``models``, ``check``, ``plot``) never load them.
@@ -8,7 +8,6 @@ Nothing here imports Prefect or Dask at module level; the commands that need no 
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import socket
@@ -18,19 +17,19 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from catdask import settings
+
 from .exits import CliError
 
-#: The package holding the Prefect flows; each flow ``X`` is ``<FLOWS_PACKAGE>.X.X``.
-FLOWS_PACKAGE = "catdask.orchestration"
 #: Seconds to wait for the TCP connection to a ``--scheduler`` address.
 SCHEDULER_PROBE_TIMEOUT = 3.0
 #: Dask's own connect timeout for that address (its default, 30 s, is retried by the flows).
 SCHEDULER_CONNECT_TIMEOUT = "10s"
 DEFAULT_SCHEDULER_PORT = 8786
-ENV_SCHEDULER = "CATDASK_SCHEDULER"
+ENV_SCHEDULER = settings.SCHEDULER.name
 #: Seconds to wait for ``$PREFECT_API_URL/health``.
 PREFECT_API_PROBE_TIMEOUT = 5.0
-ENV_PREFECT_API = "PREFECT_API_URL"
+ENV_PREFECT_API = settings.PREFECT_API_URL.name
 
 
 #: Set by ``main`` from ``-v``: whether failed flow and task runs may print tracebacks.
@@ -50,14 +49,13 @@ class _NoRunFailureEchoes(logging.Filter):
         return not (record.exc_info or str(record.msg).startswith("Finished in state"))
 
 
-def flow(name: str, attribute: str | None = None):
-    """The Prefect flow ``name`` (``"ingest"``, ``"train"``, ``"evaluate"``), imported now
-    (or another ``attribute`` of its module, e.g. ``run_train``).
+def flow(function):
+    """``function`` (a flow, or a function running one, e.g. ``run_train``), once the console
+    is set up for flow runs.
 
-    The only place the CLI imports flows (and so Prefect): call it after the arguments are
-    checked.
+    The commands import their flows (and so Prefect) inside their own bodies, after the
+    arguments are checked, and pass them through here before running them.
     """
-    function = getattr(importlib.import_module(f"{FLOWS_PACKAGE}.{name}"), attribute or name)
     if not show_tracebacks:  # Prefect has configured its console handlers by now
         for handler in logging.getLogger().handlers:
             if not any(isinstance(f, _NoRunFailureEchoes) for f in handler.filters):
@@ -120,14 +118,14 @@ def prefect_environment(environ, store_root: Path) -> dict[str, str]:
                "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": "WARNING",
                # The temporary local server needs 6-10 s to start; more on a loaded machine.
                "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120"}
-    if not environ.get("PREFECT_API_URL"):
+    if not settings.PREFECT_API_URL.get(environ):
         # A server the user chose in a Prefect profile (`prefect config set PREFECT_API_URL=`)
         # counts as chosen: the store-local home would hide the profile, and the runs would
         # go to a temporary server instead of the user's UI.
         configured = profile_api_url(environ)
         if configured:
             updates["PREFECT_API_URL"] = configured[0]
-    if (not environ.get("PREFECT_HOME") and not environ.get("PREFECT_API_URL")
+    if (not settings.PREFECT_HOME.get(environ) and not settings.PREFECT_API_URL.get(environ)
             and "PREFECT_API_URL" not in updates):
         updates["PREFECT_HOME"] = str(Path(store_root).absolute() / ".prefect")
     return {k: v for k, v in updates.items() if k not in environ}
@@ -144,18 +142,20 @@ def profile_api_url(environ) -> tuple[str, str] | None:
     """
     import tomllib
 
-    if environ.get("PREFECT_PROFILES_PATH"):
-        path = Path(environ["PREFECT_PROFILES_PATH"]).expanduser()
-    elif environ.get("PREFECT_HOME"):
-        path = Path(environ["PREFECT_HOME"]).expanduser() / "profiles.toml"
+    profiles, prefect_home = (settings.PREFECT_PROFILES_PATH.get(environ),
+                              settings.PREFECT_HOME.get(environ))
+    if profiles:
+        path = Path(profiles).expanduser()
+    elif prefect_home:
+        path = Path(prefect_home).expanduser() / "profiles.toml"
     else:
-        home = Path(environ["HOME"]) if environ.get("HOME") else Path.home()
-        path = home / ".prefect" / "profiles.toml"
+        home = settings.HOME.get(environ)
+        path = (Path(home) if home else Path.home()) / ".prefect" / "profiles.toml"
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):  # missing, unreadable, not TOML (TOMLDecodeError)
         return None
-    name = environ.get("PREFECT_PROFILE") or data.get("active")
+    name = settings.PREFECT_PROFILE.get(environ) or data.get("active")
     profile = data.get("profiles", {}).get(name) if isinstance(name, str) else None
     url = profile.get("PREFECT_API_URL") if isinstance(profile, dict) else None
     if not isinstance(url, str) or not url:
@@ -175,14 +175,14 @@ def prepare_prefect(store) -> None:
 
     updates = prefect_environment(os.environ, resolve_store(store))
     os.environ.update(updates)
-    home = os.environ.get("PREFECT_HOME")
+    home = settings.PREFECT_HOME.get()
     if home:
         Path(home).expanduser().mkdir(parents=True, exist_ok=True)
 
 
 def scheduler_address(given: str | None) -> str | None:
     """The scheduler the flows will use: ``--scheduler``, else ``$CATDASK_SCHEDULER``."""
-    return given or os.environ.get(ENV_SCHEDULER) or None
+    return given or settings.SCHEDULER.get()
 
 
 def _host_port(address: str) -> tuple[str, int] | None:
@@ -284,7 +284,7 @@ def check_prefect_api(timeout: float = PREFECT_API_PROBE_TIMEOUT) -> None:
     CliError
         Exit code 3, one line naming the URL and what to do.
     """
-    url = os.environ.get(ENV_PREFECT_API)
+    url = settings.PREFECT_API_URL.get()
     source, unset = ENV_PREFECT_API, "unset it"
     if not url:
         configured = profile_api_url(os.environ)

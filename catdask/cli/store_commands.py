@@ -108,10 +108,6 @@ def compared_versions(specs: list[str]) -> tuple[str, str, str]:
     raise usage_error(f"compare takes NAME:V1 NAME:V2, or NAME V1 V2; got {' '.join(specs)}")
 
 
-#: ``train --method`` keys by objective; kernel methods add a ``k``.
-_METHOD_BY_OBJECTIVE = {"quadratic": "cqs", "absolute": "cas"}
-
-
 def method_key(meta: dict) -> str | None:
     """The method as ``train --method`` names it (cqs, cas, kcqs, kcas).
 
@@ -121,11 +117,14 @@ def method_key(meta: dict) -> str | None:
     spec = meta.get("spec")
     if isinstance(spec, dict) and spec.get("method"):
         return spec["method"]
+    from catdask.method_names import method_name
+
     params = meta.get("params") if isinstance(meta.get("params"), dict) else {}
-    key = _METHOD_BY_OBJECTIVE.get(params.get("objective"))
-    if key is None:
+    try:
+        return method_name(kernel=meta.get("class") == "KernelCategorySpace",
+                           objective=params.get("objective"))
+    except ValueError:  # no objective recorded, or one the registry does not know
         return meta.get("class")
-    return ("k" if meta.get("class") == "KernelCategorySpace" else "") + key
 
 
 def _origin(meta: dict) -> str | None:

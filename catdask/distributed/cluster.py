@@ -23,6 +23,8 @@ import socket
 import threading
 from contextlib import contextmanager
 
+from .. import settings
+
 __all__ = [
     "ENV_SCHEDULER",
     "BLAS_ENV",
@@ -40,7 +42,7 @@ __all__ = [
 
 logger = logging.getLogger("catdask.distributed")
 
-ENV_SCHEDULER = "CATDASK_SCHEDULER"
+ENV_SCHEDULER = settings.SCHEDULER.name
 
 # One BLAS thread per worker thread; set before the worker process loads numpy.
 BLAS_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -406,7 +408,7 @@ def dask_client_context(address=None, *, security=None, **cluster_kwargs):
     """
     from distributed import Client
 
-    address = address or os.environ.get(ENV_SCHEDULER) or None
+    address = address or settings.SCHEDULER.get()
     if address:
         client = connect_scheduler(address, security=security)
         try:

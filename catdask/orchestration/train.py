@@ -149,36 +149,42 @@ def _rejection_message(summary: dict) -> str:
 @flow(name="catdask-train", flow_run_name=TRAIN_RUN_NAME, log_prints=True)
 def train(
     dataset: str,
-    method: str = "cqs",
-    origin: str = "global",
-    n_restarts: int = 5,
-    gamma: float | None = None,
-    standardise: bool = True,
-    random_state: int | None = 0,
+    method: str = ModelSpec.method,
+    origin: str = ModelSpec.origin,
+    n_restarts: int = ModelSpec.n_restarts,
+    gamma: float | None = ModelSpec.gamma,
+    standardise: bool = ModelSpec.standardise,
+    random_state: int | None = ModelSpec.random_state,
     model_name: str | None = None,
     store: str | None = None,
     scheduler: str | None = None,
-    allow_uncertified: bool = False,
+    allow_uncertified: bool = ModelSpec.allow_uncertified,
     run_key: str | None = None,
-    certify: str = "dual",
+    certify: str = ModelSpec.certify,
+    eps: float = ModelSpec.eps,
+    tol: float = ModelSpec.tol,
+    max_iter: int = ModelSpec.max_iter,
 ):
     """Fit, certify, and register a model; returns a summary of the outcome.
 
-    ``run_key`` makes registration idempotent: a rerun with the same key (by default the flow
-    run's id, so a retried flow run never registers twice) returns the existing version.
+    The parameters named like :class:`~catdask.pipeline.ModelSpec`'s fields make the spec
+    recorded with the version (the nightly retrain passes it back whole). ``run_key`` makes
+    registration idempotent: a rerun with the same key (by default the flow run's id, so a
+    retried flow run never registers twice) returns the existing version.
 
     A model that is not registered ends the run in a Failed state named ``Rejected`` whose
     message says why; a direct call then raises :class:`ModelRejectedError` carrying the
     summary (``run_train`` returns it instead).
     """
     spec = ModelSpec(method=method, origin=origin, n_restarts=n_restarts, gamma=gamma,
-                     standardise=standardise, random_state=random_state, certify=certify)
+                     standardise=standardise, random_state=random_state, certify=certify,
+                     eps=eps, tol=tol, max_iter=max_iter, allow_uncertified=allow_uncertified)
     # Refuse bad names before spending a cluster on the fit.
     validate_name(dataset, kind="data set")
     model_name = validate_name(model_name or f"{dataset}-{method}", kind="model")
     info = describe_dataset(store, dataset)
     outcome = fit_restarts(store, dataset, spec.to_dict(), scheduler)
-    ok, status = review_certificates(outcome, allow_uncertified)
+    ok, status = review_certificates(outcome, spec.allow_uncertified)
     version = None
     if ok:
         version = register(store, model_name, outcome, status,
@@ -229,7 +235,10 @@ def retrain_registered(store: str | None = None, scheduler: str | None = None,
                        allow_uncertified: bool = False):
     """Retrain every registered model on its data set with its recorded spec (nightly job).
 
-    The run key is the model name plus the scheduled date, so a rerun of the same night's run
+    The spec recorded with the model's latest version (:meth:`ModelSpec.recorded`: method,
+    origin, restarts, tolerances, certificate level, its own ``allow_uncertified``) is passed
+    to the ``catdask-train`` flow whole. ``allow_uncertified`` here also registers the models
+    whose spec does not allow it; their new versions then record it on. The run key is the model name plus the scheduled date, so a rerun of the same night's run
     (after a crash) never registers a second version. Every model is retrained even when one is
     rejected; the run then ends Failed (``Rejected``) naming the rejected models.
     """
@@ -244,13 +253,10 @@ def retrain_registered(store: str | None = None, scheduler: str | None = None,
     day = _scheduled_night().date().isoformat()
     results, rejected = [], []
     for name, v in sorted(latest.items()):
-        spec = v.meta["spec"]
-        summary = run_train(
-            dataset=v.meta["dataset"], method=spec["method"], origin=spec["origin"],
-            n_restarts=spec["n_restarts"], gamma=spec["gamma"], standardise=spec["standardise"],
-            random_state=spec["random_state"], model_name=name, store=store, scheduler=scheduler,
-            allow_uncertified=allow_uncertified, run_key=f"retrain:{name}:{day}",
-        )
+        spec = ModelSpec.recorded(v.meta).to_dict()
+        spec["allow_uncertified"] = spec["allow_uncertified"] or allow_uncertified
+        summary = run_train(dataset=v.meta["dataset"], **spec, model_name=name, store=store,
+                            scheduler=scheduler, run_key=f"retrain:{name}:{day}")
         results.append(summary)
         if summary["version"] is None:
             rejected.append(name)

@@ -15,6 +15,7 @@ import numpy as np
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 
+from ..method_names import CERTIFY_LEVELS
 from ..methods import METHODS, make_estimator
 from ..store import open_dataset_arrays, register_estimator
 from .reports import reported_gap
@@ -24,12 +25,18 @@ __all__ = ["METHODS", "ModelSpec", "FitOutcome", "fit_on_dataset", "training_met
 
 @dataclasses.dataclass(frozen=True)
 class ModelSpec:
-    """What to train: method, origin, restarts and preprocessing (JSON round-trippable).
+    """What to train and on what terms to register it: method, origin, restarts, solver
+    tolerances, preprocessing, certificate level and policy (JSON round-trippable).
 
     ``standardise`` fits a StandardScaler on the training data first (constant columns are
     left unscaled), as in the paper's experiments on UCI data. ``certify`` is the strongest
     global-optimality test to run on the best restart: ``"dual"`` (Rapcsák and the SDP dual)
     or ``"moment"`` (also the level-2 moment relaxation when the dual is not tight).
+    ``allow_uncertified`` registers a CQS / K-CQS model that cannot be certified (marked so).
+
+    The spec is recorded whole with every registered version (``meta["spec"]``), and the
+    nightly retrain fits each model again from that record, untouched: every field here is
+    also a parameter of the ``catdask-train`` flow (a test checks it).
     """
 
     method: str = "cqs"
@@ -42,12 +49,14 @@ class ModelSpec:
     max_iter: int = 2000
     random_state: int | None = 0
     certify: str = "dual"
+    allow_uncertified: bool = False
 
     def __post_init__(self):
         if self.method not in METHODS:
             raise ValueError(f"Unknown method {self.method!r}; use one of {sorted(METHODS)}.")
-        if self.certify not in ("dual", "moment"):
-            raise ValueError(f"certify must be 'dual' or 'moment'. Got {self.certify!r} instead.")
+        if self.certify not in CERTIFY_LEVELS:
+            raise ValueError(f"certify must be one of {', '.join(map(repr, CERTIFY_LEVELS))}. "
+                             f"Got {self.certify!r} instead.")
 
     @property
     def is_kernel(self):
@@ -66,11 +75,24 @@ class ModelSpec:
 
     @classmethod
     def from_dict(cls, d):
+        """The spec ``to_dict`` wrote; fields a record predates take their defaults."""
         fields = {f.name for f in dataclasses.fields(cls)}
         unknown = set(d) - fields
         if unknown:
             raise ValueError(f"Unknown model-spec fields {sorted(unknown)}; known: {sorted(fields)}.")
         return cls(**d)
+
+    @classmethod
+    def recorded(cls, meta):
+        """The spec a registered version was trained with (``meta["spec"]``).
+
+        A version registered before ``allow_uncertified`` was part of the spec records the
+        policy only in its status: ``"uncertified-allowed"`` means it was on.
+        """
+        spec = dict(meta["spec"])
+        if "allow_uncertified" not in spec:
+            spec["allow_uncertified"] = meta.get("registration_status") == "uncertified-allowed"
+        return cls.from_dict(spec)
 
 
 @dataclasses.dataclass

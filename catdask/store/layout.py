@@ -13,9 +13,9 @@ The root is, in order: the ``path`` argument, the ``CATDASK_STORE`` environment 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
+from .. import settings
 from ..names import validate_name
 from ._atomic import file_lock, remove_temporaries
 
@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 DEFAULT_STORE = "catdask-store"
-STORE_ENV = "CATDASK_STORE"
+STORE_ENV = settings.STORE.name
 
 
 def resolve_store(path=None) -> Path:
@@ -43,7 +43,7 @@ def resolve_store(path=None) -> Path:
         Explicit root. Defaults to ``$CATDASK_STORE``, then ``./catdask-store``.
     """
     if path is None:
-        path = os.environ.get(STORE_ENV) or DEFAULT_STORE
+        path = settings.STORE.get() or DEFAULT_STORE
     root = Path(path).expanduser()
     if root.exists() and not root.is_dir():
         raise NotADirectoryError(f"Store root {root} exists but is not a directory.")

@@ -1,0 +1,115 @@
+"""The one place catdask reads environment variables: each one, what it sets, who reads it.
+
+catdask is configured by estimator parameters (and, for the pipeline, the ``ModelSpec`` a model
+is trained and retrained with) and by the environment variables below. Every read of one goes
+through its :class:`Setting` here, at the moment it is needed (never at import, so a variable
+exported or monkeypatched later still applies). An empty value counts as unset. Standard
+library only: the CLI's argument checks read it before anything heavy is imported.
+
+=============================  ===============================================================
+Variable                       What it sets (when unset or empty) -- read by
+=============================  ===============================================================
+``CATDASK_STORE``              The store folder (``./catdask-store``) --
+                               ``store.layout.resolve_store``, ``cli.checks``
+``CATDASK_SCHEDULER``          The Dask scheduler the fits and flows compute on (an embedded
+                               local cluster) -- ``distributed.cluster.dask_client_context``,
+                               ``cli.runtime.scheduler_address``, ``serve.serve``
+``CATDASK_SERVE_LIMIT``        Flow runs ``catdask serve`` runs at once, a whole number >= 1
+                               (from the cores and memory) -- ``serve.resolve_run_limit``
+``CATDASK_CATALOG``            The data-set catalog file (the one shipped in the package) --
+                               ``catalog.entries.load_catalog``
+``CATDASK_SOURCE_DIR``         A folder with the original UCI files, flat or one subfolder per
+                               data set (only ``source_dir`` and ``../shared/data/uci``) --
+                               ``catalog.sources.source_folders``
+``CATDASK_MAX_TABLE_BYTES``    The largest table file read, in bytes (16 GiB) --
+                               ``catalog.tables``
+``PREFECT_API_URL``            The Prefect API the flows report to; Prefect reads it too (a
+                               temporary local server; ``catdask serve`` starts its own) --
+                               ``cli.runtime``, ``cli.demo``, ``serve.serve``
+``PREFECT_HOME``               Prefect's home; Prefect reads it too (``<store>/.prefect`` for
+                               the CLI) -- ``cli.runtime``
+``PREFECT_PROFILES_PATH``      Prefect's profiles file, read as Prefect reads it for a
+                               profile's ``PREFECT_API_URL`` (``$PREFECT_HOME/profiles.toml``)
+                               -- ``cli.runtime.profile_api_url``
+``PREFECT_PROFILE``            The active Prefect profile, likewise (the file's ``active``) --
+                               ``cli.runtime.profile_api_url``
+``HOME``                       Where ``~/.prefect`` is, likewise (the user's home) --
+                               ``cli.runtime.profile_api_url``
+=============================  ===============================================================
+
+Written, not read (for Prefect, Dask and child processes; they stay with the code that needs
+them): the CLI sets Prefect's home, telemetry and console defaults before Prefect is imported
+(``cli.runtime.prefect_environment``, only variables the user did not set),
+``DASK_LOGGING__DISTRIBUTED`` (``cli.main``, quiet workers) and
+``DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT`` (``cli.runtime.check_scheduler``) unless set;
+``catdask serve`` exports ``CATDASK_SCHEDULER`` and ``PREFECT_API_URL`` for its flow-run
+processes (``serve``, ``orchestration.preloaded_runs`` restores a run's environment in its
+forked process); ``orchestration.server`` exports ``PREFECT_API_URL`` while its temporary
+server runs (saving and restoring the previous value) and passes a copy of the environment to
+the server it starts; the embedded cluster's workers get ``OMP_NUM_THREADS``,
+``OPENBLAS_NUM_THREADS`` and ``MKL_NUM_THREADS`` = 1 (``distributed.cluster.BLAS_ENV``).
+
+Dask's configuration (``dask.config``; Dask itself fills it from its YAML files and the
+``DASK_*`` variables, e.g. ``DASK_CATDASK__GRAM__CACHE=zarr``) is read in three places and
+nowhere else:
+
+- ``catdask.gram.cache`` / ``.store`` / ``.dtype`` / ``.block-rows``: the kernel backend's Gram
+  cache on Dask data (``distributed.options.gram_cache_settings``; set them for a block of code
+  with ``distributed.gram_options``);
+- ``scheduler``: a local scheduler chosen explicitly (``dask.config.set(scheduler="threads")``)
+  keeps a fit off the distributed client (``distributed.options.compute_context``,
+  ``distributed.execute.current_client``);
+- ``distributed.worker.preload``: carried over to the embedded cluster's workers
+  (``distributed.cluster.worker_preloads``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+__all__ = ["Setting", "SETTINGS", "STORE", "SCHEDULER", "SERVE_LIMIT", "CATALOG", "SOURCE_DIR",
+           "MAX_TABLE_BYTES", "PREFECT_API_URL", "PREFECT_HOME", "PREFECT_PROFILES_PATH",
+           "PREFECT_PROFILE", "HOME"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """One environment variable catdask reads.
+
+    Parameters
+    ----------
+    name : str
+        The variable, e.g. ``"CATDASK_STORE"``.
+    meaning : str
+        What it sets (one line, as in the module's table).
+    """
+
+    name: str
+    meaning: str
+
+    def get(self, environ=None) -> str | None:
+        """The value in ``environ`` (default: the process's environment), or None when the
+        variable is unset or empty."""
+        value = (os.environ if environ is None else environ).get(self.name)
+        return value or None
+
+    def __str__(self):
+        return self.name
+
+
+STORE = Setting("CATDASK_STORE", "the store folder")
+SCHEDULER = Setting("CATDASK_SCHEDULER", "the Dask scheduler address the fits and flows use")
+SERVE_LIMIT = Setting("CATDASK_SERVE_LIMIT", "flow runs `catdask serve` runs at once")
+CATALOG = Setting("CATDASK_CATALOG", "the data-set catalog file")
+SOURCE_DIR = Setting("CATDASK_SOURCE_DIR", "a folder with the original UCI files")
+MAX_TABLE_BYTES = Setting("CATDASK_MAX_TABLE_BYTES", "the largest table file read, in bytes")
+PREFECT_API_URL = Setting("PREFECT_API_URL", "the Prefect API the flows report to")
+PREFECT_HOME = Setting("PREFECT_HOME", "Prefect's home folder")
+PREFECT_PROFILES_PATH = Setting("PREFECT_PROFILES_PATH", "Prefect's profiles file")
+PREFECT_PROFILE = Setting("PREFECT_PROFILE", "the active Prefect profile")
+HOME = Setting("HOME", "where ~/.prefect is")
+
+#: Every variable catdask reads, in the order of the module's table.
+SETTINGS = (STORE, SCHEDULER, SERVE_LIMIT, CATALOG, SOURCE_DIR, MAX_TABLE_BYTES,
+            PREFECT_API_URL, PREFECT_HOME, PREFECT_PROFILES_PATH, PREFECT_PROFILE, HOME)
