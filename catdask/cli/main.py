@@ -24,7 +24,7 @@ from .parser import build_parser
 
 
 def _command(args):
-    from . import demo, flow_commands, store_commands
+    from . import demo, export_commands, flow_commands, store_commands
 
     return {
         "ingest": flow_commands.cmd_ingest,
@@ -38,6 +38,7 @@ def _command(args):
         "models": store_commands.cmd_models,
         "plot": store_commands.cmd_plot,
         "predict": store_commands.cmd_predict,
+        "export": export_commands.cmd_export,
     }[args.command]
 
 

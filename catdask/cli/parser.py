@@ -198,6 +198,14 @@ def _store_commands(sub):
                                           "reported")
     s.add_argument("--delimiter", help="column delimiter for --file (default: detected)")
     s.add_argument("--out", help="CSV file to write (default: standard output)")
+    s = _add(sub, "export", "a registered model to MLflow (a models-from-code pyfunc, no "
+                            "pickle; needs the mlflow extra)")
+    s.add_argument("model", help="NAME or NAME:VERSION (default version: the latest)")
+    s.add_argument("--mlflow", required=True, metavar="URI",
+                   help="MLflow tracking URI, e.g. http://127.0.0.1:5000")
+    s.add_argument("--experiment", default="catdask", help="MLflow experiment (default: catdask)")
+    s.add_argument("--registered-name", help="name in MLflow's model registry (default: NAME)")
+    s.add_argument("--json", action="store_true", help="print what was exported as JSON")
     return msub
 
 

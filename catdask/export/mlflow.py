@@ -1,0 +1,241 @@
+"""``catdask export NAME[:VERSION] --mlflow URI``: a registered model as an MLflow model.
+
+The model is logged as an MLflow *models-from-code* pyfunc (:mod:`catdask.export.mlflow_pyfunc`)
+whose artifact is a :mod:`catdask.export.bundle` folder, so no pickle is written or read;
+MLflow's scikit-learn flavour would pickle the estimator, which catdask refuses to load.
+One MLflow run per export holds:
+
+- params: the training spec (method, origin, restarts, ...), the data set and its snapshot;
+- metrics: the objective and the certificate's numbers (gap, upper bound, SDP margin, seconds)
+  and the training metrics the registry holds;
+- tags: ``catdask.model`` (``NAME:vN``), ``catdask.certified``, ``catdask.certificate_method``,
+  ``catdask.certificate_reason``, the snapshot checksum;
+- the model, with a signature (one ``double`` column per feature -> the predict table), in the
+  MLflow model registry under the same name; the alias ``certified`` names the newest version
+  whose certificate proves global optimality.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import warnings
+import math
+import os
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["CERTIFIED_ALIAS", "MlflowExport", "export_to_mlflow", "check_tracking_server"]
+
+logger = logging.getLogger(__name__)
+
+#: MLflow alias of the newest exported version whose certificate proves global optimality.
+CERTIFIED_ALIAS = "certified"
+#: Seconds to wait for the tracking server's health answer before giving up.
+PROBE_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True)
+class MlflowExport:
+    """What :func:`export_to_mlflow` did."""
+
+    model_uri: str
+    run_id: str
+    registered_name: str
+    mlflow_version: int
+    certified: bool
+    alias: str | None
+    seconds: float
+
+
+def check_tracking_server(uri: str, timeout: float = PROBE_TIMEOUT_S) -> None:
+    """Fail in seconds, with one line, when ``uri`` is not a reachable MLflow tracking server.
+
+    MLflow's own client retries a dead address for minutes; a local path or a database URI
+    (``sqlite:///...``) needs no server and is not probed.
+    """
+    if not uri.startswith(("http://", "https://")):
+        return
+    url = uri.rstrip("/") + "/health"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as reply:
+            body = reply.read(64)
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise ConnectionError(f"no MLflow tracking server answers at {uri} ({reason})") from None
+    if body.strip() != b"OK":
+        raise ConnectionError(f"{uri} answered /health with {body[:40]!r}: not an MLflow "
+                              "tracking server")
+
+
+def _metrics(meta: dict) -> dict:
+    """Finite numbers of the certificate and the training metrics, as MLflow metrics."""
+    cert = meta.get("certificate", {})
+    out = {"objective": meta.get("objective")}
+    for key in ("gap", "verified_gap", "upper_bound", "sdp_margin", "seconds"):
+        out[f"certificate_{key}"] = cert.get(key)
+    for key, value in (meta.get("metrics") or {}).items():
+        out[key] = value
+    return {k: float(v) for k, v in out.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+
+
+def _params(meta: dict) -> dict:
+    spec = dict(meta.get("spec") or {})
+    spec.update({k: meta[k] for k in ("dataset", "dataset_snapshot") if k in meta})
+    return {k: ("" if v is None else str(v))[:500] for k, v in spec.items()}
+
+
+def _signature(feature_names, class_names, model):
+    """Inputs: one double column per feature; outputs: the predict table's columns."""
+    import numpy as np
+    from mlflow.models import ModelSignature
+    from mlflow.types import ColSpec, Schema
+
+    classes = list(model.classes_)
+    kind = np.asarray(classes).dtype.kind
+    outputs = [ColSpec("long" if kind in "iu" else "string", "prediction")]
+    axis_names = [str(c) for c in classes]
+    if class_names:
+        outputs.append(ColSpec("string", "class_name"))
+        axis_names = [str(class_names.get(c, c)) for c in classes]
+    outputs += [ColSpec("double", f"axis_{name}") for name in axis_names]
+    return ModelSignature(inputs=Schema([ColSpec("double", f) for f in feature_names]),
+                          outputs=Schema(outputs))
+
+
+def export_to_mlflow(store, name: str, version=None, *, tracking_uri: str,
+                     experiment: str = "catdask", registered_name: str | None = None,
+                     set_alias: bool = True) -> MlflowExport:
+    """Log a registered catdask model version to MLflow and register it there.
+
+    Parameters
+    ----------
+    store : path or None
+        The catdask store (None: the default store).
+    name : str
+        The registered model; ``version`` None means the latest.
+    tracking_uri : str
+        MLflow tracking URI (``http://127.0.0.1:5000``, or ``sqlite:///mlflow.db``).
+    experiment : str, default="catdask"
+    registered_name : str, default=None
+        Name in MLflow's model registry (default: ``name``).
+    set_alias : bool, default=True
+        Point the alias ``certified`` at this version when its certificate proves global
+        optimality and no newer catdask version is already exported under that alias.
+
+    Returns
+    -------
+    MlflowExport
+    """
+    check_tracking_server(tracking_uri)
+    t0 = time.perf_counter()
+    # catdask's telemetry policy (off unless the user opts in) for MLflow's client too; it
+    # would otherwise try to reach the internet on every call.
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    import mlflow
+    from mlflow import MlflowClient
+    from mlflow.entities import Metric, Param
+
+    from ..pipeline.reports import class_names_of
+    from ..store import load_estimator, load_model_version, read_dataset
+    from .bundle import ARTIFACT_KEY, write_bundle
+
+    arrays, meta = load_model_version(store, name, version)
+    model = load_estimator(store, name, version)
+    class_names = None
+    if "dataset" in meta:
+        try:
+            ds = read_dataset(store, meta["dataset"], snapshot=meta.get("dataset_snapshot"))
+            class_names = class_names_of(ds)
+        except (FileNotFoundError, LookupError):  # the snapshot was collected: no names
+            class_names = None
+    n_features = int(meta["n_features_in"])
+    features = list(meta.get("feature_names_in") or [f"x{j}" for j in range(n_features)])
+    label = f"{name}:v{meta['version']}"
+    registered_name = registered_name or name
+    certified = bool(meta.get("certificate", {}).get("certified"))
+
+    mlflow.set_tracking_uri(tracking_uri)
+    cert = meta.get("certificate", {})
+    tags = {
+        "catdask.model": label,
+        "catdask.certified": str(certified).lower(),
+        "catdask.certificate_method": str(cert.get("method")),
+        "catdask.certificate_reason": str(cert.get("reason", ""))[:5000],
+        "catdask.dataset_sha256": str(meta.get("dataset_sha256", "")),
+    }
+    # MLflow prints "View run ... at: URL" and registration lines on standard output and logs
+    # INFO records; the caller's stdout (the CLI's --json document) and console stay theirs.
+    chatter = io.StringIO()
+    with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(chatter), \
+            contextlib.redirect_stderr(chatter), _quiet_mlflow():
+        mlflow.set_experiment(experiment)
+        bundle = write_bundle(Path(tmp) / "bundle", arrays, meta, class_names=class_names,
+                              feature_names=features)
+        # Tags at creation, then the model, then params + metrics in one batch: each call is
+        # a round trip, and metrics logged before the model would be fetched back one by one
+        # (10 requests) to be linked to it.
+        with mlflow.start_run(run_name=f"export {label}", tags=tags) as run:
+            info = mlflow.pyfunc.log_model(
+                name="model",
+                # The path, not the module: importing it would run its set_model.
+                python_model=str(Path(__file__).with_name("mlflow_pyfunc.py")),
+                artifacts={ARTIFACT_KEY: str(bundle)},
+                signature=_signature(features, class_names, model),
+                registered_model_name=registered_name,
+                pip_requirements=["catdask", "mlflow", "pandas"],
+            )
+            MlflowClient().log_batch(
+                run.info.run_id,
+                metrics=[Metric(k, v, int(time.time() * 1000), 0)
+                         for k, v in _metrics(meta).items()],
+                params=[Param(k, v) for k, v in _params(meta).items()],
+            )
+    logger.debug("MLflow said: %s", chatter.getvalue().strip())
+    client = MlflowClient()
+    mv = int(info.registered_model_version)
+    client.set_model_version_tag(registered_name, str(mv), "catdask.model", label)
+    client.set_model_version_tag(registered_name, str(mv), "catdask.certified",
+                                 str(certified).lower())
+    alias = None
+    if set_alias and certified and _newest_certified(client, registered_name, meta["version"]):
+        client.set_registered_model_alias(registered_name, CERTIFIED_ALIAS, str(mv))
+        alias = CERTIFIED_ALIAS
+    return MlflowExport(model_uri=f"models:/{registered_name}/{mv}", run_id=run.info.run_id,
+                        registered_name=registered_name, mlflow_version=mv,
+                        certified=certified, alias=alias,
+                        seconds=time.perf_counter() - t0)
+
+
+@contextlib.contextmanager
+def _quiet_mlflow():
+    """MLflow's INFO records and advice warnings (type hints, input example) held back: the
+    model has an explicit signature, and the CLI answers in one line."""
+    log = logging.getLogger("mlflow")
+    level = log.level
+    log.setLevel(logging.WARNING)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=UserWarning, module=r"mlflow\..*")
+            yield
+    finally:
+        log.setLevel(level)
+
+
+def _newest_certified(client, registered_name: str, catdask_version: int) -> bool:
+    """Whether no version already under the alias comes from a newer catdask version."""
+    try:
+        current = client.get_model_version_by_alias(registered_name, CERTIFIED_ALIAS)
+    except Exception as exc:  # MLflow raises its RestException when the alias is unset
+        if "RESOURCE_DOES_NOT_EXIST" in str(exc) or "not found" in str(exc).lower():
+            return True
+        raise
+    held = current.tags.get("catdask.model", "")
+    held_version = int(held.rpartition(":v")[2]) if ":v" in held else -1
+    return catdask_version >= held_version

@@ -1,0 +1,47 @@
+"""The code MLflow loads for an exported catdask model (MLflow's "models from code").
+
+MLflow copies this file into the logged model and runs it on ``mlflow.pyfunc.load_model``; it
+reads the model from the ``catdask_model`` artifact (a :mod:`catdask.export.bundle` folder:
+arrays and JSON), so nothing is pickled on export and nothing is unpickled on load. Predictions
+are the table of ``catdask predict``: the predicted class (``prediction``), its display name
+(``class_name``) when the training data set had names, and one coordinate column per category
+axis (``axis_<class>``).
+
+Serving needs catdask installed in the serving environment
+(``mlflow models serve -m models:/NAME@certified --env-manager local``).
+"""
+
+from __future__ import annotations
+
+import mlflow
+import numpy as np
+import pandas as pd
+from mlflow.pyfunc import PythonModel
+
+from catdask.export.bundle import ARTIFACT_KEY
+
+
+class CatdaskModel(PythonModel):
+    """An MLflow pyfunc around a catdask model bundle."""
+
+    def load_context(self, context):
+        from catdask.export.bundle import read_bundle
+
+        self._bundle = read_bundle(context.artifacts[ARTIFACT_KEY])
+
+    def predict(self, context, model_input, params=None):
+        from catdask.pipeline.scoring import predict_table
+
+        bundle = self._bundle
+        if isinstance(model_input, pd.DataFrame):
+            missing = [c for c in bundle.feature_names if c not in model_input.columns]
+            if bundle.feature_names and not missing:
+                model_input = model_input[bundle.feature_names]
+            X = model_input.to_numpy(dtype=float)
+        else:
+            X = np.asarray(model_input, dtype=float)
+        table = predict_table(bundle.model, X, class_names=bundle.class_names)
+        return pd.DataFrame(dict(zip(table.header, table.columns)))
+
+
+mlflow.models.set_model(CatdaskModel())
