@@ -95,6 +95,7 @@ def locked_temp_dir(parent: Path, label: str, guard: Path):
     with file_lock(guard, shared=True):
         path = parent / f"{TMP_PREFIX}{label}-{uuid.uuid4().hex}"
         path.mkdir()
+        crash_point("temp-created")  # the window a cleanup once fell into (tests pause here)
         try:
             fd = os.open(path, os.O_RDONLY)
         except (IsADirectoryError, PermissionError):  # pragma: no cover - Windows: no dir fds
