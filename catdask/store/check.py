@@ -283,6 +283,8 @@ def _list_dataset(folder: Path, report: StoreReport):
 
 def _check_dataset(folder: Path, refs, report: StoreReport) -> str | None:
     """Problems of one data-set folder; returns the status row (None: not a data set yet)."""
+    if not folder.is_dir():
+        return None  # a failed first ingest removed its folder since the listing
     pointer, ids, holds = _list_dataset(folder, report)
     try:
         return _check_listed(folder, pointer, ids, refs, report)
