@@ -184,7 +184,7 @@ def _assert_truthful(checked, written, collected):
 @pytest.mark.parametrize("cleanup", [False, True], ids=["check", "cleanup"])
 def test_check_beside_writers_and_gc_finds_nothing_false(tmp_path, cleanup):
     """A short run of both loops (the slow tests have the issue's counts)."""
-    result = _checks_under_load(tmp_path, checks_per_checker=40, n_checkers=1, cleanup=cleanup)
+    result = _checks_under_load(tmp_path, checks_per_checker=30, n_checkers=1, cleanup=cleanup)
     _report_figures("cleanup" if cleanup else "check", *result)
     _assert_truthful(*result[:3])
 
