@@ -53,8 +53,9 @@ def arrays(k=0.0):
 
 
 def version_dirs(store, name="m"):
+    """What a model folder holds besides its registry lock (versions, temporaries)."""
     d = Path(store) / "models" / name
-    return sorted(p.name for p in d.iterdir()) if d.is_dir() else []
+    return sorted(p.name for p in d.iterdir() if p.name != ".registry.lock") if d.is_dir() else []
 
 
 # --------------------------------------------------------------------------- basics
@@ -216,7 +217,7 @@ def test_run_key_is_idempotent(store):
     first = register_model(store, "m", arrays(0), {"objective": 1.0}, run_key="flow-run-42")
     again = register_model(store, "m", arrays(5), {"objective": 9.0}, run_key="flow-run-42")
     assert again.version == first.version == 1
-    assert version_dirs(store) == [".registry.lock", "v1"]
+    assert version_dirs(store) == ["v1"]
     a, meta = load_model_version(store, "m")
     np.testing.assert_array_equal(a["W"], arrays(0)["W"])
     other = register_model(store, "m", arrays(1), {}, run_key="flow-run-43")
@@ -368,10 +369,10 @@ def test_disk_full_or_permission_error(store, monkeypatch, err):
 def test_permission_error_creating_temp_dir(store, monkeypatch):
     register_model(store, "m", arrays(0), {})
 
-    def denied(parent, label):
+    def denied(parent, label, guard):
         raise PermissionError(errno.EACCES, "Permission denied", str(parent))
 
-    monkeypatch.setattr(reg_mod, "make_temp_dir", denied)
+    monkeypatch.setattr(reg_mod, "locked_temp_dir", denied)
     with pytest.raises(StoreWriteError, match="Permission denied"):
         register_model(store, "m", arrays(1), {})
     assert version_dirs(store) == ["v1"]

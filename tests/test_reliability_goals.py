@@ -299,7 +299,7 @@ def test_gc_keeps_a_fits_snapshot_until_its_model_is_registered(tmp_path, monkey
         if len(calls) == 1:
             version = register_outcome(store, MODEL, outcome, status="certified")
             assert version.version == 1 and outcome.dataset_hold is None
-            return set(), set(), []  # what gc saw before the version existed
+            return set(), {}, []  # what gc saw before the version existed
         return real(root)
 
     monkeypatch.setattr(gc_mod, "model_references", stale_first)

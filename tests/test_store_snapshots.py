@@ -139,6 +139,8 @@ def hook(label):
 _atomic._CRASH_HOOK = hook
 if action == "write":
     write_dataset(store, "ds", np.full((12, 3), 2.0), [0, 1] * 6, replace=True)
+elif action == "write-back":  # content s1 holds: the pointer moves back, nothing is written
+    write_dataset(store, "ds", np.full((12, 3), 1.0), [0, 1] * 6, replace=True)
 elif action == "gc":
     gc_store(store)
 else:
@@ -154,6 +156,8 @@ SCENARIOS = (
     + [("one", "write", p, 2.0 if p == "pointer-replaced" else 1.0,
         2.0 if p == "pointer-replaced" else 1.0) for p in WRITE_POINTS]
     + [("two", "gc", "gc-renamed", 2.0, 2.0)]
+    + [("two", "write-back", p, 1.0 if p == "pointer-replaced" else 2.0,
+        1.0 if p == "pointer-replaced" else 2.0) for p in ("pointer-written", "pointer-replaced")]
     + [("lost-current", "cleanup", p, 1.0 if p == "pointer-replaced" else "corrupt", 1.0)
        for p in ("pointer-written", "pointer-replaced")]
     + [("two-newer", "cleanup", "gc-renamed", 1.0, 1.0)]
@@ -182,9 +186,10 @@ def _prepare(store: Path, state: str) -> None:
         import shutil
 
         shutil.rmtree(folder / "s2")
-    elif state == "two-newer":  # s2 committed to disk but the pointer went back to s1
+    elif state == "two-newer":  # s2 renamed in, but its commit never reached the pointer
         pointer = json.loads((folder / "zarr.json").read_text())
-        pointer["attributes"].update(snapshot="s1", content_sha256=read_sha(folder / "s1"))
+        pointer["attributes"].update(snapshot="s1", content_sha256=read_sha(folder / "s1"),
+                                     newest_committed=1)
         (folder / "zarr.json").write_text(json.dumps(pointer))
 
 
@@ -194,7 +199,7 @@ def read_sha(snapshot: Path) -> str:
 
 def whole(store: Path) -> bool:
     """An independent look: no temporaries, a pointer naming an intact snapshot, no snapshot
-    newer than the current one."""
+    newer than the newest commit the pointer records."""
     folder = store / "datasets" / "ds"
     if not folder.exists():
         return True
@@ -205,10 +210,12 @@ def whole(store: Path) -> bool:
     if "zarr.json" not in names:
         return not snaps
     try:
-        current = read_pointer(folder).snapshot
+        pointer = read_pointer(folder)
     except StoreCorruptError:
         return False
-    if int(current[1:]) not in snaps or max(snaps) > int(current[1:]):
+    newest = json.loads((folder / "zarr.json").read_text())["attributes"].get(
+        "newest_committed", int(pointer.snapshot[1:]))
+    if int(pointer.snapshot[1:]) not in snaps or max(snaps) > newest:
         return False
     try:
         read_dataset(store, "ds", verify=True)

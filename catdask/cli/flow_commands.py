@@ -56,9 +56,13 @@ def _ingest_catalog(args) -> list[dict]:
 
 def ingest_summary(report: dict) -> str:
     """One line for a person about one ingested data set, e.g. ``iris: stored as snapshot s1
-    (150 x 4, 3 classes)`` or ``iris: unchanged (same content as s1)``."""
+    (150 x 4, 3 classes)``, ``iris: unchanged (same content as s1)``, or ``iris: replaced: now
+    snapshot s1 again, ...`` when a stored snapshot already held the new content."""
     shape = (f"{report['n_samples']} x {report['n_features']}, {report['n_classes']} classes")
     snapshot = report.get("snapshot")
+    if not report.get("written") and report.get("replaced"):
+        return (f"{report['name']}: replaced: now snapshot {snapshot} again, which already held "
+                f"this content (nothing written; {shape})")
     if not report.get("written"):
         return f"{report['name']}: unchanged (same content as {snapshot})"
     verb = "replaced: now snapshot" if report.get("replaced") else "stored as snapshot"

@@ -3,8 +3,10 @@
 - a :class:`dask.array.Array` of shape (N, D), chunked by rows (column chunks are merged);
 - a :class:`zarr.Array` (opened lazily with :func:`dask.array.from_zarr`);
 - a zarr data set: a group (object or path) holding ``X`` (N, D) chunked by rows and ``y``
-  (N,) integer codes, with the class labels in its attributes (the layout of a catdask store's
-  ``<root>/datasets/<name>``, read here with zarr alone);
+  (N,) integer codes, with the class labels in its attributes; a catdask store's
+  ``<root>/datasets/<name>`` (a pointer to the current snapshot) is resolved through the
+  store's reader, :func:`catdask.store.pointer.resolve_folder`, which holds the readers' lock
+  on the snapshot while the arrays read from it are in use;
 - any :class:`LabelledArrays` object: arrays ``X`` and ``y_codes`` with the ``classes`` the codes
   index (e.g. the handles from :func:`catdask.store.open_dataset_arrays`).
 
@@ -16,6 +18,8 @@ from __future__ import annotations
 
 import os
 import sys
+import weakref
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -77,7 +81,7 @@ def as_row_chunked(X):
     if isinstance(X, (str, os.PathLike)):
         X = _open_path(X)
         if isinstance(X, zarr.Group):
-            X = _current_snapshot(X)["X"]
+            X = _snapshot_arrays(X)[0]
     if isinstance(X, zarr.Array):
         X = da.from_zarr(X)
     if not isinstance(X, da.Array):
@@ -118,14 +122,56 @@ def _from_dataset_arrays(ds):
     return as_row_chunked(ds.X), CodedLabels(ds.classes, codes)
 
 
-def _current_snapshot(group):
-    """Follow a store data set's pointer (attribute ``snapshot`` beside
-    ``catdask_dataset_pointer``) to its current immutable snapshot, once: everything read
-    later comes from that snapshot, whatever happens to the name meanwhile."""
-    attrs = group.attrs
-    if "catdask_dataset_pointer" in attrs and isinstance(attrs.get("snapshot"), str):
-        return group[attrs["snapshot"]]
-    return group
+def _snapshot_arrays(group):
+    """``(X, y, attributes)`` of a data-set group (zarr arrays, None where missing), following
+    a store's pointer once.
+
+    A catdask store's ``datasets/<name>`` group is a pointer (its format is read only by
+    :mod:`catdask.store.pointer`): it is resolved once to the current immutable snapshot,
+    under the readers' shared lock, so gc cannot remove the snapshot and everything read later
+    comes from it, whatever happens to the name meanwhile. The lock lives as long as the
+    returned X array (and the Dask arrays built on it) does.
+    """
+    import zarr
+
+    from ..store.pointer import is_pointer_attrs, resolve_folder
+
+    if not is_pointer_attrs(dict(group.attrs)):
+        return _member(group, "X"), _member(group, "y"), dict(group.attrs)
+    folder = _local_folder(group)
+    if folder is None:
+        raise ValueError(
+            f"The zarr group {group.store!s} is a catdask data-set pointer, which can only be "
+            "followed in a store on the local file system; pass the store path, or open it "
+            "with catdask.store.open_dataset_arrays."
+        )
+    found = resolve_folder(folder)
+    if found is None:
+        raise FileNotFoundError(f"The catdask data set {folder} has no current snapshot.")
+    _snapshot, path, hold = found
+    try:
+        snapshot = zarr.open_group(str(path), mode="r")
+        X, y, attrs = _member(snapshot, "X"), _member(snapshot, "y"), dict(snapshot.attrs)
+    except BaseException:
+        hold.close()
+        raise
+    if X is None:
+        hold.close()
+    else:
+        weakref.finalize(X, hold.close)  # released when the last array reading it is gone
+    return X, y, attrs
+
+
+def _member(group, name):
+    return group[name] if name in group else None
+
+
+def _local_folder(group) -> Path | None:
+    """The folder of a zarr group on the local file system, None for other stores."""
+    root = getattr(group.store, "root", None)
+    if root is None:
+        return None
+    return Path(root) / group.path if group.path else Path(root)
 
 
 def _open_dataset(group):
@@ -138,16 +184,16 @@ def _open_dataset(group):
 
     if isinstance(group, (str, os.PathLike)):
         group = zarr.open_group(os.fspath(group), mode="r")
-    group = _current_snapshot(group)
-    if "X" not in group or "y" not in group:
+    X, y, attrs = _snapshot_arrays(group)
+    if X is None or y is None:
         raise ValueError(
             f"The zarr group {group.store!s} is not a catdask data set: it needs arrays 'X' "
             f"(n_samples, n_features) and 'y' (n_samples,); found {sorted(group.keys())}."
         )
-    codes = np.asarray(group["y"][:])
-    labels = next((group.attrs[a] for a in _LABEL_ATTRS if a in group.attrs), None)
+    codes = np.asarray(y[:])
+    labels = next((attrs[a] for a in _LABEL_ATTRS if a in attrs), None)
     y = CodedLabels(labels, codes) if labels is not None else codes
-    return as_row_chunked(group["X"]), y
+    return as_row_chunked(X), y
 
 
 def load_training_data(X, y):

@@ -8,7 +8,8 @@
 
 ``<root>`` is an explicit path, else ``$CATDASK_STORE``, else ``./catdask-store``.
 See :mod:`catdask.store.datasets` (read), :mod:`catdask.store.dataset_writer` (write),
-:mod:`catdask.store.snapshots` (snapshots and the pointer), :mod:`catdask.store.registry`
+:mod:`catdask.store.snapshots` (snapshots), :mod:`catdask.store.pointer` (the pointer's format
+and the readers' lock, the one place they are spelled), :mod:`catdask.store.registry`
 (models) and :mod:`catdask.store.check` and :mod:`catdask.store.gc`.
 """
 

@@ -25,6 +25,9 @@ except ImportError:  # pragma: no cover - Windows: msvcrt below, no directory lo
 __all__ = [
     "TMP_PREFIX",
     "make_temp_dir",
+    "locked_temp_dir",
+    "temporary_age",
+    "READ_ONLY_ERRNOS",
     "rename_no_replace",
     "fsync_tree",
     "remove_tree",
@@ -35,11 +38,15 @@ __all__ = [
     "hold_dir",
     "try_lock",
     "flock_fd",
+    "remove_folder_if_only",
 ]
 
 # Everything the store writes privately starts with this prefix; listings skip it and
 # ``cleanup_temporaries`` removes it. Valid entry names never start with '.' (names.py).
 TMP_PREFIX = ".tmp-"
+
+# errno values of a store that cannot be written: a read-only mount, or files of another user.
+READ_ONLY_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
 
 # errno values meaning "the rename target already exists" (ENOTEMPTY on Linux for a
 # non-empty directory, EEXIST on macOS/BSD, FileExistsError on Windows).
@@ -69,6 +76,37 @@ def make_temp_dir(parent: Path, label: str) -> Path:
     path = parent / f"{TMP_PREFIX}{label}-{uuid.uuid4().hex}"
     path.mkdir()
     return path
+
+
+@contextlib.contextmanager
+def locked_temp_dir(parent: Path, label: str, guard: Path):
+    """Create ``parent/.tmp-<label>-<uuid>`` already locked; hold the lock for the block.
+
+    The directory is made and locked while ``guard`` (a lock file of ``parent``: a data set's
+    name lock, a model's registry lock) is held shared; whoever inspects ``parent``'s
+    temporaries (cleanup, check) holds ``guard`` exclusively. So nobody ever sees this
+    temporary unlocked while its writer runs: there is no window between its creation and
+    its lock (a cleanup once deleted a writer's temporary in that window). Writers do not
+    exclude each other (shared). The lock follows the inode, so it survives the rename into
+    place; the OS releases it when the writer dies.
+    """
+    parent.mkdir(parents=True, exist_ok=True)
+    fd = None
+    with file_lock(guard, shared=True):
+        path = parent / f"{TMP_PREFIX}{label}-{uuid.uuid4().hex}"
+        path.mkdir()
+        crash_point("temp-created")  # the window a cleanup once fell into (tests pause here)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except (IsADirectoryError, PermissionError):  # pragma: no cover - Windows: no dir fds
+            fd = None
+        if fd is not None:
+            flock_fd(fd)  # a brand-new name nobody else knows: taken at once
+    try:
+        yield path
+    finally:
+        if fd is not None:
+            os.close(fd)
 
 
 def rename_no_replace(src: Path, dst: Path) -> bool:
@@ -133,30 +171,45 @@ def remove_tree(path: Path) -> None:
             path.unlink()
 
 
-def remove_temporaries(parent: Path, older_than_seconds: float, keep=lambda p: False) -> list[Path]:
-    """Delete ``.tmp-*`` entries directly under ``parent`` older than the given age.
+def temporary_age(path: Path, now: float | None = None) -> float | None:
+    """Seconds since ``path`` was last modified; None when that time lies in the future (a
+    clock that was set back, a copied store): its age is unknown. Raises FileNotFoundError."""
+    now = time.time() if now is None else now
+    age = now - path.lstat().st_mtime
+    # A little slack: a file written this instant can look a few ms "younger than now".
+    return None if age < -1.0 else max(age, 0.0)
 
-    A writer that is still running holds a lock on its temporary directory (:func:`hold_dir`),
-    which is never removed; the age test is a second guard (and the only one where locks are
-    unsupported). ``keep(path)`` can veto a removal.
+
+def remove_temporaries(parent: Path, older_than_seconds: float) -> list[Path]:
+    """Delete ``.tmp-*`` entries directly under ``parent`` at least the given age old whose
+    lock is free.
+
+    Call with ``parent``'s guard lock held exclusively (see :func:`locked_temp_dir`), so a
+    temporary whose lock is free is one whose writer is gone: a running writer holds its
+    temporary's lock from the moment it is created. The age test is a second guard (and the
+    only one where locks are unsupported); a temporary whose modification time lies in the
+    future has no known age and is removed when its lock is free.
     """
     removed = []
     if not parent.is_dir():
         return removed
     now = time.time()
     for entry in parent.iterdir():
-        if not is_temporary(entry) or keep(entry):
+        if not is_temporary(entry):
             continue
         try:
-            age = now - entry.lstat().st_mtime
+            age = temporary_age(entry, now)
         except FileNotFoundError:  # removed meanwhile by its writer
             continue
-        if age < older_than_seconds:
+        if age is not None and age < older_than_seconds:
             continue
         with try_lock(entry) as free:
             if free:  # nobody writes into it: its writer is gone
                 remove_tree(entry)
-                removed.append(entry)
+                if not os.path.lexists(entry):
+                    removed.append(entry)
+                else:  # could not be removed (permissions): say so rather than claim it
+                    raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(entry))
     return removed
 
 
@@ -212,36 +265,86 @@ def try_lock(path: Path):
         os.close(fd)
 
 
+def _open_lock_file(path: Path):
+    """The lock file opened for locking; None on a store that cannot be written where it does
+    not exist (no writer can run there, so there is nothing to exclude)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return open(path, "a+b")
+    except OSError as exc:
+        if exc.errno not in READ_ONLY_ERRNOS:
+            raise
+    try:
+        return open(path, "rb")
+    except FileNotFoundError:
+        return None
+
+
 @contextlib.contextmanager
-def file_lock(path: Path):
-    """Exclusive advisory lock on ``path`` (created if missing), released on exit.
+def file_lock(path: Path, shared: bool = False):
+    """Advisory lock on ``path`` (created if missing), released on exit; exclusive unless
+    ``shared``.
 
-    Uses ``fcntl.flock`` (POSIX) or ``msvcrt.locking`` (Windows). The OS drops the lock when
-    the holder dies, so a crash never leaves a stale lock. Each call opens its own file
-    description, so the lock also excludes threads of the same process.
+    Uses ``fcntl.flock`` (POSIX) or ``msvcrt.locking`` (Windows, always exclusive). The OS drops
+    the lock when the holder dies, so a crash never leaves a stale lock. Each call opens its
+    own file description, so the lock also excludes threads of the same process. Once locked,
+    the path must still lead to the file locked: a holder may unlink the lock file (with the
+    folder it guards, :func:`remove_folder_if_only`), and a waiter then locks the new file.
+    On a store that cannot be written (read-only mount) the lock file is opened read-only, or
+    skipped if it does not exist: no writer can run there.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+b") as fh:
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - Windows
-            import msvcrt
-
-            while True:
-                try:
-                    fh.seek(0)
-                    msvcrt.locking(fh.fileno(), msvcrt.LK_LOCK, 1)
-                    break
-                except OSError:
-                    continue
+    while True:
+        fh = _open_lock_file(path)
+        if fh is None:
+            yield
+            return
+        with fh:
             try:
-                yield
-            finally:
-                fh.seek(0)
-                msvcrt.locking(fh.fileno(), msvcrt.LK_UNLCK, 1)
-        else:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+                import fcntl
+            except ImportError:  # pragma: no cover - Windows
+                import msvcrt
+
+                while True:
+                    try:
+                        fh.seek(0)
+                        msvcrt.locking(fh.fileno(), msvcrt.LK_LOCK, 1)
+                        break
+                    except OSError:
+                        continue
+                try:
+                    yield
+                finally:
+                    fh.seek(0)
+                    msvcrt.locking(fh.fileno(), msvcrt.LK_UNLCK, 1)
+                return
+            fcntl.flock(fh.fileno(), fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+            try:
+                same = os.path.samestat(os.fstat(fh.fileno()), os.stat(path))
+            except FileNotFoundError:
+                same = False
+            if not same:  # unlinked by its previous holder: lock the file there now
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+                continue
             try:
                 yield
             finally:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+            return
+
+
+def remove_folder_if_only(folder: Path, lock_name: str) -> bool:
+    """Remove ``folder`` if it holds nothing but its lock file ``lock_name``; True if removed.
+
+    Under that lock, held exclusively; the lock file is unlinked while held, so a writer that
+    waited for it finds it gone and locks (and creates) a new one (:func:`file_lock`).
+    """
+    lock = folder / lock_name
+    with file_lock(lock):
+        try:
+            if [p.name for p in folder.iterdir()] != [lock_name]:
+                return False
+            lock.unlink()
+            folder.rmdir()
+        except OSError:
+            return False
+    return True

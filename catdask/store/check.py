@@ -5,6 +5,14 @@ snapshot, the temporaries and stray files under ``datasets/`` and ``models/``, l
 version with the real loader (arrays, JSON, the estimator rebuilt; never a pickle), and flags
 models whose data set now holds other content (stale lineage).
 
+Under load the check tells the truth: it lists each data-set folder (pointer, snapshots,
+temporaries) and each model folder's temporaries under the folder's lock, held exclusively,
+which a writer holds (shared) while it creates and locks its temporary, and exclusively while
+it commits; gc holds it while it removes. So a temporary found unlocked is a crashed writer's,
+and a snapshot numbered above the pointer's ``newest_committed`` is a crashed commit's. It then
+verifies each snapshot under the readers' shared lock, taken while the listing was made, so
+gc cannot remove a snapshot while it is being verified.
+
 ``cleanup=True`` first removes temporaries of crashed writers (a running writer's is locked),
 points a name whose current snapshot is missing or damaged at the newest snapshot that
 verifies, and removes snapshots that are not current, not referred to by a model, not held by a
@@ -13,17 +21,29 @@ reader, once the current one verified. It never points a name at an unverified s
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import re
 from pathlib import Path
 
 from ..errors import CatdaskError, StoreCorruptError
 from ..names import is_valid_name
-from ._atomic import is_temporary, try_lock
+from ._atomic import file_lock, is_temporary, temporary_age, try_lock
 from .gc import _LateBlocker, model_references, removal_blocker, remove_snapshot
-from .layout import cleanup_temporaries, datasets_dir, list_entries, models_dir, resolve_store
+from .layout import (
+    MODEL_LOCK,
+    NAME_LOCK,
+    cleanup_temporaries,
+    datasets_dir,
+    list_entries,
+    models_dir,
+    read_only_answer,
+    require_writable,
+    resolve_store,
+)
 from .registry import checked_attrs, version_numbers
 from .snapshots import (
-    NAME_LOCK,
+    hold_snapshot,
     name_lock,
     read_pointer,
     snapshot_ids,
@@ -36,7 +56,7 @@ from .upgrade import upgrade_old_layout
 __all__ = ["StoreProblem", "StoreReport", "check_store"]
 
 _SNAPSHOT_FILES = {"zarr.json", "X", "y"}
-_MODEL_FILES = {".registry.lock"}
+_VERSION_DIR = re.compile(r"v[1-9][0-9]*")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,22 +132,19 @@ def check_store(store=None, *, cleanup: bool = False, older_than_seconds: float 
     ------
     FileNotFoundError
         The store does not exist.
+    StoreWriteError
+        With ``cleanup``: the store cannot be written (read-only mount, another user's
+        files); a clear one-line message, and nothing was removed (``check`` without cleanup
+        only reads, and works on a read-only store).
     """
     root = resolve_store(store)
     if not root.is_dir():
         raise FileNotFoundError(f"store {root} does not exist")
     report = StoreReport(root)
     if cleanup:
-        report.removed += cleanup_temporaries(root, older_than_seconds)
-        refs = model_references(root)
-        for old_lock in sorted(datasets_dir(root).glob(".lock-*")):
-            # Empty swap locks of the older in-place layout: nothing uses them any more.
-            if old_lock.is_file() and old_lock.stat().st_size == 0:
-                old_lock.unlink()
-                report.removed.append(old_lock)
-        for name in list_entries(datasets_dir(root)):
-            if is_valid_name(name):
-                _repair(datasets_dir(root) / name, refs, report)
+        require_writable(root, "check --cleanup")
+        with read_only_answer(root, "check --cleanup"):
+            _cleanup(root, older_than_seconds, report)
     refs = model_references(root)
     _check_datasets(root, refs, report)
     _check_models(root, report)
@@ -135,6 +152,19 @@ def check_store(store=None, *, cleanup: bool = False, older_than_seconds: float 
 
 
 # --------------------------------------------------------------------------- cleanup
+
+
+def _cleanup(root: Path, older_than_seconds: float, report: StoreReport) -> None:
+    report.removed += cleanup_temporaries(root, older_than_seconds)
+    refs = model_references(root)
+    for old_lock in sorted(datasets_dir(root).glob(".lock-*")):
+        # Empty swap locks of the older in-place layout: nothing uses them any more.
+        if old_lock.is_file() and old_lock.stat().st_size == 0:
+            old_lock.unlink()
+            report.removed.append(old_lock)
+    for name in list_entries(datasets_dir(root)):
+        if is_valid_name(name):
+            _repair(datasets_dir(root) / name, refs, report)
 
 
 def _verifies(path: Path) -> bool:
@@ -179,21 +209,41 @@ def _repair(folder: Path, refs, report: StoreReport) -> None:
 # --------------------------------------------------------------------------- data sets
 
 
+def _temporary_problem(child: Path):
+    """The problem of an unlocked temporary (call under its folder's lock), None if locked."""
+    with try_lock(child) as free:
+        if not free:
+            return None  # a running writer (or gc) holds it: in use, not a leftover
+    try:
+        age = temporary_age(child)
+    except FileNotFoundError:
+        return None
+    if age is None:
+        return StoreProblem("temporary", child, "left by a crashed writer; its modification "
+                            "time lies in the future (a clock set back, or a copied store), so "
+                            "its age is unknown: `check --cleanup` removes it (no process "
+                            "holds it), whatever --older-than says")
+    return StoreProblem("temporary", child, "left by a crashed writer; `check --cleanup` "
+                        "removes it")
+
+
 def _strays(folder: Path, allowed, report: StoreReport, what: str) -> None:
+    """Report what ``folder`` holds that the store does not write. ``allowed(child)`` says
+    which entries are the store's own; temporaries are checked by their lock."""
     for child in sorted(folder.iterdir()):
-        if child.name in allowed:
+        if allowed(child):
             continue
         if is_temporary(child):
-            with try_lock(child) as free:
-                if free:  # a running writer holds its temporary; only crashed ones are problems
-                    report.problems.append(StoreProblem(
-                        "temporary", child, "left by a crashed writer; `check --cleanup` removes it"
-                    ))
+            found = _temporary_problem(child)
+            if found is not None:
+                report.problems.append(found)
             continue
-        report.problems.append(StoreProblem(
-            "stray", child, f"a {'folder' if child.is_dir() else 'file'} the store does not "
-            f"write, in {what}; move or delete it by hand"
-        ))
+        with contextlib.suppress(FileNotFoundError):  # removed meanwhile by its owner
+            kind = "folder" if child.is_dir() else "file"
+            if child.exists() or child.is_symlink():
+                report.problems.append(StoreProblem(
+                    "stray", child, f"a {kind} the store does not write, in {what}; move or "
+                    "delete it by hand"))
 
 
 def _named_entries(parent: Path, report: StoreReport, what: str) -> list:
@@ -201,7 +251,8 @@ def _named_entries(parent: Path, report: StoreReport, what: str) -> list:
     if not parent.is_dir():
         return []
     names = [n for n in list_entries(parent) if is_valid_name(n)]
-    _strays(parent, set(names), report, what)
+    # A folder created after the listing is the store's own too (a first ingest or model).
+    _strays(parent, lambda c: is_valid_name(c.name) and c.is_dir(), report, what)
     return names
 
 
@@ -213,25 +264,52 @@ def _check_datasets(root: Path, refs, report: StoreReport) -> None:
             report.checked.append({"kind": "data set", "name": name, "status": status})
 
 
+def _list_dataset(folder: Path, report: StoreReport):
+    """``(pointer or exception, snapshot ids, holds)``, read under the name lock: a consistent
+    view (no commit half done, no temporary between creation and lock), with a reader's hold
+    on each snapshot so gc keeps it while it is verified."""
+    with name_lock(folder):
+        ids = snapshot_ids(folder)
+        _strays(folder, lambda c: c.name in {"zarr.json", NAME_LOCK}
+                or (snapshot_number(c.name) is not None and c.is_dir()),
+                report, f"data set {folder.name!r}")
+        try:
+            pointer = read_pointer(folder)
+        except StoreCorruptError as exc:
+            pointer = exc
+        holds = {s: hold_snapshot(folder / s) for s in ids}
+    return pointer, ids, holds
+
+
 def _check_dataset(folder: Path, refs, report: StoreReport) -> str | None:
     """Problems of one data-set folder; returns the status row (None: not a data set yet)."""
-    ids = snapshot_ids(folder)
-    _strays(folder, {"zarr.json", NAME_LOCK, *ids}, report, f"data set {folder.name!r}")
+    if not folder.is_dir():
+        return None  # a failed first ingest removed its folder since the listing
+    pointer, ids, holds = _list_dataset(folder, report)
+    try:
+        return _check_listed(folder, pointer, ids, refs, report)
+    finally:
+        for hold in holds.values():
+            if hold is not None:
+                hold.close()
+
+
+def _check_listed(folder: Path, pointer, ids, refs, report: StoreReport) -> str | None:
     for snapshot in ids:
-        _strays(folder / snapshot, _SNAPSHOT_FILES, report, f"snapshot {folder.name}/{snapshot}")
+        if (folder / snapshot).is_dir():
+            _strays(folder / snapshot, lambda c: c.name in _SNAPSHOT_FILES, report,
+                    f"snapshot {folder.name}/{snapshot}")
 
     def problem(kind, path, message, severity="error"):
         report.problems.append(StoreProblem(kind, path, message, severity))
         return message
 
-    try:
-        pointer = read_pointer(folder)
-    except StoreCorruptError as exc:
-        status = problem("pointer", folder / "zarr.json", exc.problem)
+    status = None
+    if isinstance(pointer, StoreCorruptError):
+        status = problem("pointer", folder / "zarr.json", pointer.problem)
         pointer = None
-    else:
-        status = None
     current = pointer.snapshot if pointer else None
+    newest = pointer.newest_committed if pointer else 0
     if pointer is None and status is None:
         if not ids:
             problem("empty", folder, "a data-set folder without snapshots (a first ingest "
@@ -257,12 +335,12 @@ def _check_dataset(folder: Path, refs, report: StoreReport) -> str | None:
                 status = problem("pointer", folder / "zarr.json", "the pointer's checksum "
                                  f"{pointer.content_sha256} differs from snapshot {snapshot}'s "
                                  f"{attrs['content_sha256']}")
-        elif current is not None and snapshot_number(snapshot) > snapshot_number(current):
-            problem("uncommitted", path, f"newer than the current snapshot {current}: a write "
-                    "crashed before it committed; `check --cleanup` or `gc` removes it")
+        elif current is not None and snapshot_number(snapshot) > newest:
+            problem("uncommitted", path, f"never committed (the newest commit is s{newest}): "
+                    "a write crashed before it committed; `check --cleanup` or `gc` removes it")
         elif removal_blocker(folder, snapshot, refs, current, set()) is None:
-            problem("unreferenced", path, "an old snapshot no model refers to; `gc` removes "
-                    "it", "info")
+            problem("unreferenced", path, "an old snapshot no model of this data set refers "
+                    "to; `gc` removes it", "info")
     return status or "ok"
 
 
@@ -274,10 +352,17 @@ def _check_models(root: Path, report: StoreReport) -> None:
 
     parent = models_dir(root)
     for name in _named_entries(parent, report, "models/"):
-        found = version_numbers(parent / name)
-        _strays(parent / name, _MODEL_FILES | {f"v{v}" for v in found}, report, f"model {name!r}")
+        folder = parent / name
+        # Under the registry lock (exclusive): a registration creates and locks its
+        # temporary under it (shared), so an unlocked temporary is a crashed one's. Versions
+        # are allowed by pattern: one may be renamed in while we look.
+        with file_lock(folder / MODEL_LOCK):
+            found = version_numbers(folder)
+            _strays(folder, lambda c: c.name == MODEL_LOCK
+                    or (_VERSION_DIR.fullmatch(c.name) is not None and c.is_dir()),
+                    report, f"model {name!r}")
         for v in found:
-            path = parent / name / f"v{v}"
+            path = folder / f"v{v}"
             status = "ok"
             try:
                 load_estimator(root, name, v)

@@ -2,8 +2,11 @@
 
 The steps (each a :func:`~catdask.store._atomic.crash_point` for the fault tests):
 
-1. build the snapshot in a ``.tmp-s-`` folder of the data set, holding a lock on it (a cleanup
-   can tell it from a crashed writer's), and fsync it;
+0. content addressing: when the current snapshot already holds this content, nothing is
+   written; when another snapshot of the name holds it (and verifies), the pointer moves to
+   that snapshot (under the per-name lock) and nothing is written either;
+1. build the snapshot in a ``.tmp-s-`` folder of the data set, created already locked (a
+   cleanup can tell it from a crashed writer's, see ``_atomic.locked_temp_dir``), and fsync it;
 2. under the per-name lock: look at the current snapshot again (identical content: done;
    different content without ``replace``: refuse), rename the folder to the next ``s<N>``;
 3. replace the pointer (a temporary file, fsync, ``os.replace``); release the lock.
@@ -28,14 +31,15 @@ from ._atomic import (
     crash_point,
     fsync_dir,
     fsync_tree,
-    hold_dir,
-    make_temp_dir,
+    locked_temp_dir,
+    remove_folder_if_only,
     remove_tree,
     rename_no_replace,
 )
 from ._json import catdask_version, json_sha256, to_json_safe, utc_now
 from .content import FORMAT, check_attrs, check_data, content_sha256, label_names_for, source_sha256
 from .snapshots import (
+    NAME_LOCK,
     hold_snapshot,
     name_dir,
     name_lock,
@@ -45,6 +49,7 @@ from .snapshots import (
     verify_snapshot,
     write_pointer,
 )
+from .layout import space_hint
 from .upgrade import is_old_layout, upgrade_old_layout
 
 __all__ = ["DatasetInfo", "write_dataset", "info_from_attrs"]
@@ -60,9 +65,11 @@ class DatasetInfo:
         The snapshot's folder.
     written : bool
         True when this call wrote the data (``write_dataset`` only); False when identical
-        content was already stored, and in listings.
+        content was already stored (current, or in another snapshot of the name that the
+        pointer now names again), and in listings.
     replaced : bool
-        True when ``write_dataset`` replaced different content stored under the same name.
+        True when ``write_dataset`` replaced different content stored under the same name
+        (by a new snapshot, or by pointing at a stored one that holds the new content).
     problem : str or None
         Set by :func:`~catdask.store.datasets.list_datasets` for an entry whose metadata cannot
         be read.
@@ -135,7 +142,9 @@ def write_dataset(
     -------
     DatasetInfo
         ``written`` is False when identical content (X, y, classes and label names) was
-        already current; ``replaced`` is True when different content was replaced.
+        already current, or was stored in another snapshot of ``name`` (content addressing:
+        the pointer then moves to that snapshot, ``replaced`` is True and nothing is
+        written); ``replaced`` is True when different content was replaced.
 
     Raises
     ------
@@ -158,6 +167,12 @@ def write_dataset(
     current = _current_state(folder, content, names, name, replace)
     if current is not None:
         return current
+    try:
+        moved = _point_at_stored_copy(folder, content, names, name, replace)
+    except OSError as exc:
+        raise _write_error(name, folder, exc) from exc
+    if moved is not None:
+        return moved
     if chunk_rows is None:
         chunk_rows = _zarr_io.row_chunks(X.shape, 8)[0]
     chunk_rows = int(chunk_rows)
@@ -185,8 +200,8 @@ def write_dataset(
     created_folder = not folder.exists()
     tmp = None
     try:
-        tmp = make_temp_dir(folder, "s")
-        with hold_dir(tmp):  # marks the temporary as in use (cleanup skips it)
+        # Created already locked: cleanup and check never see it unlocked while we run.
+        with locked_temp_dir(folder, "s", folder / NAME_LOCK) as tmp:
             group = zarr.open_group(str(tmp), mode="a")  # "w" would recreate the locked folder
             rows = min(chunk_rows, X.shape[0])
             # NaN / -1 fill values: a chunk that goes missing reads as an impossible value.
@@ -201,15 +216,16 @@ def write_dataset(
                 if current is not None:  # a concurrent writer committed meanwhile
                     remove_tree(tmp)
                     return current
+                # A concurrent writer may have stored this content meanwhile (then replaced
+                # by another): point at that copy rather than storing it twice.
+                moved = _move_pointer_to_copy(folder, content, names, name)
+                if moved is not None:
+                    remove_tree(tmp)
+                    return moved
                 snapshot, replaced = _commit(tmp, folder, name, content)
     except OSError as exc:
         _discard(tmp, folder if created_folder else None)
-        raise StoreWriteError(
-            exc.errno,
-            f"Could not write data set {name!r} to {folder}: {exc}. The temporary "
-            "copy was removed; the store is unchanged.",
-            str(folder),
-        ) from exc
+        raise _write_error(name, folder, exc) from exc
     except BaseException:
         _discard(tmp, folder if created_folder else None)
         raise
@@ -218,16 +234,23 @@ def write_dataset(
     )
 
 
+def _write_error(name: str, folder: Path, exc: OSError) -> StoreWriteError:
+    return StoreWriteError(
+        exc.errno,
+        f"Could not write data set {name!r} to {folder}: {exc}. The temporary copy was "
+        f"removed; the store is unchanged.{space_hint(exc.errno)}",
+        str(folder),
+    )
+
+
 def _discard(tmp: Path | None, new_folder: Path | None) -> None:
     """Remove a failed write's temporary (and the data-set folder if this write made it and it
-    holds nothing else)."""
+    holds nothing else but its name lock)."""
     if tmp is not None and tmp.exists():
         remove_tree(tmp)
     if new_folder is not None:
-        # Never unlink the name lock (a waiting writer would then lock a different file): a
-        # folder that holds it stays; rmdir fails (keeps it) when anything else is in it.
         with contextlib.suppress(OSError):
-            new_folder.rmdir()
+            remove_folder_if_only(new_folder, NAME_LOCK)
 
 
 def _commit(tmp: Path, folder: Path, name: str, content: str) -> tuple[str, bool]:
@@ -282,3 +305,77 @@ def _current_state(folder: Path, content: str, names: list, name: str, replace: 
         return None
     finally:
         hold.close()
+
+
+def _stored_copy(folder: Path, content: str, names: list, exclude: str | None):
+    """``(snapshot, hold)`` of a snapshot of ``folder`` other than ``exclude`` that holds this
+    content with these label names and verifies (held, so gc keeps it); None if there is none.
+    The newest such snapshot is preferred."""
+    for snapshot in reversed(snapshot_ids(folder)):
+        if snapshot == exclude:
+            continue
+        path = folder / snapshot
+        try:
+            attrs = check_attrs(_zarr_io.read_node_json(path, path).get("attributes"), path)
+        except StoreCorruptError:
+            continue
+        if attrs["content_sha256"] != content or attrs.get("label_names") != names:
+            continue
+        hold = hold_snapshot(path)
+        if hold is None:
+            continue  # removed by gc meanwhile
+        try:
+            verify_snapshot(path)
+        except StoreCorruptError:
+            hold.close()
+            continue  # damaged: never point a name at it
+        return snapshot, hold
+    return None
+
+
+def _current_id(folder: Path) -> str | None:
+    try:
+        pointer = read_pointer(folder)
+    except StoreCorruptError:
+        return None
+    return pointer.snapshot if pointer is not None else None
+
+
+def _point_at_stored_copy(folder: Path, content: str, names: list, name: str, replace: bool):
+    """Content addressing: point the name at a stored snapshot of the same content, if any
+    (verified outside the name lock, then committed under it); a :class:`DatasetInfo` with
+    ``written=False``, or None when no such snapshot exists."""
+    if not folder.is_dir():
+        return None
+    found = _stored_copy(folder, content, names, _current_id(folder))
+    if found is None:
+        return None
+    snapshot, hold = found
+    try:
+        with name_lock(folder):
+            current = _current_state(folder, content, names, name, replace)
+            if current is not None:  # a concurrent writer committed this content meanwhile
+                return current
+            return _commit_copy(folder, snapshot, content, name)
+    finally:
+        hold.close()
+
+
+def _move_pointer_to_copy(folder: Path, content: str, names: list, name: str):
+    """Under the name lock: point at a stored copy of this content if one exists."""
+    found = _stored_copy(folder, content, names, _current_id(folder))
+    if found is None:
+        return None
+    snapshot, hold = found
+    try:
+        return _commit_copy(folder, snapshot, content, name)
+    finally:
+        hold.close()
+
+
+def _commit_copy(folder: Path, snapshot: str, content: str, name: str) -> DatasetInfo:
+    """Point the name at stored ``snapshot`` (held by the caller, under the name lock)."""
+    path = folder / snapshot
+    attrs = check_attrs(_zarr_io.read_node_json(path, path).get("attributes"), path)
+    write_pointer(folder, name, snapshot, content)
+    return info_from_attrs(name, path, attrs, snapshot=snapshot, written=False, replaced=True)

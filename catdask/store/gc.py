@@ -1,8 +1,11 @@
 """Garbage collection of data-set snapshots: ``gc_store`` removes those nothing refers to.
 
 A snapshot may be removed only when it is not the current one of its name, no model version
-refers to it (by snapshot id or content checksum) and no reader holds it (the exclusive lock
-on its ``zarr.json`` is free). Removal renames it to a ``.tmp-gc-`` folder first, so a crash
+of that data set needs it and no reader holds it (the exclusive lock on its ``zarr.json`` is
+free). A model version records its data set's name, the snapshot id and the content checksum
+it was trained on: it needs that snapshot; a version that records no snapshot id (or one that
+no longer exists) needs the snapshots of its data set holding its checksum. A model of
+another data set never pins a snapshot, even one with equal content. Removal renames it to a ``.tmp-gc-`` folder first, so a crash
 mid-delete never leaves a half-deleted snapshot under a snapshot name.
 """
 
@@ -15,7 +18,14 @@ from pathlib import Path
 
 from ..errors import StoreCorruptError
 from ._atomic import TMP_PREFIX, crash_point, hold_dir, remove_tree, try_lock
-from .layout import datasets_dir, list_entries, models_dir, resolve_store
+from .layout import (
+    datasets_dir,
+    list_entries,
+    models_dir,
+    read_only_answer,
+    require_writable,
+    resolve_store,
+)
 from .registry import checked_attrs, version_numbers
 from .snapshots import name_lock, read_pointer, snapshot_ids, snapshot_number
 
@@ -36,11 +46,13 @@ class GcResult:
 def model_references(root: Path):
     """``(snapshot refs, sha256 refs, unreadable)``: what model versions were trained on.
 
-    ``snapshot refs`` holds ``(dataset, snapshot id)`` pairs (metadata key
-    ``dataset_snapshot``), ``sha256 refs`` the ``dataset_sha256`` values; ``unreadable`` the
-    versions whose metadata cannot be read (their references are unknown).
+    ``snapshot refs`` holds ``(dataset, snapshot id)`` pairs (metadata keys ``dataset`` and
+    ``dataset_snapshot``), ``sha256 refs`` maps ``(dataset, content checksum)`` (key
+    ``dataset_sha256``) to the snapshot ids those versions record (None where a version
+    records none); ``unreadable`` lists the versions whose metadata cannot be read (their
+    references are unknown).
     """
-    snapshots, shas, unreadable = set(), set(), []
+    snapshots, shas, unreadable = set(), {}, []
     parent = models_dir(root)
     for model in list_entries(parent):
         for v in version_numbers(parent / model):
@@ -50,10 +62,13 @@ def model_references(root: Path):
             except StoreCorruptError:
                 unreadable.append(path)
                 continue
-            if isinstance(meta.get("dataset_snapshot"), str):
-                snapshots.add((meta.get("dataset"), meta["dataset_snapshot"]))
+            dataset = meta.get("dataset")
+            snapshot = meta.get("dataset_snapshot")
+            snapshot = snapshot if isinstance(snapshot, str) else None
+            if snapshot is not None:
+                snapshots.add((dataset, snapshot))
             if isinstance(meta.get("dataset_sha256"), str):
-                shas.add(meta["dataset_sha256"])
+                shas.setdefault((dataset, meta["dataset_sha256"]), set()).add(snapshot)
     return snapshots, shas, unreadable
 
 
@@ -102,8 +117,14 @@ def removal_blocker(folder: Path, snapshot: str, refs, current: str | None, keep
     sha = _snapshot_sha(folder / snapshot)
     if sha is None:
         return None  # damaged attributes: no model can refer to it by checksum
-    if sha in sha_refs:
+    # A version that records no snapshot id, or one that is gone (a store restored from a
+    # backup, older metadata), needs this content of this data set from any snapshot.
+    recorded = sha_refs.get((folder.name, sha), set())
+    if any(s is None or snapshot_number(s) is None or not (folder / s).is_dir()
+           for s in recorded):
         return "a model version was trained on its content"
+    if sha_refs.get((None, sha)):  # a version that names no data set: it may be this one
+        return "a model version (of no named data set) was trained on its content"
     return None
 
 
@@ -120,13 +141,27 @@ def gc_store(store=None, *, dry_run: bool = False, keep_last: int = 0) -> GcResu
     dry_run : bool, default False
         Only report what would be removed.
     keep_last : int, default 0
-        Also keep this many snapshots before the current one (retention).
+        Also keep this many committed snapshots besides the current one, the highest-numbered
+        (retention).
 
     Returns
     -------
     GcResult
+
+    Raises
+    ------
+    StoreWriteError
+        The store cannot be written (read-only mount, another user's files); nothing was
+        removed.
     """
     root = resolve_store(store)
+    if not dry_run:
+        require_writable(root, "gc")
+    with read_only_answer(root, "gc"):
+        return _gc(root, dry_run, keep_last)
+
+
+def _gc(root: Path, dry_run: bool, keep_last: int) -> GcResult:
     result = GcResult()
     refs = model_references(root)
     for name in list_entries(datasets_dir(root)):
@@ -141,7 +176,10 @@ def gc_store(store=None, *, dry_run: bool = False, keep_last: int = 0) -> GcResu
                 result.kept += [(folder / s, "no current snapshot") for s in snapshot_ids(folder)]
                 continue
             ids = snapshot_ids(folder)
-            older = [s for s in ids if snapshot_number(s) < snapshot_number(pointer.snapshot)]
+            # Content addressing moves the pointer back to an older snapshot that holds the
+            # content again, so "older" means every committed one but the current.
+            older = [s for s in ids if s != pointer.snapshot
+                     and snapshot_number(s) <= pointer.newest_committed]
             keep = set(older[-keep_last:]) if keep_last > 0 else set()
             for snapshot in ids:
                 reason = removal_blocker(folder, snapshot, refs, pointer.snapshot, keep)

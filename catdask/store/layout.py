@@ -13,11 +13,15 @@ The root is, in order: the ``path`` argument, the ``CATDASK_STORE`` environment 
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import os
 from pathlib import Path
 
 from .. import settings
 from ..names import validate_name
-from ._atomic import file_lock, remove_temporaries
+from ..errors import StoreWriteError
+from ._atomic import READ_ONLY_ERRNOS, file_lock, remove_temporaries
 
 __all__ = [
     "DEFAULT_STORE",
@@ -28,9 +32,18 @@ __all__ = [
     "evaluation_dir",
     "entry_path",
     "cleanup_temporaries",
+    "temporaries_guard",
+    "space_hint",
+    "require_writable",
+    "read_only_answer",
+    "NAME_LOCK",
+    "MODEL_LOCK",
 ]
 
 DEFAULT_STORE = "catdask-store"
+#: The per-name lock of a data-set folder and the registry lock of a model folder.
+NAME_LOCK = ".lock"
+MODEL_LOCK = ".registry.lock"
 STORE_ENV = settings.STORE.name
 
 
@@ -102,7 +115,10 @@ def cleanup_temporaries(store=None, older_than_seconds: float = 3600.0) -> list[
         Store root (see :func:`resolve_store`).
     older_than_seconds : float, default 3600
         Only temporaries at least this old are touched (a second guard besides the lock, and
-        the only one where the OS has no advisory locks). 0 removes every unlocked one.
+        the only one where the OS has no advisory locks). 0 removes every unlocked one, which
+        is safe while writers run: a writer locks its temporary as it creates it. A temporary
+        whose modification time lies in the future has no known age and is removed when its
+        lock is free.
 
     Returns
     -------
@@ -114,15 +130,72 @@ def cleanup_temporaries(store=None, older_than_seconds: float = 3600.0) -> list[
     for parent in (datasets_dir(root), models_dir(root)):
         if not parent.is_dir():
             continue
-        removed += remove_temporaries(parent, older_than_seconds)
+        removed += remove_temporaries(parent, older_than_seconds)  # nothing writes here now
         for entry in sorted(parent.iterdir()):
             if not entry.is_dir() or entry.name.startswith("."):
                 continue
-            if parent == models_dir(root):
-                removed += remove_temporaries(entry, older_than_seconds)
-                continue
-            # A data set's pointer temporary is written under the name lock (unlocked file):
-            # take that lock so a commit in progress keeps it.
-            with file_lock(entry / ".lock"):
+            # Under the folder's guard lock, held exclusively: writers create and lock their
+            # temporaries under it (shared), and a data set's pointer temporary and gc's
+            # removals happen under it, so every unlocked temporary seen here is a leftover.
+            with file_lock(entry / temporaries_guard(parent == models_dir(root))):
                 removed += remove_temporaries(entry, older_than_seconds)
     return removed
+
+
+def temporaries_guard(model: bool) -> str:
+    """The lock file, inside a data-set or model folder, that guards its temporaries (see
+    :func:`catdask.store._atomic.locked_temp_dir`): the name lock, or the registry lock."""
+    return MODEL_LOCK if model else NAME_LOCK
+
+
+def space_hint(err) -> str:
+    """What to do on a full disk (empty for other errors)."""
+    if err in (errno.ENOSPC, errno.EDQUOT):
+        return (" To free space, `catdask gc` removes data-set snapshots that no model and no "
+                "running reader needs (`catdask gc --dry-run` lists them).")
+    return ""
+
+
+def _read_only_error(root: Path, action: str, err: int, detail: str = "") -> StoreWriteError:
+    done = ("stopped at the first file it could not change" if detail
+            else "so it changed nothing")
+    return StoreWriteError(
+        err,
+        f"the store {root} cannot be written ({os.strerror(err)}{detail}): {action} removes "
+        f"files there, {done}. Run it as the store's owner or on a writable mount; "
+        "`catdask check` without --cleanup only reads.",
+        str(root),
+    )
+
+
+def require_writable(root: Path, action: str) -> None:
+    """Refuse at once, in one clear line, to change a store that cannot be written.
+
+    Raises
+    ------
+    StoreWriteError
+        (errno EROFS or EACCES) ``root`` is on a read-only mount or not writable by this user.
+    """
+    if root.is_dir() and not os.access(root, os.W_OK):
+        try:
+            st = os.statvfs(root)
+            err = errno.EROFS if st.f_flag & os.ST_RDONLY else errno.EACCES
+        except (OSError, AttributeError):  # pragma: no cover - no statvfs (Windows)
+            err = errno.EACCES
+        raise _read_only_error(root, action, err)
+
+
+@contextlib.contextmanager
+def read_only_answer(root: Path, action: str):
+    """Turn a permission or read-only error met while changing the store (a folder of
+    another user, a mount made read-only meanwhile) into the same one-line
+    :class:`StoreWriteError` as :func:`require_writable`."""
+    try:
+        yield
+    except StoreWriteError:
+        raise
+    except OSError as exc:
+        if exc.errno not in READ_ONLY_ERRNOS:
+            raise
+        where = f" at {exc.filename}" if exc.filename else ""
+        raise _read_only_error(root, action, exc.errno, where) from exc

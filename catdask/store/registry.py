@@ -37,13 +37,12 @@ from ._atomic import (
     file_lock,
     fsync_dir,
     fsync_tree,
-    hold_dir,
-    make_temp_dir,
+    locked_temp_dir,
     remove_tree,
     rename_no_replace,
 )
 from ._json import catdask_version, json_sha256, to_json_safe, utc_now
-from .layout import entry_path, models_dir, resolve_store
+from .layout import MODEL_LOCK, entry_path, models_dir, resolve_store, space_hint
 
 __all__ = [
     "ModelVersion",
@@ -58,7 +57,7 @@ __all__ = [
 FORMAT = 1
 RESERVED_META = ("version", "created", "catdask_version", "run_key")
 _VERSION_DIR = re.compile(r"v([1-9][0-9]*)")
-_LOCK_NAME = ".registry.lock"
+_LOCK_NAME = MODEL_LOCK
 _ALLOWED_KINDS = "biufc"  # bool, int, uint, float, complex: numbers only
 
 
@@ -208,11 +207,12 @@ def register_model(
 
     tmp = None
     try:
-        tmp = make_temp_dir(model_dir, "v")
-        with hold_dir(tmp):  # marks the temporary as in use (cleanup skips it)
+        # Created already locked: cleanup and check never see it unlocked while we run.
+        with locked_temp_dir(model_dir, "v", model_dir / _LOCK_NAME) as tmp:
             found, version, meta = _write_and_claim(tmp, model_dir, name, arrays, meta, run_key)
+            if found is not None:
+                remove_tree(tmp)  # while still locked: never seen as a crash leftover
         if found is not None:
-            remove_tree(tmp)
             return found
     except OSError as exc:
         if tmp is not None:
@@ -220,7 +220,8 @@ def register_model(
         raise StoreWriteError(
             exc.errno,
             f"Could not register a version of model {name!r} in {model_dir}: {exc}. "
-            "The temporary directory was removed; earlier versions are intact.",
+            f"The temporary directory was removed; earlier versions are intact."
+            f"{space_hint(exc.errno)}",
             str(model_dir),
         ) from exc
     except BaseException:

@@ -25,6 +25,7 @@ from ._atomic import (
     remove_tree,
     rename_no_replace,
 )
+from .pointer import DATASET_FORMAT_KEY, is_pointer_attrs
 from .snapshots import snapshot_ids, snapshot_number, verify_snapshot, write_pointer
 
 __all__ = ["is_old_layout", "upgrade_old_layout"]
@@ -38,8 +39,8 @@ def is_old_layout(folder: Path) -> bool:
         return False
     return (
         isinstance(attrs, dict)
-        and "catdask_dataset_format" in attrs
-        and "catdask_dataset_pointer" not in attrs
+        and DATASET_FORMAT_KEY in attrs
+        and not is_pointer_attrs(attrs)
         and (folder / "X").is_dir()
         and (folder / "y").is_dir()
     )
