@@ -146,6 +146,7 @@ def _batched_class_starts(operator: GramOperator, classes: ClassIndex,
              if b - a > _DENSE_EIG_MAX or 8 * (b - a) ** 2 > _DENSE_CLASS_GRAM_BYTES]
     if not large:
         return {}
+
     def matvec(v: np.ndarray) -> np.ndarray:
         v = v[None, :]
         if origin == "class":  # E_k G_kk E_k: the class scatter in feature space

@@ -19,12 +19,13 @@ after Ctrl-C (a Python prompt using the embedded cluster) gets its worker logs b
 The preload also imports what catdask's tasks unpickle (``dask.array`` for the input chunks,
 the block functions of :mod:`catdask.operators`, the kernels, which import scikit-learn's
 pairwise module): on a fresh worker the first tasks paid for those imports, about 70, 13 and
-40 ms, in the first fit on a new cluster. The module names come from the cluster's starter as
-the preload's arguments (:func:`catdask.distributed.cluster.worker_imports`: ``dask.array``
-and what the layers above registered with ``add_worker_imports``; :mod:`catdask.operators`
-registers its task modules), so this package imports no layer above it. And it shortens the worker's message batching to
-the scheduler (distributed's 2 ms; :func:`catdask.distributed.cluster.shorten_worker_batching`):
-a Gram pass waits for its tasks' "finished" messages.
+40 ms, in the first fit on a new cluster. The module names are the preload's arguments, given
+by the cluster's starter (:func:`catdask.distributed.preloads.worker_imports`: ``dask.array``
+and what the layers above added with ``add_worker_imports``; :mod:`catdask.operators` adds
+its task modules), so this package imports no layer above it. And it shortens the worker's
+message batching to the scheduler (distributed's 2 ms;
+:func:`catdask.distributed.cluster.shorten_worker_batching`): a Gram pass waits for its tasks'
+"finished" messages.
 
 Loaded by :func:`catdask.distributed.cluster.start_local_cluster` through distributed's worker
 ``preload`` (``dask_setup`` runs in each worker process, on its main thread, as it starts).

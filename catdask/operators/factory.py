@@ -45,8 +45,8 @@ def make_operator(X, classes: ClassIndex, kernel: Kernel | None = None, *,
     classes : ClassIndex
         Class codes of the N rows.
     kernel : catdask.kernels.Kernel or None
-        None: the linear data operator (:class:`~catdask.core.protocols.DataOperator`); a kernel: the Gram
-        operator of ``k(X, X)`` (:class:`~catdask.core.protocols.GramOperator`).
+        None: the linear data operator (:class:`~catdask.core.protocols.DataOperator`); a
+        kernel: the Gram operator of ``k(X, X)`` (:class:`~catdask.core.protocols.GramOperator`).
     center : ndarray of shape (D,), optional
         Linear only: the origin x0 (default the mean of X).
     max_gram_bytes : int

@@ -75,7 +75,8 @@ class BlockGramOperator(GramOperator):
         self._tile_pairs = blocks.symmetric_tile_pairs(N, self.tile_rows)
         # dtype name -> (left, right) (or their keys on a cluster)
         self._tile_factors: dict[str, tuple[Any, Any]] = {}
-        self._class_tile_pairs: np.ndarray | None = None  # the class blocks' tiles (class_block_matmul)
+        # the class blocks' tiles (class_block_matmul)
+        self._class_tile_pairs: np.ndarray | None = None
 
     def set_precision(self, precision: str) -> None:
         """Evaluate the recomputed tiles of ``G Z`` in ``"float32"`` or ``"float64"``.
