@@ -160,7 +160,8 @@ class GramOperator(_SampleOperator, Protocol):
 
         One pass over the class blocks' tiles when :attr:`uses_tiles` (all classes of the
         decoupled start's Lanczos per round trip, :mod:`catdask.core.class_eigen`); otherwise
-        one :meth:`class_matvec` per class.
+        one :meth:`class_matvec` per class. Either way a fraction of G: not counted in
+        :attr:`gram_passes`.
         """
 
     @abstractmethod
