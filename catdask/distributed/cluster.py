@@ -22,6 +22,7 @@ import os
 import socket
 import threading
 from contextlib import contextmanager
+from typing import Any
 
 from .preloads import (
     WORKER_PRELOAD,
@@ -57,7 +58,7 @@ ENV_SCHEDULER = "CATDASK_SCHEDULER"
 # One BLAS thread per worker thread; set before the worker process loads numpy.
 BLAS_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
-_EMBEDDED = {"cluster": None, "client": None, "n_workers": 0}
+_EMBEDDED: dict[str, Any] = {"cluster": None, "client": None, "n_workers": 0}
 
 #: Seconds a nanny gets to bring a killed worker back before the embedded cluster replaces it
 #: (a nanny restarts its worker in 1-5 s on 2 cores; a restart that fails is never retried).
