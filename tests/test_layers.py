@@ -4,6 +4,8 @@ down, so no two packages import each other.
 Read from the source with ``ast``, not by importing: every import statement counts, at module
 level, inside functions (a deferred import is still a dependency) and under ``TYPE_CHECKING``.
 A unit is a subpackage (``catdask/core/``) or a module at the package root (``catdask/names.py``).
+``from catdask import CategorySpace`` counts as an import of the unit the package root loads the
+name from (its ``_LAZY`` table); a bare ``import catdask`` (the facade) is not followed.
 """
 
 from __future__ import annotations
