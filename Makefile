@@ -12,7 +12,7 @@ export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 export DO_NOT_TRACK ?= 1
 export MPLBACKEND ?= Agg
 
-.PHONY: install demo test test-fast bench reproduce clean
+.PHONY: install demo typecheck test test-fast bench reproduce clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ install: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/catdask demo
+
+# The files and settings are pyproject.toml's [tool.mypy].
+typecheck: $(STAMP)
+	$(BIN)/python -m mypy
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
@@ -38,4 +42,4 @@ reproduce: $(STAMP)
 	$(BIN)/python benchmarks/reproduce_paper.py
 
 clean:
-	rm -rf $(VENV) .prefect catdask-store .pytest_cache .hypothesis
+	rm -rf $(VENV) .prefect catdask-store .pytest_cache .hypothesis .mypy_cache

@@ -117,6 +117,7 @@ def load_average():
 
 def local_cluster(n_workers=2, threads_per_worker=1, **kw):
     """A LocalCluster like the embedded default, its client the default one."""
+    from catdask import operators  # noqa: F401  (adds what the workers import as they start)
     from catdask.distributed.cluster import start_local_cluster
 
     return start_local_cluster(n_workers, threads_per_worker=threads_per_worker,

@@ -124,6 +124,7 @@ def served_deployments(store=None, *, retrain_cron=NIGHTLY_RETRAIN_CRON,
 def _dask_client(scheduler, dashboard_port):
     """``(client, owned)``: a client of the given scheduler (closed by the caller), else of
     the embedded local cluster (started here, closed with :func:`close_embedded_cluster`)."""
+    from . import operators  # noqa: F401  (adds what the workers import as they start)
     from .distributed.cluster import connect_scheduler, embedded_cluster
 
     if scheduler:

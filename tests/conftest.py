@@ -130,6 +130,7 @@ def dask_scheduler():
     import warnings
 
     pytest.importorskip("distributed")
+    from catdask import operators  # noqa: F401  (adds what the workers import as they start)
     from catdask.distributed.cluster import start_local_cluster
 
     with warnings.catch_warnings():

@@ -570,6 +570,29 @@ def test_catdask_workers_import_the_task_modules_as_they_start(client):
     assert all(all(v.values()) for v in client.run(loaded).values())
 
 
+def test_the_worker_preload_imports_what_its_caller_names():
+    """catdask.distributed names only dask.array; catdask.operators adds its task modules (so
+    distributed imports no operator). The user's configured preloads keep their arguments."""
+    import dask
+
+    from catdask.distributed.preloads import (
+        WORKER_PRELOAD,
+        worker_imports,
+        worker_preload_argv,
+        worker_preloads,
+    )
+
+    assert worker_imports()[0] == "dask.array"
+    assert {"catdask.kernels", "catdask.operators.blocks"} <= set(worker_imports())
+    with dask.config.set({"distributed.worker.preload": ["mine", "theirs"],
+                          "distributed.worker.preload-argv": ["--flag"]}):
+        assert worker_preloads() == ["mine", "theirs", WORKER_PRELOAD]
+        assert worker_preload_argv(["a", "b"]) == [["--flag"], ["--flag"], ["a", "b"]]
+    with dask.config.set({"distributed.worker.preload": ["mine"],
+                          "distributed.worker.preload-argv": [["--x"]]}):
+        assert worker_preload_argv([]) == [["--x"], []]
+
+
 def _task_result(value):
     return np.full(3, float(value)), os.getpid()
 

@@ -12,7 +12,7 @@ from catdask.core.classes import ClassIndex
 from catdask.kernels import make_kernel
 from catdask.operators import CentredGramOperator, NumpyGramOperator
 from catdask.operators.blocks import class_diagonal_tile_pairs, gram_symmetric_moments
-from catdask.operators.class_eigen import class_block_top_eigenpairs
+from catdask.core.class_eigen import class_block_top_eigenpairs
 from tests.helpers.data import make_blobs
 
 
@@ -78,14 +78,6 @@ def test_class_block_matmul_is_the_block_diagonal_product(precision):
     dense_c = _block_diagonal(H @ kern(X, X) @ H, y) @ V
     np.testing.assert_allclose(centred.class_block_matmul(V), dense_c,
                                atol=tol * np.abs(dense_c).max())
-
-
-def test_class_block_matmul_needs_the_tile_pass():
-    X, y = _data(n_per_class=5)
-    op = NumpyGramOperator(X, ClassIndex(y, 3), make_kernel("rbf", n_features=4, gamma=0.3))
-    assert not op.uses_tiles  # G stored
-    with pytest.raises(NotImplementedError, match="tile"):
-        op.class_block_matmul(np.ones((len(y), 1)))
 
 
 def test_lockstep_lanczos_matches_eigh_per_block():

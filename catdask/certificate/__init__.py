@@ -23,6 +23,8 @@ estimators' scale ``1/2 sum_k w_k^T R_k w_k``; tolerances are relative to
 """
 
 from .certify import certify_global_optimum
+from .point import ClassMatrixOperator
 from .record import Certificate, not_applicable, not_certified
 
-__all__ = ["Certificate", "certify_global_optimum", "not_applicable", "not_certified"]
+__all__ = ["Certificate", "ClassMatrixOperator", "certify_global_optimum", "not_applicable",
+           "not_certified"]

@@ -20,7 +20,7 @@ from .bounds import (
 )
 from .eigen import DENSE_MAX_DIM, NumericalFailure, weakest_check
 from .moment import MAX_PSD_BLOCK, RelaxationTooLarge, moment_relaxation_bound
-from .point import CannotTest, StationaryPoint, read_inputs
+from .point import CannotTest, ClassMatrixOperator, StationaryPoint, read_inputs
 from .rapcsak import rapcsak_lambda_max
 from .record import Certificate, not_certified
 from .sdp_dual import sdp_dual_test
@@ -45,17 +45,17 @@ def numerical_failures():
 
 
 def certify_global_optimum(
-    scatter,
-    W,
+    scatter: np.ndarray | ClassMatrixOperator,
+    W: np.ndarray,
     *,
-    tol=1e-6,
-    full_sdp="auto",
-    max_sdp_dim=MAX_SDP_DIM,
-    dense_max_dim=DENSE_MAX_DIM,
-    rng=None,
-    moment=False,
-    max_moment_block=MAX_PSD_BLOCK,
-):
+    tol: float = 1e-6,
+    full_sdp: bool | str = "auto",
+    max_sdp_dim: int = MAX_SDP_DIM,
+    dense_max_dim: int = DENSE_MAX_DIM,
+    rng: None | int | np.random.Generator = None,
+    moment: bool = False,
+    max_moment_block: int = MAX_PSD_BLOCK,
+) -> Certificate:
     """Test whether W globally maximises ``f(W) = 1/2 sum_k w_k^T R_k w_k`` on the Stiefel manifold.
 
     Runs Rapcsák's test and the SDP-dual test of Gilman, Burer & Balzano (docs/design.md
@@ -67,10 +67,10 @@ def certify_global_optimum(
 
     Parameters
     ----------
-    scatter : ndarray of shape (K, D, D) or operator
-        The class matrices R_k (symmetric PSD), or an object with attributes ``n_features`` (D),
-        ``n_classes`` (K) and a method ``apply(k, V)`` returning ``R_k @ V`` for V of shape
-        (D, m). Operators with ``D <= dense_max_dim`` are materialised (K products with I_D).
+    scatter : ndarray of shape (K, D, D) or ClassMatrixOperator
+        The class matrices R_k (symmetric PSD), or a :class:`~.point.ClassMatrixOperator`:
+        attributes ``n_features`` (D), ``n_classes`` (K) and a method ``apply(k, V)``
+        returning ``R_k @ V`` for V of shape (D, m). Operators with ``D <= dense_max_dim`` are materialised (K products with I_D).
     W : ndarray of shape (D, K)
         The point, with orthonormal columns. If ``1e-10 < ||W^T W - I||_2 <= 1e-2``, W is
         replaced by its polar factor (the reason says so); a larger error is reported as not

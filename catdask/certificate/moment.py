@@ -352,6 +352,8 @@ def moment_relaxation_bound(R, *, solver="SCS", eps=1e-8, max_iters=200_000,
     q_parts, psd_slack = [], 0.0
     bound_sq = [1.0 + K] + [1.0] * (len(bases) - 1)  # max ||v_b(x)||^2 over orthonormal W
     for Q, c in zip(Qs, bound_sq):
+        if Q.value is None:  # gamma has a value, so every variable has one
+            raise RuntimeError(f"the moment relaxation solver returned no solution ({prob.status})")
         Qv = (Q.value + Q.value.T) / 2
         w, V = np.linalg.eigh(Qv)
         Qp = (V * np.clip(w, 0.0, None)) @ V.T

@@ -12,20 +12,46 @@ values and bounds are scaled back by :attr:`StationaryPoint.unit` when reported.
 from __future__ import annotations
 
 import math
+from abc import abstractmethod
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import scipy.linalg
 
 from .eigen import top_eig, verified_top, weakest_check
 
-__all__ = ["CannotTest", "StationaryPoint", "read_inputs"]
+__all__ = ["CannotTest", "ClassMatrixOperator", "StationaryPoint", "read_inputs"]
+
+
+@runtime_checkable
+class ClassMatrixOperator(Protocol):
+    """The class matrices R_k (D, D) as products, for a D too large to hold K of them.
+
+    What :func:`~catdask.certificate.certify_global_optimum` accepts instead of the (K, D, D)
+    stack: D, K and ``apply(k, V) = R_k @ V``.
+
+    Attributes
+    ----------
+    n_features : int
+        D.
+    n_classes : int
+        K.
+    """
+
+    n_features: int
+    n_classes: int
+
+    @abstractmethod
+    def apply(self, k: int, V: np.ndarray) -> np.ndarray:
+        """``R_k @ V`` for V of shape (D, m)."""
 
 
 class CannotTest(Exception):
     """The inputs are well-formed but the test cannot run on them (the reason says why)."""
 
 
-def read_inputs(scatter, W, dense_max_dim):
+def read_inputs(scatter: np.ndarray | ClassMatrixOperator, W: np.ndarray, dense_max_dim: int
+                ) -> tuple[np.ndarray | None, ClassMatrixOperator | None, np.ndarray]:
     """``(R or None, operator or None, W)`` from the caller's arguments.
 
     Operators with ``D <= dense_max_dim`` are materialised (K products with I_D).
@@ -35,8 +61,9 @@ def read_inputs(scatter, W, dense_max_dim):
     ValueError
         Malformed input: ``scatter`` not (K, D, D) nor an operator, or W not (D, K).
     """
-    operator, R = None, None
-    if hasattr(scatter, "apply"):
+    operator: ClassMatrixOperator | None = None
+    R: np.ndarray | None = None
+    if isinstance(scatter, ClassMatrixOperator):
         D, K = int(scatter.n_features), int(scatter.n_classes)
         if D > dense_max_dim:
             operator = scatter

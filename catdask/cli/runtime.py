@@ -88,6 +88,7 @@ def close_embedded_cluster() -> None:
 
 def dask_client(address: str | None):
     """Context manager yielding the Dask client the flows compute on (see ``dask_client_context``)."""
+    from catdask import operators  # noqa: F401  (adds what the workers import as they start)
     from catdask.distributed import dask_client_context
 
     return dask_client_context(address)

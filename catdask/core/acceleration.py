@@ -81,14 +81,17 @@ class _History:
 
     def __init__(self, capacity):
         self.capacity = int(capacity)
-        self.order = []  # slots, oldest first
-        self.g = self.lifted = self.lifted_base = self.residual = None
+        self.order: list[int] = []  # slots, oldest first
+        self.g: np.ndarray | None = None
+        self.residual: np.ndarray | None = None
+        self.lifted: np.ndarray | None = None
+        self.lifted_base: np.ndarray | None = None
 
     def __len__(self):
         return len(self.order)
 
     def push(self, g, lifted, residual):
-        if self.g is None:
+        if self.g is None or self.residual is None:
             self.g = np.empty((self.capacity, *np.shape(g)))
             self.residual = np.empty((self.capacity, *np.shape(residual)))
             if lifted is not None:

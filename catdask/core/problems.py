@@ -13,11 +13,14 @@ take and put subsets of restarts generically.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import TypeVar
 
 import numpy as np
 
+from .classes import ClassIndex
 from .manifold import inv_sqrt_spd, polar_factor
-from .zstep import absolute_zstep, quadratic_zstep
+from .protocols import DataOperator, GramOperator
+from .zstep import ZStep, absolute_zstep, quadratic_zstep
 
 __all__ = [
     "CategoryObjective",
@@ -42,18 +45,21 @@ class CategoryObjective:
     origin: str
     eps: float = 0.0
 
-    def zstep(self, u, classes):
+    def zstep(self, u: np.ndarray, classes: ClassIndex) -> ZStep:
         if self.kind == "quadratic":
             return quadratic_zstep(u, classes, self.origin)
         return absolute_zstep(u, classes, self.origin, self.eps)
 
 
-def take_restarts(state, idx):
+State = TypeVar("State", "LinearState", "KernelState")
+
+
+def take_restarts(state: State, idx) -> State:
     """The sub-state of restarts ``idx`` (every field has a leading restart axis)."""
     return type(state)(**{f.name: getattr(state, f.name)[idx] for f in fields(state)})
 
 
-def put_restarts(state, idx, sub):
+def put_restarts(state: State, idx, sub: State) -> State:
     """Write ``sub`` into the restarts ``idx`` of ``state`` (in place) and return ``state``."""
     for f in fields(state):
         getattr(state, f.name)[idx] = getattr(sub, f.name)
@@ -78,24 +84,24 @@ class LinearProblem:
     so it is the form used when the class matrices do not fit in memory, and for CAS.
     """
 
-    def __init__(self, operator, objective):
+    def __init__(self, operator: DataOperator, objective: CategoryObjective):
         self.op = operator
         self.objective = objective
 
-    def _evaluate(self, W, rank_deficient):
+    def _evaluate(self, W: np.ndarray, rank_deficient: np.ndarray) -> LinearState:
         zs = self.objective.zstep(self.op.own_projections(W), self.op.classes)
         Y = self.op.class_weighted_sums(zs.z)
         return LinearState(W=W, Y=Y, objective=zs.objective, rank_deficient=rank_deficient)
 
-    def start(self, W0):
+    def start(self, W0: np.ndarray) -> LinearState:
         return self._evaluate(np.array(W0, dtype=float), np.zeros(W0.shape[0], dtype=bool))
 
-    def step(self, state):
+    def step(self, state: LinearState) -> LinearState:
         W, rank_deficient = polar_factor(state.Y)
         return self._evaluate(W, rank_deficient)
 
     @staticmethod
-    def distance(new, old):
+    def distance(new: LinearState, old: LinearState) -> np.ndarray:
         return np.linalg.norm(new.W - old.W, axis=(1, 2))
 
     # Hooks of the accelerated solver (catdask.core.acceleration). The mixed coordinates are
@@ -104,16 +110,16 @@ class LinearProblem:
     point_is_free = False
 
     @staticmethod
-    def coordinates(state):
+    def coordinates(state: LinearState) -> np.ndarray:
         """The W-step's input at ``state``: the ascent matrices Y (R, D, K)."""
         return state.Y
 
     @staticmethod
-    def lift(coords):
+    def lift(coords: np.ndarray) -> None:
         """Nothing to precompute: :meth:`point` evaluates the objective itself."""
         return None
 
-    def point(self, coords, lifted):
+    def point(self, coords: np.ndarray, lifted: None) -> LinearState:
         """The state at the polar factor of the ascent matrices ``coords``."""
         W, rank_deficient = polar_factor(coords)
         return self._evaluate(W, rank_deficient)
@@ -135,10 +141,10 @@ class ClassMatrixProblem(LinearProblem):
     #: One O(K D^2) product on the driver per :meth:`point`, no pass over the data.
     point_is_free = True
 
-    def __init__(self, class_matrices):
+    def __init__(self, class_matrices: np.ndarray):
         self.class_matrices = class_matrices
 
-    def _evaluate(self, W, rank_deficient):
+    def _evaluate(self, W: np.ndarray, rank_deficient: np.ndarray) -> LinearState:
         Y = np.einsum("kde,rek->rdk", self.class_matrices, W)
         f = 0.5 * np.einsum("rdk,rdk->r", W, Y)
         return LinearState(W=W, Y=Y, objective=f, rank_deficient=rank_deficient)
@@ -170,16 +176,17 @@ class KernelProblem:
     objective : CategoryObjective
     """
 
-    def __init__(self, operator, objective):
+    def __init__(self, operator: GramOperator, objective: CategoryObjective):
         self.op = operator
         self.objective = objective
         self.classes = operator.classes
 
-    def _axes_from_z(self, z):
+    def _axes_from_z(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The W-step for fixed Z: returns A, P and a rank flag (batched over restarts)."""
         return self._axes_from_product(z, self.op.class_matmul(z))
 
-    def _axes_from_product(self, z, B):
+    def _axes_from_product(self, z: np.ndarray, B: np.ndarray
+                           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The W-step for fixed Z given ``B = G Z`` (R, N, K): no product with G."""
         classes = self.classes
         # S[r, k, l] = sum_{i in C_k} z_i B[i, l]   (S = Z^T G Z, symmetric PSD). The operators
@@ -203,15 +210,16 @@ class KernelProblem:
         A *= z[:, None, :]
         return A, P, rank_deficient
 
-    def _evaluate(self, A, P, rank_deficient):
+    def _evaluate(self, A: np.ndarray, P: np.ndarray, rank_deficient: np.ndarray
+                  ) -> KernelState:
         zs = self.objective.zstep(self.classes.own(np.swapaxes(P, 1, 2)), self.classes)
         return KernelState(A=A, P=P, z=zs.z, objective=zs.objective, rank_deficient=rank_deficient)
 
-    def start_from_z(self, z0):
+    def start_from_z(self, z0: np.ndarray) -> KernelState:
         """Start at the axes that the W-step produces from auxiliary variables ``z0``."""
         return self._evaluate(*self._axes_from_z(np.asarray(z0, dtype=float)))
 
-    def start_from_coefficients(self, A0):
+    def start_from_coefficients(self, A0: np.ndarray) -> KernelState:
         """Start at arbitrary coefficients A0 (R, K, N), G-orthonormalised first."""
         A0 = np.asarray(A0, dtype=float)
         R, K, N = A0.shape
@@ -223,7 +231,7 @@ class KernelProblem:
 
     start = start_from_z
 
-    def step(self, state):
+    def step(self, state: KernelState) -> KernelState:
         return self._evaluate(*self._axes_from_z(state.z))
 
     # Hooks of the accelerated solver (catdask.core.acceleration). The mixed coordinates are the
@@ -233,20 +241,20 @@ class KernelProblem:
     point_is_free = True
 
     @staticmethod
-    def coordinates(state):
+    def coordinates(state: KernelState) -> np.ndarray:
         """The W-step's input at ``state``: the Z-step's auxiliary variables z (R, N)."""
         return state.z
 
-    def lift(self, coords):
+    def lift(self, coords: np.ndarray) -> np.ndarray:
         """``G Z`` for auxiliary variables ``coords``: the one Gram pass of an iteration."""
         return self.op.class_matmul(coords)
 
-    def point(self, coords, lifted):
+    def point(self, coords: np.ndarray, lifted: np.ndarray) -> KernelState:
         """The state that the W-step produces from ``coords`` with ``lifted = G Z``."""
         return self._evaluate(*self._axes_from_product(coords, lifted))
 
     @staticmethod
-    def distance(new, old):
+    def distance(new: KernelState, old: KernelState) -> np.ndarray:
         # RKHS norm of the change: tr(dA G dA^T) = <dA, dP> because G dA^T = dP^T. Forming
         # the differences first avoids the cancellation of 2K - 2 tr(A_new G A_old^T).
         # One restart at a time: two (K, N) differences instead of two (R, K, N) temporaries

@@ -17,12 +17,16 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .acceleration import make_stepper
 from .problems import put_restarts, take_restarts
 from .progress import current_solver_callback
+
+if TYPE_CHECKING:
+    from ..certificate.record import Certificate
 
 __all__ = ["RestartResult", "solve"]
 
@@ -61,7 +65,7 @@ class RestartResult:
     step: float
     seconds: float
     history: list = field(default_factory=list, repr=False)
-    certificate: object = None
+    certificate: Certificate | None = None
 
     def to_dict(self):
         cert = self.certificate

@@ -9,10 +9,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from scipy.sparse.linalg import LinearOperator, eigsh
 
+from .class_eigen import class_block_top_eigenpairs
+from .classes import ClassIndex
 from .manifold import polar_factor, random_stiefel
+from .protocols import GramOperator
 
 __all__ = ["start_labels", "linear_starts", "kernel_decoupled_z", "kernel_random_z"]
 
@@ -23,8 +28,9 @@ _DENSE_EIG_MAX = 2000
 _DENSE_CLASS_GRAM_BYTES = 256 * 2**20
 
 
-def start_labels(init, n_restarts, *, kernel):
+def start_labels(init: str, n_restarts: int, *, kernel: bool) -> list[str]:
     """Labels of the ``n_restarts`` starting points for an ``init`` strategy."""
+    deterministic: list[str]
     if init == "random":
         deterministic = []
     elif init == "auto":
@@ -35,23 +41,30 @@ def start_labels(init, n_restarts, *, kernel):
     return labels + ["random"] * (n_restarts - len(labels))
 
 
-def top_eigenvector(M=None, *, matvec=None, n=None):
+def top_eigenvector(M: np.ndarray | None = None, *,
+                    matvec: Callable[[np.ndarray], np.ndarray] | None = None,
+                    n: int | None = None) -> tuple[float, np.ndarray]:
     """Top eigenpair of a symmetric PSD matrix (dense, or Lanczos on a matvec)."""
     if M is not None and M.shape[0] <= _DENSE_EIG_MAX:
         lam, V = np.linalg.eigh(M)
         return float(lam[-1]), V[:, -1]
     if matvec is None:
+        if M is None:
+            raise ValueError("top_eigenvector needs a matrix M or a matvec")
         matvec = M.__matmul__
         n = M.shape[0]
+    if n is None:
+        raise ValueError("top_eigenvector with a matvec needs its size n")
     op = LinearOperator((n, n), matvec=matvec, dtype=float)
     lam, V = eigsh(op, k=1, which="LA")
     return float(lam[0]), V[:, 0]
 
 
-def _centred_matvec(matvec):
+def _centred_matvec(matvec: Callable[[np.ndarray], np.ndarray]
+                    ) -> Callable[[np.ndarray], np.ndarray]:
     """``v -> E M E v`` with ``E = I - 11^T/n`` (the class centring), without forming E M E."""
 
-    def centred(v):
+    def centred(v: np.ndarray) -> np.ndarray:
         v = np.ravel(v)
         u = matvec(v - v.mean())
         return u - u.mean()
@@ -59,7 +72,9 @@ def _centred_matvec(matvec):
     return centred
 
 
-def linear_starts(labels, *, class_matrices, class_means, n_features, rng):
+def linear_starts(labels: list[str], *, class_matrices: np.ndarray | None,
+                  class_means: np.ndarray, n_features: int,
+                  rng: np.random.Generator) -> np.ndarray:
     """Starting axes W0 of shape (R, D, K) for the linear method.
 
     Parameters
@@ -81,7 +96,7 @@ def linear_starts(labels, *, class_matrices, class_means, n_features, rng):
     return W0
 
 
-def kernel_decoupled_z(operator, classes, origin):
+def kernel_decoupled_z(operator: GramOperator, classes: ClassIndex, origin: str) -> np.ndarray:
     """Auxiliary variables whose W-step gives the decoupled kernel start.
 
     The top eigenvector of R_k in feature space is ``Phi_k^T a / sqrt(lambda)`` with
@@ -96,10 +111,13 @@ def kernel_decoupled_z(operator, classes, origin):
         if k in batched:
             lam, vec = batched[k]
         elif 8 * n_k * n_k > _DENSE_CLASS_GRAM_BYTES and operator.matvec_without_class_block:
-            matvec = lambda v, k=k: operator.class_matvec(k, v)  # noqa: E731
+            def matvec(v: np.ndarray, k: int = k) -> np.ndarray:
+                return operator.class_matvec(k, v)
+
             if origin == "class":  # E_k G_kk E_k: the class scatter in feature space
-                matvec = _centred_matvec(matvec)
-            lam, vec = top_eigenvector(matvec=matvec, n=n_k)
+                lam, vec = top_eigenvector(matvec=_centred_matvec(matvec), n=n_k)
+            else:
+                lam, vec = top_eigenvector(matvec=matvec, n=n_k)
         else:
             Gk = np.asarray(operator.class_gram(k), dtype=float)
             if not Gk.flags.owndata or not Gk.flags.writeable:
@@ -115,21 +133,21 @@ def kernel_decoupled_z(operator, classes, origin):
     return z
 
 
-def _batched_class_starts(operator, classes, origin):
+def _batched_class_starts(operator: GramOperator, classes: ClassIndex,
+                          origin: str) -> dict[int, tuple[float, np.ndarray]]:
     """``{k: (lambda, a)}`` for the classes whose top eigenpair comes from one Lanczos run per
     class in lockstep, all classes per pass (a tiled cluster operator's ``class_block_matmul``):
     classes above the dense limits, which would otherwise cost one round trip per class and
-    step. Empty when the operator forms class blocks anyway (numpy)."""
-    if not (operator.matvec_without_class_block and getattr(operator, "uses_tiles", False)
-            and hasattr(operator, "class_block_matmul")):
+    step. Empty when the operator forms class blocks anyway (numpy), or when its
+    ``class_block_matmul`` is not one tile pass (then it is a product per class, no gain)."""
+    if not (operator.matvec_without_class_block and operator.uses_tiles):
         return {}
     large = [k for k, a, b in classes.segments()
              if b - a > _DENSE_EIG_MAX or 8 * (b - a) ** 2 > _DENSE_CLASS_GRAM_BYTES]
     if not large:
         return {}
-    from ..operators.class_eigen import class_block_top_eigenpairs
 
-    def matvec(v):
+    def matvec(v: np.ndarray) -> np.ndarray:
         v = v[None, :]
         if origin == "class":  # E_k G_kk E_k: the class scatter in feature space
             v = v - classes.expand(classes.mean(v))
@@ -142,7 +160,8 @@ def _batched_class_starts(operator, classes, origin):
     return dict(zip(large, pairs))
 
 
-def kernel_random_z(n_points, classes, origin, rng):
+def kernel_random_z(n_points: int, classes: ClassIndex, origin: str,
+                    rng: np.random.Generator) -> np.ndarray:
     """Random auxiliary variables (centred within classes for the class origin)."""
     z = rng.standard_normal((n_points, classes.n_samples))
     if origin == "class":

@@ -22,6 +22,15 @@ import os
 import socket
 import threading
 from contextlib import contextmanager
+from typing import Any
+
+from .preloads import (
+    WORKER_PRELOAD,
+    add_worker_imports,
+    worker_imports,
+    worker_preload_argv,
+    worker_preloads,
+)
 
 from .. import settings
 
@@ -38,6 +47,10 @@ __all__ = [
     "restore_embedded_workers",
     "reduce_message_batching",
     "shorten_worker_batching",
+    "add_worker_imports",
+    "worker_imports",
+    "worker_preloads",
+    "WORKER_PRELOAD",
 ]
 
 logger = logging.getLogger("catdask.distributed")
@@ -47,7 +60,7 @@ ENV_SCHEDULER = settings.SCHEDULER.name
 # One BLAS thread per worker thread; set before the worker process loads numpy.
 BLAS_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
-_EMBEDDED = {"cluster": None, "client": None, "n_workers": 0}
+_EMBEDDED: dict[str, Any] = {"cluster": None, "client": None, "n_workers": 0}
 
 #: Seconds a nanny gets to bring a killed worker back before the embedded cluster replaces it
 #: (a nanny restarts its worker in 1-5 s on 2 cores; a restart that fails is never retried).
@@ -137,34 +150,21 @@ def _brief_worker_batching(seconds):
     return BriefWorkerBatching()
 
 
-#: Worker preload of catdask's local clusters (:mod:`.worker_setup`): workers ignore a
-#: terminal's Ctrl-C, which the command that owns them handles.
-WORKER_PRELOAD = "catdask.distributed.worker_setup"
-
-
-def worker_preloads():
-    """The user's ``distributed.worker.preload`` list plus :data:`WORKER_PRELOAD` (passing
-    ``preload=`` to a cluster replaces the configured list, so it is carried over)."""
-    import dask
-
-    configured = dask.config.get("distributed.worker.preload", default=None) or []
-    if isinstance(configured, str):
-        configured = [configured]
-    return [*[p for p in configured if p != WORKER_PRELOAD], WORKER_PRELOAD]
-
-
 def start_local_cluster(n_workers, *, threads_per_worker=1, processes=True,
                         memory_limit="auto", dashboard_address="127.0.0.1:0",
-                        set_as_default=False):
+                        set_as_default=False, worker_modules=None):
     """A LocalCluster set up the way catdask computes: bound to 127.0.0.1, one BLAS thread per
     worker thread, :data:`SCHEDULER_CONFIG` applied. Returns ``(cluster, client)``.
 
-    The embedded cluster and the benchmarks' clusters are both made here.
+    The embedded cluster and the benchmarks' clusters are both made here. Worker processes
+    import ``worker_modules`` as they start (default :func:`worker_imports`).
     """
     import dask
     from distributed import Client, LocalCluster
 
-    process_kwargs = {"env": dict(BLAS_ENV), "preload": worker_preloads()} if processes else {}
+    modules = worker_imports() if worker_modules is None else list(worker_modules)
+    process_kwargs = {"env": dict(BLAS_ENV), "preload": worker_preloads(),
+                      "preload_argv": worker_preload_argv(modules)} if processes else {}
     with dask.config.set(SCHEDULER_CONFIG):  # read once, when the scheduler starts
         cluster = LocalCluster(
             n_workers=n_workers,

@@ -19,9 +19,13 @@ after Ctrl-C (a Python prompt using the embedded cluster) gets its worker logs b
 The preload also imports what catdask's tasks unpickle (``dask.array`` for the input chunks,
 the block functions of :mod:`catdask.operators`, the kernels, which import scikit-learn's
 pairwise module): on a fresh worker the first tasks paid for those imports, about 70, 13 and
-40 ms, in the first fit on a new cluster. And it shortens the worker's message batching to
-the scheduler (distributed's 2 ms; :func:`catdask.distributed.cluster.shorten_worker_batching`):
-a Gram pass waits for its tasks' "finished" messages.
+40 ms, in the first fit on a new cluster. The module names are the preload's arguments, given
+by the cluster's starter (:func:`catdask.distributed.preloads.worker_imports`: ``dask.array``
+and what the layers above added with ``add_worker_imports``; :mod:`catdask.operators` adds
+its task modules), so this package imports no layer above it. And it shortens the worker's
+message batching to the scheduler (distributed's 2 ms;
+:func:`catdask.distributed.cluster.shorten_worker_batching`): a Gram pass waits for its tasks'
+"finished" messages.
 
 Loaded by :func:`catdask.distributed.cluster.start_local_cluster` through distributed's worker
 ``preload`` (``dask_setup`` runs in each worker process, on its main thread, as it starts).
@@ -29,9 +33,12 @@ Loaded by :func:`catdask.distributed.cluster.start_local_cluster` through distri
 
 from __future__ import annotations
 
+import importlib
 import logging
 import signal
 import threading
+
+import click
 
 __all__ = ["dask_setup", "survive_interrupts", "import_task_modules", "QUIET_SECONDS"]
 
@@ -57,18 +64,19 @@ def survive_interrupts() -> bool:
     return True
 
 
-def dask_setup(worker) -> None:
-    """Distributed's preload hook, called once in each worker process as it starts."""
+@click.command()
+@click.argument("modules", nargs=-1)
+def dask_setup(worker, modules: tuple[str, ...] = ()) -> None:
+    """Distributed's preload hook, called once in each worker process as it starts; its
+    arguments (``preload_argv``) are the modules to import."""
     from .cluster import shorten_worker_batching
 
     survive_interrupts()
     shorten_worker_batching(worker)
-    import_task_modules()
+    import_task_modules(modules)
 
 
-def import_task_modules() -> None:
+def import_task_modules(modules) -> None:
     """Import the modules catdask's tasks unpickle (see the module docstring)."""
-    import dask.array  # noqa: F401
-
-    from .. import kernels  # noqa: F401
-    from ..operators import blocks, dask_gram  # noqa: F401
+    for name in modules:
+        importlib.import_module(name)

@@ -6,7 +6,9 @@ closure. Parameters follow :func:`sklearn.metrics.pairwise.pairwise_kernels`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import numpy as np
 from sklearn.metrics.pairwise import pairwise_kernels
@@ -29,7 +31,7 @@ class Kernel:
         Keyword parameters for ``pairwise_kernels`` (``gamma``, ``degree``, ``coef0``...).
     """
 
-    metric: object
+    metric: str | Callable[..., Any]
     params: dict = field(default_factory=dict)
     vectorised: bool = False
 
@@ -37,8 +39,9 @@ class Kernel:
         if self.metric == "rbf":
             # Bounded in (0, 1] for finite inputs: no per-entry finiteness check needed.
             return rbf_kernel(X, Y, self.params["gamma"])
-        if self.vectorised:
-            K = np.asarray(self.metric(X, Y, **self.params), dtype=float)
+        if self.vectorised:  # the metric is then a callable k(X, Y) -> ndarray
+            K = np.asarray(cast(Callable[..., Any], self.metric)(X, Y, **self.params),
+                           dtype=float)
         else:
             K = pairwise_kernels(X, Y, metric=self.metric, filter_params=False, **self.params)
         if not np.all(np.isfinite(K)):

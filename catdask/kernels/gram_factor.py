@@ -44,7 +44,7 @@ def pivoted_cholesky(diagonal, columns, *, rtol=1e-12, max_rank=1000, return_piv
     N = d.shape[0]
     total = max(float(d.sum()), np.finfo(float).tiny)
     L = np.zeros((N, min(max_rank, N)))
-    pivots = []
+    pivots: list[int] = []
     while len(pivots) < L.shape[1]:
         if d.clip(min=0).sum() <= rtol * total:
             break

@@ -1,12 +1,13 @@
 """The operator layer: the heavy products of the solver, and nothing else.
 
 The solver (``catdask.core.solver``) and the problems (``catdask.core.problems``) never touch the data;
-they call the two interfaces of :mod:`.protocols` (the linear method's data operator and the
-kernel method's Gram operator), so the same loop runs in memory and on Dask workers.
+they call the two interfaces of :mod:`catdask.core.protocols` (the linear method's data operator
+and the kernel method's Gram operator), so the same loop runs in memory and on Dask workers.
+Every operator here subclasses one of them (the type checker holds it to the interface); the
+interfaces live in the core, which imports no operator.
 
 Modules
 -------
-- ``protocols``: :class:`DataOperator` and :class:`GramOperator`, every method documented
 - ``blocks``: the per-block kernels (own projections, ``X^T Z``, class statistics, ``G Z``,
   ``G V``, Gram moments, sub-matrices, rows), each formula once
 - ``in_memory``: :class:`NumpyDataOperator`, :class:`NumpyGramOperator` (blocks in this process)
@@ -22,7 +23,12 @@ from .dask_data import DaskDataOperator
 from .dask_gram import DaskGramOperator
 from .factory import make_operator
 from .in_memory import NumpyDataOperator, NumpyGramOperator
-from .protocols import DataOperator, GramOperator
+from ..core.protocols import DataOperator, GramOperator
+from ..distributed.preloads import add_worker_imports
+
+# What the operators' tasks unpickle on a worker: local clusters' workers import it as they
+# start (catdask.distributed.worker_setup), not the first tasks of the first fit.
+add_worker_imports("catdask.kernels", "catdask.operators.blocks", "catdask.operators.dask_gram")
 
 __all__ = [
     "CentredGramOperator",

@@ -1,6 +1,6 @@
 """The centred Gram ``H G H`` (x0 the feature-space centroid), without forming it.
 
-Wraps any Gram operator (:class:`~catdask.operators.protocols.GramOperator`) for
+Wraps any Gram operator (:class:`~catdask.core.protocols.GramOperator`) for
 ``origin="global"`` (docs/design.md §3b); each product costs one product with the base operator
 plus O(N R K).
 """
@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.protocols import GramOperator
+
 __all__ = ["CentredGramOperator"]
 
 
-class CentredGramOperator:
+class CentredGramOperator(GramOperator):
     """``G_c = H G H`` (H = I - 11^T/N) on top of any Gram operator, without forming it.
 
     Used for ``origin="global"``: x0 is the feature-space centroid (docs/design.md §3b). Each product
     costs one product with the base operator plus O(N R K).
     """
 
-    def __init__(self, base):
+    def __init__(self, base: GramOperator):
         self.base = base
         self.classes = base.classes
         self.n_samples = base.n_samples
@@ -30,42 +32,42 @@ class CentredGramOperator:
         self.matvec_without_class_block = base.matvec_without_class_block
 
     @property
-    def uses_tiles(self):
+    def uses_tiles(self) -> bool:
         return self.base.uses_tiles
 
     @property
-    def precision(self):
+    def precision(self) -> str:
         return self.base.precision
 
-    def set_precision(self, precision):
+    def set_precision(self, precision: str) -> None:
         """The tiles of the base's ``class_matmul`` (the centring itself is float64)."""
         self.base.set_precision(precision)
 
     @property
-    def gram_passes(self):
+    def gram_passes(self) -> int:
         return self.base.gram_passes
 
-    def _centre_columns(self, M, axis):
+    def _centre_columns(self, M: np.ndarray, axis: int) -> np.ndarray:
         return M - M.mean(axis=axis, keepdims=True)
 
-    def class_matmul(self, z):
+    def class_matmul(self, z: np.ndarray) -> np.ndarray:
         N = self.n_samples
         # G H Z = G Z - g s^T / N, with s_k = sum_{i in C_k} z_i (the column sums of Z).
         s = self.classes.sum(z)  # (R, K)
         B = self.base.class_matmul(z) - self.row_sums[None, :, None] * (s[:, None, :] / N)
         return self._centre_columns(B, axis=1)
 
-    def matmul(self, V):
+    def matmul(self, V: np.ndarray) -> np.ndarray:
         HV = self._centre_columns(V, axis=0)
         return self._centre_columns(self.base.matmul(HV), axis=0)
 
-    def class_gram(self, k):
+    def class_gram(self, k: int) -> np.ndarray:
         N = self.n_samples
         idx = self.classes.members(k)
         g = self.row_sums[idx]
         return self.base.class_gram(k) - (g[:, None] + g[None, :]) / N + self.total / N**2
 
-    def class_matvec(self, k, V):
+    def class_matvec(self, k: int, V: np.ndarray) -> np.ndarray:
         # Same block as class_gram(k), applied to V: G_kk V - g_k (1^T V) / N - 1 (g_k^T V) / N
         # + 1 (1^T G 1 / N^2)(1^T V).
         N = self.n_samples
@@ -78,7 +80,7 @@ class CentredGramOperator:
         out -= (g @ V2 / N - self.total / N**2 * col_sums)[None, :]
         return out.reshape(V.shape)
 
-    def class_block_matmul(self, V):
+    def class_block_matmul(self, V: np.ndarray) -> np.ndarray:
         """The class blocks of ``H G H`` times V (N, m), all classes in one base pass: the
         corrections of :meth:`class_matvec`, per class."""
         N = self.n_samples
@@ -92,20 +94,20 @@ class CentredGramOperator:
         out -= g_dot / N - self.total / N**2 * col_sums
         return out
 
-    def diagonal(self):
+    def diagonal(self) -> np.ndarray:
         N = self.n_samples
         return self.base.diagonal() - 2 * self.row_sums / N + self.total / N**2
 
-    def columns(self, idx):
+    def columns(self, idx: np.ndarray) -> np.ndarray:
         N = self.n_samples
         # (H G H) e_j = H (G e_j - g / N), with g = G 1.
         C = self.base.columns(idx) - self.row_sums[:, None] / N
         return C - C.mean(axis=0, keepdims=True)
 
-    def close(self):
+    def close(self) -> None:
         self.base.close()
 
-    def covariance_moments(self):
+    def covariance_moments(self) -> tuple[float, float]:
         # tr(HGH) = tr G - 1^T G 1 / N ;  ||HGH||_F^2 = ||G||_F^2 - 2 ||G 1||^2 / N + (1^T G 1)^2 / N^2
         N = self.n_samples
         tr, fro2 = self.base.covariance_moments()

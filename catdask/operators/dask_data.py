@@ -14,6 +14,8 @@ import time
 
 import numpy as np
 
+from ..core.classes import ClassIndex
+from ..core.protocols import DataOperator
 from ..distributed.execute import BlockRunner, cluster_resources
 from . import blocks
 
@@ -25,7 +27,7 @@ logger = logging.getLogger("catdask.distributed")
 _INLINE_BYTES = 8 * 1024**2
 
 
-class DaskDataOperator:
+class DaskDataOperator(DataOperator):
     """Linear data operator on a row-chunked Dask array (mirrors ``NumpyDataOperator``).
 
     Parameters
@@ -47,7 +49,8 @@ class DaskDataOperator:
         Number of passes over X so far (for benchmarks and tests).
     """
 
-    def __init__(self, X, classes, center=None, *, persist="auto"):
+    def __init__(self, X, classes: ClassIndex, center: np.ndarray | None = None, *,
+                 persist: bool | str = "auto"):
         import dask.array as da
 
         if not isinstance(X, da.Array) or X.ndim != 2:
@@ -71,7 +74,7 @@ class DaskDataOperator:
         self._center = None if center is None else np.asarray(center, dtype=float)
         self._persist = persist
         self._persisted = False
-        self._stats = None
+        self._stats: dict | None = None
         self.passes = 0
 
     def _combine(self, tasks, combine, part_bytes, name):
@@ -82,7 +85,7 @@ class DaskDataOperator:
         return self._runner.reduce(tasks, combine, name)
 
     # ------------------------------------------------------------------ one-pass statistics
-    def _statistics(self):
+    def _statistics(self) -> dict:
         """Class counts, means and scatter matrices (one pass over X, cached)."""
         if self._stats is None:
             K = self.classes.n_classes
@@ -101,27 +104,27 @@ class DaskDataOperator:
                          self.n_features, time.perf_counter() - t0)
         return self._stats
 
-    def close(self):
+    def close(self) -> None:
         """Release X's persisted blocks on the cluster."""
         self._runner.release()
 
     @property
-    def center(self):
+    def center(self) -> np.ndarray:
         """The origin x0 (the training centroid unless given)."""
         if self._center is None:
             s = self._statistics()
             self._center = (s["n"] @ s["mean"]) / self.n_samples
         return self._center
 
-    def class_means(self):
+    def class_means(self) -> np.ndarray:
         """Class means measured from x0, shape (K, D)."""
         return self._statistics()["mean"] - self.center
 
-    def class_second_moments(self, origin):
+    def class_second_moments(self, origin: str) -> np.ndarray:
         """The class matrices R_k (K, D, D): scatter (``"class"``) or moment about x0."""
         return blocks.class_second_moments(self._statistics(), self.center, origin)
 
-    def covariance_moments(self):
+    def covariance_moments(self) -> tuple[float, float]:
         """``(tr C, tr C^2)`` of the total covariance ``C = sum_k R_k(x0) / N``."""
         C = self.class_second_moments("global").sum(axis=0) / self.n_samples
         return float(np.trace(C)), float(np.sum(C * C))
@@ -136,7 +139,7 @@ class DaskDataOperator:
             self._persisted = True
         return zip(self._x_blocks, self._codes, self._bounds[:-1], self._bounds[1:])
 
-    def own_projections(self, W):
+    def own_projections(self, W: np.ndarray) -> np.ndarray:
         """``u[r, i] = w_{y_i}^T (x_i - x0)`` for W of shape (R, D, K); returns (R, N)."""
         W = np.asarray(W, dtype=float)
         tasks = [(blocks.block_own_projections, xb, cb, self.center, W)
@@ -144,7 +147,7 @@ class DaskDataOperator:
         self.passes += 1
         return np.concatenate(self._runner.run(tasks, "own-projections"), axis=1)
 
-    def class_weighted_sums(self, z):
+    def class_weighted_sums(self, z: np.ndarray) -> np.ndarray:
         """``Y[r, :, k] = sum_{i in C_k} z[r, i] (x_i - x0)`` (paper eq. (17)); (R, D, K)."""
         z = np.asarray(z, dtype=float)
         K = self.classes.n_classes

@@ -16,11 +16,17 @@ import shutil
 import tempfile
 import time
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
+from ..core.classes import ClassIndex
 from ..distributed.execute import BlockRunner, cluster_resources
 from . import blocks
 from .gram_base import GRAM_PRECISIONS, BlockGramOperator
+
+if TYPE_CHECKING:
+    from ..kernels import Kernel
 
 __all__ = ["DaskGramOperator", "GRAM_CACHE_MODES"]
 
@@ -87,9 +93,11 @@ class DaskGramOperator(BlockGramOperator):
         Number of full passes over G so far.
     """
 
-    def __init__(self, X, classes, kernel, *, cache="auto", store=None, cache_dtype="float64",
-                 max_gram_bytes=2 * 1024**3, block_rows=None, precision="float64",
-                 tile_rows=None):
+    def __init__(self, X: np.ndarray, classes: ClassIndex, kernel: Kernel, *,
+                 cache: str = "auto", store: str | os.PathLike | None = None,
+                 cache_dtype: str | np.dtype = "float64", max_gram_bytes: int = 2 * 1024**3,
+                 block_rows: int | None = None, precision: str = "float64",
+                 tile_rows: int | None = None):
         if cache not in GRAM_CACHE_MODES:
             raise ValueError(f"cache must be one of {GRAM_CACHE_MODES}; got {cache!r}.")
         cache_dtype = np.dtype(cache_dtype)
@@ -123,8 +131,8 @@ class DaskGramOperator(BlockGramOperator):
         self._place_inputs()
         self.set_precision(precision)
         self.cache_dtype = cache_dtype
-        self.store = None if store is None else os.fspath(store)
-        self._tmpdir = None
+        self.store: str | None = None if store is None else str(os.fspath(store))
+        self._tmpdir: str | None = None
         if cache == "memory":
             self._build_memory_cache()
         elif cache == "zarr":
@@ -265,7 +273,7 @@ class DaskGramOperator(BlockGramOperator):
         return np.concatenate(self._runner.run(tasks, "class-matvec"), axis=0)
 
 
-_BLAS_CONTROLLER = []  # this process's threadpoolctl controller, made by the first task
+_BLAS_CONTROLLER: list[Any] = []  # this process's threadpoolctl controller, made by the first task
 
 
 def _one_blas_thread(func, *args):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, overload
+
 import numpy as np
 
 from ..distributed.inputs import as_row_chunked, is_distributed_input
@@ -10,11 +12,30 @@ from .dask_data import DaskDataOperator
 from .dask_gram import DaskGramOperator
 from .in_memory import NumpyDataOperator, NumpyGramOperator
 
+if TYPE_CHECKING:
+    from ..core.classes import ClassIndex
+    from ..core.protocols import DataOperator, GramOperator
+    from ..kernels import Kernel
+
 __all__ = ["make_operator"]
 
 
-def make_operator(X, classes, kernel=None, *, center=None, max_gram_bytes=2 * 1024**3,
-                  distributed=None, precision="float64"):
+@overload
+def make_operator(X, classes: ClassIndex, kernel: None = None, *,
+                  center: np.ndarray | None = None, max_gram_bytes: int = ...,
+                  distributed: bool | None = None, precision: str = ...) -> DataOperator: ...
+
+
+@overload
+def make_operator(X, classes: ClassIndex, kernel: Kernel, *,
+                  center: np.ndarray | None = None, max_gram_bytes: int = ...,
+                  distributed: bool | None = None, precision: str = ...) -> GramOperator: ...
+
+
+def make_operator(X, classes: ClassIndex, kernel: Kernel | None = None, *,
+                  center: np.ndarray | None = None, max_gram_bytes: int = 2 * 1024**3,
+                  distributed: bool | None = None,
+                  precision: str = "float64") -> DataOperator | GramOperator:
     """The data operator (linear method) or Gram operator (kernel method) for ``X``.
 
     Parameters
@@ -24,8 +45,8 @@ def make_operator(X, classes, kernel=None, *, center=None, max_gram_bytes=2 * 10
     classes : ClassIndex
         Class codes of the N rows.
     kernel : catdask.kernels.Kernel or None
-        None: the linear data operator (:class:`~.protocols.DataOperator`); a kernel: the Gram
-        operator of ``k(X, X)`` (:class:`~.protocols.GramOperator`).
+        None: the linear data operator (:class:`~catdask.core.protocols.DataOperator`); a
+        kernel: the Gram operator of ``k(X, X)`` (:class:`~catdask.core.protocols.GramOperator`).
     center : ndarray of shape (D,), optional
         Linear only: the origin x0 (default the mean of X).
     max_gram_bytes : int

@@ -19,9 +19,16 @@ blocks alone (:meth:`BlockGramOperator.class_block_matmul`) serve the decoupled 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
+from ..core.classes import ClassIndex
+from ..core.protocols import GramOperator
 from . import blocks
+
+if TYPE_CHECKING:
+    from ..kernels import Kernel
 
 __all__ = ["BlockGramOperator", "GRAM_PRECISIONS", "GRAM_TILE"]
 
@@ -34,7 +41,7 @@ GRAM_PRECISIONS = ("float64", "float32")
 GRAM_TILE = 512
 
 
-class BlockGramOperator:
+class BlockGramOperator(GramOperator):
     """Gram products as passes of block functions over row blocks (see module docstring).
 
     Subclasses call :meth:`_init_blocks` and implement :meth:`_run`, :meth:`_pass_input`,
@@ -43,8 +50,13 @@ class BlockGramOperator:
     """
 
     matvec_without_class_block = False
+    # Plain attributes here (read-only properties of the interface); _init_blocks sets them.
+    gram_passes: int = 0
+    uses_tiles: bool = False
+    precision: str = "float64"
 
-    def _init_blocks(self, X, classes, kernel, block_rows, col_block, tile_rows=None):
+    def _init_blocks(self, X: np.ndarray, classes: ClassIndex, kernel: Kernel, block_rows: int,
+                     col_block: int, tile_rows: int | None = None) -> None:
         self.X = np.ascontiguousarray(X, dtype=float)
         self.classes = classes
         self.kernel = kernel
@@ -54,17 +66,19 @@ class BlockGramOperator:
         self.block_rows = int(block_rows)
         self.col_block = int(col_block)
         self._rows = [(a, min(a + self.block_rows, N)) for a in range(0, N, self.block_rows)]
-        self._cache = [None] * len(self._rows)
+        self._cache: list[Any] = [None] * len(self._rows)
         self.gram_passes = 0  # number of full passes over G (for benchmarks and tests)
-        self._moments = None
+        self._moments: tuple[np.ndarray, np.ndarray, float] | None = None
         self.uses_tiles = False  # subclasses: True when G Z runs on symmetric tiles
         self.precision = "float64"
         self.tile_rows = int(tile_rows or GRAM_TILE)
         self._tile_pairs = blocks.symmetric_tile_pairs(N, self.tile_rows)
-        self._tile_factors = {}  # dtype name -> (left, right) (or their keys on a cluster)
-        self._class_tile_pairs = None  # the class blocks' tiles (class_block_matmul)
+        # dtype name -> (left, right) (or their keys on a cluster)
+        self._tile_factors: dict[str, tuple[Any, Any]] = {}
+        # the class blocks' tiles (class_block_matmul)
+        self._class_tile_pairs: np.ndarray | None = None
 
-    def set_precision(self, precision):
+    def set_precision(self, precision: str) -> None:
         """Evaluate the recomputed tiles of ``G Z`` in ``"float32"`` or ``"float64"``.
 
         Only the tile pass (``uses_tiles``) has a float32 form; with a stored or cached G, or a
@@ -111,22 +125,29 @@ class BlockGramOperator:
         # (blocks.gram_class_product_by_rows): the W-step reads rows of B^T.
         return np.ascontiguousarray(acc.transpose(2, 0, 1)).transpose(0, 2, 1)
 
-    def class_block_matmul(self, V):
-        """``diag(G_11, ..., G_KK) V``: every class block times its rows of V, in one pass.
+    def class_block_matmul(self, V: np.ndarray) -> np.ndarray:
+        """``diag(G_11, ..., G_KK) V``: every class block times its rows of V.
 
-        ``V`` (N, m) in the caller's order. Only with ``uses_tiles``: one pass over the class
+        ``V`` (N, m) in the caller's order. With ``uses_tiles``: one pass over the class
         blocks' upper-triangle tiles (``sum n_k^2 / 2`` kernel entries, in :attr:`precision`),
         so the decoupled start's Lanczos does all classes per round trip
-        (:func:`catdask.operators.class_eigen.class_block_top_eigenpairs`).
+        (:func:`catdask.core.class_eigen.class_block_top_eigenpairs`). Otherwise one
+        :meth:`class_matvec` product per class.
         """
-        if not self.uses_tiles:
-            raise NotImplementedError("class_block_matmul needs the symmetric tile pass")
         V = np.asarray(V, dtype=float)
+        Vs = np.ascontiguousarray(self.classes.sort_rows(V))  # (N, m) sorted
+        if not self.uses_tiles:
+            out = np.empty_like(Vs)
+            for k in range(self.classes.n_classes):
+                a, b = self._class_range(k)
+                if b > a:
+                    out[a:b] = self._range_matmul((a, b), (a, b), Vs[a:b])
+            return self.classes.unsort(out, 0)
         if self._class_tile_pairs is None:
             self._class_tile_pairs = blocks.class_diagonal_tile_pairs(self._offsets,
                                                                        self.tile_rows)
-        Vs = np.ascontiguousarray(self.classes.sort_rows(V).T)  # (m, N) sorted
-        B = self._tiled_class_matmul(Vs, self._class_tile_pairs)  # (m, N, K), one class per row
+        # (m, N, K), one class per row
+        B = self._tiled_class_matmul(np.ascontiguousarray(Vs.T), self._class_tile_pairs)
         return self.classes.unsort(B.sum(axis=2).T, 0)
 
     # ------------------------------------------------------------------ how a pass runs
@@ -157,7 +178,7 @@ class BlockGramOperator:
         tasks = [(func, Xs, rows, *args, cache) for rows, cache in zip(self._rows, self._cache)]
         return self._run(tasks, name, extra=extra)
 
-    def close(self):
+    def close(self) -> None:
         """Release cached blocks (subclasses also remove what they wrote)."""
         self._cache = [None] * len(self._rows)
         self._tile_factors = {}
@@ -169,7 +190,7 @@ class BlockGramOperator:
         self.close()
 
     # ------------------------------------------------------------------ the products
-    def _gram_moments(self):
+    def _gram_moments(self) -> tuple[np.ndarray, np.ndarray, float]:
         """Row sums ``G 1``, diagonal and ``||G||_F^2`` in one sweep (cached)."""
         if self._moments is None and self.uses_tiles:
             # Half of G's entries (symmetric tiles) in float64: the centring and the CAS
@@ -189,7 +210,7 @@ class BlockGramOperator:
             self._moments = (sums, diag, float(sum(p[2] for p in parts)))
         return self._moments
 
-    def class_matmul(self, z):
+    def class_matmul(self, z: np.ndarray) -> np.ndarray:
         """``B[r] = G Z_r`` with ``Z_r[i, y_i] = z[r, i]``: (R, N) -> (R, N, K)."""
         zs = np.ascontiguousarray(self.classes.sort(np.asarray(z, dtype=float)))
         if self.uses_tiles:
@@ -201,7 +222,7 @@ class BlockGramOperator:
         # the tile pass: the W-step reads rows of B^T).
         return self.classes.unsort(np.concatenate(parts, axis=2).transpose(0, 2, 1), 1)
 
-    def matmul(self, V):
+    def matmul(self, V: np.ndarray) -> np.ndarray:
         """``G V`` for a dense (N, m) V (``G 1`` comes from the cached moments sweep)."""
         V = np.asarray(V, dtype=float)
         if V.shape[1] == 1 and np.all(V == 1.0):
@@ -212,33 +233,33 @@ class BlockGramOperator:
                            name="gram-matmul", extra=extra)
         return self.classes.unsort(np.concatenate(parts, axis=0), 0)
 
-    def _class_range(self, k):
+    def _class_range(self, k: int) -> tuple[int, int]:
         return int(self._offsets[k]), int(self._offsets[k + 1])
 
-    def class_gram(self, k):
+    def class_gram(self, k: int) -> np.ndarray:
         """The dense class block ``G[C_k, C_k]`` (n_k, n_k), in the class's sorted order."""
         ck = self._class_range(k)
         return self._submatrix(ck, ck)
 
-    def class_matvec(self, k, V):
+    def class_matvec(self, k: int, V: np.ndarray) -> np.ndarray:
         """``G[C_k, C_k] @ V`` for V of shape (n_k,) or (n_k, m)."""
         ck = self._class_range(k)
         V = np.asarray(V, dtype=float)
         return self._range_matmul(ck, ck, V.reshape(ck[1] - ck[0], -1)).reshape(V.shape)
 
-    def class_rows(self, k):
+    def class_rows(self, k: int) -> np.ndarray:
         """``G[C_k, :]`` as a dense (n_k, N) array (columns in the caller's order)."""
         return self.classes.unsort(self._submatrix(self._class_range(k), (0, self.n_samples)), 1)
 
-    def diagonal(self):
+    def diagonal(self) -> np.ndarray:
         """The diagonal of G (N,), from the moments sweep."""
         return self._gram_moments()[1].copy()
 
-    def columns(self, idx):
+    def columns(self, idx: np.ndarray) -> np.ndarray:
         """``G[:, idx]`` (N, len(idx)), computed here: N |idx| kernel entries."""
         return self.kernel(self.X, self.X[np.asarray(idx)])
 
-    def covariance_moments(self):
+    def covariance_moments(self) -> tuple[float, float]:
         """``(tr G / N, ||G||_F^2 / N^2)``; tr and the norm do not depend on the order."""
         _, diag, fro2 = self._gram_moments()
         N = self.n_samples

@@ -8,15 +8,22 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
+from ..core.classes import ClassIndex
+from ..core.protocols import DataOperator
 from . import blocks
 from .gram_base import BlockGramOperator
+
+if TYPE_CHECKING:
+    from ..kernels import Kernel
 
 __all__ = ["NumpyDataOperator", "NumpyGramOperator"]
 
 
-class NumpyDataOperator:
+class NumpyDataOperator(DataOperator):
     """Linear data operator on an in-memory matrix, centred at its mean.
 
     Parameters
@@ -27,37 +34,42 @@ class NumpyDataOperator:
         The origin x0; default the mean of X.
     """
 
-    def __init__(self, X, classes, center=None):
+    def __init__(self, X: np.ndarray, classes: ClassIndex, center: np.ndarray | None = None):
         X = np.asarray(X, dtype=float)
-        self.center = X.mean(axis=0) if center is None else np.asarray(center, dtype=float)
+        self._center = X.mean(axis=0) if center is None else np.asarray(center, dtype=float)
         self.classes = classes
         self.n_samples, self.n_features = X.shape
         # Centre before iterating even for origin="class": an offset of 1e6 otherwise moves W
         # by 1e-4 through cancellation in X^T Z (docs/design.md §3c). Sorted by class, the block
         # functions slice each class instead of gathering it.
-        self.X = np.ascontiguousarray(classes.sort_rows(X - self.center))
+        self.X = np.ascontiguousarray(classes.sort_rows(X - self._center))
         self._sorted_codes = classes.sorted().codes
-        self._stats = None
+        self._stats: dict | None = None
 
-    def own_projections(self, W):
+    @property
+    def center(self) -> np.ndarray:
+        """The origin x0."""
+        return self._center
+
+    def own_projections(self, W: np.ndarray) -> np.ndarray:
         u = blocks.block_own_projections(self.X, self._sorted_codes, None, np.asarray(W, float))
         return self.classes.unsort(u)
 
-    def class_weighted_sums(self, z):
+    def class_weighted_sums(self, z: np.ndarray) -> np.ndarray:
         return blocks.block_weighted_sums(self.X, self._sorted_codes, None,
                                           self.classes.sort(z), self.classes.n_classes)
 
-    def class_second_moments(self, origin):
+    def class_second_moments(self, origin: str) -> np.ndarray:
         if self._stats is None:
             self._stats = blocks.block_class_stats(self.X, self._sorted_codes,
                                                    self.classes.n_classes)
         return blocks.class_second_moments(self._stats, np.zeros(self.n_features), origin)
 
-    def class_means(self):
+    def class_means(self) -> np.ndarray:
         # Segment means only: the full class statistics cost K D^2 memory.
         return np.stack([self.X[a:b].mean(axis=0) for _, a, b in self.classes.segments()])
 
-    def covariance_moments(self):
+    def covariance_moments(self) -> tuple[float, float]:
         N, D = self.X.shape
         if D <= N:
             C = self.X.T @ self.X / N
@@ -65,7 +77,7 @@ class NumpyDataOperator:
             C = self.X @ self.X.T / N
         return float(np.trace(C)), float(np.sum(C * C))
 
-    def close(self):
+    def close(self) -> None:
         """Nothing to release in memory."""
 
 
@@ -96,8 +108,9 @@ class NumpyGramOperator(BlockGramOperator):
         kernel): each off-diagonal tile is evaluated once for both of its products.
     """
 
-    def __init__(self, X, classes, kernel, *, max_gram_bytes=2 * 1024**3, block_rows=None,
-                 precision="float64", tile_rows=None):
+    def __init__(self, X: np.ndarray, classes: ClassIndex, kernel: Kernel, *,
+                 max_gram_bytes: int = 2 * 1024**3, block_rows: int | None = None,
+                 precision: str = "float64", tile_rows: int | None = None):
         N = np.shape(X)[0]
         block_rows = block_rows or max(1, min(N, (256 * 1024**2) // (8 * max(N, 1))))
         self._init_blocks(X, classes, kernel, block_rows, col_block=max(N, 1),
@@ -113,14 +126,14 @@ class NumpyGramOperator(BlockGramOperator):
         self.set_precision(precision)
 
     @property
-    def stores_gram(self):
+    def stores_gram(self) -> bool:
         """True when G is precomputed and kept (otherwise blocks are recomputed per product)."""
         return self._G is not None
 
     def _run(self, tasks, name, extra=None):
         return [func(*args) for func, *args in tasks]
 
-    def class_matmul(self, z):
+    def class_matmul(self, z: np.ndarray) -> np.ndarray:
         if not self._symmetric:
             return super().class_matmul(z)
         self.gram_passes += 1
@@ -138,7 +151,7 @@ class NumpyGramOperator(BlockGramOperator):
             return self._G[rows[0] : rows[1], cols[0] : cols[1]] @ V
         return blocks.gram_range_matmul(self._Xs, rows, cols, V, self.kernel, self.col_block)
 
-    def columns(self, idx):
+    def columns(self, idx: np.ndarray) -> np.ndarray:
         """``G[:, idx]`` as a dense (N, len(idx)) array."""
         if self._G is None:
             return super().columns(idx)

@@ -2,20 +2,27 @@
 
 The solver (``catdask.core.solver``), the problems (``catdask.core.problems``), the starts
 (``catdask.core.starts``) and the estimators never touch X or G directly; they call the methods
-below. Every implementation (in memory, on Dask workers, the centred wrapper) provides all of
-them, so no caller probes for a method: a capability that differs between implementations is
-an explicit attribute (``matvec_without_class_block``).
+below. The interfaces live here, with the code that calls them, and not with the operators that
+implement them (:mod:`catdask.operators`): the core imports no operator, every operator imports
+this module and subclasses one of these classes, so the dependency runs one way and the type
+checker verifies each implementation against its interface (``make typecheck``).
+
+Every implementation (in memory, on Dask workers, the centred wrapper) provides every member,
+so no caller probes for a method: a capability that differs between implementations is an
+explicit attribute (``matvec_without_class_block``, ``uses_tiles``). The methods are abstract,
+so a class that declares an interface and misses a method cannot be instantiated.
 
 Shapes: N samples, D features, K classes, R restarts (products work on all restarts at once).
 """
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from ..core.classes import ClassIndex
+from .classes import ClassIndex
 
 __all__ = ["DataOperator", "GramOperator"]
 
@@ -33,10 +40,12 @@ class _SampleOperator(Protocol):
     classes: ClassIndex
     n_samples: int
 
+    @abstractmethod
     def covariance_moments(self) -> tuple[float, float]:
         """``(tr C, tr C^2)`` of the total covariance C about the origin (sets the CAS scale);
         for G: ``(tr G / N, ||G||_F^2 / N^2)``, the same quantities in feature space."""
 
+    @abstractmethod
     def close(self) -> None:
         """Release whatever the operator holds (cluster data, temporary Gram caches); a no-op
         in memory."""
@@ -54,21 +63,29 @@ class DataOperator(_SampleOperator, Protocol):
     """
 
     n_features: int
-    center: np.ndarray
 
+    @property
+    def center(self) -> np.ndarray:
+        """The origin x0, shape (D,)."""
+        raise NotImplementedError
+
+    @abstractmethod
     def own_projections(self, W: np.ndarray) -> np.ndarray:
         """``u[r, i] = w_{y_i}^T (x_i - x0)`` for W (R, D, K); returns (R, N). One data pass."""
 
+    @abstractmethod
     def class_weighted_sums(self, z: np.ndarray) -> np.ndarray:
         """``Y = X^T Z``: ``Y[r, :, k] = sum_{i in C_k} z[r, i] (x_i - x0)``; (R, N) -> (R, D, K).
 
         One data pass (paper eq. (17)).
         """
 
+    @abstractmethod
     def class_second_moments(self, origin: str) -> np.ndarray:
         """The class matrices R_k (K, D, D): scatter about the class mean (``"class"``, paper
         eq. (43)) or second moment about x0 (``"global"``, docs/design.md §3b)."""
 
+    @abstractmethod
     def class_means(self) -> np.ndarray:
         """Class means measured from x0, shape (K, D)."""
 
@@ -76,6 +93,9 @@ class DataOperator(_SampleOperator, Protocol):
 @runtime_checkable
 class GramOperator(_SampleOperator, Protocol):
     """The kernel method's Gram matrix ``G`` (N, N), never required to exist in memory.
+
+    Every product returns rows in the operator's sample order (``classes``'s order), whatever
+    order the operator works in internally.
 
     Attributes
     ----------
@@ -86,38 +106,68 @@ class GramOperator(_SampleOperator, Protocol):
         start may use Lanczos on it for classes too large to hold ``G[C_k, C_k]``.
     uses_tiles : bool
         True when :meth:`class_matmul` recomputes G by symmetric tiles (built-in kernel, G not
-        stored): then it can run in float32 (``set_precision``); every other product stays
-        float64.
+        stored): then it can run in float32 (``set_precision``), and
+        :meth:`class_block_matmul` is one pass over the class blocks' tiles; every other
+        product stays float64.
     precision : {"float32", "float64"}
         The precision :meth:`class_matmul` currently evaluates tiles in.
     """
 
-    gram_passes: int
     matvec_without_class_block: bool
-    uses_tiles: bool
-    precision: str
 
+    @property
+    def gram_passes(self) -> int:
+        """Number of full passes over G so far."""
+        raise NotImplementedError
+
+    @property
+    def uses_tiles(self) -> bool:
+        """True when the products run over symmetric tiles of a recomputed G."""
+        raise NotImplementedError
+
+    @property
+    def precision(self) -> str:
+        """The precision of the tiles of :meth:`class_matmul`."""
+        raise NotImplementedError
+
+    @abstractmethod
     def set_precision(self, precision: str) -> None:
         """Evaluate the tiles of :meth:`class_matmul` in ``"float32"`` or ``"float64"``."""
 
+    @abstractmethod
     def class_matmul(self, z: np.ndarray) -> np.ndarray:
         """``B[r] = G Z_r`` with ``Z_r[i, y_i] = z[r, i]``: (R, N) -> (R, N, K).
 
         Uses the block structure of Z (one non-zero per row), so it costs N^2 R, not N^2 R K.
         """
 
+    @abstractmethod
     def matmul(self, V: np.ndarray) -> np.ndarray:
         """``G V`` for a dense (N, m) V."""
 
+    @abstractmethod
     def class_gram(self, k: int) -> np.ndarray:
         """The dense class block ``G[C_k, C_k]`` (n_k, n_k), rows in ``classes.members(k)``
         order."""
 
+    @abstractmethod
     def class_matvec(self, k: int, V: np.ndarray) -> np.ndarray:
         """``G[C_k, C_k] @ V`` for V of shape (n_k,) or (n_k, m)."""
 
+    @abstractmethod
+    def class_block_matmul(self, V: np.ndarray) -> np.ndarray:
+        """``diag(G_11, ..., G_KK) V`` for V (N, m): every class block times its rows of V.
+
+        One pass over the class blocks' tiles when :attr:`uses_tiles` (all classes of the
+        decoupled start's Lanczos per round trip, :mod:`catdask.core.class_eigen`); otherwise
+        one :meth:`class_matvec` per class. Either way a fraction of G: not counted in
+        :attr:`gram_passes`.
+        """
+
+    @abstractmethod
     def diagonal(self) -> np.ndarray:
         """The diagonal of G, shape (N,)."""
 
-    def columns(self, idx) -> np.ndarray:
+    @abstractmethod
+    def columns(self, idx: np.ndarray) -> np.ndarray:
         """``G[:, idx]`` as a dense (N, len(idx)) array (for the pivoted-Cholesky factor)."""

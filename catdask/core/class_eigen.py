@@ -42,7 +42,9 @@ def class_block_top_eigenpairs(matmul, members, *, tol=1e-10, max_steps=200, see
     rng = np.random.default_rng(seed)
     N = int(sum(len(m) for m in members))
     n_total = max(int(max((np.max(m) for m in members if len(m)), default=-1)) + 1, N)
-    bases, alphas, betas = [], [], []
+    bases: list[list[np.ndarray]] = []
+    alphas: list[list[float]] = []
+    betas: list[list[float]] = []
     v = np.zeros(n_total)
     for idx in members:
         q = rng.standard_normal(len(idx))
