@@ -36,8 +36,9 @@ def numerical_failures():
     ``SolverError``); floating-point overflow; memory. Anything else, a ``TypeError`` or an
     ``AttributeError`` say, is a bug and propagates.
     """
-    failures = (np.linalg.LinAlgError, ArpackError, NumericalFailure, FloatingPointError,
-                OverflowError, MemoryError)
+    failures: tuple[type[BaseException], ...] = (
+        np.linalg.LinAlgError, ArpackError, NumericalFailure, FloatingPointError, OverflowError,
+        MemoryError)
     cvxpy_error = sys.modules.get("cvxpy.error")  # only a loaded cvxpy can have raised one
     if cvxpy_error is not None:
         failures += (cvxpy_error.SolverError,)

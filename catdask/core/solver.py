@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
@@ -25,8 +25,6 @@ from .acceleration import make_stepper
 from .problems import put_restarts, take_restarts
 from .progress import current_solver_callback
 
-if TYPE_CHECKING:
-    from ..certificate.record import Certificate
 
 __all__ = ["RestartResult", "solve"]
 
@@ -65,7 +63,9 @@ class RestartResult:
     step: float
     seconds: float
     history: list = field(default_factory=list, repr=False)
-    certificate: Certificate | None = None
+    # A catdask.certificate.Certificate, set by the fit engine's certifier (the core imports
+    # no certificate: it sits below it).
+    certificate: Any = None
 
     def to_dict(self):
         cert = self.certificate

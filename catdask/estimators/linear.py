@@ -189,6 +189,7 @@ class CategorySpace(BaseCategorySpace):
             self.eps_ = float(self.eps * _data_scale(op.covariance_moments()))
             class_matrices = (op.class_second_moments(self.origin) if _class_matrices_fit(K, D)
                               else None)
+            problem: ClassMatrixProblem | LinearProblem
             if self.objective == "quadratic" and class_matrices is not None:
                 problem = ClassMatrixProblem(class_matrices)
             else:
