@@ -12,7 +12,8 @@ At a point W returned by a solver, :func:`certify_global_optimum` runs, in order
    found by Kelley cutting planes, then verified by eigenvalue upper bounds (:mod:`.eigen`).
 4. **An upper bound** on ``max f`` and the relative gap when not certified (:mod:`.bounds`).
 5. **Optionally** (``moment=True``), when the SDP dual is not tight: the level-2 moment relaxation
-   (:mod:`.moment`), whose rigorous bound proves most of the remaining optima.
+   (:mod:`.moment`), whose rigorous bound proves most of the remaining optima; its dual data
+   are kept with the certificate and :func:`verify_certificate` re-checks the bound from them.
 
 The result is a :class:`Certificate` (:mod:`.record`). All objective values and bounds are on the
 estimators' scale ``1/2 sum_k w_k^T R_k w_k``; tolerances are relative to
@@ -21,5 +22,7 @@ estimators' scale ``1/2 sum_k w_k^T R_k w_k``; tolerances are relative to
 
 from .certify import certify_global_optimum
 from .record import Certificate, not_applicable, not_certified
+from .verify import CertificateVerificationError, verify_certificate
 
-__all__ = ["Certificate", "certify_global_optimum", "not_applicable", "not_certified"]
+__all__ = ["Certificate", "CertificateVerificationError", "certify_global_optimum",
+           "not_applicable", "not_certified", "verify_certificate"]
