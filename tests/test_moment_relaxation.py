@@ -290,3 +290,21 @@ def test_model_keeps_the_moment_dual_data_and_reverifies_them(tmp_path):
     short = {**arrays, "certificate.moment.multipliers": arrays["certificate.moment.multipliers"][:-1]}
     with pytest.raises(CertificateVerificationError, match="malformed"):
         verify_certificate(import_model(short, meta))
+
+
+def test_anchored_basis_bounds_and_reverifies():
+    """The anchored Gram basis (coordinates rotated onto W, block [1, y_ki y_kj] with i < K) is a
+    smaller SOS family: its bound is still never below an attained value, and its dual data
+    re-prove the same bound."""
+    from catdask.certificate.moment_dual import dual_bound
+    from catdask.certificate.moment_sos import block_sizes
+
+    R = _competing_classes(376)
+    f, W = _best_local_optimum(R, seed=376)
+    K, D, _ = R.shape
+    bound = moment_relaxation_bound(R, W=W, anchor=K)
+    assert bound.dual.anchor == K and bound.block_sizes[0] == block_sizes(K, D, K)[0] < 21
+    assert bound.upper_bound >= f
+    assert dual_bound(R, bound.dual).upper_bound == bound.upper_bound
+    with pytest.raises(ValueError, match="anchor must be in"):
+        moment_relaxation_bound(R, W=W, anchor=K - 1)

@@ -97,7 +97,10 @@ class MomentDual:
 
 @dataclass(frozen=True)
 class DualBound:
-    """A rigorous bound from :func:`dual_bound` and what it charged (all in units of f)."""
+    """A rigorous bound from :func:`dual_bound` and what it charged (all in units of f).
+
+    ``residual_l1`` is what the former charge ``||rho||_1`` would have been (for comparison).
+    """
 
     upper_bound: float
     reduced_bound: float
@@ -106,6 +109,7 @@ class DualBound:
     psd_charge: float
     nullspace_charge: float
     rounding: float
+    residual_l1: float = math.nan
 
 
 def reduction_basis(R, K, rank_tol=1e-12):
@@ -175,7 +179,8 @@ def dual_bound(R, dual, identity=None):
     _check_shapes(dual, K, D, ident)
     finite = all(np.all(np.isfinite(g)) for g in dual.gram)
     if not (finite and np.all(np.isfinite(dual.multipliers)) and np.all(np.isfinite(dual.basis))):
-        return DualBound(math.inf, math.inf, dual.gamma, math.inf, math.inf, math.inf, 0.0)
+        return DualBound(math.inf, math.inf, dual.gamma, math.inf, math.inf, math.inf, 0.0,
+                         math.inf)
     s, B = dual.scale, dual.basis
     Rs = R / s
     A = np.einsum("di,kde,ej->kij", B, Rs, B)
@@ -236,4 +241,5 @@ def dual_bound(R, dual, identity=None):
     rounding = a_guard + float(np.sum(rho_guard))
     return DualBound(upper_bound=s * total, reduced_bound=s * U, gamma=s * dual.gamma,
                      residual_charge=s * charge, psd_charge=s * psd,
-                     nullspace_charge=s * (total - U), rounding=s * rounding)
+                     nullspace_charge=s * (total - U), rounding=s * rounding,
+                     residual_l1=s * float(np.abs(rho[1:]).sum() + abs(rho[0])))

@@ -28,9 +28,12 @@ __all__ = ["LAYOUT", "Identity", "block_sizes", "count_moments"]
 LAYOUT = "level2-parity-v2"
 
 
-def block_sizes(K, r):
-    """Sizes of the Gram blocks: ``[1, y_ki y_kj]`` (all classes) and ``[y_ki]`` per class."""
-    return [1 + K * r * (r + 1) // 2] + [r] * K
+def block_sizes(K, r, anchor=None):
+    """Sizes of the Gram blocks: ``[1, y_ki y_kj]`` (all classes; ``i < anchor`` when anchored)
+    and ``[y_ki]`` per class."""
+    a = r if anchor is None else int(anchor)
+    per_class = r * (r + 1) // 2 - (r - a) * (r - a + 1) // 2
+    return [1 + K * per_class] + [r] * K
 
 
 def count_moments(K, r):
