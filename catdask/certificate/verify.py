@@ -47,8 +47,10 @@ def verify_certificate(model, class_matrices=None, *, rtol=1e-9):
 
     Parameters
     ----------
-    model : CategorySpace or Pipeline ending in one
-        A fitted (or loaded) linear model whose certificate came from the moment relaxation.
+    model : CategorySpace, KernelCategorySpace or Pipeline ending in one
+        A fitted (or loaded) model whose certificate came from the moment relaxation. For a
+        linear model f is recomputed at its axes; for a kernel model (axes in the Gram
+        factor's space, not stored) the certificate's objective is used.
     class_matrices : ndarray of shape (K, D, D), optional
         The class matrices to verify against (e.g. recomputed from the training data);
         default: the ones stored with the certificate.
@@ -77,15 +79,21 @@ def verify_certificate(model, class_matrices=None, *, rtol=1e-9):
     R = dual.class_matrices if class_matrices is None else np.asarray(class_matrices, float)
     if R is None:
         raise ValueError("no class matrices: pass class_matrices= (none were stored)")
-    W = np.asarray(est.components_, dtype=float).T
-    if R.ndim != 3 or R.shape[0] != W.shape[1] or R.shape[1:] != (W.shape[0], W.shape[0]):
-        raise CertificateVerificationError(
-            f"class matrices of shape {R.shape} do not fit the model's axes {W.shape}")
+    components = getattr(est, "components_", None)
+    if R.ndim != 3 or R.shape[1] != R.shape[2]:
+        raise CertificateVerificationError(f"class matrices of shape {R.shape} are not (K, D, D)")
+    if components is not None:  # linear: f at the model's own axes
+        W = np.asarray(components, dtype=float).T
+        if R.shape[0] != W.shape[1] or R.shape[1] != W.shape[0]:
+            raise CertificateVerificationError(
+                f"class matrices of shape {R.shape} do not fit the model's axes {W.shape}")
+        f = 0.5 * float(np.einsum("dk,kde,ek->", W, R, W))
+    else:  # kernel: the axes live in the Gram factor's space, f as the certificate recorded it
+        f = float(cert.objective)
     try:
         detail = dual_bound(R, dual)
     except ValueError as exc:
         raise CertificateVerificationError(f"the stored dual data are malformed: {exc}") from exc
-    f = 0.5 * float(np.einsum("dk,kde,ek->", W, R, W))
     upper = max(detail.upper_bound, f)
     gap = (upper - f) / abs(f) if f else math.inf
     stored = cert.verified_upper_bound
