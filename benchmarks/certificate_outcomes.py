@@ -88,6 +88,23 @@ def measure(name, method, origin, X, y, *, restarts, certify):
                fit_seconds=fit_seconds, fit_cpu_seconds=fit_cpu, restarts_at_best=n_best,
                restarts=len(est.restarts_),
                note=moment_note(cert), reason=cert.reason)
+    dual = getattr(cert, "moment_dual", None)
+    if dual is not None:
+        # What the proof charged (docs/design.md 4b), re-proved from the stored dual data; and
+        # the former l1 charge of the same residual, for comparison.
+        from catdask.certificate.moment_dual import dual_bound
+
+        t1 = time.perf_counter()
+        proof = dual_bound(dual.class_matrices, dual)
+        f = abs(cert.objective)
+        row.update(reverify_seconds=time.perf_counter() - t1,
+                   reverified=bool(proof.upper_bound == cert.verified_upper_bound),
+                   residual_charge=proof.residual_charge / f,
+                   residual_l1=proof.residual_l1 / f,
+                   nullspace_charge=proof.nullspace_charge / f, anchor=dual.anchor)
+        row["note"] += (f"; charges/f: residual {row['residual_charge']:.1e} (l1 would be "
+                        f"{row['residual_l1']:.1e}), null space {row['nullspace_charge']:.1e}; "
+                        f"re-verified {row['reverified']} in {row['reverify_seconds']:.2f} s")
     if method == "CQS":
         # Cross-check against the class matrices of certificate_levels.py (f = 1/2 sum w^T R w).
         R = class_matrices(X, y, est.classes_, origin)

@@ -148,6 +148,9 @@ def test_estimator_certify_moment_on_wine_class_origin():
     est = CategorySpace(origin="class", n_restarts=4, random_state=0, certify="moment").fit(X, y)
     assert est.certificate_.certified and est.certificate_.method == "moment"
     assert est.certificate_.verified_gap <= 1e-6
+    from catdask.certificate import verify_certificate
+
+    assert verify_certificate(est).upper_bound == est.certificate_.verified_upper_bound
 
 
 def test_a_solve_stopped_by_the_time_limit_still_bounds_rigorously():
