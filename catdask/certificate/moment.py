@@ -49,6 +49,10 @@ __all__ = [
 # Size guard: SCS's cost per iteration is an eigendecomposition of the largest block.
 MAX_PSD_BLOCK = 800
 MAX_MOMENTS = 300_000
+# Anchor the Gram basis only from this block size on: below it the solver's iterations, not the
+# eigendecomposition of the block, dominate (wine, block 274 -> 109: the same CPU time, 6x the
+# iterations, a looser bound).
+ANCHOR_MIN_BLOCK = 400
 # Solver time limit (s). A solve stopped by it still gives a rigorous (looser) bound.
 MAX_SOLVE_SECONDS = 900.0
 
@@ -179,7 +183,7 @@ def _anchor(anchor, W, K, r):
         return None
     if anchor == "auto":
         full, anchored = block_sizes(K, r)[0], block_sizes(K, r, K)[0]
-        return K if 2 * anchored <= full else None
+        return K if full >= ANCHOR_MIN_BLOCK and 2 * anchored <= full else None
     anchor = int(anchor)
     if not K <= anchor <= r:
         raise ValueError(f"anchor must be in [K, r] = [{K}, {r}]. Got {anchor} instead.")
@@ -202,9 +206,10 @@ def moment_relaxation_bound(R, *, W=None, eps=1e-8, max_iters=20_000,
     anchor : {"auto", "full"} or int, default="auto"
         Gram basis of the block ``[1, y_ki y_kj]``: ``"full"`` every ``i <= j``; an int ``a``
         only ``i < a`` in coordinates whose first K axes span W (:mod:`.moment_sos`). ``"auto"``
-        anchors at K when W is given and that shrinks the block at least 2x (measured on
-        vehicle, class origin: block 685 -> 265, about 6x the iterations at 1/17 of the cost
-        each; on segmentation, 736 -> 540, it was slower).
+        anchors at K when W is given, the full block has at least ``ANCHOR_MIN_BLOCK`` rows and
+        anchoring halves it (vehicle, class origin: block 685 -> 265, about 6x the iterations at
+        1/17 of the cost each; segmentation, 736 -> 540, and wine, 274 -> 109, were not
+        faster).
     eps : float, default=1e-8
         SCS accuracy (``eps_abs`` = ``eps_rel``). The bound is proved from the returned dual
         data, so a looser solve only makes it looser: measured on wine (class origin), 1e-8
