@@ -290,7 +290,8 @@ def test_model_keeps_the_moment_dual_data_and_reverifies_them(tmp_path):
     with pytest.raises(CertificateVerificationError):
         verify_certificate(import_model({**arrays, "certificate.moment.class_matrices": other},
                                         meta))
-    short = {**arrays, "certificate.moment.multipliers": arrays["certificate.moment.multipliers"][:-1]}
+    key = "certificate.moment.multipliers"
+    short = {**arrays, key: arrays[key][:-1]}
     with pytest.raises(CertificateVerificationError, match="malformed"):
         verify_certificate(import_model(short, meta))
 

@@ -223,6 +223,8 @@ def moment_relaxation_bound(R, *, W=None, eps=1e-8, max_iters=20_000,
         Size guard: larger relaxations raise :class:`RelaxationTooLarge` before anything is built.
     verbose : bool, default=False
         Show the solver's log.
+    scs_options : dict, optional
+        Further SCS settings (e.g. ``{"scale": 10}``), passed through.
 
     Returns
     -------
@@ -267,7 +269,7 @@ def moment_relaxation_bound(R, *, W=None, eps=1e-8, max_iters=20_000,
 
     # Moment side in SCS form (min c^T y, A y + s = b): y_0 = 1 and the localising equalities
     # (zero cone), svec(M_b(y)) PSD. Its dual variables are gamma, -lambda and svec(Q_b).
-    psd_map, n_psd = _svec_map(ident)
+    psd_map, _ = _svec_map(ident)
     e0 = sp.csr_matrix(([1.0], ([0], [0])), shape=(1, n))
     A_scs = sp.vstack([e0, ident.multipliers.T, psd_map]).tocsc()
     b = np.zeros(A_scs.shape[0])

@@ -36,7 +36,8 @@ def _status_line(meta: dict) -> str:
             meta.get("registration_policy"), dict) else {}
         limit = policy.get("max_gap")
         within = f" <= --max-gap {_num(limit, 3)}" if limit is not None else ""
-        return f"NOT certified, optimality gap at most {_num(gap, 3)}{within} (registered by --max-gap)"
+        return (f"NOT certified, optimality gap at most {_num(gap, 3)}{within} "
+                "(registered by --max-gap)")
     if status == "uncertified-allowed" or (status is None and cert):
         bound = f", optimality gap at most {_num(gap, 3)}" if gap is not None else ""
         allowed = " (allowed by --allow-uncertified)" if status else ""

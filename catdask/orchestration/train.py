@@ -11,9 +11,9 @@ solver's progress in the task log (and a progress artifact for long fits), and l
 dashboard link.
 
 Run states: a registered model ends the run Completed; a model that was not registered
-(CQS / K-CQS not certified, gap above ``max_gap``, ``allow_uncertified`` off) ends it **Failed**, named ``Rejected``, with the
-reason as the state message, so rejected runs stand out in the UI and can be filtered
-(state type Failed, state name Rejected). The run's summary is the state's data either way.
+(CQS / K-CQS not certified, gap above ``max_gap``, ``allow_uncertified`` off) ends it
+**Failed**, named ``Rejected``, with the reason as the state message, so rejected runs stand
+out in the UI and can be filtered (state type Failed, state name Rejected). The run's summary is the state's data either way.
 
 Run it:  catdask train iris --method cqs     (or)  python flows/train.py iris
 """
