@@ -177,6 +177,25 @@ def _project_psd(t, s):
     return Qp[np.triu_indices(s)]
 
 
+def _closed(ident, dual, f_vec):
+    """The same data with the identity's residual (all but its constant) moved, by a
+    least-norm change of every Gram entry and multiplier, onto the Gram matrices: what that
+    costs shows up as eigenvalues below zero (charged by ``dual_bound``) instead of as residual.
+    """
+    import scipy.sparse as sp
+
+    rho = (dual.gamma * np.eye(1, ident.n, 0).ravel() - f_vec - ident.gram_sum(dual.gram)
+           - ident.multipliers @ dual.multipliers)
+    rho[0] = 0.0  # the constant enters the bound with its sign (gamma - rho_0)
+    A = sp.hstack(list(ident._A) + [ident.multipliers]).tocsr()
+    delta = lsqr(A, rho, atol=1e-15, btol=1e-15, iter_lim=1000)[0]
+    cuts = np.cumsum([len(g) for g in dual.gram])
+    parts = np.split(delta, cuts)
+    gram = tuple(g + d for g, d in zip(dual.gram, parts[:-1]))
+    return MomentDual(dual.basis, dual.scale, dual.gamma, gram,
+                      dual.multipliers + parts[-1], dual.anchor)
+
+
 def _anchor(anchor, W, K, r):
     """The anchor of the Gram basis (None: full) for the option ``anchor``."""
     if anchor == "full" or W is None:
@@ -299,7 +318,9 @@ def moment_relaxation_bound(R, *, W=None, eps=1e-8, max_iters=20_000,
     fit = lsqr(ident.multipliers, target - ident.multipliers @ lam0, atol=1e-15, btol=1e-15,
                iter_lim=10 * n_mult)[0]
     candidates = [MomentDual(basis, scale, gamma, tuple(gram), lam0 + fit, anchor),
-                  MomentDual(basis, scale, gamma, tuple(raw), lam0, anchor)]
+                  MomentDual(basis, scale, gamma, tuple(raw), lam0, anchor),
+                  _closed(ident, MomentDual(basis, scale, gamma, tuple(gram), lam0 + fit,
+                                            anchor), f_vec)]
     proved = [(dual_bound(R, d, ident), d) for d in candidates]
     best, dual = min(proved, key=lambda p: p[0].upper_bound)
     return MomentBound(
