@@ -66,7 +66,7 @@ def main():
                 R = class_matrices(X, y, est.classes_, origin)
                 t0 = time.perf_counter()
                 try:
-                    mb = moment_relaxation_bound(R)
+                    mb = moment_relaxation_bound(R, W=est.components_.T)
                 except RelaxationTooLarge as exc:
                     row["level"] = f"none ({exc})"
                 else:

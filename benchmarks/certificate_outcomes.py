@@ -57,9 +57,10 @@ def reported_gap(cert):
 def moment_note(cert):
     """Size and time of the moment relaxation, or why it was skipped, from the test's reason."""
     m = re.search(r"level-2 moment relaxation \((\w+), ([\d,]+) moments, largest PSD block "
-                  r"(\d+), ([\d.]+) s\)", cert.reason)
+                  r"(\d+), (\d+) iterations, ([\d.]+) s\)", cert.reason)
     if m:
-        return f"moment: {m.group(2)} moments, block {m.group(3)}, {m.group(4)} s ({m.group(1)})"
+        return (f"moment: {m.group(2)} moments, block {m.group(3)}, {m.group(4)} iterations, "
+                f"{m.group(5)} s ({m.group(1)})")
     m = re.search(r"moment relaxation skipped: ([^;]+)", cert.reason)
     return f"moment skipped: {m.group(1)[:90]}" if m else ""
 
@@ -71,9 +72,10 @@ def measure(name, method, origin, X, y, *, restarts, certify):
     else:
         est = KernelCategorySpace(origin=origin, n_restarts=restarts, random_state=0,
                                   certify=certify)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     est.fit(X, y)
     fit_seconds = time.perf_counter() - t0
+    fit_cpu = time.process_time() - c0
     cert = est.certificate_
     best = max(r.objective for r in est.restarts_)
     n_best = sum(abs(r.objective - best) <= TIE_RTOL * abs(best) for r in est.restarts_)
@@ -83,8 +85,26 @@ def measure(name, method, origin, X, y, *, restarts, certify):
                gap_kind="verified margin" if cert.certified else "gap to upper bound",
                bound_method=cert.bound_method, rapcsak=bool(cert.rapcsak),
                eigen_check=cert.eigen_check, test_seconds=float(cert.seconds),
-               fit_seconds=fit_seconds, restarts_at_best=n_best, restarts=len(est.restarts_),
+               fit_seconds=fit_seconds, fit_cpu_seconds=fit_cpu, restarts_at_best=n_best,
+               restarts=len(est.restarts_),
                note=moment_note(cert), reason=cert.reason)
+    dual = getattr(cert, "moment_dual", None)
+    if dual is not None:
+        # What the proof charged (docs/design.md 4b), re-proved from the stored dual data; and
+        # the former l1 charge of the same residual, for comparison.
+        from catdask.certificate.moment_dual import dual_bound
+
+        t1 = time.perf_counter()
+        proof = dual_bound(dual.class_matrices, dual)
+        f = abs(cert.objective)
+        row.update(reverify_seconds=time.perf_counter() - t1,
+                   reverified=bool(proof.upper_bound == cert.verified_upper_bound),
+                   residual_charge=proof.residual_charge / f,
+                   residual_l1=proof.residual_l1 / f,
+                   nullspace_charge=proof.nullspace_charge / f, anchor=dual.anchor)
+        row["note"] += (f"; charges/f: residual {row['residual_charge']:.1e} (l1 would be "
+                        f"{row['residual_l1']:.1e}), null space {row['nullspace_charge']:.1e}; "
+                        f"re-verified {row['reverified']} in {row['reverify_seconds']:.2f} s")
     if method == "CQS":
         # Cross-check against the class matrices of certificate_levels.py (f = 1/2 sum w^T R w).
         R = class_matrices(X, y, est.classes_, origin)
@@ -140,7 +160,8 @@ def main(argv=None):
     print(f"load average {os.getloadavg()[0]:.2f}; restarts {args.restarts}; certify="
           f"{certify!r}; gap of a certified fit = its verified margin", flush=True)
     print(f"{'data':<13} {'method':<6} {'origin':<6} {'D':>3} {'K':>2} {'objective':>13} "
-          f"{'level':<14} {'gap':>8} {'test s':>8} {'fit s':>8} {'best/R':>6}  note", flush=True)
+          f"{'level':<14} {'gap':>8} {'test s':>8} {'fit s':>8} {'fit cpu':>8} {'best/R':>6}  "
+          "note", flush=True)
     rows = []
     for name, method, X, y in cases(args):
         for origin in args.origins:
@@ -149,6 +170,7 @@ def main(argv=None):
             print(f"{name:<13} {method:<6} {origin:<6} {row['D']:>3} {row['K']:>2} "
                   f"{row['objective']:13.7g} {row['level']:<14} {row['gap']:8.1e} "
                   f"{row['test_seconds']:8.2f} {row['fit_seconds']:8.2f} "
+                  f"{row['fit_cpu_seconds']:8.2f} "
                   f"{row['restarts_at_best']:>3}/{row['restarts']:<2}  {row['note']}", flush=True)
     for method in ("CQS", "K-CQS"):
         mine = [r for r in rows if r["method"] == method]
@@ -156,7 +178,8 @@ def main(argv=None):
             levels = [r["level"] for r in mine]
             by_level = ", ".join(f"{lv} {levels.count(lv)}" for lv in sorted(set(levels)))
             print(f"{method}: certified {sum(r['certified'] for r in mine)} of {len(mine)} "
-                  f"({by_level})")
+                  f"({by_level}); fits with their tests {sum(r['fit_seconds'] for r in mine):.1f} "
+                  f"s wall, {sum(r['fit_cpu_seconds'] for r in mine):.1f} s CPU in total")
     print(f"load average {os.getloadavg()[0]:.2f}")
     if args.markdown:
         print(markdown(rows))

@@ -7,11 +7,14 @@ model never executes code from the store.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 
 from .certificate import Certificate
+from .certificate.moment_dual import MomentDual
 from .kernels import make_kernel
 from .methods import ESTIMATOR_CLASSES
 from .core.solver import RestartResult
@@ -26,6 +29,9 @@ _SCALER_ARRAYS = ("mean_", "scale_")
 # Class statistics of the classification rules (catdask.estimators.classify). Models stored
 # before they existed lack them and keep the angle rule they were trained with.
 _CLASSIFIER_ARRAYS = ("class_means_", "class_covariances_", "class_counts_")
+# The moment certificate's dual data (catdask.certificate.moment_dual), so that the bound can be
+# re-verified from the store without re-solving (catdask.certificate.verify_certificate).
+_MOMENT_PREFIX = "certificate.moment."
 
 
 def _json_params(est):
@@ -83,6 +89,10 @@ def export_model(estimator):
         "certificate": estimator.certificate_.to_dict(),
         "restarts": [r.to_dict() for r in estimator.restarts_],
     }
+    dual = getattr(estimator.certificate_, "moment_dual", None)
+    if dual is not None:
+        dual_arrays, meta["certificate_moment"] = dual.to_arrays()
+        arrays.update({_MOMENT_PREFIX + k: v for k, v in dual_arrays.items()})
     if name == "KernelCategorySpace" and "gamma" in estimator.kernel_.params:
         meta["kernel_gamma"] = float(estimator.kernel_.params["gamma"])  # the value used
     if hasattr(estimator, "feature_names_in_"):
@@ -134,6 +144,18 @@ def import_model(arrays, meta):
     est.eps_ = float(meta["eps"])
     est.best_restart_ = int(meta["best_restart"])
     est.certificate_ = Certificate.from_dict(meta["certificate"])
+    if "certificate_moment" in meta:
+        dual_arrays = {k[len(_MOMENT_PREFIX):]: np.asarray(v) for k, v in arrays.items()
+                       if k.startswith(_MOMENT_PREFIX)}
+        for key, a in dual_arrays.items():
+            if a.dtype.kind not in "fiu":
+                raise ValueError(f"Model array {_MOMENT_PREFIX + key!r} has non-numeric dtype "
+                                 f"{a.dtype}.")
+        try:
+            dual = MomentDual.from_arrays(dual_arrays, meta["certificate_moment"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"Model's moment certificate data are malformed: {exc}") from exc
+        est.certificate_ = dataclasses.replace(est.certificate_, moment_dual=dual)
     est.restarts_ = [
         RestartResult(**{
             "index": r["restart"], "start": r["start"], "objective": r["objective"],

@@ -296,11 +296,41 @@ def test_uncertified_model_exit_4_unless_allowed(capsys, iris_store, flows_env):
     assert "optimality gap <= 0.00164" in err
     assert list_models(iris_store) == []
 
+    # A stated tolerance below the proved gap (1.64e-3) still rejects, saying so.
+    code, out, err = run_cli(capsys, *args, "--max-gap", "1e-4")
+    assert code == EXIT_UNCERTIFIED, err
+    assert json.loads(out)["max_gap"] == 1e-4
+    assert "optimality gap <= 0.00164 > --max-gap 0.0001" in err
+    assert list_models(iris_store) == []
+
+    # At or above the gap it registers, recording why and under which policy.
+    code, out, err = run_cli(capsys, *args, "--max-gap", "0.01")
+    assert code == EXIT_OK, err
+    result = json.loads(out)
+    assert (result["version"], result["status"]) == ("wine-cqs:v1", "gap-within-tolerance")
+    _, meta = load_model_version(iris_store, "wine-cqs")
+    assert meta["registration_status"] == "gap-within-tolerance"
+    assert meta["registration_policy"] == {"max_gap": 0.01, "allow_uncertified": False}
+    assert meta["certified"] is False and 1e-3 < meta["gap"] <= 0.01
+    code, out, err = run_cli(capsys, "models", "show", "wine-cqs", "--store", iris_store)
+    assert code == EXIT_OK, err
+    assert "NOT certified, optimality gap at most 0.00164 <= --max-gap 0.01" in out
+    code, out, err = run_cli(capsys, "models", "list", "--store", iris_store)
+    assert "gap-within-tolerance" in out
+
     code, out, err = run_cli(capsys, *args, "--allow-uncertified")
     assert code == EXIT_OK, err
-    assert json.loads(out)["version"] == "wine-cqs:v1"
+    assert json.loads(out)["version"] == "wine-cqs:v2"
     _, meta = load_model_version(iris_store, "wine-cqs")
     assert meta["registration_status"] == "uncertified-allowed"
+
+
+def test_max_gap_applies_only_to_quadratic_methods(capsys, iris_store):
+    code, _, err = run_cli(capsys, "train", "iris", "--method", "cas", "--max-gap", "1e-4",
+                           "--store", iris_store)
+    assert code == 2 and "--max-gap: applies only to --method" in err
+    code, _, err = run_cli(capsys, "train", "iris", "--max-gap", "-1", "--store", iris_store)
+    assert code == 2 and "must be >= 0" in err
 
 
 def test_cas_is_registered_without_allow_uncertified(capsys, iris_store, flows_env):

@@ -51,6 +51,15 @@ def test_uncertified_and_cas_versions_say_so():
     assert "no global-optimality test exists for this objective" in cas.splitlines()[0]
 
 
+def test_a_version_registered_by_max_gap_names_the_tolerance():
+    cert = {"applicable": True, "certified": False, "method": None, "gap": 2.3e-4}
+    text = model_summary(_meta(registration_status="gap-within-tolerance", certificate=cert,
+                               gap=2.3e-4, registration_policy={"max_gap": 1e-3}),
+                         "vehicle-cqs:v1")
+    assert text.splitlines()[0] == ("vehicle-cqs:v1  NOT certified, optimality gap at most "
+                                    "0.00023 <= --max-gap 0.001 (registered by --max-gap)")
+
+
 def test_a_version_registered_from_python_without_status_or_restarts():
     meta = {"class": "CategorySpace", "params": {"origin": "global"}, "objective": 3.0,
             "n_iter": 4, "dataset": "iris", "version": 1}

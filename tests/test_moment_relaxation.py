@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-pytest.importorskip("cvxpy", reason="the moment relaxation needs the sdp extra (cvxpy)")
+pytest.importorskip("scs", reason="the moment relaxation needs the sdp extra (SCS)")
 
 from catdask.certificate import certify_global_optimum  # noqa: E402
 from catdask.certificate.moment import (  # noqa: E402
@@ -148,6 +148,9 @@ def test_estimator_certify_moment_on_wine_class_origin():
     est = CategorySpace(origin="class", n_restarts=4, random_state=0, certify="moment").fit(X, y)
     assert est.certificate_.certified and est.certificate_.method == "moment"
     assert est.certificate_.verified_gap <= 1e-6
+    from catdask.certificate import verify_certificate
+
+    assert verify_certificate(est).upper_bound == est.certificate_.verified_upper_bound
 
 
 def test_a_solve_stopped_by_the_time_limit_still_bounds_rigorously():
@@ -163,3 +166,149 @@ def test_a_solve_stopped_by_the_time_limit_still_bounds_rigorously():
     for _ in range(50):
         W = _polar(rng.standard_normal((R.shape[1], R.shape[0])))
         assert _objective(R, W) <= early.upper_bound
+
+
+# ----------------------------------------------------------------------------- proof from dual data
+def test_dual_data_reproduce_the_bound_without_a_solver():
+    from catdask.certificate.moment_dual import dual_bound
+
+    R = _competing_classes(376)
+    bound = moment_relaxation_bound(R)
+    again = dual_bound(R, bound.dual)
+    assert again.upper_bound == bound.upper_bound
+    assert again.residual_charge == bound.residual_charge
+
+
+def test_tampered_dual_data_never_give_a_lower_bound():
+    """Whatever the numbers, the bound holds: changing a Gram entry or a multiplier moves the
+    residual onto the charge, so the proved bound rises; gamma only enters as gamma - rho_0,
+    so lowering it changes nothing."""
+    import dataclasses
+
+    from catdask.certificate.moment_dual import dual_bound
+
+    R = _competing_classes(376)
+    f, _ = _best_local_optimum(R, seed=376)
+    bound = moment_relaxation_bound(R)
+    d = bound.dual
+    gram = [g.copy() for g in d.gram]
+    gram[0][1] += 1e-3
+    lam = d.multipliers.copy()
+    lam[0] += 1e-3
+    lowered = dual_bound(R, dataclasses.replace(d, gamma=d.gamma - 1e-3)).upper_bound
+    assert abs(lowered - bound.upper_bound) <= 1e-12 * f
+    for bad in (dataclasses.replace(d, gram=tuple(gram)),
+                dataclasses.replace(d, multipliers=lam)):
+        tampered = dual_bound(R, bad).upper_bound
+        assert tampered >= f
+        assert tampered > bound.upper_bound + 1e-5 * f
+
+
+def test_residual_group_weights_are_exact_on_unit_columns():
+    """Within each group sum_alpha weight_alpha (y^alpha)^2 = 1 at any Y with unit columns (the
+    identity behind the weighted l2 charge, docs/design.md 4b), and the charge dominates
+    |rho(Y)| for a random residual at random orthonormal Y."""
+    from catdask.certificate.moment_sos import Identity
+
+    rng = np.random.default_rng(0)
+    ident = Identity(3, 4)
+    gid, weight = ident.groups()
+    rho = rng.standard_normal(ident.n)
+    charge = sum(np.sqrt(np.sum(rho[gid == g] ** 2 / weight[gid == g]))
+                 for g in range(gid.max() + 1))
+    for _ in range(20):
+        Y = _polar(rng.standard_normal((4, 3)))
+        m = ident.moment_vector(Y)
+        sums = np.bincount(gid, weights=weight * m**2)
+        np.testing.assert_allclose(sums, 1.0, rtol=1e-12)
+        assert abs(rho @ m) <= charge
+    # l1 (the previous charge) is never smaller.
+    assert charge <= np.abs(rho).sum()
+
+
+def test_nearly_common_null_space_is_charged():
+    """Directions where sum_k R_k is tiny but not zero are dropped and their eigenvalues charged:
+    the bound stays above a brute-force maximum of the full problem."""
+    rng = np.random.default_rng(5)
+    R = _competing_classes(376)
+    K, D, _ = R.shape
+    Q = np.linalg.qr(rng.standard_normal((D + 2, D + 2)))[0]
+    tiny = 1e-13 * np.linalg.norm(R[0], 2)
+    R_big = np.stack([Q[:, :D] @ Rk @ Q[:, :D].T + tiny * np.outer(Q[:, D + k % 2], Q[:, D + k % 2])
+                      for k, Rk in enumerate(R)])
+    bound = moment_relaxation_bound(R_big)
+    assert bound.reduced_dim == D and bound.nullspace_charge > 0
+    f, _ = _best_local_optimum(R_big, starts=20, seed=1)
+    assert f <= bound.upper_bound <= f * (1 + 1e-5)
+
+
+def _data_with_class_scatter(R, seed=0):
+    """Rows whose class-origin scatter matrices are exactly R_k: c_k +- sqrt(l_i / 2) u_i."""
+    rng = np.random.default_rng(seed)
+    X, y = [], []
+    for k, Rk in enumerate(R):
+        lam, U = np.linalg.eigh(Rk)
+        c = rng.standard_normal(R.shape[1])
+        for li, ui in zip(lam, U.T):
+            step = np.sqrt(max(li, 0.0) / 2) * ui
+            X += [c + step, c - step]
+            y += [k, k]
+    return np.array(X), np.array(y)
+
+
+def test_model_keeps_the_moment_dual_data_and_reverifies_them(tmp_path):
+    """A moment-certified model carries its dual data through the registry (arrays + JSON);
+    verify_certificate reproduces the bound from them without a solver and rejects tampered
+    data."""
+    from catdask import CategorySpace
+    from catdask.certificate import CertificateVerificationError, verify_certificate
+    from catdask.model_io import export_model, import_model
+    from catdask.store import load_estimator, register_estimator
+
+    R = _competing_classes(376)  # the SDP dual leaves a gap of 6.7e-6 here
+    X, y = _data_with_class_scatter(R)
+    est = CategorySpace(origin="class", n_restarts=6, random_state=0, certify="moment").fit(X, y)
+    cert = est.certificate_
+    assert cert.certified and cert.method == "moment"
+    np.testing.assert_allclose(cert.moment_dual.class_matrices, R, rtol=1e-10, atol=1e-12)
+
+    register_estimator(tmp_path, "synthetic-cqs", est)
+    loaded = load_estimator(tmp_path, "synthetic-cqs")
+    checked = verify_certificate(loaded)
+    assert checked.certified and checked.upper_bound == cert.verified_upper_bound
+    assert checked.gap <= cert.tol
+    # Against class matrices recomputed from the data (not the stored ones): same verdict.
+    assert verify_certificate(loaded, class_matrices=R).certified
+
+    arrays, meta = export_model(est)
+    gram = arrays["certificate.moment.gram"].copy()
+    gram[len(gram) // 2] += 1e-2 * np.abs(gram).max()
+    with pytest.raises(CertificateVerificationError, match="prove max f <="):
+        verify_certificate(import_model({**arrays, "certificate.moment.gram": gram}, meta))
+    # The class matrices are part of the claim: other matrices are refused (objective check).
+    other = arrays["certificate.moment.class_matrices"] * 1.001
+    with pytest.raises(CertificateVerificationError):
+        verify_certificate(import_model({**arrays, "certificate.moment.class_matrices": other},
+                                        meta))
+    key = "certificate.moment.multipliers"
+    short = {**arrays, key: arrays[key][:-1]}
+    with pytest.raises(CertificateVerificationError, match="malformed"):
+        verify_certificate(import_model(short, meta))
+
+
+def test_anchored_basis_bounds_and_reverifies():
+    """The anchored Gram basis (coordinates rotated onto W, block [1, y_ki y_kj] with i < K) is a
+    smaller SOS family: its bound is still never below an attained value, and its dual data
+    re-prove the same bound."""
+    from catdask.certificate.moment_dual import dual_bound
+    from catdask.certificate.moment_sos import block_sizes
+
+    R = _competing_classes(376)
+    f, W = _best_local_optimum(R, seed=376)
+    K, D, _ = R.shape
+    bound = moment_relaxation_bound(R, W=W, anchor=K)
+    assert bound.dual.anchor == K and bound.block_sizes[0] == block_sizes(K, D, K)[0] < 21
+    assert bound.upper_bound >= f
+    assert dual_bound(R, bound.dual).upper_bound == bound.upper_bound
+    with pytest.raises(ValueError, match="anchor must be in"):
+        moment_relaxation_bound(R, W=W, anchor=K - 1)

@@ -12,7 +12,8 @@ At a point W returned by a solver, :func:`certify_global_optimum` runs, in order
    found by Kelley cutting planes, then verified by eigenvalue upper bounds (:mod:`.eigen`).
 4. **An upper bound** on ``max f`` and the relative gap when not certified (:mod:`.bounds`).
 5. **Optionally** (``moment=True``), when the SDP dual is not tight: the level-2 moment relaxation
-   (:mod:`.moment`), whose rigorous bound proves most of the remaining optima.
+   (:mod:`.moment`), whose rigorous bound proves most of the remaining optima; its dual data
+   are kept with the certificate and :func:`verify_certificate` re-checks the bound from them.
 
 Kernel fits are tested as the linear problem on a Gram factor's rows (:mod:`.kernel`); the fit
 engine reaches each method's test through a certifier (:mod:`.certifiers`).
@@ -25,6 +26,7 @@ estimators' scale ``1/2 sum_k w_k^T R_k w_k``; tolerances are relative to
 from .certify import certify_global_optimum
 from .point import ClassMatrixOperator
 from .record import Certificate, not_applicable, not_certified
+from .verify import CertificateVerificationError, verify_certificate
 
-__all__ = ["Certificate", "ClassMatrixOperator", "certify_global_optimum", "not_applicable",
-           "not_certified"]
+__all__ = ["Certificate", "CertificateVerificationError", "ClassMatrixOperator",
+           "certify_global_optimum", "not_applicable", "not_certified", "verify_certificate"]

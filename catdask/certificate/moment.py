@@ -1,51 +1,41 @@
 """Second-level moment relaxation (Lasserre) of the CQS problem: a rigorous upper bound on max f.
 
 The problem is ``max f(W) = 1/2 sum_k w_k^T R_k w_k`` over W (D x K) with ``W^T W = I_K``
-(paper eqs. (5)-(6); docs/design.md section 4). The SDP-dual test certifies most optima; where it
-is not tight (e.g. wine with ``origin="class"``), the level-2 moment / sum-of-squares relaxation
-usually is. This module solves its sum-of-squares side directly,
+(paper eqs. (5)-(6); docs/design.md section 4b). The SDP-dual test certifies most optima; where
+it is not tight (e.g. wine with ``origin="class"``), the level-2 moment / sum-of-squares
+relaxation usually is. This module solves
 
-    minimise gamma  s.t.  gamma - f(x) = sum_b v_b(x)^T Q_b v_b(x) + sum_j lambda_j h_j(x) m_j(x),
+    minimise gamma  s.t.  gamma - f(y) = sum_b v_b(y)^T Q_b v_b(y) + sum_j lambda_j h_j(y) m_j(y),
                           Q_b PSD,
 
-an identity between polynomials of degree <= 4 in ``x = vec(W)`` where ``h_j`` are the
-orthonormality constraints ``w_k^T w_l - delta_kl`` and ``m_j`` monomials of degree <= 2. Any
-feasible ``(gamma, Q, lambda)`` gives ``f(W) <= gamma`` for every orthonormal W.
+an identity between polynomials of degree <= 4 (:mod:`.moment_sos`), by handing its moment side
+to SCS directly, and proves the bound from the dual data alone (:mod:`.moment_dual`): the
+solver's accuracy only decides how tight the bound is, never whether it holds, so the solver runs
+at a modest accuracy and the same data can be stored and re-verified without re-solving.
 
-Two exact reductions keep it affordable:
+Exact reductions keep it affordable:
 
-* **Sign symmetry.** f and the constraint set are invariant under ``w_k -> -w_k`` for each k, so
-  the certificate can be taken invariant too: only monomials of even degree in every ``w_k``
-  appear, and the Gram matrix of the SOS splits into blocks by parity pattern: one block
-  ``[1, x_ki x_kj]`` (size ``1 + K r (r+1)/2``), K blocks ``[x_ki]`` (size r) and one block
-  ``[x_ki x_lj]`` per pair k < l (size r^2).
-* **Common null space.** If every R_k vanishes on a subspace, max f over the Stiefel manifold equals
-  max f over the Stiefel manifold of the complement (f is convex, so its maximum over the
-  spectral-norm ball, the convex hull of the Stiefel manifold, is attained on the manifold, and
-  projecting W onto the complement stays in the ball and keeps f). The problem is solved in
-  ``r = max(rank, K)`` dimensions.
-
-**Rigour.** A numerical solver returns an approximately feasible certificate. It is repaired:
-each ``Q_b`` is projected onto the PSD cone, the free multipliers ``lambda`` are refitted by least
-squares, and the remaining coefficient residual ``rho`` of the identity is charged to the bound:
-for orthonormal W every monomial satisfies ``|x^alpha| <= 1``, so
-``f(W) <= gamma + ||rho||_1`` (plus ``|lambda_min(Q_b)| * max ||v_b(x)||^2`` for rounding below
-zero after the projection). The returned bound holds whatever the solver's accuracy; a loose
-solve only makes it looser.
+* **Sign symmetry.** f and the constraints are invariant under ``w_k -> -w_k``, so the
+  certificate is taken invariant too: only monomials of even degree in every ``w_k`` appear, and
+  the Gram matrix splits into a block ``[1, y_ki y_kj]`` (size ``1 + K r (r+1)/2``) and K blocks
+  ``[y_ki]`` (size r). The blocks ``[y_ki y_lj]`` (k < l) of the full parity-split relaxation are
+  left out (a smaller SOS family gives a valid, possibly weaker, bound; measured, it gave the same
+  bound on every case tried at 40-60% of the solve time).
+* **Common null space.** The problem is solved in the span of ``sum_k R_k`` (at least K
+  dimensions); what the class matrices put outside it is charged to the bound.
 """
 
 from __future__ import annotations
 
-import math
 import time
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 from scipy.sparse.linalg import lsqr
 
 from .eigen import NumericalFailure
+from .moment_dual import MomentDual, dual_bound, reduction_basis
+from .moment_sos import Identity, block_sizes, count_moments
 
 __all__ = [
     "MomentBound",
@@ -57,12 +47,14 @@ __all__ = [
     "MAX_SOLVE_SECONDS",
 ]
 
-# Size guard. Measured with SCS on this project's 2-core machines: wine (class origin; largest
-# block 274, 30,577 moments) 9 s; vehicle (685, 200,071) about 160 s; segmentation after the
-# null-space reduction (736, 248,921) about 425 s.
+# Size guard: SCS's cost per iteration is an eigendecomposition of the largest block.
 MAX_PSD_BLOCK = 800
 MAX_MOMENTS = 300_000
-# Solver time limit (s): segmentation (the largest case the guard admits) solves in about 230 s.
+# Anchor the Gram basis only from this block size on: below it the solver's iterations, not the
+# eigendecomposition of the block, dominate (wine, block 274 -> 109: the same CPU time, 6x the
+# iterations, a looser bound).
+ANCHOR_MIN_BLOCK = 400
+# Solver time limit (s). A solve stopped by it still gives a rigorous (looser) bound.
 MAX_SOLVE_SECONDS = 900.0
 
 
@@ -77,79 +69,46 @@ class MomentBound:
     Attributes
     ----------
     upper_bound : float
-        A rigorous upper bound on ``max f`` (scale ``1/2 sum_k w_k^T R_k w_k``).
+        A rigorous upper bound on ``max f`` (scale ``1/2 sum_k w_k^T R_k w_k``), proved from
+        ``dual`` by :func:`catdask.certificate.moment_dual.dual_bound`.
     solver_value : float
-        The solver's optimal value before the repair (not rigorous).
+        The solver's optimal value before the proof (not rigorous).
+    residual_charge : float
+        What the identity's leftover residual added to the bound (group-wise weighted l2).
     residual_l1 : float
-        ``||rho||_1`` of the repaired identity, in the units of f.
+        ``||rho||_1``, the former (looser) charge of the same residual, for comparison.
     psd_slack : float
-        What rounding below zero after the PSD projection added to the bound, in units of f.
+        What Gram eigenvalues below zero added to the bound.
+    nullspace_charge : float
+        What the part of the class matrices outside the reduced space added to the bound.
     n_moments : int
-        Number of moments (even-parity monomials of degree <= 4) in the identity.
+        Number of moments (even-parity monomials of degree <= 4).
     block_sizes : tuple of int
         Sizes of the PSD blocks.
     reduced_dim : int
         Dimension after removing the common null space of the R_k (``D`` if none).
-    solver : str
-    status : str
-        The solver's status string.
+    solver, status : str
+        The solver and its status string.
+    iterations : int
     seconds : float
+    dual : MomentDual
+        The data the bound is proved from (store it to re-verify without re-solving).
     """
 
     upper_bound: float
     solver_value: float
+    residual_charge: float
     residual_l1: float
     psd_slack: float
+    nullspace_charge: float
     n_moments: int
     block_sizes: tuple
     reduced_dim: int
     solver: str
     status: str
+    iterations: int
     seconds: float
-
-
-# --------------------------------------------------------------------------------------------
-# Reduction and sizes
-
-
-def _reduce(R, rank_tol=1e-10):
-    """Project out the common null space of the R_k: returns (R reduced, r)."""
-    K, D, _ = R.shape
-    total = R.sum(axis=0)  # PSD sum: its null space is the common null space
-    evals, evecs = np.linalg.eigh((total + total.T) / 2)
-    keep = evals > rank_tol * max(evals[-1], 0.0)
-    r = max(int(keep.sum()), K)
-    if r >= D:
-        return R, D
-    Q = evecs[:, -r:]  # the top r eigenvectors span the range (plus null directions if r > rank)
-    return np.einsum("di,kde,ej->kij", Q, R, Q), r
-
-
-def _block_sizes(K, r):
-    return [1 + K * r * (r + 1) // 2] + [r] * K + [r * r] * (K * (K - 1) // 2)
-
-
-def _count_moments(K, r):
-    """Even-parity monomials of degree <= 4 in K blocks of r variables."""
-    pairs = r * (r + 1) // 2  # degree-2 monomials inside one block
-    quads = math.comb(r + 3, 4)  # degree-4 monomials inside one block
-    return 1 + K * pairs + K * quads + math.comb(K, 2) * pairs * pairs
-
-
-def moment_relaxation_size(R):
-    """Size of the level-2 relaxation for class matrices R (K, D, D) without building it.
-
-    Returns
-    -------
-    dict
-        ``reduced_dim``, ``n_moments``, ``block_sizes`` and ``largest_block``.
-    """
-    R = _as_stack(R)
-    _, r = _reduce(R)
-    K = R.shape[0]
-    sizes = _block_sizes(K, r)
-    return {"reduced_dim": r, "n_moments": _count_moments(K, r), "block_sizes": sizes,
-            "largest_block": max(sizes)}
+    dual: MomentDual
 
 
 def _as_stack(R):
@@ -164,125 +123,128 @@ def _as_stack(R):
     return (R + R.transpose(0, 2, 1)) / 2
 
 
-# --------------------------------------------------------------------------------------------
-# The polynomial identity as sparse linear maps onto monomial coefficients
+def moment_relaxation_size(R):
+    """Size of the level-2 relaxation for class matrices R (K, D, D) without building it.
+
+    Returns
+    -------
+    dict
+        ``reduced_dim``, ``n_moments``, ``block_sizes`` and ``largest_block``.
+    """
+    R = _as_stack(R)
+    K = R.shape[0]
+    r = reduction_basis(R, K).shape[1]
+    sizes = block_sizes(K, r)
+    return {"reduced_dim": r, "n_moments": count_moments(K, r), "block_sizes": sizes,
+            "largest_block": max(sizes)}
 
 
-class _Monomials:
-    """Index of monomials (sorted tuples of variable numbers ``k * r + i``)."""
+def _svec_map(ident):
+    """SCS's PSD rows: ``svec(M_b(y))`` (lower triangle by columns, off-diagonals * sqrt 2)."""
+    import scipy.sparse as sp
 
-    def __init__(self):
-        self.index = {(): 0}
-
-    def __call__(self, mono):
-        key = tuple(sorted(mono))
-        idx = self.index.get(key)
-        if idx is None:
-            idx = self.index[key] = len(self.index)
-        return idx
-
-    def __len__(self):
-        return len(self.index)
-
-
-def _bases(K, r):
-    """The monomial bases v_b (lists of tuples), block by block, in ``_block_sizes`` order."""
-    var = lambda k, i: k * r + i  # noqa: E731
-    b0 = [()] + [(var(k, i), var(k, j)) for k in range(K) for i in range(r) for j in range(i, r)]
-    linear = [[(var(k, i),) for i in range(r)] for k in range(K)]
-    cross = [[(var(k, i), var(l, j)) for i in range(r) for j in range(r)]
-             for k in range(K) for l in range(k + 1, K)]
-    return [b0] + linear + cross
+    rows, cols, vals, offset = [], [], [], 0
+    for basis, grow in zip(ident.bases, ident.gram_rows):
+        s = len(basis)
+        iu, ju = np.triu_indices(s)  # (i <= j) upper = (j >= i) lower of the symmetric M_b
+        # SCS orders the lower triangle column by column: entry (row j, col i), i <= j.
+        pos = offset + ju - iu + (iu * (2 * s - iu + 1)) // 2
+        rows.append(pos)
+        cols.append(grow)
+        vals.append(np.where(iu == ju, -1.0, -np.sqrt(2.0)))
+        offset += s * (s + 1) // 2
+    return sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                         shape=(offset, ident.n)), offset
 
 
-def _gram_map(basis, monos):
-    """Sparse A with ``(A vec_F(Q))_alpha = sum_{v_i v_j = x^alpha} Q_ij`` (Q symmetric)."""
-    s = len(basis)
-    rows, cols = [], []
-    for i in range(s):
-        bi = basis[i]
-        for j in range(i, s):
-            a = monos(bi + basis[j])
-            rows.append(a)
-            cols.append(i + j * s)
-            if i != j:
-                rows.append(a)
-                cols.append(j + i * s)
-    return rows, cols, s * s
+def _unpack_gram(z, ident):
+    """SCS's PSD dual (svec) -> upper triangles of Q_b in triu order."""
+    out, offset = [], 0
+    for basis in ident.bases:
+        s = len(basis)
+        iu, ju = np.triu_indices(s)
+        pos = offset + ju - iu + (iu * (2 * s - iu + 1)) // 2
+        out.append(z[pos] / np.where(iu == ju, 1.0, np.sqrt(2.0)))
+        offset += s * (s + 1) // 2
+    return out
 
 
-def _multiplier_map(K, r, b0, cross_bases, monos):
-    """Sparse columns ``coeff(h_j m_j)`` for every constraint-times-monomial product."""
-    var = lambda k, i: k * r + i  # noqa: E731
-    rows, cols, vals = [], [], []
-    col = 0
-    # h_kk = sum_i x_ki^2 - 1, times every parity-0 monomial of degree <= 2.
-    for k in range(K):
-        for m in b0:
-            for i in range(r):
-                rows.append(monos(m + (var(k, i), var(k, i))))
-                cols.append(col)
-                vals.append(1.0)
-            rows.append(monos(m))
-            cols.append(col)
-            vals.append(-1.0)
-            col += 1
-    # h_kl = sum_i x_ki x_li (k < l), times every monomial x_k'i x_l'j of the same parity.
-    pair = 0
-    for k in range(K):
-        for l in range(k + 1, K):
-            for m in cross_bases[pair]:
-                for i in range(r):
-                    rows.append(monos(m + (var(k, i), var(l, i))))
-                    cols.append(col)
-                    vals.append(1.0)
-                col += 1
-            pair += 1
-    return rows, cols, vals, col
+def _project_psd(t, s):
+    Q = np.zeros((s, s))
+    Q[np.triu_indices(s)] = t
+    Q = Q + np.triu(Q, 1).T
+    w, V = np.linalg.eigh(Q)
+    Qp = (V * np.clip(w, 0.0, None)) @ V.T
+    return Qp[np.triu_indices(s)]
 
 
-def _objective_coefficients(R, monos):
-    K, r, _ = R.shape
-    f = {}
-    for k in range(K):
-        for i in range(r):
-            f[monos((k * r + i, k * r + i))] = 0.5 * R[k, i, i]
-            for j in range(i + 1, r):
-                f[monos((k * r + i, k * r + j))] = R[k, i, j]
-    return f
+def _closed(ident, dual, f_vec):
+    """The same data with the identity's residual (all but its constant) moved, by a
+    least-norm change of every Gram entry and multiplier, onto the Gram matrices: what that
+    costs shows up as eigenvalues below zero (charged by ``dual_bound``) instead of as residual.
+    """
+    import scipy.sparse as sp
+
+    rho = (dual.gamma * np.eye(1, ident.n, 0).ravel() - f_vec - ident.gram_sum(dual.gram)
+           - ident.multipliers @ dual.multipliers)
+    rho[0] = 0.0  # the constant enters the bound with its sign (gamma - rho_0)
+    A = sp.hstack(list(ident._A) + [ident.multipliers]).tocsr()
+    delta = lsqr(A, rho, atol=1e-15, btol=1e-15, iter_lim=1000)[0]
+    cuts = np.cumsum([len(g) for g in dual.gram])
+    parts = np.split(delta, cuts)
+    gram = tuple(g + d for g, d in zip(dual.gram, parts[:-1]))
+    return MomentDual(dual.basis, dual.scale, dual.gamma, gram,
+                      dual.multipliers + parts[-1], dual.anchor)
 
 
-# --------------------------------------------------------------------------------------------
-# Solve and repair
+def _anchor(anchor, W, K, r):
+    """The anchor of the Gram basis (None: full) for the option ``anchor``."""
+    if anchor == "full" or W is None:
+        return None
+    if anchor == "auto":
+        full, anchored = block_sizes(K, r)[0], block_sizes(K, r, K)[0]
+        return K if full >= ANCHOR_MIN_BLOCK and 2 * anchored <= full else None
+    anchor = int(anchor)
+    if not K <= anchor <= r:
+        raise ValueError(f"anchor must be in [K, r] = [{K}, {r}]. Got {anchor} instead.")
+    return None if anchor == r else anchor
 
 
-def moment_relaxation_bound(R, *, solver="SCS", eps=1e-8, max_iters=200_000,
+def moment_relaxation_bound(R, *, W=None, eps=1e-8, max_iters=20_000,
                             max_seconds=MAX_SOLVE_SECONDS, max_psd_block=MAX_PSD_BLOCK,
-                            max_moments=MAX_MOMENTS, verbose=False):
+                            max_moments=MAX_MOMENTS, verbose=False, anchor="auto",
+                            scs_options=None):
     """Rigorous upper bound on ``max 1/2 sum_k w_k^T R_k w_k`` over orthonormal W (level 2).
 
     Parameters
     ----------
     R : array-like of shape (K, D, D)
         The class matrices (symmetric PSD).
-    solver : str, default="SCS"
-        A cvxpy SDP solver (``"SCS"`` or ``"CLARABEL"``). Needs the ``sdp`` extra.
+    W : ndarray of shape (D, K), optional
+        A point believed optimal: its moments warm-start the solver, and it anchors the Gram
+        basis (any W is safe: it changes how tight the bound is, never whether it holds).
+    anchor : {"auto", "full"} or int, default="auto"
+        Gram basis of the block ``[1, y_ki y_kj]``: ``"full"`` every ``i <= j``; an int ``a``
+        only ``i < a`` in coordinates whose first K axes span W (:mod:`.moment_sos`). ``"auto"``
+        anchors at K when W is given, the full block has at least ``ANCHOR_MIN_BLOCK`` rows and
+        anchoring halves it (vehicle, class origin: block 685 -> 265, about 6x the iterations at
+        1/17 of the cost each; segmentation, 736 -> 540, and wine, 274 -> 109, were not
+        faster).
     eps : float, default=1e-8
-        Solver accuracy (SCS ``eps_abs``/``eps_rel``, Clarabel ``tol_gap_*``). Measured on
-        segmentation with the class origin: 1e-8 and 1e-9 give the same rigorous gap (1.6e-7)
-        after the repair; 1e-8 took 199 s, 1e-9 230 s, or far longer when SCS narrowly misses it.
-    max_iters : int, default=200000
+        SCS accuracy (``eps_abs`` = ``eps_rel``). The bound is proved from the returned dual
+        data, so a looser solve only makes it looser: measured on wine (class origin), 1e-8
+        leaves a residual charge of about 1e-9 relative, 1e-6 one of 2e-6 (above the default
+        ``tol``) for hardly fewer iterations (150 against 175).
+    max_iters : int, default=20000
         SCS iteration limit.
     max_seconds : float, default=MAX_SOLVE_SECONDS
-        Solver time limit. A solve stopped by it still gives a rigorous bound (the repair below
-        charges whatever residual is left), only a looser one. Measured on segmentation with
-        the class origin: SCS met ``eps=1e-9`` after about 750 iterations in one run and, from
-        the same data up to round-off (1e-15), missed it by a hair at the same point in
-        another, then wandered past 20 minutes; the limit bounds such runs.
+        Solver time limit; a solve stopped by it still gives a rigorous bound, only looser.
     max_psd_block, max_moments : int
         Size guard: larger relaxations raise :class:`RelaxationTooLarge` before anything is built.
     verbose : bool, default=False
         Show the solver's log.
+    scs_options : dict, optional
+        Further SCS settings (e.g. ``{"scale": 10}``), passed through.
 
     Returns
     -------
@@ -293,86 +255,82 @@ def moment_relaxation_bound(R, *, solver="SCS", eps=1e-8, max_iters=200_000,
     RelaxationTooLarge
         When the relaxation exceeds the size guard (the message gives its size).
     ImportError
-        When cvxpy is not installed (``pip install catdask[sdp]``).
+        When SCS is not installed (``pip install catdask[sdp]``).
     """
     t0 = time.perf_counter()
     R = _as_stack(R)
+    K, D, _ = R.shape
     size = moment_relaxation_size(R)
     if size["largest_block"] > max_psd_block or size["n_moments"] > max_moments:
         raise RelaxationTooLarge(
             f"the level-2 moment relaxation would need {size['n_moments']:,} moments and a PSD "
-            f"block of size {size['largest_block']} (K = {R.shape[0]}, reduced D = "
+            f"block of size {size['largest_block']} (K = {K}, reduced D = "
             f"{size['reduced_dim']}); the guard allows {max_moments:,} moments and blocks up to "
-            f"{max_psd_block} (for scale: 200,071 moments / block 685 took about 160 s with SCS "
-            "on 2 cores)"
+            f"{max_psd_block}"
         )
     try:
-        import cvxpy as cp
+        import scs
     except ImportError as exc:  # pragma: no cover - depends on the install
-        raise ImportError("the moment relaxation needs cvxpy: pip install 'catdask[sdp]'") from exc
+        raise ImportError("the moment relaxation needs SCS: pip install 'catdask[sdp]'") from exc
+    import scipy.sparse as sp
 
     scale = float(max(np.linalg.norm(Rk, 2) for Rk in R)) or 1.0
-    Rr, r = _reduce(R / scale)
-    K = Rr.shape[0]
-    monos = _Monomials()
-    bases = _bases(K, r)
-    gram_maps = [_gram_map(b, monos) for b in bases]
-    m_rows, m_cols, m_vals, n_mult = _multiplier_map(K, r, bases[0], bases[1 + K:], monos)
-    f_coef = _objective_coefficients(Rr, monos)
-    n = len(monos)
-    A_Q = [sp.csr_matrix((np.ones(len(rw)), (rw, cl)), shape=(n, nc)) for rw, cl, nc in gram_maps]
-    A_lam = sp.csr_matrix((m_vals, (m_rows, m_cols)), shape=(n, n_mult))
-    f_vec = np.zeros(n)
-    for a, c in f_coef.items():
-        f_vec[a] += c
-    e0 = np.zeros(n)
-    e0[0] = 1.0
+    basis = reduction_basis(R, K)
+    r = basis.shape[1]
+    anchor = _anchor(anchor, W, K, r)
+    if anchor is not None:
+        Y = basis.T @ np.asarray(W, dtype=float)
+        U = np.linalg.qr(np.column_stack([Y, np.eye(r)]))[0]
+        basis = basis @ U
+    A = np.einsum("di,kde,ej->kij", basis, R / scale, basis)
+    ident = Identity(K, r, anchor)
+    f_vec = ident.objective(A)
+    n, n_mult = ident.n, ident.n_mult
 
-    # gamma e0 - f = sum_b A_b vec(Q_b) + A_lam lambda
-    Qs = [cp.Variable((len(b), len(b)), PSD=True) for b in bases]
-    lam = cp.Variable(n_mult)
-    gamma = cp.Variable()
-    identity = sum(A @ cp.vec(Q, order="F") for A, Q in zip(A_Q, Qs)) + A_lam @ lam
-    prob = cp.Problem(cp.Minimize(gamma), [identity == gamma * e0 - f_vec])
-    solver = solver.upper()
-    opts = ({"eps_abs": eps, "eps_rel": eps, "max_iters": max_iters,
-             "time_limit_secs": float(max_seconds)} if solver == "SCS" else
-            {"tol_gap_abs": eps, "tol_gap_rel": eps, "tol_feas": eps,
-             "time_limit": float(max_seconds)})
-    with warnings.catch_warnings():
-        # "Solution may be inaccurate" (e.g. stopped by the time limit): the repair below makes
-        # any returned point a rigorous bound; `status` records what the solver said.
-        warnings.filterwarnings("ignore", message="Solution may be inaccurate")
-        prob.solve(solver=solver, verbose=verbose, **opts)
-    if gamma.value is None:
-        raise NumericalFailure(f"the moment relaxation solver returned no solution ({prob.status})")
+    # Moment side in SCS form (min c^T y, A y + s = b): y_0 = 1 and the localising equalities
+    # (zero cone), svec(M_b(y)) PSD. Its dual variables are gamma, -lambda and svec(Q_b).
+    psd_map, _ = _svec_map(ident)
+    e0 = sp.csr_matrix(([1.0], ([0], [0])), shape=(1, n))
+    A_scs = sp.vstack([e0, ident.multipliers.T, psd_map]).tocsc()
+    b = np.zeros(A_scs.shape[0])
+    b[0] = 1.0
+    cones = {"z": 1 + n_mult, "s": ident.sizes()}
+    solver = scs.SCS({"A": A_scs, "b": b, "c": -f_vec}, cones, eps_abs=eps, eps_rel=eps,
+                     max_iters=int(max_iters), time_limit_secs=float(max_seconds),
+                     verbose=bool(verbose), **(scs_options or {}))
+    if W is not None:
+        Y = basis.T @ np.asarray(W, dtype=float)
+        y0 = ident.moment_vector(Y)
+        sol = solver.solve(warm_start=True, x=y0, y=np.zeros(A_scs.shape[0]),
+                           s=b - A_scs @ y0)
+    else:
+        sol = solver.solve()
+    info = sol["info"]
+    z = np.asarray(sol["y"], dtype=float)
+    if not np.all(np.isfinite(z)):
+        raise NumericalFailure(
+            f"the moment relaxation solver returned no solution ({info['status']})")
 
-    # Repair: PSD projection, least-squares multipliers, residual charged to the bound.
-    g = float(gamma.value)
-    q_parts, psd_slack = [], 0.0
-    bound_sq = [1.0 + K] + [1.0] * (len(bases) - 1)  # max ||v_b(x)||^2 over orthonormal W
-    for Q, c in zip(Qs, bound_sq):
-        if Q.value is None:  # gamma has a value, so every variable has one
-            raise RuntimeError(f"the moment relaxation solver returned no solution ({prob.status})")
-        Qv = (Q.value + Q.value.T) / 2
-        w, V = np.linalg.eigh(Qv)
-        Qp = (V * np.clip(w, 0.0, None)) @ V.T
-        Qp = (Qp + Qp.T) / 2
-        lmin = float(np.linalg.eigvalsh(Qp)[0])
-        psd_slack += c * max(0.0, -lmin)
-        q_parts.append(Qp.ravel(order="F"))
-    target = g * e0 - f_vec - sum(A @ q for A, q in zip(A_Q, q_parts))
-    lam0 = np.asarray(lam.value, dtype=float)
-    sol = lsqr(A_lam, target - A_lam @ lam0, atol=1e-15, btol=1e-15, iter_lim=10 * n_mult)
-    lam_fit = lam0 + sol[0]
-    resid = target - A_lam @ lam_fit
-    # Rounding in forming the residual itself: a few ulps of the largest terms involved.
-    rounding = 64 * np.finfo(float).eps * (abs(g) + np.abs(f_vec).sum() + np.abs(resid).sum())
-    l1 = float(np.abs(resid).sum())
-    upper = scale * (g + l1 + psd_slack + rounding)
+    # Proof data: gamma, lambda refitted by least squares on the PSD-projected Gram matrices.
+    gamma = float(z[0])
+    raw = _unpack_gram(z[1 + n_mult:], ident)
+    gram = [_project_psd(t, s) for t, s in zip(raw, ident.sizes())]
+    lam0 = -z[1:1 + n_mult]
+    target = gamma * np.eye(1, n, 0).ravel() - f_vec - ident.gram_sum(gram)
+    fit = lsqr(ident.multipliers, target - ident.multipliers @ lam0, atol=1e-15, btol=1e-15,
+               iter_lim=10 * n_mult)[0]
+    candidates = [MomentDual(basis, scale, gamma, tuple(gram), lam0 + fit, anchor),
+                  MomentDual(basis, scale, gamma, tuple(raw), lam0, anchor),
+                  _closed(ident, MomentDual(basis, scale, gamma, tuple(gram), lam0 + fit,
+                                            anchor), f_vec)]
+    proved = [(dual_bound(R, d, ident), d) for d in candidates]
+    best, dual = min(proved, key=lambda p: p[0].upper_bound)
     return MomentBound(
-        upper_bound=float(upper), solver_value=scale * g, residual_l1=scale * l1,
-        psd_slack=scale * psd_slack, n_moments=n, block_sizes=tuple(len(b) for b in bases),
-        reduced_dim=r, solver=solver, status=str(prob.status),
-        seconds=time.perf_counter() - t0,
+        upper_bound=float(best.upper_bound), solver_value=scale * gamma,
+        residual_charge=best.residual_charge, residual_l1=best.residual_l1,
+        psd_slack=best.psd_charge,
+        nullspace_charge=best.nullspace_charge, n_moments=n,
+        block_sizes=tuple(ident.sizes()), reduced_dim=r, solver="SCS",
+        status=str(info["status"]), iterations=int(info["iter"]),
+        seconds=time.perf_counter() - t0, dual=dual,
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, field, fields
 
 __all__ = ["Certificate", "not_applicable", "not_certified"]
 
@@ -71,6 +71,11 @@ class Certificate:
         dense LAPACK ``eigh``; a Lanczos estimate proved an upper bound by a Cholesky
         factorisation of ``mu I - A`` (independent of Lanczos converging); or Lanczos alone
         (trusting ARPACK's convergence; only for operators too large to materialise).
+    moment_dual : MomentDual or None
+        The dual data a moment-level bound was proved from (:mod:`.moment_dual`), with the class
+        matrices it was proved for: :func:`catdask.certificate.verify_certificate` re-checks the
+        bound from them without re-solving. Stored with a model as arrays (``model_io``), not in
+        :meth:`to_dict`.
     """
 
     applicable: bool
@@ -92,6 +97,7 @@ class Certificate:
     reason: str
     verified_upper_bound: float = math.nan
     eigen_check: str | None = None
+    moment_dual: object = field(default=None, compare=False, repr=False)
 
     @property
     def verified_gap(self):
@@ -131,7 +137,7 @@ class Certificate:
 
         Includes the derived ``verified_gap``.
         """
-        d = asdict(self)
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "moment_dual"}
         d["verified_gap"] = self.verified_gap
         for key, value in d.items():
             if isinstance(value, float) and not math.isfinite(value):
@@ -144,19 +150,21 @@ class Certificate:
     def from_dict(cls, d):
         """Inverse of :meth:`to_dict` (unknown keys are ignored, so old records still load)."""
         kwargs = {}
-        for field in fields(cls):
-            value = d.get(field.name)
-            if field.name == "nu":
+        for field_ in fields(cls):
+            if field_.name == "moment_dual":
+                continue  # arrays, restored by model_io
+            value = d.get(field_.name)
+            if field_.name == "nu":
                 value = None if value is None else tuple(float(v) for v in value)
-            elif field.name in _BOOL_FIELDS:
+            elif field_.name in _BOOL_FIELDS:
                 value = bool(value)
-            elif field.name in _OPTIONAL_STR_FIELDS:
+            elif field_.name in _OPTIONAL_STR_FIELDS:
                 value = None if value is None else str(value)
-            elif field.name == "reason":
+            elif field_.name == "reason":
                 value = "" if value is None else str(value)
             else:
                 value = math.nan if value is None else float(value)
-            kwargs[field.name] = value
+            kwargs[field_.name] = value
         return cls(**kwargs)
 
 

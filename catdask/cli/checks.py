@@ -206,6 +206,8 @@ def _given_method_options(args) -> list[tuple[str, tuple[str, ...], str]]:
     if args.certify != CERTIFY_LEVELS[0]:  # the default applies to every method (CAS: not applicable)
         given.append((f"--certify {args.certify}", QUADRATIC_METHODS,
                       "CAS has no global-optimality test"))
+    if getattr(args, "max_gap", None) is not None:
+        given.append(("--max-gap", QUADRATIC_METHODS, "CAS has no optimality gap"))
     return given
 
 

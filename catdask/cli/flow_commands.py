@@ -92,7 +92,8 @@ def train_kwargs(args, dataset: str) -> dict:
                   random_state=args.seed, model_name=args.name, store=args.store,
                   scheduler=args.scheduler, allow_uncertified=args.allow_uncertified,
                   run_key=args.run_key, certify=args.certify)
-    optional = {"origin": args.origin, "n_restarts": args.restarts, "gamma": args.gamma}
+    optional = {"origin": args.origin, "n_restarts": args.restarts, "gamma": args.gamma,
+                "max_gap": args.max_gap}
     kwargs.update({k: v for k, v in optional.items() if v is not None})
     return kwargs
 
@@ -140,8 +141,11 @@ def cmd_train(args) -> int:
     if result["version"] is None:
         gap = (f" ({result['why_not_certified']})" if result["gap"] is None
                else f" (optimality gap <= {result['gap']:.3g})")
-        print(f"not registered: {result['status']}{gap}; pass "
-              "--allow-uncertified to register it marked as uncertified", file=sys.stderr)
+        if result.get("max_gap") is not None and result["gap"] is not None:
+            gap = gap[:-1] + f" > --max-gap {result['max_gap']:.3g})"
+        print(f"not registered: {result['status']}{gap}; pass --max-gap GAP to register it "
+              "when its gap is at most GAP, or --allow-uncertified to register it marked as "
+              "uncertified", file=sys.stderr)
         return EXIT_UNCERTIFIED
     return EXIT_OK
 

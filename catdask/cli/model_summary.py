@@ -31,6 +31,13 @@ def _status_line(meta: dict) -> str:
         return f"certified globally optimal ({how}verified gap {_num(gap, 2)})"
     if status == "certificate-not-applicable" or cert.get("applicable") is False:
         return "registered; no global-optimality test exists for this objective (CAS)"
+    if status == "gap-within-tolerance":
+        policy = meta.get("registration_policy") if isinstance(
+            meta.get("registration_policy"), dict) else {}
+        limit = policy.get("max_gap")
+        within = f" <= --max-gap {_num(limit, 3)}" if limit is not None else ""
+        return (f"NOT certified, optimality gap at most {_num(gap, 3)}{within} "
+                "(registered by --max-gap)")
     if status == "uncertified-allowed" or (status is None and cert):
         bound = f", optimality gap at most {_num(gap, 3)}" if gap is not None else ""
         allowed = " (allowed by --allow-uncertified)" if status else ""

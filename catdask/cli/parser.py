@@ -137,6 +137,10 @@ def _train(sub):
                         "(CAS has none): the "
                         "SDP dual, or also the level-2 moment relaxation when the dual is not "
                         "tight (slower; needs the sdp extra)")
+    s.add_argument("--max-gap", type=non_negative_float, metavar="GAP",
+                   help="also register a CQS / K-CQS model that is not certified when its proved "
+                        "relative optimality gap (upper bound - f) / f is at most GAP, e.g. 1e-4 "
+                        "(recorded as gap-within-tolerance; default: certified models only)")
     s.add_argument("--allow-uncertified", action="store_true",
                    help="register a CQS / K-CQS model even if it cannot be certified (marked so); "
                         "CAS / K-CAS have no optimality test and are registered marked so")

@@ -3,17 +3,17 @@
 What it does: load a stored data set, run the restarts as one batch on the Dask cluster
 (embedded local cluster by default, or the scheduler at ``scheduler`` / $CATDASK_SCHEDULER),
 test the best restart for global optimality (the others are marked tied with it or beaten), and
-register the best model only after that test (an uncertified CQS / K-CQS model only when the
-caller allows it, marked so; CAS and K-CAS, which have no such test, marked
+register the best model only after that test (an uncertified CQS / K-CQS model only when its
+proved gap is at most ``max_gap``, or when the caller allows any gap, marked so; CAS and K-CAS, which have no such test, marked
 ``certificate-not-applicable``). Publishes the
 restart table, metrics and a category-space plot as Prefect artifacts keyed by the model, the
 solver's progress in the task log (and a progress artifact for long fits), and logs the Dask
 dashboard link.
 
 Run states: a registered model ends the run Completed; a model that was not registered
-(CQS / K-CQS not certified, ``allow_uncertified`` off) ends it **Failed**, named ``Rejected``, with the
-reason as the state message, so rejected runs stand out in the UI and can be filtered
-(state type Failed, state name Rejected). The run's summary is the state's data either way.
+(CQS / K-CQS not certified, gap above ``max_gap``, ``allow_uncertified`` off) ends it
+**Failed**, named ``Rejected``, with the reason as the state message, so rejected runs stand
+out in the UI and can be filtered (state type Failed, state name Rejected). The run's summary is the state's data either way.
 
 Run it:  catdask train iris --method cqs     (or)  python flows/train.py iris
 """
@@ -103,23 +103,29 @@ def fit_restarts(store: str | None, dataset: str, spec: dict, scheduler: str | N
 
 
 @task(cache_policy=NO_CACHE)
-def review_certificates(outcome, allow_uncertified: bool) -> tuple[bool, str]:
+def review_certificates(outcome, allow_uncertified: bool,
+                        max_gap: float | None = None) -> tuple[bool, str]:
     """Decide whether the best restart may be registered (the caller's certification policy)."""
-    register, status = registration_decision(outcome, allow_uncertified=allow_uncertified)
+    register, status = registration_decision(outcome, allow_uncertified=allow_uncertified,
+                                             max_gap=max_gap)
     get_run_logger().info("registration decision: %s", status)
     return register, status
 
 
 @task(retries=2, retry_delay_seconds=2, cache_policy=NO_CACHE, retry_condition_fn=retry_if_transient)
-def register(store: str | None, model_name: str, outcome, status: str, run_key: str) -> str:
-    """Write an immutable registry version (idempotent for the same run_key)."""
-    version = register_outcome(store, model_name, outcome, status=status, run_key=run_key)
+def register(store: str | None, model_name: str, outcome, status: str, run_key: str,
+             policy: dict | None = None) -> str:
+    """Write an immutable registry version (idempotent for the same run_key); ``policy`` (the
+    registration policy that admitted it) is recorded in its metadata."""
+    version = register_outcome(store, model_name, outcome, status=status, run_key=run_key,
+                               extra={"registration_policy": policy} if policy else None)
     get_run_logger().info("registered %s (%s)", version, status)
     return str(version)
 
 
 @task(cache_policy=NO_CACHE)
-def publish_reports(store: str | None, outcome, version: str | None, status: str) -> str:
+def publish_reports(store: str | None, outcome, version: str | None, status: str,
+                    max_gap: float | None = None) -> str:
     """Restart table, metrics, category-space plot (PNG in the store) and a summary, as
     artifacts keyed by the model (its version, or this run when it was not registered)."""
     method = outcome.spec.method
@@ -130,7 +136,8 @@ def publish_reports(store: str | None, outcome, version: str | None, status: str
                           description="Every restart: objective, iterations, certificate, gap")
     path = write_model_plot(store, outcome, version=version, status=status,
                             run_id=str(flow_run.id))
-    create_markdown_artifact(summary_markdown(outcome, version, status) + "\n\n" + png_markdown(path),
+    create_markdown_artifact(summary_markdown(outcome, version, status, max_gap) + "\n\n"
+                             + png_markdown(path),
                              key=keys["summary"], description="Model summary and category space")
     create_table_artifact(metrics_table_rows(outcome.metrics), key=keys["metrics"],
                           description="Training metrics")
@@ -141,9 +148,12 @@ def _rejection_message(summary: dict) -> str:
     # CAS has no test at all (its certificate is "not applicable"): say that, not "gap unknown".
     why = (summary["why_not_certified"] if summary["gap"] is None
            else f"optimality gap <= {summary['gap']:.3g}")
+    if summary.get("max_gap") is not None and summary["gap"] is not None:
+        why += f" > max_gap = {summary['max_gap']:.3g}"
     return (f"rejected: {summary['dataset']} {summary['method']} not certified "
             f"({why}); nothing registered "
-            "(allow_uncertified=True registers it marked as uncertified)")
+            "(max_gap=G registers it when its gap is at most G; allow_uncertified=True "
+            "whatever the gap, marked as uncertified)")
 
 
 @flow(name="catdask-train", flow_run_name=TRAIN_RUN_NAME, log_prints=True)
@@ -164,6 +174,7 @@ def train(
     eps: float = ModelSpec.eps,
     tol: float = ModelSpec.tol,
     max_iter: int = ModelSpec.max_iter,
+    max_gap: float | None = ModelSpec.max_gap,
 ):
     """Fit, certify, and register a model; returns a summary of the outcome.
 
@@ -178,18 +189,20 @@ def train(
     """
     spec = ModelSpec(method=method, origin=origin, n_restarts=n_restarts, gamma=gamma,
                      standardise=standardise, random_state=random_state, certify=certify,
-                     eps=eps, tol=tol, max_iter=max_iter, allow_uncertified=allow_uncertified)
+                     eps=eps, tol=tol, max_iter=max_iter, allow_uncertified=allow_uncertified,
+                     max_gap=max_gap)
     # Refuse bad names before spending a cluster on the fit.
     validate_name(dataset, kind="data set")
     model_name = validate_name(model_name or f"{dataset}-{method}", kind="model")
     info = describe_dataset(store, dataset)
     outcome = fit_restarts(store, dataset, spec.to_dict(), scheduler)
-    ok, status = review_certificates(outcome, spec.allow_uncertified)
+    ok, status = review_certificates(outcome, spec.allow_uncertified, spec.max_gap)
     version = None
     if ok:
+        policy = {"max_gap": spec.max_gap, "allow_uncertified": spec.allow_uncertified}
         version = register(store, model_name, outcome, status,
-                           run_key or f"flow-run:{flow_run.id}")
-    plot = publish_reports(store, outcome, version, status)
+                           run_key or f"flow-run:{flow_run.id}", policy)
+    plot = publish_reports(store, outcome, version, status, max_gap)
     cert = outcome.certificate
     summary = {
         "dataset": info["name"], "method": method, "origin": origin, "version": version,
@@ -199,7 +212,7 @@ def train(
         "why_not_certified": None if cert.certified else cert.reason,
         "objective": float(outcome.estimator.objective_),
         "n_iter": int(outcome.estimator.n_iter_), "seconds": outcome.seconds, "plot": plot,
-        "metrics": outcome.metrics,
+        "metrics": outcome.metrics, "max_gap": max_gap,
     }
     if version is None:
         message = _rejection_message(summary)

@@ -280,8 +280,18 @@ def png_markdown(path, alt="category space"):
     return f"![{alt}](data:image/png;base64,{data})"
 
 
-def summary_markdown(outcome, version=None, status=None):
-    """Markdown summary of a train run for the Prefect UI: verdict, reason, metrics table."""
+def _registration_line(cert, status, max_gap):
+    """The registration outcome and the policy that decided it."""
+    if status == "gap-within-tolerance":
+        return (f"{status} (not certified; proved gap {cert.gap:.3g} <= max_gap {max_gap:.3g})")
+    if status == "rejected-uncertified" and max_gap is not None and cert.applicable:
+        return f"{status} (proved gap {cert.gap:.3g} > max_gap {max_gap:.3g})"
+    return status or "n/a"
+
+
+def summary_markdown(outcome, version=None, status=None, max_gap=None):
+    """Markdown summary of a train run for the Prefect UI: verdict, reason, registration
+    outcome (with the ``max_gap`` policy when one was set), metrics table."""
     from ..methods import METHODS
 
     est, cert = outcome.estimator, outcome.certificate
@@ -293,7 +303,7 @@ def summary_markdown(outcome, version=None, status=None):
         f"{est.n_iter_} iterations, converged={est.converged_})",
         f"- certificate: {certificate_summary(cert)}",
         *([f"- why: {cert.reason}"] if cert.applicable else []),
-        f"- registration: {status or 'n/a'}",
+        f"- registration: {_registration_line(cert, status, max_gap)}",
         f"- fit time: {outcome.seconds:.2f} s",
         "",
         "### Metrics",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import time
 
 import numpy as np
@@ -32,7 +33,8 @@ class ModelSpec:
     left unscaled), as in the paper's experiments on UCI data. ``certify`` is the strongest
     global-optimality test to run on the best restart: ``"dual"`` (Rapcsák and the SDP dual)
     or ``"moment"`` (also the level-2 moment relaxation when the dual is not tight).
-    ``allow_uncertified`` registers a CQS / K-CQS model that cannot be certified (marked so).
+    ``allow_uncertified`` registers a CQS / K-CQS model that cannot be certified (marked so);
+    ``max_gap`` registers one whose proved relative gap is at most that (``--max-gap``).
 
     The spec is recorded whole with every registered version (``meta["spec"]``), and the
     nightly retrain fits each model again from that record, untouched: every field here is
@@ -50,8 +52,11 @@ class ModelSpec:
     random_state: int | None = 0
     certify: str = "dual"
     allow_uncertified: bool = False
+    max_gap: float | None = None
 
     def __post_init__(self):
+        if self.max_gap is not None and not self.max_gap >= 0:  # NaN fails too
+            raise ValueError(f"max_gap must be a number >= 0. Got {self.max_gap!r} instead.")
         if self.method not in METHODS:
             raise ValueError(f"Unknown method {self.method!r}; use one of {sorted(METHODS)}.")
         if self.certify not in CERTIFY_LEVELS:
@@ -261,7 +266,7 @@ def _cv_accuracy_of_predict(estimator, X, y, n_folds):
     return float(cross_val_score(folds, X, y, cv=cv).mean())
 
 
-def registration_decision(outcome, *, allow_uncertified=False):
+def registration_decision(outcome, *, allow_uncertified=False, max_gap=None):
     """Whether to register, and the status recorded with the version.
 
     The gate guards against registering a local optimum, so it applies where a test of global
@@ -269,19 +274,32 @@ def registration_decision(outcome, *, allow_uncertified=False):
     they are registered, marked ``"certificate-not-applicable"``, because rejecting them would
     only mean that the method can never be used without ``--allow-uncertified``.
 
+    Parameters
+    ----------
+    outcome : FitOutcome
+    allow_uncertified : bool, default=False
+        Register a CQS / K-CQS model whatever its gap (marked so).
+    max_gap : float or None, default=None
+        Register a model that is not certified when its rigorous relative gap
+        ``(upper bound - f) / |f|`` is at most ``max_gap`` (``catdask train --max-gap``).
+
     Returns
     -------
     register : bool
     status : str
         ``"certified"``; ``"certificate-not-applicable"`` (CAS, K-CAS: registered, no test
-        exists); ``"uncertified-allowed"`` (registered because the caller allowed it, and
-        marked so); ``"rejected-uncertified"`` (not registered).
+        exists); ``"gap-within-tolerance"`` (not certified, registered because its proved gap is
+        at most ``max_gap``); ``"uncertified-allowed"`` (registered because the caller allowed
+        it, and marked so); ``"rejected-uncertified"`` (not registered).
     """
     cert = outcome.certificate
     if cert.certified:
         return True, "certified"
     if METHODS[outcome.spec.method].objective != "quadratic":
         return True, "certificate-not-applicable"
+    if max_gap is not None and cert.applicable and math.isfinite(cert.gap) \
+            and cert.gap <= max_gap:
+        return True, "gap-within-tolerance"
     if allow_uncertified:
         return True, "uncertified-allowed"
     return False, "rejected-uncertified"
