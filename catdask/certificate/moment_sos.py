@@ -48,7 +48,7 @@ class _Monomials:
 
     def __init__(self):
         self.index = {(): 0}
-        self.keys = [()]
+        self.keys: list[tuple[int, ...]] = [()]
 
     def __call__(self, mono):
         key = tuple(sorted(mono))
@@ -166,9 +166,9 @@ class Identity:
         """
         r = self.r
         gid, weight = np.zeros(self.n, dtype=np.int64), np.ones(self.n)
-        names = {}
+        names: dict[tuple, int] = {}
         for idx, mono in enumerate(self._monos.keys):
-            by_class = {}
+            by_class: dict[int, list[int]] = {}
             for v in mono:
                 by_class.setdefault(v // r, []).append(v % r)
             sig = tuple(sorted((k, len(ix)) for k, ix in by_class.items()))
@@ -182,5 +182,5 @@ class Identity:
 
     def moment_vector(self, Y):
         """``y^alpha`` for every monomial at the point Y (r x K): the rank-one moments."""
-        y = np.asarray(Y, dtype=float).T.ravel()
+        y = [float(v) for v in np.asarray(Y, dtype=float).T.ravel()]
         return np.array([math.prod(y[v] for v in mono) for mono in self._monos.keys])

@@ -73,7 +73,7 @@ def verify_certificate(model, class_matrices=None, *, rtol=1e-9):
     est = _estimator(model)
     cert = getattr(est, "certificate_", None)
     dual = getattr(cert, "moment_dual", None)
-    if dual is None:
+    if cert is None or dual is None:
         raise ValueError("the model carries no moment-relaxation dual data (its certificate did "
                          "not come from the moment relaxation, or it was stored without it)")
     R = dual.class_matrices if class_matrices is None else np.asarray(class_matrices, float)
