@@ -20,8 +20,9 @@ happened). Every resource also carries ``catdask.store`` (the store's absolute p
 trigger can listen to one store, and the model events name the data set as a related resource
 (role ``dataset``). Label values are strings, as Prefect requires.
 
-Emitting never fails a run: without a Prefect API (``flow.fn()`` in tests, a library call)
-Prefect drops the event, and any error while emitting is logged and ignored. Events are sent
+Emitting never fails a run: without a configured Prefect API (``PREFECT_API_URL``, which the
+CLI's temporary server, ``catdask serve`` and the test harness set) nothing is sent, and any
+error while emitting is logged and ignored. Events are sent
 in the background; the CLI's temporary server and ``catdask serve``'s run processes flush them
 before they stop.
 """
@@ -87,6 +88,12 @@ def _emit(event: str, resource: dict, payload: dict, related=None):
     payload = {k: _json_number(v) for k, v in payload.items()}
     try:
         from prefect.events import emit_event
+        from prefect.settings import get_current_settings
+
+        if not get_current_settings().api.url:
+            # No API configured: Prefect would start an ephemeral server just for this event
+            # (measured: 30 s, then a timeout traceback under load). Nothing to send it to.
+            return None
 
         return emit_event(event=event, resource=resource, payload=payload, related=related)
     except Exception as exc:  # noqa: BLE001 - an event must never fail the run
