@@ -81,14 +81,21 @@ class ModelRejectedError(CatdaskError):
         return type(self), (str(self), self.summary)
 
 
-@task(retries=2, retry_delay_seconds=2, cache_policy=NO_CACHE,
-      retry_condition_fn=retry_if_transient)
+@task(cache_policy=NO_CACHE)
 def find_registered(store: str | None, model_name: str, dataset: str, spec: dict) -> dict:
     """The train cache's lookup (the registry is the cache: see
     :mod:`catdask.pipeline.model_cache`). Returns the data set's current checksum and, on a
-    hit, the cached version's summary."""
-    sha = current_content_sha256(store, dataset)
-    hit = find_cached_version(store, model_name, dataset, sha, spec)
+    hit, the cached version's summary.
+
+    A lookup that cannot be made (no such data set, a damaged snapshot or registry entry) is
+    a miss: the run goes on to ``describe_dataset``, which reports the problem as before.
+    """
+    try:
+        sha = current_content_sha256(store, dataset)
+        hit = find_cached_version(store, model_name, dataset, sha, spec)
+    except (CatdaskError, LookupError, ValueError, OSError) as exc:
+        get_run_logger().info("cache lookup skipped (%s): fitting", exc)
+        return {"dataset_sha256": None, "summary": None}
     return {"dataset_sha256": sha, "summary": None if hit is None else cached_summary(hit, store)}
 
 
