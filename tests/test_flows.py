@@ -510,9 +510,11 @@ def test_concurrent_train_runs_register_distinct_versions(iris_store, dask_sched
     def run(i):
         try:
             barrier.wait(timeout=30)
+            # refit: the second run must not find the first one's version in the train cache
+            # (which it may, when its lookup comes after the first registration).
             results[i] = train_mod.train("iris", method="cqs", n_restarts=2,
                                          store=str(iris_store), scheduler=dask_scheduler,
-                                         model_name="shared")
+                                         model_name="shared", refit=True)
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
