@@ -4,7 +4,8 @@ Starts (1) a Prefect server on ``host:port`` unless ``PREFECT_API_URL`` already 
 (2) a local Dask cluster on 127.0.0.1 (dashboard port ``dask_dashboard_port``) unless a scheduler
 is given (``scheduler=`` / ``$CATDASK_SCHEDULER``), and (3) the served deployments
 (``flow.serve``-style: scheduled nightly retraining, weekly evaluation, a retrain that a new
-snapshot triggers, and on-demand ingest/train), printing the dashboard URLs. Everything binds to 127.0.0.1 unless told otherwise.
+snapshot triggers, and on-demand ingest/train), printing the dashboard URLs. Everything
+binds to 127.0.0.1 unless told otherwise.
 Ctrl-C (to this process or, from a terminal, to its whole process group) stops all three; the
 Prefect server also stops if this process is killed. If the Prefect server stops by itself,
 serve says so and stops too (:class:`~catdask.errors.ServiceLostError`).
