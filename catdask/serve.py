@@ -3,8 +3,9 @@
 Starts (1) a Prefect server on ``host:port`` unless ``PREFECT_API_URL`` already points at one,
 (2) a local Dask cluster on 127.0.0.1 (dashboard port ``dask_dashboard_port``) unless a scheduler
 is given (``scheduler=`` / ``$CATDASK_SCHEDULER``), and (3) the served deployments
-(``flow.serve``-style: scheduled nightly retraining, weekly evaluation, and on-demand
-ingest/train), printing the dashboard URLs. Everything binds to 127.0.0.1 unless told otherwise.
+(``flow.serve``-style: scheduled nightly retraining, weekly evaluation, a retrain that a new
+snapshot triggers, and on-demand ingest/train), printing the dashboard URLs. Everything
+binds to 127.0.0.1 unless told otherwise.
 Ctrl-C (to this process or, from a terminal, to its whole process group) stops all three; the
 Prefect server also stops if this process is killed. If the Prefect server stops by itself,
 serve says so and stops too (:class:`~catdask.errors.ServiceLostError`).
@@ -104,6 +105,7 @@ def served_deployments(store=None, *, retrain_cron=NIGHTLY_RETRAIN_CRON,
     from prefect.types.entrypoint import EntrypointType
 
     from .orchestration.evaluate import evaluate
+    from .orchestration.events import retrain_trigger
     from .orchestration.ingest import ingest
     from .orchestration.train import retrain_registered, train
     from .store import resolve_store
@@ -115,6 +117,10 @@ def served_deployments(store=None, *, retrain_cron=NIGHTLY_RETRAIN_CRON,
                                          parameters={"store": store}, **module),
         evaluate.to_deployment(name="weekly-evaluation", cron=evaluation_cron,
                                parameters={"store": store}, **module),
+        # A new snapshot in this store retrains the models of its data set (orchestration.events).
+        retrain_registered.to_deployment(name="retrain-on-new-snapshot",
+                                         parameters={"store": store},
+                                         triggers=[retrain_trigger(store)], **module),
         train.to_deployment(name="train", parameters={"store": store}, **module),
         ingest.to_deployment(name="ingest", parameters={"store": store, "names": ["iris", "wine"]},
                              **module),

@@ -342,6 +342,22 @@ def test_cas_is_registered_without_allow_uncertified(capsys, iris_store, flows_e
     assert result["status"] == "certificate-not-applicable"
 
 
+def test_a_repeated_train_returns_the_registered_version_unless_refit(capsys, iris_store,
+                                                                      flows_env):
+    """The train cache through the CLI: same data set and spec, same version, nothing fitted;
+    ``--refit`` fits again (issue 28 item 4)."""
+    args = ("train", "iris", "--restarts", "1", "--store", iris_store)
+    results = []
+    for extra in ((), (), ("--refit",)):
+        code, out, err = run_cli(capsys, *args, *extra)
+        assert code == EXIT_OK, err
+        results.append(json.loads(out))
+    assert [(r["version"], r["cached"]) for r in results] == [
+        ("iris-cqs:v1", False), ("iris-cqs:v1", True), ("iris-cqs:v2", False)]
+    assert results[1]["objective"] == results[0]["objective"]
+    assert [str(v) for v in list_models(iris_store)] == ["iris-cqs:v1", "iris-cqs:v2"]
+
+
 # ----------------------------------------------------------------------------- end to end
 def test_ingest_train_models_plot_datasets(capsys, tmp_path, flows_env):
     store = tmp_path / "store"

@@ -233,3 +233,45 @@ def test_connect_scheduler_names_bad_schemes_and_missing_tls_settings(monkeypatc
             connect_scheduler("tls://127.0.0.1:1")
     assert address_problem("tcp://127.0.0.1:1") is None
     assert address_problem("127.0.0.1:8786") is None
+
+
+def test_prefect_yaml_triggers_are_prefect_triggers_on_catdask_events():
+    """The retrain trigger listens to the events the ingest flow emits, and passes the flow a
+    parameter it takes (a trigger's parameters are not checked by `prefect deploy`)."""
+    pytest.importorskip("prefect")
+    from prefect.events import DeploymentEventTrigger
+
+    from catdask.orchestration import events
+
+    triggered = [d for d in _deployments() if d.get("triggers")]
+    assert [d["name"] for d in triggered] == ["retrain-on-new-snapshot"]
+    for deployment in triggered:
+        flow = _load_entrypoint(deployment["entrypoint"])
+        for spec in deployment["triggers"]:
+            trigger = DeploymentEventTrigger(**{k: v for k, v in spec.items() if k != "type"})
+            assert trigger.expect == {events.SNAPSHOT_CREATED, events.SNAPSHOT_REUSED}
+            assert trigger.match["prefect.resource.id"] == ["catdask.dataset.*"]
+            assert trigger.parameters == {"dataset": events.DATASET_FROM_EVENT}
+            assert set(trigger.parameters) <= set(inspect.signature(flow.fn).parameters)
+            # The template names a label every snapshot event's resource carries.
+            label = re.search(r"resource\['([\w.]+)'\]", trigger.parameters["dataset"]).group(1)
+            assert label in events.dataset_resource("iris")
+
+
+def test_the_rejected_model_automation_example_is_a_prefect_automation():
+    pytest.importorskip("prefect")
+    from prefect.events.schemas.automations import AutomationCore
+
+    from catdask.orchestration import events
+
+    spec = importlib.util.spec_from_file_location(
+        "_flag_rejected", DEPLOY / "automations" / "flag_rejected_model.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    import uuid
+
+    automation = module.automation(uuid.uuid4())
+    assert isinstance(automation, AutomationCore)
+    assert automation.trigger.expect == {events.MODEL_REJECTED}
+    for label in re.findall(r"resource\['([\w.]+)'\]", module.SUBJECT + module.BODY):
+        assert label in events.model_resource("m", None)

@@ -63,7 +63,8 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::UserWarning"),
 ]
 
-SERVED = ["catdask-retrain/nightly-retrain", "catdask-evaluate/weekly-evaluation",
+SERVED = ["catdask-retrain/nightly-retrain", "catdask-retrain/retrain-on-new-snapshot",
+          "catdask-evaluate/weekly-evaluation",
           "catdask-train/train", "catdask-ingest/ingest", "catdask-train/scheduled-train"]
 SCHEDULE_DELAY = 20.0  # seconds from serve start-up to the interval schedule's one run
 LOAD_RUNS = 50  # issue 16: "50 served runs triggered at once"

@@ -295,24 +295,32 @@ def test_same_run_key_gives_the_same_version(iris_store, dask_scheduler):
     assert a["version"] == b["version"] == "iris-cqs:v1"
     assert [str(v) for v in list_models(iris_store)] == ["iris-cqs:v1"]
     assert list_models(iris_store)[0].run_key == "nightly:2024-05-01"
-    # Without a run_key each flow run is its own key: a new version.
+    # Without a run_key each flow run is its own key, but the same data, spec and code is a
+    # cache hit (the latest version); refit=True fits anyway: a new version.
+    cached = train_mod.train("iris", method="cqs", n_restarts=2, store=str(iris_store),
+                             scheduler=dask_scheduler)
+    assert cached["version"] == "iris-cqs:v1" and cached["cached"] is True
     c = train_mod.train("iris", method="cqs", n_restarts=2, store=str(iris_store),
-                        scheduler=dask_scheduler)
-    assert c["version"] == "iris-cqs:v2"
+                        scheduler=dask_scheduler, refit=True)
+    assert c["version"] == "iris-cqs:v2" and c["cached"] is False
 
 
 def test_retrain_registered_adds_one_version_per_model_and_is_idempotent(iris_store,
                                                                           dask_scheduler):
     """The nightly job retrains each registered model with its recorded spec; a rerun of the
-    same (unscheduled) run registers nothing new."""
+    same (unscheduled) run registers nothing new. On unchanged data it refits nothing (the
+    train cache) unless refit=True."""
     _, train_mod, _ = _flows()
     first = train_mod.train("iris", method="cqs", n_restarts=2, store=str(iris_store),
                             scheduler=dask_scheduler, random_state=3)
     assert first["version"] == "iris-cqs:v1"
-    results = train_mod.retrain_registered(store=str(iris_store), scheduler=dask_scheduler)
+    cached = train_mod.retrain_registered(store=str(iris_store), scheduler=dask_scheduler)
+    assert [(r["version"], r["cached"]) for r in cached] == [("iris-cqs:v1", True)]
+    results = train_mod.retrain_registered(store=str(iris_store), scheduler=dask_scheduler,
+                                           refit=True)
     assert [r["version"] for r in results] == ["iris-cqs:v2"]
     state = train_mod.retrain_registered(store=str(iris_store), scheduler=dask_scheduler,
-                                         return_state=True)
+                                         refit=True, return_state=True)
     again = state.result()
     assert [r["version"] for r in again] == ["iris-cqs:v2"]
     from prefect.client.orchestration import get_client
@@ -336,8 +344,12 @@ def test_retrain_keeps_every_setting_of_the_recorded_spec(iris_store, dask_sched
     first = train_mod.train("iris", store=str(iris_store), scheduler=dask_scheduler, **settings)
     # Four iterations do not reach the optimum: registered only by the model's own policy.
     assert first["version"] == "iris-cqs:v1" and first["status"] == "uncertified-allowed"
+    # The recorded spec comes back whole: the retrain's train run finds v1 under its key.
+    cached = train_mod.retrain_registered(store=str(iris_store), scheduler=dask_scheduler)
+    assert [(r["version"], r["cached"]) for r in cached] == [("iris-cqs:v1", True)]
     # The nightly flag is off: the recorded allow_uncertified alone registers the retrain.
-    results = train_mod.retrain_registered(store=str(iris_store), scheduler=dask_scheduler)
+    results = train_mod.retrain_registered(store=str(iris_store), scheduler=dask_scheduler,
+                                           refit=True)
     assert [(r["version"], r["status"]) for r in results] == [("iris-cqs:v2",
                                                                "uncertified-allowed")]
     v1, v2 = list_models(iris_store)
@@ -498,9 +510,11 @@ def test_concurrent_train_runs_register_distinct_versions(iris_store, dask_sched
     def run(i):
         try:
             barrier.wait(timeout=30)
+            # refit: the second run must not find the first one's version in the train cache
+            # (which it may, when its lookup comes after the first registration).
             results[i] = train_mod.train("iris", method="cqs", n_restarts=2,
                                          store=str(iris_store), scheduler=dask_scheduler,
-                                         model_name="shared")
+                                         model_name="shared", refit=True)
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 

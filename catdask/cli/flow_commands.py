@@ -91,7 +91,7 @@ def train_kwargs(args, dataset: str) -> dict:
     kwargs = dict(dataset=dataset, method=args.method, standardise=not args.no_standardise,
                   random_state=args.seed, model_name=args.name, store=args.store,
                   scheduler=args.scheduler, allow_uncertified=args.allow_uncertified,
-                  run_key=args.run_key, certify=args.certify)
+                  run_key=args.run_key, certify=args.certify, refit=args.refit)
     optional = {"origin": args.origin, "n_restarts": args.restarts, "gamma": args.gamma,
                 "max_gap": args.max_gap}
     kwargs.update({k: v for k, v in optional.items() if v is not None})
@@ -135,8 +135,9 @@ def cmd_train(args) -> int:
         step = bar.step(f"train {args.method} on {args.dataset}")
         with watch_solvers(_fit_progress(bar, step, f"train {args.method} on {args.dataset}")):
             result = train(**train_kwargs(args, args.dataset))
+        cached = ", cached: not refitted" if result.get("cached") else ""
         bar.done(step, f"(objective {result['objective']:.6g}, {result['n_iter']} iterations, "
-                       f"{result['status']})")
+                       f"{result['status']}{cached})")
     print_json(result)
     if result["version"] is None:
         gap = (f" ({result['why_not_certified']})" if result["gap"] is None

@@ -146,6 +146,9 @@ def _train(sub):
                         "CAS / K-CAS have no optimality test and are registered marked so")
     s.add_argument("--run-key", help="idempotency key for the registration "
                                      "(default: the flow run's id)")
+    s.add_argument("--refit", action="store_true",
+                   help="fit even when the model's latest version was fitted on this data with "
+                        "this spec and this catdask (default: return that version, no fit)")
     return s
 
 

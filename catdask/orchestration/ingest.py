@@ -2,7 +2,8 @@
 
 What it does: for each named catalog data set (iris, wine, vehicle, ...), find or download the
 original files, verify checksums, parse and validate, and write a zarr data set atomically.
-Idempotent: unchanged content is not rewritten.
+Idempotent: unchanged content is not rewritten. A new snapshot emits the Prefect event
+``catdask.snapshot.created`` (:mod:`.events`), which the retrain trigger listens to.
 
 Run it:  catdask ingest iris wine        (or)  python flows/ingest.py iris wine
 """
@@ -15,6 +16,7 @@ from prefect.runtime import flow_run
 
 from ..pipeline import ingest_dataset
 from ..pipeline.run_names import ingest_run_name
+from .events import emit_snapshot_event
 from .retry import retry_if_transient
 
 __all__ = ["ingest", "ingest_one"]
@@ -31,6 +33,7 @@ def ingest_one(name: str, store: str | None, source_dir: str | None, allow_downl
     """Ingest one catalog data set; returns its summary (written=False when unchanged)."""
     report = ingest_dataset(name, store, source_dir=source_dir, allow_download=allow_download,
                             replace=replace)
+    emit_snapshot_event(report, store)  # created / reused; nothing when unchanged
     get_run_logger().info(
         "%s: %s (N=%s, D=%s, K=%s, sha256 %s)", name,
         "written" if report["written"] else "unchanged", report["n_samples"],

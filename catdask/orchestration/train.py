@@ -10,6 +10,13 @@ restart table, metrics and a category-space plot as Prefect artifacts keyed by t
 solver's progress in the task log (and a progress artifact for long fits), and logs the Dask
 dashboard link.
 
+Caching: before fitting, the run asks the registry whether the model's latest version was
+fitted on the data set's current content with the same spec and the same catdask code
+(:mod:`catdask.pipeline.model_cache`); if so it returns that version, fits nothing, and ends
+Completed with the state name ``Cached``. ``refit=True`` fits regardless.
+
+Events: ``catdask.model.registered`` / ``catdask.model.rejected`` (:mod:`.events`).
+
 Run states: a registered model ends the run Completed; a model that was not registered
 (CQS / K-CQS not certified, gap above ``max_gap``, ``allow_uncertified`` off) ends it
 **Failed**, named ``Rejected``, with the reason as the state message, so rejected runs stand
@@ -26,12 +33,13 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.runtime import flow_run
-from prefect.states import Failed
+from prefect.states import Completed, Failed
 
 from ..distributed.cluster import dask_client_context
 from ..errors import CatdaskError
 from ..names import validate_name
 from ..pipeline import ModelSpec, fit_on_dataset, register_outcome, registration_decision
+from ..pipeline.model_cache import cached_summary, current_content_sha256, find_cached_version
 from ..pipeline.reports import (
     metrics_table_rows,
     png_markdown,
@@ -44,12 +52,16 @@ from ..pipeline.run_names import TRAIN_RUN_NAME, retrain_run_name
 from ..core.progress import CONSOLE_NOTE, solver_progress
 from ..store import read_dataset
 from .artifacts import SolverProgress, model_artifact_key
+from .events import emit_model_event
 from .retry import retry_if_transient
 
 __all__ = ["train", "retrain_registered", "run_train", "ModelRejectedError",
-           "REJECTED_STATE_NAME"]
+           "REJECTED_STATE_NAME", "CACHED_STATE_NAME"]
 
 REJECTED_STATE_NAME = "Rejected"
+#: The name of a train run's Completed state when it returned a registered version instead of
+#: fitting (Prefect's own name for a cache hit).
+CACHED_STATE_NAME = "Cached"
 # Fits shorter than this publish no progress artifact (the task log has their progress).
 PROGRESS_ARTIFACT_AFTER_SECONDS = 3.0
 
@@ -67,6 +79,24 @@ class ModelRejectedError(CatdaskError):
 
     def __reduce__(self):  # Prefect persists the state's data: keep the summary
         return type(self), (str(self), self.summary)
+
+
+@task(cache_policy=NO_CACHE)
+def find_registered(store: str | None, model_name: str, dataset: str, spec: dict) -> dict:
+    """The train cache's lookup (the registry is the cache: see
+    :mod:`catdask.pipeline.model_cache`). Returns the data set's current checksum and, on a
+    hit, the cached version's summary.
+
+    A lookup that cannot be made (no such data set, a damaged snapshot or registry entry) is
+    a miss: the run goes on to ``describe_dataset``, which reports the problem as before.
+    """
+    try:
+        sha = current_content_sha256(store, dataset)
+        hit = find_cached_version(store, model_name, dataset, sha, spec)
+    except (CatdaskError, LookupError, ValueError, OSError) as exc:
+        get_run_logger().info("cache lookup skipped (%s): fitting", exc)
+        return {"dataset_sha256": None, "summary": None}
+    return {"dataset_sha256": sha, "summary": None if hit is None else cached_summary(hit, store)}
 
 
 @task(retries=2, retry_delay_seconds=2, retry_condition_fn=retry_if_transient)
@@ -175,8 +205,13 @@ def train(
     tol: float = ModelSpec.tol,
     max_iter: int = ModelSpec.max_iter,
     max_gap: float | None = ModelSpec.max_gap,
+    refit: bool = False,
 ):
     """Fit, certify, and register a model; returns a summary of the outcome.
+
+    When the model's latest version was fitted on the data set's current content with this
+    spec and this catdask code, that version is returned instead (``cached`` True in the
+    summary, run state ``Cached``); ``refit`` fits anyway.
 
     The parameters named like :class:`~catdask.pipeline.ModelSpec`'s fields make the spec
     recorded with the version (the nightly retrain passes it back whole). ``run_key`` makes
@@ -194,6 +229,15 @@ def train(
     # Refuse bad names before spending a cluster on the fit.
     validate_name(dataset, kind="data set")
     model_name = validate_name(model_name or f"{dataset}-{method}", kind="model")
+    if not refit:
+        looked_up = find_registered(store, model_name, dataset, spec.to_dict())
+        cached = looked_up["summary"]
+        if cached is not None:
+            message = (f"cached: {cached['version']} was fitted on {dataset} "
+                       f"(sha256 {looked_up['dataset_sha256'][:12]}) with the same spec and "
+                       "code; not refitted (refit=True fits again)")
+            get_run_logger().info(message)
+            return Completed(name=CACHED_STATE_NAME, message=message, data=cached)
     info = describe_dataset(store, dataset)
     outcome = fit_restarts(store, dataset, spec.to_dict(), scheduler)
     ok, status = review_certificates(outcome, spec.allow_uncertified, spec.max_gap)
@@ -212,8 +256,10 @@ def train(
         "why_not_certified": None if cert.certified else cert.reason,
         "objective": float(outcome.estimator.objective_),
         "n_iter": int(outcome.estimator.n_iter_), "seconds": outcome.seconds, "plot": plot,
-        "metrics": outcome.metrics, "max_gap": max_gap,
+        "metrics": outcome.metrics, "max_gap": spec.max_gap, "cached": False,
     }
+    emit_model_event(summary, model_name, dataset_sha256=outcome.dataset_sha256,
+                     snapshot=outcome.dataset_snapshot, spec=spec.to_dict(), store=store)
     if version is None:
         message = _rejection_message(summary)
         get_run_logger().warning(message)
@@ -240,13 +286,19 @@ def _scheduled_night() -> datetime:
 
 
 def _retrain_run_name() -> str:
-    return retrain_run_name(_scheduled_night())
+    return retrain_run_name(_scheduled_night(), (flow_run.parameters or {}).get("dataset"))
 
 
 @flow(name="catdask-retrain", flow_run_name=_retrain_run_name, log_prints=True)
 def retrain_registered(store: str | None = None, scheduler: str | None = None,
-                       allow_uncertified: bool = False):
-    """Retrain every registered model on its data set with its recorded spec (nightly job).
+                       allow_uncertified: bool = False, dataset: str | None = None,
+                       refit: bool = False):
+    """Retrain every registered model on its data set with its recorded spec (nightly job;
+    with ``dataset``, only the models of that data set: the run a new snapshot triggers).
+
+    A model whose latest version was fitted on its data set's current content with that spec
+    and the same code is not refitted (a cache hit: the train run returns that version);
+    ``refit`` refits every model.
 
     The spec recorded with the model's latest version (:meth:`ModelSpec.recorded`: method,
     origin, restarts, tolerances, certificate level, its own ``allow_uncertified``) is passed
@@ -262,14 +314,22 @@ def retrain_registered(store: str | None = None, scheduler: str | None = None,
         if v.problem is None and "spec" in v.meta:
             latest[v.name] = v  # list_models is ordered by name, then version
     # The night the run was scheduled for (today for a manual run): a crashed run retried
-    # the same night finds its versions; the next night registers new ones.
+    # the same night finds its versions; the next night registers new ones. The key also names
+    # the content: a second snapshot the same day (a triggered retrain) is a new fit, not the
+    # morning's version found again by its key.
     day = _scheduled_night().date().isoformat()
     results, rejected = [], []
+    if dataset is not None:
+        latest = {name: v for name, v in latest.items() if v.meta.get("dataset") == dataset}
+        get_run_logger().info("retraining the %d model(s) of data set %s: %s", len(latest),
+                              dataset, ", ".join(sorted(latest)) or "none registered")
     for name, v in sorted(latest.items()):
         spec = ModelSpec.recorded(v.meta).to_dict()
         spec["allow_uncertified"] = spec["allow_uncertified"] or allow_uncertified
+        content = current_content_sha256(store, v.meta["dataset"])[:16]
         summary = run_train(dataset=v.meta["dataset"], **spec, model_name=name, store=store,
-                            scheduler=scheduler, run_key=f"retrain:{name}:{day}")
+                            scheduler=scheduler, run_key=f"retrain:{name}:{day}:{content}",
+                            refit=refit)
         results.append(summary)
         if summary["version"] is None:
             rejected.append(name)

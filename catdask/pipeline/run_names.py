@@ -34,15 +34,18 @@ def ingest_run_name(names) -> str:
     return f"ingest-{_listed(names) or 'nothing'}"
 
 
-def retrain_run_name(when) -> str:
-    """``catdask-retrain``'s run name: ``"retrain-all-2026-11-24"``, the night it is for.
+def retrain_run_name(when, dataset=None) -> str:
+    """``catdask-retrain``'s run name: ``"retrain-all-2026-11-24"``, the night it is for
+    (``"retrain-iris-2026-11-24"`` when it retrains the models of one data set).
 
     Parameters
     ----------
     when : datetime.datetime
         The run's scheduled start (the night whose models it retrains).
+    dataset : str, optional
+        The one data set whose models it retrains (a run started by a new snapshot).
     """
-    return f"retrain-all-{when.date().isoformat()}"
+    return f"retrain-{dataset or 'all'}-{when.date().isoformat()}"
 
 
 def evaluate_run_name(datasets=None, tables=None, quick=False) -> str:

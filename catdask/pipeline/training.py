@@ -306,8 +306,15 @@ def registration_decision(outcome, *, allow_uncertified=False, max_gap=None):
 
 
 def register_outcome(store, name, outcome, *, status, run_key=None, extra=None):
-    """Register a fitted outcome as a new immutable version (idempotent per ``run_key``)."""
+    """Register a fitted outcome as a new immutable version (idempotent per ``run_key``).
+
+    The version records the train cache's key of its fit (``cache_key``: data-set checksum,
+    spec, code version; :mod:`catdask.pipeline.model_cache`) and the code version itself.
+    """
+    from .model_cache import cache_key, code_version
+
     cert = outcome.certificate
+    code = code_version()
     meta = {
         "dataset": outcome.dataset,
         "dataset_sha256": outcome.dataset_sha256,
@@ -319,6 +326,8 @@ def register_outcome(store, name, outcome, *, status, run_key=None, extra=None):
         "gap": reported_gap(cert),
         "metrics": outcome.metrics,
         "fit_seconds": outcome.seconds,
+        "code_version": code,
+        "cache_key": cache_key(outcome.dataset_sha256, outcome.spec.to_dict(), code),
         **(extra or {}),
     }
     version = register_estimator(store, name, outcome.model, meta, run_key=run_key)
