@@ -27,6 +27,7 @@ from ..evaluation import (
 from ..pipeline.run_names import evaluate_run_name
 from ..store import evaluation_dir, list_datasets, read_dataset
 from .retry import retry_if_transient
+from .served import served_output_dir, served_store_and_scheduler
 
 __all__ = ["evaluate", "run_table"]
 
@@ -78,6 +79,8 @@ def evaluate(
     by default ``<store>/evaluations/<UTC time>`` (a served weekly run gets a folder of its
     own in the store, wherever ``catdask serve`` was started).
     """
+    store, _ = served_store_and_scheduler(store, None)
+    out_dir = served_output_dir(out_dir, store)
     if out_dir is None:
         out_dir = str(evaluation_dir(store))
         get_run_logger().info("tables go to %s", out_dir)
