@@ -168,6 +168,7 @@ def cmd_serve(args) -> int:
     one) until Ctrl-C; a scheduler that does not answer fails at once (exit 3)."""
     scheduler = runtime.scheduler_address(args.scheduler)
     runtime.check_scheduler(scheduler)
+    runtime.check_prefect_api()
     runtime.prepare_prefect(args.store)
     from catdask.serve import serve
 

@@ -1,0 +1,121 @@
+"""Issue 28's slow or silent failures, answered in one line and fast.
+
+- ``train`` / ``serve --scheduler`` at a port that speaks HTTP (``python -m http.server``):
+  exit 3, one line, < 10 s (was: nothing for 724 s), and the library's ``connect_scheduler``
+  gives up within its timeout; a real scheduler still passes the same checks;
+- ``PREFECT_API_URL`` at a web server that is not Prefect: exit 3, one line (was exit 1 after
+  20 s).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from catdask.cli.exits import EXIT_INPUT
+
+from .helpers.procs import LOCALHOST, free_port
+from .test_cli import SCHEDULER_EXIT_SECONDS, _timed_script
+
+pytest.importorskip("distributed")
+
+
+@pytest.fixture(scope="module")
+def http_server(tmp_path_factory):
+    """``python -m http.server`` on 127.0.0.1; yields its port."""
+    import socket
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", LOCALHOST,
+                             "--directory", str(tmp_path_factory.mktemp("www"))],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection((LOCALHOST, port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise
+                time.sleep(0.1)
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def _clean_env(**extra):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PREFECT_API", "CATDASK_"))}
+    env.update(extra)
+    return env
+
+
+@pytest.mark.parametrize("command", [["train", "iris"], ["serve"]], ids=" ".join)
+def test_a_scheduler_port_that_speaks_http_fails_fast_in_one_line(iris_store, tmp_path,
+                                                                  http_server, command):
+    address = f"tcp://{LOCALHOST}:{http_server}"
+    r, wall, _ = _timed_script([*command, "--scheduler", address, "--store", iris_store],
+                               _clean_env(), tmp_path, tmp_path)
+    assert r.returncode == EXIT_INPUT, r.stderr
+    assert r.stderr.splitlines() == [r.stderr.strip()], r.stderr
+    assert r.stderr.startswith(f"catdask {command[0]}: error: cannot connect to the Dask "
+                               f"scheduler at {address}: it accepts connections but sends no "
+                               "Dask handshake"), r.stderr
+    print(f"{' '.join(command)} --scheduler <http.server>: exit {r.returncode} in {wall:.2f} s "
+          f"(load {os.getloadavg()[0]:.1f})")
+    assert wall < SCHEDULER_EXIT_SECONDS, f"{wall:.2f} s"
+    assert sorted(p.name for p in iris_store.iterdir()) == ["datasets"]
+
+
+def test_connect_scheduler_gives_up_on_a_silent_port_within_its_timeout(http_server):
+    """The library path the served runs take (no CLI probe before it)."""
+    from catdask.distributed.cluster import connect_scheduler
+    from catdask.errors import SchedulerConnectionError
+
+    start = time.monotonic()
+    with pytest.raises(SchedulerConnectionError, match="no Dask handshake within 2 s"):
+        connect_scheduler(f"tcp://{LOCALHOST}:{http_server}", timeout=2)
+    assert time.monotonic() - start < 6
+
+
+def test_a_real_scheduler_passes_both_probes(dask_scheduler):
+    from catdask.cli.runtime import check_scheduler
+    from catdask.distributed.cluster import probe_scheduler
+
+    check_scheduler(dask_scheduler)
+    probe_scheduler(dask_scheduler, timeout=10)
+
+
+def test_a_dask_worker_is_not_taken_for_the_scheduler(dask_scheduler):
+    from distributed import Client
+
+    from catdask.distributed.cluster import probe_scheduler
+    from catdask.errors import SchedulerConnectionError
+
+    with Client(dask_scheduler, set_as_default=False) as client:
+        worker = next(iter(client.scheduler_info()["workers"]))
+    with pytest.raises(SchedulerConnectionError, match="a Dask worker answers there"):
+        probe_scheduler(worker, timeout=10)
+
+
+@pytest.mark.parametrize("command", [["train", "iris"], ["evaluate", "iris"], ["serve"]],
+                         ids=" ".join)
+def test_a_prefect_api_url_at_another_web_server_exits_3_in_one_line(iris_store, tmp_path,
+                                                                      http_server, command):
+    url = f"http://{LOCALHOST}:{http_server}/api"
+    r, wall, _ = _timed_script([*command, "--store", iris_store],
+                               _clean_env(PREFECT_API_URL=url), tmp_path, tmp_path)
+    assert r.returncode == EXIT_INPUT, r.stderr
+    assert r.stderr.splitlines() == [
+        f"catdask {command[0]}: error: cannot reach the Prefect API at {url}: a web server "
+        "answers there, but not a Prefect API (GET /health: HTTP 404) (check PREFECT_API_URL, "
+        "or unset it to use a temporary local server)"], r.stderr
+    print(f"{' '.join(command)} with PREFECT_API_URL=<http.server>: exit {r.returncode} in "
+          f"{wall:.2f} s (load {os.getloadavg()[0]:.1f})")
+    assert wall < SCHEDULER_EXIT_SECONDS, f"{wall:.2f} s"
