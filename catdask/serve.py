@@ -48,6 +48,8 @@ GIB_PER_RUN = 2
 # set: Prefect's 10 s left a freed slot idle for 5 s on average while a served iris run takes
 # a few seconds; one small query every 2 s costs the API little.
 SERVE_POLL_SECONDS = 2.0
+#: Seconds a Dask worker gets to finish its task when serve stops (then it is killed).
+STOP_WORKER_SECONDS = 1.0
 #: How often serve checks that its Prefect server is still running.
 SERVER_WATCH_SECONDS = 1.0
 
@@ -335,7 +337,7 @@ def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, lim
         stop_run_processes()  # before the server: the runs report their crash to it
         if owned_client is not None:
             owned_client.close()
-        close_embedded_cluster()
+        close_embedded_cluster(worker_timeout=STOP_WORKER_SECONDS)
         if server is not None:
             stop_process(server)
         _note("stopped")

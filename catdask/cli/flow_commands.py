@@ -172,6 +172,7 @@ def cmd_serve(args) -> int:
     runtime.prepare_prefect(args.store)
     from catdask.serve import serve
 
+    runtime.exit_without_teardown = True  # serve stops all it started (Ctrl-C: within 5 s)
     serve(host=args.host, port=args.port, dask_dashboard_port=args.dask_dashboard_port,
           store=args.store, scheduler=scheduler)
     return EXIT_OK

@@ -40,6 +40,9 @@ ENV_PREFECT_API = "PREFECT_API_URL"
 
 #: Set by ``main`` from ``-v``: whether failed flow and task runs may print tracebacks.
 show_tracebacks = False
+#: Set by ``serve``: the console script ends the process without the interpreter's teardown
+#: once the command has returned (:func:`catdask.cli.main.run`).
+exit_without_teardown = False
 
 
 class _NoRunFailureEchoes(logging.Filter):
