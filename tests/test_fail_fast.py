@@ -19,7 +19,8 @@ import pytest
 from catdask.cli.exits import EXIT_INPUT
 
 from .helpers.procs import LOCALHOST, free_port
-from .test_cli import SCHEDULER_EXIT_SECONDS, _timed_script
+from .test_cli import FAST_EXIT_SECONDS, SCHEDULER_EXIT_SECONDS, _timed_script
+from .test_cli import two_versions  # noqa: F401 - a fixture
 
 pytest.importorskip("distributed")
 
@@ -119,3 +120,56 @@ def test_a_prefect_api_url_at_another_web_server_exits_3_in_one_line(iris_store,
     print(f"{' '.join(command)} with PREFECT_API_URL=<http.server>: exit {r.returncode} in "
           f"{wall:.2f} s (load {os.getloadavg()[0]:.1f})")
     assert wall < SCHEDULER_EXIT_SECONDS, f"{wall:.2f} s"
+
+
+@pytest.mark.usefixtures("prefect_api")
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_evaluate_shows_each_data_set_and_method_on_the_console(iris_store, tmp_path):
+    """`catdask evaluate --quick` showed nothing for minutes: each data set and method now
+    starts and ends with a console note (the CLI's quiet console shows CONSOLE_NOTE records)."""
+    import logging
+
+    from catdask.core.progress import CONSOLE_NOTE
+    from catdask.evaluation import paper_experiments
+    from catdask.orchestration.evaluate import evaluate
+
+    notes = []
+
+    class Notes(logging.Handler):
+        def emit(self, record):
+            if getattr(record, CONSOLE_NOTE, False):
+                notes.append(record.getMessage())
+
+    handler = Notes()
+    logging.getLogger().addHandler(handler)
+    try:
+        evaluate(datasets=["iris"], tables=["table1"], n_splits=2, store=str(iris_store),
+                 out_dir=str(tmp_path / "out"))
+    finally:
+        logging.getLogger().removeHandler(handler)
+    methods = paper_experiments()["table1"].methods
+    for method in methods:
+        started = [n for n in notes if n.startswith(f"[table1] iris") and f" {method} " in n
+                   and n.endswith("2 splits ...")]
+        ended = [n for n in notes if n.startswith(f"[table1] iris") and f" {method} " in n
+                 and " s" in n and not n.endswith("...")]
+        assert len(started) == 1 and len(ended) == 1, notes
+
+
+@pytest.mark.parametrize("content, expect", [
+    ("1,2,3,4\n5,6,7,8\n5,x,7,8\n", "bad.csv, line 3"),
+    ("1,2,3,4\n5,6,7\n", "bad.csv, line 2"),
+])
+def test_predict_reports_a_malformed_file_before_the_heavy_imports(tmp_path, two_versions,
+                                                                   content, expect):
+    """A malformed CSV given to `predict` was reported after 17 s (scikit-learn, zarr and
+    matplotlib were imported first): now in under 2 s of CPU, one line, exit 3."""
+    bad = tmp_path / "bad.csv"
+    bad.write_text(content)
+    r, wall, cpu = _timed_script(["predict", "iris-cqs", "--file", bad, "--store", two_versions],
+                                 _clean_env(), tmp_path, tmp_path)
+    assert r.returncode == EXIT_INPUT, r.stderr
+    assert len(r.stderr.splitlines()) == 1 and expect in r.stderr, r.stderr
+    print(f"predict --file <malformed>: exit 3, CPU {cpu:.2f} s, wall {wall:.2f} s "
+          f"(load {os.getloadavg()[0]:.1f})")
+    assert cpu < FAST_EXIT_SECONDS, f"CPU {cpu:.2f} s"
