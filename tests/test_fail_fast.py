@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -173,3 +174,50 @@ def test_predict_reports_a_malformed_file_before_the_heavy_imports(tmp_path, two
     print(f"predict --file <malformed>: exit 3, CPU {cpu:.2f} s, wall {wall:.2f} s "
           f"(load {os.getloadavg()[0]:.1f})")
     assert cpu < FAST_EXIT_SECONDS, f"CPU {cpu:.2f} s"
+
+
+def test_json_output_is_strict_json(capsys):
+    """`train --json` printed NaN (a CAS model's gap), which is not JSON."""
+    import json
+
+    import numpy as np
+
+    from catdask.cli.output import print_json
+
+    print_json({"gap": float("nan"), "objective": np.float64(1.5), "b": [np.float32("inf"), 2],
+                "n": np.int64(3), "nested": {"x": -float("inf")}, "name": "iris"})
+    out = capsys.readouterr().out
+    assert json.loads(out, parse_constant=lambda c: pytest.fail(f"{c} in {out}")) == {
+        "gap": None, "objective": 1.5, "b": [None, 2], "n": 3, "nested": {"x": None},
+        "name": "iris"}
+
+
+def test_servers_started_by_the_tests_die_with_a_killed_test_run(tmp_path):
+    """A test run killed with SIGKILL (a CI time limit) left its served store and a Prefect
+    server running for an hour: every process tests/helpers/procs.Managed starts gets
+    SIGTERM when the process that started it dies."""
+    import signal
+
+    import psutil
+
+    from .helpers.paths import REPO
+
+    code = ("import sys, time; from tests.helpers.procs import Managed; "
+            f"m = Managed([sys.executable, '-c', 'import time; time.sleep(600)'], "
+            f"log={str(tmp_path / 'child.log')!r}); print(m.pid, flush=True); time.sleep(600)")
+    child = None
+    runner = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE,
+                              text=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    try:
+        child = psutil.Process(int(runner.stdout.readline()))
+        assert child.is_running() and child.status() != psutil.STATUS_ZOMBIE
+        start = time.monotonic()
+        runner.send_signal(signal.SIGKILL)
+        runner.wait(timeout=10)
+        gone, _ = psutil.wait_procs([child], timeout=10)
+        print(f"the killed runner's server ended {time.monotonic() - start:.2f} s later")
+        assert gone, "the helper's child outlived the killed test process"
+    finally:
+        runner.kill()
+        with contextlib.suppress(Exception):
+            child.kill()
