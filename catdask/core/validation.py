@@ -45,10 +45,15 @@ def _usable_codes(y, n_features, linear):
 # products, distances) stay below 1e150, so the products of those sums that the polar step's
 # SVD and the certificate form stay finite too (float64 max ~1.8e308).
 _OVERFLOW_SCALE = 1e75
+# Below this ``max |x|`` the squares are < 1e-150 and their products (the polar step's SVD,
+# the certificate's matrices) < 1e-300, next to float64's smallest normal number (2.2e-308):
+# the linear method's fit failed with "LinAlgError: Singular matrix" from 1e-80 on.
+_UNDERFLOW_SCALE = 1e-75
 
 
 def check_data_scale(X):
-    """Refuse data whose squares overflow float64 before any product is formed.
+    """Refuse data whose squares overflow (or whose products of squares underflow) float64
+    before any product is formed.
 
     Scatter matrices, inner products and squared distances all sum N or D squared entries, and
     the SVD of the polar step and the certificate multiply such sums again; measured, fits
@@ -59,6 +64,13 @@ def check_data_scale(X):
     if X.size == 0:
         return
     top = float(np.max(np.abs(X)))
+    if 0 < top < _UNDERFLOW_SCALE:
+        raise ValueError(
+            f"X has values only up to {top:.1e} in absolute value, too small for float64 here: "
+            "the products of their squares that the solver and the certificate form underflow "
+            "to 0 (measured: a singular matrix from about 1e-80 on). Standardise X first, "
+            "e.g. make_pipeline(StandardScaler(), ...)."
+        )
     if top * np.sqrt(float(X.shape[0]) * X.shape[1]) > _OVERFLOW_SCALE:
         raise ValueError(
             f"X has values up to {top:.1e} in absolute value, too large for float64 here: sums of "
