@@ -5,6 +5,7 @@ from __future__ import annotations
 import dask
 import numpy as np
 import pytest
+from sklearn.base import clone
 
 from catdask import CategorySpace, KernelCategorySpace
 
@@ -45,12 +46,33 @@ def test_single_class(est, Xy):
 
 
 @pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
-def test_class_with_one_sample(est, Xy):
+def test_class_with_one_sample_needs_the_global_origin(est, Xy):
+    """origin="class" centres each class (one sample: nothing left, the axis undetermined);
+    with the global origin a class of one is well defined (issue 28: stratified folds on
+    small classes raised where LDA fits)."""
     X, y = Xy
     y = y.copy()
     y[0] = 99
-    with pytest.raises(ValueError, match=r"at least 2 samples.*99"):
-        est.fit(X, y)
+    with pytest.raises(ValueError, match=r"origin='class' every class needs at least 2 "
+                                         r"samples.*origin='global' fits a class of one.*99"):
+        clone(est).set_params(origin="class").fit(X, y)
+    model = clone(est).set_params(origin="global").fit(X, y)
+    assert 99 in model.classes_ and model.certificate_.certified
+    assert model.predict(X[:1])[0] == 99  # its own sample lies on its axis
+
+
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+def test_stratified_folds_with_classes_of_two_samples_fit_as_lda_does(est):
+    """Two classes of 2 samples: 5 stratified folds leave each with 1 training sample."""
+    from sklearn.model_selection import StratifiedKFold, cross_val_score
+
+    rng = np.random.default_rng(0)
+    y = np.repeat([0, 1, 2, 3], [20, 20, 2, 2])
+    X = rng.normal(size=(44, 6)) + 2.0 * np.eye(6)[y]
+    cv = StratifiedKFold(5, shuffle=True, random_state=0)
+    with pytest.warns(UserWarning, match="members"):  # scikit-learn: fewer members than folds
+        scores = cross_val_score(clone(est), X, y, cv=cv, error_score="raise")
+    assert scores.mean() > 0.7, scores
 
 
 @pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
