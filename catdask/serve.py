@@ -283,7 +283,7 @@ def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, lim
     from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
 
     from .distributed.cluster import ENV_SCHEDULER, close_embedded_cluster
-    from .orchestration.preloaded_runs import ServeRunner, stop_run_processes
+    from .orchestration.preloaded_runs import ServeRunner, stop_fork_server, stop_run_processes
     from .orchestration.served import pin_served_runs
     from .store import resolve_store
 
@@ -335,6 +335,7 @@ def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, lim
     finally:
         _note("stopping ...")
         stop_run_processes()  # before the server: the runs report their crash to it
+        stop_fork_server()
         if owned_client is not None:
             owned_client.close()
         close_embedded_cluster(worker_timeout=STOP_WORKER_SECONDS)
