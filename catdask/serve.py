@@ -4,8 +4,10 @@ Starts (1) a Prefect server on ``host:port`` unless ``PREFECT_API_URL`` already 
 (2) a local Dask cluster on 127.0.0.1 (dashboard port ``dask_dashboard_port``) unless a scheduler
 is given (``scheduler=`` / ``$CATDASK_SCHEDULER``), and (3) the served deployments
 (``flow.serve``-style: scheduled nightly retraining, weekly evaluation, a retrain that a new
-snapshot triggers, and on-demand ingest/train), printing the dashboard URLs. Everything
-binds to 127.0.0.1 unless told otherwise.
+snapshot triggers, and on-demand ingest/train), printing the dashboard URLs. Everything binds
+to 127.0.0.1 unless told otherwise; a Prefect API bound beyond loopback must have
+authentication configured. The store and the Dask scheduler of every served run are fixed here
+(:mod:`catdask.orchestration.served`).
 Ctrl-C (to this process or, from a terminal, to its whole process group) stops all three; the
 Prefect server also stops if this process is killed. If the Prefect server stops by itself,
 serve says so and stops too (:class:`~catdask.errors.ServiceLostError`).
@@ -31,11 +33,11 @@ import sys
 import threading
 
 from . import settings
-from .errors import ServiceLostError
+from .errors import CatdaskError, ServiceLostError
 from .orchestration.server import default_log_file, start_prefect_server, stop_process
 
 __all__ = ["serve", "served_deployments", "serving_summary", "default_run_limit",
-           "resolve_run_limit"]
+           "resolve_run_limit", "api_auth_for_bind", "is_loopback", "UnauthenticatedBindError"]
 
 NIGHTLY_RETRAIN_CRON = "0 2 * * *"
 WEEKLY_EVALUATION_CRON = "0 3 * * 0"
@@ -48,6 +50,8 @@ GIB_PER_RUN = 2
 # set: Prefect's 10 s left a freed slot idle for 5 s on average while a served iris run takes
 # a few seconds; one small query every 2 s costs the API little.
 SERVE_POLL_SECONDS = 2.0
+#: Seconds a Dask worker gets to finish its task when serve stops (then it is killed).
+STOP_WORKER_SECONDS = 1.0
 #: How often serve checks that its Prefect server is still running.
 SERVER_WATCH_SECONDS = 1.0
 
@@ -88,11 +92,53 @@ def _poll_seconds():
     return SERVE_POLL_SECONDS
 
 
+class UnauthenticatedBindError(CatdaskError, ValueError):
+    """``serve --host`` beyond loopback without Prefect API authentication configured."""
+
+
+def is_loopback(host) -> bool:
+    """Whether ``host`` names this machine's loopback only (127.0.0.0/8, ::1, localhost)."""
+    import ipaddress
+
+    host = str(host).strip().strip("[]")
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: it may resolve to any interface
+        return False
+
+
+def api_auth_for_bind(host):
+    """The auth string the served Prefect API requires, checked against ``host``.
+
+    On loopback, authentication is optional (returns the configured string or None). Beyond
+    loopback, Prefect's ``PREFECT_SERVER_API_AUTH_STRING`` must be set (environment or Prefect
+    profile): without it anyone who reaches the port controls the served runs.
+
+    Raises
+    ------
+    UnauthenticatedBindError
+        ``host`` is not loopback and no auth string is configured.
+    """
+    from prefect.settings import get_current_settings
+
+    secret = get_current_settings().server.api.auth_string
+    value = secret.get_secret_value() if secret is not None else None
+    if not value and not is_loopback(host):
+        raise UnauthenticatedBindError(
+            f"refusing to serve the Prefect API on {host}: beyond 127.0.0.1 it needs "
+            "authentication. Set PREFECT_SERVER_API_AUTH_STRING='user:password' (and "
+            "PREFECT_API_AUTH_STRING to the same for clients), or bind 127.0.0.1 and use an "
+            "SSH tunnel")
+    return value or None
+
+
 def _sigterm_to_keyboard_interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def served_deployments(store=None, *, retrain_cron=NIGHTLY_RETRAIN_CRON,
+def served_deployments(store=None, *, scheduler=None, retrain_cron=NIGHTLY_RETRAIN_CRON,
                        evaluation_cron=WEEKLY_EVALUATION_CRON):
     """The deployments a single machine serves (schedules in UTC).
 
@@ -101,8 +147,14 @@ def served_deployments(store=None, *, retrain_cron=NIGHTLY_RETRAIN_CRON,
     the store as an absolute path (``store``, else ``$CATDASK_STORE``, else ``./catdask-store``,
     resolved now): a run process starts in another folder, and the UI shows which store its
     runs use. The weekly evaluation writes under ``<store>/evaluations/`` (the flow's default).
+
+    The store (and ``scheduler``, when given, for the deployments that take one) are frozen
+    parameters: the Prefect API refuses a run that names another value (HTTP 409), and the UI
+    shows them read-only. The run processes check again
+    (:mod:`catdask.orchestration.served`), since an API user can edit a deployment.
     """
     from prefect.types.entrypoint import EntrypointType
+    from prefect.utilities.annotations import freeze
 
     from .orchestration.evaluate import evaluate
     from .orchestration.events import retrain_trigger
@@ -112,17 +164,19 @@ def served_deployments(store=None, *, retrain_cron=NIGHTLY_RETRAIN_CRON,
 
     store = str(resolve_store(store))
     module = {"entrypoint_type": EntrypointType.MODULE_PATH}
+    pinned = {"store": freeze(store)}
+    computing = dict(pinned, **({"scheduler": freeze(str(scheduler))} if scheduler else {}))
     return [
         retrain_registered.to_deployment(name="nightly-retrain", cron=retrain_cron,
-                                         parameters={"store": store}, **module),
+                                         parameters=dict(computing), **module),
         evaluate.to_deployment(name="weekly-evaluation", cron=evaluation_cron,
-                               parameters={"store": store}, **module),
+                               parameters=dict(pinned), **module),
         # A new snapshot in this store retrains the models of its data set (orchestration.events).
         retrain_registered.to_deployment(name="retrain-on-new-snapshot",
-                                         parameters={"store": store},
+                                         parameters=dict(computing),
                                          triggers=[retrain_trigger(store)], **module),
-        train.to_deployment(name="train", parameters={"store": store}, **module),
-        ingest.to_deployment(name="ingest", parameters={"store": store, "names": ["iris", "wine"]},
+        train.to_deployment(name="train", parameters=dict(computing), **module),
+        ingest.to_deployment(name="ingest", parameters={**pinned, "names": ["iris", "wine"]},
                              **module),
     ]
 
@@ -229,12 +283,16 @@ def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, lim
         When the Prefect server started here exits while serving.
     catdask.errors.SchedulerConnectionError
         When ``scheduler`` does not answer as a Dask scheduler.
+    UnauthenticatedBindError
+        When ``host`` is not loopback and ``PREFECT_SERVER_API_AUTH_STRING`` is not set
+        (:func:`api_auth_for_bind`); nothing is started.
     """
     from prefect.exceptions import TerminationSignal
-    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
 
     from .distributed.cluster import ENV_SCHEDULER, close_embedded_cluster
-    from .orchestration.preloaded_runs import ServeRunner, stop_run_processes
+    from .orchestration.preloaded_runs import ServeRunner, stop_fork_server, stop_run_processes
+    from .orchestration.served import pin_served_runs
     from .store import resolve_store
 
     limit = resolve_run_limit(limit)
@@ -242,12 +300,16 @@ def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, lim
     server = client = owned_client = None
     log_file = None
     api_url = settings.PREFECT_API_URL.get()
+    auth = None if api_url else api_auth_for_bind(host)  # before anything starts
     # SIGTERM during start-up (before the Prefect runner installs its own handler) must not
     # kill this process alone and orphan the Prefect server and the Dask workers.
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _sigterm_to_keyboard_interrupt)
     try:
         if not api_url:
+            if auth and not os.environ.get("PREFECT_API_AUTH_STRING"):
+                # serve's runner and its run processes talk to this server too.
+                os.environ["PREFECT_API_AUTH_STRING"] = auth
             _note(f"starting the Prefect server on {host}:{port} (10-60 s) ...")
             log_file = default_log_file("server.log")
             server, api_url = start_prefect_server(host, port, log_file=log_file)
@@ -258,13 +320,19 @@ def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, lim
         os.environ[ENV_SCHEDULER] = scheduler_address
         os.environ["PREFECT_API_URL"] = api_url
         store_path = str(resolve_store(store))
-        with temporary_settings(updates={PREFECT_API_URL: api_url}):
+        # Fixed now, for every run: the run processes refuse a parameter naming others.
+        pin_served_runs(store_path, os.environ[ENV_SCHEDULER])
+        updates = {PREFECT_API_URL: api_url}
+        if os.environ.get("PREFECT_API_AUTH_STRING"):
+            updates[PREFECT_API_AUTH_STRING] = os.environ["PREFECT_API_AUTH_STRING"]
+        with temporary_settings(updates=updates):
             # As prefect.serve, but the deployments exist before the summary says how to run
             # them, and the summary names this server (Prefect's own start message suggests a
             # bare `prefect deployment run`, which would look for them in another server).
             runner = ServeRunner(limit=limit, query_seconds=_poll_seconds())
             names = []
-            for deployment in served_deployments(store_path):
+            for deployment in served_deployments(store_path,
+                                                 scheduler=os.environ[ENV_SCHEDULER]):
                 runner.add_preloaded_deployment(deployment)
                 names.append(f"{deployment.flow_name}/{deployment.name}")
             print(serving_summary(api_url, client.dashboard_link, scheduler_address,
@@ -276,9 +344,10 @@ def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, lim
     finally:
         _note("stopping ...")
         stop_run_processes()  # before the server: the runs report their crash to it
+        stop_fork_server()
         if owned_client is not None:
             owned_client.close()
-        close_embedded_cluster()
+        close_embedded_cluster(worker_timeout=STOP_WORKER_SECONDS)
         if server is not None:
             stop_process(server)
         _note("stopped")

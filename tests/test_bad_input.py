@@ -5,6 +5,7 @@ from __future__ import annotations
 import dask
 import numpy as np
 import pytest
+from sklearn.base import clone
 
 from catdask import CategorySpace, KernelCategorySpace
 
@@ -45,12 +46,33 @@ def test_single_class(est, Xy):
 
 
 @pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
-def test_class_with_one_sample(est, Xy):
+def test_class_with_one_sample_needs_the_global_origin(est, Xy):
+    """origin="class" centres each class (one sample: nothing left, the axis undetermined);
+    with the global origin a class of one is well defined (issue 28: stratified folds on
+    small classes raised where LDA fits)."""
     X, y = Xy
     y = y.copy()
     y[0] = 99
-    with pytest.raises(ValueError, match=r"at least 2 samples.*99"):
-        est.fit(X, y)
+    with pytest.raises(ValueError, match=r"origin='class' every class needs at least 2 "
+                                         r"samples.*origin='global' fits a class of one.*99"):
+        clone(est).set_params(origin="class").fit(X, y)
+    model = clone(est).set_params(origin="global").fit(X, y)
+    assert 99 in model.classes_ and model.certificate_.certified
+    assert model.predict(X[:1])[0] == 99  # its own sample lies on its axis
+
+
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+def test_stratified_folds_with_classes_of_two_samples_fit_as_lda_does(est):
+    """Two classes of 2 samples: 5 stratified folds leave each with 1 training sample."""
+    from sklearn.model_selection import StratifiedKFold, cross_val_score
+
+    rng = np.random.default_rng(0)
+    y = np.repeat([0, 1, 2, 3], [20, 20, 2, 2])
+    X = rng.normal(size=(44, 6)) + 2.0 * np.eye(6)[y]
+    cv = StratifiedKFold(5, shuffle=True, random_state=0)
+    with pytest.warns(UserWarning, match="members"):  # scikit-learn: fewer members than folds
+        scores = cross_val_score(clone(est), X, y, cv=cv, error_score="raise")
+    assert scores.mean() > 0.7, scores
 
 
 @pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
@@ -218,3 +240,65 @@ def test_labels_mixing_numbers_and_strings_are_named():
     y = np.array([1, 1, "a", "a", 2, 2, 1, "a"], dtype=object)
     with pytest.raises(ValueError, match="mix numbers and strings .*1.*'a'"):
         CategorySpace().fit(rng.normal(size=(8, 4)), y)
+
+
+@pytest.mark.parametrize("scale", [1e-80, 1e-150])
+@pytest.mark.parametrize("make", [lambda: CategorySpace(n_restarts=1),
+                                  lambda: KernelCategorySpace(kernel="linear", n_restarts=1),
+                                  lambda: KernelCategorySpace(n_restarts=1)],
+                         ids=["linear", "linear-kernel", "rbf"])
+def test_values_too_small_for_float64_are_refused_naming_the_scale(make, scale):
+    """`X * 1e-150` raised "LinAlgError: Singular matrix"; now the error names the scale."""
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(30, 4)) * scale, np.repeat([0, 1, 2], 10)
+    with pytest.raises(ValueError, match="too small for float64.*Standardise X"):
+        make().fit(X, y)
+
+
+def test_small_but_safe_values_still_fit_and_certify():
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(30, 4)) * 1e-70, np.repeat([0, 1, 2], 10)
+    assert CategorySpace(n_restarts=1).fit(X, y).certificate_.certified
+
+
+def test_a_kernel_that_cannot_see_the_variation_says_to_standardise():
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(30, 4)) * 1e-40, np.repeat([0, 1, 2], 10)
+    with pytest.raises(ValueError, match="far less than the kernel's length scale"):
+        KernelCategorySpace(n_restarts=1).fit(X, y)
+
+
+def test_one_long_line_is_refused_with_bounded_memory(tmp_path):
+    """A 10 MB CSV on one line took 2.2 GB (>4 GB, >300 s measured) and gave a misleading
+    error; now refused by its column count before the cells are made, in a subprocess whose
+    peak memory is bounded."""
+    import subprocess
+    import sys
+
+    from .helpers.paths import REPO
+
+    path = tmp_path / "one-line.csv"
+    path.write_text(",".join(["1.5"] * 2_500_000) + "\n")
+    code = ("import resource, sys\nfrom catdask.pipeline import ingest_file\n"
+            "try:\n    ingest_file(sys.argv[1], 'one', 0, sys.argv[2])\n"
+            "except ValueError as exc:\n    print(exc)\n"
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)\n")
+    r = subprocess.run([sys.executable, "-c", code, str(path), str(tmp_path / "store")],
+                       capture_output=True, text=True, timeout=120, cwd=REPO)
+    message, peak_mib = r.stdout.splitlines()
+    assert "line 1: 2,500,000 columns; catdask reads at most 100,000" in message, r.stdout
+    assert "one long line" in message
+    assert int(peak_mib) < 600, f"peak {peak_mib} MiB"
+    assert not (tmp_path / "store" / "datasets" / "one").exists()
+
+
+def test_a_line_longer_than_the_limit_is_refused(tmp_path, monkeypatch):
+    from catdask.catalog import lines
+    from catdask.errors import ParseError
+    from catdask.pipeline import ingest_file
+
+    monkeypatch.setattr(lines, "MAX_LINE_BYTES", 1000)
+    path = tmp_path / "t.csv"
+    path.write_text("1,2,0\n" + "1," * 600 + "0\n")
+    with pytest.raises(ParseError, match=r"t\.csv, line 2: a line longer than"):
+        ingest_file(path, "t", -1, tmp_path / "store")

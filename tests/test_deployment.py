@@ -165,6 +165,60 @@ def test_catdask_serve_end_to_end_binds_localhost_and_stops(tmp_path):
         http_get(f"http://{LOCALHOST}:{port}/api/health", timeout=3)
 
 
+
+SIGINT_STOP_SECONDS = 5.0  # issue 28: serve ignored SIGINT for ~105 s under load
+
+
+def test_serve_stops_on_sigint_within_5_s_under_load(prefect_server, tmp_path):
+    """Ctrl-C while served runs are fitting: serve, its runs, its cluster gone in < 5 s.
+
+    Runs before the module's `served` fixture exists (its deployments share these names), on
+    a store of its own; the runs left in the queue are deleted afterwards.
+    """
+    store = tmp_path / "store"
+    ingest_dataset("iris", store)
+    env = child_env(tmp_path / "serve-home", api_url=prefect_server.api,
+                    PREFECT_RUNNER_POLL_FREQUENCY=1, CATDASK_SERVE_LIMIT=2)
+    proc = Managed([BIN / "catdask", "--store", store, "serve", "--dask-dashboard-port",
+                    free_port()], log=tmp_path / "serve.log", env=env)
+    ids = []
+    with prefect_client(prefect_server.api) as client:
+        try:
+            proc.wait_for(r"being served", timeout=240)
+            deployment = client.read_deployment_by_name("catdask-train/train")
+            ids = [client.create_flow_run_from_deployment(
+                deployment.id, parameters={"dataset": "iris", "method": "kcqs",
+                                           "n_restarts": 40, "model_name": f"busy-{i}"}).id
+                   for i in range(4)]
+            deadline = time.monotonic() + 240
+            while sum(_state(r) == "RUNNING" for r in _runs(client, ids)) < 2:
+                assert time.monotonic() < deadline, [_state(r) for r in _runs(client, ids)]
+                assert proc.alive(), proc.tail()
+                time.sleep(0.5)
+            time.sleep(3.0)  # into the fits
+            busy = [_state(r) for r in _runs(client, ids)]
+            tree = proc.tree()
+            start = time.monotonic()
+            os.kill(proc.pid, signal.SIGINT)
+            proc.proc.wait(timeout=120)
+            seconds = time.monotonic() - start
+            # The fork server and multiprocessing's resource tracker see serve's end of
+            # their pipes close and exit by themselves, a moment later.
+            left = [p.pid for p in proc.survivors(timeout=SIGINT_STOP_SECONDS)]
+            print("\n".join(line for line in proc.text().splitlines()
+                            if "catdask serve" in line))
+            print(f"serve stopped {seconds:.2f} s after SIGINT with runs {busy}, "
+                  f"{len(tree)} processes (load {os.getloadavg()[0]:.1f}); left: {left}")
+            assert not left, left
+            assert proc.proc.returncode == 0, proc.tail()
+            assert seconds < SIGINT_STOP_SECONDS, proc.tail()
+        finally:
+            proc.stop(signal.SIGTERM, timeout=30)
+            for run_id in ids:
+                with contextlib.suppress(Exception):
+                    client.delete_flow_run(run_id)
+
+
 # ============================================================================ shared fixtures
 @pytest.fixture(scope="module")
 def prefect_server(tmp_path_factory):
@@ -323,6 +377,63 @@ def test_triggered_train_run_completes_and_registers(served, store, triggered_ru
     # CATDASK_SCHEDULER, not a cluster of its own.
     assert f"scheduler {served.scheduler}" in logs, logs
     assert f"127.0.0.1:{served.dashboard_port}/status" in logs
+
+
+
+# ============================================================================ a locked-down API
+REDIRECT_TRIES = 10
+
+
+def test_a_run_cannot_redirect_the_store_or_the_scheduler(served, store, tmp_path):
+    """Issue 28: whoever reaches the API cannot point a served run at another store or Dask
+    scheduler. Through the API, 10/10 runs naming another value are refused at creation (the
+    parameters are frozen); after an API user edits the deployment to take them anyway, the
+    run process refuses the run (Failed, saying why), and nothing reaches either target."""
+    import socket as socket_module
+
+    from prefect.client.schemas.actions import DeploymentUpdate
+    from prefect.exceptions import PrefectHTTPStatusError
+
+    elsewhere = tmp_path / "elsewhere"
+    listener = socket_module.socket()
+    listener.bind((LOCALHOST, 0))
+    listener.listen(16)
+    listener.setblocking(False)
+    evil = f"tcp://{LOCALHOST}:{listener.getsockname()[1]}"
+    train_id = served.deployments["catdask-train/train"].id
+    ingest = served.deployments["catdask-ingest/ingest"]
+    refused = 0
+    with prefect_client(served.api) as client:
+        for i in range(REDIRECT_TRIES):
+            bad = ({"store": str(elsewhere)} if i % 2 == 0 else {"scheduler": evil})
+            with pytest.raises(PrefectHTTPStatusError) as info:
+                client.create_flow_run_from_deployment(train_id,
+                                                       parameters={"dataset": "iris", **bad})
+            assert info.value.response.status_code == 409, info.value
+            assert "Validation failed" in info.value.response.text
+            refused += 1
+        # An API user can also edit the deployment: the run process still refuses.
+        original = {"parameters": ingest.parameters,
+                    "enforce_parameter_schema": ingest.enforce_parameter_schema}
+        client.update_deployment(ingest.id, DeploymentUpdate(
+            parameters={"names": ["iris"], "store": str(elsewhere)},
+            enforce_parameter_schema=False))
+        try:
+            run = client.create_flow_run_from_deployment(ingest.id)
+            [run] = _wait_final(client, [run.id], timeout=300)
+        finally:
+            client.update_deployment(ingest.id, DeploymentUpdate(**original))
+        assert _state(run) == "FAILED", _explain(client, run)
+        assert "refused: this run is served by `catdask serve`" in run.state.message, run.state
+    print(f"served API: {refused}/{REDIRECT_TRIES} redirecting runs refused at creation; an "
+          f"edited deployment's run ended {_state(run)}: {run.state.message[:120]}")
+    assert refused == REDIRECT_TRIES
+    assert not elsewhere.exists()
+    with pytest.raises(BlockingIOError):
+        listener.accept()
+    listener.close()
+    # serve's console says it in one line, not a traceback.
+    assert "Traceback" not in served.proc.text(), served.proc.tail(60)
 
 
 # ============================================================================ load

@@ -153,3 +153,38 @@ def test_console_mute_drops_a_traceback_that_races_the_server_exit():
     finally:
         staying.kill()
         staying.wait()
+
+
+def test_a_foreseen_catdask_error_is_one_line_on_the_run_console():
+    """Issue 28: a rejected or refused served run printed a 38-line traceback on serve's
+    console; the console filter of the run processes says it in one line, once."""
+    import io
+    import logging
+
+    from catdask.orchestration.preloaded_runs import OneLineCatdaskErrors
+    from catdask.orchestration.served import ServedParameterError
+    from catdask.orchestration.train import ModelRejectedError
+
+    def record(name, error, **extra):
+        try:
+            raise error
+        except Exception:
+            import sys
+
+            rec = logging.LogRecord(name, logging.ERROR, __file__, 1, "Encountered exception",
+                                    None, sys.exc_info())
+        rec.__dict__.update(extra)
+        return rec
+
+    out = io.StringIO()
+    one_line = OneLineCatdaskErrors(stream=out)
+    refused = ServedParameterError("refused: another store")
+    assert not one_line.filter(record("prefect.flow_runs", refused, flow_run_name="iris-cqs"))
+    assert not one_line.filter(record("prefect.engine", refused))  # the same error again
+    assert not one_line.filter(record("prefect.engine", ModelRejectedError("rejected: x")))
+    assert one_line.filter(record("prefect.engine", RuntimeError("a bug")))  # shown in full
+    plain = logging.LogRecord("prefect.flow_runs", logging.WARNING, __file__, 1, "rejected: x",
+                              None, None)
+    assert one_line.filter(plain)
+    assert out.getvalue().splitlines() == [
+        "catdask serve: flow run 'iris-cqs': ServedParameterError: refused: another store"]

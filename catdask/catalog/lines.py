@@ -31,9 +31,16 @@ __all__ = [
     "locate_problem",
     "line_of_row",
     "is_missing",
+    "MAX_LINE_BYTES",
+    "MAX_COLUMNS",
 ]
 
 INT_PATTERN = re.compile(r"[+-]?[0-9]+")
+#: Longest line read (bytes): bounds the memory of one line's cells (~25x its length).
+MAX_LINE_BYTES = 16 * 2**20
+#: Most columns in a table: pandas' parser needs ~5 s for 5 rows of 100,000 columns and grows
+#: with the columns; a file with millions is one long line, not a table.
+MAX_COLUMNS = 100_000
 # Cells that mean "no value" in common exports; reported as missing rather than non-numeric.
 MISSING_CELLS = frozenset(["", "?", "na", "n/a", "nan", "null", "none", "-", "."])
 
@@ -62,12 +69,27 @@ class Head:
     first_data_line: int
 
 
-def iter_lines(stream):
+def iter_lines(stream, where=None):
     """Yield ``(line number, text)`` of a binary stream, split on ``b"\\n"`` only.
 
     The stream was checked to be UTF-8 before (a byte-order mark on the first line is dropped).
+
+    Raises
+    ------
+    ParseError
+        A line longer than :data:`MAX_LINE_BYTES`: read whole, a 10 MB line took 2.2 GB on
+        its way to a misleading error.
     """
-    for lineno, raw in enumerate(stream, start=1):
+    lineno = 0
+    while True:
+        raw = stream.readline(MAX_LINE_BYTES + 1)
+        if not raw:
+            return
+        lineno += 1
+        if len(raw) > MAX_LINE_BYTES:
+            raise ParseError(
+                f"a line longer than {MAX_LINE_BYTES // 2**20} MiB: a table has one sample per "
+                "line (is the file one long line, or are its line breaks missing?)", where, lineno)
         text = raw.decode("utf-8")
         if lineno == 1:
             text = text.removeprefix("\ufeff")
@@ -87,14 +109,21 @@ def split_cells(line: str, fmt: str, delimiter: str | None, comment: str | None)
     return [c.strip() for c in cells]
 
 
+def _too_many_columns(n: int) -> str:
+    return (f"{n:,} columns; catdask reads at most {MAX_COLUMNS:,} (a table has one sample "
+            "per line: is the file one long line?)")
+
+
 def _data_lines(stream, spec: dict, where):
     """Yield ``(line number, cells)`` of the non-blank lines after ``skip_lines``."""
     fmt = spec.get("format", "whitespace")
     delim, comment = spec.get("delimiter"), spec.get("comment")
     skip = spec.get("skip_lines", 0)
-    for lineno, line in iter_lines(stream):
+    for lineno, line in iter_lines(stream, where):
         if lineno <= skip:
             continue
+        if fmt == "csv" and line.count(delim) >= MAX_COLUMNS:  # before millions of cells
+            raise ParseError(_too_many_columns(line.count(delim) + 1), where, lineno)
         cells = split_cells(line, fmt, delim, comment)
         if isinstance(cells, csv.Error):
             raise ParseError(f"malformed CSV: {cells}", where, lineno)
@@ -152,6 +181,8 @@ def read_head(stream, spec: dict, where) -> Head:
                 raise ParseError(
                     "only one column: need features and a label (wrong delimiter?)", where, lineno
                 )
+        if n_columns > MAX_COLUMNS:
+            raise ParseError(_too_many_columns(n_columns), where, lineno)
         return Head(header, n_columns, lineno)
     skip = spec.get("skip_lines", 0)
     raise ParseError(

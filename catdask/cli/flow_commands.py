@@ -183,9 +183,11 @@ def cmd_serve(args) -> int:
     one) until Ctrl-C; a scheduler that does not answer fails at once (exit 3)."""
     scheduler = runtime.scheduler_address(args.scheduler)
     runtime.check_scheduler(scheduler)
+    runtime.check_prefect_api()
     runtime.prepare_prefect(args.store)
     from catdask.serve import serve
 
+    runtime.exit_without_teardown = True  # serve stops all it started (Ctrl-C: within 5 s)
     serve(host=args.host, port=args.port, dask_dashboard_port=args.dask_dashboard_port,
           store=args.store, scheduler=scheduler)
     return EXIT_OK

@@ -8,15 +8,31 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import shutil
 import sys
 import time
 from contextlib import contextmanager
 
 
+def json_ready(obj):
+    """``obj`` with every NaN or infinity (Python or numpy scalar) as None, numpy scalars as
+    Python numbers: ``json.dumps`` writes ``NaN``, which is not JSON (``jq`` and browsers
+    refuse it; a CAS model's ``gap`` and some metrics are NaN)."""
+    if isinstance(obj, dict):
+        return {key: json_ready(value) for key, value in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_ready(value) for value in obj]
+    if type(obj).__module__ == "numpy" and getattr(obj, "ndim", None) == 0:
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
 def print_json(obj) -> None:
-    """``obj`` as indented JSON on stdout."""
-    print(json.dumps(obj, indent=2, default=str))
+    """``obj`` as indented JSON on stdout (strict JSON: NaN and infinities as ``null``)."""
+    print(json.dumps(json_ready(obj), indent=2, default=str, allow_nan=False))
 
 
 def print_table(rows: list[dict]) -> None:

@@ -219,8 +219,9 @@ def _store_commands(sub):
 def _services(sub):
     s = _add(sub, "serve", "Prefect server + served deployments + local Dask cluster")
     s.add_argument("--host", default="127.0.0.1",
-                   help="address the Prefect server (UI and API) binds to; the local Dask "
-                        "cluster always binds 127.0.0.1")
+                   help="address the Prefect server (UI and API) binds to; beyond loopback "
+                        "it needs PREFECT_SERVER_API_AUTH_STRING; the local Dask cluster always "
+                        "binds 127.0.0.1")
     s.add_argument("--port", type=port_number, default=4200, help="Prefect UI/API port")
     s.add_argument("--dask-dashboard-port", type=port_number, default=8787,
                    help="the local Dask cluster's dashboard port (unused with --scheduler)")

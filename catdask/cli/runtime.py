@@ -25,6 +25,11 @@ from .exits import CliError
 SCHEDULER_PROBE_TIMEOUT = 3.0
 #: Dask's own connect timeout for that address (its default, 30 s, is retried by the flows).
 SCHEDULER_CONNECT_TIMEOUT = "10s"
+#: Seconds for the first bytes of a Dask scheduler's handshake (sent on accept).
+SCHEDULER_GREETING_TIMEOUT = 3.0
+#: Seconds for a Dask handshake there (a scheduler answers in milliseconds; an HTTP server
+#: never does, and the command must fail within 10 s in all).
+SCHEDULER_HANDSHAKE_TIMEOUT = 5.0
 DEFAULT_SCHEDULER_PORT = 8786
 ENV_SCHEDULER = settings.SCHEDULER.name
 #: Seconds to wait for ``$PREFECT_API_URL/health``.
@@ -34,6 +39,9 @@ ENV_PREFECT_API = settings.PREFECT_API_URL.name
 
 #: Set by ``main`` from ``-v``: whether failed flow and task runs may print tracebacks.
 show_tracebacks = False
+#: Set by ``serve``: the console script ends the process without the interpreter's teardown
+#: once the command has returned (:func:`catdask.cli.main.run`).
+exit_without_teardown = False
 
 
 class _NoRunFailureEchoes(logging.Filter):
@@ -218,6 +226,35 @@ def _host_port(address: str) -> tuple[str, int] | None:
                        "(expected e.g. tcp://10.0.0.5:8786)") from None
 
 
+def _first_bytes(sock, timeout: float) -> bytes | None:
+    """What the server at ``sock`` says first, within ``timeout`` s (None: nothing)."""
+    sock.settimeout(timeout)
+    try:
+        return sock.recv(64)
+    except (socket.timeout, TimeoutError):
+        return None
+    except OSError:
+        return b""
+
+
+def _greeting_problem(greeting: bytes | None) -> str | None:
+    """Why a TCP server's first bytes are not a Dask scheduler's (None: they may be).
+
+    A Dask server writes its handshake as soon as it accepts a connection (distributed's
+    ``Listener.on_connection``: a binary frame count first); an HTTP server waits for a request
+    and says nothing; SSH, SMTP and the like greet in text.
+    """
+    if greeting is None:
+        return (f"it accepts connections but sends no Dask handshake within "
+                f"{SCHEDULER_GREETING_TIMEOUT:g} s (a web server or another service?)")
+    if greeting == b"":
+        return "it closed the connection without a Dask handshake"
+    if greeting[:1].isalpha() and greeting[:4].isascii():  # "HTTP/1.0 400", "SSH-2.0", "220 "
+        banner = greeting.split(b"\r")[0].split(b"\n")[0][:40].decode("ascii", "replace")
+        return f"it speaks another protocol (it says {banner!r})"
+    return None
+
+
 def check_scheduler(address: str | None, timeout: float = SCHEDULER_PROBE_TIMEOUT) -> None:
     """Fail at once, naming ``address``, when nothing listens there.
 
@@ -235,9 +272,10 @@ def check_scheduler(address: str | None, timeout: float = SCHEDULER_PROBE_TIMEOU
     target = _host_port(address)
     if target is None:  # inproc://, ucx://: nothing to probe over TCP
         return
+    tls = address.startswith("tls://")
     try:
-        with socket.create_connection(target, timeout=timeout):
-            pass
+        with socket.create_connection(target, timeout=timeout) as sock:
+            greeting = None if tls else _first_bytes(sock, SCHEDULER_GREETING_TIMEOUT)
     except socket.timeout:
         raise CliError(f"cannot reach the Dask scheduler at {address}: no answer within "
                        f"{timeout:g} s (check --scheduler / ${ENV_SCHEDULER})") from None
@@ -245,16 +283,21 @@ def check_scheduler(address: str | None, timeout: float = SCHEDULER_PROBE_TIMEOU
         reason = exc.strerror or str(exc)
         raise CliError(f"cannot reach the Dask scheduler at {address}: {reason} "
                        f"(check --scheduler / ${ENV_SCHEDULER})") from None
+    if not tls:
+        problem = _greeting_problem(greeting)
+        if problem:  # before distributed is imported: a few seconds saved on the way out
+            raise CliError(f"cannot connect to the Dask scheduler at {address}: {problem}; "
+                           f"check --scheduler / ${ENV_SCHEDULER}")
     os.environ.setdefault("DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT", SCHEDULER_CONNECT_TIMEOUT)
     if address.startswith(("tcp://", "tls://")) or "://" not in address:
         # Something answers TCP there; a port that is no Dask scheduler (a web server, another
         # service), or tls:// without TLS settings, must fail here too, in one line, before the
         # Prefect server starts.
-        from catdask.distributed.cluster import connect_scheduler
+        from catdask.distributed.cluster import probe_scheduler
         from catdask.errors import SchedulerConnectionError
 
         try:
-            connect_scheduler(address).close()
+            probe_scheduler(address, timeout=SCHEDULER_HANDSHAKE_TIMEOUT)
         except SchedulerConnectionError as exc:
             raise CliError(str(exc)) from None
 
@@ -263,7 +306,10 @@ def _probe_reason(exc: BaseException, timeout: float) -> str | None:
     """Why ``$PREFECT_API_URL/health`` could not be reached, or None when something answered
     there (an HTTP status, a TLS handshake the flows may be set up to accept)."""
     if isinstance(exc, urllib.error.HTTPError):
-        return None
+        if exc.code in (404, 405, 501):  # a Prefect API always has GET /health
+            return (f"a web server answers there, but not a Prefect API (GET /health: HTTP "
+                    f"{exc.code})")
+        return None  # 401/403 (auth), 5xx (a Prefect server in trouble): left to the flows
     reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
     if isinstance(reason, ssl.SSLError):
         return None
@@ -277,8 +323,9 @@ def check_prefect_api(timeout: float = PREFECT_API_PROBE_TIMEOUT) -> None:
     profile's, :func:`profile_api_url`) is set and nothing answers at its ``/health``.
 
     Without this, the flows fail after Prefect's own retries with ``RuntimeError: Failed to
-    reach API`` (exit 1). Only an unreachable address fails: any HTTP answer is left to the
-    flows, which say more about a server that is not a Prefect API.
+    reach API`` (exit 1). An unreachable address fails, and so does a web server that is not
+    a Prefect API (no ``/health``, or an HTML page there: measured, exit 1 after 20 s before);
+    other HTTP answers (401, 5xx) are left to the flows, which say more about them.
 
     Raises
     ------
@@ -298,8 +345,10 @@ def check_prefect_api(timeout: float = PREFECT_API_PROBE_TIMEOUT) -> None:
         raise CliError(f"{source}={url} is not an http(s) URL (expected e.g. "
                        f"http://127.0.0.1:4200/api, or {unset} to use a temporary local server)")
     try:
-        with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=timeout):
-            return
+        with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=timeout) as answer:
+            if not answer.read(64).lstrip().startswith(b"<"):
+                return
+            reason = "a web server answers there, but not a Prefect API (GET /health: a page)"
     except ValueError as exc:  # e.g. a port that is not a number
         reason = f"not a URL ({exc})"
     except (urllib.error.URLError, OSError) as exc:

@@ -230,8 +230,21 @@ def _require_training_data(args, meta, options):
         raise usage_error(f"model {args.model} records no training data set: give {options}")
 
 
-def _predict_input(args, meta):
-    """``(X, y, class_names, source)`` of ``predict``: a table file or a stored snapshot."""
+def _parse_predict_file(args):
+    """``(X, y)`` of ``predict --file``, read and validated before scikit-learn, zarr and
+    matplotlib are imported: a malformed file was reported after 17 s of imports (issue 28)."""
+    from catdask.catalog import parse_features
+
+    from .flow_commands import _label_column
+
+    column = None if args.label_column is None else _label_column(args.label_column)
+    X, y, _names = parse_features(args.file, label_column=column, delimiter=args.delimiter)
+    return X, y
+
+
+def _predict_input(args, meta, parsed=None):
+    """``(X, y, class_names, source)`` of ``predict``: a table file (``parsed``, from
+    :func:`_parse_predict_file`) or a stored snapshot."""
     from catdask.pipeline.reports import class_names_of
     from catdask.store import read_dataset
 
@@ -247,12 +260,7 @@ def _predict_input(args, meta):
     if not args.file:
         return (trained_on.X, trained_on.y, class_names_of(trained_on),
                 f"data set {trained_on.name}")
-    from catdask.catalog import parse_features
-
-    from .flow_commands import _label_column
-
-    column = None if args.label_column is None else _label_column(args.label_column)
-    X, y, _names = parse_features(args.file, label_column=column, delimiter=args.delimiter)
+    X, y = parsed if parsed is not None else _parse_predict_file(args)
     names = class_names_of(trained_on) if trained_on is not None else None
     return X, y, names, f"file {args.file}"
 
@@ -269,13 +277,14 @@ def cmd_predict(args) -> int:
     if args.file:
         checks.check_readable_file(args.file)
     name, version = _checked_model_and_data(args)
+    parsed = _parse_predict_file(args) if args.file else None
     from catdask.pipeline.reports import check_feature_count
     from catdask.pipeline.scoring import predict_table, write_predictions
     from catdask.store import load_estimator, load_model_version
 
     _, meta = load_model_version(args.store, name, version)
     label = f"{name}:v{meta['version']}"
-    X, y, class_names, source = _predict_input(args, meta)
+    X, y, class_names, source = _predict_input(args, meta, parsed)
     model = load_estimator(args.store, name, version)
     check_feature_count(model, X.shape[1], model_label=label, data=source)
     table = predict_table(model, X, class_names=class_names, y=y)

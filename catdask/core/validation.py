@@ -25,7 +25,7 @@ class CodedLabels:
         return self.classes[self.codes]
 
 
-def _usable_codes(y, n_features, linear):
+def _usable_codes(y, n_features, linear, min_samples=2):
     """``(classes, codes)`` of coded labels that pass every check as they are, else None."""
     classes, codes = y.classes, y.codes
     K = classes.shape[0]
@@ -35,7 +35,7 @@ def _usable_codes(y, n_features, linear):
         and int(codes.min()) >= 0 and int(codes.max()) < K
     )
     if ok:
-        ok = bool(np.all(np.bincount(codes, minlength=K) >= 2)) and not (
+        ok = bool(np.all(np.bincount(codes, minlength=K) >= min_samples)) and not (
             linear and n_features is not None and K > n_features
         )
     return (classes, codes.astype(np.intp)) if ok else None
@@ -45,10 +45,15 @@ def _usable_codes(y, n_features, linear):
 # products, distances) stay below 1e150, so the products of those sums that the polar step's
 # SVD and the certificate form stay finite too (float64 max ~1.8e308).
 _OVERFLOW_SCALE = 1e75
+# Below this ``max |x|`` the squares are < 1e-150 and their products (the polar step's SVD,
+# the certificate's matrices) < 1e-300, next to float64's smallest normal number (2.2e-308):
+# the linear method's fit failed with "LinAlgError: Singular matrix" from 1e-80 on.
+_UNDERFLOW_SCALE = 1e-75
 
 
 def check_data_scale(X):
-    """Refuse data whose squares overflow float64 before any product is formed.
+    """Refuse data whose squares overflow (or whose products of squares underflow) float64
+    before any product is formed.
 
     Scatter matrices, inner products and squared distances all sum N or D squared entries, and
     the SVD of the polar step and the certificate multiply such sums again; measured, fits
@@ -59,6 +64,13 @@ def check_data_scale(X):
     if X.size == 0:
         return
     top = float(np.max(np.abs(X)))
+    if 0 < top < _UNDERFLOW_SCALE:
+        raise ValueError(
+            f"X has values only up to {top:.1e} in absolute value, too small for float64 here: "
+            "the products of their squares that the solver and the certificate form underflow "
+            "to 0 (measured: a singular matrix from about 1e-80 on). Standardise X first, "
+            "e.g. make_pipeline(StandardScaler(), ...)."
+        )
     if top * np.sqrt(float(X.shape[0]) * X.shape[1]) > _OVERFLOW_SCALE:
         raise ValueError(
             f"X has values up to {top:.1e} in absolute value, too large for float64 here: sums of "
@@ -82,20 +94,26 @@ def _check_label_kinds(y):
         )
 
 
-def encode_class_labels(y, *, n_features=None, linear=False):
+def encode_class_labels(y, *, n_features=None, linear=False, origin="class"):
     """Validate class labels and code them ``0..K-1``: returns ``(classes, codes)``.
 
     ``y`` is an array of labels or :class:`CodedLabels`; coded labels with sorted distinct
-    classes, all present at least twice, are used as they are (no sort of N labels).
+    classes, all present often enough, are used as they are (no sort of N labels).
+
+    ``origin="class"`` needs two samples per class: the Z-step centres each class (paper eq.
+    (24)), which leaves a lone sample at 0 and its class axis undetermined. With
+    ``origin="global"`` the Z-step is ``z = u`` (docs/design.md §3b) and a class of one sample
+    is well defined (it happens in stratified cross-validation on small classes).
 
     Raises
     ------
     ValueError
-        Fewer than two classes, a class with fewer than two samples, or (``linear=True``)
-        more classes than features.
+        Fewer than two classes, a class with too few samples, or (``linear=True``) more
+        classes than features.
     """
+    min_samples = 1 if origin == "global" else 2
     if isinstance(y, CodedLabels):
-        coded = _usable_codes(y, n_features, linear)
+        coded = _usable_codes(y, n_features, linear, min_samples)
         if coded is not None:
             return coded
         y = y.decode()  # the checks below explain what is wrong
@@ -109,12 +127,13 @@ def encode_class_labels(y, *, n_features=None, linear=False):
             f"({classes.tolist()!r})."
         )
     counts = np.bincount(codes, minlength=K)
-    small = [(c, n) for c, n in zip(classes.tolist(), counts.tolist()) if n < 2]
+    small = [(c, n) for c, n in zip(classes.tolist(), counts.tolist()) if n < min_samples]
     if small:
         listed = ", ".join(f"{c!r} ({n} sample)" for c, n in small)
         raise ValueError(
-            "Every class needs at least 2 samples (the Z-step centres each class); "
-            f"too few samples in class {listed}."
+            "With origin='class' every class needs at least 2 samples (the Z-step centres "
+            f"each class; origin='global' fits a class of one); too few samples in class "
+            f"{listed}."
         )
     if linear and n_features is not None and K > n_features:
         raise ValueError(

@@ -16,6 +16,7 @@ Every worker thread gets one BLAS thread (docs/stack.md: more oversubscribes the
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import logging
 import os
@@ -34,6 +35,8 @@ from .preloads import (
 
 from .. import settings
 
+from .probe import probe_scheduler
+
 __all__ = [
     "ENV_SCHEDULER",
     "BLAS_ENV",
@@ -43,6 +46,7 @@ __all__ = [
     "start_local_cluster",
     "limit_blas_threads",
     "connect_scheduler",
+    "probe_scheduler",
     "address_problem",
     "restore_embedded_workers",
     "reduce_message_batching",
@@ -220,11 +224,27 @@ def embedded_cluster(*, n_workers=None, threads_per_worker=1, processes=True, me
         return client
 
 
-def close_embedded_cluster():
-    """Close the embedded cluster started by :func:`dask_client_context` (no-op when none)."""
+async def _close_workers(cluster, timeout):
+    await asyncio.gather(*(worker.close(timeout=timeout)
+                           for worker in list(cluster.workers.values())),
+                         return_exceptions=True)
+
+
+def close_embedded_cluster(worker_timeout=None):
+    """Close the embedded cluster started by :func:`dask_client_context` (no-op when none).
+
+    ``worker_timeout`` (seconds): give each worker that long to finish, then kill it, instead
+    of distributed's 4 s. A worker waits for the task it is running; ``catdask serve``
+    stopping on Ctrl-C has no use for that task's result (its flow run is gone).
+    """
     with _LOCK:
         client, cluster = _EMBEDDED["client"], _EMBEDDED["cluster"]
         _EMBEDDED.update(cluster=None, client=None, n_workers=0)
+    if cluster is not None and worker_timeout is not None and hasattr(cluster, "sync"):
+        try:
+            cluster.sync(_close_workers, cluster, worker_timeout)
+        except Exception:  # noqa: BLE001 - cluster.close() below still closes what is left
+            logger.debug("closing the workers early failed", exc_info=True)
     if client is not None:
         client.close()
     if cluster is not None:
@@ -365,6 +385,7 @@ def connect_scheduler(address, *, security=None, timeout=SCHEDULER_CONNECT_TIMEO
                 self.close(timeout=2)
                 raise
 
+    probe_scheduler(address, security=security, timeout=timeout)
     kwargs = {"security": security} if security is not None else {}
     try:
         client = _ClosingClient(address, set_as_default=False, timeout=timeout, **kwargs)

@@ -132,7 +132,8 @@ class BaseCategorySpace(
         else:
             X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
             check_data_scale(X)
-        classes_, codes = encode_class_labels(y, n_features=X.shape[1], linear=linear)
+        classes_, codes = encode_class_labels(y, n_features=X.shape[1], linear=linear,
+                                              origin=self.origin)
         return X, classes_, ClassIndex(codes, len(classes_)), distributed
 
     @staticmethod

@@ -301,8 +301,10 @@ def _data_scale(moments, *, kernel=False):
     tr, tr2 = moments
     if not tr > 0:
         where = " in the kernel's feature space" if kernel else ""
+        why = ("every feature is constant, or the features vary far less than the kernel's "
+               "length scale: standardise X" if kernel else "every feature is constant")
         raise ValueError(
-            f"X has no variation{where}: all samples are the same point (every feature is "
-            "constant), so there are no category axes to find."
+            f"X has no variation{where}: all samples are the same point ({why}), so there are "
+            "no category axes to find."
         )
     return float(np.sqrt(tr2 / tr))

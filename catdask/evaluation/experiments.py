@@ -128,6 +128,7 @@ def run_experiment(experiment, datasets, *, loader=None, methods=None, n_splits=
             continue
         for mname in experiment.methods:
             method = methods[mname]
+            say(f"[{experiment.key}] {name:<12} {mname:<16} {n_splits} splits ...")
             t0 = time.perf_counter()
             try:
                 res = evaluate_method(

@@ -15,6 +15,7 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.runtime import flow_run
 
+from ..core.progress import CONSOLE_NOTE
 from ..errors import DatasetNotFoundError
 from ..evaluation import (
     PAPER_DATASETS,
@@ -27,6 +28,7 @@ from ..evaluation import (
 from ..pipeline.run_names import evaluate_run_name
 from ..store import evaluation_dir, list_datasets, read_dataset
 from .retry import retry_if_transient
+from .served import served_output_dir, served_store_and_scheduler
 
 __all__ = ["evaluate", "run_table"]
 
@@ -49,8 +51,10 @@ def run_table(key: str, datasets: list[str], n_splits: int, store: str | None, o
     """One paper table: run the protocol, write the files, publish the Markdown table."""
     logger = get_run_logger()
     experiment = paper_experiments()[key]
+    # Each data set and method, as it starts and ends: in the run's log, and on the quiet
+    # console of `catdask evaluate` (CONSOLE_NOTE), which showed nothing for minutes.
     result = run_experiment(experiment, datasets, loader=_store_loader(store), n_splits=n_splits,
-                            progress=logger.info)
+                            progress=lambda line: logger.info(line, extra={CONSOLE_NOTE: True}))
     paths = write_experiment(result, out_dir, PAPER_TABLES.get(key))
     create_markdown_artifact(markdown_table(result, PAPER_TABLES.get(key)),
                              key=f"evaluation-{key}", description=experiment.title)
@@ -78,6 +82,8 @@ def evaluate(
     by default ``<store>/evaluations/<UTC time>`` (a served weekly run gets a folder of its
     own in the store, wherever ``catdask serve`` was started).
     """
+    store, _ = served_store_and_scheduler(store, None)
+    out_dir = served_output_dir(out_dir, store)
     if out_dir is None:
         out_dir = str(evaluation_dir(store))
         get_run_logger().info("tables go to %s", out_dir)

@@ -18,6 +18,7 @@ from ..pipeline import ingest_dataset
 from ..pipeline.run_names import ingest_run_name
 from .events import emit_snapshot_event
 from .retry import retry_if_transient
+from .served import served_store_and_scheduler
 
 __all__ = ["ingest", "ingest_one"]
 
@@ -56,6 +57,7 @@ def ingest(
 ) -> list[dict]:
     """Ingest catalog data sets into the store (see ``data/catalog.json``); different content
     under an existing name is refused unless ``replace``."""
+    store, _ = served_store_and_scheduler(store, None)
     reports = [ingest_one(n, store, source_dir, allow_download, replace) for n in names]
     create_table_artifact(
         [{k: r[k] for k in ("name", "n_samples", "n_features", "n_classes", "written", "content_sha256")}

@@ -34,8 +34,8 @@ import signal
 import sys
 import threading
 
-__all__ = ["PRELOADED_MODULES", "PreloadedRunStarter", "ServeRunner", "start_fork_server",
-           "stop_run_processes"]
+__all__ = ["PRELOADED_MODULES", "OneLineCatdaskErrors", "PreloadedRunStarter", "ServeRunner", "start_fork_server",
+           "stop_fork_server", "stop_run_processes"]
 
 logger = logging.getLogger("catdask.serve")
 
@@ -58,6 +58,8 @@ PRELOADED_MODULES = (
 PARENT_GONE_GRACE_SECONDS = 30.0
 #: Seconds a run process gets to report its crash after SIGTERM when ``catdask serve`` stops.
 RUN_STOP_GRACE_SECONDS = 10.0
+#: How often a run's starter looks whether its run process has ended.
+RUN_POLL_SECONDS = 0.25
 #: Name prefix of the run processes (:class:`PreloadedRunStarter`).
 RUN_PROCESS_PREFIX = "flow-run-"
 
@@ -120,6 +122,50 @@ def _exit_with_parent():
     threading.Thread(target=watch, name="catdask-serve-watch", daemon=True).start()
 
 
+class OneLineCatdaskErrors(logging.Filter):
+    """On a run process's console: a foreseen catdask error in one line, not a traceback.
+
+    A flow that raises (a refused parameter, a missing data set) or returns a ``Rejected``
+    state makes Prefect log the exception with its traceback two or three times: the task run,
+    the flow run, and the engine's "exited with unexpected exception" (38 lines on serve's
+    console for one rejected model, which the UI shows correctly). Here the first of those
+    records becomes ``catdask serve: flow run NAME: Error: message`` and the others are
+    dropped; for ``ModelRejectedError`` the flow has already logged its one-line warning.
+    Only console handlers get this filter: the API (the UI's run logs) keeps the tracebacks.
+    """
+
+    def __init__(self, stream=None):
+        super().__init__()
+        self._stream = stream
+        self._said = set()
+
+    def filter(self, record):
+        from ..errors import CatdaskError
+
+        error = record.exc_info[1] if record.exc_info else None
+        if not isinstance(error, CatdaskError):
+            return True
+        text = f"{type(error).__name__}: {error}"
+        if text in self._said or type(error).__name__ == "ModelRejectedError":
+            return False
+        self._said.add(text)
+        run = getattr(record, "flow_run_name", None)
+        where = f"flow run {run!r}" if run else "flow run"
+        print(f"catdask serve: {where}: {text}", file=self._stream or sys.stderr, flush=True)
+        return False
+
+
+def _one_line_catdask_errors():
+    """Put :class:`OneLineCatdaskErrors` on the console handlers (the root logger's; Prefect's
+    API handlers sit on the run loggers, so the UI keeps the tracebacks)."""
+    from prefect.logging.handlers import APILogHandler
+
+    console = [h for h in logging.getLogger().handlers if not isinstance(h, APILogHandler)]
+    one_line = OneLineCatdaskErrors()
+    for handler in console:
+        handler.addFilter(one_line)
+
+
 def _run_flow_run(env):
     """In the forked child: run ``prefect.engine`` as ``__main__`` with the runner's ``env``."""
     import runpy
@@ -132,6 +178,7 @@ def _run_flow_run(env):
     os.environ.update(env)
     _exit_with_parent()
     sys.argv = ["prefect.engine"]  # the engine reads the flow run id from the environment
+    _one_line_catdask_errors()
     from prefect.context import SettingsContext, get_settings_context
     from prefect.settings import Settings
 
@@ -168,6 +215,44 @@ def stop_run_processes(grace=RUN_STOP_GRACE_SECONDS):
             process.kill()
             process.join(5)
     return len(runs)
+
+
+def stop_fork_server(grace=2.0):
+    """Stop the fork server of :func:`start_fork_server`, if it runs: SIGTERM, SIGKILL after
+    ``grace`` seconds. Returns whether there was one.
+
+    It would stop by itself once this process exits, but only after its preload imports: a
+    ``catdask serve`` interrupted soon after start-up left it running 7-22 s after exiting
+    (measured on 2 loaded cores).
+    """
+    import time
+    from multiprocessing import forkserver
+
+    server = forkserver._forkserver
+    pid = getattr(server, "_forkserver_pid", None)
+    if pid is None:
+        return False
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while True:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if done:
+            break
+        if time.monotonic() > deadline:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+            break
+        time.sleep(0.05)
+    with contextlib.suppress(OSError, TypeError):
+        os.close(server._forkserver_alive_fd)
+    server._forkserver_pid = server._forkserver_alive_fd = None
+    return True
 
 
 class PreloadedRunStarter:
@@ -230,7 +315,12 @@ class PreloadedRunStarter:
             if task_status is not None:
                 task_status.started(ProcessHandle(process))
             handed_off = True
-            await anyio.to_thread.run_sync(process.join)
+            # Polled, not joined in a worker thread: a thread's join cannot be cancelled, and
+            # Ctrl-C on serve waited for every running flow run to finish (measured: ~105 s
+            # under load). Once cancelled, serve stops the run (stop_run_processes: Crashed).
+            while process.is_alive():
+                await anyio.sleep(RUN_POLL_SECONDS)
+            process.join()
         except BaseException:
             if control_env and not handed_off:
                 self._control_channel.unregister(flow_run.id)

@@ -54,6 +54,7 @@ from ..store import read_dataset
 from .artifacts import SolverProgress, model_artifact_key
 from .events import emit_model_event
 from .retry import retry_if_transient
+from .served import served_store_and_scheduler
 
 __all__ = ["train", "retrain_registered", "run_train", "ModelRejectedError",
            "REJECTED_STATE_NAME", "CACHED_STATE_NAME"]
@@ -222,6 +223,8 @@ def train(
     message says why; a direct call then raises :class:`ModelRejectedError` carrying the
     summary (``run_train`` returns it instead).
     """
+    # Under `catdask serve`, serve's store and scheduler, whatever the run's parameters say.
+    store, scheduler = served_store_and_scheduler(store, scheduler)
     spec = ModelSpec(method=method, origin=origin, n_restarts=n_restarts, gamma=gamma,
                      standardise=standardise, random_state=random_state, certify=certify,
                      eps=eps, tol=tol, max_iter=max_iter, allow_uncertified=allow_uncertified,
@@ -309,6 +312,7 @@ def retrain_registered(store: str | None = None, scheduler: str | None = None,
     """
     from ..store import list_models
 
+    store, scheduler = served_store_and_scheduler(store, scheduler)
     latest = {}
     for v in list_models(store):
         if v.problem is None and "spec" in v.meta:

@@ -57,15 +57,23 @@ def child_env(home: Path, api_url: str | None = None, **extra) -> dict:
 
 
 class Managed:
-    """A child process in its own process group, logging to ``log``."""
+    """A child process in its own process group, logging to ``log``.
+
+    It gets SIGTERM when the test process dies, however it dies
+    (:func:`catdask.orchestration.server.guarded_command`: a killed test run left a served
+    store with its Dask workers running for 50 minutes and a Prefect server for 68). Create
+    it from the main thread (Linux signals the child when the *thread* that started it ends).
+    """
 
     def __init__(self, args, *, log: Path, env=None, cwd=REPO):
+        from catdask.orchestration.server import guarded_command
+
         self.args = [str(a) for a in args]
         self.log = Path(log)
         self.log.parent.mkdir(parents=True, exist_ok=True)
         self._out = open(self.log, "ab")
         self.proc = subprocess.Popen(
-            self.args, env=env, cwd=str(cwd), stdout=self._out, stderr=subprocess.STDOUT,
+            guarded_command(self.args), env=env, cwd=str(cwd), stdout=self._out, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True,
         )
         self.pid = self.proc.pid

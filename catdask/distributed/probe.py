@@ -1,0 +1,87 @@
+"""Is a Dask scheduler answering at an address? Asked under a deadline, in one line if not.
+
+distributed's ``connect()`` waits for the peer's handshake without any timeout, so a port that
+accepts TCP and then says nothing (an HTTP server waiting for a request) hung ``catdask train
+--scheduler`` for 724 s (issue 28). :func:`probe_scheduler` asks the server's ``identity`` in an
+event loop of its own under ``asyncio.wait_for``, and names what answered instead.
+"""
+
+from __future__ import annotations
+
+import threading
+
+__all__ = ["probe_scheduler"]
+
+
+def _identity(address, security, timeout):
+    """The ``identity`` reply of the Dask server at ``address``, within ``timeout`` seconds
+    (in an event loop of its own, on a thread of its own: callable from any thread)."""
+    import asyncio
+
+    from distributed.comm import connect
+    from distributed.security import Security
+
+    connection_args = (security or Security()).get_connection_args("client")
+
+    async def ask():
+        # distributed's connect() waits for the peer's handshake without any timeout: a port
+        # that accepts TCP and waits for a request (an HTTP server) hung the client for 724 s.
+        comm = await connect(address, timeout=timeout, **connection_args)
+        try:
+            await comm.write({"op": "identity"})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    outcome = {}
+
+    def run():
+        try:
+            outcome["reply"] = asyncio.run(asyncio.wait_for(ask(), timeout))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, name="catdask-scheduler-probe", daemon=True)
+    thread.start()
+    thread.join(timeout + 2.0)
+    if "error" in outcome:
+        raise outcome["error"]
+    if "reply" not in outcome:
+        raise TimeoutError
+    return outcome["reply"]
+
+
+def probe_scheduler(address, *, security=None, timeout=10.0):
+    """Check, within ``timeout`` seconds, that a Dask scheduler answers at ``address``.
+
+    Raises
+    ------
+    catdask.errors.SchedulerConnectionError
+        One line naming the address and what answered instead (nothing, no Dask handshake,
+        another protocol, a Dask worker).
+    """
+    from ..errors import SchedulerConnectionError
+    from .cluster import ENV_SCHEDULER, address_problem
+
+    problem = address_problem(address, security)
+    if problem is None:
+        try:
+            reply = _identity(address, security, timeout)
+        except TimeoutError:  # asyncio's too, since Python 3.11
+            problem = f"no Dask handshake within {timeout:g} s"
+        except (OSError, MemoryError, ValueError, TypeError, EOFError) as exc:
+            problem = ("the reply is not the Dask protocol"
+                       if isinstance(exc, (MemoryError, ValueError, TypeError, EOFError))
+                       or type(exc).__name__ == "CommClosedError"
+                       else f"{type(exc).__name__}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - e.g. a msgpack error on foreign bytes
+            problem = f"the reply is not the Dask protocol ({type(exc).__name__})"
+        else:
+            kind = reply.get("type") if isinstance(reply, dict) else None
+            if kind != "Scheduler":
+                problem = (f"a Dask {kind.lower()} answers there, not the scheduler"
+                           if isinstance(kind, str) else "the reply is not the Dask protocol")
+    if problem:
+        raise SchedulerConnectionError(
+            f"cannot connect to the Dask scheduler at {address}: {problem} (is a Dask "
+            f"scheduler listening there? check --scheduler / ${ENV_SCHEDULER})")

@@ -1,0 +1,99 @@
+"""What a served flow run may choose: nothing that points it at another store or Dask scheduler.
+
+``catdask serve`` fixes the store and the Dask scheduler of its runs when it starts and hands
+them to every run process through the environment (:data:`ENV_SERVED_STORE`,
+:data:`ENV_SERVED_SCHEDULER`), which nobody can change through the Prefect API: a run's
+parameters, and even a deployment edited through the API, come from whoever can reach the API,
+while the environment is the serve process's own. Each flow calls
+:func:`served_store_and_scheduler` first; outside ``catdask serve`` (the CLI, a library call)
+the variables are unset and the flow's arguments are used as given.
+
+Why: Dask messages carry pickles, so a run that connects to a scheduler someone else runs
+executes that person's code as the serve user; a run pointed at another store reads and writes
+files wherever the parameter says (measured in issue 28: both worked through the API).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..errors import CatdaskError
+
+__all__ = ["ENV_SERVED_STORE", "ENV_SERVED_SCHEDULER", "ServedParameterError",
+           "served_store_and_scheduler", "served_output_dir", "pin_served_runs"]
+
+#: Set by ``catdask serve`` in its own environment (and so in every run process it starts).
+ENV_SERVED_STORE = "CATDASK_SERVED_STORE"
+ENV_SERVED_SCHEDULER = "CATDASK_SERVED_SCHEDULER"
+
+
+class ServedParameterError(CatdaskError, ValueError):
+    """A served run's parameter names a store, scheduler or folder other than ``catdask
+    serve``'s; the run is refused before it reads or connects to anything."""
+
+
+def pin_served_runs(store, scheduler, environ=None):
+    """Record in ``environ`` (default ``os.environ``) the store and the scheduler that the
+    runs of this ``catdask serve`` must use (called by serve before any run starts)."""
+    environ = os.environ if environ is None else environ
+    environ[ENV_SERVED_STORE] = str(store)
+    environ[ENV_SERVED_SCHEDULER] = str(scheduler)
+
+
+def _same_path(a, b) -> bool:
+    return os.path.realpath(os.path.expanduser(str(a))) == os.path.realpath(str(b))
+
+
+def served_store_and_scheduler(store, scheduler, environ=None):
+    """``(store, scheduler)`` a flow run uses: its arguments outside ``catdask serve``; under
+    serve, serve's store and scheduler, after checking the arguments name them (or nothing).
+
+    Raises
+    ------
+    ServedParameterError
+        Under ``catdask serve``, when ``store`` or ``scheduler`` names something else.
+    """
+    environ = os.environ if environ is None else environ
+    pinned_store = environ.get(ENV_SERVED_STORE)
+    pinned_scheduler = environ.get(ENV_SERVED_SCHEDULER)
+    if pinned_store is None and pinned_scheduler is None:
+        return store, scheduler
+    if pinned_store is not None:
+        if store not in (None, "") and not _same_path(store, pinned_store):
+            raise ServedParameterError(
+                f"refused: this run is served by `catdask serve`, whose store is "
+                f"{pinned_store}; a run parameter cannot choose another store (got "
+                f"store={store!r}). Leave `store` unset, or start your own `catdask serve "
+                f"--store ...`")
+        store = pinned_store
+    if pinned_scheduler is not None:
+        if scheduler not in (None, "") and str(scheduler).strip() != pinned_scheduler:
+            raise ServedParameterError(
+                f"refused: this run is served by `catdask serve`, which computes on the Dask "
+                f"scheduler {pinned_scheduler}; a run parameter cannot choose another "
+                f"scheduler (got scheduler={scheduler!r}). Leave `scheduler` unset, or start "
+                f"`catdask serve --scheduler ...`")
+        scheduler = pinned_scheduler
+    return store, scheduler
+
+
+def served_output_dir(out_dir, store, environ=None):
+    """``out_dir`` of a served evaluation, which must lie inside ``<store>/evaluations``
+    (None: the flow's default there). Outside ``catdask serve``, ``out_dir`` as given.
+
+    Raises
+    ------
+    ServedParameterError
+        Under ``catdask serve``, when ``out_dir`` is outside the store's evaluations folder.
+    """
+    environ = os.environ if environ is None else environ
+    if environ.get(ENV_SERVED_STORE) is None or out_dir in (None, ""):
+        return out_dir
+    allowed = Path(os.path.realpath(str(store))) / "evaluations"
+    target = Path(os.path.realpath(os.path.expanduser(str(out_dir))))
+    if target != allowed and allowed not in target.parents:
+        raise ServedParameterError(
+            f"refused: a run served by `catdask serve` writes its tables inside {allowed}; "
+            f"out_dir={str(out_dir)!r} is outside it. Leave `out_dir` unset")
+    return str(target)
