@@ -307,7 +307,7 @@ def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, lim
         signal.signal(signal.SIGTERM, _sigterm_to_keyboard_interrupt)
     try:
         if not api_url:
-            if auth and not os.environ.get("PREFECT_API_AUTH_STRING"):
+            if auth and not settings.PREFECT_API_AUTH_STRING.get():
                 # serve's runner and its run processes talk to this server too.
                 os.environ["PREFECT_API_AUTH_STRING"] = auth
             _note(f"starting the Prefect server on {host}:{port} (10-60 s) ...")
@@ -321,18 +321,18 @@ def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, lim
         os.environ["PREFECT_API_URL"] = api_url
         store_path = str(resolve_store(store))
         # Fixed now, for every run: the run processes refuse a parameter naming others.
-        pin_served_runs(store_path, os.environ[ENV_SCHEDULER])
+        pin_served_runs(store_path, scheduler_address)
         updates = {PREFECT_API_URL: api_url}
-        if os.environ.get("PREFECT_API_AUTH_STRING"):
-            updates[PREFECT_API_AUTH_STRING] = os.environ["PREFECT_API_AUTH_STRING"]
+        auth_string = settings.PREFECT_API_AUTH_STRING.get()
+        if auth_string:
+            updates[PREFECT_API_AUTH_STRING] = auth_string
         with temporary_settings(updates=updates):
             # As prefect.serve, but the deployments exist before the summary says how to run
             # them, and the summary names this server (Prefect's own start message suggests a
             # bare `prefect deployment run`, which would look for them in another server).
             runner = ServeRunner(limit=limit, query_seconds=_poll_seconds())
             names = []
-            for deployment in served_deployments(store_path,
-                                                 scheduler=os.environ[ENV_SCHEDULER]):
+            for deployment in served_deployments(store_path, scheduler=scheduler_address):
                 runner.add_preloaded_deployment(deployment)
                 names.append(f"{deployment.flow_name}/{deployment.name}")
             print(serving_summary(api_url, client.dashboard_link, scheduler_address,

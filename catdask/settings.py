@@ -23,6 +23,13 @@ Variable                       What it sets (when unset or empty) -- read by
                                ``catalog.sources.source_folders``
 ``CATDASK_MAX_TABLE_BYTES``    The largest table file read, in bytes (16 GiB) --
                                ``catalog.tables``
+``CATDASK_SERVED_STORE``       Set by ``catdask serve`` for its run processes: the only store
+                               a served run may use (unset: any) --
+                               ``orchestration.served.served_store_and_scheduler``
+``CATDASK_SERVED_SCHEDULER``   Likewise, the only Dask scheduler a served run may use --
+                               ``orchestration.served.served_store_and_scheduler``
+``PREFECT_API_AUTH_STRING``    The Prefect API's credentials for clients; Prefect reads it too
+                               (none) -- ``serve.serve`` hands it to its runner
 ``PREFECT_API_URL``            The Prefect API the flows report to; Prefect reads it too (a
                                temporary local server; ``catdask serve`` starts its own) --
                                ``cli.runtime``, ``cli.demo``, ``serve.serve``
@@ -42,8 +49,9 @@ them): the CLI sets Prefect's home, telemetry and console defaults before Prefec
 (``cli.runtime.prefect_environment``, only variables the user did not set),
 ``DASK_LOGGING__DISTRIBUTED`` (``cli.main``, quiet workers) and
 ``DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT`` (``cli.runtime.check_scheduler``) unless set;
-``catdask serve`` exports ``CATDASK_SCHEDULER`` and ``PREFECT_API_URL`` for its flow-run
-processes (``serve``, ``orchestration.preloaded_runs`` restores a run's environment in its
+``catdask serve`` exports ``CATDASK_SCHEDULER``, ``PREFECT_API_URL``, ``CATDASK_SERVED_STORE`` and
+``CATDASK_SERVED_SCHEDULER`` (``orchestration.served.pin_served_runs``) and, when it binds beyond
+loopback with authentication, ``PREFECT_API_AUTH_STRING`` for its flow-run processes (``serve``, ``orchestration.preloaded_runs`` restores a run's environment in its
 forked process); ``orchestration.server`` exports ``PREFECT_API_URL`` while its temporary
 server runs (saving and restoring the previous value) and passes a copy of the environment to
 the server it starts; the embedded cluster's workers get ``OMP_NUM_THREADS``,
@@ -70,7 +78,8 @@ import os
 
 __all__ = ["Setting", "SETTINGS", "STORE", "SCHEDULER", "SERVE_LIMIT", "CATALOG", "SOURCE_DIR",
            "MAX_TABLE_BYTES", "PREFECT_API_URL", "PREFECT_HOME", "PREFECT_PROFILES_PATH",
-           "PREFECT_PROFILE", "HOME"]
+           "PREFECT_PROFILE", "HOME", "SERVED_STORE", "SERVED_SCHEDULER",
+           "PREFECT_API_AUTH_STRING"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,6 +113,10 @@ SERVE_LIMIT = Setting("CATDASK_SERVE_LIMIT", "flow runs `catdask serve` runs at 
 CATALOG = Setting("CATDASK_CATALOG", "the data-set catalog file")
 SOURCE_DIR = Setting("CATDASK_SOURCE_DIR", "a folder with the original UCI files")
 MAX_TABLE_BYTES = Setting("CATDASK_MAX_TABLE_BYTES", "the largest table file read, in bytes")
+SERVED_STORE = Setting("CATDASK_SERVED_STORE", "the only store a served run may use")
+SERVED_SCHEDULER = Setting("CATDASK_SERVED_SCHEDULER",
+                           "the only Dask scheduler a served run may use")
+PREFECT_API_AUTH_STRING = Setting("PREFECT_API_AUTH_STRING", "the Prefect API's credentials")
 PREFECT_API_URL = Setting("PREFECT_API_URL", "the Prefect API the flows report to")
 PREFECT_HOME = Setting("PREFECT_HOME", "Prefect's home folder")
 PREFECT_PROFILES_PATH = Setting("PREFECT_PROFILES_PATH", "Prefect's profiles file")
@@ -111,5 +124,5 @@ PREFECT_PROFILE = Setting("PREFECT_PROFILE", "the active Prefect profile")
 HOME = Setting("HOME", "where ~/.prefect is")
 
 #: Every variable catdask reads, in the order of the module's table.
-SETTINGS = (STORE, SCHEDULER, SERVE_LIMIT, CATALOG, SOURCE_DIR, MAX_TABLE_BYTES,
-            PREFECT_API_URL, PREFECT_HOME, PREFECT_PROFILES_PATH, PREFECT_PROFILE, HOME)
+SETTINGS = (STORE, SCHEDULER, SERVE_LIMIT, CATALOG, SOURCE_DIR, MAX_TABLE_BYTES, SERVED_STORE,
+            SERVED_SCHEDULER, PREFECT_API_AUTH_STRING, PREFECT_API_URL, PREFECT_HOME, PREFECT_PROFILES_PATH, PREFECT_PROFILE, HOME)

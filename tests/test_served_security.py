@@ -123,7 +123,7 @@ def test_served_deployments_freeze_the_store_and_the_scheduler(tmp_path):
     from catdask.serve import served_deployments
 
     deployments = served_deployments(tmp_path / "s", scheduler="tcp://127.0.0.1:8786")
-    assert len(deployments) == 4
+    assert len(deployments) == 5  # nightly and triggered retrain, evaluation, train, ingest
     for d in deployments:
         schema = d._parameter_openapi_schema.properties
         assert schema["store"]["enum"] == [str(tmp_path / "s")] and schema["store"]["readOnly"]

@@ -18,14 +18,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .. import settings
 from ..errors import CatdaskError
 
 __all__ = ["ENV_SERVED_STORE", "ENV_SERVED_SCHEDULER", "ServedParameterError",
            "served_store_and_scheduler", "served_output_dir", "pin_served_runs"]
 
 #: Set by ``catdask serve`` in its own environment (and so in every run process it starts).
-ENV_SERVED_STORE = "CATDASK_SERVED_STORE"
-ENV_SERVED_SCHEDULER = "CATDASK_SERVED_SCHEDULER"
+ENV_SERVED_STORE = settings.SERVED_STORE.name
+ENV_SERVED_SCHEDULER = settings.SERVED_SCHEDULER.name
 
 
 class ServedParameterError(CatdaskError, ValueError):
@@ -54,9 +55,8 @@ def served_store_and_scheduler(store, scheduler, environ=None):
     ServedParameterError
         Under ``catdask serve``, when ``store`` or ``scheduler`` names something else.
     """
-    environ = os.environ if environ is None else environ
-    pinned_store = environ.get(ENV_SERVED_STORE)
-    pinned_scheduler = environ.get(ENV_SERVED_SCHEDULER)
+    pinned_store = settings.SERVED_STORE.get(environ)
+    pinned_scheduler = settings.SERVED_SCHEDULER.get(environ)
     if pinned_store is None and pinned_scheduler is None:
         return store, scheduler
     if pinned_store is not None:
