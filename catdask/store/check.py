@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import re
 from pathlib import Path
 
 from ..errors import CatdaskError, StoreCorruptError
@@ -41,7 +40,7 @@ from .layout import (
     require_writable,
     resolve_store,
 )
-from .registry import checked_attrs, version_numbers
+from .registry import checked_attrs, version_number, version_numbers
 from .snapshots import (
     hold_snapshot,
     name_lock,
@@ -56,7 +55,6 @@ from .upgrade import upgrade_old_layout
 __all__ = ["StoreProblem", "StoreReport", "check_store"]
 
 _SNAPSHOT_FILES = {"zarr.json", "X", "y"}
-_VERSION_DIR = re.compile(r"v[1-9][0-9]*")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -359,7 +357,7 @@ def _check_models(root: Path, report: StoreReport) -> None:
         with file_lock(folder / MODEL_LOCK):
             found = version_numbers(folder)
             _strays(folder, lambda c: c.name == MODEL_LOCK
-                    or (_VERSION_DIR.fullmatch(c.name) is not None and c.is_dir()),
+                    or (version_number(c.name) is not None and c.is_dir()),
                     report, f"model {name!r}")
         for v in found:
             path = folder / f"v{v}"

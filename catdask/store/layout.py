@@ -31,6 +31,7 @@ __all__ = [
     "models_dir",
     "evaluation_dir",
     "entry_path",
+    "numbered_folders",
     "cleanup_temporaries",
     "temporaries_guard",
     "space_hint",
@@ -99,6 +100,15 @@ def list_entries(parent: Path) -> list[str]:
     if not parent.is_dir():
         return []
     return sorted(p.name for p in parent.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def numbered_folders(parent: Path, number) -> list[str]:
+    """Names of the folders under ``parent`` that ``number(name)`` numbers (snapshots ``s<N>``,
+    model versions ``v<N>``), lowest number first; none if ``parent`` does not exist."""
+    if not parent.is_dir():
+        return []
+    found = [p.name for p in parent.iterdir() if number(p.name) is not None and p.is_dir()]
+    return sorted(found, key=number)
 
 
 def cleanup_temporaries(store=None, older_than_seconds: float = 3600.0) -> list[Path]:

@@ -27,7 +27,14 @@ from ..errors import DatasetNotFoundError, StoreCorruptError
 from . import _zarr_io
 from ._atomic import file_lock
 from .content import check_attrs, verify_content
-from .layout import NAME_LOCK, datasets_dir, entry_path, list_entries, resolve_store
+from .layout import (
+    NAME_LOCK,
+    datasets_dir,
+    entry_path,
+    list_entries,
+    numbered_folders,
+    resolve_store,
+)
 from .pointer import (
     POINTER_FORMAT,
     Pointer,
@@ -65,10 +72,7 @@ def name_dir(store, name: str) -> tuple[Path, Path]:
 
 def snapshot_ids(folder: Path) -> list[str]:
     """Ids of the snapshots under a data-set folder, oldest (lowest N) first."""
-    if not folder.is_dir():
-        return []
-    found = [p.name for p in folder.iterdir() if snapshot_number(p.name) and p.is_dir()]
-    return sorted(found, key=snapshot_number)
+    return numbered_folders(folder, snapshot_number)
 
 
 def name_lock(folder: Path, *, shared: bool = False):
