@@ -32,16 +32,16 @@ from .gc import _LateBlocker, model_references, removal_blocker, remove_snapshot
 from .layout import (
     MODEL_LOCK,
     NAME_LOCK,
+    changing_store,
     cleanup_temporaries,
     datasets_dir,
     list_entries,
     models_dir,
-    read_only_answer,
-    require_writable,
     resolve_store,
 )
 from .registry import checked_attrs, version_number, version_numbers
 from .snapshots import (
+    current_snapshot_id,
     hold_snapshot,
     name_lock,
     read_pointer,
@@ -140,8 +140,7 @@ def check_store(store=None, *, cleanup: bool = False, older_than_seconds: float 
         raise FileNotFoundError(f"store {root} does not exist")
     report = StoreReport(root)
     if cleanup:
-        require_writable(root, "check --cleanup")
-        with read_only_answer(root, "check --cleanup"):
+        with changing_store(root, "check --cleanup"):
             _cleanup(root, older_than_seconds, report)
     refs = model_references(root)
     _check_datasets(root, refs, report)
@@ -180,11 +179,7 @@ def _repair(folder: Path, refs, report: StoreReport) -> None:
         if upgraded is not None:
             report.restored.append(f"{folder.name}: old in-place layout -> {upgraded}")
         ids = snapshot_ids(folder)
-        try:
-            pointer = read_pointer(folder)
-        except StoreCorruptError:
-            pointer = None
-        current = pointer.snapshot if pointer is not None else None
+        current = current_snapshot_id(folder)
         if current is None or not _verifies(folder / current):
             good = next((s for s in reversed(ids) if s != current and _verifies(folder / s)), None)
             if good is None:

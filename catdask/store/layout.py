@@ -37,6 +37,7 @@ __all__ = [
     "space_hint",
     "require_writable",
     "read_only_answer",
+    "changing_store",
     "NAME_LOCK",
     "MODEL_LOCK",
 ]
@@ -209,3 +210,17 @@ def read_only_answer(root: Path, action: str):
             raise
         where = f" at {exc.filename}" if exc.filename else ""
         raise _read_only_error(root, action, exc.errno, where) from exc
+
+
+@contextlib.contextmanager
+def changing_store(root: Path, action: str, *, writes: bool = True):
+    """The guard around a maintenance ``action`` that changes the store (``gc``,
+    ``check --cleanup``): refuse at once when the store cannot be written
+    (:func:`require_writable`; skipped with ``writes=False``, a dry run), and turn a
+    permission or read-only error met meanwhile into the same one-line error
+    (:func:`read_only_answer`).
+    """
+    if writes:
+        require_writable(root, action)
+    with read_only_answer(root, action):
+        yield
