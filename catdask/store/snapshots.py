@@ -90,7 +90,7 @@ def current_snapshot_id(folder: Path) -> str | None:
 def rename_to_next_snapshot(tmp: Path, folder: Path) -> str:
     """Rename the finished temporary ``tmp`` to the next free ``s<N>`` of ``folder`` (call
     under the name lock, so no other writer claims N meanwhile); returns the new id."""
-    number = max((snapshot_number(s) for s in snapshot_ids(folder)), default=0) + 1
+    number = max((snapshot_number(s) or 0 for s in snapshot_ids(folder)), default=0) + 1
     snapshot = f"s{number}"
     if not rename_no_replace(tmp, folder / snapshot):
         raise OSError(f"{folder / snapshot} exists although the name lock is held")
