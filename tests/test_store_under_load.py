@@ -319,11 +319,11 @@ def test_a_full_disk_refusal_names_gc(tmp_path, monkeypatch):
     def full(src, dst):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(dst))
 
-    monkeypatch.setattr("catdask.store.dataset_writer.rename_no_replace", full)
+    monkeypatch.setattr("catdask.store.snapshots.rename_no_replace", full)
     with pytest.raises(StoreWriteError) as info:
         write_dataset(store, "ds", np.ones((4, 2)), [0, 1, 0, 1], replace=True)
     assert "the store is unchanged" in str(info.value) and "`catdask gc`" in str(info.value)
-    monkeypatch.setattr("catdask.store.dataset_writer.rename_no_replace", real)
+    monkeypatch.setattr("catdask.store.snapshots.rename_no_replace", real)
     assert read_dataset(store, "ds").snapshot == "s1"
 
 

@@ -9,13 +9,13 @@ error`` for a truncated chunk) into :class:`~catdask.errors.StoreCorruptError` n
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import zarr
 
 from ..errors import StoreCorruptError
+from ._node_json import read_zarr_json, relative_to_entry
 
 __all__ = [
     "NUMERIC_DTYPES",
@@ -75,20 +75,12 @@ _ARRAY_CONFIG = {"write_empty_chunks": True}
 
 
 def read_node_json(node_dir: Path, entry: Path) -> dict:
-    """Parse ``node_dir/zarr.json``; any problem is reported against ``entry``."""
-    path = node_dir / "zarr.json"
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise StoreCorruptError(entry, f"{_rel(path, entry)} is missing") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise StoreCorruptError(entry, f"cannot read {_rel(path, entry)}: {exc}") from exc
-    try:
-        meta = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise StoreCorruptError(entry, f"{_rel(path, entry)} is not valid JSON ({exc})") from exc
+    """Parse ``node_dir/zarr.json`` as zarr v3 metadata; any problem is reported against
+    ``entry``."""
+    meta = read_zarr_json(node_dir, entry)
     if not isinstance(meta, dict) or meta.get("zarr_format") != 3:
-        raise StoreCorruptError(entry, f"{_rel(path, entry)} is not zarr v3 metadata")
+        where = relative_to_entry(node_dir / "zarr.json", entry)
+        raise StoreCorruptError(entry, f"{where} is not zarr v3 metadata")
     return meta
 
 
@@ -112,7 +104,7 @@ def _check_codecs(codecs, entry: Path, where: str) -> None:
 def check_array_json(array_dir: Path, entry: Path, *, dtypes=NUMERIC_DTYPES, ndim=None) -> dict:
     """Validate an array's ``zarr.json`` (node type, numeric dtype, safe codecs, ndim)."""
     meta = read_node_json(array_dir, entry)
-    where = _rel(array_dir, entry)
+    where = relative_to_entry(array_dir, entry)
     if meta.get("node_type") != "array":
         raise StoreCorruptError(entry, f"{where} is not an array")
     dtype = meta.get("data_type")
@@ -211,10 +203,3 @@ def row_chunks(shape, itemsize: int, target_bytes: int = 32 * 2**20) -> tuple[in
     row_bytes = itemsize * int(np.prod(shape[1:], dtype=np.int64)) if len(shape) > 1 else itemsize
     rows = max(1, target_bytes // max(1, row_bytes))
     return (max(1, min(int(shape[0]), rows)),) + tuple(max(1, int(s)) for s in shape[1:])
-
-
-def _rel(path: Path, entry: Path) -> str:
-    try:
-        return str(path.relative_to(entry))
-    except ValueError:
-        return str(path)

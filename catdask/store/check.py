@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import re
 from pathlib import Path
 
 from ..errors import CatdaskError, StoreCorruptError
@@ -33,16 +32,16 @@ from .gc import _LateBlocker, model_references, removal_blocker, remove_snapshot
 from .layout import (
     MODEL_LOCK,
     NAME_LOCK,
+    changing_store,
     cleanup_temporaries,
     datasets_dir,
     list_entries,
     models_dir,
-    read_only_answer,
-    require_writable,
     resolve_store,
 )
-from .registry import checked_attrs, version_numbers
+from .registry import checked_attrs, version_number, version_numbers
 from .snapshots import (
+    current_snapshot_id,
     hold_snapshot,
     name_lock,
     read_pointer,
@@ -56,7 +55,6 @@ from .upgrade import upgrade_old_layout
 __all__ = ["StoreProblem", "StoreReport", "check_store"]
 
 _SNAPSHOT_FILES = {"zarr.json", "X", "y"}
-_VERSION_DIR = re.compile(r"v[1-9][0-9]*")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,8 +140,7 @@ def check_store(store=None, *, cleanup: bool = False, older_than_seconds: float 
         raise FileNotFoundError(f"store {root} does not exist")
     report = StoreReport(root)
     if cleanup:
-        require_writable(root, "check --cleanup")
-        with read_only_answer(root, "check --cleanup"):
+        with changing_store(root, "check --cleanup"):
             _cleanup(root, older_than_seconds, report)
     refs = model_references(root)
     _check_datasets(root, refs, report)
@@ -182,11 +179,7 @@ def _repair(folder: Path, refs, report: StoreReport) -> None:
         if upgraded is not None:
             report.restored.append(f"{folder.name}: old in-place layout -> {upgraded}")
         ids = snapshot_ids(folder)
-        try:
-            pointer = read_pointer(folder)
-        except StoreCorruptError:
-            pointer = None
-        current = pointer.snapshot if pointer is not None else None
+        current = current_snapshot_id(folder)
         if current is None or not _verifies(folder / current):
             good = next((s for s in reversed(ids) if s != current and _verifies(folder / s)), None)
             if good is None:
@@ -359,7 +352,7 @@ def _check_models(root: Path, report: StoreReport) -> None:
         with file_lock(folder / MODEL_LOCK):
             found = version_numbers(folder)
             _strays(folder, lambda c: c.name == MODEL_LOCK
-                    or (_VERSION_DIR.fullmatch(c.name) is not None and c.is_dir()),
+                    or (version_number(c.name) is not None and c.is_dir()),
                     report, f"model {name!r}")
         for v in found:
             path = folder / f"v{v}"

@@ -34,22 +34,23 @@ from ._atomic import (
     locked_temp_dir,
     remove_folder_if_only,
     remove_tree,
-    rename_no_replace,
 )
 from ._json import catdask_version, json_sha256, to_json_safe, utc_now
-from .content import FORMAT, check_attrs, check_data, content_sha256, label_names_for, source_sha256
+from .content import FORMAT, check_data, content_sha256, label_names_for, source_sha256
+from .layout import NAME_LOCK, space_hint
+from .pointer import resolve_folder
 from .snapshots import (
-    NAME_LOCK,
+    current_snapshot_id,
     hold_snapshot,
     name_dir,
     name_lock,
     read_pointer,
+    rename_to_next_snapshot,
+    snapshot_attrs,
     snapshot_ids,
-    snapshot_number,
     verify_snapshot,
     write_pointer,
 )
-from .layout import space_hint
 from .upgrade import is_old_layout, upgrade_old_layout
 
 __all__ = ["DatasetInfo", "write_dataset", "info_from_attrs"]
@@ -259,10 +260,7 @@ def _commit(tmp: Path, folder: Path, name: str, content: str) -> tuple[str, bool
         replacing = read_pointer(folder) is not None
     except StoreCorruptError:
         replacing = True  # a damaged pointer is replaced by a valid one
-    number = max((snapshot_number(s) for s in snapshot_ids(folder)), default=0) + 1
-    snapshot = f"s{number}"
-    if not rename_no_replace(tmp, folder / snapshot):
-        raise OSError(f"{folder / snapshot} exists although the name lock is held")
+    snapshot = rename_to_next_snapshot(tmp, folder)
     crash_point("snapshot-renamed")
     fsync_dir(folder)
     write_pointer(folder, name, snapshot, content)
@@ -279,18 +277,15 @@ def _current_state(folder: Path, content: str, names: list, name: str, replace: 
         The current snapshot holds different content and ``replace`` is False.
     """
     try:
-        pointer = read_pointer(folder) if folder.is_dir() else None
+        found = resolve_folder(folder)
     except StoreCorruptError:
-        return None  # a damaged pointer: a new snapshot repairs it
-    if pointer is None:
+        return None  # a damaged pointer or a missing current snapshot: a new one repairs it
+    if found is None:
         return None
-    path = folder / pointer.snapshot
-    hold = hold_snapshot(path)
-    if hold is None:
-        return None  # the current snapshot is missing: writing a new one repairs the name
+    current, path, hold = found
     try:
         try:
-            attrs = check_attrs(_zarr_io.read_node_json(path, path).get("attributes"), path)
+            attrs = snapshot_attrs(path)
         except StoreCorruptError:
             return None  # unreadable: nothing readable is lost by writing a new snapshot
         stored = attrs["content_sha256"]
@@ -299,7 +294,7 @@ def _current_state(folder: Path, content: str, names: list, name: str, replace: 
                 verify_snapshot(path)
             except StoreCorruptError:
                 return None  # damaged: re-ingesting the same content repairs it
-            return info_from_attrs(name, path, attrs, snapshot=pointer.snapshot)
+            return info_from_attrs(name, path, attrs, snapshot=current)
         if stored != content and not replace:
             raise DatasetExistsError(name, stored, content)
         return None
@@ -307,16 +302,18 @@ def _current_state(folder: Path, content: str, names: list, name: str, replace: 
         hold.close()
 
 
-def _stored_copy(folder: Path, content: str, names: list, exclude: str | None):
-    """``(snapshot, hold)`` of a snapshot of ``folder`` other than ``exclude`` that holds this
-    content with these label names and verifies (held, so gc keeps it); None if there is none.
-    The newest such snapshot is preferred."""
+@contextlib.contextmanager
+def _held_stored_copy(folder: Path, content: str, names: list):
+    """The id of a snapshot of ``folder`` other than the current one that holds this content
+    with these label names and verifies, held (so gc keeps it) while the block runs; None if
+    there is none. The newest such snapshot is preferred."""
+    exclude = current_snapshot_id(folder)
     for snapshot in reversed(snapshot_ids(folder)):
         if snapshot == exclude:
             continue
         path = folder / snapshot
         try:
-            attrs = check_attrs(_zarr_io.read_node_json(path, path).get("attributes"), path)
+            attrs = snapshot_attrs(path)
         except StoreCorruptError:
             continue
         if attrs["content_sha256"] != content or attrs.get("label_names") != names:
@@ -329,16 +326,12 @@ def _stored_copy(folder: Path, content: str, names: list, exclude: str | None):
         except StoreCorruptError:
             hold.close()
             continue  # damaged: never point a name at it
-        return snapshot, hold
-    return None
-
-
-def _current_id(folder: Path) -> str | None:
-    try:
-        pointer = read_pointer(folder)
-    except StoreCorruptError:
-        return None
-    return pointer.snapshot if pointer is not None else None
+        try:
+            yield snapshot
+        finally:
+            hold.close()
+        return
+    yield None
 
 
 def _point_at_stored_copy(folder: Path, content: str, names: list, name: str, replace: bool):
@@ -347,35 +340,25 @@ def _point_at_stored_copy(folder: Path, content: str, names: list, name: str, re
     ``written=False``, or None when no such snapshot exists."""
     if not folder.is_dir():
         return None
-    found = _stored_copy(folder, content, names, _current_id(folder))
-    if found is None:
-        return None
-    snapshot, hold = found
-    try:
+    with _held_stored_copy(folder, content, names) as snapshot:
+        if snapshot is None:
+            return None
         with name_lock(folder):
             current = _current_state(folder, content, names, name, replace)
             if current is not None:  # a concurrent writer committed this content meanwhile
                 return current
             return _commit_copy(folder, snapshot, content, name)
-    finally:
-        hold.close()
 
 
 def _move_pointer_to_copy(folder: Path, content: str, names: list, name: str):
     """Under the name lock: point at a stored copy of this content if one exists."""
-    found = _stored_copy(folder, content, names, _current_id(folder))
-    if found is None:
-        return None
-    snapshot, hold = found
-    try:
-        return _commit_copy(folder, snapshot, content, name)
-    finally:
-        hold.close()
+    with _held_stored_copy(folder, content, names) as snapshot:
+        return None if snapshot is None else _commit_copy(folder, snapshot, content, name)
 
 
 def _commit_copy(folder: Path, snapshot: str, content: str, name: str) -> DatasetInfo:
     """Point the name at stored ``snapshot`` (held by the caller, under the name lock)."""
     path = folder / snapshot
-    attrs = check_attrs(_zarr_io.read_node_json(path, path).get("attributes"), path)
+    attrs = snapshot_attrs(path)
     write_pointer(folder, name, snapshot, content)
     return info_from_attrs(name, path, attrs, snapshot=snapshot, written=False, replaced=True)

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..errors import DatasetNotFoundError, StoreCorruptError
 from . import _zarr_io
-from .content import check_attrs, classes_array, encode_labels, verify_content
+from .content import classes_array, encode_labels, verify_content
 from .dataset_writer import DatasetInfo, info_from_attrs, write_dataset
 from .layout import datasets_dir, list_entries, resolve_store
 from .snapshots import (
@@ -34,6 +34,7 @@ from .snapshots import (
     open_snapshot,
     read_pointer,
     resolve,
+    snapshot_attrs,
     snapshot_number,
     verify_snapshot,
 )
@@ -284,8 +285,7 @@ def list_datasets(store=None) -> list[DatasetInfo]:
             continue
         path = folder / pointer.snapshot
         try:
-            meta = _zarr_io.read_node_json(path, path)
-            attrs = check_attrs(meta.get("attributes"), path)
+            attrs = snapshot_attrs(path)
         except StoreCorruptError as exc:
             out.append(info_from_attrs(name, path, None, problem=exc.problem))
         else:

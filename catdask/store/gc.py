@@ -18,14 +18,7 @@ from pathlib import Path
 
 from ..errors import StoreCorruptError
 from ._atomic import TMP_PREFIX, crash_point, hold_dir, remove_tree, try_lock
-from .layout import (
-    datasets_dir,
-    list_entries,
-    models_dir,
-    read_only_answer,
-    require_writable,
-    resolve_store,
-)
+from .layout import changing_store, datasets_dir, list_entries, models_dir, resolve_store
 from .registry import checked_attrs, version_numbers
 from .snapshots import name_lock, read_pointer, snapshot_ids, snapshot_number
 
@@ -155,9 +148,7 @@ def gc_store(store=None, *, dry_run: bool = False, keep_last: int = 0) -> GcResu
         removed.
     """
     root = resolve_store(store)
-    if not dry_run:
-        require_writable(root, "gc")
-    with read_only_answer(root, "gc"):
+    with changing_store(root, "gc", writes=not dry_run):
         return _gc(root, dry_run, keep_last)
 
 

@@ -31,11 +31,13 @@ __all__ = [
     "models_dir",
     "evaluation_dir",
     "entry_path",
+    "numbered_folders",
     "cleanup_temporaries",
     "temporaries_guard",
     "space_hint",
     "require_writable",
     "read_only_answer",
+    "changing_store",
     "NAME_LOCK",
     "MODEL_LOCK",
 ]
@@ -99,6 +101,15 @@ def list_entries(parent: Path) -> list[str]:
     if not parent.is_dir():
         return []
     return sorted(p.name for p in parent.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def numbered_folders(parent: Path, number) -> list[str]:
+    """Names of the folders under ``parent`` that ``number(name)`` numbers (snapshots ``s<N>``,
+    model versions ``v<N>``), lowest number first; none if ``parent`` does not exist."""
+    if not parent.is_dir():
+        return []
+    found = [p.name for p in parent.iterdir() if number(p.name) is not None and p.is_dir()]
+    return sorted(found, key=number)
 
 
 def cleanup_temporaries(store=None, older_than_seconds: float = 3600.0) -> list[Path]:
@@ -199,3 +210,17 @@ def read_only_answer(root: Path, action: str):
             raise
         where = f" at {exc.filename}" if exc.filename else ""
         raise _read_only_error(root, action, exc.errno, where) from exc
+
+
+@contextlib.contextmanager
+def changing_store(root: Path, action: str, *, writes: bool = True):
+    """The guard around a maintenance ``action`` that changes the store (``gc``,
+    ``check --cleanup``): refuse at once when the store cannot be written
+    (:func:`require_writable`; skipped with ``writes=False``, a dry run), and turn a
+    permission or read-only error met meanwhile into the same one-line error
+    (:func:`read_only_answer`).
+    """
+    if writes:
+        require_writable(root, action)
+    with read_only_answer(root, action):
+        yield

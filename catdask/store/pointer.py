@@ -18,9 +18,10 @@ a shared ``flock`` on the named snapshot's ``zarr.json`` (:func:`hold_snapshot`)
 that snapshot. gc and cleanup remove a snapshot only under the exclusive lock, so a held
 snapshot stays.
 
-This module is a leaf: it imports only the standard library, :mod:`catdask.errors` and
-:mod:`catdask.store._atomic` (standard library only), so :mod:`catdask.distributed` reads a
-store's data set through it without depending on the rest of the store.
+This module is a leaf: it imports only the standard library, :mod:`catdask.errors`,
+:mod:`catdask.store._atomic` and :mod:`catdask.store._node_json` (both standard library only),
+so :mod:`catdask.distributed` reads a store's data set through it without depending on the rest
+of the store.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from pathlib import Path
 
 from ..errors import StoreCorruptError
 from ._atomic import TMP_PREFIX, crash_point, flock_fd, fsync_dir
+from ._node_json import read_zarr_json
 
 __all__ = [
     "POINTER_FORMAT",
@@ -86,23 +88,6 @@ def is_pointer_attrs(attrs) -> bool:
     return isinstance(attrs, dict) and POINTER_KEY in attrs
 
 
-def _read_json(folder: Path) -> dict | None:
-    path = folder / "zarr.json"
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise StoreCorruptError(folder, f"cannot read zarr.json: {exc}") from exc
-    try:
-        node = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise StoreCorruptError(folder, f"zarr.json is not valid JSON ({exc})") from exc
-    if not isinstance(node, dict):
-        raise StoreCorruptError(folder, "zarr.json is not a JSON object")
-    return node
-
-
 def read_pointer(folder: Path) -> Pointer | None:
     """The pointer of a data-set folder; None if it has none (never committed).
 
@@ -111,9 +96,11 @@ def read_pointer(folder: Path) -> Pointer | None:
     StoreCorruptError
         The pointer file exists but is not a valid pointer.
     """
-    node = _read_json(folder)
+    node = read_zarr_json(folder, folder, missing_ok=True)
     if node is None:
         return None
+    if not isinstance(node, dict):
+        raise StoreCorruptError(folder, "zarr.json is not a JSON object")
     attrs = node.get("attributes")
     if node.get("node_type") != "group" or not isinstance(attrs, dict):
         raise StoreCorruptError(folder, "the pointer (zarr.json) does not describe a group")

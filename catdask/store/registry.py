@@ -42,7 +42,7 @@ from ._atomic import (
     rename_no_replace,
 )
 from ._json import catdask_version, json_sha256, to_json_safe, utc_now
-from .layout import MODEL_LOCK, entry_path, models_dir, resolve_store, space_hint
+from .layout import MODEL_LOCK, entry_path, models_dir, numbered_folders, resolve_store, space_hint
 
 __all__ = [
     "ModelVersion",
@@ -51,6 +51,7 @@ __all__ = [
     "checked_attrs",
     "model_folder",
     "version_numbers",
+    "version_number",
     "array_sha256",
 ]
 
@@ -105,14 +106,14 @@ def model_folder(store, name: str) -> tuple[Path, Path]:
 
 def version_numbers(model_dir: Path) -> list[int]:
     """Sorted version numbers present under ``model_dir``."""
-    if not model_dir.is_dir():
-        return []
-    out = []
-    for p in model_dir.iterdir():
-        m = _VERSION_DIR.fullmatch(p.name)
-        if m and p.is_dir():
-            out.append(int(m.group(1)))
-    return sorted(out)
+    numbers = (version_number(v) for v in numbered_folders(model_dir, version_number))
+    return [n for n in numbers if n is not None]
+
+
+def version_number(folder_name: str) -> int | None:
+    """N of a version folder's name ``v<N>``, None for anything else."""
+    m = _VERSION_DIR.fullmatch(folder_name)
+    return int(m.group(1)) if m else None
 
 
 def array_sha256(a: np.ndarray) -> str:

@@ -25,9 +25,16 @@ from pathlib import Path
 
 from ..errors import DatasetNotFoundError, StoreCorruptError
 from . import _zarr_io
-from ._atomic import file_lock
+from ._atomic import file_lock, rename_no_replace
 from .content import check_attrs, verify_content
-from .layout import NAME_LOCK, datasets_dir, entry_path, list_entries, resolve_store
+from .layout import (
+    NAME_LOCK,
+    datasets_dir,
+    entry_path,
+    list_entries,
+    numbered_folders,
+    resolve_store,
+)
 from .pointer import (
     POINTER_FORMAT,
     Pointer,
@@ -45,6 +52,9 @@ __all__ = [
     "SnapshotHold",
     "name_dir",
     "snapshot_ids",
+    "current_snapshot_id",
+    "rename_to_next_snapshot",
+    "snapshot_attrs",
     "snapshot_number",
     "read_pointer",
     "write_pointer",
@@ -65,10 +75,26 @@ def name_dir(store, name: str) -> tuple[Path, Path]:
 
 def snapshot_ids(folder: Path) -> list[str]:
     """Ids of the snapshots under a data-set folder, oldest (lowest N) first."""
-    if not folder.is_dir():
-        return []
-    found = [p.name for p in folder.iterdir() if snapshot_number(p.name) and p.is_dir()]
-    return sorted(found, key=snapshot_number)
+    return numbered_folders(folder, snapshot_number)
+
+
+def current_snapshot_id(folder: Path) -> str | None:
+    """The id the pointer names; None when there is no pointer or it is damaged."""
+    try:
+        pointer = read_pointer(folder)
+    except StoreCorruptError:
+        return None
+    return pointer.snapshot if pointer is not None else None
+
+
+def rename_to_next_snapshot(tmp: Path, folder: Path) -> str:
+    """Rename the finished temporary ``tmp`` to the next free ``s<N>`` of ``folder`` (call
+    under the name lock, so no other writer claims N meanwhile); returns the new id."""
+    number = max((snapshot_number(s) or 0 for s in snapshot_ids(folder)), default=0) + 1
+    snapshot = f"s{number}"
+    if not rename_no_replace(tmp, folder / snapshot):
+        raise OSError(f"{folder / snapshot} exists although the name lock is held")
+    return snapshot
 
 
 def name_lock(folder: Path, *, shared: bool = False):
@@ -107,6 +133,11 @@ def resolve(store, name: str) -> tuple[str, Path, SnapshotHold]:
 
 def _has_pointer(root: Path, name: str) -> bool:
     return (datasets_dir(root) / name / "zarr.json").is_file()
+
+
+def snapshot_attrs(path: Path) -> dict:
+    """A snapshot's checked attributes, read from its ``zarr.json`` only (no array opened)."""
+    return check_attrs(_zarr_io.read_node_json(path, path).get("attributes"), path)
 
 
 def open_snapshot(path: Path):

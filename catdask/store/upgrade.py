@@ -23,10 +23,9 @@ from ._atomic import (
     hold_dir,
     make_temp_dir,
     remove_tree,
-    rename_no_replace,
 )
 from .pointer import DATASET_FORMAT_KEY, is_pointer_attrs
-from .snapshots import snapshot_ids, snapshot_number, verify_snapshot, write_pointer
+from .snapshots import rename_to_next_snapshot, verify_snapshot, write_pointer
 
 __all__ = ["is_old_layout", "upgrade_old_layout"]
 
@@ -69,10 +68,7 @@ def upgrade_old_layout(folder: Path) -> str | None:
             except StoreCorruptError:
                 remove_tree(tmp)
                 return None
-            number = max((snapshot_number(s) for s in snapshot_ids(folder)), default=0) + 1
-            snapshot = f"s{number}"
-            if not rename_no_replace(tmp, folder / snapshot):
-                raise OSError(f"{folder / snapshot} exists although the name lock is held")
+            snapshot = rename_to_next_snapshot(tmp, folder)
     except BaseException:
         remove_tree(tmp)
         raise
