@@ -85,7 +85,7 @@ def iris_store(store):
 
 
 # ----------------------------------------------------------------------------- Prefect + Dask
-# Used by tests/test_flows.py and tests/test_cli.py: flows run for real against a temporary
+# Used by tests/orchestration/test_flows.py and tests/cli/test_cli.py: flows run for real against a temporary
 # Prefect API (SQLite) and a small LocalCluster.
 
 

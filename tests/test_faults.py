@@ -4,10 +4,10 @@ a temporary Prefect server and the embedded cluster (no orphans), the serve run 
 terminal's Ctrl-C (SIGINT to the whole process group) of `catdask train` and `catdask serve`,
 and serve's Prefect server dying under it.
 
-Elsewhere (not repeated here): a worker SIGKILLed mid-fit (tests/test_distributed.py), a
-flow run killed and rerun and transient task retries (tests/test_flows.py), disk full /
+Elsewhere (not repeated here): a worker SIGKILLed mid-fit (tests/distributed/test_distributed.py), a
+flow run killed and rerun and transient task retries (tests/orchestration/test_flows.py), disk full /
 permission errors from monkeypatched zarr writes for data sets and versions
-(tests/test_store.py, tests/test_registry.py), hard crashes mid-write (same files).
+(tests/store/test_store.py, tests/store/test_registry.py), hard crashes mid-write (same files).
 
 Here the failures are real where that is possible without privileges: the scheduler process
 is SIGKILLed, the file-size limit (RLIMIT_FSIZE) makes the kernel refuse a write with EFBIG,
@@ -189,7 +189,7 @@ def test_disk_full_when_claiming_the_version_keeps_earlier_versions(tmp_path, mo
 
 @pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0,
                     reason="root ignores file permissions (the RLIMIT_FSIZE test covers a real "
-                           "write error as root; tests/test_registry.py covers EACCES)")
+                           "write error as root; tests/store/test_registry.py covers EACCES)")
 def test_read_only_model_folder_keeps_earlier_versions(tmp_path):
     store = tmp_path / "store"
     register_model = registry_mod.register_model

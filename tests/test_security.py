@@ -2,10 +2,10 @@
 
 Covered elsewhere and not repeated here:
 
-- tests/test_registry.py: a stray ``model.pkl`` in a version folder, object-dtype arrays,
+- tests/store/test_registry.py: a stray ``model.pkl`` in a version folder, object-dtype arrays,
   ``data_type: object`` in an array's JSON, unsafe array names, edited metadata/values;
-- tests/test_store.py: string arrays and unknown codecs in a data set, edited attributes;
-- tests/test_catalog.py: http://, ftp://, file:// and scheme-relative URLs refused, redirects
+- tests/store/test_store.py: string arrays and unknown codecs in a data set, edited attributes;
+- tests/catalog/test_catalog.py: http://, ftp://, file:// and scheme-relative URLs refused, redirects
   to http refused, a download with the wrong sha256 leaves nothing in the cache.
 
 Here: the sockets of the Prefect server started by ``catdask.serve.start_prefect_server`` and

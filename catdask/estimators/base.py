@@ -405,7 +405,7 @@ class BaseCategorySpace(
     def _expected_failed_checks(self):
         """scikit-learn common checks this estimator fails by design, with the reason.
 
-        Used by ``tests/test_sklearn_checks.py`` (``parametrize_with_checks``'s
+        Used by ``tests/estimators/test_sklearn_checks.py`` (``parametrize_with_checks``'s
         ``expected_failed_checks``); every entry is a property of the method, not a bug.
         """
         return {}

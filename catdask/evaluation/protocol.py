@@ -16,7 +16,7 @@ standardised on the training part (so one ``C`` grid suits every reduction's sca
 angle-classifier methods (``...-A``) use the category-space estimator's own ``predict``
 (``argmax_k |p_k|``) instead, with only gamma (kernel) selected.
 
-Nothing here looks at the test part before step 3: ``tests/test_evaluation.py`` checks this
+Nothing here looks at the test part before step 3: ``tests/evaluation/test_evaluation.py`` checks this
 with a spy transformer.
 """
 

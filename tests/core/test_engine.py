@@ -28,7 +28,7 @@ from catdask.core.starts import kernel_random_z
 from catdask.kernels import make_kernel
 from catdask.operators import NumpyGramOperator
 
-from ..helpers.data import make_blobs
+from tests.helpers.data import make_blobs
 
 
 def _restart(index, objective, converged=True):

@@ -1,0 +1,90 @@
+"""The symmetric Gram tile pass (float32 and float64) and precision="auto"'s float64 polish."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from catdask import KernelCategorySpace
+from catdask.core.classes import ClassIndex
+from catdask.kernels import make_kernel
+from catdask.operators import NumpyGramOperator
+
+from tests.helpers.data import make_blobs
+
+
+def _data(n_per_class=70, n_features=5, n_classes=3, seed=0):
+    X, y = make_blobs(n_per_class=n_per_class, n_features=n_features, n_classes=n_classes,
+                      seed=seed)
+    perm = np.random.default_rng(seed).permutation(len(y))
+    return X[perm] + 3.0, y[perm]
+
+
+def _dense_product(G, classes, z):
+    """``G Z_r`` by brute force: Z_r (N, K) with z[r, i] in column y_i."""
+    Z = np.zeros((z.shape[0], G.shape[0], classes.n_classes))
+    for r in range(z.shape[0]):
+        Z[r, np.arange(G.shape[0]), classes.codes] = z[r]
+    return G @ Z
+
+
+@pytest.mark.parametrize("metric", ["rbf", "poly", "linear"])
+def test_tile_pass_equals_dense_product(metric):
+    """Several tiles, class boundaries inside tiles, unsorted input: equals G @ Z exactly."""
+    X, y = _data()
+    classes = ClassIndex(y, 3)
+    kern = make_kernel(metric, n_features=X.shape[1], gamma=0.1)
+    op = NumpyGramOperator(X, classes, kern, max_gram_bytes=0, tile_rows=64)
+    assert op.uses_tiles and len(op._tile_pairs) == 10  # 4 row tiles: 4 + 3 + 2 + 1
+    z = np.random.default_rng(1).standard_normal((3, len(y)))
+    ref = _dense_product(kern(X, X), classes, z)
+    np.testing.assert_allclose(op.class_matmul(z), ref, rtol=1e-12, atol=1e-12 * np.abs(ref).max())
+    assert op.gram_passes == 1
+
+
+def test_float32_tiles_agree_with_float64():
+    X, y = _data(n_per_class=150)
+    classes = ClassIndex(y, 3)
+    kern = make_kernel("rbf", n_features=X.shape[1], gamma=0.05)
+    z = np.random.default_rng(2).standard_normal((4, len(y)))
+    exact = NumpyGramOperator(X, classes, kern, max_gram_bytes=0, tile_rows=100)
+    fast = NumpyGramOperator(X, classes, kern, max_gram_bytes=0, tile_rows=100,
+                             precision="float32")
+    B64, B32 = exact.class_matmul(z), fast.class_matmul(z)
+    err = np.abs(B32 - B64).max() / np.abs(B64).max()
+    assert 0 < err <= 1e-5  # float32 really in use, and within its rounding
+    assert B32.dtype == np.float64
+
+
+def test_stored_gram_and_user_kernels_do_not_use_tiles():
+    X, y = _data(n_per_class=10)
+    classes = ClassIndex(y, 3)
+    assert not NumpyGramOperator(X, classes, make_kernel("rbf", n_features=5)).uses_tiles
+    user = make_kernel(lambda a, b: float(a @ b), n_features=5)
+    assert not NumpyGramOperator(X, classes, user, max_gram_bytes=0).uses_tiles
+    with pytest.raises(ValueError, match="precision must be one of"):
+        NumpyGramOperator(X, classes, make_kernel("rbf", n_features=5), precision="half")
+    with pytest.raises(ValueError, match="built-in kernel"):
+        user.tile_factors(X, "float32")
+
+
+@pytest.mark.parametrize("origin", ["global", "class"])
+def test_auto_precision_fit_equals_float64_fit(origin):
+    """precision="auto" (float32 phase, float64 polish) returns the float64 fit's objective."""
+    X, y = _data(n_per_class=200, seed=3)
+    # certify=False: the certificate reads only float64 products (diagonal, columns) at the
+    # polished point; its pivoted Cholesky in recompute mode would dominate this test's time.
+    kw = dict(max_gram_bytes=0, n_restarts=2, random_state=0, origin=origin, gamma=0.05,
+              certify=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        auto = KernelCategorySpace(precision="auto", **kw).fit(X, y)
+        exact = KernelCategorySpace(precision="float64", **kw).fit(X, y)
+    assert auto.n_iter_float32_ > 0 and exact.n_iter_float32_ == 0
+    assert auto.converged_ and exact.converged_
+    assert abs(auto.objective_ - exact.objective_) <= 1e-9 * abs(exact.objective_)
+    assert auto.n_iter_ > auto.n_iter_float32_  # at least one float64 (polish) iteration
+    coordinates = [m.transform(X) for m in (auto, exact)]
+    np.testing.assert_allclose(coordinates[0], coordinates[1], atol=1e-5)
