@@ -60,9 +60,9 @@ class NumpyDataOperator:
     def covariance_moments(self):
         N, D = self.X.shape
         if D <= N:
-            C = self.X.T @ self.X / N
+            C = blocks.cross_product(self.X) / N
         else:  # same non-zero spectrum, smaller matrix
-            C = self.X @ self.X.T / N
+            C = blocks.cross_product(self.X.T) / N
         return float(np.trace(C)), float(np.sum(C * C))
 
     def close(self):
