@@ -182,16 +182,19 @@ class StationaryPoint:
             v0 = self.rng.standard_normal(n)
         return top_eig(n, matvec=matvec, shift=shift, v0=v0)
 
-    def top_upper(self, *, matrix_of, matvec, shift=0.0, n=None):
+    def top_upper(self, *, matrix_of, matvec, shift=0.0, n=None, estimate=None):
         """Verified upper bound on lambda_max (recording how it was verified).
 
         ``matrix_of()`` builds the dense matrix; it is called only when the class matrices are
         dense (so the bound does not rely on Lanczos converging), else ``matvec`` is used.
+        ``estimate`` (an estimated top pair from the search) lets a large dense matrix be proved
+        by one Cholesky factorisation (:func:`~catdask.certificate.eigen.verified_top`).
         """
         n = self.D if n is None else n
         matrix = matrix_of() if self.R_all is not None else None
         upper, v, check = verified_top(
-            n, matrix=matrix, matvec=matvec, shift=shift, v0=self.rng.standard_normal(n)
+            n, matrix=matrix, matvec=matvec, shift=shift, v0=self.rng.standard_normal(n),
+            estimate=estimate,
         )
         self.eigen_checks.append(check)
         return upper, v
