@@ -319,7 +319,7 @@ def _upper_bound(point, sdp, full_sdp, max_sdp_dim):
         # Too large for the full SDP: its dual restricted to a growing subspace (still a
         # "reduced" bound, Y = V T V^T, with T from a small SDP; docs/design.md §4).
         try:
-            bound, info = subspace_dual_bound(point, sdp["directions"])
+            bound, info = subspace_dual_bound(point, sdp["directions"], sdp["nu"])
             bounds.append((bound, "reduced"))
             subspace_note = _subspace_note(point, bound, info)
         except Exception as exc:  # solver failure: the projected-subgradient bound instead
