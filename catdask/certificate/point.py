@@ -148,16 +148,19 @@ class StationaryPoint:
         bound); R_k being PSD, ``lambda_max`` serves as the norm for operators."""
         K = self.K
         self.lam_max_R = np.empty(K)
+        self.lam_low_R = np.empty(K)  # Rayleigh quotients: lower bounds on lambda_max(R_k)
         norms = np.empty(K)
         for k in range(K):
             if self.dense:
                 ev = scipy.linalg.eigh(self.R_all[k], eigvals_only=True)
                 self.lam_max_R[k], norms[k] = ev[-1], max(abs(ev[0]), abs(ev[-1]))
+                self.lam_low_R[k] = ev[-1]
                 self.eigen_checks.append("dense")
             else:
-                self.lam_max_R[k] = self.top_upper(
+                self.lam_max_R[k], v = self.top_upper(
                     matrix_of=lambda k=k: self.R_all[k], matvec=lambda x, k=k: self.apply(k, x)
-                )[0]
+                )
+                self.lam_low_R[k] = float(v @ self.apply(k, v)) / float(v @ v)
                 norms[k] = abs(self.lam_max_R[k])
         scale = float(norms.max())
         self.scale = scale if scale > 0 else 1.0
