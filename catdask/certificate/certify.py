@@ -315,9 +315,11 @@ def _upper_bound(point, sdp, full_sdp, max_sdp_dim):
         bounds.append((sdp["bound"], "reduced"))
     use_sdp, why_not = want_full_sdp(full_sdp, point.D, max_sdp_dim)
     subspace_note = None
-    if not use_sdp and full_sdp is not False and point.K < point.D and have_small_sdp_solver():
+    if (not use_sdp and full_sdp is not False and point.R_all is not None
+            and point.K < point.D and have_small_sdp_solver()):
         # Too large for the full SDP: its dual restricted to a growing subspace (still a
-        # "reduced" bound, Y = V T V^T, with T from a small SDP; docs/design.md §4).
+        # "reduced" bound, Y = V T V^T, T from a small model; docs/design.md §4). Arrays only:
+        # an operator keeps to matvecs (the projected-subgradient bound).
         try:
             bound, info = subspace_dual_bound(point, sdp["directions"], sdp["nu"])
             bounds.append((bound, "reduced"))

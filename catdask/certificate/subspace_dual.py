@@ -35,7 +35,7 @@ from .eigen import sym
 __all__ = ["subspace_dual_bound", "have_small_sdp_solver"]
 
 #: Rounds of subspace growth (each adds the top eigenvector of every ``R_k - V T V^T``).
-SUBSPACE_ROUNDS = 3
+SUBSPACE_ROUNDS = 2
 
 
 def have_small_sdp_solver():
@@ -97,32 +97,29 @@ def _small_dual(point, V, betas, RV, T0):
     x = np.concatenate([L0.ravel(), sigma0]) if L0.size else sigma0
     eye = np.eye(m)
 
+    A, H = np.stack(A), np.stack(H)
+
     def value_grad(x, mu):
+        # All K classes in one batched eigh (m is small: Python overhead dominates).
         L = x[: m * m].reshape(m, m)
-        sig = np.clip(x[m * m:], -700.0, 700.0)
-        s = np.exp(sig)
+        s = np.exp(np.clip(x[m * m:], -700.0, 700.0))
         T = L @ L.T
-        total = float(np.trace(T))
-        G = eye.copy()
-        g_sig = np.empty(K)
-        for k in range(K):
-            lam, U = np.linalg.eigh(A[k] - T + H[k] / s[k])
-            top = lam[-1]
-            w = np.exp((lam - top) / mu)
-            z = w.sum()
-            p = w / z
-            soft = top + mu * np.log(z)
-            a_k = betas[k] + s[k]
-            hi = max(a_k, soft)
-            ea, eb = np.exp((a_k - hi) / mu), np.exp((soft - hi) / mu)
-            nu = hi + mu * np.log(ea + eb)
-            q = eb / (ea + eb)
-            total += nu
-            P = (U * p) @ U.T
-            G -= q * P
-            dnu_ds = (1.0 - q) - q * float(np.sum(P * H[k])) / s[k] ** 2
-            g_sig[k] = dnu_ds * s[k]
-        return total / unit, np.concatenate([(2.0 * G @ L).ravel(), g_sig]) / unit
+        lam, U = np.linalg.eigh(A - T + H / s[:, None, None])
+        top = lam[:, -1]
+        w = np.exp((lam - top[:, None]) / mu)
+        z = w.sum(axis=1)
+        p = w / z[:, None]
+        soft = top + mu * np.log(z)
+        a_k = betas + s
+        hi = np.maximum(a_k, soft)
+        ea, eb = np.exp((a_k - hi) / mu), np.exp((soft - hi) / mu)
+        nu = hi + mu * np.log(ea + eb)
+        q = eb / (ea + eb)
+        P = np.matmul(U * p[:, None, :], np.swapaxes(U, 1, 2))  # (K, m, m)
+        G = eye - np.tensordot(q, P, axes=1)
+        dnu_ds = (1.0 - q) - q * np.einsum("kij,kij->k", P, H) / s**2
+        total = float(np.trace(T)) + float(nu.sum())
+        return total / unit, np.concatenate([(2.0 * G @ L).ravel(), dnu_ds * s]) / unit
 
     for mu in (1e-2, 1e-3, 1e-4):
         res = minimize(value_grad, x, args=(mu * unit,), jac=True, method="L-BFGS-B",
