@@ -166,3 +166,18 @@ def test_size_guard_says_not_attempted():
     assert cert.objective == pytest.approx(objective(R, W), rel=1e-12)
     with pytest.raises(ValueError, match="max_seconds"):
         certify_global_optimum(R, W, max_seconds=0)
+
+
+def test_covariance_moments_from_class_statistics():
+    from catdask.core.classes import ClassIndex
+    from catdask.operators.in_memory import NumpyDataOperator
+
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((200, 9)) * rng.uniform(0.1, 3.0, 9) + 1e3
+    codes = rng.integers(0, 3, 200)
+    op = NumpyDataOperator(X, ClassIndex(codes, 3))
+    Xc = X - X.mean(axis=0)
+    C = Xc.T @ Xc / 200
+    tr, fro2 = op.covariance_moments()
+    assert tr == pytest.approx(np.trace(C), rel=1e-12)
+    assert fro2 == pytest.approx(np.sum(C * C), rel=1e-12)
