@@ -218,3 +218,26 @@ def test_covariance_moments_from_class_statistics():
     tr, fro2 = op.covariance_moments()
     assert tr == pytest.approx(np.trace(C), rel=1e-12)
     assert fro2 == pytest.approx(np.sum(C * C), rel=1e-12)
+
+
+def test_relaxation_floor_lies_below_every_dual_bound():
+    """The repaired primal point is feasible: its value is <= every dual bound and >= f(W)."""
+    pytest.importorskip("cvxpy")
+    from catdask.certificate.point import StationaryPoint, read_inputs
+    from catdask.certificate.sdp_dual import sdp_dual_test
+    from catdask.certificate.subspace_dual import subspace_dual_bound
+
+    rng = np.random.default_rng(13)
+    for _ in range(3):
+        D, K = 30, 5  # D >= m + K: the repair has room off V
+        R = random_problem(rng, D, K)
+        Ws, f = restarts(R, rng, 6)
+        W = Ws[int(np.argmax(f))]
+        point = StationaryPoint(read_inputs(R, W, 200), tol=1e-6, dense_max_dim=200,
+                                rng=np.random.default_rng(0))
+        sdp = sdp_dual_test(point)
+        bound, info = subspace_dual_bound(point, sdp["directions"], sdp["nu"], floor=True)
+        full = certify_global_optimum(R, W, full_sdp=True)
+        assert info["floor"] is not None
+        assert point.f - 1e-7 * point.f <= info["floor"] <= bound
+        assert info["floor"] * point.unit <= full.upper_bound * (1 + 1e-9)
