@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import sys
 import time
 
 import numpy as np
 from scipy.sparse.linalg import ArpackError
+from threadpoolctl import threadpool_limits
 
 from .bounds import (
     MAX_SDP_DIM,
@@ -24,8 +26,20 @@ from .point import CannotTest, ClassMatrixOperator, StationaryPoint, read_inputs
 from .rapcsak import rapcsak_lambda_max
 from .record import Certificate, not_certified
 from .sdp_dual import sdp_dual_test
+from .subspace_dual import have_small_sdp_solver, subspace_dual_bound
 
-__all__ = ["certify_global_optimum", "numerical_failures"]
+__all__ = ["certify_global_optimum", "estimated_seconds", "numerical_failures"]
+
+logger = logging.getLogger("catdask.certificate")
+
+#: Default of ``max_seconds``: a larger estimated cost is not attempted.
+MAX_SECONDS = 300.0
+#: Dense D x D factorisations of the whole test, per class (the scale, the SDP-dual
+#: verification, the bound's verification, the search's Lanczos runs in Cholesky units;
+#: measured 4-8 per class at D = 784, K = 10), rounded up.
+_FACTORISATIONS_PER_CLASS = 10
+#: Slowest factorisation speed assumed (flop/s): one core of a small machine, with overheads.
+_NOMINAL_FLOPS = 1e9
 
 
 def numerical_failures():
@@ -56,6 +70,7 @@ def certify_global_optimum(
     rng: None | int | np.random.Generator = None,
     moment: bool = False,
     max_moment_block: int = MAX_PSD_BLOCK,
+    max_seconds: float = MAX_SECONDS,
 ) -> Certificate:
     """Test whether W globally maximises ``f(W) = 1/2 sum_k w_k^T R_k w_k`` on the Stiefel manifold.
 
@@ -102,6 +117,13 @@ def certify_global_optimum(
     max_moment_block : int, default=800
         Size guard of the moment relaxation: a larger PSD block is not attempted (the reason
         gives the size it would need).
+    max_seconds : float, default=300
+        Size guard for large D: when the class matrices are arrays with D > ``dense_max_dim``,
+        the test's time is estimated first (:func:`estimated_seconds`, about ten D x D
+        factorisations per class, timed on this machine at a smaller size); above
+        ``max_seconds`` the test is not attempted and the certificate says so ("not
+        attempted: D too large (estimated ... s)"), instead of a silent wait. ``math.inf``
+        turns the guard off.
 
     Returns
     -------
@@ -153,10 +175,19 @@ def certify_global_optimum(
         raise ValueError(f"full_sdp must be 'auto', True or False. Got {full_sdp!r} instead.")
     if not (np.isfinite(tol) and 0 < tol < 1):
         raise ValueError(f"tol must be in (0, 1). Got tol = {tol!r} instead.")
+    if not (max_seconds > 0):
+        raise ValueError(f"max_seconds must be > 0. Got max_seconds = {max_seconds!r} instead.")
     rng = np.random.default_rng(rng)
     inputs = read_inputs(scatter, W, int(dense_max_dim))
+    refused = _size_guard(inputs, int(dense_max_dim), max_seconds, tol, t0)
+    if refused is not None:
+        return refused
     stage = "reading the class matrices"
     point = None
+    # One BLAS thread: the test is many small or memory-bound products and factorisations of
+    # order D; with the default threads on a loaded 2-core host it took 128 s at D = 784,
+    # K = 10 (against 30 s on one thread at the same load).
+    blas = threadpool_limits(limits=1, user_api="blas")
     try:
         point = StationaryPoint(inputs, tol=tol, dense_max_dim=int(dense_max_dim), rng=rng)
         stage = "Rapcsák's test"
@@ -165,6 +196,7 @@ def certify_global_optimum(
         sdp = sdp_dual_test(point)
         stage = "the upper bound"
         cert = _record(point, rap_lmax, rap_check, sdp, full_sdp, max_sdp_dim, t0)
+        blas.restore_original_limits()  # the moment solver's large blocks use every thread
         if moment and not cert.certified:
             stage = "the moment relaxation"
             cert = _moment_level(point, cert, int(max_moment_block), t0)
@@ -173,11 +205,55 @@ def certify_global_optimum(
         why = str(exc)
     except numerical_failures() as exc:  # never crash a fit on a numerical failure
         why = f"{type(exc).__name__}: {exc}"
+    finally:
+        blas.restore_original_limits()
     objective = np.nan if point is None else point.f * point.unit
     return not_certified(
         f"not certified: the test could not run ({stage}: {why})",
         objective=objective, tol=tol, seconds=time.perf_counter() - t0,
     )
+
+
+def estimated_seconds(n_features, n_classes, *, probe=384):
+    """Rough time of the test on dense (K, D, D) class matrices, in seconds on this machine.
+
+    ``_FACTORISATIONS_PER_CLASS * K`` Cholesky factorisations of order D, extrapolated as D^3
+    from the fastest of five timed factorisations of order ``min(D, probe)`` (a few ms; the
+    fastest, because a timing on a shared machine is only ever too long), and never slower
+    than ``_NOMINAL_FLOPS`` (under a load spike even the fastest probe misled it by 100x).
+    """
+    d0 = int(min(n_features, probe))
+    A = np.random.default_rng(0).standard_normal((d0, d0 + 8))
+    A = A @ A.T
+    np.linalg.cholesky(A)  # warm-up (first LAPACK call, thread start)
+    times = []
+    for _ in range(5):
+        t = time.perf_counter()
+        np.linalg.cholesky(A)
+        times.append(time.perf_counter() - t)
+    measured = min(times) * (n_features / d0) ** 3
+    # A load spike while probing must not refuse a feasible test: never estimate a
+    # factorisation slower than _NOMINAL_FLOPS (n^3 / 3 flops).
+    nominal = n_features**3 / 3.0 / _NOMINAL_FLOPS
+    return _FACTORISATIONS_PER_CLASS * n_classes * min(measured, nominal)
+
+
+def _size_guard(inputs, dense_max_dim, max_seconds, tol, t0):
+    """A "not attempted" certificate when the estimated time exceeds ``max_seconds``."""
+    R, _, W = inputs
+    D, K = W.shape
+    if R is None or D <= dense_max_dim:
+        return None
+    estimate = estimated_seconds(D, K)
+    logger.info("certificate at D = %d, K = %d: estimated %.1f s", D, K, estimate)
+    if estimate <= max_seconds:
+        return None
+    reason = (f"not attempted: D too large (estimated {estimate:.0f} s for D = {D}, K = {K} > "
+              f"max_seconds = {max_seconds:g})")
+    logger.warning("global-optimality certificate %s", reason)
+    objective = 0.5 * float(sum(W[:, k] @ R[k] @ W[:, k] for k in range(K)))
+    return not_certified(reason, objective=objective, tol=tol,
+                         seconds=time.perf_counter() - t0)
 
 
 def _record(point, rap_lmax, rap_check, sdp, full_sdp, max_sdp_dim, t0):
@@ -288,8 +364,21 @@ def _upper_bound(point, sdp, full_sdp, max_sdp_dim):
     bounds = [(trivial_bound(point), "reduced")]
     if sdp["bound"] is not None:
         bounds.append((sdp["bound"], "reduced"))
-    bounds.append((reduced_bound(point, sdp["nu"], sdp["directions"]), "reduced"))
     use_sdp, why_not = want_full_sdp(full_sdp, point.D, max_sdp_dim)
+    subspace_note = None
+    if (not use_sdp and full_sdp is not False and point.R_all is not None
+            and point.K < point.D and have_small_sdp_solver()):
+        # Too large for the full SDP: its dual restricted to a growing subspace (still a
+        # "reduced" bound, Y = V T V^T, T from a small model; docs/design.md §4). Arrays only:
+        # an operator keeps to matvecs (the projected-subgradient bound).
+        try:
+            bound, info = subspace_dual_bound(point, sdp["directions"], sdp["nu"])
+            bounds.append((bound, "reduced"))
+            subspace_note = _subspace_note(point, bound, info)
+        except numerical_failures() as exc:  # solver failure: the projected-subgradient bound
+            subspace_note = f"subspace dual bound failed ({type(exc).__name__}: {exc})"
+    if subspace_note is None or subspace_note.startswith("subspace dual bound failed"):
+        bounds.append((reduced_bound(point, sdp["nu"], sdp["directions"]), "reduced"))
     if use_sdp:
         try:
             bounds.append((full_sdp_bound(point), "sdp"))
@@ -300,4 +389,20 @@ def _upper_bound(point, sdp, full_sdp, max_sdp_dim):
     reason = sdp["reason"]
     if why_not:
         reason += f"; full SDP bound skipped: {why_not}"
+    if subspace_note:
+        reason += f"; {subspace_note}"
     return upper, bound_method, reason
+
+
+def _subspace_note(point, bound, info):
+    """What the subspace dual bound found, in the caller's units, with the relaxation's floor."""
+    f, unit = point.f, point.unit
+    gap = relative_gap(max(bound, f), f, point.tau)
+    note = (f"relaxation's dual in a {info['m']}-dimensional subspace ({info['rounds']} rounds, "
+            f"{info['seconds']:.1f} s): bound {bound * unit:.10g}, relative gap {gap:.1e}")
+    low = info["floor"]
+    if low is not None and low > f + point.tau:
+        note += (f"; the SDP relaxation is not tight at W: a feasible point of it has value "
+                 f"{low * unit:.10g} > f(W) (relative {(low - f) / abs(f):.1e}), so no nu "
+                 "can pass and no bound from this relaxation is below it")
+    return note

@@ -175,16 +175,19 @@ class StationaryPoint:
         bound); R_k being PSD, ``lambda_max`` serves as the norm for operators."""
         K = self.K
         self.lam_max_R = np.empty(K)
+        self.lam_low_R = np.empty(K)  # Rayleigh quotients: lower bounds on lambda_max(R_k)
         norms = np.empty(K)
         for k in range(K):
             if self.dense:
                 ev = scipy.linalg.eigh(self.R_all[k], eigvals_only=True)
                 self.lam_max_R[k], norms[k] = ev[-1], max(abs(ev[0]), abs(ev[-1]))
+                self.lam_low_R[k] = ev[-1]
                 self.eigen_checks.append("dense")
             else:
-                self.lam_max_R[k] = self.top_upper(
+                self.lam_max_R[k], v = self.top_upper(
                     matrix_of=lambda k=k: self.R_all[k], matvec=lambda x, k=k: self.apply(k, x)
-                )[0]
+                )
+                self.lam_low_R[k] = float(v @ self.apply(k, v)) / float(v @ v)
                 norms[k] = abs(self.lam_max_R[k])
         scale = float(norms.max())
         self.scale = scale if scale > 0 else 1.0
@@ -209,16 +212,19 @@ class StationaryPoint:
             v0 = self.rng.standard_normal(n)
         return top_eig(n, matvec=matvec, shift=shift, v0=v0)
 
-    def top_upper(self, *, matrix_of, matvec, shift=0.0, n=None):
+    def top_upper(self, *, matrix_of, matvec, shift=0.0, n=None, estimate=None):
         """Verified upper bound on lambda_max (recording how it was verified).
 
         ``matrix_of()`` builds the dense matrix; it is called only when the class matrices are
         dense (so the bound does not rely on Lanczos converging), else ``matvec`` is used.
+        ``estimate`` (an estimated top pair from the search) lets a large dense matrix be proved
+        by one Cholesky factorisation (:func:`~catdask.certificate.eigen.verified_top`).
         """
         n = self.D if n is None else n
         matrix = matrix_of() if self.R_all is not None else None
         upper, v, check = verified_top(
-            n, matrix=matrix, matvec=matvec, shift=shift, v0=self.rng.standard_normal(n)
+            n, matrix=matrix, matvec=matvec, shift=shift, v0=self.rng.standard_normal(n),
+            estimate=estimate,
         )
         self.eigen_checks.append(check)
         return upper, v

@@ -145,7 +145,9 @@ class ClassMatrixProblem(LinearProblem):
         self.class_matrices = class_matrices
 
     def _evaluate(self, W: np.ndarray, rank_deficient: np.ndarray) -> LinearState:
-        Y = np.einsum("kde,rek->rdk", self.class_matrices, W)
+        # Y[r, :, k] = R_k w_k^(r): K BLAS products (K, D, D) @ (K, D, R); einsum does not
+        # use BLAS here and took 20 ms per call at D = 784, K = 10, R = 5 (8x more).
+        Y = np.matmul(self.class_matrices, W.transpose(2, 1, 0)).transpose(2, 1, 0)
         f = 0.5 * np.einsum("rdk,rdk->r", W, Y)
         return LinearState(W=W, Y=Y, objective=f, rank_deficient=rank_deficient)
 

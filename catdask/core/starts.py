@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from scipy.sparse.linalg import LinearOperator, eigsh
+import scipy.linalg
+from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
 
 from .class_eigen import class_block_top_eigenpairs
 from .classes import ClassIndex
@@ -22,6 +23,9 @@ from .protocols import GramOperator
 __all__ = ["start_labels", "linear_starts", "kernel_decoupled_z", "kernel_random_z"]
 
 _DENSE_EIG_MAX = 2000
+#: Dense matrices up to this order take their top pair from LAPACK (``evx``); larger ones from
+#: Lanczos (cheaper than reducing the whole matrix to tridiagonal form).
+_DENSE_TOP_MAX = 300
 #: Largest class Gram block (bytes) formed densely on the driver for the decoupled kernel start;
 #: larger classes use Lanczos on a blocked matvec when the operator has one (Dask backend),
 #: so the driver never holds an n_k x n_k block (measured: N = 50,000, 5 classes, 2.7 GB).
@@ -44,10 +48,24 @@ def start_labels(init: str, n_restarts: int, *, kernel: bool) -> list[str]:
 def top_eigenvector(M: np.ndarray | None = None, *,
                     matvec: Callable[[np.ndarray], np.ndarray] | None = None,
                     n: int | None = None) -> tuple[float, np.ndarray]:
-    """Top eigenpair of a symmetric PSD matrix (dense, or Lanczos on a matvec)."""
+    """Top eigenpair of a symmetric PSD matrix (dense, or Lanczos on a matvec).
+
+    Only the top pair is computed: a small matrix by LAPACK's selected-eigenvalue driver, a
+    larger one (n > ``_DENSE_TOP_MAX``) by Lanczos to machine precision, falling back to the
+    selected-eigenvalue driver if Lanczos does not converge. Measured at n = 784 (image
+    class scatter): full ``numpy.linalg.eigh`` 45-170 ms, top pair by ``evx`` 40 ms, Lanczos
+    20 ms; all give the same vector up to sign (to 1e-15).
+    """
     if M is not None and M.shape[0] <= _DENSE_EIG_MAX:
-        lam, V = np.linalg.eigh(M)
-        return float(lam[-1]), V[:, -1]
+        n = M.shape[0]
+        if n <= _DENSE_TOP_MAX:
+            lam, V = scipy.linalg.eigh(M, subset_by_index=[n - 1, n - 1], driver="evx")
+            return float(lam[-1]), V[:, -1]
+        try:
+            return _lanczos_top_pair(LinearOperator((n, n), matvec=M.__matmul__, dtype=float))
+        except ArpackNoConvergence:
+            lam, V = scipy.linalg.eigh(M, subset_by_index=[n - 1, n - 1], driver="evx")
+            return float(lam[-1]), V[:, -1]
     if matvec is None:
         if M is None:
             raise ValueError("top_eigenvector needs a matrix M or a matvec")
@@ -57,6 +75,13 @@ def top_eigenvector(M: np.ndarray | None = None, *,
         raise ValueError("top_eigenvector with a matvec needs its size n")
     op = LinearOperator((n, n), matvec=matvec, dtype=float)
     lam, V = eigsh(op, k=1, which="LA")
+    return float(lam[0]), V[:, 0]
+
+
+def _lanczos_top_pair(op) -> tuple[float, np.ndarray]:
+    """Top eigenpair by ARPACK to machine precision, from a fixed start (reproducible)."""
+    v0 = np.random.default_rng(0).standard_normal(op.shape[0])
+    lam, V = eigsh(op, k=1, which="LA", v0=v0, tol=0, maxiter=50 * op.shape[0])
     return float(lam[0]), V[:, 0]
 
 

@@ -275,7 +275,7 @@ def _coordinate_class_statistics(est, op):
     scatter = op.class_second_moments("class")
     counts = np.asarray(op.classes.counts, dtype=float)
     means = est._transform_array(op.class_means() + op.center)
-    covariances = np.einsum("ad,kde,be->kab", C, scatter, C) / counts[:, None, None]
+    covariances = (C @ scatter @ C.T) / counts[:, None, None]  # BLAS (einsum: 0.8 s at D = 784)
     return ClassStatistics(means, covariances, counts)
 
 

@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 
 __all__ = ["NumpyDataOperator", "NumpyGramOperator"]
 
+#: The covariance moments come from the class statistics when these (K D^2 floats) fit here.
+_STATS_FOR_MOMENTS_BYTES = 256 * 2**20
+
 
 class NumpyDataOperator(DataOperator):
     """Linear data operator on an in-memory matrix, centred at its mean.
@@ -59,11 +62,15 @@ class NumpyDataOperator(DataOperator):
         return blocks.block_weighted_sums(self.X, self._sorted_codes, None,
                                           self.classes.sort(z), self.classes.n_classes)
 
-    def class_second_moments(self, origin: str) -> np.ndarray:
+    def _class_stats(self):
         if self._stats is None:
             self._stats = blocks.block_class_stats(self.X, self._sorted_codes,
                                                    self.classes.n_classes)
-        return blocks.class_second_moments(self._stats, np.zeros(self.n_features), origin)
+        return self._stats
+
+    def class_second_moments(self, origin: str) -> np.ndarray:
+        return blocks.class_second_moments(self._class_stats(), np.zeros(self.n_features),
+                                           origin)
 
     def class_means(self) -> np.ndarray:
         # Segment means only: the full class statistics cost K D^2 memory.
@@ -71,10 +78,15 @@ class NumpyDataOperator(DataOperator):
 
     def covariance_moments(self) -> tuple[float, float]:
         N, D = self.X.shape
-        if D <= N:
-            C = self.X.T @ self.X / N
+        K = self.classes.n_classes
+        if self._stats is not None or (D <= N and 8 * K * D * D <= _STATS_FOR_MOMENTS_BYTES):
+            # X^T X = sum_k (M2_k + n_k m_k m_k^T) from the class statistics the linear fit
+            # computes anyway: one pass over the data instead of two (X is centred here).
+            C = self.class_second_moments("global").sum(axis=0) / N
+        elif D <= N:
+            C = blocks.cross_product(self.X) / N
         else:  # same non-zero spectrum, smaller matrix
-            C = self.X @ self.X.T / N
+            C = blocks.cross_product(self.X.T) / N
         return float(np.trace(C)), float(np.sum(C * C))
 
     def close(self) -> None:

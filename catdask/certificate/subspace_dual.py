@@ -1,0 +1,251 @@
+"""The SDP relaxation's dual at high D, in a growing subspace (docs/design.md §4, "At high D").
+
+The dual of the relaxation is ``min sum_k nu_k + tr Y  s.t.  Y PSD,  Y + nu_k I >= R_k``. Its
+optimum has a solution Y* of rank <= K (complementary slackness: the range of Y* lies in the
+eigenvalue-1 eigenspace of ``sum_k X_k*``, of dimension <= ``sum_k tr X_k* = K``), so Y is
+sought as ``V T V^T`` with V (D x m, orthonormal) a few times K wide: W, the top direction of
+each R_k off W, then the top eigenvectors of ``R_k - V T V^T`` found round by round.
+
+For a fixed V, T comes from a small SDP (m x m, 2m x 2m blocks; cvxpy + Clarabel): with
+``A_k = V^T R_k V``, ``C_k = V^T R_k P`` (P = I - V V^T) and ``beta_k >= lambda_max(P R_k P)``,
+the Schur complement gives ``nu I >= R_k - V T V^T`` whenever ``s = nu - beta_k > 0`` and
+
+    [[ (beta_k + s) I - A_k + T,  G_k ],
+     [ G_k^T,                     s I ]]  PSD,      G_k G_k^T = C_k C_k^T,
+
+because ``(nu I - P R_k P)^{-1} <= I / s`` on the range of P. This only *chooses* T: the bound
+itself is the dual value at ``Y = V T_+ V^T`` with each ``nu_k`` a verified upper bound on
+``lambda_max(R_k - Y)`` (:meth:`StationaryPoint.top_upper`), valid whatever the small SDP's
+accuracy, the beta_k estimates or the choice of V.
+
+The same V also gives a *floor*: a feasible point ``X_k = V Z_k V^T`` of the primal relaxation
+(``Z_k PSD, tr Z_k = 1, sum_k Z_k <= I``) has value ``sum_k tr(A_k Z_k) <= max of the
+relaxation``, so when that value exceeds F(W) no dual point, hence no nu of the SDP-dual test,
+can certify W: the relaxation is not tight there, whatever the search.
+"""
+
+from __future__ import annotations
+
+import time
+
+from typing import Any
+
+import numpy as np
+
+from .eigen import sym
+
+__all__ = ["subspace_dual_bound", "have_small_sdp_solver"]
+
+#: Rounds of subspace growth (each adds the top eigenvector of every ``R_k - V T V^T``).
+SUBSPACE_ROUNDS = 2
+
+
+def have_small_sdp_solver():
+    """Whether cvxpy and Clarabel are importable (the ``sdp`` extra)."""
+    try:
+        import clarabel  # noqa: F401
+        import cvxpy  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _orthonormal_extension(V, U, drop=1e-6):
+    """``[V, U']`` with U' an orthonormal basis of the part of U orthogonal to V."""
+    U = U - V @ (V.T @ U)
+    U = U - V @ (V.T @ U)  # twice is enough (Kahan)
+    Q, s, _ = np.linalg.svd(U, full_matrices=False)
+    keep = s > drop * max(float(s.max()), 1e-300) if s.size else s > 0
+    return np.column_stack([V, Q[:, keep]])
+
+
+def _complement_matvec(point, k, V):
+    def matvec(x):
+        y = x - V @ (V.T @ x)
+        z = point.apply(k, y)
+        return z - V @ (V.T @ z)
+
+    return matvec
+
+
+def _model(point, V, betas, RV):
+    """``(A_k, H_k)``: ``V^T R_k V`` and ``C_k C_k^T = (R_k V)^T P (R_k V)`` (m x m)."""
+    A, H = [], []
+    for k in range(point.K):
+        a = sym(V.T @ RV[k])
+        A.append(a)
+        H.append(sym(RV[k].T @ RV[k] - a @ a))
+    return A, H
+
+
+def _small_dual(point, V, betas, RV, T0):
+    """T (m x m, PSD) minimising the small model of the module docstring (the *choice* of Y).
+
+    ``tr T + sum_k nu_k`` with ``nu_k = max(beta_k + s_k, lambda_max(A_k - T + H_k / s_k))``
+    minimised over ``T = L L^T`` and ``s_k = exp(sigma_k)``, both max functions smoothed
+    (``mu log sum exp``, which is >= the max) with mu decreasing, by L-BFGS: every evaluation
+    is K eigendecompositions of order m (an interior-point solver on the equivalent SDP, 2m x
+    2m blocks, took 20-40 s at m = 20, K = 10).
+    """
+    from scipy.optimize import minimize
+
+    K, m = point.K, V.shape[1]
+    A, H = _model(point, V, betas, RV)
+    unit = max(point.scale, 1e-300)
+    evals, evecs = np.linalg.eigh(sym(T0))
+    L0 = evecs * np.sqrt(np.maximum(evals, 0.0))
+    lam_A = np.array([np.linalg.eigvalsh(a)[-1] for a in A])
+    sigma0 = np.log(np.maximum(lam_A - betas, 1e-3 * unit) + 1e-3 * unit)
+    x = np.concatenate([L0.ravel(), sigma0]) if L0.size else sigma0
+    eye = np.eye(m)
+
+    A, H = np.stack(A), np.stack(H)
+
+    def value_grad(x, mu):
+        # All K classes in one batched eigh (m is small: Python overhead dominates).
+        L = x[: m * m].reshape(m, m)
+        s = np.exp(np.clip(x[m * m:], -700.0, 700.0))
+        T = L @ L.T
+        lam, U = np.linalg.eigh(A - T + H / s[:, None, None])
+        top = lam[:, -1]
+        w = np.exp((lam - top[:, None]) / mu)
+        z = w.sum(axis=1)
+        p = w / z[:, None]
+        soft = top + mu * np.log(z)
+        a_k = betas + s
+        hi = np.maximum(a_k, soft)
+        ea, eb = np.exp((a_k - hi) / mu), np.exp((soft - hi) / mu)
+        nu = hi + mu * np.log(ea + eb)
+        q = eb / (ea + eb)
+        P = np.matmul(U * p[:, None, :], np.swapaxes(U, 1, 2))  # (K, m, m)
+        G = eye - np.tensordot(q, P, axes=1)
+        dnu_ds = (1.0 - q) - q * np.einsum("kij,kij->k", P, H) / s**2
+        total = float(np.trace(T)) + float(nu.sum())
+        return total / unit, np.concatenate([(2.0 * G @ L).ravel(), dnu_ds * s]) / unit
+
+    for mu in (1e-2, 1e-3, 1e-4):
+        res = minimize(value_grad, x, args=(mu * unit,), jac=True, method="L-BFGS-B",
+                       options={"maxiter": 120, "gtol": 1e-10})
+        x = res.x
+    L = x[: m * m].reshape(m, m)
+    return L @ L.T
+
+
+def _primal_floor(point, V, RV):
+    """Value of a feasible primal point ``X_k = V Z_k V^T`` (a lower bound on the relaxation's
+    maximum, on the F = 2 f scale), made exactly feasible after the solver."""
+    import cvxpy as cp
+
+    m, K = V.shape[1], point.K
+    A = [sym(V.T @ RV[k]) for k in range(K)]
+    Z = [cp.Variable((m, m), PSD=True) for _ in range(K)]
+    problem = cp.Problem(
+        cp.Maximize(sum(cp.trace(A[k] @ Z[k]) for k in range(K))),
+        [cp.trace(Z[k]) == 1 for k in range(K)] + [np.eye(m) - sum(Z) >> 0],  # type: ignore[operator]
+    )
+    problem.solve(solver=cp.CLARABEL)
+    if any(z.value is None for z in Z):
+        return None
+    # Repair: PSD part and unit trace; if sum Z_k exceeds I (by the solver's tolerance), use
+    # X_k = V Z_k V^T / top + (1 - 1/top) q_k q_k^T with q_1..q_K orthonormal and orthogonal to
+    # V: feasible, and worth at least value / top since every q_k^T R_k q_k >= 0.
+    Zs = []
+    for z in Z:
+        evals, evecs = np.linalg.eigh(sym(np.asarray(z.value)))
+        zp = (evecs * np.maximum(evals, 0.0)) @ evecs.T
+        tr = float(np.trace(zp))
+        if not tr > 0:
+            return None
+        Zs.append(zp / tr)
+    top = float(np.linalg.eigvalsh(sum(Zs))[-1]) * (1.0 + 1e-12)
+    if top > 1.0 and point.D < m + K:
+        return None
+    value = sum(float(np.sum(A[k] * Zs[k])) for k in range(K))
+    return value / max(1.0, top) - K * point.round_guard()
+
+
+def subspace_dual_bound(point, directions, nu=None, *, rounds=SUBSPACE_ROUNDS, floor=False):
+    """Upper bound on ``max f`` from the relaxation's dual restricted to a growing subspace.
+
+    Parameters
+    ----------
+    point : StationaryPoint
+    directions : list of ndarray (D,)
+        The top direction of each R_k orthogonal to W (from the SDP-dual test's nu box).
+    nu : ndarray of shape (K,), optional
+        The SDP-dual test's best multipliers (warm start ``Y = W (Lambda - diag nu)_+ W^T``).
+    rounds : int
+        Subspace growth rounds.
+    floor : bool
+        Also compute the primal floor of the relaxation in the final subspace (an
+        interior-point SDP with K blocks of order m: seconds at m = 20, for studies).
+
+    Returns
+    -------
+    bound : float
+        Verified upper bound on ``max f`` (normalised scale, ``f = F / 2``).
+    info : dict
+        ``m`` (final subspace dimension), ``rounds``, ``estimates`` (estimated bound after each
+        round), ``floor`` (lower bound on the relaxation's maximum, f scale, or None) and
+        ``seconds``.
+    """
+    t0 = time.perf_counter()
+    K, D = point.K, point.D
+    V = _orthonormal_extension(point.W, np.column_stack(directions)) if directions else point.W
+    best: tuple[float, Any, Any] = (np.inf, None, None)
+    estimates = []
+    # Start: Y = W (Lambda - diag nu)_+ W^T, the complementary-slackness guess of the test.
+    nu = np.diag(point.Lam) if nu is None else nu
+    evals, evecs = np.linalg.eigh(point.Lam - np.diag(nu))
+    T0 = np.zeros((V.shape[1], V.shape[1]))
+    T0[:K, :K] = (evecs * np.maximum(evals, 0.0)) @ evecs.T
+    v0s = [None] * K
+    b0s = [None] * K
+    for r in range(max(1, rounds)):
+        RV = [point.apply(k, V) for k in range(K)]
+        betas = np.empty(K)
+        if V.shape[1] < D:
+            for k in range(K):
+                betas[k], b0s[k] = point.top(_complement_matvec(point, k, V), b0s[k],
+                                             shift=point.scale)
+        else:
+            betas[:] = 0.0
+        T = _small_dual(point, V, betas, RV, T0)
+        Y_matvec_shift = point.scale + 2.0 * float(np.linalg.norm(T, 2))
+        total = float(np.trace(T))
+        tops, pairs = [], []
+        for k in range(K):
+            def matvec(x, k=k):
+                return point.apply(k, x) - V @ (T @ (V.T @ x))
+
+            lam, v = point.top(matvec, v0s[k], shift=Y_matvec_shift)
+            v0s[k] = v
+            pairs.append((lam, v))
+            tops.append(v)
+            total += lam
+        estimates.append(0.5 * (total + K * point.round_guard()))
+        if total < best[0]:
+            best = (total, (V, T), pairs)
+        if r + 1 < rounds and V.shape[1] < D:
+            m_old = V.shape[1]
+            V = _orthonormal_extension(V, np.column_stack(tops))
+            T0 = np.zeros((V.shape[1], V.shape[1]))
+            T0[:m_old, :m_old] = T  # warm start: the same Y, in the larger subspace
+    _, (V, T), pairs = best
+    # Verification: nu_k a proved upper bound on lambda_max(R_k - V T V^T) (T is PSD).
+    shift = point.scale + 2.0 * float(np.linalg.norm(T, 2))
+    total = float(np.trace(T @ (V.T @ V)))
+    for k in range(K):
+        total += point.top_upper(
+            matrix_of=lambda k=k: sym(point.R_all[k] - V @ T @ V.T),
+            matvec=lambda x, k=k: point.apply(k, x) - V @ (T @ (V.T @ x)),
+            shift=shift, estimate=pairs[k],
+        )[0]
+    bound = 0.5 * (total + K * point.round_guard())
+    low = None
+    if floor:
+        RV = [point.apply(k, V) for k in range(K)]
+        F = _primal_floor(point, V, RV)
+        low = None if F is None else 0.5 * F
+    return bound, {"m": V.shape[1], "rounds": len(estimates), "estimates": estimates,
+                   "floor": low, "seconds": time.perf_counter() - t0}
