@@ -120,7 +120,9 @@ def _reduce(R, rank_tol=1e-10):
     if r >= D:
         return R, D
     Q = evecs[:, -r:]  # the top r eigenvectors span the range (plus null directions if r > rank)
-    return np.einsum("di,kde,ej->kij", Q, R, Q), r
+    # Batched matrix products: an unoptimised einsum over "di,kde,ej" costs K D^2 r^2 (4 s at
+    # D = 178, K = 3, measured), the two products 2 K D^2 r.
+    return Q.T @ R @ Q, r
 
 
 def _block_sizes(K, r):
