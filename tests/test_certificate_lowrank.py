@@ -141,13 +141,17 @@ def test_bounds_at_low_rank_lie_above_the_best_of_100_restarts(origin, backend):
     F, R = exact_features(op, y, origin)
     best, W_best = best_of_restarts(R, 3)
     A = coefficients(F, W_best)
-    for rank in (2, 6, 15):  # large leftovers: both lifts carry real weight
-        cert, res = certify_kernel_lowrank(op, origin, A, max_rank=rank, details=True,
-                                           frobenius=rank == 6)
-        assert res.residual > 0
-        assert cert.objective == pytest.approx(best, rel=1e-8)
-        assert res.lifted_dual >= best - 1e-9 and res.lifted_sqrt >= best - 1e-9
-        assert cert.verified_upper_bound >= best - 1e-9
+    # At a random point S = span(W, landmarks) misses the optimum: the compressed problem's
+    # maximum is below it and only the lifts (Lemmas 2, 3) keep the bounds valid.
+    W_rand = np.linalg.qr(np.random.default_rng(1).standard_normal((F.shape[1], 3)))[0]
+    for W in (W_best, W_rand):
+        for rank in (2, 6, 15):  # large leftovers: both lifts carry real weight
+            cert, res = certify_kernel_lowrank(op, origin, coefficients(F, W), max_rank=rank,
+                                               details=True, frobenius=rank == 6)
+            assert res.residual > 0 and not (W is W_rand and cert.certified)
+            assert cert.objective == pytest.approx(objective(R, W), rel=1e-8)
+            assert res.lifted_dual >= best - 1e-9 and res.lifted_sqrt >= best - 1e-9
+            assert cert.verified_upper_bound >= best - 1e-9
     # A full-rank subspace: the same verdict as the dense test on the exact features.
     full = certify_kernel_lowrank(op, origin, A)
     dense = certify_global_optimum(R, W_best)
@@ -160,7 +164,7 @@ def test_a_point_that_is_not_stationary_is_never_certified(backend):
     X, y = make_blobs(n_per_class=15, n_features=4, n_classes=3, seed=1)
     X = (X - X.mean(0)) / X.std(0)
     kw = dict(gamma=0.2, origin="class", n_restarts=1, init="random", random_state=4)
-    loose = KernelCategorySpace(tol=0.5, max_iter=2, acceleration=False, certify=False, **kw)
+    loose = KernelCategorySpace(tol=0.5, max_iter=2, acceleration="none", certify=False, **kw)
     loose.fit(X, y)
     good = KernelCategorySpace(n_restarts=10, certify=False, gamma=0.2, origin="class",
                                random_state=0).fit(X, y)
