@@ -15,6 +15,7 @@ from catdask import KernelCategorySpace
 from catdask.certificate import certify_global_optimum
 from catdask.certificate.kernel_lowrank import (
     _delta,
+    axis_leakage,
     certify_kernel_lowrank,
     lifted_dual_bound,
     sqrt_lift_bound,
@@ -184,15 +185,53 @@ def test_lifts_are_valid_for_any_nu():
     X = rng.standard_normal((N, D)) * np.linspace(2.0, 0.2, D)
     y = np.repeat([0, 1], N // 2)
     R = np.stack([X[y == k].T @ X[y == k] for k in range(K)])
-    best, W = best_of_restarts(R, K, n=50)
-    S = np.linalg.qr(np.column_stack([W, rng.standard_normal((D, 2))]))[0]  # dim S = 4
+    best, W_best = best_of_restarts(R, K, n=50)
+    for W in (W_best, np.linalg.qr(rng.standard_normal((D, K)))[0]):
+        S = np.linalg.qr(np.column_stack([W, rng.standard_normal((D, 2))]))[0]  # dim S = 4
+        P_perp = np.eye(D) - S @ S.T
+        R_S = np.stack([S.T @ R[k] @ S for k in range(K)])
+        W_S = S.T @ W
+        eps = np.array([np.trace(P_perp @ R[k] @ P_perp) for k in range(K)])
+        # gamma_k^2 = ||(I - P) R_k u_k||^2 exactly (Lemma 2'), and a generous over-estimate.
+        gamma2 = np.array([np.sum((P_perp @ R[k] @ W[:, k]) ** 2) for k in range(K)])
+        cert = certify_global_optimum(R_S, W_S)
+        nus = [np.zeros(K), np.array([0.3, 7.0]), -np.ones(K)]
+        nus += [] if cert.nu is None else [np.asarray(cert.nu)]
+        for nu in nus:
+            assert lifted_dual_bound(R_S, W_S, nu, eps)[0] >= best - 1e-9
+            for g2 in (gamma2, 10 * gamma2 + 1e-3):
+                assert lifted_dual_bound(R_S, W_S, nu, eps, gamma2=g2)[0] >= best - 1e-9
+        assert sqrt_lift_bound(cert.verified_upper_bound, eps) >= best - 1e-9
+    # The optimum of a subspace that misses the global one, certified there: the compressed
+    # bound is below the global maximum, and only the lifts make up the difference.
+    S = np.linalg.qr(rng.standard_normal((D, 4)))[0]
     P_perp = np.eye(D) - S @ S.T
     R_S = np.stack([S.T @ R[k] @ S for k in range(K)])
+    best_S, W_S = best_of_restarts(R_S, K, n=50)
+    cert = certify_global_optimum(R_S, W_S)
+    assert cert.certified and cert.verified_upper_bound < best - 1e-3
     eps = np.array([np.trace(P_perp @ R[k] @ P_perp) for k in range(K)])
-    for nu in (np.zeros(K), np.array([0.3, 7.0]), -np.ones(K)):
-        assert lifted_dual_bound(R_S, S.T @ W, nu, eps)[0] >= best - 1e-9
-    cert = certify_global_optimum(R_S, S.T @ W)
+    gamma2 = np.array([np.sum((P_perp @ R[k] @ S @ W_S[:, k]) ** 2) for k in range(K)])
+    nu = np.asarray(cert.nu)
+    assert lifted_dual_bound(R_S, W_S, nu, eps)[0] >= best - 1e-9
+    assert lifted_dual_bound(R_S, W_S, nu, eps, gamma2=gamma2)[0] >= best - 1e-9
     assert sqrt_lift_bound(cert.verified_upper_bound, eps) >= best - 1e-9
+
+
+def test_axis_leakage_matches_explicit_features():
+    X, y = make_blobs(n_per_class=10, n_features=3, n_classes=3, seed=2, spread=1.0)
+    for origin in ("class", "global"):
+        op = gram_operator(X, y, make_kernel("rbf", n_features=3, gamma=0.5), origin, "numpy")
+        F, R = exact_features(op, y, origin)
+        W = np.linalg.qr(np.random.default_rng(0).standard_normal((F.shape[1], 3)))[0]
+        S = np.linalg.qr(np.column_stack([W, F[:4].T]))[0]
+        L = F @ S  # coordinates of P psi_i in the basis S
+        members = [np.flatnonzero(y == k) for k in range(3)]
+        got = axis_leakage(op, L, S.T @ W, members, origin)
+        P_perp = np.eye(F.shape[1]) - S @ S.T
+        want = [np.sum((P_perp @ R[k] @ W[:, k]) ** 2) for k in range(3)]
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-10)
+        assert np.all(got >= np.asarray(want) - 1e-14)
 
 
 def test_estimator_uses_the_low_rank_test_above_the_cap(monkeypatch):

@@ -16,8 +16,11 @@ the span of the fitted axes and of r landmark features -- and its orthogonal com
 3. Lifting (Lemma 2 of §4b): any dual point ``(Y_S, nu)`` of the compressed SDP relaxation
    becomes one of the full relaxation with ``nu_k + delta_k``,
    ``delta_k (nu_k + delta_k - eps_k) = rho_k eps_k`` (``rho_k >= ||R_k^S||``), so
-   ``max f <= (tr Y_S + sum_k (nu_k + delta_k)) / 2``; and any upper bound ``U_S`` on the
-   compressed problem gives ``max f <= (sqrt(2 U_S) + sqrt(sum_k eps_k))^2 / 2`` (Lemma 3).
+   ``max f <= (tr Y_S + sum_k (nu_k + delta_k)) / 2``. Lemma 2' uses instead the axes' leak
+   into T (:func:`axis_leakage`, one class-block pass), which is near 0 at a stationary point,
+   so a margin of the compressed certificate absorbs the complement at no cost. Any upper bound
+   ``U_S`` on the compressed problem gives ``max f <= (sqrt(2 U_S) + sqrt(sum_k eps_k))^2 / 2``
+   (Lemma 3).
 
 W is certified when the smaller lifted bound is within ``gap_tol`` of f(W), relative. The rank
 grows (more landmarks) until that holds, the compressed test itself fails, or the budget
@@ -71,6 +74,7 @@ class LowRankResult:
     rounds: int
     factor_bytes: int
     frobenius: bool = False  # eps_k from ||Delta_kk||_F (one extra pass) instead of the trace
+    gamma2: np.ndarray | None = None  # the axes' leak into T (Lemma 2'), when computed
 
 
 class _SubspaceFactor:
@@ -198,7 +202,32 @@ def _delta(nu, eps, rho):
     return 0.5 * (-b + math.sqrt(b * b + 4.0 * c))
 
 
-def lifted_dual_bound(R_S, W_S, nu, eps, rho=None):
+def axis_leakage(operator, L, W_S, members, origin):
+    """``gamma_k^2 >= ||(I - P) R_k u_k||^2`` for the unit axes ``u_k = w_k / ||w_k||`` (§4b).
+
+    ``R_k u_k = Psi_k v_k`` with ``v_k = E_k Psi_k^T u_k = E_k L_k u_k``, so the leak is
+    ``v^T Delta_kk v = v^T G^_kk v - ||L_k^T v||^2``: one class-block product per class
+    (``class_matvec``, ``sum_k n_k^2`` kernel entries). At a stationary point it is the
+    stationarity residual's complement part, near 0. The rounding of the product and of the
+    difference, at most ``2 n_k (n_k + m + 2) eps max_i G^_ii ||v||^2``, is added.
+    """
+    diag = np.asarray(operator.diagonal(), dtype=float)
+    m = L.shape[1]
+    out = np.empty(len(members))
+    for k, idx in enumerate(members):
+        u = W_S[:, k] / np.linalg.norm(W_S[:, k])
+        v = L[idx] @ u
+        if origin == "class":
+            v = v - v.mean()
+        Gv = np.asarray(operator.class_matvec(k, v), dtype=float).reshape(-1)
+        Lv = L[idx].T @ v
+        vv = float(v @ v)
+        slack = 2.0 * idx.size * (idx.size + m + 2) * _EPS * float(diag[idx].max()) * vv
+        out[k] = max(0.0, float(v @ Gv) - float(Lv @ Lv)) + slack
+    return out
+
+
+def lifted_dual_bound(R_S, W_S, nu, eps, rho=None, gamma2=None):
     """Lemma 2 (docs/design.md §4b): an upper bound on ``max f`` of the full problem.
 
     ``Y_S = W S(nu)_+ W^T`` with ``S(nu) = Lambda - diag(nu)``, ``nu'_k`` a verified upper bound
@@ -218,9 +247,40 @@ def lifted_dual_bound(R_S, W_S, nu, eps, rho=None):
     guard = 64.0 * m * _EPS * (float(np.max(rho)) + float(np.linalg.norm(S_plus, 2)))
     total = float(np.trace(Y))
     for k in range(K):
-        nu_k = verified_top(m, matrix=sym(R_S[k] - Y))[0] + guard
-        total += nu_k + _delta(nu_k, float(eps[k]), float(rho[k]) + guard)
+        base = sym(R_S[k] - Y)
+        nu_k = verified_top(m, matrix=base)[0] + guard
+        best = nu_k + _delta(nu_k, float(eps[k]), float(rho[k]) + guard)  # Lemma 2
+        if gamma2 is not None:
+            best = min(best, _margin_lift(R_S[k], base, W_S[:, k], nu_k, float(eps[k]),
+                                          float(gamma2[k]), guard))
+        total += best
     return 0.5 * total, rho
+
+
+def _margin_lift(R_k, base, w, nu0, eps, g2, guard, factors=(1.0, 0.3, 0.1)):
+    """Lemma 2' (docs/design.md §4b): the smallest ``nu''`` over a few ``t`` with
+
+    ``nu'' >= lambda_max(R^S - Y_S + t P_u R^S P_u + s u u^T)`` (``base = R^S - Y_S``) and
+    ``nu'' >= eps (1 + 1/t) + gamma^2 / s``, ``s = 2 gamma^2 / nu0``. At
+    ``t0 = 2 eps / (nu0 - 2 eps)`` the second condition is ``nu'' >= nu0``, which the first
+    implies; a smaller t trades the two. A margin of the compressed certificate off the axis
+    absorbs ``t P_u R^S P_u + s u u^T`` entirely, and then the lift costs nothing.
+    """
+    if not (nu0 > 2.0 * eps and eps >= 0.0):
+        return math.inf
+    m = base.shape[0]
+    u = w / np.linalg.norm(w)
+    s = 2.0 * g2 / nu0
+    Ru = R_k @ u
+    PRP = sym(R_k - np.outer(u, Ru) - np.outer(Ru, u) + float(u @ Ru) * np.outer(u, u))
+    t0 = 2.0 * eps / (nu0 - 2.0 * eps)
+    best = math.inf
+    for c in factors if eps > 0 else (0.0,):
+        t = c * t0
+        need = (eps * (1.0 + 1.0 / t) if eps > 0 else 0.0) + (g2 / s if s > 0 else 0.0)
+        lam = verified_top(m, matrix=sym(base + t * PRP + s * np.outer(u, u)))[0] + guard
+        best = min(best, max(lam, need))
+    return best
 
 
 def sqrt_lift_bound(upper_S, eps):
@@ -299,6 +359,11 @@ def certify_kernel_lowrank(operator, origin, A, *, gap_tol=GAP_TOL, full_sdp="au
         W_S = fac.LW[:, : fac.m].T
         comp = certify_global_optimum(R_S, W_S, full_sdp=full_sdp, moment=moment, rng=rng)
         result = _lift(R_S, W_S, comp, eps, fac, rounds)
+        if _gap(result, f) > gap_tol and comp.nu is not None \
+                and _gap_of(comp.verified_upper_bound, f) <= 0.5 * gap_tol:
+            # Lemma 2' needs the axes' leak into T: one class-block pass.
+            gamma2 = axis_leakage(operator, L, W_S, members, origin)
+            result = _lift(R_S, W_S, comp, eps, fac, rounds, gamma2=gamma2)
         gap = _gap(result, f)
         if gap <= gap_tol or fac.m >= fac.capacity or fac.residual() == 0.0:
             break
@@ -311,7 +376,8 @@ def certify_kernel_lowrank(operator, origin, A, *, gap_tol=GAP_TOL, full_sdp="au
             and _gap_of(result.compressed.verified_upper_bound, f) <= 0.5 * _gap(result, f):
         # The trace bound is what keeps the gap open: one more pass for ||D_k||_F (Lemma 1b).
         eps_f = frobenius_leftover(operator, fac.L[:, : fac.m], members)
-        better = _lift(R_S, W_S, result.compressed, np.minimum(eps, eps_f), fac, result.rounds)
+        better = _lift(R_S, W_S, result.compressed, np.minimum(eps, eps_f), fac, result.rounds,
+                       gamma2=result.gamma2)
         better.frobenius = True
         if _gap(better, f) < _gap(result, f):
             result = better
@@ -319,17 +385,19 @@ def certify_kernel_lowrank(operator, origin, A, *, gap_tol=GAP_TOL, full_sdp="au
     return (cert, result) if details else cert
 
 
-def _lift(R_S, W_S, comp, eps, fac, rounds):
+def _lift(R_S, W_S, comp, eps, fac, rounds, gamma2=None):
     """Both lifted bounds (Lemmas 2 and 3) for complement bounds ``eps``."""
     nu = None if comp.nu is None else np.asarray(comp.nu)
     if nu is None and math.isfinite(comp.objective):
         nu = np.diag(W_S.T @ np.column_stack([R_S[k] @ W_S[:, k] for k in range(len(R_S))]))
         nu = 0.5 * nu  # Lemma 2 holds for any nu; a plain choice when the search gave none
-    dual = lifted_dual_bound(R_S, W_S, nu, eps)[0] if nu is not None else math.inf
+    dual = (lifted_dual_bound(R_S, W_S, nu, eps, gamma2=gamma2)[0] if nu is not None
+            else math.inf)
     sq = sqrt_lift_bound(comp.verified_upper_bound, eps)
     return LowRankResult(rank=fac.m - fac.K, residual=float(eps.sum()), lifted_dual=dual,
                          lifted_sqrt=sq, compressed=comp, columns=fac.columns_used,
-                         rounds=rounds, factor_bytes=int(fac.L.nbytes + fac.LW.nbytes))
+                         rounds=rounds, factor_bytes=int(fac.L.nbytes + fac.LW.nbytes),
+                         gamma2=gamma2)
 
 
 def _gap_of(upper, f):
