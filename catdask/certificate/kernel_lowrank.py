@@ -36,7 +36,7 @@ import time
 import numpy as np
 import scipy.linalg
 
-from .certify import certify_global_optimum
+from .certify import _one_blas_thread, certify_global_optimum
 from .eigen import sym, verified_top
 from .record import Certificate, not_certified
 
@@ -236,6 +236,11 @@ def lifted_dual_bound(R_S, W_S, nu, eps, rho=None, gamma2=None):
 
     Returns ``(bound on max f, rho)``.
     """
+    with _one_blas_thread(R_S.shape[1]):
+        return _lifted_dual_bound(R_S, W_S, nu, eps, rho, gamma2)
+
+
+def _lifted_dual_bound(R_S, W_S, nu, eps, rho, gamma2):
     K, m = len(R_S), R_S.shape[1]
     G = np.column_stack([R_S[k] @ W_S[:, k] for k in range(K)])
     Lam = sym(W_S.T @ G)
