@@ -41,6 +41,7 @@ def certify_global_optimum(
     rng=None,
     moment=False,
     max_moment_block=MAX_PSD_BLOCK,
+    dual_out=None,
 ):
     """Test whether W globally maximises ``f(W) = 1/2 sum_k w_k^T R_k w_k`` on the Stiefel manifold.
 
@@ -86,6 +87,9 @@ def certify_global_optimum(
     max_moment_block : int, default=800
         Size guard of the moment relaxation: a larger PSD block is not attempted (the reason
         gives the size it would need).
+    dual_out : dict, optional
+        When W is not certified, receives the cheap bound's dual point ``Y = V T V^T`` as
+        ``V`` and ``T`` (used by the low-rank kernel test to lift it, docs/design.md §4b).
 
     Returns
     -------
@@ -141,7 +145,7 @@ def certify_global_optimum(
     inputs = read_inputs(scatter, W, int(dense_max_dim))
     with _one_blas_thread(inputs[2].shape[0]):
         return _certify(inputs, t0, tol, full_sdp, max_sdp_dim, dense_max_dim, rng, moment,
-                        max_moment_block)
+                        max_moment_block, dual_out)
 
 
 def _one_blas_thread(D):
@@ -166,7 +170,7 @@ _CONTROLLER = None
 
 
 def _certify(inputs, t0, tol, full_sdp, max_sdp_dim, dense_max_dim, rng, moment,
-             max_moment_block):
+             max_moment_block, dual_out):
     stage = "reading the class matrices"
     point = None
     try:
@@ -176,7 +180,7 @@ def _certify(inputs, t0, tol, full_sdp, max_sdp_dim, dense_max_dim, rng, moment,
         stage = "the SDP-dual test"
         sdp = sdp_dual_test(point)
         stage = "the upper bound"
-        cert = _record(point, rap_lmax, rap_check, sdp, full_sdp, max_sdp_dim, t0)
+        cert = _record(point, rap_lmax, rap_check, sdp, full_sdp, max_sdp_dim, t0, dual_out)
         if moment and not cert.certified:
             stage = "the moment relaxation"
             cert = _moment_level(point, cert, int(max_moment_block), t0)
@@ -192,7 +196,7 @@ def _certify(inputs, t0, tol, full_sdp, max_sdp_dim, dense_max_dim, rng, moment,
     )
 
 
-def _record(point, rap_lmax, rap_check, sdp, full_sdp, max_sdp_dim, t0):
+def _record(point, rap_lmax, rap_check, sdp, full_sdp, max_sdp_dim, t0, dual_out=None):
     """The Certificate of a completed test, in the caller's units."""
     tau, f, unit = point.tau, point.f, point.unit
     rapcsak = bool(rap_lmax <= tau)
@@ -219,7 +223,7 @@ def _record(point, rap_lmax, rap_check, sdp, full_sdp, max_sdp_dim, t0):
                 f"{(verified - f) * unit:.1e}"
             )
     else:
-        upper, bound_method, reason = _upper_bound(point, sdp, full_sdp, max_sdp_dim)
+        upper, bound_method, reason = _upper_bound(point, sdp, full_sdp, max_sdp_dim, dual_out)
         verified = upper
     gap = 0.0 if certified else relative_gap(upper, f, tau)
     if point.notes:
@@ -282,13 +286,13 @@ def _moment_level(point, cert, max_block, t0):
                                reason=f"{cert.reason}; not certified by the {how}")
 
 
-def _upper_bound(point, sdp, full_sdp, max_sdp_dim):
+def _upper_bound(point, sdp, full_sdp, max_sdp_dim, dual_out=None):
     """(bound, where from, reason) when W is not certified: the smallest valid bound."""
     f = point.f
     bounds = [(trivial_bound(point), "reduced")]
     if sdp["bound"] is not None:
         bounds.append((sdp["bound"], "reduced"))
-    bounds.append((reduced_bound(point, sdp["nu"], sdp["directions"]), "reduced"))
+    bounds.append((reduced_bound(point, sdp["nu"], sdp["directions"], out=dual_out), "reduced"))
     use_sdp, why_not = want_full_sdp(full_sdp, point.D, max_sdp_dim)
     if use_sdp:
         try:

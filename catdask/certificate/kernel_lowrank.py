@@ -54,6 +54,9 @@ BLOCK = 64
 #: A candidate in a block is used as a pivot only while its leftover diagonal is at least this
 #: fraction of the largest leftover at the start of the block (else it is nearly in the span).
 ACCEPT = 1e-2
+#: Landmarks of the first round (more only where the compressed test is tight, or the lift,
+#: not the relaxation, is what keeps the gap open; doubling each round).
+FIRST_RANK = 128
 #: First residual target, relative to f(W): sum_k eps_k <= FIRST_TARGET * gap_tol * f(W).
 FIRST_TARGET = 0.1
 #: Rounds of growth after the first compressed test.
@@ -111,12 +114,14 @@ class _SubspaceFactor:
     def residual(self):
         return float(np.clip(self.d, 0.0, None).sum())
 
-    def grow(self, target, block=BLOCK):
-        """Add pivots until ``sum max(d, 0) <= target`` or the capacity is full."""
-        while self.residual() > target and self.m < self.capacity:
+    def grow(self, target, limit=None, block=BLOCK):
+        """Add pivots until ``sum max(d, 0) <= target`` or ``limit`` (default: the capacity)
+        columns are in the factor."""
+        limit = self.capacity if limit is None else min(limit, self.capacity)
+        while self.residual() > target and self.m < limit:
             d = np.clip(self.d, 0.0, None)
             d[self.pivots] = 0.0
-            b = min(block, self.capacity - self.m)
+            b = min(block, limit - self.m)
             cand = np.argpartition(-d, b - 1)[:b] if b < d.size else np.arange(d.size)
             cand = cand[np.argsort(-d[cand])]
             cand = cand[d[cand] > 0]
@@ -132,7 +137,7 @@ class _SubspaceFactor:
             top = local[0]
             for _ in range(cand.size):
                 j = int(np.argmax(local))
-                if local[j] <= ACCEPT * top or self.m >= self.capacity:
+                if local[j] <= ACCEPT * top or self.m >= limit:
                     break
                 t = self.m
                 s = math.sqrt(local[j])
@@ -227,26 +232,32 @@ def axis_leakage(operator, L, W_S, members, origin):
     return out
 
 
-def lifted_dual_bound(R_S, W_S, nu, eps, rho=None, gamma2=None):
+def lifted_dual_bound(R_S, W_S, nu, eps, rho=None, gamma2=None, Y=None):
     """Lemma 2 (docs/design.md §4b): an upper bound on ``max f`` of the full problem.
 
-    ``Y_S = W S(nu)_+ W^T`` with ``S(nu) = Lambda - diag(nu)``, ``nu'_k`` a verified upper bound
+    ``Y_S = W S(nu)_+ W^T`` with ``S(nu) = Lambda - diag(nu)`` (or the PSD part of a given
+    ``Y``, e.g. the compressed test's cheap bound), ``nu'_k`` a verified upper bound
     on ``lambda_max(R_k^S - Y_S)`` (so ``(Y_S, nu')`` is compressed-dual feasible whatever nu
     was), then ``nu'_k + delta_k`` for the complement. Valid for any nu and any W_S.
 
     Returns ``(bound on max f, rho)``.
     """
     with _one_blas_thread(R_S.shape[1]):
-        return _lifted_dual_bound(R_S, W_S, nu, eps, rho, gamma2)
+        return _lifted_dual_bound(R_S, W_S, nu, eps, rho, gamma2, Y)
 
 
-def _lifted_dual_bound(R_S, W_S, nu, eps, rho, gamma2):
+def _lifted_dual_bound(R_S, W_S, nu, eps, rho, gamma2, Y):
     K, m = len(R_S), R_S.shape[1]
-    G = np.column_stack([R_S[k] @ W_S[:, k] for k in range(K)])
-    Lam = sym(W_S.T @ G)
-    evals, evecs = np.linalg.eigh(Lam - np.diag(nu))
-    S_plus = (evecs * np.maximum(evals, 0.0)) @ evecs.T
-    Y = sym(W_S @ S_plus @ W_S.T)
+    if Y is None:
+        G = np.column_stack([R_S[k] @ W_S[:, k] for k in range(K)])
+        Lam = sym(W_S.T @ G)
+        evals, evecs = np.linalg.eigh(Lam - np.diag(nu))
+        S_plus = (evecs * np.maximum(evals, 0.0)) @ evecs.T
+        Y = sym(W_S @ S_plus @ W_S.T)
+    else:  # a given PSD Y_S (its negative part, rounding only, dropped)
+        evals, evecs = np.linalg.eigh(sym(Y))
+        S_plus = np.diag(np.maximum(evals, 0.0))
+        Y = sym((evecs * np.maximum(evals, 0.0)) @ evecs.T)
     if rho is None:
         rho = np.array([verified_top(m, matrix=R_S[k])[0] for k in range(K)])
     guard = 64.0 * m * _EPS * (float(np.max(rho)) + float(np.linalg.norm(S_plus, 2)))
@@ -354,35 +365,44 @@ def certify_kernel_lowrank(operator, origin, A, *, gap_tol=GAP_TOL, full_sdp="au
         return (cert, None) if details else cert
     f = _objective(fac.FW, members, origin)
     target = FIRST_TARGET * gap_tol * abs(f)
+    limit = K + min(r_max, FIRST_RANK)
     result = None
     for rounds in range(1, MAX_ROUNDS + 2):
-        fac.grow(target)
+        fac.grow(target, limit)
         L = fac.L[:, : fac.m]
         lo = fac.leftover()
         eps = np.array([float(lo[idx].sum()) for idx in members])  # Lemma 1: tr D_k
         R_S = _class_matrices(L, members, origin)
         W_S = fac.LW[:, : fac.m].T
-        comp = certify_global_optimum(R_S, W_S, full_sdp=full_sdp, moment=moment, rng=rng)
-        result = _lift(R_S, W_S, comp, eps, fac, rounds)
+        dual_point = {}
+        comp = certify_global_optimum(R_S, W_S, full_sdp=full_sdp, moment=moment, rng=rng,
+                                      dual_out=dual_point)
+        result = _lift(R_S, W_S, comp, eps, fac, rounds, dual_point=dual_point)
         if _gap(result, f) > gap_tol and comp.nu is not None \
                 and _gap_of(comp.verified_upper_bound, f) <= 0.5 * gap_tol:
             # Lemma 2' needs the axes' leak into T: one class-block pass.
             gamma2 = axis_leakage(operator, L, W_S, members, origin)
-            result = _lift(R_S, W_S, comp, eps, fac, rounds, gamma2=gamma2)
+            result = _lift(R_S, W_S, comp, eps, fac, rounds, gamma2=gamma2,
+                           dual_point=dual_point)
         gap = _gap(result, f)
         if gap <= gap_tol or fac.m >= fac.capacity or fac.residual() == 0.0:
             break
-        if not (_gap_of(comp.verified_upper_bound, f) <= 0.5 * gap_tol) or rounds > MAX_ROUNDS:
-            break  # the compressed relaxation itself is not tight: more rank cannot help
-        excess = max(min(result.lifted_dual, result.lifted_sqrt)
-                     - max(comp.verified_upper_bound, f), 1e-300)
-        target = min(target, eps.sum()) * min(0.5, 0.25 * gap_tol * abs(f) / excess)
+        comp_gap = _gap_of(comp.verified_upper_bound, f)
+        if rounds > MAX_ROUNDS or (comp_gap > 0.5 * gap_tol and gap <= 2.0 * comp_gap):
+            break  # the compressed relaxation is not tight and the lift is not what limits
+        limit = min(fac.capacity, K + 2 * (fac.m - K))  # double the landmarks
+        if comp_gap <= 0.5 * gap_tol:
+            excess = max(min(result.lifted_dual, result.lifted_sqrt)
+                         - max(comp.verified_upper_bound, f), 1e-300)
+            target = min(target, eps.sum()) * min(0.5, 0.25 * gap_tol * abs(f) / excess)
+        else:
+            target = 0.0  # only the rank limit: the lift should shrink below the relaxation's gap
     if frobenius and _gap(result, f) > gap_tol and fac.residual() > 0.0 \
             and _gap_of(result.compressed.verified_upper_bound, f) <= 0.5 * _gap(result, f):
         # The trace bound is what keeps the gap open: one more pass for ||D_k||_F (Lemma 1b).
         eps_f = frobenius_leftover(operator, fac.L[:, : fac.m], members)
         better = _lift(R_S, W_S, result.compressed, np.minimum(eps, eps_f), fac, result.rounds,
-                       gamma2=result.gamma2)
+                       gamma2=result.gamma2, dual_point=dual_point)
         better.frobenius = True
         if _gap(better, f) < _gap(result, f):
             result = better
@@ -390,14 +410,22 @@ def certify_kernel_lowrank(operator, origin, A, *, gap_tol=GAP_TOL, full_sdp="au
     return (cert, result) if details else cert
 
 
-def _lift(R_S, W_S, comp, eps, fac, rounds, gamma2=None):
-    """Both lifted bounds (Lemmas 2 and 3) for complement bounds ``eps``."""
+def _lift(R_S, W_S, comp, eps, fac, rounds, gamma2=None, dual_point=None):
+    """Both lifted bounds (Lemmas 2 and 3) for complement bounds ``eps``.
+
+    Lemma 2 lifts two compressed dual points and keeps the better: ``W S(nu)_+ W^T`` of the
+    SDP-dual search, and the cheap bound's ``V T V^T`` (``dual_point``) when W was not certified.
+    """
     nu = None if comp.nu is None else np.asarray(comp.nu)
     if nu is None and math.isfinite(comp.objective):
         nu = np.diag(W_S.T @ np.column_stack([R_S[k] @ W_S[:, k] for k in range(len(R_S))]))
         nu = 0.5 * nu  # Lemma 2 holds for any nu; a plain choice when the search gave none
     dual = (lifted_dual_bound(R_S, W_S, nu, eps, gamma2=gamma2)[0] if nu is not None
             else math.inf)
+    if dual_point and "T" in dual_point:
+        V, T = dual_point["V"], dual_point["T"]
+        dual = min(dual, lifted_dual_bound(R_S, W_S, None, eps, gamma2=gamma2,
+                                           Y=V @ T @ V.T)[0])
     sq = sqrt_lift_bound(comp.verified_upper_bound, eps)
     return LowRankResult(rank=fac.m - fac.K, residual=float(eps.sum()), lifted_dual=dual,
                          lifted_sqrt=sq, compressed=comp, columns=fac.columns_used,
