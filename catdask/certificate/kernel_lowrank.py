@@ -89,11 +89,14 @@ class _SubspaceFactor:
     and rows ``LW[k]`` those of ``w_k``, in the same orthonormal basis of S.
     """
 
-    def __init__(self, operator, A, capacity):
+    def __init__(self, operator, A, capacity, projections=None):
         self.op = operator
         self.A = np.asarray(A, dtype=float)
         K, N = self.A.shape
-        self.FW = np.asarray(operator.matmul(self.A.T), dtype=float)  # G A^T: one pass
+        if projections is None:
+            self.FW = np.asarray(operator.matmul(self.A.T), dtype=float)  # G A^T: one pass
+        else:  # the fit's own P = A G (K, N): no pass
+            self.FW = np.ascontiguousarray(np.asarray(projections, dtype=float).T)
         self.g = np.asarray(operator.diagonal(), dtype=float)
         WW = sym(self.A @ self.FW)  # A G A^T (= I at a feasible point)
         Lw = scipy.linalg.cholesky(WW, lower=True)
@@ -319,7 +322,7 @@ def _objective(FW, members, origin):
 
 def certify_kernel_lowrank(operator, origin, A, *, gap_tol=GAP_TOL, full_sdp="auto",
                            moment=False, max_rank=MAX_RANK, max_bytes=MAX_FACTOR_BYTES,
-                           frobenius=True, rng=None, details=False):
+                           frobenius=False, projections=None, rng=None, details=False):
     """Certify K-CQS coefficients A through a rank-r subspace and a lifted bound (§4b).
 
     Parameters
@@ -338,9 +341,12 @@ def certify_kernel_lowrank(operator, origin, A, *, gap_tol=GAP_TOL, full_sdp="au
         Most landmarks r (None: as many as ``max_bytes`` allows); never more than N.
     max_bytes : int
         Memory for the factor, ``8 N (K + r)`` bytes.
-    frobenius : bool, default=True
-        When the trace bound alone leaves the gap open, spend one more pass of Gram columns on
-        ``||Delta_kk||_F`` (usually far below the trace) and lift again.
+    frobenius : bool, default=False
+        When the trace bound alone leaves the gap open, spend one more pass of Gram columns
+        (and ``N^2 r / K`` flops) on ``||Delta_kk||_F`` (below the trace) and lift again.
+    projections : ndarray of shape (K, N), optional
+        The fit's training projections ``P = A G^`` (saves the one product with ``G^``); they
+        must be those of A in float64.
     rng : None, int or Generator
     details : bool
         Also return a :class:`LowRankResult`.
@@ -358,7 +364,7 @@ def certify_kernel_lowrank(operator, origin, A, *, gap_tol=GAP_TOL, full_sdp="au
     cap_bytes = max(int(max_bytes // (8 * N)) - K, 1)
     r_max = min(N, cap_bytes if max_rank is None else min(int(max_rank), cap_bytes))
     try:
-        fac = _SubspaceFactor(operator, A, K + r_max)
+        fac = _SubspaceFactor(operator, A, K + r_max, projections)
     except (np.linalg.LinAlgError, ValueError) as exc:
         cert = not_certified(f"not certified: the low-rank test could not start ({exc}: "
                              "A G A^T is not positive definite)", seconds=time.perf_counter() - t0)
@@ -378,8 +384,8 @@ def certify_kernel_lowrank(operator, origin, A, *, gap_tol=GAP_TOL, full_sdp="au
         comp = certify_global_optimum(R_S, W_S, full_sdp=full_sdp, moment=moment, rng=rng,
                                       dual_out=dual_point)
         result = _lift(R_S, W_S, comp, eps, fac, rounds, dual_point=dual_point)
-        if _gap(result, f) > gap_tol and comp.nu is not None \
-                and _gap_of(comp.verified_upper_bound, f) <= 0.5 * gap_tol:
+        comp_gap = _gap_of(comp.verified_upper_bound, f)
+        if _gap(result, f) > max(gap_tol, 2.0 * comp_gap):  # the lift is what limits
             # Lemma 2' needs the axes' leak into T: one class-block pass.
             gamma2 = axis_leakage(operator, L, W_S, members, origin)
             result = _lift(R_S, W_S, comp, eps, fac, rounds, gamma2=gamma2,
@@ -387,7 +393,6 @@ def certify_kernel_lowrank(operator, origin, A, *, gap_tol=GAP_TOL, full_sdp="au
         gap = _gap(result, f)
         if gap <= gap_tol or fac.m >= fac.capacity or fac.residual() == 0.0:
             break
-        comp_gap = _gap_of(comp.verified_upper_bound, f)
         if rounds > MAX_ROUNDS or (comp_gap > 0.5 * gap_tol and gap <= 2.0 * comp_gap):
             break  # the compressed relaxation is not tight and the lift is not what limits
         limit = min(fac.capacity, K + 2 * (fac.m - K))  # double the landmarks
@@ -459,7 +464,7 @@ def _record(res, f, gap_tol, seconds, N):
         reason = (f"not certified by the low-rank test ({where}): bound {upper:.10g} ({how}), "
                   f"gap {gap:.1e} > {gap_tol:.0e}; compressed test: {comp.reason}")
     return dataclasses.replace(
-        comp, certified=certified, method=comp.method if certified else None,
+        comp, certified=certified, method=(comp.method or "sdp-dual") if certified else None,
         objective=float(f), upper_bound=float(f if certified else upper),
         bound_method="certificate" if certified else "lowrank",
         gap=0.0 if certified else float(gap), seconds=float(seconds), reason=reason,

@@ -321,7 +321,7 @@ class KernelCategorySpace(BaseCategorySpace):
             # KernelCertifier of the fit engine; the dense path below is unchanged.
             if N > CERTIFICATE_MAX_RANK:
                 return certify_kernel_lowrank(op, self.origin, state.A[r], full_sdp=full_sdp,
-                                              moment=moment)
+                                              moment=moment, projections=state.P[r])
             # --- end issue 26 item 1
             if "L" not in factor:
                 L, residual, ok = pivoted_cholesky(
