@@ -240,7 +240,7 @@ def test_estimator_uses_the_low_rank_test_above_the_cap(monkeypatch):
     X, y = make_blobs(n_per_class=15, n_features=4, n_classes=3, seed=2)
     kw = dict(gamma=0.1, n_restarts=2, random_state=0)
     dense = KernelCategorySpace(**kw).fit(X, y)
-    monkeypatch.setattr(kernel_module, "CERTIFICATE_MAX_RANK", 20)
+    monkeypatch.setattr(kernel_module, "CERTIFICATE_DENSE_MAX_SAMPLES", 20)
     low = KernelCategorySpace(**kw).fit(X, y)
     assert "low-rank test" in low.certificate_.reason
     assert low.certificate_.certified == dense.certificate_.certified

@@ -30,6 +30,11 @@ __all__ = ["KernelCategorySpace"]
 # G = L L^T of at most this rank (docs/design.md §4, "Kernel version"); larger fits by the
 # low-rank test of docs/design.md §4b, which needs no exact factor.
 CERTIFICATE_MAX_RANK = 1500
+# Issue 26 item 1 (branch kcert): fits of more samples go to the low-rank test of
+# docs/design.md §4b, which reached the dense test's verdicts at a fraction of its cost
+# (vehicle, N = 846, global origin: certified in 3.3 s where the dense test made the fit 25x
+# slower; benchmarks/bench_certificate_scale.py).
+CERTIFICATE_DENSE_MAX_SAMPLES = 300
 
 # gamma=None for the RBF kernel means RBF_GAMMA_SCALE / n_features. On standardised data
 # (squared distances about 2 D) 1 / n_features made the category space lose up to 0.09 of
@@ -315,11 +320,12 @@ class KernelCategorySpace(BaseCategorySpace):
         factor = {}
 
         def certify_one(r, full_sdp, moment):
-            # --- issue 26 item 1 (branch kcert): above CERTIFICATE_MAX_RANK samples the exact
-            # factor may not exist (and searching for it cost 45% of a fit); the low-rank test of
-            # docs/design.md §4b certifies in O(N r) memory instead. To be re-wired into the
-            # KernelCertifier of the fit engine; the dense path below is unchanged.
-            if N > CERTIFICATE_MAX_RANK:
+            # --- issue 26 item 1 (branch kcert): above CERTIFICATE_DENSE_MAX_SAMPLES samples
+            # the exact factor is costly or may not exist (searching for it cost 45% of a fit);
+            # the low-rank test of docs/design.md §4b certifies in O(N r) memory instead. To be
+            # re-wired into the KernelCertifier of the fit engine; the dense path below is
+            # unchanged.
+            if N > CERTIFICATE_DENSE_MAX_SAMPLES:
                 return certify_kernel_lowrank(op, self.origin, state.A[r], full_sdp=full_sdp,
                                               moment=moment, projections=state.P[r])
             # --- end issue 26 item 1
