@@ -242,7 +242,7 @@ def _objective(FW, members, origin):
 
 def certify_kernel_lowrank(operator, origin, A, *, gap_tol=GAP_TOL, full_sdp="auto",
                            moment=False, max_rank=MAX_RANK, max_bytes=MAX_FACTOR_BYTES,
-                           frobenius=False, projections=None, rng=None, details=False):
+                           frobenius=True, projections=None, rng=None, details=False):
     """Certify K-CQS coefficients A through a rank-r subspace and a lifted bound (§4b).
 
     Parameters
@@ -261,9 +261,10 @@ def certify_kernel_lowrank(operator, origin, A, *, gap_tol=GAP_TOL, full_sdp="au
         Most landmarks r (None: as many as ``max_bytes`` allows); never more than N.
     max_bytes : int
         Memory for the factor, ``8 N (K + r)`` bytes.
-    frobenius : bool, default=False
-        When the trace bound alone leaves the gap open, spend one more pass of Gram columns
-        (and ``N^2 r / K`` flops) on ``||Delta_kk||_F`` (below the trace) and lift again.
+    frobenius : bool, default=True
+        When the lift (not the compressed relaxation) is what keeps the gap open, spend one
+        more pass of Gram columns (and ``N^2 r / K`` flops) on ``||Delta_kk||_F`` (below the
+        trace) and lift again (high-rank blobs, N = 1,500, D = 200: gap 0.33 -> 0.10, 4 s).
     projections : ndarray of shape (K, N), optional
         The fit's training projections ``P = A G^`` (saves the one product with ``G^``); they
         must be those of A in float64.
