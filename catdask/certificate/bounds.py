@@ -84,12 +84,13 @@ def _dual_value_verified(point, T, V):
     return total + point.K * point.round_guard()
 
 
-def reduced_bound(point, nu, directions, steps=_REDUCED_STEPS):
+def reduced_bound(point, nu, directions, steps=_REDUCED_STEPS, out=None):
     """Cheap bound: dual value of ``Y = V T V^T`` minimised over PSD T (small).
 
     Projected subgradient with Polyak steps towards ``2 f(W)`` (a lower bound on the optimum),
     started at ``(Lambda - diag nu)_+`` on the W block. Every iterate is dual feasible; the
-    best one is re-evaluated with verified eigenvalues, which is the bound returned.
+    best one is re-evaluated with verified eigenvalues, which is the bound returned. ``out``
+    (a dict), when given, receives that point: ``V`` and ``T`` (caller's units).
     """
     V = _subspace(point, directions)
     m = V.shape[1]
@@ -115,6 +116,8 @@ def reduced_bound(point, nu, directions, steps=_REDUCED_STEPS):
         T = T - (h - target) / gg * g
         evals, evecs = np.linalg.eigh(sym(T))
         T = (evecs * np.maximum(evals, 0.0)) @ evecs.T
+    if out is not None:  # the dual point, in the caller's units (Y = V T V^T)
+        out["V"], out["T"] = V, best_T * point.unit
     if point.dense:
         return 0.5 * history[-1]  # dense eigh throughout: already verified
     return 0.5 * _dual_value_verified(point, best_T, V)

@@ -47,8 +47,8 @@ class LinearCertifier:
 class KernelCertifier:
     """K-CQS: the Gram operator the problem was solved on, tested at the coefficients A (K, N).
 
-    One call of :func:`catdask.certificate.kernel.certify_kernel_axes` (today's test through
-    a pivoted-Cholesky factor of G).
+    One call of :func:`catdask.certificate.kernel.certify_kernel_axes` (through an exact
+    pivoted-Cholesky factor of G up to 300 samples, the low-rank test above).
     """
 
     operator: Any

@@ -10,7 +10,6 @@ import time
 
 import numpy as np
 from scipy.sparse.linalg import ArpackError
-from threadpoolctl import threadpool_limits
 
 from .bounds import (
     MAX_SDP_DIM,
@@ -28,7 +27,7 @@ from .record import Certificate, not_certified
 from .sdp_dual import sdp_dual_test
 from .subspace_dual import have_small_sdp_solver, subspace_dual_bound
 
-__all__ = ["certify_global_optimum", "estimated_seconds", "numerical_failures"]
+__all__ = ["certify_global_optimum", "estimated_seconds", "numerical_failures", "one_blas_thread"]
 
 logger = logging.getLogger("catdask.certificate")
 
@@ -40,6 +39,28 @@ MAX_SECONDS = 300.0
 _FACTORISATIONS_PER_CLASS = 10
 #: Slowest factorisation speed assumed (flop/s): one core of a small machine, with overheads.
 _NOMINAL_FLOPS = 1e9
+
+
+def one_blas_thread():
+    """Limit BLAS to one thread until the returned limiter's ``restore_original_limits()`` (or
+    the end of its ``with`` block).
+
+    The test is many small or memory-bound products and factorisations of order D, where a
+    second BLAS thread gains little and, beside other busy processes, loses a lot: on a loaded
+    2-core host ``eigh`` of a 178 x 178 matrix took 0.19 s with 2 OpenBLAS threads and
+    0.017 s with one (wine K-CQS: the certificate was 18 s of a 22 s fit), and the whole test
+    at D = 784, K = 10 took 128 s against 30 s. The BLAS libraries are found once (a
+    ``threadpool_limits`` call rescans them: 0.2 s under load).
+    """
+    global _BLAS_CONTROLLER
+    if _BLAS_CONTROLLER is None:
+        from threadpoolctl import ThreadpoolController
+
+        _BLAS_CONTROLLER = ThreadpoolController()
+    return _BLAS_CONTROLLER.limit(limits=1, user_api="blas")
+
+
+_BLAS_CONTROLLER = None
 
 
 def numerical_failures():
@@ -71,6 +92,7 @@ def certify_global_optimum(
     moment: bool = False,
     max_moment_block: int = MAX_PSD_BLOCK,
     max_seconds: float = MAX_SECONDS,
+    dual_out: dict | None = None,
 ) -> Certificate:
     """Test whether W globally maximises ``f(W) = 1/2 sum_k w_k^T R_k w_k`` on the Stiefel manifold.
 
@@ -124,6 +146,9 @@ def certify_global_optimum(
         ``max_seconds`` the test is not attempted and the certificate says so ("not
         attempted: D too large (estimated ... s)"), instead of a silent wait. ``math.inf``
         turns the guard off.
+    dual_out : dict, optional
+        When W is not certified, receives the cheap bound's dual point ``Y = V T V^T`` as
+        ``V`` and ``T`` (used by the low-rank kernel test to lift it, docs/design.md §4c).
 
     Returns
     -------
@@ -184,10 +209,7 @@ def certify_global_optimum(
         return refused
     stage = "reading the class matrices"
     point = None
-    # One BLAS thread: the test is many small or memory-bound products and factorisations of
-    # order D; with the default threads on a loaded 2-core host it took 128 s at D = 784,
-    # K = 10 (against 30 s on one thread at the same load).
-    blas = threadpool_limits(limits=1, user_api="blas")
+    blas = one_blas_thread()
     try:
         point = StationaryPoint(inputs, tol=tol, dense_max_dim=int(dense_max_dim), rng=rng)
         stage = "Rapcsák's test"
@@ -195,7 +217,7 @@ def certify_global_optimum(
         stage = "the SDP-dual test"
         sdp = sdp_dual_test(point)
         stage = "the upper bound"
-        cert = _record(point, rap_lmax, rap_check, sdp, full_sdp, max_sdp_dim, t0)
+        cert = _record(point, rap_lmax, rap_check, sdp, full_sdp, max_sdp_dim, t0, dual_out)
         blas.restore_original_limits()  # the moment solver's large blocks use every thread
         if moment and not cert.certified:
             stage = "the moment relaxation"
@@ -256,7 +278,7 @@ def _size_guard(inputs, dense_max_dim, max_seconds, tol, t0):
                          seconds=time.perf_counter() - t0)
 
 
-def _record(point, rap_lmax, rap_check, sdp, full_sdp, max_sdp_dim, t0):
+def _record(point, rap_lmax, rap_check, sdp, full_sdp, max_sdp_dim, t0, dual_out=None):
     """The Certificate of a completed test, in the caller's units."""
     tau, f, unit = point.tau, point.f, point.unit
     rapcsak = bool(rap_lmax <= tau)
@@ -283,7 +305,7 @@ def _record(point, rap_lmax, rap_check, sdp, full_sdp, max_sdp_dim, t0):
                 f"{(verified - f) * unit:.1e}"
             )
     else:
-        upper, bound_method, reason = _upper_bound(point, sdp, full_sdp, max_sdp_dim)
+        upper, bound_method, reason = _upper_bound(point, sdp, full_sdp, max_sdp_dim, dual_out)
         verified = upper
     gap = 0.0 if certified else relative_gap(upper, f, tau)
     if point.notes:
@@ -358,7 +380,7 @@ def _moment_level(point, cert, max_block, t0):
                                reason=f"{cert.reason}; not certified by the {how}")
 
 
-def _upper_bound(point, sdp, full_sdp, max_sdp_dim):
+def _upper_bound(point, sdp, full_sdp, max_sdp_dim, dual_out=None):
     """(bound, where from, reason) when W is not certified: the smallest valid bound."""
     f = point.f
     bounds = [(trivial_bound(point), "reduced")]
@@ -377,8 +399,10 @@ def _upper_bound(point, sdp, full_sdp, max_sdp_dim):
             subspace_note = _subspace_note(point, bound, info)
         except numerical_failures() as exc:  # solver failure: the projected-subgradient bound
             subspace_note = f"subspace dual bound failed ({type(exc).__name__}: {exc})"
-    if subspace_note is None or subspace_note.startswith("subspace dual bound failed"):
-        bounds.append((reduced_bound(point, sdp["nu"], sdp["directions"]), "reduced"))
+    if (subspace_note is None or subspace_note.startswith("subspace dual bound failed")
+            or dual_out is not None):  # the low-rank kernel test lifts this bound's dual point
+        bounds.append((reduced_bound(point, sdp["nu"], sdp["directions"], out=dual_out),
+                       "reduced"))
     if use_sdp:
         try:
             bounds.append((full_sdp_bound(point), "sdp"))

@@ -3,7 +3,10 @@
 With ``G = L L^T`` (pivoted Cholesky, :mod:`catdask.kernels.gram_factor`) the kernel problem is
 exactly the linear one on the rows of L, features in an r-dimensional isometric copy of the data
 span (docs/design.md §4, "Kernel version"), so :func:`certify_global_optimum` applies to the
-class matrices of L's rows and the point ``W = L^T A^T``.
+class matrices of L's rows and the point ``W = L^T A^T``. That needs L to round-off; above
+:data:`CERTIFICATE_DENSE_MAX_SAMPLES` samples the low-rank test of docs/design.md §4c
+(:mod:`.kernel_lowrank`) runs instead: ``O(N r)`` memory whatever G's rank, a certificate where
+the compressed relaxation is tight and a rigorous gap elsewhere.
 """
 
 from __future__ import annotations
@@ -13,9 +16,17 @@ import numpy as np
 from ..kernels.gram_factor import pivoted_cholesky
 from ..operators import blocks
 from .certify import certify_global_optimum
+from .kernel_lowrank import certify_kernel_lowrank
 from .record import not_applicable
 
-__all__ = ["certify_kernel_axes", "equivalent_class_matrices", "CERTIFICATE_MAX_RANK"]
+__all__ = ["certify_kernel_axes", "equivalent_class_matrices", "CERTIFICATE_MAX_RANK",
+           "CERTIFICATE_DENSE_MAX_SAMPLES"]
+
+#: Fits of more samples go to the low-rank test (docs/design.md §4c): it reached the dense
+#: test's verdicts at a fraction of its cost (vehicle, N = 846, global origin: certified in
+#: 3.3 s where the dense test made the fit 25x slower; benchmarks/bench_certificate_scale.py),
+#: and searching for an exact factor of a high-rank G cost 45% of a fit only to give up.
+CERTIFICATE_DENSE_MAX_SAMPLES = 300
 
 # Certify kernel fits through a pivoted-Cholesky factor G = L L^T of at most this rank
 # (docs/design.md §4, "Kernel version"); beyond it the certificate is not attempted.
@@ -41,9 +52,12 @@ def certify_kernel_axes(operator, classes, origin, A, *, full_sdp="auto", moment
     Returns
     -------
     Certificate
-        Not applicable (not attempted) when G's numerical rank exceeds
-        :data:`CERTIFICATE_MAX_RANK`.
+        Up to :data:`CERTIFICATE_DENSE_MAX_SAMPLES` samples through the exact factor (not
+        attempted when G's numerical rank exceeds :data:`CERTIFICATE_MAX_RANK`); above, the
+        low-rank test's certificate or rigorous gap.
     """
+    if operator.n_samples > CERTIFICATE_DENSE_MAX_SAMPLES:
+        return certify_kernel_lowrank(operator, origin, A, full_sdp=full_sdp, moment=moment)
     L, _, ok = pivoted_cholesky(operator.diagonal(), operator.columns, rtol=1e-12,
                                 max_rank=CERTIFICATE_MAX_RANK)
     if not ok:

@@ -183,9 +183,9 @@ def dual_bound(R, dual, identity=None):
                          math.inf)
     s, B = dual.scale, dual.basis
     Rs = R / s
-    A = np.einsum("di,kde,ej->kij", B, Rs, B)
+    A = B.T @ Rs @ B  # batched products, not an unoptimised einsum (K D^2 r^2)
     # |exact A - computed A| <= (D + 2) eps |B|^T |R| |B| entrywise (two dot products of length D).
-    absA = np.einsum("di,kde,ej->kij", np.abs(B), np.abs(Rs), np.abs(B))
+    absA = np.abs(B).T @ np.abs(Rs) @ np.abs(B)
     a_guard = 0.5 * (D + 2) * _EPS * float(sum(np.linalg.norm(a) for a in absA)) * 1.01
 
     f = ident.objective(A)

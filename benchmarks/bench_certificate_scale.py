@@ -1,0 +1,192 @@
+"""The kernel certificate at scale: the low-rank test (docs/design.md §4c) against the fit.
+
+    python benchmarks/bench_certificate_scale.py [--quick] [--only wine blobs] [--json out.json]
+
+K-CQS, RBF with the default gamma, both origins, on: the paper's UCI data sets (standardised;
+skipped, saying so, when their files are not in ``../shared/data/uci``), anisotropic blobs
+(D = 20, K = 5; N = 20,000 and 50,000, ``--quick``: 3,000), and a high-rank set (blobs at
+D = 200, K = 5; N = 4,000, ``--quick``: 1,500) whose Gram spectrum decays slowly.
+
+Each case fits with ``certify=False`` (the fit's time), then runs the low-rank test on the
+fitted coefficients (its time, its extra peak memory by tracemalloc, its verdict and gap), and,
+up to N = 600 (``--dense-max-n``), the dense test of docs/design.md §4 on the same coefficients
+(its time and verdict: the baseline). For N <= 1,500 it also fits the estimator with and
+without its own test (``--overhead-reps`` times each, interleaved; medians): what a user pays.
+Printed: certified fraction (gap <= 1e-6), largest gap, the median of certificate time / fit time, the load average. Nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+import tracemalloc
+
+import _common  # noqa: F401  (puts the checkout on sys.path)
+import numpy as np
+from sklearn.preprocessing import StandardScaler
+
+from catdask import KernelCategorySpace
+from catdask.certificate import certify_global_optimum
+from catdask.certificate.kernel_lowrank import certify_kernel_lowrank
+from catdask.core.classes import ClassIndex
+from catdask.certificate.kernel import CERTIFICATE_MAX_RANK
+from catdask.certificate.kernel import equivalent_class_matrices as _equivalent_class_matrices
+from catdask.evaluation.data import PAPER_DATASETS, load_xy
+from catdask.kernels.gram_factor import pivoted_cholesky
+from catdask.operators import CentredGramOperator, NumpyGramOperator
+
+ORIGINS = ("global", "class")
+
+
+def cases(args):
+    """(name, X standardised, integer labels) for every case; prints what is skipped."""
+    uci = () if args.no_uci else (args.only or PAPER_DATASETS)
+    for name in uci:
+        if name in ("blobs", "highrank"):
+            continue
+        try:
+            X, y = load_xy(name)
+        except (FileNotFoundError, ValueError) as exc:
+            print(f"{name:<12} skipped: {str(exc)[:100]}", flush=True)
+            continue
+        yield name, StandardScaler().fit_transform(X), np.unique(y, return_inverse=True)[1]
+    sizes = [3000] if args.quick else [20000, 50000]
+    if not args.only or "blobs" in args.only:
+        for n in sizes:
+            X, y = _common.blobs(n, 20, 5)
+            yield f"blobs-{n}", StandardScaler().fit_transform(X), y
+    if not args.only or "highrank" in args.only:
+        n = 1500 if args.quick else 4000
+        X, y = _common.blobs(n, 200, 5, seed=3)
+        yield f"highrank-{n}", StandardScaler().fit_transform(X), y
+
+
+def sorted_by_class(X, y):
+    order = np.argsort(y, kind="stable")
+    return X[order], y[order]
+
+
+def dense_test(op, classes, origin, A):
+    """The estimator's dense path (docs/design.md §4, kernel version) on the same A."""
+    L, _, ok = pivoted_cholesky(op.diagonal(), op.columns, rtol=1e-12,
+                                max_rank=CERTIFICATE_MAX_RANK)
+    if not ok:
+        return None
+    return certify_global_optimum(_equivalent_class_matrices(L, classes, origin), L.T @ A.T)
+
+
+def measure(name, X, y, origin, restarts, max_rank, overhead_reps=3, dense_baseline=True):
+    X, y = sorted_by_class(X, y)
+    K = int(y.max()) + 1
+    est = KernelCategorySpace(origin=origin, n_restarts=restarts, random_state=0, certify=False)
+    t0 = time.perf_counter()
+    est.fit(X, y)
+    fit_s = time.perf_counter() - t0
+    classes = ClassIndex(y, K)
+    base = NumpyGramOperator(X, classes, est.kernel_, max_gram_bytes=0)
+    op = CentredGramOperator(base) if origin == "global" else base
+    A = est.dual_coef_  # sorted order; A H works on H G H as A does (sum_i psi~_i = 0)
+    # The fit's projections A G^ (what the estimator hands the test): transform gives them.
+    P = est.transform(X).T
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    cert, res = certify_kernel_lowrank(op, origin, A, max_rank=max_rank, details=True,
+                                       projections=P)
+    cert_s = time.perf_counter() - t0
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    gap = cert.verified_gap if cert.certified else cert.gap
+    row = dict(case=name, origin=origin, N=len(y), D=X.shape[1], K=K, fit_s=fit_s,
+               cert_s=cert_s, ratio=cert_s / fit_s, certified=bool(cert.certified),
+               gap=float(gap), rank=res.rank if res else None,
+               complement=res.residual if res else None,
+               frobenius=bool(res.frobenius) if res else None,
+               columns=res.columns if res else None, extra_mib=peak / 2**20,
+               objective=float(est.objective_), reason=cert.reason[:300])
+    if len(y) <= CERTIFICATE_MAX_RANK and overhead_reps:
+        # What users pay: the estimator's own fit with and without its test, interleaved.
+        with_test, without = [], []
+        for _ in range(overhead_reps):
+            for flag, out in ((False, without), (True, with_test)):
+                e = KernelCategorySpace(origin=origin, n_restarts=restarts, random_state=0,
+                                        certify=flag)
+                t0 = time.perf_counter()
+                e.fit(X, y)
+                out.append(time.perf_counter() - t0)
+        row["fit_without_test_s"] = float(np.median(without))
+        row["fit_with_test_s"] = float(np.median(with_test))
+        row["test_share"] = (row["fit_with_test_s"] - row["fit_without_test_s"]) / row[
+            "fit_without_test_s"]
+    if len(y) <= CERTIFICATE_MAX_RANK and dense_baseline:
+        t0 = time.perf_counter()
+        dense = dense_test(op, classes, origin, A)
+        row["dense_s"] = time.perf_counter() - t0
+        row["dense_certified"] = None if dense is None else bool(dense.certified)
+        row["dense_gap"] = None if dense is None else float(
+            dense.verified_gap if dense.certified else dense.gap)
+    return row
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", nargs="*", default=None,
+                    help="UCI names, 'blobs', 'highrank' (default: all)")
+    ap.add_argument("--no-uci", action="store_true")
+    ap.add_argument("--origins", nargs="+", choices=ORIGINS, default=list(ORIGINS))
+    ap.add_argument("--restarts", type=int, default=5)
+    ap.add_argument("--max-rank", type=int, default=1024)
+    ap.add_argument("--overhead-reps", type=int, default=3,
+                    help="N <= 1,500: fit the estimator with and without its own test this many "
+                         "times each, interleaved (0: skip)")
+    ap.add_argument("--dense-max-n", type=int, default=600,
+                    help="also run the dense test (the baseline) up to this N")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    print(f"load average at start {os.getloadavg()}; restarts {args.restarts}; max_rank "
+          f"{args.max_rank}", flush=True)
+    print(f"{'case':<15} {'origin':<6} {'N':>6} {'D':>4} {'fit s':>8} {'cert s':>8} {'ratio':>6} "
+          f"{'cert':>5} {'gap':>8} {'rank':>5} {'MiB':>6} {'dense s':>8} {'dense':>6}", flush=True)
+    rows = []
+    for name, X, y in cases(args):
+        for origin in args.origins:
+            row = measure(name, X, y, origin, args.restarts, args.max_rank,
+                          overhead_reps=args.overhead_reps,
+                          dense_baseline=len(y) <= args.dense_max_n)
+            rows.append(row)
+            dense = ("" if "dense_s" not in row else
+                     f"{row['dense_s']:8.2f} {str(row['dense_certified']):>6}")
+            if "test_share" in row:
+                dense += (f"  estimator: {row['fit_without_test_s']:.2f} s without its test, "
+                          f"{row['fit_with_test_s']:.2f} s with (+{100 * row['test_share']:.0f}%)")
+            print(f"{name:<15} {origin:<6} {row['N']:>6} {row['D']:>4} {row['fit_s']:8.2f} "
+                  f"{row['cert_s']:8.2f} {row['ratio']:6.2f} {str(row['certified']):>5} "
+                  f"{row['gap']:8.1e} {row['rank']!s:>5} {row['extra_mib']:6.0f} {dense}",
+                  flush=True)
+    if rows:
+        n_cert = sum(r["certified"] for r in rows)
+        agree = [r for r in rows if r.get("dense_certified") is not None]
+        print(f"certified {n_cert} of {len(rows)}; largest gap "
+              f"{max(r['gap'] for r in rows):.1e}; median certificate/fit "
+              f"{np.median([r['ratio'] for r in rows]):.2f}; largest extra memory "
+              f"{max(r['extra_mib'] for r in rows):.0f} MiB")
+        if agree:
+            same = sum(r["certified"] == r["dense_certified"] for r in agree)
+            ratio = np.median([r["cert_s"] / r["dense_s"] for r in agree])
+            print(f"agrees with the dense test on {same} of {len(agree)} cases; median "
+                  f"low-rank/dense time {ratio:.2f}")
+        shares = [r["test_share"] for r in rows if "test_share" in r]
+        if shares:
+            print(f"estimator's own test (N <= 1,500): median +{100 * np.median(shares):.0f}% of "
+                  f"the fit without it, largest +{100 * max(shares):.0f}%")
+    print(f"load average at end {os.getloadavg()}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+"""The lifts of docs/design.md §4c: a bound on the compressed problem (on a subspace S that
+contains the fitted axes) made into a bound on the full kernel problem.
+
+- :func:`lifted_dual_bound`: Lemma 2 (the complement through ``||C_k||^2 <= rho_k eps_k``) and,
+  given the axes' leak ``gamma_k^2``, Lemma 2' (the complement absorbed by the certificate's
+  margin off the axis), for any compressed dual point;
+- :func:`sqrt_lift_bound`: Lemma 3, from any compressed upper bound.
+
+Every ``nu`` is recomputed as a verified eigenvalue bound plus a rounding allowance, so the
+bounds hold whatever the search that proposed the dual point returned.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .certify import one_blas_thread
+from .eigen import sym, verified_top
+
+__all__ = ["lifted_dual_bound", "sqrt_lift_bound"]
+
+_EPS = np.finfo(float).eps
+
+
+def _delta(nu, eps, rho):
+    """The root ``delta >= max(0, eps - nu)`` of ``delta (nu + delta - eps) = rho eps``."""
+    b = nu - eps
+    c = rho * eps
+    if c <= 0:
+        return max(0.0, -b)
+    if b >= 0:
+        return 2.0 * c / (b + math.sqrt(b * b + 4.0 * c))  # no cancellation
+    return 0.5 * (-b + math.sqrt(b * b + 4.0 * c))
+
+
+def lifted_dual_bound(R_S, W_S, nu, eps, rho=None, gamma2=None, Y=None):
+    """Lemma 2 (docs/design.md §4c): an upper bound on ``max f`` of the full problem.
+
+    ``Y_S = W S(nu)_+ W^T`` with ``S(nu) = Lambda - diag(nu)`` (or the PSD part of a given
+    ``Y``, e.g. the compressed test's cheap bound), ``nu'_k`` a verified upper bound
+    on ``lambda_max(R_k^S - Y_S)`` (so ``(Y_S, nu')`` is compressed-dual feasible whatever nu
+    was), then ``nu'_k + delta_k`` for the complement. Valid for any nu and any W_S.
+
+    Returns ``(bound on max f, rho)``.
+    """
+    with one_blas_thread():
+        return _lifted_dual_bound(R_S, W_S, nu, eps, rho, gamma2, Y)
+
+
+def _lifted_dual_bound(R_S, W_S, nu, eps, rho, gamma2, Y):
+    K, m = len(R_S), R_S.shape[1]
+    if Y is None:
+        G = np.column_stack([R_S[k] @ W_S[:, k] for k in range(K)])
+        Lam = sym(W_S.T @ G)
+        evals, evecs = np.linalg.eigh(Lam - np.diag(nu))
+        S_plus = (evecs * np.maximum(evals, 0.0)) @ evecs.T
+        Y = sym(W_S @ S_plus @ W_S.T)
+    else:  # a given PSD Y_S (its negative part, rounding only, dropped)
+        evals, evecs = np.linalg.eigh(sym(Y))
+        S_plus = np.diag(np.maximum(evals, 0.0))
+        Y = sym((evecs * np.maximum(evals, 0.0)) @ evecs.T)
+    if rho is None:
+        rho = np.array([verified_top(m, matrix=R_S[k])[0] for k in range(K)])
+    guard = 64.0 * m * _EPS * (float(np.max(rho)) + float(np.linalg.norm(S_plus, 2)))
+    total = float(np.trace(Y))
+    for k in range(K):
+        base = sym(R_S[k] - Y)
+        nu_k = verified_top(m, matrix=base)[0] + guard
+        best = nu_k + _delta(nu_k, float(eps[k]), float(rho[k]) + guard)  # Lemma 2
+        if gamma2 is not None:
+            best = min(best, _margin_lift(R_S[k], base, W_S[:, k], nu_k, float(eps[k]),
+                                          float(gamma2[k]), guard))
+        total += best
+    return 0.5 * total, rho
+
+
+def _margin_lift(R_k, base, w, nu0, eps, g2, guard, factors=(1.0, 0.3, 0.1)):
+    """Lemma 2' (docs/design.md §4c): the smallest ``nu''`` over a few ``t`` with
+
+    ``nu'' >= lambda_max(R^S - Y_S + t P_u R^S P_u + s u u^T)`` (``base = R^S - Y_S``) and
+    ``nu'' >= eps (1 + 1/t) + gamma^2 / s``, ``s = 2 gamma^2 / nu0``. At
+    ``t0 = 2 eps / (nu0 - 2 eps)`` the second condition is ``nu'' >= nu0``, which the first
+    implies; a smaller t trades the two. A margin of the compressed certificate off the axis
+    absorbs ``t P_u R^S P_u + s u u^T`` entirely, and then the lift costs nothing.
+    """
+    if not (nu0 > 2.0 * eps and eps >= 0.0):
+        return math.inf
+    m = base.shape[0]
+    u = w / np.linalg.norm(w)
+    s = 2.0 * g2 / nu0
+    Ru = R_k @ u
+    PRP = sym(R_k - np.outer(u, Ru) - np.outer(Ru, u) + float(u @ Ru) * np.outer(u, u))
+    t0 = 2.0 * eps / (nu0 - 2.0 * eps)
+    best = math.inf
+    for c in factors if eps > 0 else (0.0,):
+        t = c * t0
+        need = (eps * (1.0 + 1.0 / t) if eps > 0 else 0.0) + (g2 / s if s > 0 else 0.0)
+        lam = verified_top(m, matrix=sym(base + t * PRP + s * np.outer(u, u)))[0] + guard
+        best = min(best, max(lam, need))
+    return best
+
+
+def sqrt_lift_bound(upper_S, eps):
+    """Lemma 3: ``max f <= (sqrt(2 U_S) + sqrt(sum eps))^2 / 2`` from any compressed bound."""
+    if not math.isfinite(upper_S):
+        return math.inf
+    return 0.5 * (math.sqrt(max(2.0 * upper_S, 0.0)) + math.sqrt(float(np.sum(eps)))) ** 2

@@ -1,0 +1,247 @@
+"""The low-rank kernel certificate (docs/design.md §4c) against the dense one and brute force.
+
+Small problems, so the exact feature map (eigenvectors of the Gram matrix) and many restarts
+of the plain CQS ascent are cheap references: every bound must lie above the best restart, a
+planted local maximum must never be certified, and where both tests apply the low-rank one
+must agree with the dense one. Each check runs on the numpy operator and on the Dask one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from catdask import KernelCategorySpace
+from catdask.certificate import certify_global_optimum
+from catdask.certificate.kernel_lowrank import (
+    _delta,
+    axis_leakage,
+    certify_kernel_lowrank,
+    lifted_dual_bound,
+    sqrt_lift_bound,
+)
+from catdask.core.classes import ClassIndex
+from catdask.kernels import make_kernel
+from catdask.operators import CentredGramOperator, NumpyGramOperator
+
+from tests.helpers.data import make_blobs
+
+BACKENDS = ["numpy", "dask"]
+
+
+def gram_operator(X, y, kernel, origin, backend):
+    classes = ClassIndex(y, int(y.max()) + 1)
+    if backend == "dask":
+        pytest.importorskip("dask")
+        from catdask.operators import DaskGramOperator
+
+        base = DaskGramOperator(X, classes, kernel, cache="recompute", block_rows=16)
+    else:
+        base = NumpyGramOperator(X, classes, kernel)
+    return CentredGramOperator(base) if origin == "global" else base
+
+
+def exact_features(op, y, origin):
+    """Rows F_i with F F^T = G^ (the operator's Gram), and the class matrices R_k on them."""
+    G = op.matmul(np.eye(len(y)))
+    lam, V = np.linalg.eigh(0.5 * (G + G.T))
+    keep = lam > 1e-12 * lam[-1]
+    F = V[:, keep] * np.sqrt(lam[keep])
+    R = []
+    for k in range(int(y.max()) + 1):
+        Fk = F[y == k]
+        if origin == "class":
+            Fk = Fk - Fk.mean(axis=0)
+        R.append(Fk.T @ Fk)
+    return F, np.stack(R)
+
+
+def polar(Y):
+    U, _, Vt = np.linalg.svd(Y, full_matrices=False)
+    return U @ Vt
+
+
+def ascend(R, W, iters=3000):
+    """The CQS iteration on explicit class matrices (W <- polar [R_k w_k])."""
+    for _ in range(iters):
+        Wn = polar(np.column_stack([R[k] @ W[:, k] for k in range(len(R))]))
+        if np.linalg.norm(Wn - W) < 1e-12:
+            return Wn
+        W = Wn
+    return W
+
+
+def objective(R, W):
+    return 0.5 * sum(W[:, k] @ R[k] @ W[:, k] for k in range(len(R)))
+
+
+def best_of_restarts(R, K, n=100, seed=0):
+    rng = np.random.default_rng(seed)
+    best, W_best = -np.inf, None
+    for _ in range(n):
+        W = ascend(R, np.linalg.qr(rng.standard_normal((R.shape[1], K)))[0])
+        if objective(R, W) > best:
+            best, W_best = objective(R, W), W
+    return best, W_best
+
+
+def coefficients(F, W):
+    """A with ``w_k = sum_i A_ki F_i`` (W in the row space of F)."""
+    return np.linalg.lstsq(F.T, W, rcond=None)[0].T
+
+
+def test_delta_solves_its_equation():
+    for nu, eps, rho in [(2.0, 1e-6, 3.0), (1e-9, 1e-3, 5.0), (-1.0, 0.0, 1.0), (0.5, 0.5, 0.0)]:
+        d = _delta(nu, eps, rho)
+        assert d >= max(0.0, eps - nu) - 1e-15
+        if rho * eps > 0:
+            assert d * (nu + d - eps) == pytest.approx(rho * eps, rel=1e-12)
+
+
+def two_optima_data(n=20, seed=0):
+    """Linear-kernel data whose class scatters are TWO_OPTIMA of test_certificate, rotated:
+    a global maximum f = 2.25 and a strict local one f = 2.0."""
+    rng = np.random.default_rng(seed)
+    Q = np.linalg.qr(rng.standard_normal((3, 3)))[0]
+    X = []
+    for k, d in enumerate(([3.0, 2.0, 0.0], [2.5, 0.0, 1.0])):
+        Z = rng.standard_normal((n, 3))
+        Z -= Z.mean(axis=0)
+        Z = np.linalg.qr(Z)[0]  # centred (the mean is in the span removed above), Z^T Z = I
+        Z -= Z.mean(axis=0)
+        Z = Z @ np.linalg.inv(np.linalg.cholesky(Z.T @ Z).T)
+        X.append(Z * np.sqrt(d) @ Q.T + 3.0 * rng.standard_normal(3))
+    y = np.repeat([0, 1], n)
+    return np.vstack(X), y, Q
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_planted_local_maximum_is_refuted_and_global_one_certified(backend):
+    X, y, Q = two_optima_data()
+    op = gram_operator(X, y, make_kernel("linear", n_features=3), "class", backend)
+    F, R = exact_features(op, y, "class")
+    best, W_best = best_of_restarts(R, 2, n=30)
+    assert best == pytest.approx(2.25, rel=1e-9)
+    W_local = ascend(R, polar(np.linalg.lstsq(F, X @ Q[:, [0, 2]], rcond=None)[0]))
+    assert objective(R, W_local) == pytest.approx(2.0, rel=1e-9)
+    local = certify_kernel_lowrank(op, "class", coefficients(F, W_local))
+    dense_local = certify_global_optimum(R, W_local)
+    assert not local.certified and not dense_local.certified
+    assert local.verified_upper_bound >= best - 1e-9
+    glob = certify_kernel_lowrank(op, "class", coefficients(F, W_best))
+    assert glob.certified and certify_global_optimum(R, W_best).certified
+    assert glob.objective == pytest.approx(2.25, rel=1e-9)
+    assert glob.verified_upper_bound >= best - 1e-12
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("origin", ["class", "global"])
+def test_bounds_at_low_rank_lie_above_the_best_of_100_restarts(origin, backend):
+    X, y = make_blobs(n_per_class=12, n_features=3, n_classes=3, seed=3, spread=1.0)
+    op = gram_operator(X, y, make_kernel("rbf", n_features=3, gamma=0.5), origin, backend)
+    F, R = exact_features(op, y, origin)
+    best, W_best = best_of_restarts(R, 3)
+    A = coefficients(F, W_best)
+    # At a random point S = span(W, landmarks) misses the optimum: the compressed problem's
+    # maximum is below it and only the lifts (Lemmas 2, 3) keep the bounds valid.
+    W_rand = np.linalg.qr(np.random.default_rng(1).standard_normal((F.shape[1], 3)))[0]
+    for W in (W_best, W_rand):
+        for rank in (2, 6, 15):  # large leftovers: both lifts carry real weight
+            cert, res = certify_kernel_lowrank(op, origin, coefficients(F, W), max_rank=rank,
+                                               details=True, frobenius=rank == 6)
+            assert res.residual > 0 and not (W is W_rand and cert.certified)
+            assert cert.objective == pytest.approx(objective(R, W), rel=1e-8)
+            assert res.lifted_dual >= best - 1e-9 and res.lifted_sqrt >= best - 1e-9
+            assert cert.verified_upper_bound >= best - 1e-9
+    # A full-rank subspace: the same verdict as the dense test on the exact features.
+    full = certify_kernel_lowrank(op, origin, A)
+    dense = certify_global_optimum(R, W_best)
+    assert full.certified == dense.certified
+    assert full.verified_upper_bound >= best - 1e-9
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_point_that_is_not_stationary_is_never_certified(backend):
+    X, y = make_blobs(n_per_class=15, n_features=4, n_classes=3, seed=1)
+    X = (X - X.mean(0)) / X.std(0)
+    kw = dict(gamma=0.2, origin="class", n_restarts=1, init="random", random_state=4)
+    loose = KernelCategorySpace(tol=0.5, max_iter=2, acceleration="none", certify=False, **kw)
+    loose.fit(X, y)
+    good = KernelCategorySpace(n_restarts=10, certify=False, gamma=0.2, origin="class",
+                               random_state=0).fit(X, y)
+    assert loose.objective_ < good.objective_ * (1 - 1e-4)
+    op = gram_operator(X, y, loose.kernel_, "class", backend)
+    cert = certify_kernel_lowrank(op, "class", loose.dual_coef_)
+    assert not cert.certified
+    assert cert.objective == pytest.approx(loose.objective_, rel=1e-8)
+    assert cert.verified_upper_bound >= good.objective_ - 1e-9
+
+
+def test_lifts_are_valid_for_any_nu():
+    """Lemma 2 holds for every nu and Lemma 3 for every compressed bound: on explicit features
+    split into a random S (containing W) and its complement, against the best restart."""
+    rng = np.random.default_rng(5)
+    N, D, K = 30, 8, 2
+    X = rng.standard_normal((N, D)) * np.linspace(2.0, 0.2, D)
+    y = np.repeat([0, 1], N // 2)
+    R = np.stack([X[y == k].T @ X[y == k] for k in range(K)])
+    best, W_best = best_of_restarts(R, K, n=50)
+    for W in (W_best, np.linalg.qr(rng.standard_normal((D, K)))[0]):
+        S = np.linalg.qr(np.column_stack([W, rng.standard_normal((D, 2))]))[0]  # dim S = 4
+        P_perp = np.eye(D) - S @ S.T
+        R_S = np.stack([S.T @ R[k] @ S for k in range(K)])
+        W_S = S.T @ W
+        eps = np.array([np.trace(P_perp @ R[k] @ P_perp) for k in range(K)])
+        # gamma_k^2 = ||(I - P) R_k u_k||^2 exactly (Lemma 2'), and a generous over-estimate.
+        gamma2 = np.array([np.sum((P_perp @ R[k] @ W[:, k]) ** 2) for k in range(K)])
+        cert = certify_global_optimum(R_S, W_S)
+        nus = [np.zeros(K), np.array([0.3, 7.0]), -np.ones(K)]
+        nus += [] if cert.nu is None else [np.asarray(cert.nu)]
+        for nu in nus:
+            assert lifted_dual_bound(R_S, W_S, nu, eps)[0] >= best - 1e-9
+            for g2 in (gamma2, 10 * gamma2 + 1e-3):
+                assert lifted_dual_bound(R_S, W_S, nu, eps, gamma2=g2)[0] >= best - 1e-9
+        assert sqrt_lift_bound(cert.verified_upper_bound, eps) >= best - 1e-9
+    # The optimum of a subspace that misses the global one, certified there: the compressed
+    # bound is below the global maximum, and only the lifts make up the difference.
+    S = np.linalg.qr(rng.standard_normal((D, 4)))[0]
+    P_perp = np.eye(D) - S @ S.T
+    R_S = np.stack([S.T @ R[k] @ S for k in range(K)])
+    best_S, W_S = best_of_restarts(R_S, K, n=50)
+    cert = certify_global_optimum(R_S, W_S)
+    assert cert.certified and cert.verified_upper_bound < best - 1e-3
+    eps = np.array([np.trace(P_perp @ R[k] @ P_perp) for k in range(K)])
+    gamma2 = np.array([np.sum((P_perp @ R[k] @ S @ W_S[:, k]) ** 2) for k in range(K)])
+    nu = np.asarray(cert.nu)
+    assert lifted_dual_bound(R_S, W_S, nu, eps)[0] >= best - 1e-9
+    assert lifted_dual_bound(R_S, W_S, nu, eps, gamma2=gamma2)[0] >= best - 1e-9
+    assert sqrt_lift_bound(cert.verified_upper_bound, eps) >= best - 1e-9
+
+
+def test_axis_leakage_matches_explicit_features():
+    X, y = make_blobs(n_per_class=10, n_features=3, n_classes=3, seed=2, spread=1.0)
+    for origin in ("class", "global"):
+        op = gram_operator(X, y, make_kernel("rbf", n_features=3, gamma=0.5), origin, "numpy")
+        F, R = exact_features(op, y, origin)
+        W = np.linalg.qr(np.random.default_rng(0).standard_normal((F.shape[1], 3)))[0]
+        S = np.linalg.qr(np.column_stack([W, F[:4].T]))[0]
+        L = F @ S  # coordinates of P psi_i in the basis S
+        members = [np.flatnonzero(y == k) for k in range(3)]
+        got = axis_leakage(op, L, S.T @ W, members, origin)
+        P_perp = np.eye(F.shape[1]) - S @ S.T
+        want = [np.sum((P_perp @ R[k] @ W[:, k]) ** 2) for k in range(3)]
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-10)
+        assert np.all(got >= np.asarray(want) - 1e-14)
+
+
+def test_estimator_uses_the_low_rank_test_above_the_cap(monkeypatch):
+    from catdask.certificate import kernel as kernel_module
+
+    X, y = make_blobs(n_per_class=15, n_features=4, n_classes=3, seed=2)
+    kw = dict(gamma=0.1, n_restarts=2, random_state=0)
+    dense = KernelCategorySpace(**kw).fit(X, y)
+    monkeypatch.setattr(kernel_module, "CERTIFICATE_DENSE_MAX_SAMPLES", 20)
+    low = KernelCategorySpace(**kw).fit(X, y)
+    assert "low-rank test" in low.certificate_.reason
+    assert low.certificate_.certified == dense.certificate_.certified
+    assert low.objective_ == pytest.approx(dense.objective_, rel=1e-12)
