@@ -358,6 +358,24 @@ def test_a_repeated_train_returns_the_registered_version_unless_refit(capsys, ir
     assert [str(v) for v in list_models(iris_store)] == ["iris-cqs:v1", "iris-cqs:v2"]
 
 
+def test_a_repeated_train_answers_from_the_registry_before_prefect(capsys, iris_store,
+                                                                   flows_env, monkeypatch):
+    """The cache is asked before Prefect or Dask starts: with the Prefect API unreachable, a
+    repeat of a registered fit still answers (exit 0, the same version); a new spec does not."""
+    from tests.helpers.procs import free_port
+
+    args = ("train", "iris", "--restarts", "1", "--store", iris_store)
+    code, out, err = run_cli(capsys, *args)
+    assert code == EXIT_OK, err
+    monkeypatch.setenv("PREFECT_API_URL", f"http://127.0.0.1:{free_port()}/api")
+    code, out, err = run_cli(capsys, *args)
+    assert code == EXIT_OK, err
+    assert json.loads(out)["version"] == "iris-cqs:v1" and json.loads(out)["cached"]
+    assert "not refitted" in err
+    code, _, err = run_cli(capsys, *args, "--seed", "7")  # another spec: the flow must run
+    assert code == 3 and "Prefect" in err
+
+
 # ----------------------------------------------------------------------------- end to end
 def test_ingest_train_models_plot_datasets(capsys, tmp_path, flows_env):
     store = tmp_path / "store"
