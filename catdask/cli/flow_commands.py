@@ -117,7 +117,7 @@ def _registered_fit(args):
         current_content_sha256,
         find_cached_version,
     )
-    from catdask.pipeline.training import ModelSpec
+    from catdask.pipeline.spec import ModelSpec
 
     fields = {f.name for f in dataclasses.fields(ModelSpec)}
     spec = ModelSpec(**{k: v for k, v in train_kwargs(args, args.dataset).items() if k in fields})

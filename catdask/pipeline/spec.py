@@ -1,0 +1,92 @@
+"""What to train and on what terms to register it: :class:`ModelSpec`.
+
+Its own module, importing nothing heavy (the method names only; the estimators when a fit asks
+for one), so that the CLI can ask the train cache (:mod:`catdask.pipeline.model_cache`) before
+scikit-learn, Prefect or Dask is imported.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..method_names import CERTIFY_LEVELS, METHOD_NAMES
+
+__all__ = ["ModelSpec"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    """What to train and on what terms to register it: method, origin, restarts, solver
+    tolerances, preprocessing, certificate level and policy (JSON round-trippable).
+
+    ``standardise`` fits a StandardScaler on the training data first (constant columns are
+    left unscaled), as in the paper's experiments on UCI data. ``certify`` is the strongest
+    global-optimality test to run on the best restart: ``"dual"`` (Rapcsák and the SDP dual)
+    or ``"moment"`` (also the level-2 moment relaxation when the dual is not tight).
+    ``allow_uncertified`` registers a CQS / K-CQS model that cannot be certified (marked so);
+    ``max_gap`` registers one whose proved relative gap is at most that (``--max-gap``).
+
+    The spec is recorded whole with every registered version (``meta["spec"]``), and the
+    nightly retrain fits each model again from that record, untouched: every field here is
+    also a parameter of the ``catdask-train`` flow (a test checks it).
+    """
+
+    method: str = "cqs"
+    origin: str = "global"
+    n_restarts: int = 5
+    standardise: bool = True
+    gamma: float | None = None
+    eps: float = 0.1
+    tol: float = 1e-8
+    max_iter: int = 2000
+    random_state: int | None = 0
+    certify: str = "dual"
+    allow_uncertified: bool = False
+    max_gap: float | None = None
+
+    def __post_init__(self):
+        if self.max_gap is not None and not self.max_gap >= 0:  # NaN fails too
+            raise ValueError(f"max_gap must be a number >= 0. Got {self.max_gap!r} instead.")
+        if self.method not in METHOD_NAMES:
+            raise ValueError(f"Unknown method {self.method!r}; use one of {sorted(METHOD_NAMES)}.")
+        if self.certify not in CERTIFY_LEVELS:
+            raise ValueError(f"certify must be one of {', '.join(map(repr, CERTIFY_LEVELS))}. "
+                             f"Got {self.certify!r} instead.")
+
+    @property
+    def is_kernel(self):
+        return METHOD_NAMES[self.method].kernel
+
+    def estimator(self):
+        kw = dict(origin=self.origin, eps=self.eps, n_restarts=self.n_restarts, tol=self.tol,
+                  max_iter=self.max_iter, random_state=self.random_state,
+                  certify="moment" if self.certify == "moment" else True)
+        if self.is_kernel:
+            kw["gamma"] = self.gamma
+        from ..methods import make_estimator  # the estimators: imported when a fit needs them
+
+        return make_estimator(self.method, **kw)
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d):
+        """The spec ``to_dict`` wrote; fields a record predates take their defaults."""
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - fields
+        if unknown:
+            raise ValueError(f"Unknown model-spec fields {sorted(unknown)}; known: {sorted(fields)}.")
+        return cls(**d)
+
+    @classmethod
+    def recorded(cls, meta):
+        """The spec a registered version was trained with (``meta["spec"]``).
+
+        A version registered before ``allow_uncertified`` was part of the spec records the
+        policy only in its status: ``"uncertified-allowed"`` means it was on.
+        """
+        spec = dict(meta["spec"])
+        if "allow_uncertified" not in spec:
+            spec["allow_uncertified"] = meta.get("registration_status") == "uncertified-allowed"
+        return cls.from_dict(spec)
