@@ -44,6 +44,15 @@ ACCELERATIONS = ("auto", "anderson", "none")
 RIDGE = 1e-10
 
 
+def _lift(problem, coords, idx):
+    """``problem.lift`` of the batch ``idx``: a problem whose products depend on the restart
+    (``per_restart_products``: the anchored products of :mod:`catdask.core.precision`) is told
+    which restarts the rows of ``coords`` are."""
+    if getattr(problem, "per_restart_products", False):
+        return problem.lift(coords, idx)
+    return problem.lift(coords)
+
+
 class PlainStepper:
     """The plain alternating iteration: ``problem.step``."""
 
@@ -54,8 +63,17 @@ class PlainStepper:
 
     def step(self, idx, old):
         """Advance restarts ``idx`` (the states ``old``): returns ``(new, step_size)``."""
-        new = self.problem.step(old)
-        return new, self.problem.distance(new, old)
+        problem = self.problem
+        if getattr(problem, "per_restart_products", False):
+            g = problem.coordinates(old)
+            new = problem.point(g, problem.lift(g, idx))
+        else:
+            new = problem.step(old)
+        return new, problem.distance(new, old)
+
+    def rebase(self, problem, tol, generators, relift=True):
+        """Go on with ``problem`` (catdask.core.precision's hand-over; no history to keep)."""
+        self.problem = problem
 
 
 def _entries_like(capacity, like):
@@ -201,7 +219,7 @@ class AndersonStepper:
         """
         problem = self.problem
         g = problem.coordinates(old)
-        lifted = problem.lift(g)
+        lifted = _lift(problem, g, idx)
         plain = problem.point(g, lifted)
         step = problem.distance(plain, old)
         mixed_rows, weights = [], []
@@ -221,7 +239,8 @@ class AndersonStepper:
             cand = problem.point(mixed_x, mixed_lifted)
             # The safeguard: the mixture must do at least as well as the plain step.
             good = np.isfinite(cand.objective) & (cand.objective >= plain.objective[rows])
-            good &= step[rows] > self.tol  # a converged restart ends at the plain point
+            converged = step[rows] <= self.tol  # a converged restart ends at the plain point
+            good &= ~converged
             # ``plain`` and ``cand`` are fresh and nothing else refers to their arrays: the
             # restarts that keep the other's point are copied into one of them, whichever
             # needs fewer copies (every restart mixed and most accepted is the usual case).
@@ -236,10 +255,33 @@ class AndersonStepper:
                 if good[k]:
                     self.accepted[r] += 1
                     self._generator[r] = mixed_x[k]
-                else:
-                    self.rejected[r] += 1
+                elif not converged[k]:  # (a converged restart keeps its history: a later
+                    self.rejected[r] += 1  # phase may go on with it, see rebase)
                     self._history[r].keep_latest()
         return new, step
+
+    # The hand-over of the float32-then-float64 schedule (catdask.core.precision).
+    def rebase(self, problem, tol, generators, relift=True):
+        """Go on with ``problem`` (a corrected product) and ``tol``; restart ``r``'s current
+        point is now the one ``problem`` makes from the input ``generators[r]``.
+
+        ``relift``: keep every restart's history, its stored products recomputed by
+        ``problem`` in one batched ``lift`` (all entries of all restarts as one pass's
+        columns), so that mixtures keep costing no pass; the stored residuals stay the old
+        map's. Otherwise the histories are cleared (a cold restart of the acceleration).
+        """
+        self.problem, self.tol = problem, float(tol)
+        for r, x in generators.items():
+            self._generator[r] = x
+        entries = [(r, slot) for r, h in enumerate(self._history) for slot in h.order
+                   if h.lifted is not None]
+        if not relift or not entries:
+            self._history = [_History(self.memory + 1) for _ in self._history]
+            return
+        coords = np.stack([self._history[r].g[slot] for r, slot in entries])
+        lifted = _lift(problem, coords, np.array([r for r, _ in entries]))
+        for (r, slot), new in zip(entries, lifted):
+            self._history[r].lifted[slot] = new
 
 
 def make_stepper(problem, n_restarts, acceleration="auto", *, memory=8, tol=0.0):
