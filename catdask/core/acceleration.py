@@ -71,10 +71,6 @@ class PlainStepper:
             new = problem.step(old)
         return new, problem.distance(new, old)
 
-    def rebase(self, problem, tol, generators, relift=True):
-        """Go on with ``problem`` (catdask.core.precision's hand-over; no history to keep)."""
-        self.problem = problem
-
 
 def _entries_like(capacity, like):
     """``(base, view)``: ``capacity`` entries shaped like ``like`` and laid out in its memory
@@ -239,8 +235,7 @@ class AndersonStepper:
             cand = problem.point(mixed_x, mixed_lifted)
             # The safeguard: the mixture must do at least as well as the plain step.
             good = np.isfinite(cand.objective) & (cand.objective >= plain.objective[rows])
-            converged = step[rows] <= self.tol  # a converged restart ends at the plain point
-            good &= ~converged
+            good &= step[rows] > self.tol  # a converged restart ends at the plain point
             # ``plain`` and ``cand`` are fresh and nothing else refers to their arrays: the
             # restarts that keep the other's point are copied into one of them, whichever
             # needs fewer copies (every restart mixed and most accepted is the usual case).
@@ -255,33 +250,10 @@ class AndersonStepper:
                 if good[k]:
                     self.accepted[r] += 1
                     self._generator[r] = mixed_x[k]
-                elif not converged[k]:  # (a converged restart keeps its history: a later
-                    self.rejected[r] += 1  # phase may go on with it, see rebase)
+                else:
+                    self.rejected[r] += 1
                     self._history[r].keep_latest()
         return new, step
-
-    # The hand-over of the float32-then-float64 schedule (catdask.core.precision).
-    def rebase(self, problem, tol, generators, relift=True):
-        """Go on with ``problem`` (a corrected product) and ``tol``; restart ``r``'s current
-        point is now the one ``problem`` makes from the input ``generators[r]``.
-
-        ``relift``: keep every restart's history, its stored products recomputed by
-        ``problem`` in one batched ``lift`` (all entries of all restarts as one pass's
-        columns), so that mixtures keep costing no pass; the stored residuals stay the old
-        map's. Otherwise the histories are cleared (a cold restart of the acceleration).
-        """
-        self.problem, self.tol = problem, float(tol)
-        for r, x in generators.items():
-            self._generator[r] = x
-        entries = [(r, slot) for r, h in enumerate(self._history) for slot in h.order
-                   if h.lifted is not None]
-        if not relift or not entries:
-            self._history = [_History(self.memory + 1) for _ in self._history]
-            return
-        coords = np.stack([self._history[r].g[slot] for r, slot in entries])
-        lifted = _lift(problem, coords, np.array([r for r, _ in entries]))
-        for (r, slot), new in zip(entries, lifted):
-            self._history[r].lifted[slot] = new
 
 
 def make_stepper(problem, n_restarts, acceleration="auto", *, memory=8, tol=0.0):

@@ -3,8 +3,10 @@
 A schedule owns the whole iteration of a fit (:func:`catdask.core.engine.fit_restarts`): the
 evaluation of the starts and the solver runs. :data:`FLOAT64` is one run with exact products;
 :class:`Float32ThenFloat64` iterates with float32 Gram tiles (float64 accumulation) to a step of
-``float32_tol``, then polishes with exact float64 iterations from that point until the step is
-below ``tol`` (``KernelCategorySpace(precision="auto")`` when G is recomputed by tiles).
+``float32_tol``, then polishes to ``tol`` on float32 tiles made exact by an anchor,
+``G z0 + G32 (z - z0)``, between two exact float64 iterations: the first anchors, the last
+gives the reported point and the stopping test (``KernelCategorySpace(precision="auto")``
+when G is recomputed by tiles; docs/design.md §3d).
 """
 
 from __future__ import annotations
@@ -16,19 +18,22 @@ from typing import Any, NamedTuple, Union
 
 import numpy as np
 
-from .acceleration import make_stepper
 from .problems import put_restarts, take_restarts
 from .solver import solve
 
-__all__ = ["AnchoredProducts", "FLOAT32_PHASE_TOL", "FLOAT64", "Float64Throughout", "Float32ThenFloat64",
-           "PrecisionSchedule", "ScheduledRun", "precision_schedule"]
+__all__ = ["AnchoredProducts", "FLOAT32_PHASE_TOL", "FLOAT64", "Float64Throughout",
+           "Float32ThenFloat64", "PrecisionSchedule", "ScheduledRun", "precision_schedule"]
 
 # precision="auto": the float32 phase stops at this RKHS step (never below ``tol``), then the
-# float64 polish iterates to ``tol``. The float32 map is deterministic and converged to a fixed
-# point (step exactly 0) on blobs, about 1e-6 from the float64 one; the total iterations were
-# the same for 1e-4 to 1e-7 (N = 1500, 3 restarts) while the float32 share grew from 24 to 32 of
-# 43 at 1e-6. Stopping above 0 keeps a float32 limit cycle from running to max_iter.
-FLOAT32_PHASE_TOL = 1e-6
+# polish iterates on anchored products to ``tol``. The float32 map's fixed point is about 1e-6
+# from the float64 one and Anderson stalls near it (from 1e-5 on, in float32), so a hand-over
+# there wastes iterations; the anchored map has no such floor, and its error grows only with
+# the distance travelled after the hand-over (float32 rounding times |z - z0|: ~1e-11 relative
+# from 1e-4). Measured (blobs N = 3,000, D = 20, K = 5, 5 restarts, 3 seeds; passes of the
+# slowest restart with a float64 pass counted as 2 float32 ones): hand-over at 1e-6 56/49/61,
+# 1e-5 45/48/50, 1e-4 43/47/50, 1e-3 42/46/49; the float64 fit 62/78/74 and the former float64
+# polish from 1e-6 68/57/71.
+FLOAT32_PHASE_TOL = 1e-4
 
 
 class ScheduledRun(NamedTuple):
@@ -41,13 +46,12 @@ class ScheduledRun(NamedTuple):
     float32_iterations: tuple
 
 
-def _solve(problem, state, labels, options, *, tol=None, max_iter=None, stepper=None):
+def _solve(problem, state, labels, options, *, tol=None, max_iter=None):
     """One solver run with ``options`` (a :class:`catdask.core.engine.SolverOptions`); the
     progress listener is the caller's context's (:mod:`catdask.core.progress`)."""
     return solve(problem, state, tol=options.tol if tol is None else tol,
                  max_iter=options.max_iter if max_iter is None else max_iter, starts=labels,
-                 log_every=options.log_every, acceleration=options.acceleration,
-                 stepper=stepper)
+                 log_every=options.log_every, acceleration=options.acceleration)
 
 
 @dataclass(frozen=True)
@@ -118,18 +122,16 @@ class AnchoredProducts:
 class Float32ThenFloat64:
     """Float32 Gram tiles to a step of ``float32_tol``, then the polish to ``tol``.
 
-    The polish (docs/design.md §3d) keeps the float32 passes and makes them exact to far below
-    ``tol``: one float64 pass anchors each restart at a point ``z0`` of the float32 phase, and
-    every later product is ``G z0 + G32 (z - z0)`` (:class:`AnchoredProducts`). The Anderson
-    history goes on across the hand-over (its products shifted to the anchored map,
-    :meth:`~catdask.core.acceleration.AndersonStepper.rebase`) instead of restarting cold.
-    When a restart's step is below ``tol``, one exact float64 iteration from its point gives
-    the reported state (objective, coefficients, projections from an exact float64 product)
-    and the stopping test (the plain step from that point, as in the plain iteration); a restart
-    that fails it is anchored again at that exact product, for free, and goes on. So a polish
-    costs two float64 passes (the anchor and the check) where it used to cost one per
-    iteration. Both phases share ``max_iter``; the polish keeps at least the exact iteration.
-    Kernel problems only.
+    The polish (docs/design.md §3d) keeps iterating on float32 tiles, with products made exact
+    to far below ``tol``: one exact float64 iteration from each restart's float32 point anchors
+    it (``B0 = G z0``), and every later product is ``G z0 + G32 (z - z0)``
+    (:class:`AnchoredProducts`). When a restart's step is below ``tol``, one more exact float64
+    iteration from its point gives the reported state (objective, coefficients, projections
+    from an exact float64 product) and the stopping test (the plain step from that point, as
+    in the plain iteration). A restart that fails the test is anchored again at that exact
+    product, for free, and goes on. So the exact result costs two float64 passes, where the
+    plain float64 polish paid one per iteration. Both phases share ``max_iter``; the polish
+    keeps at least its two exact iterations. Kernel problems only.
 
     Parameters
     ----------
@@ -141,7 +143,6 @@ class Float32ThenFloat64:
 
     operator: Any
     float32_tol: float = FLOAT32_PHASE_TOL
-    carry_history: bool = True
 
     @contextlib.contextmanager
     def _precision(self, precision):
@@ -159,62 +160,52 @@ class Float32ThenFloat64:
 
     def run(self, problem, state, labels, options) -> ScheduledRun:
         t0 = time.perf_counter()
-        handover = max(options.tol, self.float32_tol)
-        stepper = make_stepper(problem, state.objective.shape[0], options.acceleration,
-                               tol=handover)
         with self._precision("float32"):
-            fast, first = _solve(problem, state, labels, options, tol=handover,
-                                 max_iter=max(1, options.max_iter - 2), stepper=stepper)
+            fast, first = _solve(problem, state, labels, options,
+                                 tol=max(options.tol, self.float32_tol),
+                                 max_iter=max(1, options.max_iter - 2))
         budget = max(2, options.max_iter - max(a.n_iter for a in first))
         final, restarts, exact_iterations, exact_seconds = self._polish(
-            problem, fast, first, stepper, labels, options, budget)
-        # "polish": the float64 work that makes the result exact (the anchor and check passes,
-        # the history's re-lift); "float32": every iteration on float32 tiles, before the
-        # hand-over and anchored after it.
+            problem, fast, first, labels, options, budget)
+        # "polish": the float64 work that makes the result exact (the anchor and check
+        # iterations); "float32": every iteration on float32 tiles, before the hand-over and
+        # anchored after it.
         phases = {"float32": time.perf_counter() - t0 - exact_seconds, "polish": exact_seconds}
         return ScheduledRun(final, restarts, phases,
                             tuple(r.n_iter - e for r, e in zip(restarts, exact_iterations)))
 
-    def _polish(self, problem, fast, first, stepper, labels, options, budget):
-        """The anchored float32 iteration between two exact iterations, in rounds (see the
-        class docstring)."""
+    def _polish(self, problem, fast, first, labels, options, budget):
+        """The anchored float32 iteration between exact float64 iterations, in rounds (see
+        the class docstring). Returns the final state, the restart records, each restart's
+        exact iterations and the seconds they took."""
         R = len(first)
         n_iter = [a.n_iter for a in first]
         seconds = [a.seconds for a in first]
         history = [list(a.history) for a in first]
         reasons, steps = [a.stopping_reason for a in first], [a.step for a in first]
-        # The anchor: one exact float64 iteration from every restart's float32 point. Its
-        # product anchors the corrected map; its point starts the polish, exactly evaluated.
+        exact_iterations = [0] * R
+        # The anchor: one exact float64 iteration from every restart's float32 point; its
+        # product anchors the corrected map and its point, exactly evaluated, starts the polish.
         t = time.perf_counter()
         z0 = fast.z
         with self._precision("float64"):
             B0 = problem.lift(z0)
         state = problem.point(z0, B0)
-        exact_iterations = [1] * R
         for r in range(R):
             n_iter[r] += 1
+            exact_iterations[r] += 1
             history[r].append(float(state.objective[r]))
         rows, used, final = np.arange(R), 1, None
-        first_round = True
         elapsed = exact_seconds = time.perf_counter() - t
         while True:
-            anchored = AnchoredProducts(problem, z0, B0)
             room = budget - used - 1  # one iteration is kept for the exact check
             t = time.perf_counter()
             ran = [0] * rows.size
             ended = ["tol"] * rows.size  # nothing ran: the check decides
             if room > 0:
-                if first_round:  # the float32 phase's history goes on (or restarts cold)
-                    with self._precision("float32"):
-                        stepper.rebase(anchored, options.tol, dict(enumerate(z0)),
-                                       relift=self.carry_history)
-                    exact_seconds += time.perf_counter() - t
-                else:
-                    stepper = make_stepper(anchored, rows.size, options.acceleration,
-                                           tol=options.tol)
                 with self._precision("float32"):
-                    state, part = _solve(anchored, state, [labels[r] for r in rows], options,
-                                         max_iter=room, stepper=stepper)
+                    state, part = _solve(AnchoredProducts(problem, z0, B0), state,
+                                         [labels[r] for r in rows], options, max_iter=room)
                 ran = [b.n_iter for b in part]
                 ended = [b.stopping_reason for b in part]
                 for j, r in enumerate(rows):
@@ -250,10 +241,10 @@ class Float32ThenFloat64:
             if not again or budget - used < 1:
                 break
             # Not yet within tol in float64: anchor again at the check's exact product (no
-            # pass) and go on from its exact point with a fresh history.
+            # pass) and go on from its exact point.
             again = np.asarray(again)
             z0, B0 = state.z[again], B[again]
-            state, rows, first_round, elapsed = take_restarts(exact, again), rows[again], False, 0.0
+            state, rows, elapsed = take_restarts(exact, again), rows[again], 0.0
         restarts = [replace(a, objective=float(final.objective[r]), n_iter=n_iter[r],
                             converged=reasons[r] == "tol", stopping_reason=reasons[r],
                             step=steps[r], seconds=seconds[r], history=history[r])

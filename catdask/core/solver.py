@@ -96,7 +96,6 @@ def solve(
     log_every=50,
     acceleration="auto",
     memory=8,
-    stepper=None,
 ):
     """Run the alternating iteration on a batch of restarts until each one stops.
 
@@ -130,10 +129,6 @@ def solve(
         The step compared with ``tol`` is always the plain step's from the current point.
     memory : int
         Anderson's history length.
-    stepper : PlainStepper or AndersonStepper, optional
-        Continue with this stepper (its problem and, accelerated, its history) instead of a
-        new one from ``acceleration`` and ``memory``: the float32-then-float64 schedule hands
-        its Anderson history from one phase to the next (:mod:`catdask.core.precision`).
 
     Returns
     -------
@@ -152,8 +147,7 @@ def solve(
     reasons = ["max_iter"] * R
     seconds = np.zeros(R)
     history = [[float(f)] for f in state.objective]
-    if stepper is None:
-        stepper = make_stepper(problem, R, acceleration, memory=memory, tol=tol)
+    stepper = make_stepper(problem, R, acceleration, memory=memory, tol=tol)
 
     for it in range(1, max_iter + 1):
         idx = np.flatnonzero(active)
