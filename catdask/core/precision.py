@@ -81,9 +81,9 @@ class AnchoredProducts:
     the float32-tile product of the difference ``dz = z - z0`` (accumulated in float64). The
     product is affine in z, so Anderson mixtures still cost no pass, and its error is
     ``(G32 - G) dz``: float32 rounding (~6e-8 relative per entry) times ``|dz|``, which the
-    float32 phase has already made small (its steps are below the hand-over tolerance). Near
-    the hand-over this is ~1e-13 relative: the corrected map's fixed point is the float64
-    one's to far below ``tol``. Nothing is accepted on it: :meth:`Float32ThenFloat64.run`
+    float32 phase has already made small (its steps are below the hand-over tolerance): from
+    a hand-over at 1e-4 about 1e-11 relative, so the corrected map's fixed point is the
+    float64 one's to far below ``tol``. Nothing is accepted on it: :meth:`Float32ThenFloat64.run`
     ends every restart with one exact float64 iteration.
 
     Parameters
@@ -205,10 +205,11 @@ class Float32ThenFloat64:
             if room > 0:
                 with self._precision("float32"):
                     state, part = _solve(AnchoredProducts(problem, z0, B0), state,
-                                         [labels[r] for r in rows], options, max_iter=room)
+                                         [labels[r] for r in rows.tolist()], options,
+                                         max_iter=room)
                 ran = [b.n_iter for b in part]
                 ended = [b.stopping_reason for b in part]
-                for j, r in enumerate(rows):
+                for j, r in enumerate(rows.tolist()):
                     history[r] += part[j].history[1:]
             # The exact check: one float64 iteration from every restart's point. Its plain
             # point is what the restart reports; its step is the stopping test.
@@ -225,7 +226,7 @@ class Float32ThenFloat64:
             else:
                 put_restarts(final, rows, exact)
             again = []
-            for j, r in enumerate(rows):
+            for j, r in enumerate(rows.tolist()):
                 n_iter[r] += ran[j] + 1
                 exact_iterations[r] += 1
                 seconds[r] += elapsed
@@ -242,9 +243,9 @@ class Float32ThenFloat64:
                 break
             # Not yet within tol in float64: anchor again at the check's exact product (no
             # pass) and go on from its exact point.
-            again = np.asarray(again)
-            z0, B0 = state.z[again], B[again]
-            state, rows, elapsed = take_restarts(exact, again), rows[again], 0.0
+            keep = np.asarray(again)
+            z0, B0 = state.z[keep], B[keep]
+            state, rows, elapsed = take_restarts(exact, keep), rows[keep], 0.0
         restarts = [replace(a, objective=float(final.objective[r]), n_iter=n_iter[r],
                             converged=reasons[r] == "tol", stopping_reason=reasons[r],
                             step=steps[r], seconds=seconds[r], history=history[r])
