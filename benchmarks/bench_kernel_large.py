@@ -8,8 +8,9 @@ LocalCluster (2 worker processes x 1 thread). Reports the peak summed RSS of the
 worker/nanny processes (sampled every 50 ms), iterations, time per iteration and total time.
 ``--reference`` then fits again with ``precision="float64"`` from the same starts and reports
 the relative objective difference (goal: 1e-9). Each fit's wall time is split into set-up
-(validation, placing X, the centring pass, the starts), the float32 iterations, the float64
-polish and the finish (``KernelCategorySpace.fit_seconds_``).
+(validation, placing X, the centring pass, the starts), the float32 iterations (before the
+hand-over, and the anchored ones after it), the float64 polish (the exact iterations) and the
+finish (``KernelCategorySpace.fit_seconds_``; docs/design.md §3d).
 
 ``--scheduler tcp://host:port`` runs against that scheduler instead (a multi-node layout;
 deploy/dask/README.md): the peak RSS is then the driver's (sampled) and each worker's own peak
@@ -89,7 +90,8 @@ def main():
         "scheduler": args.scheduler or "embedded LocalCluster",
         "total_s": round(total, 1),
         "phases_s (setup / float32 / polish / finish)": _phases(est),
-        "n_iter (slowest restart; float32 phase + float64 polish)": est.n_iter_,
+        "polish_share_of_fit": round(est.fit_seconds_.get("polish", 0.0) / total, 3),
+        "n_iter (chosen restart; float32 tiles + float64 polish)": est.n_iter_,
         "n_iter_float32 (of n_iter)": est.n_iter_float32_,
         "converged": bool(est.converged_),
         "seconds_per_iteration (median)": round(per_iter, 2),

@@ -44,6 +44,15 @@ ACCELERATIONS = ("auto", "anderson", "none")
 RIDGE = 1e-10
 
 
+def _lift(problem, coords, idx):
+    """``problem.lift`` of the batch ``idx``: a problem whose products depend on the restart
+    (``per_restart_products``: the anchored products of :mod:`catdask.core.precision`) is told
+    which restarts the rows of ``coords`` are."""
+    if getattr(problem, "per_restart_products", False):
+        return problem.lift(coords, idx)
+    return problem.lift(coords)
+
+
 class PlainStepper:
     """The plain alternating iteration: ``problem.step``."""
 
@@ -54,8 +63,13 @@ class PlainStepper:
 
     def step(self, idx, old):
         """Advance restarts ``idx`` (the states ``old``): returns ``(new, step_size)``."""
-        new = self.problem.step(old)
-        return new, self.problem.distance(new, old)
+        problem = self.problem
+        if getattr(problem, "per_restart_products", False):
+            g = problem.coordinates(old)
+            new = problem.point(g, problem.lift(g, idx))
+        else:
+            new = problem.step(old)
+        return new, problem.distance(new, old)
 
 
 def _entries_like(capacity, like):
@@ -201,7 +215,7 @@ class AndersonStepper:
         """
         problem = self.problem
         g = problem.coordinates(old)
-        lifted = problem.lift(g)
+        lifted = _lift(problem, g, idx)
         plain = problem.point(g, lifted)
         step = problem.distance(plain, old)
         mixed_rows, weights = [], []

@@ -86,10 +86,11 @@ class FitResult:
         The solver's final state of every restart (leading axis: restarts).
     phases : dict
         Wall seconds: ``"setup"`` (from ``started_at`` to the first iteration: the caller's
-        validation and problem, and the starts), then ``"iterations"``, or ``"float32"`` and
-        ``"polish"`` (:class:`~catdask.core.precision.Float32ThenFloat64`).
+        validation and problem, and the starts), then ``"iterations"``, or ``"float32"`` (every
+        iteration on float32 tiles) and ``"polish"`` (the exact float64 iterations;
+        :class:`~catdask.core.precision.Float32ThenFloat64`).
     float32_iterations : tuple of int
-        Each restart's iterations in the float32 phase (included in its ``n_iter``).
+        Each restart's iterations on float32 tiles (included in its ``n_iter``).
     started_at : float
         ``time.perf_counter()`` when the fit began.
     """

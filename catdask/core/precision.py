@@ -3,8 +3,10 @@
 A schedule owns the whole iteration of a fit (:func:`catdask.core.engine.fit_restarts`): the
 evaluation of the starts and the solver runs. :data:`FLOAT64` is one run with exact products;
 :class:`Float32ThenFloat64` iterates with float32 Gram tiles (float64 accumulation) to a step of
-``float32_tol``, then polishes with exact float64 iterations from that point until the step is
-below ``tol`` (``KernelCategorySpace(precision="auto")`` when G is recomputed by tiles).
+``float32_tol``, then polishes to ``tol`` on float32 tiles made exact by an anchor,
+``G z0 + G32 (z - z0)``, between two exact float64 iterations: the first anchors, the last
+gives the reported point and the stopping test (``KernelCategorySpace(precision="auto")``
+when G is recomputed by tiles; docs/design.md §3d).
 """
 
 from __future__ import annotations
@@ -14,17 +16,24 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple, Union
 
+import numpy as np
+
+from .problems import put_restarts, take_restarts
 from .solver import solve
 
-__all__ = ["FLOAT32_PHASE_TOL", "FLOAT64", "Float64Throughout", "Float32ThenFloat64",
-           "PrecisionSchedule", "ScheduledRun", "precision_schedule"]
+__all__ = ["AnchoredProducts", "FLOAT32_PHASE_TOL", "FLOAT64", "Float64Throughout",
+           "Float32ThenFloat64", "PrecisionSchedule", "ScheduledRun", "precision_schedule"]
 
 # precision="auto": the float32 phase stops at this RKHS step (never below ``tol``), then the
-# float64 polish iterates to ``tol``. The float32 map is deterministic and converged to a fixed
-# point (step exactly 0) on blobs, about 1e-6 from the float64 one; the total iterations were
-# the same for 1e-4 to 1e-7 (N = 1500, 3 restarts) while the float32 share grew from 24 to 32 of
-# 43 at 1e-6. Stopping above 0 keeps a float32 limit cycle from running to max_iter.
-FLOAT32_PHASE_TOL = 1e-6
+# polish iterates on anchored products to ``tol``. The float32 map's fixed point is about 1e-6
+# from the float64 one and Anderson stalls near it (from 1e-5 on, in float32), so a hand-over
+# there wastes iterations; the anchored map has no such floor, and its error grows only with
+# the distance travelled after the hand-over (float32 rounding times |z - z0|: ~1e-11 relative
+# from 1e-4). Measured (blobs N = 3,000, D = 20, K = 5, 5 restarts, 3 seeds; passes of the
+# slowest restart with a float64 pass counted as 2 float32 ones): hand-over at 1e-6 56/49/61,
+# 1e-5 45/48/50, 1e-4 43/47/50, 1e-3 42/46/49; the float64 fit 62/78/74 and the former float64
+# polish from 1e-6 68/57/71.
+FLOAT32_PHASE_TOL = 1e-4
 
 
 class ScheduledRun(NamedTuple):
@@ -64,57 +73,184 @@ class Float64Throughout:
 FLOAT64 = Float64Throughout()
 
 
+class AnchoredProducts:
+    """A kernel problem whose ``G Z`` is ``G Z0 + G32 (Z - Z0)``: an exact anchor plus a
+    float32 correction (the polish of :class:`Float32ThenFloat64`).
+
+    ``B0 = G Z0`` comes from one float64 pass at the anchor ``z0``; every later product adds
+    the float32-tile product of the difference ``dz = z - z0`` (accumulated in float64). The
+    product is affine in z, so Anderson mixtures still cost no pass, and its error is
+    ``(G32 - G) dz``: float32 rounding (~6e-8 relative per entry) times ``|dz|``, which the
+    float32 phase has already made small (its steps are below the hand-over tolerance): from
+    a hand-over at 1e-4 about 1e-11 relative, so the corrected map's fixed point is the
+    float64 one's to far below ``tol``. Nothing is accepted on it: :meth:`Float32ThenFloat64.run`
+    ends every restart with one exact float64 iteration.
+
+    Parameters
+    ----------
+    problem : KernelProblem
+    z0 : ndarray of shape (R, N)
+        The anchors, one per restart of the batch it serves (its local restart indices).
+    B0 : ndarray of shape (R, N, K)
+        ``G Z0`` in float64.
+    """
+
+    #: ``lift`` takes the batch's restart indices (catdask.core.acceleration).
+    per_restart_products = True
+    point_is_free = True
+
+    def __init__(self, problem, z0, B0):
+        self.problem, self.z0, self.B0 = problem, z0, B0
+        self.objective = problem.objective
+        self.coordinates = problem.coordinates
+        self.point = problem.point
+        self.distance = problem.distance
+
+    def lift(self, coords, restarts):
+        """``G Z0 + G32 (Z - Z0)`` for restarts ``restarts`` (in the operator's precision,
+        float32 during the polish); no pass where every ``dz`` is 0 (the anchor itself)."""
+        dz = coords - self.z0[restarts]
+        if not np.any(dz):
+            B0 = self.B0[restarts]
+            return np.ascontiguousarray(np.swapaxes(B0, 1, 2)).swapaxes(1, 2)
+        out = self.problem.lift(dz)
+        out += self.B0[restarts]
+        return out
+
+
 @dataclass(frozen=True)
 class Float32ThenFloat64:
-    """Float32 Gram tiles to a step of ``float32_tol``, then the float64 polish to ``tol``.
+    """Float32 Gram tiles to a step of ``float32_tol``, then the polish to ``tol``.
 
-    The objective, the coefficients and the certificate are the float64 ones: the polish
-    re-evaluates the float32 phase's auxiliary variables z exactly. Both phases share
-    ``max_iter``; the polish gets at least one exact iteration. Kernel problems only (the
-    polish restarts from ``problem.start_from_z``).
+    The polish (docs/design.md §3d) keeps iterating on float32 tiles, with products made exact
+    to far below ``tol``: one exact float64 iteration from each restart's float32 point anchors
+    it (``B0 = G z0``), and every later product is ``G z0 + G32 (z - z0)``
+    (:class:`AnchoredProducts`). When a restart's step is below ``tol``, one more exact float64
+    iteration from its point gives the reported state (objective, coefficients, projections
+    from an exact float64 product) and the stopping test (the plain step from that point, as
+    in the plain iteration). A restart that fails the test is anchored again at that exact
+    product, for free, and goes on. So the exact result costs two float64 passes, where the
+    plain float64 polish paid one per iteration. Both phases share ``max_iter``; the polish
+    keeps at least its two exact iterations. Kernel problems only.
 
     Parameters
     ----------
     operator : GramOperator
         The operator whose tiles switch (``set_precision``); float64 again after the run.
     float32_tol : float
-        The float32 phase's step tolerance (never below the solver's ``tol``).
+        The hand-over: the float32 phase's step tolerance (never below the solver's ``tol``).
     """
 
     operator: Any
     float32_tol: float = FLOAT32_PHASE_TOL
 
     @contextlib.contextmanager
-    def starts_precision(self):
-        """The starts (decoupled Lanczos, first W-step) in float32 too: the float32 phase
-        iterates from them. The centring pass is float64 whatever the precision
-        (``gram_base._gram_moments``)."""
-        self.operator.set_precision("float32")
+    def _precision(self, precision):
+        self.operator.set_precision(precision)
         try:
             yield
         finally:
             self.operator.set_precision("float64")
 
+    def starts_precision(self):
+        """The starts (decoupled Lanczos, first W-step) in float32 too: the float32 phase
+        iterates from them. The centring pass is float64 whatever the precision
+        (``gram_base._gram_moments``)."""
+        return self._precision("float32")
+
     def run(self, problem, state, labels, options) -> ScheduledRun:
         t0 = time.perf_counter()
-        self.operator.set_precision("float32")
-        try:
+        with self._precision("float32"):
             fast, first = _solve(problem, state, labels, options,
                                  tol=max(options.tol, self.float32_tol),
-                                 max_iter=max(1, options.max_iter - 1))
-        finally:
-            self.operator.set_precision("float64")
-        float32_seconds = time.perf_counter() - t0
-        # Polish: re-evaluate the float32 optimum's z exactly, iterate in float64 to tol.
-        budget = max(1, options.max_iter - max(a.n_iter for a in first))
-        final, polished = _solve(problem, problem.start_from_z(fast.z), labels, options,
-                                 max_iter=budget)
-        phases = {"float32": float32_seconds,
-                  "polish": time.perf_counter() - t0 - float32_seconds}
-        restarts = [replace(b, n_iter=a.n_iter + b.n_iter, seconds=a.seconds + b.seconds,
-                            history=a.history + b.history[1:])
-                    for a, b in zip(first, polished)]
-        return ScheduledRun(final, restarts, phases, tuple(a.n_iter for a in first))
+                                 max_iter=max(1, options.max_iter - 2))
+        budget = max(2, options.max_iter - max(a.n_iter for a in first))
+        final, restarts, exact_iterations, exact_seconds = self._polish(
+            problem, fast, first, labels, options, budget)
+        # "polish": the float64 work that makes the result exact (the anchor and check
+        # iterations); "float32": every iteration on float32 tiles, before the hand-over and
+        # anchored after it.
+        phases = {"float32": time.perf_counter() - t0 - exact_seconds, "polish": exact_seconds}
+        return ScheduledRun(final, restarts, phases,
+                            tuple(r.n_iter - e for r, e in zip(restarts, exact_iterations)))
+
+    def _polish(self, problem, fast, first, labels, options, budget):
+        """The anchored float32 iteration between exact float64 iterations, in rounds (see
+        the class docstring). Returns the final state, the restart records, each restart's
+        exact iterations and the seconds they took."""
+        R = len(first)
+        n_iter = [a.n_iter for a in first]
+        seconds = [a.seconds for a in first]
+        history = [list(a.history) for a in first]
+        reasons, steps = [a.stopping_reason for a in first], [a.step for a in first]
+        exact_iterations = [0] * R
+        # The anchor: one exact float64 iteration from every restart's float32 point; its
+        # product anchors the corrected map and its point, exactly evaluated, starts the polish.
+        t = time.perf_counter()
+        z0 = fast.z
+        with self._precision("float64"):
+            B0 = problem.lift(z0)
+        state = problem.point(z0, B0)
+        for r in range(R):
+            n_iter[r] += 1
+            exact_iterations[r] += 1
+            history[r].append(float(state.objective[r]))
+        rows, used, final = np.arange(R), 1, None
+        elapsed = exact_seconds = time.perf_counter() - t
+        while True:
+            room = budget - used - 1  # one iteration is kept for the exact check
+            t = time.perf_counter()
+            ran = [0] * rows.size
+            ended = ["tol"] * rows.size  # nothing ran: the check decides
+            if room > 0:
+                with self._precision("float32"):
+                    state, part = _solve(AnchoredProducts(problem, z0, B0), state,
+                                         [labels[r] for r in rows.tolist()], options,
+                                         max_iter=room)
+                ran = [b.n_iter for b in part]
+                ended = [b.stopping_reason for b in part]
+                for j, r in enumerate(rows.tolist()):
+                    history[r] += part[j].history[1:]
+            # The exact check: one float64 iteration from every restart's point. Its plain
+            # point is what the restart reports; its step is the stopping test.
+            t_check = time.perf_counter()
+            with self._precision("float64"):
+                B = problem.lift(state.z)
+            exact = problem.point(state.z, B)
+            step = problem.distance(exact, state)
+            elapsed += time.perf_counter() - t
+            exact_seconds += time.perf_counter() - t_check
+            used += max(ran) + 1
+            if final is None:
+                final = exact
+            else:
+                put_restarts(final, rows, exact)
+            again = []
+            for j, r in enumerate(rows.tolist()):
+                n_iter[r] += ran[j] + 1
+                exact_iterations[r] += 1
+                seconds[r] += elapsed
+                history[r].append(float(exact.objective[j]))
+                steps[r] = float(step[j])
+                if ended[j] != "tol":
+                    reasons[r] = ended[j]
+                elif step[j] <= options.tol:
+                    reasons[r] = "tol"
+                else:
+                    reasons[r] = "max_iter"
+                    again.append(j)
+            if not again or budget - used < 1:
+                break
+            # Not yet within tol in float64: anchor again at the check's exact product (no
+            # pass) and go on from its exact point.
+            keep = np.asarray(again)
+            z0, B0 = state.z[keep], B[keep]
+            state, rows, elapsed = take_restarts(exact, keep), rows[keep], 0.0
+        restarts = [replace(a, objective=float(final.objective[r]), n_iter=n_iter[r],
+                            converged=reasons[r] == "tol", stopping_reason=reasons[r],
+                            step=steps[r], seconds=seconds[r], history=history[r])
+                    for r, a in enumerate(first)]
+        return final, restarts, exact_iterations, exact_seconds
 
 
 #: Either schedule (both have ``starts_precision()`` and ``run(problem, state, labels,

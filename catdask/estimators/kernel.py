@@ -83,11 +83,11 @@ class KernelCategorySpace(BaseCategorySpace):
     precision : {"auto", "float64"}, default="auto"
         ``"auto"``: when the Gram products are recomputed (G not stored, a built-in kernel),
         iterate with Gram tiles evaluated in float32 (float64 accumulation) to a step of
-        ``catdask.core.precision.FLOAT32_PHASE_TOL``, then polish with exact float64
-        iterations from that point until the step is below ``tol``; the objective, the
-        coefficients and the certificate are the float64 ones. ``max_iter`` bounds both
-        phases together (the polish has at least one iteration). ``"float64"``: exact float64
-        products throughout.
+        ``catdask.core.precision.FLOAT32_PHASE_TOL``, then polish to ``tol`` on float32 tiles
+        anchored by an exact float64 product, between two exact float64 iterations (docs/
+        design.md §3d); the objective, the coefficients, the stopping test and the certificate
+        are the float64 ones. ``max_iter`` bounds both phases together (the polish has at
+        least its two exact iterations). ``"float64"``: exact float64 products throughout.
 
     Attributes
     ----------
@@ -108,8 +108,8 @@ class KernelCategorySpace(BaseCategorySpace):
         recomputed tiles) or ``"iterations"``, ``"finish"`` (certificate, coordinates,
         classifier) and ``"total"``.
     n_iter_float32_ : int
-        Iterations of the best restart in the float32 phase (included in ``n_iter_``; 0 when
-        every product was float64).
+        Iterations of the best restart on float32 tiles, before the hand-over and anchored
+        after it (included in ``n_iter_``; 0 when every product was float64).
     landmark_indices_, training_coef_ : ndarray
         Only with ``approximation="nystroem"``: the training rows used as landmarks
         (``X_fit_``), and the solution as coefficients (K, N) on all training rows.

@@ -192,5 +192,6 @@ def test_float32_phase_shares_max_iter_with_the_polish():
                           solver_options=SolverOptions(tol=1e-14, max_iter=6),
                           certifier=NoCertifier("off"),
                           precision_schedule=Float32ThenFloat64(op, float32_tol=0.0))
-    assert result.float32_iterations == (5,)  # max_iter - 1: the polish keeps one
+    # max_iter - 2: the polish keeps its two exact float64 iterations (the anchor, the check)
+    assert result.float32_iterations == (4,)
     assert result.best.n_iter == 6 and not result.best.converged

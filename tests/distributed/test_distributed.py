@@ -324,6 +324,44 @@ def test_auto_precision_fit_matches_numpy_and_float64(client):
         assert abs(fit.objective_ - exact.objective_) <= RTOL * abs(exact.objective_)
 
 
+def test_polish_on_dask_tiles_equals_float64_with_two_float64_passes(client):
+    """The polish (docs/design.md §3d) on the Dask tile pass: from the same starts the
+    objective equals the float64 fit's to 1e-9, and the float64 products are two passes (the
+    anchor and the check) for all restarts together."""
+    from catdask.certificate.certifiers import NoCertifier
+    from catdask.core.engine import SolverOptions, Starts, fit_restarts
+    from catdask.core.precision import Float32ThenFloat64
+    from catdask.core.problems import CategoryObjective, KernelProblem
+    from catdask.core.starts import kernel_random_z
+
+    X, y = _data(n_per_class=50, seed=11)
+    order = np.argsort(y, kind="stable")
+    classes = ClassIndex(y[order], 3)
+    op = DaskGramOperator(X[order], classes, make_kernel("rbf", n_features=5, gamma=0.1),
+                          cache="recompute", tile_rows=32)
+    problem = KernelProblem(op, CategoryObjective("quadratic", "class"))
+    z0 = kernel_random_z(2, classes, "class", np.random.default_rng(3))
+    options = SolverOptions(tol=1e-9, max_iter=300)
+    exact = fit_restarts(problem, Starts(("random",) * 2, lambda: problem.start_from_z(z0)),
+                         solver_options=options, certifier=NoCertifier("off"))
+    seen, tiled = [], op._tiled_class_matmul
+
+    def counted(zs, pairs=None):
+        if pairs is None:
+            seen.append(op.precision)
+        return tiled(zs, pairs)
+
+    op._tiled_class_matmul = counted
+    mixed = fit_restarts(problem, Starts(("random",) * 2, lambda: problem.start_from_z(z0)),
+                         solver_options=options, certifier=NoCertifier("off"),
+                         precision_schedule=Float32ThenFloat64(op))
+    op.close()
+    assert all(r.converged for r in mixed.restarts)
+    assert seen.count("float64") == 2 and seen.count("float32") > 0
+    for a, b in zip(mixed.restarts, exact.restarts):
+        assert abs(a.objective - b.objective) <= RTOL * abs(b.objective)
+
+
 def test_restarts_share_gram_passes(client):
     """R restarts cost the same number of Gram passes as one: G [Z_1 ... Z_R] per sweep."""
     X, y = _data(n_per_class=10, seed=6)
