@@ -7,6 +7,8 @@ K-CQS fit (certified, or a bounded gap; CAS is never certified). See ``README.md
 
 from importlib.metadata import PackageNotFoundError, version
 
+from .lazy import lazy_attributes
+
 
 try:
     __version__ = version("catdask")
@@ -33,15 +35,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name):
-    if name in _LAZY:
-        from importlib import import_module
-
-        value = getattr(import_module(_LAZY[name], __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY, globals())

@@ -4,6 +4,8 @@ The flows in :mod:`catdask.orchestration` only orchestrate (retries, artifacts, 
 everything they run is here, importable and testable without Prefect.
 """
 
+from ..lazy import lazy_attributes
+
 # The public names load on first use (PEP 562): `catdask.pipeline.model_cache` and `.spec`,
 # which the CLI asks before anything heavy is imported, must not pull in scikit-learn.
 _LAZY = {
@@ -27,15 +29,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name):
-    if name in _LAZY:
-        from importlib import import_module
-
-        value = getattr(import_module(_LAZY[name], __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY, globals())

@@ -12,45 +12,15 @@ from catdask.certificate.eigen import cholesky_upper, top_eig, verified_top
 from catdask.core.problems import ClassMatrixProblem
 from catdask.core.starts import top_eigenvector
 from catdask.operators.blocks import block_class_stats, class_second_moments, cross_product
+from tests.helpers.stiefel import (  # noqa: F401
+    maximise,
+    objective,
+    polar,
+    random_problem,
+    random_stiefel,
+    restarts,
+)
 
-
-
-# Small helpers (as in the certificate tests; kept here so this file moves freely).
-def polar(Y):
-    U, _, Vt = np.linalg.svd(Y, full_matrices=False)
-    return U @ Vt
-
-
-def objective(R, W):
-    """f(W) = 1/2 sum_k w_k^T R_k w_k; W of shape (D, K) or a stack (n, D, K)."""
-    return 0.5 * np.einsum("...dk,kde,...ek->...", W, R, W)
-
-
-def maximise(R, W, tol=1e-11, max_iter=20000):
-    """Alternating maximiser: W <- polar([R_1 w_1, ..., R_K w_K]) until ||dW|| <= tol."""
-    for _ in range(max_iter):
-        W_new = polar(np.stack([R[k] @ W[:, k] for k in range(W.shape[1])], axis=1))
-        if np.linalg.norm(W_new - W) <= tol:
-            return W_new
-        W = W_new
-    return W
-
-
-def random_stiefel(rng, D, K, n=None):
-    shape = (D, K) if n is None else (n, D, K)
-    Q, _ = np.linalg.qr(rng.standard_normal(shape))
-    return Q
-
-
-def random_problem(rng, D, K):
-    """Random PSD R_k of random ranks 1..D+1 (K, D, D)."""
-    return np.stack([a @ a.T for a in (rng.standard_normal((D, int(rng.integers(1, D + 2))))
-                                       for _ in range(K))])
-
-
-def restarts(R, rng, n):
-    Ws = [maximise(R, random_stiefel(rng, R.shape[1], R.shape[0])) for _ in range(n)]
-    return Ws, np.array([objective(R, W) for W in Ws])
 
 
 def _random_symmetric(rng, n, kind):
