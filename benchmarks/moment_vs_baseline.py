@@ -1,6 +1,6 @@
 """The moment level against a baseline checkout, case by case, in the same run.
 
-    python benchmarks/bench_moment.py --baseline /path/to/other/checkout [--only wine vehicle]
+    python benchmarks/moment_vs_baseline.py --baseline /path/to/other/checkout [--only wine vehicle]
         [--repeats 1]
 
 For the class-origin CQS optima the SDP dual does not certify (wine, vehicle, segmentation;

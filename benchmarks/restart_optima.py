@@ -1,6 +1,6 @@
 """Do the restarts of a linear CQS fit reach the same objective? Per data set and origin.
 
-    python benchmarks/bench_restart_optima.py [--restarts 50] [--datasets vehicle wine]
+    python benchmarks/restart_optima.py [--restarts 50] [--datasets vehicle wine]
 
 For each of the nine data sets of ``bench_predict.py`` (sklearn's iris, wine, breast cancer,
 digits and the paper's UCI sets where their files are available) and both origins, one
