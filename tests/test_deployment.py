@@ -553,7 +553,9 @@ def _burst(served, prefect_server, store, tmp_path, n_runs: int, model_name: str
     from concurrent.futures import ThreadPoolExecutor
 
     deployment = served.deployments["catdask-train/train"]
-    params = {"dataset": "iris", "n_restarts": 2, "model_name": model_name}
+    # refit: every run fits and registers (the same spec would otherwise find the first
+    # version in the train cache, which is not the load this test measures).
+    params = {"dataset": "iris", "n_restarts": 2, "model_name": model_name, "refit": True}
     api = _Api(served.api)
     monitor = _BurstMonitor(api, deployment.id,
                             {"serve_tree": served.proc, "prefect_server": prefect_server.proc})

@@ -122,7 +122,7 @@ def test_ingest_emits_snapshot_created_for_a_new_snapshot_only(tmp_path):
 def test_a_rejected_model_emits_model_rejected(iris_store, dask_scheduler, monkeypatch):
     train_mod = _train_module()
     monkeypatch.setattr(train_mod, "registration_decision",
-                        lambda outcome, allow_uncertified: (False, "rejected-uncertified"))
+                        lambda outcome, allow_uncertified, max_gap=None: (False, "rejected-uncertified"))
     summary = train_mod.run_train(dataset="iris", method="cqs", n_restarts=1,
                                   store=str(iris_store), scheduler=dask_scheduler)
     assert summary["version"] is None
