@@ -112,20 +112,16 @@ def _registered_fit(args):
         return None
     import dataclasses
 
-    from catdask.pipeline.model_cache import (
-        cached_summary,
-        current_content_sha256,
-        find_cached_version,
-    )
+    from catdask.pipeline.model_cache import CACHE_MISSES, look_up_fit
     from catdask.pipeline.spec import ModelSpec
 
     fields = {f.name for f in dataclasses.fields(ModelSpec)}
     spec = ModelSpec(**{k: v for k, v in train_kwargs(args, args.dataset).items() if k in fields})
-    name = args.name or f"{args.dataset}-{args.method}"
-    version = find_cached_version(args.store, name, args.dataset,
-                                  current_content_sha256(args.store, args.dataset),
-                                  spec.to_dict())
-    return None if version is None else cached_summary(version, args.store)
+    try:
+        return look_up_fit(args.store, args.name or f"{args.dataset}-{args.method}",
+                           args.dataset, spec.to_dict())[1]
+    except CACHE_MISSES:  # the flow reports it
+        return None
 
 
 def _fit_progress(bar, step, title):

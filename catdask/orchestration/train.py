@@ -39,7 +39,7 @@ from ..distributed.cluster import dask_client_context
 from ..errors import CatdaskError
 from ..names import validate_name
 from ..pipeline import ModelSpec, fit_on_dataset, register_outcome, registration_decision
-from ..pipeline.model_cache import cached_summary, current_content_sha256, find_cached_version
+from ..pipeline.model_cache import CACHE_MISSES, current_content_sha256, look_up_fit
 from ..pipeline.reports import (
     metrics_table_rows,
     png_markdown,
@@ -92,12 +92,11 @@ def find_registered(store: str | None, model_name: str, dataset: str, spec: dict
     a miss: the run goes on to ``describe_dataset``, which reports the problem as before.
     """
     try:
-        sha = current_content_sha256(store, dataset)
-        hit = find_cached_version(store, model_name, dataset, sha, spec)
-    except (CatdaskError, LookupError, ValueError, OSError) as exc:
+        sha, summary = look_up_fit(store, model_name, dataset, spec)
+    except CACHE_MISSES as exc:
         get_run_logger().info("cache lookup skipped (%s): fitting", exc)
         return {"dataset_sha256": None, "summary": None}
-    return {"dataset_sha256": sha, "summary": None if hit is None else cached_summary(hit, store)}
+    return {"dataset_sha256": sha, "summary": summary}
 
 
 @task(retries=2, retry_delay_seconds=2, retry_condition_fn=retry_if_transient)

@@ -28,8 +28,14 @@ import hashlib
 import json
 from pathlib import Path
 
+from ..errors import CatdaskError
+
 __all__ = ["CACHE_KEY_FORMAT", "code_version", "cache_key", "current_content_sha256",
-           "find_cached_version", "cached_summary"]
+           "find_cached_version", "cached_summary", "look_up_fit", "CACHE_MISSES"]
+
+#: What a lookup may raise that counts as a miss (no such data set, a damaged snapshot or
+#: registry entry): the fit then runs and reports the problem itself.
+CACHE_MISSES = (CatdaskError, LookupError, ValueError, OSError)
 
 #: Bump when the key's ingredients change (old keys then never match: a refit, not a wrong hit).
 CACHE_KEY_FORMAT = 1
@@ -134,3 +140,15 @@ def cached_summary(version, store=None) -> dict:
         "seconds": meta.get("fit_seconds"), "plot": str(plot) if plot.is_file() else None,
         "metrics": meta.get("metrics"), "cached": True,
     }
+
+
+def look_up_fit(store, model_name: str, dataset: str, spec: dict):
+    """The train cache's one lookup (the train flow's first task and the CLI make it):
+    ``(current content sha256, the cached version's summary or None)``.
+
+    Raises what reading the store raises (a missing data set, a damaged snapshot); callers
+    treat that as a miss and let the fit report it.
+    """
+    sha = current_content_sha256(store, dataset)
+    hit = find_cached_version(store, model_name, dataset, sha, spec)
+    return sha, (None if hit is None else cached_summary(hit, store))
