@@ -81,10 +81,11 @@ class PeakRSS:
         for p in procs:
             try:
                 rss = p.memory_info().rss
-            except psutil.Error:
+                key = (p.pid, " ".join(p.cmdline()[:3])[-60:] if p.pid != self._proc.pid
+                       else "driver")
+            except psutil.Error:  # the process ended between the listing and the reading
                 continue
             total += rss
-            key = (p.pid, " ".join(p.cmdline()[:3])[-60:] if p.pid != self._proc.pid else "driver")
             self.peaks[key] = max(self.peaks.get(key, 0), rss)
         self.peak = max(self.peak, total)
 

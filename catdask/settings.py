@@ -42,6 +42,9 @@ Variable                       What it sets (when unset or empty) -- read by
                                ``cli.runtime.profile_api_url``
 ``HOME``                       Where ``~/.prefect`` is, likewise (the user's home) --
                                ``cli.runtime.profile_api_url``
+``TRITON_INTERPRET``           ``1``: Triton runs its kernels on the CPU interpreter, so the
+                               fused GPU kernel may serve CPU tensors (tests) --
+                               ``operators.fused_rbf.fused_available``
 =============================  ===============================================================
 
 Written, not read (for Prefect, Dask and child processes; they stay with the code that needs
@@ -79,7 +82,7 @@ import os
 __all__ = ["Setting", "SETTINGS", "STORE", "SCHEDULER", "SERVE_LIMIT", "CATALOG", "SOURCE_DIR",
            "MAX_TABLE_BYTES", "PREFECT_API_URL", "PREFECT_HOME", "PREFECT_PROFILES_PATH",
            "PREFECT_PROFILE", "HOME", "SERVED_STORE", "SERVED_SCHEDULER",
-           "PREFECT_API_AUTH_STRING"]
+           "PREFECT_API_AUTH_STRING", "TRITON_INTERPRET"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,7 +125,8 @@ PREFECT_HOME = Setting("PREFECT_HOME", "Prefect's home folder")
 PREFECT_PROFILES_PATH = Setting("PREFECT_PROFILES_PATH", "Prefect's profiles file")
 PREFECT_PROFILE = Setting("PREFECT_PROFILE", "the active Prefect profile")
 HOME = Setting("HOME", "where ~/.prefect is")
+TRITON_INTERPRET = Setting("TRITON_INTERPRET", "Triton's CPU interpreter (tests of the GPU kernel)")
 
 #: Every variable catdask reads, in the order of the module's table.
 SETTINGS = (STORE, SCHEDULER, SERVE_LIMIT, CATALOG, SOURCE_DIR, MAX_TABLE_BYTES, SERVED_STORE,
-            SERVED_SCHEDULER, PREFECT_API_AUTH_STRING, PREFECT_API_URL, PREFECT_HOME, PREFECT_PROFILES_PATH, PREFECT_PROFILE, HOME)
+            SERVED_SCHEDULER, PREFECT_API_AUTH_STRING, PREFECT_API_URL, PREFECT_HOME, PREFECT_PROFILES_PATH, PREFECT_PROFILE, HOME, TRITON_INTERPRET)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from numbers import Number
 
 import numpy as np
-from sklearn.utils.multiclass import check_classification_targets
 
 __all__ = ["CodedLabels", "encode_class_labels"]
 
@@ -118,6 +117,10 @@ def encode_class_labels(y, *, n_features=None, linear=False, origin="class"):
             return coded
         y = y.decode()  # the checks below explain what is wrong
     _check_label_kinds(y)
+    # Imported here: Dask workers import this module (through catdask.distributed) and never
+    # validate labels; scikit-learn with SciPy and pandas is ~140 MiB and 2 s per worker.
+    from sklearn.utils.multiclass import check_classification_targets
+
     check_classification_targets(y)
     classes, codes = np.unique(y, return_inverse=True)
     K = classes.shape[0]

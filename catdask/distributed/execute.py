@@ -79,10 +79,10 @@ class BlockRunner:
     def new_key(name):
         return f"catdask-{name}-{next(_COUNTER)}-{uuid.uuid4().hex[:12]}"
 
-    def _get(self, dsk, keys, sync=True):
+    def _get(self, dsk, keys, sync=True, resources=None):
         graph = {**self._data, **self._graphs, **dsk}
         if self.client is not None:
-            return self.client.get(_untokenized(graph), keys, sync=sync)
+            return self.client.get(_untokenized(graph), keys, sync=sync, resources=resources)
         import dask.threaded
 
         return dask.threaded.get(graph, keys)
@@ -139,13 +139,15 @@ class BlockRunner:
             self._graphs.update(dict(X.__dask_graph__()))
         return [(X.name, i, 0) for i in range(X.numblocks[0])]
 
-    def run(self, tasks, name="task", extra=None):
+    def run(self, tasks, name="task", extra=None, resources=None):
         """Run a list of task tuples as one graph; returns their results in order.
 
-        ``extra`` maps keys (from :meth:`new_key`) to inputs shared by the tasks.
+        ``extra`` maps keys (from :meth:`new_key`) to inputs shared by the tasks;
+        ``resources`` (e.g. ``{"GPU": 1}``) restricts the tasks to workers declaring them.
         """
         keys = [self.new_key(name) for _ in tasks]
-        return list(self._get({**(extra or {}), **dict(zip(keys, tasks))}, keys))
+        return list(self._get({**(extra or {}), **dict(zip(keys, tasks))}, keys,
+                              resources=resources))
 
     def reduce(self, tasks, combine, name="task", fanin=8, extra=None, part_nbytes=None):
         """Run ``tasks`` and combine their results with ``combine(*parts)`` in a tree on the

@@ -18,7 +18,7 @@ from ..core.precision import precision_schedule
 from ..core.problems import CategoryObjective, KernelProblem
 from ..core.starts import kernel_decoupled_z, kernel_random_z
 from ..kernels import make_kernel
-from ..operators import CentredGramOperator, make_operator
+from ..operators import CentredGramOperator, host_arrays, make_operator
 from .base import SOLVER_PARAMS, BaseCategorySpace, logs_when_verbose
 from .linear import _data_scale
 from .nystroem import fit_nystroem
@@ -88,6 +88,17 @@ class KernelCategorySpace(BaseCategorySpace):
         design.md §3d); the objective, the coefficients, the stopping test and the certificate
         are the float64 ones. ``max_iter`` bounds both phases together (the polish has at
         least its two exact iterations). ``"float64"``: exact float64 products throughout.
+    device : str, optional
+        Where the Gram products run, following scikit-learn's array API convention: None
+        computes where the input is (numpy and Dask inputs on the CPU or the Dask workers, a
+        PyTorch tensor on its own device); ``"cuda"``, ``"cuda:1"`` or ``"cpu"`` copies numpy
+        inputs there once and runs every product with PyTorch on that device (a fused GPU
+        kernel for RBF; G never in memory; :class:`catdask.operators.torch_gram.TorchGramOperator`).
+        With Dask inputs the products run on the workers that have a GPU (workers started
+        with ``--resources GPU=1``, one per GPU; deploy/gpu-cluster.md). Needs PyTorch
+        (``pip install 'catdask[gpu]'``). The float32 phase then runs on the device, and the
+        result is exact as on the CPU (``precision``). The small K x N and K x K work of each
+        iteration stays on the host.
 
     Attributes
     ----------
@@ -148,6 +159,7 @@ class KernelCategorySpace(BaseCategorySpace):
         "approximation": [StrOptions({"nystroem"}), None],
         "n_landmarks": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"}), None],
         "precision": [StrOptions({"auto", "float64"})],
+        "device": "no_validation",  # a str or torch.device, checked by torch_device
     }
 
     def __init__(
@@ -174,6 +186,7 @@ class KernelCategorySpace(BaseCategorySpace):
         n_landmarks=None,
         classifier="qda",
         precision="auto",
+        device=None,
     ):
         self.kernel = kernel
         self.gamma = gamma
@@ -187,6 +200,7 @@ class KernelCategorySpace(BaseCategorySpace):
         self.n_landmarks = n_landmarks
         self.classifier = classifier
         self.precision = precision
+        self.device = device
 
     def _make_kernel(self, n_features):
         gamma = self.gamma
@@ -218,6 +232,7 @@ class KernelCategorySpace(BaseCategorySpace):
         if self.approximation == "nystroem":
             return self._fit_nystroem(X, y)
         t_start = time.perf_counter()
+        X, y, device = host_arrays(X, y, self.device)
         X, classes_, caller_classes, distributed = self._validated_training_data(
             X, y, linear=False, to_memory=True)
         kernel = self._make_kernel(X.shape[1])
@@ -226,7 +241,7 @@ class KernelCategorySpace(BaseCategorySpace):
         with self._compute_context(distributed), _driver_blas_threads(distributed), \
                 closing(make_operator(
             caller_classes.sort_rows(X), caller_classes.sorted(), kernel,
-            max_gram_bytes=self.max_gram_bytes, distributed=distributed,
+            max_gram_bytes=self.max_gram_bytes, distributed=distributed, device=device,
         )) as base:
             classes = base.classes
             centred = CentredGramOperator(base)

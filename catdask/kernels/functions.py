@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import numpy as np
-from sklearn.metrics.pairwise import pairwise_kernels
 
 __all__ = ["Kernel", "make_kernel", "rbf_kernel"]
 
@@ -43,6 +42,10 @@ class Kernel:
             K = np.asarray(cast(Callable[..., Any], self.metric)(X, Y, **self.params),
                            dtype=float)
         else:
+            # Imported here: scikit-learn (with SciPy and pandas) is ~140 MiB and 2 s of import
+            # in every Dask worker that unpickles a Kernel, and the built-in tiles never use it.
+            from sklearn.metrics.pairwise import pairwise_kernels
+
             K = pairwise_kernels(X, Y, metric=self.metric, filter_params=False, **self.params)
         if not np.all(np.isfinite(K)):
             raise ValueError(

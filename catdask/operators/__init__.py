@@ -14,6 +14,9 @@ Modules
 - ``gram_base``: the Gram products as passes of block functions (shared by both backends)
 - ``dask_data``, ``dask_gram``: :class:`DaskDataOperator`, :class:`DaskGramOperator` (the same
   block functions, one task per row block on Dask workers)
+- ``torch_gram``: :class:`TorchGramOperator`, the Gram products with PyTorch on a device (a GPU),
+  over ``fused_rbf``'s fused Triton kernel for RBF on a GPU; ``dask_torch_gram``: the same
+  products split over Dask workers that have a GPU
 - ``centred``: :class:`CentredGramOperator`, ``H G H`` for the global origin
 - ``factory``: :func:`make_operator`, one entry for numpy, Dask and zarr inputs
 """
@@ -23,6 +26,7 @@ from .dask_data import DaskDataOperator
 from .dask_gram import DaskGramOperator
 from .factory import make_operator
 from .in_memory import NumpyDataOperator, NumpyGramOperator
+from .torch_gram import TorchGramOperator, host_arrays
 from ..core.protocols import DataOperator, GramOperator
 from ..distributed.preloads import add_worker_imports
 
@@ -38,6 +42,8 @@ __all__ = [
     "GramOperator",
     "NumpyDataOperator",
     "NumpyGramOperator",
+    "TorchGramOperator",
+    "host_arrays",
     "make_operator",
 ]
 

@@ -231,10 +231,10 @@ class DaskGramOperator(BlockGramOperator):
         tasks = [(_one_blas_thread, func, left, right, g, *args, self.kernel) for g in groups]
         return tasks, extra
 
-    def _sum_tasks(self, tasks, name, extra=None, part_nbytes=None):
+    def _sum_tasks(self, tasks, name, extra=None, part_nbytes=None, combine=blocks.sum_arrays):
         """Add the tasks' results in a tree on the workers (a few small ones on the driver,
         :meth:`BlockRunner.reduce`); the driver receives one array."""
-        return self._runner.reduce(tasks, blocks.sum_arrays, name, extra=extra,
+        return self._runner.reduce(tasks, combine, name, extra=extra,
                                    part_nbytes=part_nbytes)
 
     def _run(self, tasks, name, extra=None):

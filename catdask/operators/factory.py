@@ -23,19 +23,21 @@ __all__ = ["make_operator"]
 @overload
 def make_operator(X, classes: ClassIndex, kernel: None = None, *,
                   center: np.ndarray | None = None, max_gram_bytes: int = ...,
-                  distributed: bool | None = None, precision: str = ...) -> DataOperator: ...
+                  distributed: bool | None = None, precision: str = ...,
+                  device=None) -> DataOperator: ...
 
 
 @overload
 def make_operator(X, classes: ClassIndex, kernel: Kernel, *,
                   center: np.ndarray | None = None, max_gram_bytes: int = ...,
-                  distributed: bool | None = None, precision: str = ...) -> GramOperator: ...
+                  distributed: bool | None = None, precision: str = ...,
+                  device=None) -> GramOperator: ...
 
 
 def make_operator(X, classes: ClassIndex, kernel: Kernel | None = None, *,
                   center: np.ndarray | None = None, max_gram_bytes: int = 2 * 1024**3,
                   distributed: bool | None = None,
-                  precision: str = "float64") -> DataOperator | GramOperator:
+                  precision: str = "float64", device=None) -> DataOperator | GramOperator:
     """The data operator (linear method) or Gram operator (kernel method) for ``X``.
 
     Parameters
@@ -58,6 +60,11 @@ def make_operator(X, classes: ClassIndex, kernel: Kernel | None = None, *,
     precision : {"float64", "float32"}, default="float64"
         Kernel only: precision of the recomputed Gram tiles of ``G Z`` (changeable later with
         ``set_precision``).
+    device : str or torch.device, optional
+        Kernel only: compute the Gram products with PyTorch on this device ("cuda", "cuda:1",
+        "cpu"; :class:`~catdask.operators.torch_gram.TorchGramOperator`). With a distributed
+        input the workers' tile tasks run on their own GPUs
+        (:class:`~catdask.operators.DaskGramOperator` ``device``).
 
     Returns
     -------
@@ -73,8 +80,17 @@ def make_operator(X, classes: ClassIndex, kernel: Kernel | None = None, *,
         return NumpyDataOperator(X, classes, center)
     if is_distributed_input(X):
         X = np.asarray(as_row_chunked(X).compute(), dtype=np.float64)
+    if distributed and device is not None:
+        from .dask_torch_gram import DaskTorchGramOperator  # PyTorch is an optional extra
+
+        return DaskTorchGramOperator(X, classes, kernel, precision=precision,
+                                     worker_device=device)
     if distributed:
         return DaskGramOperator(X, classes, kernel, max_gram_bytes=max_gram_bytes,
                                 precision=precision, **gram_cache_settings())
+    if device is not None:
+        from .torch_gram import TorchGramOperator  # PyTorch is an optional extra
+
+        return TorchGramOperator(X, classes, kernel, device=device, precision=precision)
     return NumpyGramOperator(X, classes, kernel, max_gram_bytes=max_gram_bytes,
                              precision=precision)

@@ -102,10 +102,10 @@ class BlockGramOperator(GramOperator):
         tail = (*args, zt) if zt is not None else args
         return [(func, left, right, pairs, *tail, self.kernel)], None
 
-    def _sum_tasks(self, tasks, name, extra=None, part_nbytes=None):
-        """Run ``tasks`` and return the sum of their (equally shaped) results, each of
-        ``part_nbytes`` bytes."""
-        return blocks.sum_arrays(*self._run(tasks, name, extra=extra))
+    def _sum_tasks(self, tasks, name, extra=None, part_nbytes=None, combine=blocks.sum_arrays):
+        """Run ``tasks`` and return the sum of their results (``combine``: equally shaped
+        arrays, or :func:`.blocks.sum_row_bands`), each of at most ``part_nbytes`` bytes."""
+        return combine(*self._run(tasks, name, extra=extra))
 
     def _tiled_class_matmul(self, zs, pairs=None):
         """``G Z`` from the symmetric tiles; ``zs`` (R, N) sorted, result (R, N, K) sorted.
@@ -120,7 +120,10 @@ class BlockGramOperator(GramOperator):
         tasks, extra = self._tile_tasks(blocks.gram_symmetric_class_product, pairs,
                                         self.precision, self._offsets, zt=zt)
         K, (R, N) = len(self._offsets) - 1, zs.shape
-        acc = self._sum_tasks(tasks, "gram-tiles", extra, part_nbytes=8 * K * N * R)  # (K, N, R)
+        lo, band = self._sum_tasks(tasks, "gram-tiles", extra, part_nbytes=8 * K * N * R,
+                                   combine=blocks.sum_row_bands)
+        acc = np.zeros((K, N, R))  # (K, N, R) float64, whatever the tiles' dtype
+        acc[:, lo:] = band
         # (R, N, K) as a view of an (R, K, N) array, the layout of the stored-Gram product
         # (blocks.gram_class_product_by_rows): the W-step reads rows of B^T.
         return np.ascontiguousarray(acc.transpose(2, 0, 1)).transpose(0, 2, 1)

@@ -1,0 +1,340 @@
+"""The Gram operator on a PyTorch device (a GPU, or the CPU): G recomputed, never stored.
+
+Every product of the kernel method is a sum of ``G[I, J] V`` over index ranges, so the operator
+has one primitive, :meth:`TorchGramOperator._range_product`, and writes every product of
+:class:`~catdask.core.protocols.GramOperator` with it, on class-sorted samples:
+
+- ``G Z`` (the iteration's pass) is K products, one per class: column k of ``G Z`` reads only
+  the class-k columns of G (docs/design.md §3), so V is the class's ``z`` (R columns), not a
+  block matrix of K R columns;
+- the decoupled start's ``diag(G_11, ..., G_KK) V`` is the K class-diagonal products;
+- ``G 1`` and ``||G||_F^2`` are two float64 products with a column of ones (the second on the
+  squared kernel).
+
+The primitive runs the fused Triton kernel (:mod:`.fused_rbf`) for the RBF kernel on a GPU, and
+otherwise PyTorch tiles: one product for the exponent (the tile factors of
+:meth:`catdask.kernels.Kernel.tile_factors`), the kernel's finish, one product with V, partial
+sums kept in float64 across column tiles. The tiles are what the numpy operator computes, in the
+same two precisions, so the float32 phase and the float64 polish of
+:mod:`catdask.core.precision` apply unchanged (``uses_tiles``).
+
+Data in: the samples once (N x D is small next to G), the per-pass vectors; out: (N, K R) per
+pass. Memory on the device is O(N (D + K R)) plus one tile of :data:`TILE_ENTRIES`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..core.classes import ClassIndex
+from ..core.protocols import GramOperator
+from . import fused_rbf
+from .gram_base import GRAM_PRECISIONS
+
+if TYPE_CHECKING:
+    from ..kernels import Kernel
+
+__all__ = ["TILE_ENTRIES", "TorchGramOperator", "host_arrays", "import_torch", "torch_device"]
+
+logger = logging.getLogger("catdask.operators")
+
+# (precision, square) -> whether the fused kernel compiled and ran in this process.
+_FUSED_VARIANTS: dict[tuple[str, bool], bool] = {}
+
+#: Entries of one PyTorch tile (the unfused path): 2^26 float64 entries = 512 MiB.
+TILE_ENTRIES = 1 << 26
+
+
+def import_torch():
+    """PyTorch, or an ImportError that says how to get it."""
+    try:
+        import torch
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "device=... needs PyTorch: pip install 'catdask[gpu]' (or any torch build with "
+            "your GPU's CUDA)."
+        ) from exc
+    return torch
+
+
+def torch_device(device):
+    """``device`` ("cuda", "cuda:1", "cpu", a torch.device) as a torch.device, checked.
+
+    Raises a ValueError naming the problem when the device does not exist here (no CUDA build
+    of PyTorch, no GPU, an index beyond the GPUs present).
+    """
+    torch = import_torch()
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"device={device!r} is not a device PyTorch knows ({exc}); use e.g. "
+                         "'cuda', 'cuda:0' or 'cpu'.") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device={device!r}: PyTorch sees no CUDA GPU here (torch "
+                             f"{torch.__version__}); use device='cpu' or None.")
+        index = dev.index or 0
+        if index >= torch.cuda.device_count():
+            raise ValueError(f"device={device!r}: only {torch.cuda.device_count()} CUDA "
+                             "device(s) here.")
+    return dev
+
+
+def _is_tensor(a):
+    """True for a PyTorch tensor (checked without importing PyTorch)."""
+    return type(a).__module__.split(".")[0] == "torch" and hasattr(a, "device")
+
+
+def host_arrays(X, y, device):
+    """``(X, y, device)`` for a fit: tensors brought to the host as numpy, and the device the
+    products run on (``device``, else a tensor input's own device, else None: the CPU).
+
+    scikit-learn's array API convention: inputs on a device are computed on that device.
+    """
+    if _is_tensor(X):
+        if device is None:
+            device = str(X.device)
+        X = X.detach().cpu().numpy()
+    if _is_tensor(y):
+        y = y.detach().cpu().numpy()
+    return X, y, device
+
+
+class TorchGramOperator(GramOperator):
+    """Gram products on a PyTorch device (see module docstring).
+
+    Parameters
+    ----------
+    X : ndarray of shape (N, D)
+        Training patterns in the order of ``classes``.
+    classes : ClassIndex
+    kernel : catdask.kernels.Kernel
+        A built-in kernel (RBF, linear, polynomial); the fused kernel serves RBF on a GPU.
+    device : str or torch.device
+    precision : {"float64", "float32"}, default="float64"
+        Precision of ``G Z`` and the class-block products (see :meth:`set_precision`).
+    fused : {"auto", True, False}, default="auto"
+        Use the fused kernel (RBF only): "auto" where it runs (a CUDA device with Triton).
+
+    Attributes
+    ----------
+    fused : bool
+        Whether the products use the fused kernel.
+    gram_passes : int
+        Full passes over G so far (``G Z``, ``G V``, the two moment passes).
+    """
+
+    matvec_without_class_block = True
+    uses_tiles = True
+    gram_passes = 0
+    precision = "float64"
+
+    def __init__(self, X: np.ndarray, classes: ClassIndex, kernel: Kernel, *, device="cuda",
+                 precision: str = "float64", fused: Any = "auto"):
+        if not kernel.builtin:
+            raise ValueError(f"device=... needs a built-in kernel (rbf, linear, poly); got "
+                             f"{kernel.name}: use device=None for a callable kernel.")
+        torch = import_torch()
+        self._torch = torch
+        self.device = torch_device(device)
+        self.kernel = kernel
+        self.classes = classes
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        self.n_samples = X.shape[0]
+        self._Xs = classes.sort_rows(X)
+        self._offsets = tuple(int(o) for o in classes.offsets)
+        can_fuse = kernel.metric == "rbf" and fused_rbf.fused_available(self.device)
+        if fused is True and not can_fuse:
+            raise ValueError("fused=True needs the RBF kernel and Triton on a CUDA device.")
+        self.fused = can_fuse if fused == "auto" else bool(fused)
+        self._factors: dict[str, tuple[Any, Any]] = {}
+        self._moments: tuple[np.ndarray, float] | None = None
+        self.gram_passes = 0
+        self.set_precision(precision)
+
+    # ------------------------------------------------------------------ set-up
+    def set_precision(self, precision: str) -> None:
+        """Evaluate ``G Z`` and the class-block products in ``"float32"`` or ``"float64"``;
+        every other product is float64 (as :class:`~catdask.operators.NumpyGramOperator`)."""
+        if precision not in GRAM_PRECISIONS:
+            raise ValueError(f"precision must be one of {GRAM_PRECISIONS}; got {precision!r}.")
+        self.precision = precision
+
+    def _dtype(self, precision):
+        return self._torch.float64 if precision == "float64" else self._torch.float32
+
+    def _tile_factors(self, precision):
+        """``(left, right)`` on the device, zero-padded to a power of two >= 16 columns (the
+        fused kernel's block width; the padding adds zeros to the exponent)."""
+        if precision not in self._factors:
+            left, right = self.kernel.tile_factors(self._Xs, precision)
+            width = fused_rbf._pow2(left.shape[1])
+            pad = ((0, 0), (0, width - left.shape[1]))
+            self._factors[precision] = tuple(
+                self._torch.from_numpy(np.ascontiguousarray(np.pad(f, pad))).to(self.device)
+                for f in (left, right))
+        return self._factors[precision]
+
+    def _to_device(self, a, precision):
+        return self._torch.from_numpy(np.ascontiguousarray(a)).to(
+            device=self.device, dtype=self._dtype(precision))
+
+    # ------------------------------------------------------------------ the primitive
+    def _range_product(self, rows, cols, V, precision, *, square=False):
+        """``G[rows, cols] @ V`` (sorted positions; V a device tensor (n_cols, q) in the
+        precision's dtype) as a float64 device tensor (n_rows, q); ``square``: ``G**2``."""
+        torch = self._torch
+        (a, b), (c, d) = rows, cols
+        left, right = self._tile_factors(precision)
+        out = torch.zeros((b - a, V.shape[1]), dtype=torch.float64, device=self.device)
+        if b <= a or d <= c:
+            return out
+        if self.fused and self._fused_works(precision, square):
+            for j in range(0, V.shape[1], fused_rbf.MAX_V_COLUMNS):
+                part = fused_rbf.rbf_matmul(left[a:b], right[c:d],
+                                            V[:, j : j + fused_rbf.MAX_V_COLUMNS], square=square)
+                out[:, j : j + part.shape[1]] = part
+            return out
+        step_c = max(1, min(d - c, TILE_ENTRIES // max(1, min(b - a, 4096))))
+        step_r = max(1, TILE_ENTRIES // step_c)
+        for r0 in range(a, b, step_r):
+            r1 = min(r0 + step_r, b)
+            for c0 in range(c, d, step_c):
+                c1 = min(c0 + step_c, d)
+                T = left[r0:r1] @ right[c0:c1].T
+                self._finish(T)
+                if square:
+                    T.square_()
+                out[r0 - a : r1 - a] += (T @ V[c0 - c : c1 - c]).to(torch.float64)
+        return out
+
+    def _fused_works(self, precision, square):
+        """True once the fused kernel of this variant has compiled and run (a tiny launch the
+        first time); False, with a warning, where this GPU / Triton cannot compile it: the
+        products then use PyTorch tiles (same results, slower)."""
+        variant = (precision, square)
+        if variant not in _FUSED_VARIANTS:
+            dtype = self._dtype(precision)
+            probe = self._torch.zeros((16, 16), dtype=dtype, device=self.device)
+            try:
+                fused_rbf.rbf_matmul(probe, probe, probe, square=square)
+                _FUSED_VARIANTS[variant] = True
+            except Exception as exc:  # noqa: BLE001 - any compiler failure means: not here
+                logger.warning("the fused Gram kernel (%s%s) does not run here (%s: %s); "
+                               "using PyTorch tiles", precision, ", squared" if square else "",
+                               type(exc).__name__, exc)
+                _FUSED_VARIANTS[variant] = False
+        return _FUSED_VARIANTS[variant]
+
+    def _finish(self, T):
+        """The kernel's elementwise finish of a tile, in place (``Kernel.finish_tile``)."""
+        if self.kernel.metric == "rbf":
+            T.clamp_(max=0.0).exp_()
+        elif self.kernel.metric == "poly":
+            T.pow_(self.kernel.params["degree"])
+        return T
+
+    # ------------------------------------------------------------------ the products
+    def class_matmul(self, z: np.ndarray) -> np.ndarray:
+        """``B[r] = G Z_r``: (R, N) -> (R, N, K), one product per class (module docstring)."""
+        self.gram_passes += 1
+        zs = self.classes.sort(np.asarray(z, dtype=np.float64))  # (R, N) sorted
+        R, N = zs.shape
+        K = len(self._offsets) - 1
+        out = self._torch.zeros((K, N, R), dtype=self._torch.float64, device=self.device)
+        for k in range(K):
+            a, b = self._offsets[k], self._offsets[k + 1]
+            if b > a:
+                out[k] = self._range_product((0, N), (a, b),
+                                             self._to_device(zs[:, a:b].T, self.precision),
+                                             self.precision)
+        B = out.permute(2, 1, 0).cpu().numpy()  # (R, N, K) sorted
+        return self.classes.unsort(B, 1)
+
+    def matmul(self, V: np.ndarray) -> np.ndarray:
+        """``G V`` for a dense (N, m) V, float64 (``G 1`` from the moments)."""
+        V = np.asarray(V, dtype=np.float64)
+        if V.shape[1] == 1 and np.all(V == 1.0):
+            return self._gram_moments()[0][:, None].copy()
+        self.gram_passes += 1
+        N = self.n_samples
+        Vs = self._to_device(self.classes.sort_rows(V), "float64")
+        out = self._range_product((0, N), (0, N), Vs, "float64")
+        return self.classes.unsort(out.cpu().numpy(), 0)
+
+    def _gram_moments(self):
+        """``(G 1, ||G||_F^2)`` from two float64 products with ones (cached)."""
+        if self._moments is None:
+            N = self.n_samples
+            ones = self._torch.ones((N, 1), dtype=self._torch.float64, device=self.device)
+            sums = self._range_product((0, N), (0, N), ones, "float64")[:, 0]
+            fro2 = self._range_product((0, N), (0, N), ones, "float64", square=True).sum()
+            self.gram_passes += 2
+            self._moments = (self.classes.unsort(sums.cpu().numpy(), 0), float(fro2))
+        return self._moments
+
+    def _class_range(self, k):
+        return self._offsets[k], self._offsets[k + 1]
+
+    def class_gram(self, k: int) -> np.ndarray:
+        """The dense class block ``G[C_k, C_k]`` (float64, in the class's sorted order)."""
+        a, b = self._class_range(k)
+        left, right = self._tile_factors("float64")
+        return self._finish(left[a:b] @ right[a:b].T).cpu().numpy()
+
+    def class_matvec(self, k: int, V: np.ndarray) -> np.ndarray:
+        """``G[C_k, C_k] @ V`` in float64, V of shape (n_k,) or (n_k, m)."""
+        ck = self._class_range(k)
+        V = np.asarray(V, dtype=np.float64)
+        Vd = self._to_device(V.reshape(ck[1] - ck[0], -1), "float64")
+        return self._range_product(ck, ck, Vd, "float64").cpu().numpy().reshape(V.shape)
+
+    def class_block_matmul(self, V: np.ndarray) -> np.ndarray:
+        """``diag(G_11, ..., G_KK) V`` for V (N, m), in :attr:`precision` (the decoupled
+        start's Lanczos, all classes per round trip)."""
+        Vs = self.classes.sort_rows(np.asarray(V, dtype=np.float64))
+        out = np.empty_like(Vs)
+        for k in range(len(self._offsets) - 1):
+            a, b = self._class_range(k)
+            if b > a:
+                part = self._range_product((a, b), (a, b),
+                                           self._to_device(Vs[a:b], self.precision),
+                                           self.precision)
+                out[a:b] = part.cpu().numpy()
+        return self.classes.unsort(out, 0)
+
+    def diagonal(self) -> np.ndarray:
+        """The diagonal of G (N,), without a pass."""
+        return self.kernel.diagonal(self.classes.unsort(self._Xs, 0))
+
+    def columns(self, idx: np.ndarray) -> np.ndarray:
+        """``G[:, idx]`` (N, len(idx)) in float64, caller's order; computed on the device."""
+        idx = np.asarray(idx)
+        pos = idx if self.classes.order is None else np.argsort(self.classes.order)[idx]
+        left, right = self._tile_factors("float64")
+        cols = right[self._torch.from_numpy(pos).to(self.device)]
+        out = np.empty((self.n_samples, len(idx)))
+        step = max(1, TILE_ENTRIES // max(1, len(idx)))
+        for a in range(0, self.n_samples, step):
+            out[a : a + step] = self._finish(left[a : a + step] @ cols.T).cpu().numpy()
+        return self.classes.unsort(out, 0)
+
+    def covariance_moments(self) -> tuple[float, float]:
+        """``(tr G / N, ||G||_F^2 / N^2)``."""
+        N = self.n_samples
+        return float(self.diagonal().sum()) / N, self._gram_moments()[1] / N**2
+
+    def close(self) -> None:
+        """Free the device tensors."""
+        self._factors = {}
+        if self.device.type == "cuda":
+            self._torch.cuda.empty_cache()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,175 @@
+"""The PyTorch Gram operator (``device=...``) against the numpy operator and the dense G.
+
+Runs on the CPU build of PyTorch in CI (the same code path as on a GPU, minus the fused
+kernel), the fused Triton kernel under Triton's CPU interpreter, and on a GPU where one is
+present (benchmarks/bench_device.py runs this file there). The contract suite
+(test_contract.py) holds the operator to every member of the interface; here: both precisions,
+the kernels, the estimator end to end, torch inputs, the Dask GPU-worker path and the errors.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="the device operator needs PyTorch "
+                            "(pip install 'catdask[gpu]')")
+
+from catdask import KernelCategorySpace  # noqa: E402
+from catdask.core.classes import ClassIndex  # noqa: E402
+from catdask.kernels import make_kernel  # noqa: E402
+from catdask.operators import NumpyGramOperator, TorchGramOperator  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+def _data(N=240, D=6, K=3, seed=0):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, K, N)
+    X = rng.normal(size=(N, D)) + 1.5 * y[:, None] + 4.0  # offset: centring is the kernel's
+    return X, y
+
+
+def _rel(a, b):
+    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-300))
+
+
+def test_fused_kernel_matches_numpy_under_the_interpreter():
+    """The fused Triton kernel (every product, both precisions, V split over launches, the
+    squared kernel) on the CPU interpreter, in a process of its own (tests/helpers/triton_cpu.py
+    says why)."""
+    pytest.importorskip("triton", reason="the fused kernel's checks need Triton (Linux x86-64; "
+                        "it comes with PyTorch's CUDA builds, or pip install triton)")
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, "-m", "tests.helpers.triton_cpu"], env=env,
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "all checks passed" in done.stdout
+
+
+def _check_products(op, ref, rng, *, rtol32=2e-5):
+    N, K = ref.n_samples, ref.classes.n_classes
+    z = rng.normal(size=(3, N))
+    V = rng.normal(size=(N, 4))
+    for precision, rtol in (("float64", 1e-12), ("float32", rtol32)):
+        op.set_precision(precision)
+        assert _rel(op.class_matmul(z), ref.class_matmul(z)) < rtol
+        assert _rel(op.class_block_matmul(V), ref.class_block_matmul(V)) < max(rtol, 1e-11)
+    op.set_precision("float64")
+    assert _rel(op.matmul(V), ref.matmul(V)) < 1e-12
+    assert _rel(op.matmul(np.ones((N, 1))), ref.matmul(np.ones((N, 1)))) < 1e-12
+    np.testing.assert_allclose(op.covariance_moments(), ref.covariance_moments(), rtol=1e-12)
+    np.testing.assert_allclose(op.diagonal(), ref.diagonal(), rtol=1e-13)
+    idx = np.array([0, 5, N - 1])
+    assert _rel(op.columns(idx), ref.columns(idx)) < 1e-13
+    for k in range(K):
+        n_k = len(ref.classes.members(k))
+        v = rng.normal(size=n_k)
+        assert _rel(op.class_gram(k), ref.class_gram(k)) < 1e-13
+        assert _rel(op.class_matvec(k, v), ref.class_matvec(k, v)) < 1e-12
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("metric", ["rbf", "poly", "linear"])
+def test_tiles_match_numpy(device, metric, rng):
+    X, y = _data()
+    classes = ClassIndex(y, 3)
+    kernel = make_kernel(metric, n_features=X.shape[1])
+    ref = NumpyGramOperator(X, classes, kernel)
+    op = TorchGramOperator(X, classes, kernel, device=device, fused=False)
+    _check_products(op, ref, rng, rtol32=2e-5 if metric == "rbf" else 1e-4)
+    assert op.gram_passes > 0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU here (the fused kernel "
+                    "runs on the CPU interpreter in the test above)")
+def test_fused_kernel_on_the_gpu_matches_numpy(rng):
+    X, y = _data(N=3000, D=20, K=5)
+    classes = ClassIndex(y, 5)
+    kernel = make_kernel("rbf", n_features=X.shape[1])
+    op = TorchGramOperator(X, classes, kernel, device="cuda")
+    assert op.fused
+    _check_products(op, NumpyGramOperator(X, classes, kernel), rng)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("origin", ["global", "class"])
+def test_estimator_on_device_equals_numpy_fit(device, origin):
+    """The same starts give the same optimum: the device's float32 phase is made exact by the
+    float64 polish, as on the CPU (objective to 1e-9 relative)."""
+    X, y = _data(N=300)
+    params = dict(origin=origin, max_gram_bytes=0, n_restarts=3, random_state=0, certify=False)
+    cpu = KernelCategorySpace(**params).fit(X, y)
+    dev = KernelCategorySpace(**params, device=device).fit(X, y)
+    assert dev.objective_ == pytest.approx(cpu.objective_, rel=1e-9)
+    np.testing.assert_allclose(dev.transform(X), cpu.transform(X), rtol=0,
+                               atol=1e-5 * np.abs(cpu.transform(X)).max())
+    assert dev.n_iter_float32_ > 0  # the float32 phase ran on the device
+
+
+def test_tensor_input_is_computed_on_its_device():
+    X, y = _data(N=200)
+    params = dict(n_restarts=2, random_state=0, certify=False)
+    ref = KernelCategorySpace(**params).fit(X, y)
+    fitted = KernelCategorySpace(**params).fit(torch.from_numpy(X), torch.from_numpy(y))
+    assert fitted.objective_ == pytest.approx(ref.objective_, rel=1e-9)
+    np.testing.assert_array_equal(fitted.predict(X), ref.predict(X))
+
+
+def test_certificate_on_device_equals_cpu():
+    X, y = _data(N=120)
+    params = dict(n_restarts=2, random_state=0)
+    cpu = KernelCategorySpace(**params).fit(X, y)
+    dev = KernelCategorySpace(**params, device="cpu").fit(X, y)
+    assert dev.certificate_.certified == cpu.certificate_.certified
+    assert dev.certificate_.gap == pytest.approx(cpu.certificate_.gap, rel=1e-6, abs=1e-9)
+
+
+def test_bad_devices_say_what_is_wrong():
+    X, y = _data(N=60)
+    with pytest.raises(ValueError, match="not a device PyTorch knows"):
+        KernelCategorySpace(device="gpu0").fit(X, y)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="sees no CUDA GPU"):
+            KernelCategorySpace(device="cuda").fit(X, y)
+    with pytest.raises(ValueError, match="built-in kernel"):
+        KernelCategorySpace(kernel=lambda a, b: float(a @ b), device="cpu").fit(X, y)
+
+
+@pytest.fixture(scope="module")
+def gpu_worker_cluster():
+    """Two local workers that declare a GPU (their tasks run on the CPU stand-in)."""
+    distributed = pytest.importorskip("distributed")
+    from catdask import operators  # noqa: F401
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, resources={"GPU": 1},
+                                  dashboard_address=None, host="127.0.0.1") as cluster:
+        yield cluster
+
+
+def test_dask_gpu_workers_equal_numpy(gpu_worker_cluster):
+    import dask.array as da
+    import distributed
+
+    X, y = _data(N=200)
+    params = dict(n_restarts=2, random_state=0, certify=False, max_gram_bytes=0)
+    ref = KernelCategorySpace(**params).fit(X, y)
+    with distributed.Client(gpu_worker_cluster):
+        fitted = KernelCategorySpace(**params, device="cpu").fit(
+            da.from_array(X, chunks=(70, -1)), y)
+    assert fitted.objective_ == pytest.approx(ref.objective_, rel=1e-9)
+
+
+def test_dask_without_gpu_workers_is_refused(dask_scheduler):
+    import dask.array as da
+    import distributed
+
+    X, y = _data(N=60)
+    with distributed.Client(dask_scheduler):
+        with pytest.raises(ValueError, match="none of the cluster's 2 workers declares one"):
+            KernelCategorySpace(device="cpu").fit(da.from_array(X, chunks=(30, -1)), y)
