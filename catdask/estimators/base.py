@@ -33,7 +33,7 @@ from sklearn.utils.validation import (
 
 from ..certificate.certifiers import NoCertifier
 from ..core.classes import ClassIndex
-from ..core.engine import SolverOptions
+from ..core.engine import CERTIFY_AT, SolverOptions
 from ..distributed.inputs import is_distributed_input, load_training_data
 from ..distributed.options import compute_context
 from ..core.validation import check_data_scale, encode_class_labels
@@ -51,7 +51,11 @@ logger = logging.getLogger("catdask")
 
 #: Parameters of both estimators (the solver's): objective, restarts, stopping, starts.
 SOLVER_PARAMS = ("objective", "origin", "eps", "n_restarts", "tol", "max_iter", "init",
-                 "random_state", "certify", "verbose", "acceleration")
+                 "random_state", "certify", "certify_at", "verbose", "acceleration")
+
+#: The fitted attributes that report the certificate test: set when it has run (in the fit with
+#: ``certify_at="fit"``, else on first access of one of them; see ``BaseCategorySpace.__getattr__``).
+CERTIFIED_ATTRIBUTES = ("certificate_", "restarts_")
 
 @contextlib.contextmanager
 def _shown_logs(verbose):
@@ -103,6 +107,7 @@ class BaseCategorySpace(
         "init": [StrOptions({"auto", "random", "decoupled", "class-means"}), "array-like"],
         "random_state": ["random_state"],
         "certify": ["boolean", StrOptions({"moment"})],
+        "certify_at": [StrOptions(set(CERTIFY_AT))],
         "verbose": ["verbose"],
         "acceleration": [StrOptions({"auto", "anderson", "none"})],
         "classifier": [StrOptions(set(CLASSIFIERS))],
@@ -161,16 +166,25 @@ class BaseCategorySpace(
     def _set_fit_result(self, result, *, name=None, warn=True):
         """Store the restart records and the chosen restart's diagnostics from a
         :class:`~catdask.core.engine.FitResult`; log the summary (``name``: the model's
-        description) and, with ``warn``, warn when the chosen restart did not converge."""
-        best = result.best
-        self.restarts_ = list(result.restarts)
+        description) and, with ``warn``, warn when the chosen restart did not converge.
+
+        The certificates (``certificate_``, ``restarts_``) are set now when the test ran in
+        the fit; otherwise the pending :class:`~catdask.core.engine.RestartCertification` is
+        kept and runs on first access of either (:meth:`__getattr__`).
+        """
+        best = result.best_run
+        for attr in (*CERTIFIED_ATTRIBUTES, "_certification"):  # an earlier fit's
+            self.__dict__.pop(attr, None)
         self.objective_ = best.objective
         self.n_iter_ = best.n_iter
         self.converged_ = best.converged
         self.stopping_reason_ = best.stopping_reason
-        self.certificate_ = result.certificate
         self.best_restart_ = best.index
-        self._log_summary(name or type(self).__name__)
+        if result.certification.done:
+            self._take_certificates(result.certification, deferred=False)
+        else:
+            self._certification = result.certification
+        self._log_summary(name or type(self).__name__, result)
         if warn and not best.converged:
             if best.stopping_reason in ("rank-deficient", "objective-stalled"):
                 msg = (
@@ -188,16 +202,52 @@ class BaseCategorySpace(
                 )
             warnings.warn(msg, ConvergenceWarning, stacklevel=3)
 
-    def _log_summary(self, name):
+    def _take_certificates(self, certification, *, deferred):
+        """Set ``restarts_`` and ``certificate_`` from ``certification`` (running its test if
+        pending). ``deferred``: the test runs now, after the fit, and its wall seconds go to
+        ``fit_seconds_["certificate"]`` where the fit reports its phases."""
+        restarts = certification.restarts()
+        self.restarts_ = list(restarts)
+        self.certificate_ = restarts[certification.best_index].certificate
+        self.__dict__.pop("_certification", None)
+        if deferred:
+            if isinstance(self.__dict__.get("fit_seconds_"), dict):
+                self.fit_seconds_ = {**self.fit_seconds_, "certificate": certification.seconds}
+            with _shown_logs(self.verbose):
+                if self.verbose:
+                    logger.info("%s: certificate (%.2f s, on first access): %s",
+                                type(self).__name__, certification.seconds, self.certificate_)
+
+    def __getattr__(self, name):
+        # Only reached when normal lookup fails: a certificate attribute of a fit whose test
+        # is pending (certify_at="access") runs the test now, once.
+        if name in CERTIFIED_ATTRIBUTES:
+            pending = self.__dict__.get("_certification")
+            if pending is not None:
+                self._take_certificates(pending, deferred=True)
+                return self.__dict__[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __getstate__(self):
+        # A pickle (and copy.copy / deepcopy) holds the certificate, never the pending test's
+        # certifier and the operator it reads: run the test first.
+        pending = self.__dict__.get("_certification")
+        if pending is not None:
+            self._take_certificates(pending, deferred=True)
+        return super().__getstate__()
+
+    def _log_summary(self, name, result):
         """With ``verbose``: one INFO line on the fitted model (chosen restart, certificate)."""
         if not self.verbose:
             return
-        best = self.restarts_[self.best_restart_]
+        best = result.best_run
+        certificate = (self.certificate_ if "certificate_" in self.__dict__
+                       else "pending (runs on first access of certificate_ or restarts_)")
         logger.info(
             "%s: best of %d restarts is restart %d (%s start): objective %.10g, %d iterations, "
             "%s; certificate: %s",
-            name, len(self.restarts_), best.index, best.start, best.objective, best.n_iter,
-            "converged" if best.converged else best.stopping_reason, best.certificate,
+            name, len(result.runs), best.index, best.start, best.objective, best.n_iter,
+            "converged" if best.converged else best.stopping_reason, certificate,
         )
 
     def _labels_and_rng(self, kernel):
