@@ -22,6 +22,7 @@ a fit inside cross-validation whose certificate nobody reads does not pay for th
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
@@ -115,6 +116,7 @@ class RestartCertification:
         self._release = release
         self._certified = None
         self.seconds = None
+        self._lock = threading.Lock()  # two threads reading the certificate: one test
 
     @property
     def done(self):
@@ -123,6 +125,10 @@ class RestartCertification:
 
     def restarts(self):
         """Every restart's record with its certificate; runs the test on first call."""
+        with self._lock:
+            return self._run_once()
+
+    def _run_once(self):
         if self._certified is None:
             t0 = time.perf_counter()
             certificates = _certify_point(self.runs, self.best_index, self._point,
@@ -138,7 +144,11 @@ class RestartCertification:
 
     def __getstate__(self):
         self.restarts()  # a pickle holds certificates, never a certifier or its operator
-        return self.__dict__.copy()
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from ..core.engine import CERTIFY_AT, SolverOptions
 from ..distributed.inputs import is_distributed_input, load_training_data
 from ..distributed.options import compute_context
 from ..core.validation import check_data_scale, encode_class_labels
+from .certificate_access import CertificateOnAccess
 from .classify import (
     CLASSIFIERS,
     PROBABILISTIC,
@@ -52,10 +53,6 @@ logger = logging.getLogger("catdask")
 #: Parameters of both estimators (the solver's): objective, restarts, stopping, starts.
 SOLVER_PARAMS = ("objective", "origin", "eps", "n_restarts", "tol", "max_iter", "init",
                  "random_state", "certify", "certify_at", "verbose", "acceleration")
-
-#: The fitted attributes that report the certificate test: set when it has run (in the fit with
-#: ``certify_at="fit"``, else on first access of one of them; see ``BaseCategorySpace.__getattr__``).
-CERTIFIED_ATTRIBUTES = ("certificate_", "restarts_")
 
 @contextlib.contextmanager
 def _shown_logs(verbose):
@@ -93,7 +90,8 @@ def logs_when_verbose(fit):
 
 
 class BaseCategorySpace(
-    ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClassifierMixin, BaseEstimator
+    ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClassifierMixin, CertificateOnAccess,
+    BaseEstimator
 ):
     """Common parameters, fitting workflow and the classification rules."""
 
@@ -170,20 +168,15 @@ class BaseCategorySpace(
 
         The certificates (``certificate_``, ``restarts_``) are set now when the test ran in
         the fit; otherwise the pending :class:`~catdask.core.engine.RestartCertification` is
-        kept and runs on first access of either (:meth:`__getattr__`).
+        kept and runs on first access of either (:mod:`.certificate_access`).
         """
         best = result.best_run
-        for attr in (*CERTIFIED_ATTRIBUTES, "_certification"):  # an earlier fit's
-            self.__dict__.pop(attr, None)
         self.objective_ = best.objective
         self.n_iter_ = best.n_iter
         self.converged_ = best.converged
         self.stopping_reason_ = best.stopping_reason
         self.best_restart_ = best.index
-        if result.certification.done:
-            self._take_certificates(result.certification, deferred=False)
-        else:
-            self._certification = result.certification
+        self._store_certification(result.certification)
         self._log_summary(name or type(self).__name__, result)
         if warn and not best.converged:
             if best.stopping_reason in ("rank-deficient", "objective-stalled"):
@@ -202,39 +195,11 @@ class BaseCategorySpace(
                 )
             warnings.warn(msg, ConvergenceWarning, stacklevel=3)
 
-    def _take_certificates(self, certification, *, deferred):
-        """Set ``restarts_`` and ``certificate_`` from ``certification`` (running its test if
-        pending). ``deferred``: the test runs now, after the fit, and its wall seconds go to
-        ``fit_seconds_["certificate"]`` where the fit reports its phases."""
-        restarts = certification.restarts()
-        self.restarts_ = list(restarts)
-        self.certificate_ = restarts[certification.best_index].certificate
-        self.__dict__.pop("_certification", None)
-        if deferred:
-            if isinstance(self.__dict__.get("fit_seconds_"), dict):
-                self.fit_seconds_ = {**self.fit_seconds_, "certificate": certification.seconds}
-            with _shown_logs(self.verbose):
-                if self.verbose:
-                    logger.info("%s: certificate (%.2f s, on first access): %s",
-                                type(self).__name__, certification.seconds, self.certificate_)
-
-    def __getattr__(self, name):
-        # Only reached when normal lookup fails: a certificate attribute of a fit whose test
-        # is pending (certify_at="access") runs the test now, once.
-        if name in CERTIFIED_ATTRIBUTES:
-            pending = self.__dict__.get("_certification")
-            if pending is not None:
-                self._take_certificates(pending, deferred=True)
-                return self.__dict__[name]
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-
-    def __getstate__(self):
-        # A pickle (and copy.copy / deepcopy) holds the certificate, never the pending test's
-        # certifier and the operator it reads: run the test first.
-        pending = self.__dict__.get("_certification")
-        if pending is not None:
-            self._take_certificates(pending, deferred=True)
-        return super().__getstate__()
+    def _log_deferred_certificate(self, seconds):
+        with _shown_logs(self.verbose):
+            if self.verbose:
+                logger.info("%s: certificate (%.2f s, on first access): %s",
+                            type(self).__name__, seconds, self.certificate_)
 
     def _log_summary(self, name, result):
         """With ``verbose``: one INFO line on the fitted model (chosen restart, certificate)."""

@@ -199,6 +199,17 @@ def test_grid_search_runs_no_test_until_the_certificate_is_read(wine, counted_te
     assert counted_tests == ["certify_kernel_axes"] * 10
 
 
+def test_threads_reading_the_certificate_run_one_test(wine, counted_tests):
+    from concurrent.futures import ThreadPoolExecutor
+
+    X, y = wine
+    est = CategorySpace(n_restarts=2, random_state=0).fit(X, y)
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda _: est.certificate_, range(8)))
+    assert counted_tests == ["certify_global_optimum"]
+    assert all(c is est.certificate_ for c in got)
+
+
 def test_saving_a_model_runs_the_test_and_stores_it(wine):
     X, y = wine
     est = CategorySpace(n_restarts=2, random_state=0).fit(X, y)
