@@ -1,8 +1,9 @@
 """Benchmark 4: the linear method at scale.
 
 (a) In memory, N = 1e6, D = 50, K = 10 (float64): ``CategorySpace().fit`` (defaults: 5
-    restarts, certificate in the fit: ``certify_at="fit"``) on the numpy backend and on the Dask backend (the same array as a
-    Dask array, 8 row chunks, 2 workers), against ``LinearDiscriminantAnalysis().fit``.
+    restarts; the certificate in the fit, ``certify_at="fit"``) on the numpy backend and on
+    the Dask backend (the same array as a Dask array, 8 row chunks, 2 workers), against
+    ``LinearDiscriminantAnalysis().fit``.
     CQS needs one pass over X (class scatter matrices); every iteration then runs on the
     driver in O(K D^2).
 (b) Out of core: N = 2e7, D = 50, float32 in a zarr group (X chunked by rows, y codes, class

@@ -9,8 +9,10 @@ whose certificate nobody reads (a grid search's folds) never runs it.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import pickle
 import re
+import weakref
 
 import numpy as np
 import pytest
@@ -70,6 +72,7 @@ def test_lazy_certificate_is_the_eager_one(wine, cls, params):
     assert lazy.certify_at == "access" and _pending(lazy)
     assert "restarts_" not in vars(lazy)
     pending = vars(lazy)["_certification"]
+    held = weakref.ref(pending._certifier)  # the kernel one holds the Gram operator
     eager = cls(n_restarts=3, random_state=0, certify_at="fit", **params).fit(X, y)
     assert "certificate_" in vars(eager) and "_certification" not in vars(eager)
     # The fit itself is the same: the same choice, the same axes.
@@ -80,6 +83,8 @@ def test_lazy_certificate_is_the_eager_one(wine, cls, params):
     # Ran once, and what it held is gone.
     assert not _pending(lazy) and pending.done
     assert pending._certifier is None and pending._point is None
+    gc.collect()
+    assert held() is None  # released with what it reads
     assert lazy.certificate_ is lazy.restarts_[lazy.best_restart_].certificate
 
 
