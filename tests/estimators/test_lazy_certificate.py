@@ -62,6 +62,7 @@ CASES = [
     (KernelCategorySpace, dict(origin="global")),  # stored G
     (KernelCategorySpace, dict(origin="class")),  # not certified: a gap
     (KernelCategorySpace, dict(origin="global", max_gram_bytes=0)),  # recomputed float32 tiles
+    (KernelCategorySpace, dict(approximation="nystroem", n_landmarks=60)),  # a linear fit inside
 ]
 
 
