@@ -4,6 +4,11 @@ The fit engine (:func:`catdask.core.engine.fit_restarts`) calls ``certify(point,
 moment=...)`` on the chosen restart's axes only and derives every other restart's certificate
 from that one (tied or beaten). ``applies = False`` (:class:`NoCertifier`) means no test at
 all: every restart gets the same not-applicable certificate.
+
+The test's random numbers (Lanczos start vectors, the subspace search of the dual) come from
+the fixed seed :data:`CERTIFIER_SEED`, so a fit's certificate is a function of the fit alone:
+the same whether the test runs inside ``fit`` or later, on first access (issue 26), and from
+one run to the next.
 """
 
 from __future__ import annotations
@@ -17,7 +22,10 @@ from .certify import certify_global_optimum
 from .kernel import certify_kernel_axes
 from .record import Certificate, not_applicable
 
-__all__ = ["LinearCertifier", "KernelCertifier", "NoCertifier"]
+__all__ = ["LinearCertifier", "KernelCertifier", "NoCertifier", "CERTIFIER_SEED"]
+
+#: Seed of the test's random numbers (see the module docstring).
+CERTIFIER_SEED = 0
 
 
 @dataclass(frozen=True)
@@ -40,7 +48,8 @@ class LinearCertifier:
     def certify(self, W, *, full_sdp="auto", moment=False) -> Certificate:
         if self.class_matrices is None:
             return not_applicable(self.unavailable)
-        return certify_global_optimum(self.class_matrices, W, full_sdp=full_sdp, moment=moment)
+        return certify_global_optimum(self.class_matrices, W, full_sdp=full_sdp, moment=moment,
+                                      rng=CERTIFIER_SEED)
 
 
 @dataclass(frozen=True)
@@ -58,7 +67,7 @@ class KernelCertifier:
 
     def certify(self, A, *, full_sdp="auto", moment=False) -> Certificate:
         return certify_kernel_axes(self.operator, self.classes, self.origin, A,
-                                   full_sdp=full_sdp, moment=moment)
+                                   full_sdp=full_sdp, moment=moment, rng=CERTIFIER_SEED)
 
 
 @dataclass(frozen=True)

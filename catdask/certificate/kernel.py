@@ -33,7 +33,8 @@ CERTIFICATE_DENSE_MAX_SAMPLES = 300
 CERTIFICATE_MAX_RANK = 1500
 
 
-def certify_kernel_axes(operator, classes, origin, A, *, full_sdp="auto", moment=False):
+def certify_kernel_axes(operator, classes, origin, A, *, full_sdp="auto", moment=False,
+                        rng=None):
     """Certificate of kernel axes ``A`` (K, N) on a Gram operator of class-sorted samples.
 
     Parameters
@@ -46,7 +47,7 @@ def certify_kernel_axes(operator, classes, origin, A, *, full_sdp="auto", moment
     origin : {"class", "global"}
     A : ndarray of shape (K, N)
         The coefficients, ``w_k = sum_j A[k, j] phi(x_j)``.
-    full_sdp, moment
+    full_sdp, moment, rng
         As in :func:`certify_global_optimum`.
 
     Returns
@@ -57,7 +58,8 @@ def certify_kernel_axes(operator, classes, origin, A, *, full_sdp="auto", moment
         low-rank test's certificate or rigorous gap.
     """
     if operator.n_samples > CERTIFICATE_DENSE_MAX_SAMPLES:
-        return certify_kernel_lowrank(operator, origin, A, full_sdp=full_sdp, moment=moment)
+        return certify_kernel_lowrank(operator, origin, A, full_sdp=full_sdp, moment=moment,
+                                      rng=rng)
     L, _, ok = pivoted_cholesky(operator.diagonal(), operator.columns, rtol=1e-12,
                                 max_rank=CERTIFICATE_MAX_RANK)
     if not ok:
@@ -66,7 +68,7 @@ def certify_kernel_axes(operator, classes, origin, A, *, full_sdp="auto", moment
             f"{CERTIFICATE_MAX_RANK} (pivoted Cholesky did not converge)"
         )
     return certify_global_optimum(equivalent_class_matrices(L, classes, origin), L.T @ A.T,
-                                  full_sdp=full_sdp, moment=moment)
+                                  full_sdp=full_sdp, moment=moment, rng=rng)
 
 
 def equivalent_class_matrices(L, classes, origin):

@@ -12,14 +12,17 @@ wins. The certificate test runs once, on that chosen restart; every other restar
 from it without a test of its own, rigorously: a tied restart shares its verdict (to TIE_RTOL),
 and a restart below another restart's objective is not a global maximiser, whose gap the chosen
 restart's upper bound on the global maximum bounds. The choice never depends on the verdict,
-and :func:`certify_restarts` is a pure function of the restarts, the chosen index, the final
-state and the certifier, so the test could later run on first access of the certificates
-(:attr:`FitResult.certificates`, :attr:`FitResult.certificate`) without changing the choice.
+and :func:`certify_restarts` is a pure function of the restarts, the chosen index, the chosen
+restart's axes and the certifier, so the test can run after the fit without changing anything:
+:class:`RestartCertification` holds those and runs it once, inside :func:`fit_restarts`
+(``certify_at="fit"``) or on first use of the certificates (``certify_at="access"``, issue 26:
+a fit inside cross-validation whose certificate nobody reads does not pay for the test).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
@@ -29,12 +32,16 @@ import numpy as np
 from .precision import FLOAT64, PrecisionSchedule
 from .problems import KernelState
 
-__all__ = ["SolverOptions", "Starts", "Certifier", "FitResult", "fit_restarts",
-           "choose_restart", "certify_restarts", "ties_with", "TIE_RTOL"]
+__all__ = ["SolverOptions", "Starts", "Certifier", "FitResult", "RestartCertification",
+           "fit_restarts", "choose_restart", "certify_restarts", "ties_with", "TIE_RTOL",
+           "CERTIFY_AT"]
 
 # Restarts whose objectives agree to this relative tolerance count as ties: one test, of the
 # chosen one, speaks for all of them (issue 2: "ties and near-ties broken by certificate").
 TIE_RTOL = 1e-9
+
+#: When the certificate test runs: inside the fit, or on first use of the certificates.
+CERTIFY_AT = ("access", "fit")
 
 
 @dataclass(frozen=True)
@@ -72,14 +79,88 @@ class Certifier(Protocol):
     def certify(self, point, *, full_sdp="auto", moment=False): ...
 
 
+class RestartCertification:
+    """Each restart's certificate (:func:`certify_restarts`), computed at most once.
+
+    Holds what the test needs (the solver's restart records, the chosen index, the chosen
+    restart's axes, the certifier) until :meth:`restarts` runs it; then it keeps only the
+    certified records, drops the certifier and calls ``release`` (e.g. the operator's
+    ``close``: a Gram operator the kernel certifier reads stays open until then). Pickling runs
+    the test first, so a pickle never holds a certifier or an operator.
+
+    Parameters
+    ----------
+    runs : sequence of RestartResult
+        The solver's records (``certificate`` not set).
+    best_index : int
+    point : ndarray or None
+        The chosen restart's axes (``W`` or kernel ``A``); None when the certifier does not
+        apply.
+    certifier : Certifier
+    moment : bool, default=False
+    release : callable, optional
+        Called once, after the test has run.
+
+    Attributes
+    ----------
+    seconds : float or None
+        Wall seconds of the test (and the derived certificates), once it has run.
+    """
+
+    def __init__(self, runs, best_index, point, certifier, *, moment=False, release=None):
+        self.runs = tuple(runs)
+        self.best_index = int(best_index)
+        self._point = point
+        self._certifier = certifier
+        self._moment = bool(moment)
+        self._release = release
+        self._certified = None
+        self.seconds = None
+        self._lock = threading.Lock()  # two threads reading the certificate: one test
+
+    @property
+    def done(self):
+        """Whether the test has run."""
+        return self._certified is not None
+
+    def restarts(self):
+        """Every restart's record with its certificate; runs the test on first call."""
+        with self._lock:
+            return self._run_once()
+
+    def _run_once(self):
+        if self._certified is None:
+            t0 = time.perf_counter()
+            certificates = _certify_point(self.runs, self.best_index, self._point,
+                                          self._certifier, moment=self._moment)
+            self._certified = tuple(dataclasses.replace(r, certificate=c)
+                                    for r, c in zip(self.runs, certificates))
+            self.seconds = time.perf_counter() - t0
+            release, self._release = self._release, None
+            self._point = self._certifier = None
+            if release is not None:
+                release()
+        return self._certified
+
+    def __getstate__(self):
+        self.restarts()  # a pickle holds certificates, never a certifier or its operator
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+
 @dataclass(frozen=True)
 class FitResult:
     """The record of one fit: the restarts, the chosen one, its certificate and the timings.
 
     Attributes
     ----------
-    restarts : tuple of RestartResult
-        One record per restart (index = position), each with its ``certificate``.
+    certification : RestartCertification
+        The restarts' records and their certificates (the test ran in the fit, or runs on
+        first use of :attr:`restarts`, :attr:`best`, :attr:`certificates`,
+        :attr:`certificate`).
     best_index : int
         The chosen restart.
     state : LinearState or KernelState
@@ -88,14 +169,15 @@ class FitResult:
         Wall seconds: ``"setup"`` (from ``started_at`` to the first iteration: the caller's
         validation and problem, and the starts), then ``"iterations"``, or ``"float32"`` (every
         iteration on float32 tiles) and ``"polish"`` (the exact float64 iterations;
-        :class:`~catdask.core.precision.Float32ThenFloat64`).
+        :class:`~catdask.core.precision.Float32ThenFloat64`), then ``"certificate"`` when a
+        test ran inside the fit.
     float32_iterations : tuple of int
         Each restart's iterations on float32 tiles (included in its ``n_iter``).
     started_at : float
         ``time.perf_counter()`` when the fit began.
     """
 
-    restarts: tuple
+    certification: RestartCertification
     best_index: int
     state: Any
     phases: dict
@@ -103,8 +185,24 @@ class FitResult:
     started_at: float
 
     @property
+    def runs(self):
+        """The solver's record of every restart, without certificates (no test runs)."""
+        return self.certification.runs
+
+    @property
+    def best_run(self):
+        """The chosen restart's solver record, without its certificate (no test runs)."""
+        return self.runs[self.best_index]
+
+    @property
+    def restarts(self):
+        """One :class:`~catdask.core.solver.RestartResult` per restart (index = position),
+        each with its ``certificate`` (runs the test if it has not run)."""
+        return self.certification.restarts()
+
+    @property
     def best(self):
-        """The chosen restart's :class:`~catdask.core.solver.RestartResult`."""
+        """The chosen restart's :class:`~catdask.core.solver.RestartResult`, certified."""
         return self.restarts[self.best_index]
 
     @property
@@ -124,8 +222,8 @@ class FitResult:
 
     def fit_seconds(self, finished_at):
         """Wall seconds per phase of a fit that ended at ``finished_at`` (perf_counter):
-        :attr:`phases`, then ``"finish"`` (everything after the iterations: certificate,
-        coordinates, classifier) and ``"total"``."""
+        :attr:`phases`, then ``"finish"`` (everything after the iterations and a certificate
+        run in the fit: coordinates, classifier) and ``"total"``."""
         total = finished_at - self.started_at
         out = dict(self.phases)
         out["finish"] = total - sum(out.values())
@@ -135,8 +233,9 @@ class FitResult:
 
 def fit_restarts(problem, starts: Starts, *, solver_options: SolverOptions,
                  certifier: Certifier, precision_schedule: PrecisionSchedule = FLOAT64,
-                 moment: bool = False, started_at: float | None = None) -> FitResult:
-    """Run every restart as one batch, choose one and certify it.
+                 moment: bool = False, started_at: float | None = None,
+                 certify_at: str = "fit", release: Callable[[], Any] | None = None) -> FitResult:
+    """Run every restart as one batch, choose one and certify it (now or on first use).
 
     Parameters
     ----------
@@ -151,23 +250,38 @@ def fit_restarts(problem, starts: Starts, *, solver_options: SolverOptions,
     started_at : float, optional
         ``time.perf_counter()`` when the caller's fit began (default: now); the ``"setup"``
         phase runs from it to the first iteration.
+    certify_at : {"fit", "access"}, default="fit"
+        ``"fit"``: the test runs here (phase ``"certificate"``). ``"access"``: it runs on
+        first use of the result's certificates (:class:`RestartCertification`); the certifier
+        and whatever it reads stay alive until then. A certifier that does not apply gives its
+        record here either way (there is no test to defer).
+    release : callable, optional
+        Called once after a deferred test has run (only with ``certify_at="access"``).
 
     Returns
     -------
     FitResult
     """
+    if certify_at not in CERTIFY_AT:
+        raise ValueError(f"certify_at must be one of {CERTIFY_AT}; got {certify_at!r}.")
     started_at = time.perf_counter() if started_at is None else started_at
     with precision_schedule.starts_precision():
         state0 = starts.evaluate()
     setup = time.perf_counter() - started_at
     run = precision_schedule.run(problem, state0, list(starts.labels), solver_options)
     best = choose_restart(run.restarts)
-    certificates = certify_restarts(run.restarts, best, run.state, certifier, moment=moment)
-    restarts = tuple(dataclasses.replace(r, certificate=c)
-                     for r, c in zip(run.restarts, certificates))
-    return FitResult(restarts=restarts, best_index=best, state=run.state,
-                     phases={"setup": setup, **run.phases},
-                     float32_iterations=tuple(run.float32_iterations), started_at=started_at)
+    point = _chosen_point(run.state, best) if certifier.applies else None
+    deferred = certify_at == "access" and certifier.applies
+    certification = RestartCertification(run.restarts, best, point, certifier, moment=moment,
+                                         release=release if deferred else None)
+    phases = {"setup": setup, **run.phases}
+    if not deferred:
+        certification.restarts()
+        if certifier.applies:
+            phases["certificate"] = certification.seconds
+    return FitResult(certification=certification, best_index=best, state=run.state,
+                     phases=phases, float32_iterations=tuple(run.float32_iterations),
+                     started_at=started_at)
 
 
 def ties_with(objective, top):
@@ -190,10 +304,22 @@ def certify_restarts(restarts, best_index, state, certifier, *, moment=False):
     ``state`` holds every restart's axes (``W``, or ``A`` for a kernel state); only the chosen
     restart's are tested (``full_sdp="auto"``).
     """
+    point = _chosen_point(state, best_index) if certifier.applies else None
+    return _certify_point(restarts, best_index, point, certifier, moment=moment)
+
+
+def _chosen_point(state, best_index):
+    """The chosen restart's axes: ``W`` (D, K), or kernel coefficients ``A`` (K, N); a copy,
+    so a deferred test does not keep every restart's state alive."""
+    axes = state.A if isinstance(state, KernelState) else state.W
+    return np.array(axes[best_index])
+
+
+def _certify_point(restarts, best_index, point, certifier, *, moment=False):
+    """:func:`certify_restarts` given the chosen restart's axes ``point``."""
     if not certifier.applies:
         cert = certifier.certify(None)
         return tuple(cert for _ in restarts)
-    point = state.A[best_index] if isinstance(state, KernelState) else state.W[best_index]
     reference = certifier.certify(point, full_sdp="auto", moment=moment)
     top = max(r.objective for r in restarts)
     out = []

@@ -33,10 +33,11 @@ from sklearn.utils.validation import (
 
 from ..certificate.certifiers import NoCertifier
 from ..core.classes import ClassIndex
-from ..core.engine import SolverOptions
+from ..core.engine import CERTIFY_AT, SolverOptions
 from ..distributed.inputs import is_distributed_input, load_training_data
 from ..distributed.options import compute_context
 from ..core.validation import check_data_scale, encode_class_labels
+from .certificate_access import CertificateOnAccess
 from .classify import (
     CLASSIFIERS,
     PROBABILISTIC,
@@ -51,7 +52,7 @@ logger = logging.getLogger("catdask")
 
 #: Parameters of both estimators (the solver's): objective, restarts, stopping, starts.
 SOLVER_PARAMS = ("objective", "origin", "eps", "n_restarts", "tol", "max_iter", "init",
-                 "random_state", "certify", "verbose", "acceleration")
+                 "random_state", "certify", "certify_at", "verbose", "acceleration")
 
 @contextlib.contextmanager
 def _shown_logs(verbose):
@@ -89,7 +90,8 @@ def logs_when_verbose(fit):
 
 
 class BaseCategorySpace(
-    ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClassifierMixin, BaseEstimator
+    ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClassifierMixin, CertificateOnAccess,
+    BaseEstimator
 ):
     """Common parameters, fitting workflow and the classification rules."""
 
@@ -103,6 +105,7 @@ class BaseCategorySpace(
         "init": [StrOptions({"auto", "random", "decoupled", "class-means"}), "array-like"],
         "random_state": ["random_state"],
         "certify": ["boolean", StrOptions({"moment"})],
+        "certify_at": [StrOptions(set(CERTIFY_AT))],
         "verbose": ["verbose"],
         "acceleration": [StrOptions({"auto", "anderson", "none"})],
         "classifier": [StrOptions(set(CLASSIFIERS))],
@@ -161,16 +164,20 @@ class BaseCategorySpace(
     def _set_fit_result(self, result, *, name=None, warn=True):
         """Store the restart records and the chosen restart's diagnostics from a
         :class:`~catdask.core.engine.FitResult`; log the summary (``name``: the model's
-        description) and, with ``warn``, warn when the chosen restart did not converge."""
-        best = result.best
-        self.restarts_ = list(result.restarts)
+        description) and, with ``warn``, warn when the chosen restart did not converge.
+
+        The certificates (``certificate_``, ``restarts_``) are set now when the test ran in
+        the fit; otherwise the pending :class:`~catdask.core.engine.RestartCertification` is
+        kept and runs on first access of either (:mod:`.certificate_access`).
+        """
+        best = result.best_run
         self.objective_ = best.objective
         self.n_iter_ = best.n_iter
         self.converged_ = best.converged
         self.stopping_reason_ = best.stopping_reason
-        self.certificate_ = result.certificate
         self.best_restart_ = best.index
-        self._log_summary(name or type(self).__name__)
+        self._store_certification(result.certification)
+        self._log_summary(name or type(self).__name__, result)
         if warn and not best.converged:
             if best.stopping_reason in ("rank-deficient", "objective-stalled"):
                 msg = (
@@ -188,16 +195,24 @@ class BaseCategorySpace(
                 )
             warnings.warn(msg, ConvergenceWarning, stacklevel=3)
 
-    def _log_summary(self, name):
+    def _log_deferred_certificate(self, seconds):
+        with _shown_logs(self.verbose):
+            if self.verbose:
+                logger.info("%s: certificate (%.2f s, on first access): %s",
+                            type(self).__name__, seconds, self.certificate_)
+
+    def _log_summary(self, name, result):
         """With ``verbose``: one INFO line on the fitted model (chosen restart, certificate)."""
         if not self.verbose:
             return
-        best = self.restarts_[self.best_restart_]
+        best = result.best_run
+        certificate = (self.certificate_ if "certificate_" in self.__dict__
+                       else "pending (runs on first access of certificate_ or restarts_)")
         logger.info(
             "%s: best of %d restarts is restart %d (%s start): objective %.10g, %d iterations, "
             "%s; certificate: %s",
-            name, len(self.restarts_), best.index, best.start, best.objective, best.n_iter,
-            "converged" if best.converged else best.stopping_reason, best.certificate,
+            name, len(result.runs), best.index, best.start, best.objective, best.n_iter,
+            "converged" if best.converged else best.stopping_reason, certificate,
         )
 
     def _labels_and_rng(self, kernel):

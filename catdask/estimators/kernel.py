@@ -64,6 +64,16 @@ class KernelCategorySpace(BaseCategorySpace):
         As in :class:`CategorySpace` (``origin="global"`` and ``classifier="qda"`` by
         default). ``origin="global"`` uses the centred Gram ``H G H`` (x0 the feature-space
         centroid). ``tol`` applies to the RKHS norm of the change, ``sqrt(tr(dA G dA^T))``.
+    certify_at : {"access", "fit"}, default="access"
+        When the test runs. ``"access"``: on first access of ``certificate_`` or
+        ``restarts_`` (or when the model is pickled, saved or registered), so fits whose
+        certificate nobody reads (cross-validation, grid search) do not pay for it. Until then
+        the model keeps the Gram operator the test reads (the class-sorted X and, when it was
+        stored, G itself: at most ``max_gram_bytes``), released once the test has run. A fit
+        on Dask input certifies in :meth:`fit` whatever this says: its Gram operator holds
+        blocks on the workers (and possibly a temporary zarr cache) and computes through the
+        fit's client, which must not outlive the fit. ``"fit"``: inside :meth:`fit`. The
+        certificate is the same either way.
     init : {"auto", "random", "decoupled"} or array-like of shape (K, N), default="auto"
         ``"auto"``: the decoupled start (top kernel-PCA direction of each class), then random
         ones. An array is a single start given by coefficients (e.g. from a Nystroem fit).
@@ -116,8 +126,10 @@ class KernelCategorySpace(BaseCategorySpace):
     fit_seconds_ : dict
         Wall seconds of the fit's phases (exact fits): ``"setup"`` (validation, placing X,
         the centring pass, the starts), ``"float32"`` and ``"polish"`` (precision="auto" with
-        recomputed tiles) or ``"iterations"``, ``"finish"`` (certificate, coordinates,
-        classifier) and ``"total"``.
+        recomputed tiles) or ``"iterations"``, ``"certificate"`` (the test, once it has run:
+        in the fit, or added on first access with ``certify_at="access"``), ``"finish"``
+        (coordinates, classifier) and ``"total"`` (the wall time of :meth:`fit` itself, so it
+        includes ``"certificate"`` only when the test ran in the fit).
     n_iter_float32_ : int
         Iterations of the best restart on float32 tiles, before the hand-over and anchored
         after it (included in ``n_iter_``; 0 when every product was float64).
@@ -179,6 +191,7 @@ class KernelCategorySpace(BaseCategorySpace):
         init="auto",
         random_state=None,
         certify=True,
+        certify_at="access",
         verbose=0,
         acceleration="auto",
         max_gram_bytes=2 * 1024**3,
@@ -194,7 +207,7 @@ class KernelCategorySpace(BaseCategorySpace):
         self.coef0 = coef0
         self.kernel_params = kernel_params
         self._set_solver_params(objective, origin, eps, n_restarts, tol, max_iter, init,
-                                random_state, certify, verbose, acceleration)
+                                random_state, certify, certify_at, verbose, acceleration)
         self.max_gram_bytes = max_gram_bytes
         self.approximation = approximation
         self.n_landmarks = n_landmarks
@@ -239,25 +252,35 @@ class KernelCategorySpace(BaseCategorySpace):
         # The operator works on the samples sorted by class, so every class is a contiguous
         # block of G; coefficients come back to the caller's order at the end.
         with self._compute_context(distributed), _driver_blas_threads(distributed), \
-                closing(make_operator(
-            caller_classes.sort_rows(X), caller_classes.sorted(), kernel,
-            max_gram_bytes=self.max_gram_bytes, distributed=distributed, device=device,
-        )) as base:
+                contextlib.ExitStack() as operator_scope:
+            base = operator_scope.enter_context(closing(make_operator(
+                caller_classes.sort_rows(X), caller_classes.sorted(), kernel,
+                max_gram_bytes=self.max_gram_bytes, distributed=distributed, device=device,
+            )))
             classes = base.classes
             centred = CentredGramOperator(base)
             op = centred if self.origin == "global" else base
             self.eps_ = float(self.eps * _data_scale(centred.covariance_moments(), kernel=True))
             problem = KernelProblem(op, CategoryObjective(self.objective, self.origin, self.eps_))
+            certifier = self._certifier(KernelCertifier(op, classes, self.origin))
+            # A deferred test reads this operator later, exactly as the fit left it (closing
+            # a numpy one would switch its products from the stored G to recomputed blocks),
+            # so it stays open until the test has run. A Dask operator never waits: its
+            # blocks live on the cluster, through a client that ends with the fit.
+            deferred = self.certify_at == "access" and not distributed and certifier.applies
             result = fit_restarts(
                 problem, self._starts(problem, op, caller_classes),
-                solver_options=self._solver_options(),
-                certifier=self._certifier(KernelCertifier(op, classes, self.origin)),
+                solver_options=self._solver_options(), certifier=certifier,
                 # Float32 tiles only where they apply (G recomputed); the polish and the
                 # certificate are float64.
                 precision_schedule=precision_schedule(self.precision, base),
                 moment=self.certify == "moment", started_at=t_start,
+                certify_at="access" if deferred else "fit",
+                release=base.close if deferred else None,
             )
             A, offset, coordinates = self._chosen_axes(result, centred)
+            if deferred:
+                operator_scope.pop_all()  # the pending test closes it (release) after it ran
         self.kernel_ = kernel
         self.dual_coef_ = caller_classes.unsort(A)
         self.projection_offset_ = offset

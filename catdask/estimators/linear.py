@@ -68,6 +68,13 @@ class CategorySpace(BaseCategorySpace):
         tied or beaten): Rapcsák's condition, then the SDP-dual test, then an upper bound.
         ``"moment"`` also tries the level-2 moment relaxation when the SDP dual is not tight
         (slower; needs the ``sdp`` extra). See ``certificate_``.
+    certify_at : {"access", "fit"}, default="access"
+        When the test runs. ``"access"``: on first access of ``certificate_`` or
+        ``restarts_`` (or when the model is pickled, saved or registered), so fits whose
+        certificate nobody reads (cross-validation, grid search) do not pay for it; until then
+        the model keeps the K class matrices (K D^2 floats) the test reads, Dask input
+        included (they are in the driver's memory, nothing stays on the cluster). ``"fit"``:
+        inside :meth:`fit`. The certificate is the same either way.
     verbose : int, default=0
         Report the fit at INFO level (loggers ``catdask.*``): progress every 50 iterations
         and, at the end, the chosen restart (objective, iterations, certificate). When logging
@@ -100,6 +107,8 @@ class CategorySpace(BaseCategorySpace):
     stopping_reason_ : str
     certificate_ : catdask.certificate.Certificate
         Global-optimality certificate of the chosen restart (see :mod:`catdask.certificate`).
+        With ``certify_at="access"`` the test runs on the first access of this attribute or
+        of ``restarts_``.
     restarts_ : list of catdask.core.solver.RestartResult
         One record per restart: start, objective, iterations, convergence, certificate.
     best_restart_ : int
@@ -152,12 +161,13 @@ class CategorySpace(BaseCategorySpace):
         init="auto",
         random_state=None,
         certify=True,
+        certify_at="access",
         verbose=0,
         acceleration="auto",
         classifier="qda",
     ):
         self._set_solver_params(objective, origin, eps, n_restarts, tol, max_iter, init,
-                                random_state, certify, verbose, acceleration)
+                                random_state, certify, certify_at, verbose, acceleration)
         self.classifier = classifier
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -201,6 +211,9 @@ class CategorySpace(BaseCategorySpace):
                 problem, self._starts(problem, op, class_matrices),
                 solver_options=self._solver_options(), certifier=self._certifier(certifier),
                 moment=self.certify == "moment",
+                # The test reads only the class matrices (driver memory): it may run later
+                # whatever the input, after the operator is closed.
+                certify_at=self.certify_at,
             )
             W = result.state.W[result.best_index]
             # Class means on their own axes, measured from the centroid, fix the signs (so W

@@ -60,7 +60,10 @@ class ModelSpec:
     def estimator(self):
         kw = dict(origin=self.origin, eps=self.eps, n_restarts=self.n_restarts, tol=self.tol,
                   max_iter=self.max_iter, random_state=self.random_state,
-                  certify="moment" if self.certify == "moment" else True)
+                  certify="moment" if self.certify == "moment" else True,
+                  # The registration decision reads the certificate anyway; in the fit, its
+                  # time is part of the recorded fit_seconds and of the fit task's log.
+                  certify_at="fit")
         if self.is_kernel:
             kw["gamma"] = self.gamma
         from ..methods import make_estimator  # the estimators: imported when a fit needs them

@@ -136,10 +136,12 @@ def test_fit_result_records_the_restarts_the_choice_and_the_phases():
     assert result.certificates == tuple(r.certificate for r in result.restarts)
     assert result.certificate.applicable and result.certificate.objective == pytest.approx(
         result.best.objective, rel=1e-12)
-    assert set(result.phases) == {"setup", "iterations"}
+    # The test ran in the fit (certify_at="fit", the engine's default): its own phase.
+    assert list(result.phases) == ["setup", "iterations", "certificate"]
+    assert result.phases["certificate"] == result.certification.seconds > 0
     assert result.float32_iterations == (0, 0, 0, 0) and result.n_iter_float32 == 0
     seconds = result.fit_seconds(result.started_at + 100.0)
-    assert list(seconds) == ["setup", "iterations", "finish", "total"]
+    assert list(seconds) == ["setup", "iterations", "certificate", "finish", "total"]
     assert seconds["total"] == pytest.approx(100.0, rel=1e-12)
     assert sum(v for k, v in seconds.items() if k != "total") == pytest.approx(100.0)
     with pytest.raises(AttributeError):
@@ -174,7 +176,7 @@ def test_float32_schedule_runs_starts_and_first_phase_in_float32_then_polishes()
     assert seen == ["float32"] and op.precision == "float64"
     assert certifier.calls[0][3] == "float64"  # the certificate reads float64 products
     np.testing.assert_array_equal(certifier.calls[0][0], mixed.state.A[mixed.best_index])
-    assert list(mixed.phases) == ["setup", "float32", "polish"]
+    assert list(mixed.phases) == ["setup", "float32", "polish", "certificate"]
     assert all(n > 0 for n in mixed.float32_iterations)
     assert mixed.n_iter_float32 == mixed.float32_iterations[mixed.best_index]
     assert all(r.n_iter > n for r, n in zip(mixed.restarts, mixed.float32_iterations))

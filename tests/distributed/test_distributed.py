@@ -219,6 +219,28 @@ def test_kernel_certificate_matches_numpy(client):
     assert got.certificate_.gap == pytest.approx(ref.certificate_.gap, rel=1e-6, abs=1e-9)
 
 
+def test_certificate_on_first_access_with_dask_input(client):
+    """Issue 26. Linear: the test reads only the class matrices (driver memory), so it waits
+    for first access on Dask input too and gives the eager certificate. Kernel: a Dask Gram
+    operator (blocks on the workers, through the fit's client) never outlives the fit, so the
+    test runs in the fit whatever ``certify_at`` says."""
+    import dataclasses
+
+    X, y = _data(n_per_class=15, seed=7)
+    Xd = da.from_array(X, chunks=(20, -1))
+    kw = dict(n_restarts=2, random_state=0)
+    lazy = CategorySpace(**kw).fit(Xd, y)
+    assert "_certification" in vars(lazy) and "certificate_" not in vars(lazy)
+    eager = CategorySpace(certify_at="fit", **kw).fit(Xd, y)
+    assert dataclasses.replace(lazy.certificate_, seconds=0.0) == dataclasses.replace(
+        eager.certificate_, seconds=0.0)
+    assert "_certification" not in vars(lazy)
+    kernel = KernelCategorySpace(gamma=0.1, **kw).fit(Xd, y)
+    assert kernel.certify_at == "access"
+    assert "certificate_" in vars(kernel) and "_certification" not in vars(kernel)
+    assert "certificate" in kernel.fit_seconds_ and kernel.certificate_.applicable
+
+
 @pytest.mark.parametrize("origin", ["class", "global"])
 def test_decoupled_start_by_lanczos_matches_dense(client, monkeypatch, origin):
     """Large classes get the decoupled start from Lanczos on blocked class matvecs (no

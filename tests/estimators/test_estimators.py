@@ -119,11 +119,21 @@ def test_convergence_warning_when_max_iter_is_hit():
 def test_verbose_reports_the_fit(estimator, caplog):
     """verbose=1 showed nothing: the records were INFO, below Python's default level."""
     X, y = make_blobs(seed=6)
-    estimator.set_params(verbose=1).fit(X, y)
+    estimator.set_params(verbose=1, certify_at="fit").fit(X, y)
     summary = [r.getMessage() for r in caplog.records if "best of 2 restarts" in r.getMessage()]
     assert len(summary) == 1
     assert type(estimator).__name__ in summary[0] and "certificate: Certificate(" in summary[0]
     assert logging.getLogger("catdask").level == logging.NOTSET  # restored after the fit
+    caplog.clear()
+    # The test on first access (issue 26): the fit says so, the access reports it.
+    estimator.set_params(certify_at="access").fit(X, y)
+    summary = [r.getMessage() for r in caplog.records if "best of 2 restarts" in r.getMessage()]
+    assert len(summary) == 1 and "certificate: pending" in summary[0]
+    caplog.clear()
+    estimator.certificate_
+    assert [r.getMessage() for r in caplog.records if "on first access): Certificate(" in
+            r.getMessage()]
+    assert logging.getLogger("catdask").level == logging.NOTSET
     caplog.clear()
     estimator.set_params(verbose=0).fit(X, y)
     assert not caplog.records

@@ -1,0 +1,69 @@
+"""The certificate test on first access (issue 26): ``certificate_`` and ``restarts_``.
+
+With ``certify_at="access"`` a fit keeps its pending
+:class:`~catdask.core.engine.RestartCertification` (the solver's restart records, the chosen
+axes, the certifier and what it reads) instead of running the global-optimality test. The first
+access of ``certificate_`` or ``restarts_`` runs it, once, sets both as ordinary attributes and
+drops the pending state; pickling (and ``copy``) runs it first, so a pickle never holds a
+certifier or an operator. A fit whose certificate nobody reads (a cross-validation fold) never
+pays for it; the certificate is the one the test in ``fit`` gives (the engine's test is a pure
+function of what the certification holds, and the certifiers' random numbers are seeded).
+"""
+
+from __future__ import annotations
+
+__all__ = ["CERTIFIED_ATTRIBUTES", "CertificateOnAccess"]
+
+#: The fitted attributes that report the certificate test: set when it has run.
+CERTIFIED_ATTRIBUTES = ("certificate_", "restarts_")
+
+
+class CertificateOnAccess:
+    """Mixin of the estimators: ``certificate_`` / ``restarts_`` from a certification that
+    may still be pending (before ``BaseEstimator`` in the MRO, for ``__getstate__``)."""
+
+    def _store_certification(self, certification):
+        """Keep ``certification`` (a fit's): its certificates now when its test has run,
+        else pending until first access. An earlier fit's certificates are dropped."""
+        for attr in (*CERTIFIED_ATTRIBUTES, "_certification"):
+            self.__dict__.pop(attr, None)
+        if certification.done:
+            self._take_certificates(certification, deferred=False)
+        else:
+            self._certification = certification
+
+    def _take_certificates(self, certification, *, deferred):
+        """Set ``restarts_`` and ``certificate_`` from ``certification`` (running its test if
+        pending). ``deferred``: the test ran now, after the fit: its wall seconds go to
+        ``fit_seconds_["certificate"]`` where the fit reports its phases (the fit's own
+        ``"total"`` stays what it was), and ``verbose`` reports it."""
+        restarts = certification.restarts()
+        self.restarts_ = list(restarts)
+        self.certificate_ = restarts[certification.best_index].certificate
+        self.__dict__.pop("_certification", None)
+        if deferred:
+            if isinstance(self.__dict__.get("fit_seconds_"), dict):
+                self.fit_seconds_ = {**self.fit_seconds_, "certificate": certification.seconds}
+            self._log_deferred_certificate(certification.seconds)
+
+    def _log_deferred_certificate(self, seconds):
+        """Report a test run on first access (the estimator's verbose logging)."""
+
+    def __getattr__(self, name):
+        # Only reached when normal lookup fails: a certificate attribute of a fit whose test
+        # is pending runs the test now, once.
+        if name in CERTIFIED_ATTRIBUTES:
+            pending = self.__dict__.get("_certification")
+            if pending is not None:
+                self._take_certificates(pending, deferred=True)
+            if name in self.__dict__:  # set here, or by another thread meanwhile
+                return self.__dict__[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __getstate__(self):
+        # A pickle (and copy.copy / deepcopy) holds the certificate, never the pending test's
+        # certifier and the operator it reads: run the test first.
+        pending = self.__dict__.get("_certification")
+        if pending is not None:
+            self._take_certificates(pending, deferred=True)
+        return super().__getstate__()
