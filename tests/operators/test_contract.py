@@ -63,6 +63,15 @@ def _dask_x():
     return da.from_array(X, chunks=(CHUNK, -1))
 
 
+def _torch_operator(X, classes, precision):
+    pytest.importorskip("torch", reason="the device operator needs PyTorch "
+                        "(pip install 'catdask[gpu]')")
+    from catdask.operators import TorchGramOperator
+
+    return TorchGramOperator(X, classes, _rbf(), device="cpu", precision=precision,
+                             fused=False)
+
+
 # name -> factory(X, classes, center, tmp_dir). One line per operator.
 DATA_OPERATORS = {
     "numpy": lambda X, c, center, tmp: NumpyDataOperator(X, c, center),
@@ -89,6 +98,9 @@ GRAM_OPERATORS = {
     "dask-tiles-f32": (lambda X, c, tmp: DaskGramOperator(
         X, c, _rbf(), cache="recompute", block_rows=BLOCK, tile_rows=TILE,
         precision="float32"), RTOL64),
+    # PyTorch's CPU build stands in for a GPU (bench_device.py runs the fused kernel there).
+    "torch-f64": (lambda X, c, tmp: _torch_operator(X, c, "float64"), RTOL64),
+    "torch-f32": (lambda X, c, tmp: _torch_operator(X, c, "float32"), RTOL64),
 }
 
 GRAM_CASES = [*GRAM_OPERATORS, *(f"centred:{name}" for name in GRAM_OPERATORS)]
