@@ -242,10 +242,15 @@ class KernelCategorySpace(BaseCategorySpace):
         -------
         self : KernelCategorySpace
         """
-        if self.approximation == "nystroem":
-            return self._fit_nystroem(X, y)
         t_start = time.perf_counter()
         X, y, device = host_arrays(X, y, self.device)
+        if self.approximation == "nystroem":
+            if self.device is not None:
+                raise ValueError(
+                    f"device={self.device!r} runs the exact kernel fit's Gram products; "
+                    "approximation='nystroem' fits on N x m features on the CPU: leave device "
+                    "unset, or drop approximation for an exact fit on the device.")
+            return self._fit_nystroem(X, y)
         X, classes_, caller_classes, distributed = self._validated_training_data(
             X, y, linear=False, to_memory=True)
         kernel = self._make_kernel(X.shape[1])

@@ -138,6 +138,8 @@ def test_bad_devices_say_what_is_wrong():
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="sees no CUDA GPU"):
             KernelCategorySpace(device="cuda").fit(X, y)
+    with pytest.raises(ValueError, match="approximation='nystroem' fits on N x m features"):
+        KernelCategorySpace(approximation="nystroem", device="cpu").fit(X, y)
     with pytest.raises(ValueError, match="built-in kernel"):
         KernelCategorySpace(kernel=lambda a, b: float(a @ b), device="cpu").fit(X, y)
 
