@@ -175,3 +175,24 @@ def test_dask_without_gpu_workers_is_refused(dask_scheduler):
     with distributed.Client(dask_scheduler):
         with pytest.raises(ValueError, match="none of the cluster's 2 workers declares one"):
             KernelCategorySpace(device="cpu").fit(da.from_array(X, chunks=(30, -1)), y)
+
+
+def test_a_fused_kernel_that_does_not_compile_falls_back_to_tiles(monkeypatch, caplog, rng):
+    """A GPU or Triton that cannot compile the fused kernel costs speed, not the fit."""
+    from catdask.operators import fused_rbf, torch_gram
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no such instruction on this GPU")
+
+    X, y = _data(N=90)
+    classes = ClassIndex(y, 3)
+    kernel = make_kernel("rbf", n_features=X.shape[1])
+    op = TorchGramOperator(X, classes, kernel, device="cpu", fused=False)
+    op.fused = True  # as on a GPU
+    monkeypatch.setattr(fused_rbf, "rbf_matmul", broken)
+    monkeypatch.setattr(torch_gram, "_FUSED_VARIANTS", {})
+    z = rng.normal(size=(2, 90))
+    with caplog.at_level("WARNING", logger="catdask.operators"):
+        B = op.class_matmul(z)
+    assert "does not run here" in caplog.text and "no such instruction" in caplog.text
+    assert _rel(B, NumpyGramOperator(X, classes, kernel).class_matmul(z)) < 1e-12
