@@ -35,7 +35,7 @@ from scipy.sparse.linalg import lsqr
 
 from .eigen import NumericalFailure
 from .moment_dual import MomentDual, dual_bound, reduction_basis
-from .moment_sos import Identity, block_sizes, count_moments
+from .moment_sos import block_sizes, count_moments, identity
 
 __all__ = [
     "MomentBound",
@@ -285,7 +285,7 @@ def moment_relaxation_bound(R, *, W=None, eps=1e-8, max_iters=20_000,
     # Batched products: an unoptimised einsum over "di,kde,ej" costs K D^2 r^2 (4 s at D = 178,
     # K = 3, measured), the two products 2 K D^2 r.
     A = basis.T @ (R / scale) @ basis
-    ident = Identity(K, r, anchor)
+    ident = identity(K, r, anchor)
     f_vec = ident.objective(A)
     n, n_mult = ident.n, ident.n_mult
 
