@@ -33,9 +33,8 @@ logger = logging.getLogger("catdask.certificate")
 
 #: Default of ``max_seconds``: a larger estimated cost is not attempted.
 MAX_SECONDS = 300.0
-#: The subspace dual bound (seconds: an L-BFGS model per round) refines a bound only when the
-#: cheap bounds leave a relative gap above this; on blobs (D = 50, K = 10) it took 1.6 s to turn
-#: 6.4e-4 into 5.4e-4, where the whole fit took 1.2 s.
+#: The subspace dual bound (seconds of L-BFGS) refines only a cheap bound whose relative gap is
+#: above this (blobs, D = 50, K = 10: 1.6 s for 6.4e-4 -> 5.4e-4, docs/design.md §4).
 SUBSPACE_MIN_GAP = 1e-3
 #: Dense D x D factorisations of the whole test, per class (the scale, the SDP-dual
 #: verification, the bound's verification, the search's Lanczos runs in Cholesky units;
@@ -222,9 +221,7 @@ def certify_global_optimum(
         sdp = sdp_dual_test(point)
         stage = "the upper bound"
         cert = _record(point, rap_lmax, rap_check, sdp, full_sdp, max_sdp_dim, t0, dual_out)
-        # The moment level keeps one BLAS thread too: SCS brings its own single-threaded
-        # OpenBLAS, and the proof's eigvalsh of a 736-block took 0.56 s with two threads
-        # beside other work against 0.095 s with one.
+        # One BLAS thread for the moment level too (SCS has its own; docs/design.md §4b).
         if moment and not cert.certified:
             stage = "the moment relaxation"
             cert = _moment_level(point, cert, int(max_moment_block), t0)
