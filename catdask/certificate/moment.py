@@ -56,7 +56,8 @@ MAX_MOMENTS = 300_000
 ANCHOR_MIN_BLOCK = 400
 # SCS's initial primal/dual scale (it adapts it during the solve). Measured (iterations to
 # eps = 1e-8, class origin): vehicle, anchored (block 265): 3,675 at 0.1 (SCS's default),
-# 2,150 at 0.01, 2,350 at 1e-3, 4,925 at 1e-4; wine, full (block 274): 175 at 0.1, 275 at 0.01,
+# 1,775 at 0.03 (gap 1.6e-9), 2,150 at 0.01 (gap 6e-12), 3,225 at 3e-3, 2,350 at 1e-3, 4,925
+# at 1e-4 (an irregular landscape, one data set: 0.01 for the smallest gap); wine, full (block 274): 175 at 0.1, 275 at 0.01,
 # 675 at 1e-3, 200 at 0.3; segmentation, full (block 736): 975 at 0.1, 900 at 0.01, 950 at 1e-3.
 # The solver's settings only decide how tight the proved bound is, never whether it holds.
 ANCHORED_SCS_SCALE = 0.01
