@@ -99,7 +99,11 @@ def measure(name, method, origin, X, y, *, restarts, certify):
         proof = dual_bound(dual.class_matrices, dual)
         f = abs(cert.objective)
         row.update(reverify_seconds=time.perf_counter() - t1,
-                   reverified=bool(proof.upper_bound == cert.verified_upper_bound),
+                   # verify_certificate's test: the recomputed bound is not above the stored
+                   # one beyond rtol = 1e-9 (the test runs on one BLAS thread, this one may
+                   # not: sums in another order differ in the last bits).
+                   reverified=bool(proof.upper_bound <= cert.verified_upper_bound
+                                   + 1e-9 * abs(cert.verified_upper_bound)),
                    residual_charge=proof.residual_charge / f,
                    residual_l1=proof.residual_l1 / f,
                    nullspace_charge=proof.nullspace_charge / f, anchor=dual.anchor)

@@ -33,6 +33,9 @@ logger = logging.getLogger("catdask.certificate")
 
 #: Default of ``max_seconds``: a larger estimated cost is not attempted.
 MAX_SECONDS = 300.0
+#: The subspace dual bound (seconds of L-BFGS) refines only a cheap bound whose relative gap is
+#: above this (blobs, D = 50, K = 10: 1.6 s for 6.4e-4 -> 5.4e-4, docs/design.md §4).
+SUBSPACE_MIN_GAP = 1e-3
 #: Dense D x D factorisations of the whole test, per class (the scale, the SDP-dual
 #: verification, the bound's verification, the search's Lanczos runs in Cholesky units;
 #: measured 4-8 per class at D = 784, K = 10), rounded up.
@@ -218,7 +221,7 @@ def certify_global_optimum(
         sdp = sdp_dual_test(point)
         stage = "the upper bound"
         cert = _record(point, rap_lmax, rap_check, sdp, full_sdp, max_sdp_dim, t0, dual_out)
-        blas.restore_original_limits()  # the moment solver's large blocks use every thread
+        # One BLAS thread for the moment level too (SCS has its own; docs/design.md §4b).
         if moment and not cert.certified:
             stage = "the moment relaxation"
             cert = _moment_level(point, cert, int(max_moment_block), t0)
@@ -388,8 +391,21 @@ def _upper_bound(point, sdp, full_sdp, max_sdp_dim, dual_out=None):
         bounds.append((sdp["bound"], "reduced"))
     use_sdp, why_not = want_full_sdp(full_sdp, point.D, max_sdp_dim)
     subspace_note = None
-    if (not use_sdp and full_sdp is not False and point.R_all is not None
-            and point.K < point.D and have_small_sdp_solver()):
+    reduced_done = False
+    if point.dense:
+        # Dense eigendecompositions: the projected-subgradient bound costs a few K eigh of
+        # order D (0.06 s at D = 50, K = 10), the subspace bound ~20x that (docs/design.md §4).
+        bounds.append((reduced_bound(point, sdp["nu"], sdp["directions"], out=dual_out),
+                       "reduced"))
+        reduced_done = True
+    cheap_gap = relative_gap(max(min(b for b, _ in bounds), f), f, point.tau)
+    wants_subspace = (not use_sdp and full_sdp is not False and point.R_all is not None
+                      and point.K < point.D)
+    if wants_subspace and cheap_gap <= SUBSPACE_MIN_GAP:
+        wants_subspace = False
+        subspace_note = (f"subspace dual bound skipped: the cheap bound's relative gap "
+                         f"{cheap_gap:.1e} is already <= {SUBSPACE_MIN_GAP:g}")
+    if wants_subspace and have_small_sdp_solver():
         # Too large for the full SDP: its dual restricted to a growing subspace (still a
         # "reduced" bound, Y = V T V^T, T from a small model; docs/design.md §4). Arrays only:
         # an operator keeps to matvecs (the projected-subgradient bound).
@@ -399,8 +415,9 @@ def _upper_bound(point, sdp, full_sdp, max_sdp_dim, dual_out=None):
             subspace_note = _subspace_note(point, bound, info)
         except numerical_failures() as exc:  # solver failure: the projected-subgradient bound
             subspace_note = f"subspace dual bound failed ({type(exc).__name__}: {exc})"
-    if (subspace_note is None or subspace_note.startswith("subspace dual bound failed")
-            or dual_out is not None):  # the low-rank kernel test lifts this bound's dual point
+    if not reduced_done and (subspace_note is None or subspace_note.startswith(
+            "subspace dual bound failed") or dual_out is not None):
+        # (the low-rank kernel test lifts this bound's dual point: dual_out)
         bounds.append((reduced_bound(point, sdp["nu"], sdp["directions"], out=dual_out),
                        "reduced"))
     if use_sdp:

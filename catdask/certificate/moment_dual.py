@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .moment_sos import LAYOUT, Identity
+from .moment_sos import LAYOUT
+from .moment_sos import identity as shared_identity
 
 __all__ = ["DualBound", "MomentDual", "dual_bound", "reduction_basis"]
 
@@ -175,7 +176,7 @@ def dual_bound(R, dual, identity=None):
     r = dual.basis.shape[1]
     if dual.anchor is not None and not K <= dual.anchor <= r:
         raise ValueError(f"moment certificate anchor {dual.anchor} is not in [{K}, {r}]")
-    ident = identity if identity is not None else Identity(K, r, dual.anchor)
+    ident = identity if identity is not None else shared_identity(K, r, dual.anchor)
     _check_shapes(dual, K, D, ident)
     finite = all(np.all(np.isfinite(g)) for g in dual.gram)
     if not (finite and np.all(np.isfinite(dual.multipliers)) and np.all(np.isfinite(dual.basis))):

@@ -38,6 +38,10 @@ __all__ = ["subspace_dual_bound", "have_small_sdp_solver"]
 
 #: Rounds of subspace growth (each adds the top eigenvector of every ``R_k - V T V^T``).
 SUBSPACE_ROUNDS = 2
+#: Smoothing widths (relative to the scale) of the model's maxima, one L-BFGS run each.
+SMOOTHING = (1e-2, 1e-3, 1e-4)
+#: L-BFGS iterations per smoothing width.
+MODEL_ITERATIONS = 120
 
 
 def have_small_sdp_solver():
@@ -123,9 +127,9 @@ def _small_dual(point, V, betas, RV, T0):
         total = float(np.trace(T)) + float(nu.sum())
         return total / unit, np.concatenate([(2.0 * G @ L).ravel(), dnu_ds * s]) / unit
 
-    for mu in (1e-2, 1e-3, 1e-4):
+    for mu in SMOOTHING:
         res = minimize(value_grad, x, args=(mu * unit,), jac=True, method="L-BFGS-B",
-                       options={"maxiter": 120, "gtol": 1e-10})
+                       options={"maxiter": MODEL_ITERATIONS, "gtol": 1e-10})
         x = res.x
     L = x[: m * m].reshape(m, m)
     return L @ L.T

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import catdask.certificate.certify as certify_module
 from catdask.certificate import certify_global_optimum
 from catdask.certificate.eigen import cholesky_upper, top_eig, verified_top
 from catdask.core.problems import ClassMatrixProblem
@@ -118,11 +119,12 @@ def test_class_matrix_problem_products():
 
 
 # ------------------------------------------------------------------------- soundness of bounds
-def test_subspace_bound_is_sound_and_between_floor_and_reduced():
+def test_subspace_bound_is_sound_and_between_floor_and_reduced(monkeypatch):
     """Above max_sdp_dim the bound comes from the dual in a subspace: it must be >= the best of
     many restarts, never looser than the projected-subgradient bound by more than rounding,
     and the relaxation's floor must lie below it."""
     pytest.importorskip("cvxpy")
+    monkeypatch.setattr(certify_module, "SUBSPACE_MIN_GAP", 0.0)  # always refine
     rng = np.random.default_rng(11)
     checked = 0
     for _ in range(8):
@@ -145,6 +147,39 @@ def test_subspace_bound_is_sound_and_between_floor_and_reduced():
         # The full SDP's (repaired) dual is the relaxation's value up to the solver's accuracy.
         assert new.upper_bound >= full.upper_bound * (1 - 1e-5)
     assert checked >= 3
+
+
+def test_skipping_the_subspace_bound_changes_no_verdict(monkeypatch):
+    """The subspace bound is skipped when the cheap bounds' gap is <= SUBSPACE_MIN_GAP: the
+    verdict is the same as with it (never certified where the full path refutes), every bound
+    stays above the best restart, and a skipped refinement's gap is within the threshold."""
+    pytest.importorskip("cvxpy")
+    rng = np.random.default_rng(21)
+    seen = {"skipped": 0, "refined": 0}
+    for _ in range(10):
+        D = int(rng.integers(7, 12))
+        K = int(rng.integers(2, D))
+        R = random_problem(rng, D, K)
+        Ws, f = restarts(R, rng, 10)
+        best = max(f.max(), objective(R, random_stiefel(rng, D, K, n=2000)).max())
+        for W in (Ws[int(np.argmax(f))], Ws[int(np.argmin(f))]):  # a global and a worse one
+            monkeypatch.setattr(certify_module, "SUBSPACE_MIN_GAP", 0.0)
+            full = certify_global_optimum(R, W, max_sdp_dim=2)
+            monkeypatch.setattr(certify_module, "SUBSPACE_MIN_GAP", 1e-3)
+            cert = certify_global_optimum(R, W, max_sdp_dim=2)
+            monkeypatch.setattr(certify_module, "SUBSPACE_MIN_GAP", np.inf)  # always skip
+            cheap = certify_global_optimum(R, W, max_sdp_dim=2)
+            assert cert.certified == full.certified == cheap.certified
+            for c in (full, cert, cheap):
+                assert c.upper_bound >= best - 1e-9 * abs(best)
+            if "subspace dual bound skipped" in cert.reason:
+                seen["skipped"] += 1
+                assert cert.gap <= 1e-3
+                assert cert.upper_bound == pytest.approx(cheap.upper_bound, rel=1e-12)
+            elif not cert.certified:
+                seen["refined"] += 1
+                assert cert.upper_bound <= cheap.upper_bound * (1 + 1e-9)
+    assert seen["skipped"] >= 1 and seen["refined"] >= 1, seen
 
 
 def test_subspace_bound_sound_at_moderate_dimension():

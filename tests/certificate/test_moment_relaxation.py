@@ -312,3 +312,39 @@ def test_anchored_basis_bounds_and_reverifies():
     assert dual_bound(R, bound.dual).upper_bound == bound.upper_bound
     with pytest.raises(ValueError, match="anchor must be in"):
         moment_relaxation_bound(R, W=W, anchor=K - 1)
+
+
+def test_shared_identity_and_vectorised_moments_match_the_definitions():
+    """The per-process identity is one object per (K, r, anchor) and equals a fresh build; its
+    moment vector is prod_v y_v over each monomial (brute force), its groups are computed once
+    and read-only (a caller cannot corrupt the next proof's charge)."""
+    import math
+
+    from catdask.certificate.moment_sos import Identity, identity
+
+    K, r = 3, 4
+    shared = identity(K, r, None)
+    assert identity(K, r, None) is shared and identity(K, r, K) is not shared
+    fresh = Identity(K, r, None)
+    assert fresh._monos.keys == shared._monos.keys
+    assert (fresh.multipliers != shared.multipliers).nnz == 0
+    Y = np.random.default_rng(5).standard_normal((r, K))
+    y = Y.T.ravel()
+    expected = np.array([math.prod(y[v] for v in mono) for mono in shared._monos.keys])
+    np.testing.assert_allclose(shared.moment_vector(Y), expected, rtol=1e-14, atol=0)
+    gid, weight = shared.groups()
+    assert shared.groups()[0] is gid
+    with pytest.raises(ValueError):
+        weight[0] = 2.0
+    np.testing.assert_array_equal(fresh.groups()[1], weight)
+
+
+@pytest.mark.parametrize("scale", [1e-3, 0.1, 10.0])
+def test_bound_is_valid_whatever_the_solver_scale(scale):
+    """SCS's initial scale (chosen per basis) decides how tight the proved bound is, never
+    whether it holds: at every scale the bound is >= the best of many local optima."""
+    rng = np.random.default_rng(9)
+    R = np.stack([a @ a.T for a in rng.standard_normal((3, 5, 5))])
+    best, W = _best_local_optimum(R, starts=20)
+    mb = moment_relaxation_bound(R, W=W, scs_options={"scale": scale}, max_iters=400)
+    assert mb.upper_bound >= best * (1 - 1e-12)
