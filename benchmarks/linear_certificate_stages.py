@@ -1,6 +1,6 @@
 """Where the linear certificate's time goes on the 16 UCI cases, stage by stage.
 
-    python benchmarks/bench_linear_certificate_stages.py [--only wine vehicle]
+    python benchmarks/linear_certificate_stages.py [--only wine vehicle]
         [--origins class global] [--restarts 8] [--json out.json]
 
 For each of the paper's eight data sets (standardised) and both origins, ``CategorySpace`` (CQS)

@@ -1,6 +1,6 @@
 """The subspace dual bound's cost on a mid-size uncertified linear fit, with and without the skip.
 
-    python benchmarks/bench_subspace_skip.py [--n 100000] [--reps 5]
+    python benchmarks/subspace_skip.py [--n 100000] [--reps 5]
 
 The in-memory case of ``benchmarks/bench_linear.py --quick`` (blobs, N = 100,000, D = 50,
 K = 10, seed 4; its certificate is not certified: the SDP relaxation is not tight there).
