@@ -13,6 +13,7 @@ import pytest
 
 from catdask import KernelCategorySpace
 from catdask.certificate import certify_global_optimum
+from catdask.certificate.complement import class_block_leftover
 from catdask.certificate.kernel_lowrank import (
     _delta,
     axis_leakage,
@@ -232,6 +233,41 @@ def test_axis_leakage_matches_explicit_features():
         want = [np.sum((P_perp @ R[k] @ W[:, k]) ** 2) for k in range(3)]
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-10)
         assert np.all(got >= np.asarray(want) - 1e-14)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("origin", ["class", "global"])
+def test_complement_norms_bound_the_explicit_complement(origin, backend):
+    """Lemmas 1b and 1c against ``D_k = (I - P) R_k (I - P)`` on the exact features: both are
+    upper bounds on ``||D_k||``, the spectral one equal to it up to rounding, and below the
+    Frobenius one and the trace."""
+    X, y = make_blobs(n_per_class=14, n_features=3, n_classes=3, seed=4, spread=1.0)
+    op = gram_operator(X, y, make_kernel("rbf", n_features=3, gamma=0.5), origin, backend)
+    F, R = exact_features(op, y, origin)
+    W = np.linalg.qr(np.random.default_rng(2).standard_normal((F.shape[1], 3)))[0]
+    S = np.linalg.qr(np.column_stack([W, F[:5].T]))[0]
+    L = F @ S
+    members = [np.flatnonzero(y == k) for k in range(3)]
+    frob, spec, cross = class_block_leftover(op, L, members, origin, block=5)
+    P_perp = np.eye(F.shape[1]) - S @ S.T
+    for k in range(3):
+        D_k = P_perp @ R[k] @ P_perp
+        norm = np.linalg.eigvalsh(D_k)[-1]
+        trace = np.sum(np.clip(np.diag(op.matmul(np.eye(len(y)))) - np.sum(L**2, 1), 0, None)[
+            members[k]])
+        assert norm > 1e-3  # a real leftover
+        assert norm - 1e-12 <= spec[k] <= norm * (1 + 1e-8) + 1e-12
+        assert spec[k] <= frob[k] + 1e-12 and frob[k] <= trace + 1e-9
+        assert frob[k] >= np.linalg.norm(D_k) - 1e-12
+        # The cross term C_k C_k^T in S's coordinates (Lemma 2''), its allowance covering it.
+        C_k = S.T @ R[k] @ P_perp
+        Z, a = cross[k]
+        np.testing.assert_allclose(Z, C_k @ C_k.T, atol=1e-10 * np.abs(Z).max())
+        assert np.linalg.eigvalsh(Z + a * np.eye(len(Z)) - C_k @ C_k.T)[0] >= -1e-13
+    # A class block above the memory cap gets the Frobenius bound only.
+    frob2, spec2, cross2 = class_block_leftover(op, L, members, origin, max_class_bytes=8)
+    np.testing.assert_allclose(frob2, frob, rtol=1e-12)
+    assert np.all(np.isinf(spec2)) and all(c is None for c in cross2)
 
 
 def test_estimator_uses_the_low_rank_test_above_the_cap(monkeypatch):
