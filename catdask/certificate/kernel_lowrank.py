@@ -65,6 +65,10 @@ FIRST_RANK = 128
 UNTIGHT_MAX_RANK = 256
 #: First residual target, relative to f(W): sum_k eps_k <= FIRST_TARGET * gap_tol * f(W).
 FIRST_TARGET = 0.1
+#: The lift "limits" (Lemma 2' and the class-block pass are tried) when the lifted gap exceeds
+#: this multiple of the compressed test's own: where the relaxation is not tight, a lift within
+#: 25% of it is kept (wine, class origin: 5.1e-3 against the relaxation's 3.9e-3 before the pass).
+LIFT_SLACK = 1.25
 #: Rounds of growth after the first compressed test.
 MAX_ROUNDS = 3
 _EPS = np.finfo(float).eps
@@ -289,12 +293,12 @@ def certify_kernel_lowrank(operator, origin, A, *, gap_tol=GAP_TOL, full_sdp="au
                                       dual_out=dual_point)
         result = _lift(R_S, W_S, comp, eps, fac, rounds, dual_point=dual_point)
         comp_gap = _gap_of(comp.verified_upper_bound, f)
-        if _gap(result, f) > max(gap_tol, 2.0 * comp_gap):  # the lift is what limits
+        if _gap(result, f) > max(gap_tol, LIFT_SLACK * comp_gap):  # the lift is what limits
             # Lemma 2' needs the axes' leak into T: one class-block pass.
             gamma2 = axis_leakage(operator, L, W_S, members, origin)
             result = _lift(R_S, W_S, comp, eps, fac, rounds, gamma2=gamma2,
                            dual_point=dual_point)
-            if frobenius and _gap(result, f) > max(gap_tol, 2.0 * comp_gap) \
+            if frobenius and _gap(result, f) > max(gap_tol, LIFT_SLACK * comp_gap) \
                     and fac.residual() > 0.0:
                 # The trace bound is what keeps the gap open: one class-block pass for
                 # ||D_k||_F and lambda_max(D_k) (Lemmas 1b, 1c), then lift again.
