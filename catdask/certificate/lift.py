@@ -109,43 +109,44 @@ def _margin_lift(R_k, base, w, nu0, eps, g2, guard, factors=(1.0, 0.3, 0.1)):
     return best
 
 
-def _schur_lift(base, nu0, eps, Z, a, guard, steps=40):
+def _schur_lift(base, nu0, eps, Z, a, guard, steps=30):
     """Lemma 2'' (docs/design.md §4c): the smallest ``nu''`` found with ``nu'' > eps`` and
 
     ``nu'' >= lambda_max(R^S - Y_S + (Z + a I) / (nu'' - eps))`` (``base = R^S - Y_S``),
 
-    ``Z + a I >= C_k C_k^T`` the exact cross term. ``g(nu) = lambda_max(base + Z' / (nu - eps))
-    - nu`` decreases, so its root is bracketed and bisected on estimates; only the final value
-    is verified, and it is valid whatever the estimates were (``max(hi, verified)`` satisfies
-    both conditions: a larger nu only shrinks ``Z' / (nu - eps)``).
+    ``Z + a I >= C_k C_k^T`` the exact cross term. ``g(nu) = h(nu) - nu`` with
+    ``h(nu) = lambda_max(base + Z' / (nu - eps))`` is convex and decreasing on ``nu > eps``, so
+    Newton's method from a point with ``g > 0`` climbs to its root from below (``h'(nu) =
+    -v^T Z' v / (nu - eps)^2``, v the top eigenvector); a point just above the root is then
+    checked. All of this uses estimates: only the final value is verified, and it is valid
+    whatever they were (``max(hi, verified)`` satisfies both conditions: a larger nu only
+    shrinks ``Z' / (nu - eps)``).
     """
     m = base.shape[0]
     Zt = sym(Z) + a * np.eye(m)
     scale = max(abs(nu0), eps, float(np.max(np.abs(np.diag(Zt)))), _EPS)
 
-    def top(nu):  # an estimate, for the search only
-        return float(scipy.linalg.eigh(sym(base + Zt / (nu - eps)), eigvals_only=True,
-                                       subset_by_index=[m - 1, m - 1], driver="evx")[0])
+    def g(nu):  # an estimate, for the search only: (g, g')
+        w, V = scipy.linalg.eigh(sym(base + Zt / (nu - eps)), subset_by_index=[m - 1, m - 1],
+                                 driver="evx")
+        v = V[:, 0]
+        return float(w[0]) - nu, -float(v @ Zt @ v) / (nu - eps) ** 2 - 1.0
 
-    lo = max(nu0, eps * (1.0 + 1e-12) + 1e-300)
-    hi = lo + scale
-    for _ in range(60):  # g(hi) <= 0
-        if top(hi) <= hi:
+    x = max(nu0, eps + 1e-9 * scale)
+    gx, dg = g(x)
+    for _ in range(steps):
+        if gx <= 1e-12 * scale:
             break
-        hi = lo + 2.0 * (hi - lo)
+        x = x - gx / dg
+        gx, dg = g(x)
+    hi, step = x, max(2.0 * abs(gx), 1e-12 * scale)
+    for _ in range(60):  # g(hi) <= 0 (on estimates)
+        if g(hi)[0] <= 0.0:
+            break
+        hi = x + step
+        step *= 4.0
     else:
         return math.inf
-    if top(lo) <= lo:
-        hi = lo
-    else:
-        for _ in range(steps):
-            mid = 0.5 * (lo + hi)
-            if top(mid) <= mid:
-                hi = mid
-            else:
-                lo = mid
-            if hi - lo <= 1e-13 * scale:
-                break
     mat = sym(base + Zt / (hi - eps))
     extra = 8.0 * m * _EPS * float(np.max(np.abs(Zt))) / (hi - eps)
     upper = verified_top(m, matrix=mat)[0] + guard + extra
