@@ -53,7 +53,7 @@ def _class_block(operator, L, idx, block, keep):
         gmax = max(gmax, float(np.max(np.abs(C))) if C.size else 0.0)
         C -= Lk @ L[J].T
         total += float(np.einsum("ij,ij->", C, C))
-        if keep:
+        if out is not None:
             out[:, a : a + J.size] = C
     return out, total, gmax
 

@@ -349,7 +349,7 @@ def _norm_name(trace, frob, spec):
     """Which bound on ``||D_k||`` gave the smallest total (for the reason string)."""
     totals = {"trace": float(np.sum(trace)), "Frobenius": float(np.sum(frob)),
               "spectral": float(np.sum(spec))}
-    return min(totals, key=totals.get)
+    return min(totals, key=lambda name: totals[name])
 
 
 def _within_reach(prev_gap, gap, gap_tol, rank, r_max):

@@ -78,7 +78,8 @@ def _lifted_dual_bound(R_S, W_S, nu, eps, rho, gamma2, Y, cross):
             best = min(best, _margin_lift(R_S[k], base, W_S[:, k], nu_k, float(eps[k]),
                                           float(gamma2[k]), guard))
         if cross is not None and cross[k] is not None and math.isfinite(float(eps[k])):
-            best = min(best, _schur_lift(base, nu_k, float(eps[k]), *cross[k], guard))
+            Z_k, a_k = cross[k]
+            best = min(best, _schur_lift(base, nu_k, float(eps[k]), Z_k, a_k, guard))
         total += best
     return 0.5 * total, rho
 
