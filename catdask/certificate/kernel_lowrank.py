@@ -111,8 +111,12 @@ class _SubspaceFactor:
         self.g = np.asarray(operator.diagonal(), dtype=float)
         WW = sym(self.A @ self.FW)  # A G A^T (= I at a feasible point)
         Lw = scipy.linalg.cholesky(WW, lower=True)
-        self.L = np.empty((N, capacity))
-        self.LW = np.zeros((K, capacity))
+        self.max_columns = int(capacity)
+        # Allocated for what the first round may use and reallocated as the limit grows: the
+        # whole budget up front was 411 MB at N = 50,000 for a factor that used 261 columns.
+        cols = min(self.max_columns, K + FIRST_RANK)
+        self.L = np.empty((N, cols))
+        self.LW = np.zeros((K, cols))
         self.L[:, :K] = scipy.linalg.solve_triangular(Lw, self.FW.T, lower=True).T
         self.LW[:, :K] = Lw
         self.m = K
@@ -123,7 +127,18 @@ class _SubspaceFactor:
 
     @property
     def capacity(self):
-        return self.L.shape[1]
+        """Most columns the factor may have (K axes and the landmark budget)."""
+        return self.max_columns
+
+    def _reserve(self, cols):
+        """Room for ``cols`` columns (a copy of the factor when it must grow)."""
+        if cols <= self.L.shape[1]:
+            return
+        L = np.empty((self.L.shape[0], cols))
+        L[:, : self.m] = self.L[:, : self.m]
+        LW = np.zeros((self.LW.shape[0], cols))
+        LW[:, : self.m] = self.LW[:, : self.m]
+        self.L, self.LW = L, LW
 
     def residual(self):
         return float(np.clip(self.d, 0.0, None).sum())
@@ -132,6 +147,8 @@ class _SubspaceFactor:
         """Add pivots until ``sum max(d, 0) <= target`` or ``limit`` (default: the capacity)
         columns are in the factor."""
         limit = self.capacity if limit is None else min(limit, self.capacity)
+        if self.residual() > target:
+            self._reserve(limit)
         while self.residual() > target and self.m < limit:
             d = np.clip(self.d, 0.0, None)
             d[self.pivots] = 0.0
