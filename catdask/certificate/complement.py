@@ -37,8 +37,9 @@ _EPS = np.finfo(float).eps
 #: copy and the factor, blobs at N = 20,000 peaked at 666 MiB beyond the fit before the block
 #: was centred in place).
 SPECTRAL_MAX_CLASS_BYTES = 128 * 1024**2
-#: Gram columns fetched per request in the class-block pass.
-BLOCK = 256
+#: Gram columns fetched per request in the class-block pass: each request is an N x BLOCK
+#: array (and the centred operator's two copies of it), 51 MB at N = 50,000.
+BLOCK = 128
 
 
 def _class_block(operator, L, idx, block, keep):
