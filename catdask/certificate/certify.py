@@ -413,6 +413,8 @@ def _upper_bound(point, sdp, full_sdp, max_sdp_dim, dual_out=None):
             bound, info = subspace_dual_bound(point, sdp["directions"], sdp["nu"])
             bounds.append((bound, "reduced"))
             subspace_note = _subspace_note(point, bound, info)
+            if dual_out is not None:  # its dual point, in the caller's units, for the lifts
+                dual_out["subspace"] = (info["V"], info["T"] * point.unit)
         except numerical_failures() as exc:  # solver failure: the projected-subgradient bound
             subspace_note = f"subspace dual bound failed ({type(exc).__name__}: {exc})"
     if not reduced_done and (subspace_note is None or subspace_note.startswith(

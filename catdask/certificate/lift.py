@@ -4,7 +4,9 @@ contains the fitted axes) made into a bound on the full kernel problem.
 - :func:`lifted_dual_bound`: Lemma 2 (the complement through ``||C_k||^2 <= rho_k eps_k``) and,
   given the axes' leak ``gamma_k^2``, Lemma 2' (the complement absorbed by the certificate's
   margin off the axis), for any compressed dual point;
-- :func:`sqrt_lift_bound`: Lemma 3, from any compressed upper bound.
+- :func:`sqrt_lift_bound`: Lemma 3, from any compressed upper bound;
+- Lemma 2'' (inside :func:`lifted_dual_bound`, given ``cross``): the complement through the
+  exact cross term ``C_k C_k^T`` and a Schur complement, where a class-block pass gave it.
 
 Every ``nu`` is recomputed as a verified eigenvalue bound plus a rounding allowance, so the
 bounds hold whatever the search that proposed the dual point returned.
@@ -15,6 +17,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import scipy.linalg
 
 from .certify import one_blas_thread
 from .eigen import sym, verified_top
@@ -35,21 +38,23 @@ def _delta(nu, eps, rho):
     return 0.5 * (-b + math.sqrt(b * b + 4.0 * c))
 
 
-def lifted_dual_bound(R_S, W_S, nu, eps, rho=None, gamma2=None, Y=None):
+def lifted_dual_bound(R_S, W_S, nu, eps, rho=None, gamma2=None, Y=None, cross=None):
     """Lemma 2 (docs/design.md §4c): an upper bound on ``max f`` of the full problem.
 
     ``Y_S = W S(nu)_+ W^T`` with ``S(nu) = Lambda - diag(nu)`` (or the PSD part of a given
     ``Y``, e.g. the compressed test's cheap bound), ``nu'_k`` a verified upper bound
     on ``lambda_max(R_k^S - Y_S)`` (so ``(Y_S, nu')`` is compressed-dual feasible whatever nu
-    was), then ``nu'_k + delta_k`` for the complement. Valid for any nu and any W_S.
+    was), then ``nu'_k + delta_k`` for the complement. Valid for any nu and any W_S. With
+    ``gamma2`` also Lemma 2', with ``cross`` (per class ``(Z_k, a_k)``, ``Z_k + a_k I >=
+    C_k C_k^T``, or None) also Lemma 2''; each class keeps the smallest of its multipliers.
 
     Returns ``(bound on max f, rho)``.
     """
     with one_blas_thread():
-        return _lifted_dual_bound(R_S, W_S, nu, eps, rho, gamma2, Y)
+        return _lifted_dual_bound(R_S, W_S, nu, eps, rho, gamma2, Y, cross)
 
 
-def _lifted_dual_bound(R_S, W_S, nu, eps, rho, gamma2, Y):
+def _lifted_dual_bound(R_S, W_S, nu, eps, rho, gamma2, Y, cross):
     K, m = len(R_S), R_S.shape[1]
     if Y is None:
         G = np.column_stack([R_S[k] @ W_S[:, k] for k in range(K)])
@@ -72,6 +77,9 @@ def _lifted_dual_bound(R_S, W_S, nu, eps, rho, gamma2, Y):
         if gamma2 is not None:
             best = min(best, _margin_lift(R_S[k], base, W_S[:, k], nu_k, float(eps[k]),
                                           float(gamma2[k]), guard))
+        if cross is not None and cross[k] is not None and math.isfinite(float(eps[k])):
+            Z_k, a_k = cross[k]
+            best = min(best, _schur_lift(base, nu_k, float(eps[k]), Z_k, a_k, guard))
         total += best
     return 0.5 * total, rho
 
@@ -100,6 +108,50 @@ def _margin_lift(R_k, base, w, nu0, eps, g2, guard, factors=(1.0, 0.3, 0.1)):
         lam = verified_top(m, matrix=sym(base + t * PRP + s * np.outer(u, u)))[0] + guard
         best = min(best, max(lam, need))
     return best
+
+
+def _schur_lift(base, nu0, eps, Z, a, guard, steps=30):
+    """Lemma 2'' (docs/design.md §4c): the smallest ``nu''`` found with ``nu'' > eps`` and
+
+    ``nu'' >= lambda_max(R^S - Y_S + (Z + a I) / (nu'' - eps))`` (``base = R^S - Y_S``),
+
+    ``Z + a I >= C_k C_k^T`` the exact cross term. ``g(nu) = h(nu) - nu`` with
+    ``h(nu) = lambda_max(base + Z' / (nu - eps))`` is convex and decreasing on ``nu > eps``, so
+    Newton's method from a point with ``g > 0`` climbs to its root from below (``h'(nu) =
+    -v^T Z' v / (nu - eps)^2``, v the top eigenvector); a point just above the root is then
+    checked. All of this uses estimates: only the final value is verified, and it is valid
+    whatever they were (``max(hi, verified)`` satisfies both conditions: a larger nu only
+    shrinks ``Z' / (nu - eps)``).
+    """
+    m = base.shape[0]
+    Zt = sym(Z) + a * np.eye(m)
+    scale = max(abs(nu0), eps, float(np.max(np.abs(np.diag(Zt)))), _EPS)
+
+    def g(nu):  # an estimate, for the search only: (g, g')
+        w, V = scipy.linalg.eigh(sym(base + Zt / (nu - eps)), subset_by_index=[m - 1, m - 1],
+                                 driver="evx")
+        v = V[:, 0]
+        return float(w[0]) - nu, -float(v @ Zt @ v) / (nu - eps) ** 2 - 1.0
+
+    x = max(nu0, eps + 1e-9 * scale)
+    gx, dg = g(x)
+    for _ in range(steps):
+        if gx <= 1e-12 * scale:
+            break
+        x = x - gx / dg
+        gx, dg = g(x)
+    hi, step = x, max(2.0 * abs(gx), 1e-12 * scale)
+    for _ in range(60):  # g(hi) <= 0 (on estimates)
+        if g(hi)[0] <= 0.0:
+            break
+        hi = x + step
+        step *= 4.0
+    else:
+        return math.inf
+    mat = sym(base + Zt / (hi - eps))
+    extra = 8.0 * m * _EPS * float(np.max(np.abs(Zt))) / (hi - eps)
+    upper = verified_top(m, matrix=mat)[0] + guard + extra
+    return max(hi, upper)
 
 
 def sqrt_lift_bound(upper_S, eps):

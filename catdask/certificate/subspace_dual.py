@@ -252,4 +252,4 @@ def subspace_dual_bound(point, directions, nu=None, *, rounds=SUBSPACE_ROUNDS, f
         F = _primal_floor(point, V, RV)
         low = None if F is None else 0.5 * F
     return bound, {"m": V.shape[1], "rounds": len(estimates), "estimates": estimates,
-                   "floor": low, "seconds": time.perf_counter() - t0}
+                   "floor": low, "seconds": time.perf_counter() - t0, "V": V, "T": T}

@@ -13,6 +13,7 @@ import pytest
 
 from catdask import KernelCategorySpace
 from catdask.certificate import certify_global_optimum
+from catdask.certificate.complement import class_block_leftover
 from catdask.certificate.kernel_lowrank import (
     _delta,
     axis_leakage,
@@ -135,6 +136,34 @@ def test_planted_local_maximum_is_refuted_and_global_one_certified(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_planted_local_maximum_of_a_kernel_with_leftover_is_never_certified(backend):
+    """The two-optima data through a wide RBF kernel (13 Gram dimensions; a strict local
+    maximum at 0.889 of the global one): at every rank, with the class-block pass and the
+    Schur lift (Lemmas 1c, 2'') running on a real leftover, the local maximum is refuted like
+    the dense test refutes it, and every bound lies above the best of 100 restarts."""
+    X, y, _ = two_optima_data()
+    op = gram_operator(X, y, make_kernel("rbf", n_features=3, gamma=0.001), "class", backend)
+    F, R = exact_features(op, y, "class")
+    rng = np.random.default_rng(0)
+    optima = [ascend(R, np.linalg.qr(rng.standard_normal((R.shape[1], 2)))[0])
+              for _ in range(100)]
+    values = np.array([objective(R, W) for W in optima])
+    best = values.max()
+    local = optima[int(np.argmin(values))]
+    assert objective(R, local) < 0.9 * best  # the planted local maximum was reached
+    assert not certify_global_optimum(R, local).certified  # the dense test refutes it
+    for rank in (1, 2, 4, 8):
+        cert, res = certify_kernel_lowrank(op, "class", coefficients(F, local), max_rank=rank,
+                                           details=True)
+        assert not cert.certified
+        assert cert.verified_upper_bound >= best - 1e-9
+        if rank == 1:  # the compressed test alone would certify: only the lift refutes
+            assert res.compressed.certified and res.frobenius and res.norm == "spectral"
+    glob = certify_kernel_lowrank(op, "class", coefficients(F, optima[int(np.argmax(values))]))
+    assert glob.verified_upper_bound >= best - 1e-9
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("origin", ["class", "global"])
 def test_bounds_at_low_rank_lie_above_the_best_of_100_restarts(origin, backend):
     X, y = make_blobs(n_per_class=12, n_features=3, n_classes=3, seed=3, spread=1.0)
@@ -145,14 +174,17 @@ def test_bounds_at_low_rank_lie_above_the_best_of_100_restarts(origin, backend):
     # At a random point S = span(W, landmarks) misses the optimum: the compressed problem's
     # maximum is below it and only the lifts (Lemmas 2, 3) keep the bounds valid.
     W_rand = np.linalg.qr(np.random.default_rng(1).standard_normal((F.shape[1], 3)))[0]
+    passes = 0
     for W in (W_best, W_rand):
         for rank in (2, 6, 15):  # large leftovers: both lifts carry real weight
             cert, res = certify_kernel_lowrank(op, origin, coefficients(F, W), max_rank=rank,
-                                               details=True, frobenius=rank == 6)
+                                               details=True, frobenius=rank != 2)
+            passes += res.frobenius
             assert res.residual > 0 and not (W is W_rand and cert.certified)
             assert cert.objective == pytest.approx(objective(R, W), rel=1e-8)
             assert res.lifted_dual >= best - 1e-9 and res.lifted_sqrt >= best - 1e-9
             assert cert.verified_upper_bound >= best - 1e-9
+    assert passes  # the class-block pass (Lemmas 1b, 1c, 2'') ran and was checked
     # A full-rank subspace: the same verdict as the dense test on the exact features.
     full = certify_kernel_lowrank(op, origin, A)
     dense = certify_global_optimum(R, W_best)
@@ -218,6 +250,48 @@ def test_lifts_are_valid_for_any_nu():
     assert sqrt_lift_bound(cert.verified_upper_bound, eps) >= best - 1e-9
 
 
+def test_schur_lift_is_valid_for_any_nu_and_tighter_at_the_optimum():
+    """Lemma 2'' with the exact cross term C_k C_k^T, on explicit features split into a subspace
+    S containing W and its complement: above the best restart for every nu and every S, and at
+    the optimum with a good S below Lemma 2's bound."""
+    rng = np.random.default_rng(7)
+    N, D, K = 40, 9, 2
+    X = rng.standard_normal((N, D)) * np.linspace(2.0, 0.3, D)
+    y = np.repeat([0, 1], N // 2)
+    R = np.stack([X[y == k].T @ X[y == k] for k in range(K)])
+    best, W_best = best_of_restarts(R, K, n=100)
+    tighter = 0
+    for W in (W_best, np.linalg.qr(rng.standard_normal((D, K)))[0]):
+        for extra in (1, 3, 5):
+            S = np.linalg.qr(np.column_stack([W, rng.standard_normal((D, extra))]))[0]
+            P_perp = np.eye(D) - S @ S.T
+            R_S = np.stack([S.T @ R[k] @ S for k in range(K)])
+            W_S = S.T @ W
+            eps = np.array([np.linalg.eigvalsh(P_perp @ R[k] @ P_perp)[-1] for k in range(K)])
+            cross = [((S.T @ R[k] @ P_perp) @ (S.T @ R[k] @ P_perp).T, 0.0) for k in range(K)]
+            cert = certify_global_optimum(R_S, W_S)
+            nus = [np.zeros(K), np.array([0.3, 7.0]), -np.ones(K)]
+            nus += [] if cert.nu is None else [np.asarray(cert.nu)]
+            for nu in nus:
+                plain = lifted_dual_bound(R_S, W_S, nu, eps)[0]
+                schur = lifted_dual_bound(R_S, W_S, nu, eps, cross=cross)[0]
+                assert schur >= best - 1e-9 and schur <= plain + 1e-9
+                tighter += W is W_best and schur < plain - 1e-6 * best
+    assert tighter
+    # Subspaces that miss the global optimum, their own optimum certified there: the
+    # compressed bound is below max f, and only the cross term makes up the difference.
+    for seed in range(3):
+        S = np.linalg.qr(np.random.default_rng(seed).standard_normal((D, 4)))[0]
+        P_perp = np.eye(D) - S @ S.T
+        R_S = np.stack([S.T @ R[k] @ S for k in range(K)])
+        best_S, W_S = best_of_restarts(R_S, K, n=30)
+        cert = certify_global_optimum(R_S, W_S)
+        assert cert.certified and cert.verified_upper_bound < best - 1e-3
+        eps = np.array([np.linalg.eigvalsh(P_perp @ R[k] @ P_perp)[-1] for k in range(K)])
+        cross = [((S.T @ R[k] @ P_perp) @ (S.T @ R[k] @ P_perp).T, 0.0) for k in range(K)]
+        assert lifted_dual_bound(R_S, W_S, np.asarray(cert.nu), eps, cross=cross)[0] >= best - 1e-9
+
+
 def test_axis_leakage_matches_explicit_features():
     X, y = make_blobs(n_per_class=10, n_features=3, n_classes=3, seed=2, spread=1.0)
     for origin in ("class", "global"):
@@ -232,6 +306,41 @@ def test_axis_leakage_matches_explicit_features():
         want = [np.sum((P_perp @ R[k] @ W[:, k]) ** 2) for k in range(3)]
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-10)
         assert np.all(got >= np.asarray(want) - 1e-14)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("origin", ["class", "global"])
+def test_complement_norms_bound_the_explicit_complement(origin, backend):
+    """Lemmas 1b and 1c against ``D_k = (I - P) R_k (I - P)`` on the exact features: both are
+    upper bounds on ``||D_k||``, the spectral one equal to it up to rounding, and below the
+    Frobenius one and the trace."""
+    X, y = make_blobs(n_per_class=14, n_features=3, n_classes=3, seed=4, spread=1.0)
+    op = gram_operator(X, y, make_kernel("rbf", n_features=3, gamma=0.5), origin, backend)
+    F, R = exact_features(op, y, origin)
+    W = np.linalg.qr(np.random.default_rng(2).standard_normal((F.shape[1], 3)))[0]
+    S = np.linalg.qr(np.column_stack([W, F[:5].T]))[0]
+    L = F @ S
+    members = [np.flatnonzero(y == k) for k in range(3)]
+    frob, spec, cross = class_block_leftover(op, L, members, origin, block=5)
+    P_perp = np.eye(F.shape[1]) - S @ S.T
+    for k in range(3):
+        D_k = P_perp @ R[k] @ P_perp
+        norm = np.linalg.eigvalsh(D_k)[-1]
+        trace = np.sum(np.clip(np.diag(op.matmul(np.eye(len(y)))) - np.sum(L**2, 1), 0, None)[
+            members[k]])
+        assert norm > 1e-3  # a real leftover
+        assert norm - 1e-12 <= spec[k] <= norm * (1 + 1e-8) + 1e-12
+        assert spec[k] <= frob[k] + 1e-12 and frob[k] <= trace + 1e-9
+        assert frob[k] >= np.linalg.norm(D_k) - 1e-12
+        # The cross term C_k C_k^T in S's coordinates (Lemma 2''), its allowance covering it.
+        C_k = S.T @ R[k] @ P_perp
+        Z, a = cross[k]
+        np.testing.assert_allclose(Z, C_k @ C_k.T, atol=1e-10 * np.abs(Z).max())
+        assert np.linalg.eigvalsh(Z + a * np.eye(len(Z)) - C_k @ C_k.T)[0] >= -1e-13
+    # A class block above the memory cap gets the Frobenius bound only.
+    frob2, spec2, cross2 = class_block_leftover(op, L, members, origin, max_class_bytes=8)
+    np.testing.assert_allclose(frob2, frob, rtol=1e-12)
+    assert np.all(np.isinf(spec2)) and all(c is None for c in cross2)
 
 
 def test_estimator_uses_the_low_rank_test_above_the_cap(monkeypatch):

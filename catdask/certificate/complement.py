@@ -1,0 +1,167 @@
+"""Bounds on what the low-rank test's subspace leaves out: ``||D_k||`` (docs/design.md §4c).
+
+``D_k = (I - P) R_k (I - P)`` is the class matrix's part in the complement T of the subspace S.
+Its non-zero eigenvalues are those of ``E_k Delta_kk E_k``, where ``Delta = G^ - L L^T`` is the
+Gram matrix of the leftover features ``(I - P) psi_i`` (Lemma 1b), so three bounds of
+increasing cost and tightness are available:
+
+- the trace, ``sum_{i in C_k} Delta_ii`` (Lemma 1; free: the factor's leftover diagonal);
+- the Frobenius norm ``||Delta_kk||_F`` (Lemma 1b; one pass over the class blocks);
+- the spectral norm ``lambda_max(E_k Delta_kk E_k)`` itself (Lemma 1c; the same pass, the
+  ``n_k x n_k`` block kept in memory, one verified top eigenvalue per class).
+
+With the block in memory the same pass also gives the cross term between S and T exactly,
+``C_k C_k^T = L_k^T E_k Delta_kk E_k L_k`` (an ``m x m`` matrix), for the Schur lift of
+docs/design.md §4c (Lemma 2'').
+
+On a slowly decaying Gram spectrum the leftover is spread over many directions: the trace is
+then about ``n_k`` times the spectral norm and the Frobenius norm about ``sqrt(n_k)`` times it
+(high-rank blobs, N = 1,500, D = 200). Every bound carries an allowance for the rounding of the
+entries ``G^_ij - L_i . L_j`` it was computed from.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .certify import one_blas_thread
+from .eigen import sym, verified_top
+
+__all__ = ["class_block_leftover", "frobenius_leftover", "SPECTRAL_MAX_CLASS_BYTES"]
+
+_EPS = np.finfo(float).eps
+#: The spectral bound keeps one class block ``Delta_kk`` (``8 n_k^2`` bytes) in memory; larger
+#: classes get the Frobenius bound only (n_k <= 4,096 at 128 MiB: with the verification's
+#: copy and the factor, blobs at N = 20,000 peaked at 666 MiB beyond the fit before the block
+#: was centred in place).
+SPECTRAL_MAX_CLASS_BYTES = 128 * 1024**2
+#: Gram columns fetched per request in the class-block pass: each request is an N x BLOCK
+#: array (and the centred operator's two copies of it), 51 MB at N = 50,000.
+BLOCK = 128
+
+
+def _class_block(operator, L, idx, block, keep):
+    """``Delta_kk = G^_kk - L_k L_k^T`` entry by entry (no cancellation between large sums):
+    the block itself when ``keep``, the sum of its squared entries and ``max |G^_ij|``."""
+    Lk = L[idx]
+    total, gmax = 0.0, 0.0
+    out = np.empty((idx.size, idx.size)) if keep else None
+    for a in range(0, idx.size, block):
+        J = idx[a : a + block]
+        C = np.asarray(operator.columns(J), dtype=float)[idx]
+        gmax = max(gmax, float(np.max(np.abs(C))) if C.size else 0.0)
+        C -= Lk @ L[J].T
+        total += float(np.einsum("ij,ij->", C, C))
+        if out is not None:
+            out[:, a : a + J.size] = C
+    return out, total, gmax
+
+
+def frobenius_leftover(operator, L, members, block=BLOCK):
+    """``||Delta_kk||_F`` per class (Lemma 1b), streaming the class blocks.
+
+    One pass of Gram columns over the class blocks (``sum_k N n_k = N^2`` kernel entries, the
+    rows outside the class discarded). Each entry is computed as ``G_ij - L_i . L_j``; its
+    rounding, at most ``e = 4 (m + 2) eps max_i |G^_ij|``, is added as ``n_k e``.
+    """
+    return class_block_leftover(operator, L, members, "global", block=block,
+                                spectral=False)[0]
+
+
+def class_block_leftover(operator, L, members, origin, *, block=BLOCK, spectral=True,
+                         max_class_bytes=SPECTRAL_MAX_CLASS_BYTES):
+    """Frobenius (Lemma 1b) and spectral (Lemma 1c) bounds on ``||D_k||``, one class-block pass.
+
+    Parameters
+    ----------
+    operator : GramOperator
+        The operator the factor was built from (``columns`` of ``G^``).
+    L : ndarray of shape (N, m)
+        Coordinates of ``P psi_i`` in an orthonormal basis of S.
+    members : list of ndarray
+        Sample indices of each class.
+    origin : {"class", "global"}
+        ``"class"``: ``D_k``'s spectrum is that of the centred ``E_k Delta_kk E_k``.
+    spectral : bool
+        Also bound ``lambda_max(E_k Delta_kk E_k)`` for classes whose block fits in
+        ``max_class_bytes`` (the others get ``inf``).
+
+    Returns
+    -------
+    frobenius, spectral : ndarray of shape (K,)
+        Upper bounds on ``||D_k||``, rounding allowances included.
+    cross : list
+        Per class, ``(Z_k, a_k)`` with ``Z_k + a_k I >= C_k C_k^T`` (Lemma 2'') where the block
+        was kept, else None.
+    """
+    with one_blas_thread():  # small eigenproblems: a second BLAS thread under load costs 100x
+        return _class_block_leftover(operator, L, members, origin, block, spectral,
+                                     max_class_bytes)
+
+
+def _class_block_leftover(operator, L, members, origin, block, spectral, max_class_bytes):
+    m = L.shape[1]
+    frob = np.empty(len(members))
+    spec = np.full(len(members), math.inf)
+    cross = [None] * len(members)
+    for k, idx in enumerate(members):
+        idx = np.asarray(idx)
+        n = idx.size
+        keep = spectral and 8 * n * n <= max_class_bytes
+        Delta, total, gmax = _class_block(operator, L, idx, block, keep)
+        entry = 4.0 * (m + 2) * _EPS * gmax  # rounding of one entry G_ij - L_i . L_j
+        frob[k] = math.sqrt(total) + n * entry  # ||error||_2 <= ||error||_F <= n e
+        if keep and n:
+            M, err = _centred(Delta, origin, entry)
+            spec[k] = max(float(verified_top(n, matrix=M)[0]), 0.0) + err
+            cross[k] = _cross(L[idx], M, err)
+    return frob, spec, cross
+
+
+def _centred(Delta, origin, entry):
+    """``E Delta E`` from the computed ``Delta`` and a bound on its distance (spectral norm)
+    from ``E Delta_true E``.
+
+    ``Delta_true = Delta + Err`` with ``|Err_ij| <= entry``, so ``||Err||_2 <= n entry``, and
+    ``E`` (a projector) does not increase the norm. Centring in floating point adds at most
+    ``4 (n + 4) eps max|Delta|`` per entry (row and column means, then the grand mean), charged
+    as ``n`` times that.
+    """
+    n = Delta.shape[0]
+    M = _symmetrise(Delta)  # in place: the block is the largest array of the test
+    err = n * entry
+    if origin == "class":
+        top = float(np.max(np.abs(M)))
+        row = M.mean(axis=1)
+        M -= row[:, None]
+        M -= row[None, :]
+        M += float(row.mean())
+        M = _symmetrise(M)
+        err += n * 4.0 * (n + 4) * _EPS * top
+    return M, err
+
+
+def _symmetrise(M):
+    """``(M + M^T) / 2`` in place (one temporary for the transpose)."""
+    M += M.T.copy()
+    M *= 0.5
+    return M
+
+
+def _cross(Lk, M, err):
+    """``Z = L_k^T E Delta E L_k`` (``= C_k C_k^T`` in S's coordinates, docs/design.md §4c)
+    and an allowance ``a`` with ``C_k C_k^T <= Z + a I``.
+
+    ``C_k C_k^T = (P Psi_k) E_k Delta_true E_k (P Psi_k)^T``, and ``P Psi_k`` has the
+    coordinates ``L_k^T``. The centred block is within ``err`` of the true one, which moves Z by
+    at most ``||E L_k||^2 err <= ||L_k||_F^2 err``; the products ``L^T (M L)`` round by at most
+    ``gamma ||M||_F ||L_k||_F^2`` in the Frobenius norm, ``gamma = 2 (n + 2) eps / (1 - ...)``.
+    """
+    n = M.shape[0]
+    lf2 = float(np.einsum("ij,ij->", Lk, Lk))
+    Z = sym(Lk.T @ (M @ Lk))
+    gamma = 2.0 * (n + 2) * _EPS / (1.0 - 2.0 * (n + 2) * _EPS)
+    a = lf2 * err + gamma * float(np.linalg.norm(M)) * lf2
+    return Z, 1.01 * a
