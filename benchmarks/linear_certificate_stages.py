@@ -25,13 +25,12 @@ from collections import defaultdict
 
 import _common  # noqa: F401  (puts the checkout on sys.path)
 from certificate_levels import class_matrices
-from sklearn.preprocessing import StandardScaler
+from certificate_outcomes import cases
 
 import catdask.certificate.certify as certify_mod
 import catdask.certificate.moment as moment_mod
 from catdask import CategorySpace
 from catdask.certificate import certify_global_optimum
-from catdask.evaluation.data import PAPER_DATASETS, load_xy
 
 STAGES = ("setup", "rapcsak", "sdp_dual", "subspace", "reduced", "moment_build", "scs_solve",
           "moment_proof", "moment_other")
@@ -103,13 +102,8 @@ def main(argv=None):
     print(f"{'data':<13} {'origin':<6} {'D':>3} {'K':>2} {'level':<9} {'gap':>8} {'wall':>7} "
           f"{'cpu':>7} {head}", flush=True)
     rows = []
-    for name in args.only or PAPER_DATASETS:
-        try:
-            X, y = load_xy(name)
-        except FileNotFoundError as exc:
-            print(f"{name:<13} skipped: {exc}", flush=True)
-            continue
-        X = StandardScaler().fit_transform(X)
+    args.no_kernel = True  # the linear cases of certificate_outcomes.py, standardised alike
+    for name, _, X, y in cases(args):
         for origin in args.origins:
             est, cert, fit_s, wall, cpu, stages = run_case(X, y, origin, args.restarts)
             gap = cert.verified_gap if cert.certified else cert.gap

@@ -209,14 +209,20 @@ def test_a_point_that_is_not_stationary_is_never_certified(backend):
     assert cert.verified_upper_bound >= good.objective_ - 1e-9
 
 
+def _explicit_two_classes(rng, N, D, *, smallest_scale):
+    """Explicit features (N, D) of decaying scale, two equal classes, and their class matrices
+    R_k = X_k^T X_k (the linear problem whose kernel form the lifts bound)."""
+    X = rng.standard_normal((N, D)) * np.linspace(2.0, smallest_scale, D)
+    y = np.repeat([0, 1], N // 2)
+    return X, y, np.stack([X[y == k].T @ X[y == k] for k in range(2)])
+
+
 def test_lifts_are_valid_for_any_nu():
     """Lemma 2 holds for every nu and Lemma 3 for every compressed bound: on explicit features
     split into a random S (containing W) and its complement, against the best restart."""
     rng = np.random.default_rng(5)
     N, D, K = 30, 8, 2
-    X = rng.standard_normal((N, D)) * np.linspace(2.0, 0.2, D)
-    y = np.repeat([0, 1], N // 2)
-    R = np.stack([X[y == k].T @ X[y == k] for k in range(K)])
+    X, y, R = _explicit_two_classes(rng, N, D, smallest_scale=0.2)
     best, W_best = best_of_restarts(R, K, n=50)
     for W in (W_best, np.linalg.qr(rng.standard_normal((D, K)))[0]):
         S = np.linalg.qr(np.column_stack([W, rng.standard_normal((D, 2))]))[0]  # dim S = 4
@@ -256,9 +262,7 @@ def test_schur_lift_is_valid_for_any_nu_and_tighter_at_the_optimum():
     the optimum with a good S below Lemma 2's bound."""
     rng = np.random.default_rng(7)
     N, D, K = 40, 9, 2
-    X = rng.standard_normal((N, D)) * np.linspace(2.0, 0.3, D)
-    y = np.repeat([0, 1], N // 2)
-    R = np.stack([X[y == k].T @ X[y == k] for k in range(K)])
+    X, y, R = _explicit_two_classes(rng, N, D, smallest_scale=0.3)
     best, W_best = best_of_restarts(R, K, n=100)
     tighter = 0
     for W in (W_best, np.linalg.qr(rng.standard_normal((D, K)))[0]):
