@@ -17,6 +17,7 @@ from tests.helpers.stiefel import (  # noqa: F401
     maximise,
     objective,
     polar,
+    problem_and_best,
     random_problem,
     random_stiefel,
     restarts,
@@ -130,10 +131,8 @@ def test_subspace_bound_is_sound_and_between_floor_and_reduced(monkeypatch):
     for _ in range(8):
         D = int(rng.integers(7, 11))
         K = int(rng.integers(D - 3, D))
-        R = random_problem(rng, D, K)
-        Ws, f = restarts(R, rng, 12)
+        R, Ws, f, best = problem_and_best(rng, D, K, n_restarts=12, n_random=3000)
         W = Ws[int(np.argmax(f))]
-        best = max(f.max(), objective(R, random_stiefel(rng, D, K, n=3000)).max())
         old = certify_global_optimum(R, W, full_sdp=False)
         if old.certified:
             continue
@@ -159,9 +158,7 @@ def test_skipping_the_subspace_bound_changes_no_verdict(monkeypatch):
     for _ in range(10):
         D = int(rng.integers(7, 12))
         K = int(rng.integers(2, D))
-        R = random_problem(rng, D, K)
-        Ws, f = restarts(R, rng, 10)
-        best = max(f.max(), objective(R, random_stiefel(rng, D, K, n=2000)).max())
+        R, Ws, f, best = problem_and_best(rng, D, K, n_restarts=10, n_random=2000)
         for W in (Ws[int(np.argmax(f))], Ws[int(np.argmin(f))]):  # a global and a worse one
             monkeypatch.setattr(certify_module, "SUBSPACE_MIN_GAP", 0.0)
             full = certify_global_optimum(R, W, max_sdp_dim=2)

@@ -21,20 +21,14 @@ def Xy():
 
 
 @pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
-def test_nan(est, Xy):
+@pytest.mark.parametrize("where, value, match", [((3, 1), np.nan, "NaN"),
+                                                 ((0, 0), np.inf, "infinity")],
+                         ids=["nan", "inf"])
+def test_non_finite(est, Xy, where, value, match):
     X, y = Xy
     X = X.copy()
-    X[3, 1] = np.nan
-    with pytest.raises(ValueError, match="NaN"):
-        est.fit(X, y)
-
-
-@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
-def test_inf(est, Xy):
-    X, y = Xy
-    X = X.copy()
-    X[0, 0] = np.inf
-    with pytest.raises(ValueError, match="infinity"):
+    X[where] = value
+    with pytest.raises(ValueError, match=match):
         est.fit(X, y)
 
 

@@ -48,3 +48,13 @@ def restarts(R, rng, n):
     D, K = R.shape[1], R.shape[0]
     Ws = [maximise(R, random_stiefel(rng, D, K)) for _ in range(n)]
     return Ws, np.array([objective(R, W) for W in Ws])
+
+
+def problem_and_best(rng, D, K, *, n_restarts, n_random):
+    """A :func:`random_problem` with its :func:`restarts` and the best objective seen among
+    them and ``n_random`` Haar-random points (a lower bound on the maximum every certificate
+    bound must stay above): ``(R, Ws, f, best)``."""
+    R = random_problem(rng, D, K)
+    Ws, f = restarts(R, rng, n_restarts)
+    best = max(f.max(), objective(R, random_stiefel(rng, D, K, n=n_random)).max())
+    return R, Ws, f, best
