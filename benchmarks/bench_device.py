@@ -303,12 +303,6 @@ def part_dask_gpu(args):
             "phases s": {k: round(v, 1) for k, v in model.fit_seconds_.items()}}
 
 
-def _worker_peak_rss():
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
 def _cores_iteration(X, y, n_workers, threads, repeats=3):
     """Median seconds of one float32 ``G Z`` pass on a fresh cluster, its set-up, the busy
     share of the workers during the timed passes, and the peak RSS of this process, the

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import functools
 
-__all__ = ["FLOAT32_DOT", "MAX_V_COLUMNS", "TUNING", "fused_available", "rbf_matmul"]
+__all__ = ["FLOAT32_DOT", "MAX_V_COLUMNS", "TUNING", "fused_available", "padded_width",
+           "rbf_matmul"]
 
 #: Products of the float32 phase: "tf32x3" (tensor cores) or "ieee" (FMA); chosen by
 #: benchmarks/bench_device.py.
@@ -54,7 +55,9 @@ def fused_available(device) -> bool:
     return device.type == "cuda" or TRITON_INTERPRET.get() == "1"
 
 
-def _pow2(n, least=16):
+def padded_width(n, least=16):
+    """The power of two >= ``max(n, least)``: the width factors and V are padded to (Triton's
+    block shapes are powers of two, and its products need at least 16)."""
     p = least
     while p < n:
         p *= 2
@@ -136,7 +139,7 @@ def rbf_matmul(left, right, V, *, square=False, dot=None):
     if right.shape != (m, P) or q > MAX_V_COLUMNS or left.dtype != V.dtype:
         raise ValueError(f"rbf_matmul: shapes/dtypes {tuple(left.shape)} {tuple(right.shape)} "
                          f"{tuple(V.shape)} {left.dtype} {V.dtype} do not fit.")
-    block_v = _pow2(q)
+    block_v = padded_width(q)
     Vp = V if q == block_v else torch.nn.functional.pad(V, (0, block_v - q))
     out = torch.empty((n, block_v), dtype=V.dtype, device=V.device)
     if n == 0:

@@ -171,7 +171,7 @@ class TorchGramOperator(GramOperator):
         fused kernel's block width; the padding adds zeros to the exponent)."""
         if precision not in self._factors:
             left, right = self.kernel.tile_factors(self._Xs, precision)
-            width = fused_rbf._pow2(left.shape[1])
+            width = fused_rbf.padded_width(left.shape[1])
             pad = ((0, 0), (0, width - left.shape[1]))
             self._factors[precision] = tuple(
                 self._torch.from_numpy(np.ascontiguousarray(np.pad(f, pad))).to(self.device)

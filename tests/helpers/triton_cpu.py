@@ -29,7 +29,8 @@ def _patch_interpreter():
     interpreter._patch_lang_tensor = patched
 
 
-def _rel(a, b):
+def relative_error(a, b):
+    """Largest entry of ``|a - b|`` relative to the largest of ``|b|``."""
     import numpy as np
 
     return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-300))
@@ -58,12 +59,12 @@ def main():
     z, V = rng.normal(size=(3, N)), rng.normal(size=(N, 4))
     for precision, rtol in (("float64", 1e-12), ("float32", 2e-5)):
         op.set_precision(precision)
-        err = _rel(op.class_matmul(z), ref.class_matmul(z))
+        err = relative_error(op.class_matmul(z), ref.class_matmul(z))
         assert err < rtol, f"G Z in {precision}: relative error {err:.2e} >= {rtol}"
-        err = _rel(op.class_block_matmul(V), ref.class_block_matmul(V))
+        err = relative_error(op.class_block_matmul(V), ref.class_block_matmul(V))
         assert err < rtol, f"class blocks in {precision}: relative error {err:.2e}"
     op.set_precision("float64")
-    assert _rel(op.matmul(V), ref.matmul(V)) < 1e-12
+    assert relative_error(op.matmul(V), ref.matmul(V)) < 1e-12
     moments, expected = op.covariance_moments(), ref.covariance_moments()
     assert np.allclose(moments, expected, rtol=1e-12), (moments, expected)
 
@@ -74,9 +75,9 @@ def main():
     W = rng.normal(size=(70, MAX_V_COLUMNS + 3))
     Xs = classes.sort_rows(X)
     wide = op._range_product((0, 70), (0, 70), torch.from_numpy(W), "float64").numpy()
-    assert _rel(wide, kernel(Xs[:70], Xs[:70]) @ W) < 1e-12
+    assert relative_error(wide, kernel(Xs[:70], Xs[:70]) @ W) < 1e-12
     squares = rbf_matmul(left, right, torch.ones(70, 1, dtype=torch.float64), square=True)
-    assert _rel(squares.numpy()[:, 0], (G * G).sum(1)) < 1e-12
+    assert relative_error(squares.numpy()[:, 0], (G * G).sum(1)) < 1e-12
     try:
         rbf_matmul(left, right, torch.from_numpy(W))
     except ValueError as exc:

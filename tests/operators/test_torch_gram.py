@@ -24,6 +24,7 @@ from catdask import KernelCategorySpace  # noqa: E402
 from catdask.core.classes import ClassIndex  # noqa: E402
 from catdask.kernels import make_kernel  # noqa: E402
 from catdask.operators import NumpyGramOperator, TorchGramOperator  # noqa: E402
+from tests.helpers.triton_cpu import relative_error  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -34,10 +35,6 @@ def _data(N=240, D=6, K=3, seed=0):
     y = rng.integers(0, K, N)
     X = rng.normal(size=(N, D)) + 1.5 * y[:, None] + 4.0  # offset: centring is the kernel's
     return X, y
-
-
-def _rel(a, b):
-    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-300))
 
 
 def test_fused_kernel_matches_numpy_under_the_interpreter():
@@ -59,20 +56,21 @@ def _check_products(op, ref, rng, *, rtol32=2e-5):
     V = rng.normal(size=(N, 4))
     for precision, rtol in (("float64", 1e-12), ("float32", rtol32)):
         op.set_precision(precision)
-        assert _rel(op.class_matmul(z), ref.class_matmul(z)) < rtol
-        assert _rel(op.class_block_matmul(V), ref.class_block_matmul(V)) < max(rtol, 1e-11)
+        assert relative_error(op.class_matmul(z), ref.class_matmul(z)) < rtol
+        assert relative_error(op.class_block_matmul(V),
+                              ref.class_block_matmul(V)) < max(rtol, 1e-11)
     op.set_precision("float64")
-    assert _rel(op.matmul(V), ref.matmul(V)) < 1e-12
-    assert _rel(op.matmul(np.ones((N, 1))), ref.matmul(np.ones((N, 1)))) < 1e-12
+    assert relative_error(op.matmul(V), ref.matmul(V)) < 1e-12
+    assert relative_error(op.matmul(np.ones((N, 1))), ref.matmul(np.ones((N, 1)))) < 1e-12
     np.testing.assert_allclose(op.covariance_moments(), ref.covariance_moments(), rtol=1e-12)
     np.testing.assert_allclose(op.diagonal(), ref.diagonal(), rtol=1e-13)
     idx = np.array([0, 5, N - 1])
-    assert _rel(op.columns(idx), ref.columns(idx)) < 1e-13
+    assert relative_error(op.columns(idx), ref.columns(idx)) < 1e-13
     for k in range(K):
         n_k = len(ref.classes.members(k))
         v = rng.normal(size=n_k)
-        assert _rel(op.class_gram(k), ref.class_gram(k)) < 1e-13
-        assert _rel(op.class_matvec(k, v), ref.class_matvec(k, v)) < 1e-12
+        assert relative_error(op.class_gram(k), ref.class_gram(k)) < 1e-13
+        assert relative_error(op.class_matvec(k, v), ref.class_matvec(k, v)) < 1e-12
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -195,4 +193,4 @@ def test_a_fused_kernel_that_does_not_compile_falls_back_to_tiles(monkeypatch, c
     with caplog.at_level("WARNING", logger="catdask.operators"):
         B = op.class_matmul(z)
     assert "does not run here" in caplog.text and "no such instruction" in caplog.text
-    assert _rel(B, NumpyGramOperator(X, classes, kernel).class_matmul(z)) < 1e-12
+    assert relative_error(B, NumpyGramOperator(X, classes, kernel).class_matmul(z)) < 1e-12
