@@ -128,6 +128,8 @@ def fit_restarts(store: str | None, dataset: str, spec: dict, scheduler: str | N
                     client.scheduler.address, extra={CONSOLE_NOTE: True})  # where to watch
         outcome = fit_on_dataset(store, dataset, model_spec, client=client)
     est = outcome.estimator
+    if outcome.device_placement is not None:
+        logger.info("Gram products on device %s: %s", model_spec.device, outcome.device_placement)
     logger.info("best of %d restarts: objective %.10g, %d iterations, %s",
                 len(est.restarts_), est.objective_, est.n_iter_, est.certificate_)
     return outcome

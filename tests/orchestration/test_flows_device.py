@@ -35,11 +35,11 @@ def test_train_flow_fits_on_the_device_and_the_retrain_keeps_it(iris_store, dask
 
 
 @pytest.mark.parametrize("device, expect", [
-    ("gpu0", "device='gpu0' is not a device PyTorch knows"),
+    pytest.param("gpu0", "device='gpu0' is not a device PyTorch knows", id="gpu0"),
     pytest.param("cuda", "device='cuda': PyTorch sees no CUDA GPU here",
                  marks=pytest.mark.skipif(torch.cuda.is_available(),
                                           reason="this machine has a CUDA GPU"), id="cuda"),
-], ids=lambda v: v if v == "gpu0" else None)
+])
 def test_a_bad_device_fails_the_run_before_the_data_are_read(iris_store, dask_scheduler,
                                                              monkeypatch, device, expect):
     """A misspelt device fails the flow before the cache lookup; a device missing here (the
