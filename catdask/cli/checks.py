@@ -208,6 +208,9 @@ def _given_method_options(args) -> list[tuple[str, tuple[str, ...], str]]:
                       "CAS has no global-optimality test"))
     if getattr(args, "max_gap", None) is not None:
         given.append(("--max-gap", QUADRATIC_METHODS, "CAS has no optimality gap"))
+    if getattr(args, "device", None) is not None:
+        given.append(("--device", KERNEL_METHODS, "the linear methods have no Gram products "
+                                                  "to run on a device"))
     return given
 
 
@@ -223,6 +226,37 @@ def check_method_options(args) -> None:
         if args.method not in methods:
             raise usage_error(f"argument {option}: applies only to --method "
                               f"{' or '.join(methods)} ({why}), not to {args.method}")
+
+
+def check_device(device: str | None, scheduler: str | None) -> None:
+    """``train --device``: PyTorch installed, a device it knows and, without a scheduler (the
+    embedded cluster's workers declare no GPU, so the fit runs in this process), present here.
+
+    With a scheduler whose workers declare a GPU the products run there; whether it has any is
+    known once connected, and the fit checks the device then, before reading the data
+    (:func:`catdask.pipeline.device.device_placement`).
+
+    Raises
+    ------
+    CliError
+        Exit code 2 for a form PyTorch does not know (the valid forms listed); 3 without
+        PyTorch (``pip install 'catdask[gpu]'``) or without the device here.
+    """
+    if device is None:
+        return
+    from catdask.pipeline.device import check_device as check
+
+    try:
+        check(device, here=False)
+    except ImportError as exc:
+        raise CliError(f"argument --device {device}: {exc}") from None
+    except ValueError as exc:
+        raise usage_error(f"argument --device: {exc}") from None
+    if scheduler is None:
+        try:
+            check(device)
+        except ValueError as exc:
+            raise CliError(f"argument --device {device}: {exc}") from None
 
 
 #: ``catdask ingest`` options by mode: a table (``--file``) or catalog sets (names, ``--all``).

@@ -93,7 +93,7 @@ def train_kwargs(args, dataset: str) -> dict:
                   scheduler=args.scheduler, allow_uncertified=args.allow_uncertified,
                   run_key=args.run_key, certify=args.certify, refit=args.refit)
     optional = {"origin": args.origin, "n_restarts": args.restarts, "gamma": args.gamma,
-                "max_gap": args.max_gap}
+                "max_gap": args.max_gap, "device": args.device}
     kwargs.update({k: v for k, v in optional.items() if v is not None})
     return kwargs
 
@@ -147,6 +147,7 @@ def cmd_train(args) -> int:
     """One fit, its best restart tested for global optimality; registered when certified (or
     allowed), exit 4 when not."""
     checks.check_method_options(args)
+    checks.check_device(args.device, runtime.scheduler_address(args.scheduler))
     checks.check_model_name(args.name)
     checks.check_stored_dataset(args.store, args.dataset)
     cached = _registered_fit(args)

@@ -59,6 +59,9 @@ def _method_line(meta: dict) -> str:
     restarts = spec.get("n_restarts", params.get("n_restarts"))
     if restarts is not None:
         parts.append(f"{restarts} restarts")
+    if spec.get("device") is not None:
+        placement = meta.get("device_placement")
+        parts.append(f"device {spec['device']}" + (f" ({placement})" if placement else ""))
     if meta.get("preprocessing"):
         parts.append(f"preprocessing: {meta['preprocessing']}")
     return ", ".join(parts)

@@ -132,6 +132,12 @@ def _train(sub):
     s.add_argument("--name", help="model name in the registry (default: DATASET-METHOD)")
     s.add_argument("--scheduler", help="Dask scheduler address, e.g. tcp://10.0.0.5:8786 "
                                        "(default: $CATDASK_SCHEDULER, else a local cluster)")
+    s.add_argument("--device",
+                   help=f"run the Gram products with PyTorch on this device, e.g. cuda, cuda:1 "
+                        f"or cpu; {'/'.join(KERNEL_METHODS)} only, needs the gpu extra: on the "
+                        "Dask cluster's GPU workers (--resources GPU=1) when it has some, else "
+                        "in this process on the data set read into memory (default: no "
+                        "PyTorch, the CPU or the Dask workers)")
     s.add_argument("--certify", choices=CERTIFY_LEVELS, default=CERTIFY_LEVELS[0],
                    help=f"strongest global-optimality test; {'/'.join(QUADRATIC_METHODS)} only "
                         "(CAS has none): the "

@@ -18,7 +18,7 @@ import itertools
 import os
 import uuid
 
-__all__ = ["BlockRunner", "current_client", "cluster_resources"]
+__all__ = ["BlockRunner", "current_client", "cluster_resources", "workers_with_resource"]
 
 _COUNTER = itertools.count()
 
@@ -202,6 +202,15 @@ def cluster_resources():
             return max(threads, 1), int(memory)
         return max(threads, 1), _available_memory()
     return os.cpu_count() or 1, _available_memory()
+
+
+def workers_with_resource(client, resource):
+    """How many of ``client``'s workers declare the Dask worker resource ``resource``
+    (``dask worker --resources GPU=1``); 0 without a client."""
+    if client is None:
+        return 0
+    workers = client.scheduler_info(n_workers=-1)["workers"].values()
+    return sum(1 for w in workers if w.get("resources", {}).get(resource))
 
 
 def _available_memory():

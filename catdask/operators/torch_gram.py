@@ -60,11 +60,13 @@ def import_torch():
     return torch
 
 
-def torch_device(device):
+def torch_device(device, *, here=True):
     """``device`` ("cuda", "cuda:1", "cpu", a torch.device) as a torch.device, checked.
 
     Raises a ValueError naming the problem when the device does not exist here (no CUDA build
-    of PyTorch, no GPU, an index beyond the GPUs present).
+    of PyTorch, no GPU, an index beyond the GPUs present). ``here=False`` checks only that
+    PyTorch is installed and knows the form: for a device of other machines (the GPU workers
+    of a Dask cluster, which compute on their own ``cuda``).
     """
     torch = import_torch()
     try:
@@ -72,10 +74,18 @@ def torch_device(device):
     except (RuntimeError, TypeError) as exc:
         raise ValueError(f"device={device!r} is not a device PyTorch knows ({exc}); use e.g. "
                          "'cuda', 'cuda:0' or 'cpu'.") from None
-    if dev.type == "cuda":
+    if here and dev.type == "cuda":
         if not torch.cuda.is_available():
+            if torch.version.cuda is None:  # a CPU-only build: installing it again is no fix
+                raise ValueError(
+                    f"device={device!r}: PyTorch sees no CUDA GPU here: torch "
+                    f"{torch.__version__} is a build without CUDA; install a CUDA build "
+                    "(pip install 'catdask[gpu]' in an environment without a CPU-only torch, "
+                    "or the CUDA wheel from pytorch.org), or use device='cpu' or None.")
             raise ValueError(f"device={device!r}: PyTorch sees no CUDA GPU here (torch "
-                             f"{torch.__version__}); use device='cpu' or None.")
+                             f"{torch.__version__}, CUDA {torch.version.cuda}): check the "
+                             "NVIDIA driver (nvidia-smi) and CUDA_VISIBLE_DEVICES, or use "
+                             "device='cpu' or None.")
         index = dev.index or 0
         if index >= torch.cuda.device_count():
             raise ValueError(f"device={device!r}: only {torch.cuda.device_count()} CUDA "

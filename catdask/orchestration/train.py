@@ -39,6 +39,7 @@ from ..distributed.cluster import dask_client_context
 from ..errors import CatdaskError
 from ..names import validate_name
 from ..pipeline import ModelSpec, fit_on_dataset, register_outcome, registration_decision
+from ..pipeline.device import check_device
 from ..pipeline.model_cache import CACHE_MISSES, current_content_sha256, look_up_fit
 from ..pipeline.reports import (
     metrics_table_rows,
@@ -127,6 +128,8 @@ def fit_restarts(store: str | None, dataset: str, spec: dict, scheduler: str | N
                     client.scheduler.address, extra={CONSOLE_NOTE: True})  # where to watch
         outcome = fit_on_dataset(store, dataset, model_spec, client=client)
     est = outcome.estimator
+    if outcome.device_placement is not None:
+        logger.info("Gram products on device %s: %s", model_spec.device, outcome.device_placement)
     logger.info("best of %d restarts: objective %.10g, %d iterations, %s",
                 len(est.restarts_), est.objective_, est.n_iter_, est.certificate_)
     return outcome
@@ -206,6 +209,7 @@ def train(
     max_iter: int = ModelSpec.max_iter,
     max_gap: float | None = ModelSpec.max_gap,
     refit: bool = False,
+    device: str | None = ModelSpec.device,
 ):
     """Fit, certify, and register a model; returns a summary of the outcome.
 
@@ -221,15 +225,23 @@ def train(
     A model that is not registered ends the run in a Failed state named ``Rejected`` whose
     message says why; a direct call then raises :class:`ModelRejectedError` carrying the
     summary (``run_train`` returns it instead).
+
+    ``device`` (kernel methods; ``"cuda"``, ``"cuda:1"``, ``"cpu"``) runs the Gram products
+    with PyTorch: on the cluster's GPU workers (``--resources GPU=1``) when it has some, else in
+    the fit task's process on the data set read into memory (:mod:`catdask.pipeline.device`).
+    A misspelt device or a missing PyTorch fails the run before the cache lookup; a device
+    this process lacks, before the data set is read.
     """
     # Under `catdask serve`, serve's store and scheduler, whatever the run's parameters say.
     store, scheduler = served_store_and_scheduler(store, scheduler)
     spec = ModelSpec(method=method, origin=origin, n_restarts=n_restarts, gamma=gamma,
                      standardise=standardise, random_state=random_state, certify=certify,
                      eps=eps, tol=tol, max_iter=max_iter, allow_uncertified=allow_uncertified,
-                     max_gap=max_gap)
-    # Refuse bad names before spending a cluster on the fit.
+                     max_gap=max_gap, device=device)
+    # Refuse bad names and devices before spending a cluster on the fit.
     validate_name(dataset, kind="data set")
+    if spec.device is not None:  # whether this process needs the device: known with the client
+        check_device(spec.device, here=False)
     model_name = validate_name(model_name or f"{dataset}-{method}", kind="model")
     if not refit:
         looked_up = find_registered(store, model_name, dataset, spec.to_dict())
@@ -259,6 +271,7 @@ def train(
         "objective": float(outcome.estimator.objective_),
         "n_iter": int(outcome.estimator.n_iter_), "seconds": outcome.seconds, "plot": plot,
         "metrics": outcome.metrics, "max_gap": spec.max_gap, "cached": False,
+        "device": spec.device, "device_placement": outcome.device_placement,
     }
     emit_model_event(summary, model_name, dataset_sha256=outcome.dataset_sha256,
                      snapshot=outcome.dataset_snapshot, spec=spec.to_dict(), store=store)

@@ -139,6 +139,7 @@ def cached_summary(version, store=None) -> dict:
         "objective": meta.get("objective"), "n_iter": meta.get("n_iter"),
         "seconds": meta.get("fit_seconds"), "plot": str(plot) if plot.is_file() else None,
         "metrics": meta.get("metrics"), "cached": True,
+        "device": spec.get("device"), "device_placement": meta.get("device_placement"),
     }
 
 

@@ -305,6 +305,8 @@ def summary_markdown(outcome, version=None, status=None, max_gap=None):
         *([f"- why: {cert.reason}"] if cert.applicable else []),
         f"- registration: {_registration_line(cert, status, max_gap)}",
         f"- fit time: {outcome.seconds:.2f} s",
+        *([f"- device: {outcome.spec.device} ({outcome.device_placement})"]
+          if outcome.spec.device is not None else []),
         "",
         "### Metrics",
         "",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..method_names import CERTIFY_LEVELS, METHOD_NAMES
+from ..method_names import CERTIFY_LEVELS, KERNEL_METHODS, METHOD_NAMES
 
 __all__ = ["ModelSpec"]
 
@@ -25,6 +25,13 @@ class ModelSpec:
     or ``"moment"`` (also the level-2 moment relaxation when the dual is not tight).
     ``allow_uncertified`` registers a CQS / K-CQS model that cannot be certified (marked so);
     ``max_gap`` registers one whose proved relative gap is at most that (``--max-gap``).
+    ``device`` (kernel methods only; ``--device``) runs the Gram products with PyTorch on that
+    device (``"cuda"``, ``"cuda:1"``, ``"cpu"``): on the Dask cluster's GPU workers when it has
+    some, else in the fitting process on X read into memory
+    (:mod:`catdask.pipeline.device`); None (the default) fits as without PyTorch. The model is
+    the same either way (the objective equal to 1e-9 relative, ``KernelCategorySpace``'s
+    ``device``); the field is recorded so that the nightly retrain runs where the model was
+    trained.
 
     The spec is recorded whole with every registered version (``meta["spec"]``), and the
     nightly retrain fits each model again from that record, untouched: every field here is
@@ -43,6 +50,7 @@ class ModelSpec:
     certify: str = "dual"
     allow_uncertified: bool = False
     max_gap: float | None = None
+    device: str | None = None
 
     def __post_init__(self):
         if self.max_gap is not None and not self.max_gap >= 0:  # NaN fails too
@@ -52,6 +60,17 @@ class ModelSpec:
         if self.certify not in CERTIFY_LEVELS:
             raise ValueError(f"certify must be one of {', '.join(map(repr, CERTIFY_LEVELS))}. "
                              f"Got {self.certify!r} instead.")
+        if self.device is not None:
+            if not isinstance(self.device, str):  # recorded as JSON with the version
+                raise ValueError(f"device must be a string such as 'cuda', 'cuda:1' or 'cpu'. "
+                                 f"Got {self.device!r} instead.")
+            if not self.is_kernel:
+                # As CategorySpace, which has no device: its products are N x D passes, with
+                # no Gram matrix to put on a GPU.
+                raise ValueError(
+                    f"device={self.device!r} applies only to the kernel methods "
+                    f"({', '.join(KERNEL_METHODS)}), whose Gram products run on it; "
+                    f"{self.method} runs on the CPU (or the Dask workers): leave device unset.")
 
     @property
     def is_kernel(self):
@@ -65,7 +84,7 @@ class ModelSpec:
                   # time is part of the recorded fit_seconds and of the fit task's log.
                   certify_at="fit")
         if self.is_kernel:
-            kw["gamma"] = self.gamma
+            kw.update(gamma=self.gamma, device=self.device)
         from ..methods import make_estimator  # the estimators: imported when a fit needs them
 
         return make_estimator(self.method, **kw)

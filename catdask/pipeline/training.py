@@ -18,6 +18,7 @@ from sklearn.preprocessing import StandardScaler
 
 from ..methods import METHODS
 from ..store import open_dataset_arrays, register_estimator
+from .device import HOST, device_placement
 from .reports import reported_gap
 from .spec import ModelSpec
 
@@ -35,6 +36,8 @@ class FitOutcome:
     seconds: float
     metrics: dict
     dataset_snapshot: str | None = None
+    # Where the Gram products ran with ``spec.device`` (catdask.pipeline.device); None without.
+    device_placement: str | None = None
     # The shared lock on the snapshot fitted on, kept until the version that records it is
     # registered (then the version protects it): gc must not remove it in between.
     dataset_hold: object = dataclasses.field(default=None, repr=False, compare=False)
@@ -74,7 +77,9 @@ def fit_on_dataset(store, dataset, spec, *, client=None):
     spec : ModelSpec
     client : distributed.Client or None
         With a client the data stay in zarr and are read as Dask arrays (blocked products on
-        the workers, docs/design.md section 5); without one they are read into memory.
+        the workers, docs/design.md section 5); without one they are read into memory. With
+        ``spec.device`` they are read into memory too unless the cluster has GPU workers
+        (:func:`catdask.pipeline.device.device_placement`, checked before any data are read).
 
     Returns
     -------
@@ -83,6 +88,9 @@ def fit_on_dataset(store, dataset, spec, *, client=None):
         registers it or :meth:`FitOutcome.release` is called.
     """
     t0 = time.perf_counter()
+    placement = device_placement(spec.device, client)
+    if placement == HOST:
+        client = None  # X in memory: the estimator's numpy path, products on this device
     # The name resolves to one immutable snapshot here, once; every later read (Dask passes
     # included) is of that snapshot, whatever a concurrent re-ingest does to the name. The
     # reader's lock keeps gc from removing it until the model that records it is registered
@@ -94,6 +102,7 @@ def fit_on_dataset(store, dataset, spec, *, client=None):
         arrays.close()
         raise
     outcome.dataset_hold = arrays.take_hold()
+    outcome.device_placement = placement
     return outcome
 
 
@@ -185,6 +194,10 @@ def _cv_accuracy_of_predict(estimator, X, y, n_folds):
     folds = clone(estimator)
     if "certify" in folds.get_params():
         folds.set_params(certify=False)  # the registered model is certified; a fold's is not used
+    if folds.get_params().get("device") is not None:
+        # At most CV_MAX_SAMPLES rows: on the CPU. The fit's device may not be in this process
+        # (the products ran on the cluster's GPU workers, catdask.pipeline.device).
+        folds.set_params(device=None)
     X = np.asarray(X.compute() if hasattr(X, "compute") else X)  # small: a few k rows
     cv = StratifiedKFold(n_folds, shuffle=True, random_state=0)
     return float(cross_val_score(folds, X, y, cv=cv).mean())
@@ -252,6 +265,7 @@ def register_outcome(store, name, outcome, *, status, run_key=None, extra=None):
         "fit_seconds": outcome.seconds,
         "code_version": code,
         "cache_key": cache_key(outcome.dataset_sha256, outcome.spec.to_dict(), code),
+        "device_placement": outcome.device_placement,
         **(extra or {}),
     }
     version = register_estimator(store, name, outcome.model, meta, run_key=run_key)

@@ -1,0 +1,76 @@
+"""Where a training run's Gram products run: ``ModelSpec.device`` (``catdask train --device``).
+
+The pipeline reads its data sets from zarr; the estimator picks its operator from the input it
+is given (:func:`catdask.operators.make_operator`: numpy input and a device ->
+``TorchGramOperator`` in this process; Dask input and a device -> ``DaskTorchGramOperator``
+on the workers that declare a GPU). So the pipeline only chooses the input's form, by one rule
+(:func:`device_placement`):
+
+- the Dask cluster has workers declaring the ``GPU`` resource (``dask worker --resources
+  GPU=1``, deploy/gpu-cluster.md): the data set stays a Dask array and the products run on
+  those workers' GPUs (:data:`GPU_WORKERS`);
+- otherwise (the embedded local cluster, whose workers declare no GPU, or a cluster without
+  GPU workers): X is read into this process's memory (N x D floats: 16 MB at N = 10^5,
+  D = 20, small next to the N^2 Gram entries of every pass) and the products run on this
+  process's device (:data:`HOST`).
+
+The device is checked before any data are read (:func:`check_device`, PyTorch's own
+:func:`~catdask.operators.torch_gram.torch_device`): no PyTorch, no CUDA, or a misspelt device
+fails at once with what to do. The linear methods take no device (:class:`ModelSpec` refuses
+it): their products are N x D passes, with no Gram matrix to move to a GPU, and
+``CategorySpace`` has no ``device`` parameter either.
+"""
+
+from __future__ import annotations
+
+__all__ = ["HOST", "GPU_WORKERS", "check_device", "device_placement"]
+
+#: The products run on this process's device, on X read into memory.
+HOST = "host"
+#: The products run on the Dask workers that declare a GPU, on the Dask array.
+GPU_WORKERS = "gpu-workers"
+
+
+def check_device(device, *, here=True) -> None:
+    """Raise, naming the problem and the fix, unless ``device`` can run the Gram products.
+
+    Parameters
+    ----------
+    device : str
+        ``"cuda"``, ``"cuda:1"``, ``"cpu"``.
+    here : bool, default=True
+        The products run in this process (the device must exist here); False: on GPU workers
+        (PyTorch installed and the form valid; each worker computes on its own GPU).
+
+    Raises
+    ------
+    ImportError
+        PyTorch is not installed (``pip install 'catdask[gpu]'``).
+    ValueError
+        A form PyTorch does not know (the valid forms listed), or no CUDA GPU here.
+    """
+    from ..operators.torch_gram import torch_device  # PyTorch: only when a device is asked
+
+    torch_device(device, here=here)
+
+
+def device_placement(device, client) -> str | None:
+    """Where the products of a fit with ``device`` run, checked: None (no device: today's
+    path), :data:`GPU_WORKERS` or :data:`HOST` (see the module docstring).
+
+    Parameters
+    ----------
+    device : str or None
+    client : distributed.Client or None
+        The fit's cluster; None: none (the data are read into memory anyway).
+    """
+    if device is None:
+        return None
+    from ..distributed.execute import workers_with_resource
+    from ..operators.dask_torch_gram import GPU_RESOURCE
+
+    if workers_with_resource(client, GPU_RESOURCE):
+        check_device(device, here=False)
+        return GPU_WORKERS
+    check_device(device)
+    return HOST
