@@ -17,6 +17,8 @@ Parts (each prints its figures as it ends, and the JSON is rewritten after each)
 - ``cores``: one float32 iteration at N = 50,000 with 2, 8 and 16 single-thread workers (and 4
   workers x 4 threads), interleaved, median of 3; peak RSS of driver + workers; the task
   stream's busy share; the N = 50,000 fit to convergence on 16 workers (polish share).
+- ``pipeline``: ``fit_on_dataset`` (what ``catdask train --device`` runs) on a zarr data set
+  at N = 10,000, in this process and on one GPU worker, objectives compared.
 - ``large``: the N = 1,000,000 fit on the GPU, to convergence (certify=False: the certificate's
   cost at that size is issue 26's).
 
@@ -431,9 +433,48 @@ def part_gpu_cert(args):
             "reason": str(getattr(cert, "reason", ""))[:200]}
 
 
+def part_pipeline(args):
+    """The training pipeline with a device (``catdask train --device``, the train flow): a
+    data set written to a zarr store and fitted by ``fit_on_dataset`` in this process (the
+    products on this device) and on a Dask cluster of one GPU worker (the products there),
+    the same spec and starts; the two objectives compared."""
+    import tempfile
+
+    import distributed
+
+    from catdask.pipeline import ModelSpec, fit_on_dataset
+    from catdask.store import write_dataset
+
+    N = 3_000 if args.quick else 10_000
+    X, y = blobs(N, D, K, seed=1)
+    out = {"N": N}
+    with tempfile.TemporaryDirectory() as tmp:
+        write_dataset(tmp, "blobs", X, y)
+        spec = ModelSpec(method="kcqs", device=_device())  # the pipeline always certifies
+        for where in ("this process", "one GPU worker"):
+            t0 = time.perf_counter()
+            if where == "this process":
+                outcome = fit_on_dataset(tmp, "blobs", spec)
+            else:
+                with distributed.LocalCluster(n_workers=1, threads_per_worker=1,
+                                              resources={"GPU": 1}, dashboard_address=None,
+                                              host="127.0.0.1") as cluster, \
+                        distributed.Client(cluster) as client:
+                    outcome = fit_on_dataset(tmp, "blobs", spec, client=client)
+            est = outcome.estimator
+            out[where] = {"placement": outcome.device_placement,
+                          "wall s": round(time.perf_counter() - t0, 1),
+                          "objective": float(est.objective_),
+                          "certificate": str(est.certificate_)[:160]}
+            outcome.release()
+    a, b = (out[w]["objective"] for w in ("this process", "one GPU worker"))
+    out["objective rel diff"] = abs(a - b) / abs(a)
+    return out
+
+
 PARTS = {"env": part_env, "agree": part_agree, "passes": part_passes, "gpu": part_gpu,
          "dask_gpu": part_dask_gpu, "cores": part_cores, "large": None,
-         "gpu_cert": part_gpu_cert}
+         "gpu_cert": part_gpu_cert, "pipeline": part_pipeline}
 
 
 def _separately(name, args):
