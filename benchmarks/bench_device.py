@@ -14,9 +14,11 @@ Parts (each prints its figures as it ends, and the JSON is rewritten after each)
   fit with precision="float64" from the same starts) and 200,000; the objective checked against
   an independent float64 evaluation of the model's coordinates.
 - ``dask_gpu``: the same N = 50,000 fit on a Dask cluster of one GPU worker.
-- ``cores``: one float32 iteration at N = 50,000 with 2, 8 and 16 single-thread workers (and 4
-  workers x 4 threads), interleaved, median of 3; peak RSS of driver + workers; the task
-  stream's busy share; the N = 50,000 fit to convergence on 16 workers (polish share).
+- ``cores``: one float32 ``G Z`` pass at N = 50,000 on 2 and 16 single-thread workers and on
+  the embedded default's shape (4 x 4 from 8 cores on), with the default tile (384) and the
+  previous one (512) interleaved in one cluster, median of 3; the task stream's busy share;
+  peak RSS of driver + workers; the N = 200,000 fit to convergence on the default shape
+  (polish share).
 - ``pipeline``: ``fit_on_dataset`` (what ``catdask train --device`` runs) on a zarr data set
   at N = 10,000, in this process and on one GPU worker, objectives compared.
 - ``large``: the N = 1,000,000 fit on the GPU, to convergence (certify=False: the certificate's
@@ -305,49 +307,65 @@ def part_dask_gpu(args):
             "phases s": {k: round(v, 1) for k, v in model.fit_seconds_.items()}}
 
 
-def _cores_iteration(X, y, n_workers, threads, repeats=3):
-    """Median seconds of one float32 ``G Z`` pass on a fresh cluster, its set-up, the busy
-    share of the workers during the timed passes, and the peak RSS of this process, the
-    workers and their nannies (sampled: ``ru_maxrss`` of a spawned worker reports its
-    parent's peak, since Linux keeps it across exec)."""
+#: The tile rows before GRAM_TILE became 384: the baseline of the tile comparison.
+PREVIOUS_TILE = 512
+
+
+def _cores_iteration(X, y, n_workers, threads, rounds=3):
+    """One float32 ``G Z`` pass on a fresh cluster with the default tile (``GRAM_TILE``) and
+    the previous one (512), interleaved round by round: median seconds and the workers' busy
+    share for each; the operators' set-up; the peak RSS of this process, the workers and their
+    nannies (sampled: ``ru_maxrss`` of a spawned worker reports its parent's peak, since Linux
+    keeps it across exec)."""
     from distributed import get_task_stream
 
     from catdask.operators import DaskGramOperator
+    from catdask.operators.gram_base import GRAM_TILE
 
+    tiles = {f"tile {GRAM_TILE} (default)": GRAM_TILE,
+             f"tile {PREVIOUS_TILE} (previous default)": PREVIOUS_TILE}
     with PeakRSS() as mem:
         t0 = time.perf_counter()
         cluster, client = local_cluster(n_workers, threads_per_worker=threads)
         try:
-            op = DaskGramOperator(X, _classes(y), _kernel(), cache="recompute",
-                                  precision="float32")
-            setup = time.perf_counter() - t0
+            ops = {name: DaskGramOperator(X, _classes(y), _kernel(), cache="recompute",
+                                          precision="float32", tile_rows=t)
+                   for name, t in tiles.items()}
+            setup = (time.perf_counter() - t0) / len(ops)
             z = np.random.default_rng(2).normal(size=(R, X.shape[0]))
-            op.class_matmul(z)  # warm-up
-            times = []
-            with get_task_stream(client) as ts:
-                for _ in range(repeats):
-                    t1 = time.perf_counter()
-                    op.class_matmul(z)
-                    times.append(time.perf_counter() - t1)
-            busy = sum(s["stop"] - s["start"] for t in ts.data
-                       for s in t.get("startstops", ()) if s.get("action") == "compute")
-            op.close()
+            times: dict = {name: [] for name in ops}
+            busy: dict = {name: [] for name in ops}
+            for op in ops.values():
+                op.class_matmul(z)  # warm-up
+            for _ in range(rounds):
+                for name, op in ops.items():
+                    with get_task_stream(client) as ts:
+                        t1 = time.perf_counter()
+                        op.class_matmul(z)
+                        wall = time.perf_counter() - t1
+                    times[name].append(wall)
+                    busy[name].append(sum(s["stop"] - s["start"] for t in ts.data
+                                          for s in t.get("startstops", ())
+                                          if s.get("action") == "compute")
+                                      / (wall * n_workers * threads))
+            for op in ops.values():
+                op.close()
         finally:
             client.close()
             cluster.close()
     others = [v for (pid, name), v in mem.peaks.items() if name != "driver"]
-    return {"iteration s (median)": round(statistics.median(times), 3),
-            "set-up s": round(setup, 1),
-            "busy share": round(busy / (sum(times) * n_workers * threads), 3),
-            "peak RSS driver+workers+nannies GiB": round(mem.peak / GiB, 2),
-            "largest worker/nanny process GiB": round(max(others, default=0) / GiB, 3),
-            "driver GiB": round(max((v for (pid, name), v in mem.peaks.items()
-                                     if name == "driver"), default=0) / GiB, 2)}
+    out: dict = {name: {"iteration s (median)": round(statistics.median(times[name]), 3),
+                        "busy share": round(statistics.median(busy[name]), 3)}
+                 for name in ops}
+    out.update({"set-up s": round(setup, 1),
+                "peak RSS driver+workers+nannies GiB": round(mem.peak / GiB, 2),
+                "largest worker/nanny process GiB": round(max(others, default=0) / GiB, 3)})
+    return out
 
 
 def part_cores(args):
-    """One float32 iteration per cluster shape (the 2-worker baseline measured first and last,
-    its median the reference), then the fit to convergence on the embedded default's shape."""
+    """One float32 pass per cluster shape and tile size (2 single-thread workers the
+    reference), then the fit to convergence on the embedded default's shape."""
     import dask.array as da
 
     from catdask import KernelCategorySpace
@@ -356,24 +374,21 @@ def part_cores(args):
     N = 4_000 if args.quick else 50_000
     X, y = _sorted_blobs(N)
     cpus = os.cpu_count() or 2
-    shapes = [(2, 1), (cpus, 1), (max(1, cpus // 4), 4), (2, max(1, cpus // 2)), (2, 1)]
-    out = {"N": N}
-    base = []
-    for n_workers, threads in shapes:
-        row = _cores_iteration(X, y, n_workers, threads)
-        key = f"{n_workers} workers x {threads} threads"
-        if (n_workers, threads) == (2, 1):
-            base.append(row["iteration s (median)"])
-            key += f" (run {len(base)})"
-        out[key] = row
-        _say(f"  cores {key}: {row}")
-    ref = statistics.median(base)
-    for key, row in out.items():
-        if isinstance(row, dict):
-            row["speed-up vs 2 workers"] = round(ref / row["iteration s (median)"], 2)
     threads = default_threads_per_worker(cpus)
-    sizes = [N] if args.quick else [N, 200_000]
-    for n in sizes:
+    shapes = dict.fromkeys([(2, 1), (cpus, 1), (max(1, cpus // threads), threads)])
+    out: dict = {"N": N}
+    for n_workers, t in shapes:
+        key = f"{n_workers} workers x {t} threads"
+        out[key] = _cores_iteration(X, y, n_workers, t)
+        _say(f"  cores {key}: {out[key]}")
+    base = out["2 workers x 1 threads"]
+    for key, row in out.items():
+        if isinstance(row, dict) and key != "2 workers x 1 threads":
+            for name, r in row.items():
+                if isinstance(r, dict):
+                    r["speed-up vs 2 workers, same tile"] = round(
+                        base[name]["iteration s (median)"] / r["iteration s (median)"], 2)
+    for n in [N] if args.quick else [200_000]:  # N = 50,000: polish share measured before
         Xn, yn = blobs(n, D, K, seed=0)
         with PeakRSS() as mem:
             cluster, client = local_cluster(max(1, cpus // threads), threads_per_worker=threads)

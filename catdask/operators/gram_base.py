@@ -38,7 +38,11 @@ GRAM_PRECISIONS = ("float64", "float32")
 #: Rows (= columns) of a square Gram tile. Measured for one G Z pass (N = 8,000, D = 20,
 #: R = 8, float32, one BLAS thread, 1 MiB L2): 512 took 0.15-0.33x the plain full-square loop,
 #: 1024 0.18-0.40x, 2048 0.28-0.97x (a 2048^2 tile leaves the cache between its passes).
-GRAM_TILE = 512
+#: Smaller tiles, measured later (N = 8,192, R = 5, K = 5, one thread, 2 MiB L2, medians of 5):
+#: 256 1.89, 320 1.75, 384 1.69, 448 2.14, 512 2.24 ns per tile entry; on 2 Dask workers at
+#: N = 20,000 a pass took 0.40 s at 384 against 0.51 s at 512 (the tile's two products with Z
+#: read it row- and column-wise, and a 384^2 float32 tile, 576 KiB, stays in L2 between them).
+GRAM_TILE = 384
 
 
 class BlockGramOperator(GramOperator):
