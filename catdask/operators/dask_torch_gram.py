@@ -25,7 +25,7 @@ import numpy as np
 
 from ..core.classes import ClassIndex
 from ..distributed.execute import BlockRunner
-from .torch_gram import TorchGramOperator
+from .torch_gram import TorchGramOperator, import_torch
 
 __all__ = ["DaskTorchGramOperator", "GPU_RESOURCE"]
 
@@ -88,6 +88,15 @@ def split_rows(requests, n_tasks):
             r = r1
     groups.append(group)
     return groups
+
+
+def dask_setup(worker):  # noqa: ARG001 - the signature of Dask's preload hook
+    """Dask's preload hook (``dask worker ... --preload catdask.operators.dask_torch_gram``):
+    import PyTorch and start CUDA as the worker starts rather than in the first task of its
+    first fit, where they are most of the set-up of a fit on a fresh worker."""
+    torch = import_torch()
+    if torch.cuda.is_available():
+        torch.cuda.init()
 
 
 def release_worker_operator(token):
