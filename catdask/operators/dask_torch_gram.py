@@ -73,7 +73,9 @@ def split_rows(requests, n_tasks):
     if total == 0:
         return []
     target = total / n_tasks
-    groups, group, filled = [], [], 0
+    groups: list[list] = []
+    group: list = []
+    filled = 0
     for i, ((a, b), (c, d), _) in enumerate(requests):
         r = a
         while work[i] and r < b:

@@ -203,6 +203,27 @@ def test_dask_gpu_workers_equal_numpy(gpu_worker_cluster, monkeypatch):
     assert seen["total"] == seen["setup"] + calls["class_matmul"]
 
 
+@pytest.mark.parametrize("n_tasks", [1, 2, 3, 7])
+def test_split_rows_covers_every_row_once_in_balanced_groups(n_tasks):
+    from catdask.operators.dask_torch_gram import split_rows
+
+    requests = [((0, 100), (0, 30), False), ((5, 5), (0, 9), False),
+                ((0, 100), (30, 100), True), ((40, 90), (40, 90), False)]
+    groups = split_rows(requests, n_tasks)
+    assert len(groups) == n_tasks
+    for i, ((a, b), _, _) in enumerate(requests):
+        pieces = sorted(rows for g in groups for j, rows in g if j == i)
+        if b <= a:
+            assert not pieces
+            continue
+        assert pieces[0][0] == a and pieces[-1][1] == b
+        assert all(p[1] == q[0] and p[0] < p[1] for p, q in zip(pieces, pieces[1:]))
+    work = [sum((r1 - r0) * (requests[i][1][1] - requests[i][1][0]) for i, (r0, r1) in g)
+            for g in groups]
+    target = sum(work) / n_tasks
+    assert all(target <= w < target + 70 for w in work[:-1])  # 70: the widest request
+
+
 def test_dask_gpu_operator_is_one_round_trip_per_product(gpu_worker_cluster, rng):
     """Each product through the GPU workers equals numpy's and is one Dask graph, whatever
     the number of classes (K = 4 here)."""
