@@ -1,14 +1,19 @@
 """The device Gram operator split over the GPUs of a Dask cluster.
 
 :class:`DaskTorchGramOperator` is :class:`~catdask.operators.torch_gram.TorchGramOperator` with
-one method replaced: the primitive ``G[rows, cols] V`` splits its rows over the workers that
-declare a GPU (``dask worker --resources GPU=1``, one worker per GPU, deploy/gpu-cluster.md),
-and each task runs the same primitive on its worker's GPU. Every product (``G Z``, the moments,
-the class blocks) is written once, in ``TorchGramOperator``; the driver keeps only host tensors.
+one method replaced: a batch of range products ``G[rows, cols] V`` (the form every product
+takes there, :meth:`TorchGramOperator._products`) runs as one Dask graph on the workers that
+declare a GPU (``dask worker --resources GPU=1``, one worker per GPU, deploy/gpu-cluster.md):
+the batch's rows are cut into one task per GPU (two per GPU with several, to balance the tail),
+and each task runs the same batch primitive on its worker's GPU. So every product (``G Z`` over
+all K classes, the two centring moments, the decoupled start's K class blocks per Lanczos
+step) is one scheduler round trip, whatever K; :attr:`DaskTorchGramOperator.round_trips` counts
+them. Every product is written once, in ``TorchGramOperator``; the driver keeps only host
+arrays.
 
 A worker builds its device copy of X once per fit (:func:`_worker_operator`, keyed by the
-fit's token) and reuses it in every pass; a pass ships V (N x R floats) and gets back the
-rows' products.
+fit's token) and reuses it in every pass; a pass ships V (N x R floats, in the pass's
+precision, inside the tasks while small) and gets back the rows' products.
 """
 
 from __future__ import annotations
@@ -20,12 +25,16 @@ import numpy as np
 
 from ..core.classes import ClassIndex
 from ..distributed.execute import BlockRunner
-from .torch_gram import TorchGramOperator
+from .torch_gram import TorchGramOperator, import_torch
 
 __all__ = ["DaskTorchGramOperator", "GPU_RESOURCE"]
 
 #: The Dask worker resource a GPU worker declares (``--resources GPU=1``).
 GPU_RESOURCE = "GPU"
+
+# A pass's V goes inside each task up to this many bytes in all (as the CPU Dask operator's
+# per-pass inputs), else once as a graph key the tasks share.
+_INLINE_BYTES = 8 * 1024**2
 
 # The operators a worker process holds, by token (X on its GPU); one fit's at a time.
 _WORKER_OPERATORS: dict[str, TorchGramOperator] = {}
@@ -45,12 +54,51 @@ def _worker_operator(token, X_sorted, offsets, kernel, device):
     return op
 
 
-def worker_range_product(token, X_sorted, offsets, kernel, device, rows, cols, V, precision,
-                         square):
-    """One task: ``G[rows, cols] @ V`` on this worker's ``device``, a float64 numpy array."""
+def worker_products(token, X_sorted, offsets, kernel, device, items, V, precision, v_offset):
+    """One task: the range products ``items`` (``(rows, cols, square)`` each, as
+    :meth:`TorchGramOperator._products` takes them) on this worker's ``device``, as float64
+    numpy arrays."""
     op = _worker_operator(token, X_sorted, offsets, kernel, device)
-    Vd = op._to_device(V, precision)
-    return op._range_product(rows, cols, Vd, precision, square=square).cpu().numpy()
+    return [part.cpu().numpy() for part in op._products(items, V, precision, v_offset)]
+
+
+def split_rows(requests, n_tasks):
+    """The rows of a batch of range products cut into at most ``n_tasks`` groups of about equal
+    work (kernel entries), in order; each group a list of ``(request index, rows)``.
+
+    ``requests`` are ``(rows, cols, square)``; one with no rows or columns is in no group.
+    """
+    work = [max(b - a, 0) * max(d - c, 0) for (a, b), (c, d), _ in requests]
+    total = sum(work)
+    if total == 0:
+        return []
+    target = total / n_tasks
+    groups: list[list] = []
+    group: list = []
+    filled = 0
+    for i, ((a, b), (c, d), _) in enumerate(requests):
+        r = a
+        while work[i] and r < b:
+            last = len(groups) == n_tasks - 1
+            if filled >= target and not last:
+                groups.append(group)
+                group, filled, last = [], 0, len(groups) == n_tasks - 1
+            take = b - r if last else max(1, math.ceil((target - filled) / (d - c)))
+            r1 = min(b, r + take)
+            group.append((i, (r, r1)))
+            filled += (r1 - r) * (d - c)
+            r = r1
+    groups.append(group)
+    return groups
+
+
+def dask_setup(worker):  # noqa: ARG001 - the signature of Dask's preload hook
+    """Dask's preload hook (``dask worker ... --preload catdask.operators.dask_torch_gram``):
+    import PyTorch and start CUDA as the worker starts rather than in the first task of its
+    first fit, where they are most of the set-up of a fit on a fresh worker."""
+    torch = import_torch()
+    if torch.cuda.is_available():
+        torch.cuda.init()
 
 
 def release_worker_operator(token):
@@ -74,6 +122,14 @@ class DaskTorchGramOperator(TorchGramOperator):
         ``CUDA_VISIBLE_DEVICES`` names as "cuda"); "cpu" runs the same tasks on the workers'
         CPUs (the tests' stand-in).
 
+    Attributes
+    ----------
+    round_trips : int
+        Dask graphs run for the products so far: one per product (``G Z``, ``G V``, the
+        centring moments, one Lanczos step of the decoupled start over all classes, one
+        ``class_matvec``), whatever the number of classes. Placing X (once, at construction)
+        and freeing it (:meth:`close`) are not counted.
+
     Raises
     ------
     ValueError
@@ -87,24 +143,36 @@ class DaskTorchGramOperator(TorchGramOperator):
         self._runner = BlockRunner()
         self._gpus = _gpu_workers(self._runner.client)
         self._token = uuid.uuid4().hex
+        self.round_trips = 0
         (self._X_key,) = self._runner.put_many({"X-sorted": self._Xs}, everywhere=True)
 
-    def _range_product(self, rows, cols, V, precision, *, square=False):
-        """Rows split over the GPU workers, one task each (two per GPU balance the tail)."""
+    def _products(self, requests, V, precision, v_offset=0):
+        """The batch as one graph on the GPU workers (one round trip): its rows cut into one
+        task per GPU, two per GPU with several (a slower or busier GPU's share is then half a
+        pass); returns host tensors."""
         torch = self._torch
-        (a, b), (c, d) = rows, cols
-        if b <= a or d <= c:
-            return torch.zeros((b - a, V.shape[1]), dtype=torch.float64)
-        n_tasks = min(b - a, 2 * self._gpus)
-        step = math.ceil((b - a) / n_tasks)
-        Vh = V.cpu().numpy()
-        key = BlockRunner.new_key("V")
-        tasks = [(worker_range_product, self._token, self._X_key, self._offsets, self.kernel,
-                  self.worker_device, (r, min(r + step, b)), cols, key, precision, square)
-                 for r in range(a, b, step)]
-        parts = self._runner.run(tasks, "gpu-gram", extra={key: Vh},
-                                 resources={GPU_RESOURCE: 1})
-        return torch.from_numpy(np.concatenate(parts, axis=0))
+        outs = [torch.zeros((max(b - a, 0), V.shape[1]), dtype=torch.float64)
+                for (a, b), _, _ in requests]
+        groups = split_rows(requests, 1 if self._gpus == 1 else 2 * self._gpus)
+        if not groups:
+            return outs
+        # The pass's V in the precision its tiles use (float32 halves the bytes sent), copied
+        # into each task while small: a shared graph key is one more worker-to-worker hop.
+        Vh = np.ascontiguousarray(V, dtype=precision)
+        extra, varg = None, Vh
+        if Vh.nbytes * len(groups) > _INLINE_BYTES:
+            varg = BlockRunner.new_key("V")
+            extra = {varg: Vh}
+        tasks = [(worker_products, self._token, self._X_key, self._offsets, self.kernel,
+                  self.worker_device, [(rows, requests[i][1], requests[i][2]) for i, rows in g],
+                  varg, precision, v_offset) for g in groups]
+        self.round_trips += 1
+        parts = self._runner.run(tasks, "gpu-gram", extra=extra, resources={GPU_RESOURCE: 1})
+        for g, results in zip(groups, parts):
+            for (i, (r0, r1)), part in zip(g, results):
+                a = requests[i][0][0]
+                outs[i][r0 - a : r1 - a] = torch.from_numpy(part)
+        return outs
 
     def close(self) -> None:
         """Free the workers' device copies and the cluster's copy of X."""

@@ -2,14 +2,16 @@
 
 Every product of the kernel method is a sum of ``G[I, J] V`` over index ranges, so the operator
 has one primitive, :meth:`TorchGramOperator._range_product`, and writes every product of
-:class:`~catdask.core.protocols.GramOperator` with it, on class-sorted samples:
+:class:`~catdask.core.protocols.GramOperator` as one batch of such range products with one V
+(:meth:`TorchGramOperator._products`; a Dask subclass runs a batch as one round trip), on
+class-sorted samples:
 
 - ``G Z`` (the iteration's pass) is K products, one per class: column k of ``G Z`` reads only
   the class-k columns of G (docs/design.md §3), so V is the class's ``z`` (R columns), not a
   block matrix of K R columns;
 - the decoupled start's ``diag(G_11, ..., G_KK) V`` is the K class-diagonal products;
 - ``G 1`` and ``||G||_F^2`` are two float64 products with a column of ones (the second on the
-  squared kernel).
+  squared kernel), one batch.
 
 The primitive runs the fused Triton kernel (:mod:`.fused_rbf`) for the RBF kernel on a GPU, and
 otherwise PyTorch tiles: one product for the exponent (the tile factors of
@@ -247,6 +249,20 @@ class TorchGramOperator(GramOperator):
             T.pow_(self.kernel.params["degree"])
         return T
 
+    def _products(self, requests, V, precision, v_offset=0):
+        """One batch of range products with one V: for each ``(rows, cols, square)`` of
+        ``requests``, ``G[rows, cols] @ V[cols - v_offset]`` (``G**2`` when ``square``), as a
+        float64 tensor (n_rows, q). ``V`` is a host array (n, q); positions are sorted ones.
+
+        Every product below is one call, so a subclass that runs a batch elsewhere (one Dask
+        round trip, :class:`~catdask.operators.dask_torch_gram.DaskTorchGramOperator`) pays
+        one round trip per product, whatever the number of classes.
+        """
+        Vd = self._to_device(V, precision)
+        return [self._range_product(rows, (c, d), Vd[c - v_offset : d - v_offset], precision,
+                                    square=square)
+                for rows, (c, d), square in requests]
+
     # ------------------------------------------------------------------ the products
     def class_matmul(self, z: np.ndarray) -> np.ndarray:
         """``B[r] = G Z_r``: (R, N) -> (R, N, K), one product per class (module docstring)."""
@@ -255,12 +271,11 @@ class TorchGramOperator(GramOperator):
         R, N = zs.shape
         K = len(self._offsets) - 1
         out = self._torch.zeros((K, N, R), dtype=self._torch.float64, device=self.device)
-        for k in range(K):
-            a, b = self._offsets[k], self._offsets[k + 1]
-            if b > a:
-                out[k] = self._range_product((0, N), (a, b),
-                                             self._to_device(zs[:, a:b].T, self.precision),
-                                             self.precision)
+        filled = [k for k in range(K) if self._offsets[k + 1] > self._offsets[k]]
+        parts = self._products([((0, N), self._class_range(k), False) for k in filled], zs.T,
+                               self.precision)
+        for k, part in zip(filled, parts):
+            out[k] = part
         B = out.permute(2, 1, 0).cpu().numpy()  # (R, N, K) sorted
         return self.classes.unsort(B, 1)
 
@@ -271,19 +286,19 @@ class TorchGramOperator(GramOperator):
             return self._gram_moments()[0][:, None].copy()
         self.gram_passes += 1
         N = self.n_samples
-        Vs = self._to_device(self.classes.sort_rows(V), "float64")
-        out = self._range_product((0, N), (0, N), Vs, "float64")
+        (out,) = self._products([((0, N), (0, N), False)], self.classes.sort_rows(V), "float64")
         return self.classes.unsort(out.cpu().numpy(), 0)
 
     def _gram_moments(self):
-        """``(G 1, ||G||_F^2)`` from two float64 products with ones (cached)."""
+        """``(G 1, ||G||_F^2)`` from two float64 products with ones, one batch (cached)."""
         if self._moments is None:
             N = self.n_samples
-            ones = self._torch.ones((N, 1), dtype=self._torch.float64, device=self.device)
-            sums = self._range_product((0, N), (0, N), ones, "float64")[:, 0]
-            fro2 = self._range_product((0, N), (0, N), ones, "float64", square=True).sum()
+            whole = ((0, N), (0, N))
+            sums, squares = self._products([(*whole, False), (*whole, True)], np.ones((N, 1)),
+                                           "float64")
             self.gram_passes += 2
-            self._moments = (self.classes.unsort(sums.cpu().numpy(), 0), float(fro2))
+            self._moments = (self.classes.unsort(sums[:, 0].cpu().numpy(), 0),
+                             float(squares.sum()))
         return self._moments
 
     def _class_range(self, k):
@@ -299,21 +314,21 @@ class TorchGramOperator(GramOperator):
         """``G[C_k, C_k] @ V`` in float64, V of shape (n_k,) or (n_k, m)."""
         ck = self._class_range(k)
         V = np.asarray(V, dtype=np.float64)
-        Vd = self._to_device(V.reshape(ck[1] - ck[0], -1), "float64")
-        return self._range_product(ck, ck, Vd, "float64").cpu().numpy().reshape(V.shape)
+        (out,) = self._products([(ck, ck, False)], V.reshape(ck[1] - ck[0], -1), "float64",
+                                v_offset=ck[0])
+        return out.cpu().numpy().reshape(V.shape)
 
     def class_block_matmul(self, V: np.ndarray) -> np.ndarray:
         """``diag(G_11, ..., G_KK) V`` for V (N, m), in :attr:`precision` (the decoupled
-        start's Lanczos, all classes per round trip)."""
+        start's Lanczos, :func:`catdask.core.class_eigen.class_block_top_eigenpairs`): the K
+        class-diagonal products, one batch (one round trip on Dask workers)."""
         Vs = self.classes.sort_rows(np.asarray(V, dtype=np.float64))
-        out = np.empty_like(Vs)
-        for k in range(len(self._offsets) - 1):
-            a, b = self._class_range(k)
-            if b > a:
-                part = self._range_product((a, b), (a, b),
-                                           self._to_device(Vs[a:b], self.precision),
-                                           self.precision)
-                out[a:b] = part.cpu().numpy()
+        out = np.zeros_like(Vs)
+        ranges = [ck for ck in map(self._class_range, range(len(self._offsets) - 1))
+                  if ck[1] > ck[0]]
+        parts = self._products([(ck, ck, False) for ck in ranges], Vs, self.precision)
+        for (a, b), part in zip(ranges, parts):
+            out[a:b] = part.cpu().numpy()
         return self.classes.unsort(out, 0)
 
     def diagonal(self) -> np.ndarray:

@@ -152,17 +152,108 @@ def gpu_worker_cluster():
         yield cluster
 
 
-def test_dask_gpu_workers_equal_numpy(gpu_worker_cluster):
+def test_dask_gpu_workers_equal_numpy(gpu_worker_cluster, monkeypatch):
+    """The fit through GPU workers equals the numpy fit (1e-9), and its round trips do not
+    grow with K: one per product, so the decoupled start's Lanczos costs one per step for
+    all its classes (classes above the dense limit; the smallest class stays dense here, so
+    both start paths run) and an iteration's ``G Z`` one."""
     import dask.array as da
     import distributed
 
+    from catdask.core import starts
+    from catdask.operators.dask_torch_gram import DaskTorchGramOperator
+
     X, y = _data(N=200)
+    sizes = np.bincount(y)
+    monkeypatch.setattr(starts, "_DENSE_EIG_MAX", int(sizes.min()))
     params = dict(n_restarts=2, random_state=0, certify=False, max_gram_bytes=0)
     ref = KernelCategorySpace(**params).fit(X, y)
+
+    calls = {"class_block_matmul": 0, "class_matmul": 0}
+    seen = {}
+
+    def counted(name):
+        method = getattr(DaskTorchGramOperator, name)
+
+        def wrapper(self, *args):
+            if name == "class_matmul":
+                seen.setdefault("setup", self.round_trips)
+            calls[name] += 1
+            return method(self, *args)
+        return wrapper
+
+    for name in calls:
+        monkeypatch.setattr(DaskTorchGramOperator, name, counted(name))
+    close = DaskTorchGramOperator.close
+
+    def closing(self):
+        seen["total"] = self.round_trips
+        close(self)
+
+    monkeypatch.setattr(DaskTorchGramOperator, "close", closing)
     with distributed.Client(gpu_worker_cluster):
         fitted = KernelCategorySpace(**params, device="cpu").fit(
             da.from_array(X, chunks=(70, -1)), y)
     assert fitted.objective_ == pytest.approx(ref.objective_, rel=1e-9)
+    lanczos_steps = calls["class_block_matmul"]
+    assert (sizes > sizes.min()).sum() >= 2 and lanczos_steps >= 2  # batched over classes
+    # set-up: the centring moments (one trip for both; G 1 comes from them), then one trip
+    # per Lanczos step; then one per G Z (the starts' and each iteration's), nothing else
+    assert seen["setup"] == 1 + lanczos_steps
+    assert seen["total"] == seen["setup"] + calls["class_matmul"]
+
+
+@pytest.mark.parametrize("n_tasks", [1, 2, 3, 7])
+def test_split_rows_covers_every_row_once_in_balanced_groups(n_tasks):
+    from catdask.operators.dask_torch_gram import split_rows
+
+    requests = [((0, 100), (0, 30), False), ((5, 5), (0, 9), False),
+                ((0, 100), (30, 100), True), ((40, 90), (40, 90), False)]
+    groups = split_rows(requests, n_tasks)
+    assert len(groups) == n_tasks
+    for i, ((a, b), _, _) in enumerate(requests):
+        pieces = sorted(rows for g in groups for j, rows in g if j == i)
+        if b <= a:
+            assert not pieces
+            continue
+        assert pieces[0][0] == a and pieces[-1][1] == b
+        assert all(p[1] == q[0] and p[0] < p[1] for p, q in zip(pieces, pieces[1:]))
+    work = [sum((r1 - r0) * (requests[i][1][1] - requests[i][1][0]) for i, (r0, r1) in g)
+            for g in groups]
+    target = sum(work) / n_tasks
+    assert all(target <= w < target + 70 for w in work[:-1])  # 70: the widest request
+
+
+def test_dask_gpu_operator_is_one_round_trip_per_product(gpu_worker_cluster, rng):
+    """Each product through the GPU workers equals numpy's and is one Dask graph, whatever
+    the number of classes (K = 4 here)."""
+    import distributed
+
+    from catdask.operators.dask_torch_gram import DaskTorchGramOperator
+
+    X, y = _data(N=160, K=4)
+    classes = ClassIndex(y, 4)
+    kernel = make_kernel("rbf", n_features=X.shape[1])
+    ref = NumpyGramOperator(X, classes, kernel)
+    z, V = rng.normal(size=(3, 160)), rng.normal(size=(160, 2))
+    n_k = len(ref.classes.members(2))
+    v = rng.normal(size=n_k)
+    with distributed.Client(gpu_worker_cluster):
+        with DaskTorchGramOperator(X, classes, kernel, worker_device="cpu") as op:
+            products = [
+                (lambda: op.class_matmul(z), lambda: ref.class_matmul(z)),
+                (lambda: op.class_block_matmul(V), lambda: ref.class_block_matmul(V)),
+                (lambda: op.matmul(V), lambda: ref.matmul(V)),
+                (lambda: op.covariance_moments(), lambda: ref.covariance_moments()),
+                (lambda: op.class_matvec(2, v), lambda: ref.class_matvec(2, v)),
+            ]
+            for ours, theirs in products:
+                before = op.round_trips
+                assert relative_error(np.asarray(ours()), np.asarray(theirs())) < 1e-12
+                assert op.round_trips == before + 1
+            before = op.round_trips
+            op.matmul(np.ones((160, 1)))  # G 1: the cached moments, no trip
+            assert op.round_trips == before
 
 
 def test_dask_without_gpu_workers_is_refused(dask_scheduler):
