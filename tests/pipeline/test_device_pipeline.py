@@ -106,8 +106,8 @@ def test_a_cluster_with_gpu_workers_runs_the_products_there(iris_store, monkeypa
     from catdask.operators.dask_torch_gram import DaskTorchGramOperator
 
     passes = []
-    product = DaskTorchGramOperator._range_product
-    monkeypatch.setattr(DaskTorchGramOperator, "_range_product",
+    product = DaskTorchGramOperator._products
+    monkeypatch.setattr(DaskTorchGramOperator, "_products",
                         lambda self, *a, **k: passes.append(1) or product(self, *a, **k))
     default = fit_on_dataset(iris_store, "iris", ModelSpec(**KERNEL))
     default.release()
