@@ -51,6 +51,8 @@ D, K, R = 20, 5, 5
 GiB = 1024**3
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS: dict = {}
+#: GPU workers import PyTorch and start CUDA as they start (deploy/gpu-cluster.md).
+GPU_WORKER_PRELOAD = "catdask.operators.dask_torch_gram"
 
 
 def _options(ap):
@@ -295,7 +297,8 @@ def part_dask_gpu(args):
     X, y = blobs(N, D, K, seed=0)
     t0 = time.perf_counter()
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, resources={"GPU": 1},
-                                  dashboard_address=None, host="127.0.0.1") as cluster, \
+                                  preload=[GPU_WORKER_PRELOAD], dashboard_address=None,
+                                  host="127.0.0.1") as cluster, \
             distributed.Client(cluster):
         start = time.perf_counter() - t0
         t1 = time.perf_counter()
@@ -472,7 +475,9 @@ def part_pipeline(args):
                 outcome = fit_on_dataset(tmp, "blobs", spec)
             else:
                 with distributed.LocalCluster(n_workers=1, threads_per_worker=1,
-                                              resources={"GPU": 1}, dashboard_address=None,
+                                              resources={"GPU": 1},
+                                              preload=[GPU_WORKER_PRELOAD],
+                                              dashboard_address=None,
                                               host="127.0.0.1") as cluster, \
                         distributed.Client(cluster) as client:
                     outcome = fit_on_dataset(tmp, "blobs", spec, client=client)
