@@ -399,7 +399,7 @@ def gram_symmetric_class_product(left, right, pairs, offsets, zt, kernel):
     for a, b, c, d in pairs.tolist():
         T = buf[: b - a, : d - c]
         np.matmul(left[a:b], right[c:d].T, out=T)
-        kernel.finish_tile(T)
+        kernel.finish_tile(T, clip=a == c)  # x = y pairs lie on diagonal tiles only
         for k, s0, s1 in _class_ranges(offsets, c, d):
             acc[k, a - lo : b - lo] += T[:, s0 - c : s1 - c] @ zt[s0:s1]
         if c != a:
@@ -440,7 +440,7 @@ def gram_symmetric_moments(left, right, pairs, kernel):
     for a, b, c, d in pairs.tolist():
         T = buf[: b - a, : d - c]
         np.matmul(left[a:b], right[c:d].T, out=T)
-        kernel.finish_tile(T)
+        kernel.finish_tile(T, clip=a == c)  # x = y pairs lie on diagonal tiles only
         sums[a:b] += T.sum(axis=1, dtype=np.float64)
         t2 = float(np.einsum("ij,ij->", T, T, dtype=np.float64))
         if c != a:

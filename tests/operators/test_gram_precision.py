@@ -44,6 +44,32 @@ def test_tile_pass_equals_dense_product(metric):
     assert op.gram_passes == 1
 
 
+@pytest.mark.parametrize("dtype, rtol", [("float64", 1e-12), ("float32", 1e-5)])
+def test_duplicate_rows_in_different_tiles(dtype, rtol):
+    """Exact duplicates far apart (an off-diagonal tile, which skips the clip of the exponent):
+    the pass still equals the dense product within the dtype's rounding, moments included."""
+    X, y = _data()
+    X[150:160] = X[0:10]  # rows 0-9 and 150-159 in different 64-row tiles
+    classes = ClassIndex(y, 3)
+    kern = make_kernel("rbf", n_features=X.shape[1], gamma=0.1)
+    op = NumpyGramOperator(X, classes, kern, max_gram_bytes=0, tile_rows=64, precision=dtype)
+    z = np.random.default_rng(1).standard_normal((2, len(y)))
+    G = kern(X, X)
+    ref = _dense_product(G, classes, z)
+    np.testing.assert_allclose(op.class_matmul(z), ref, rtol=rtol, atol=rtol * np.abs(ref).max())
+    sums, diag, fro2 = op._gram_moments()
+    np.testing.assert_allclose(sums, G.sum(axis=1), rtol=1e-12)
+    assert np.all(diag <= 1.0) and np.all(diag >= 1.0 - 1e-12)  # clipped diagonal tiles
+    assert abs(fro2 - float(np.sum(G * G))) <= 1e-12 * fro2
+
+
+def test_the_clip_keeps_an_exponent_rounded_above_zero_at_one():
+    kern = make_kernel("rbf", n_features=2, gamma=1.0)
+    T = np.array([[1e-7, -1.0]], dtype=np.float32)
+    assert kern.finish_tile(T.copy())[0, 0] == 1.0
+    assert kern.finish_tile(T.copy(), clip=False)[0, 0] > 1.0
+
+
 def test_float32_tiles_agree_with_float64():
     X, y = _data(n_per_class=150)
     classes = ClassIndex(y, 3)
