@@ -27,6 +27,7 @@ Run it:  catdask train iris --method cqs     (or)  python flows/train.py iris
 
 from __future__ import annotations
 
+import contextlib
 from datetime import datetime, timezone
 
 from prefect import flow, get_run_logger, task
@@ -123,9 +124,16 @@ def fit_restarts(store: str | None, dataset: str, spec: dict, scheduler: str | N
         description=f"{model_spec.method.upper()} on {dataset}, {model_spec.n_restarts} restarts",
         artifact_after_seconds=PROGRESS_ARTIFACT_AFTER_SECONDS,
     )
-    with dask_client_context(scheduler) as client, solver_progress(progress):
-        logger.info("Dask dashboard: %s (scheduler %s)", client.dashboard_link,
-                    client.scheduler.address, extra={CONSOLE_NOTE: True})  # where to watch
+    if model_spec.device is not None and scheduler is None:
+        # The embedded cluster's workers declare no GPU, so the products would run in this
+        # process anyway (catdask.pipeline.device): no cluster to start and wait for.
+        cluster = contextlib.nullcontext(None)
+    else:
+        cluster = dask_client_context(scheduler)
+    with cluster as client, solver_progress(progress):
+        if client is not None:
+            logger.info("Dask dashboard: %s (scheduler %s)", client.dashboard_link,
+                        client.scheduler.address, extra={CONSOLE_NOTE: True})  # where to watch
         outcome = fit_on_dataset(store, dataset, model_spec, client=client)
     est = outcome.estimator
     if outcome.device_placement is not None:

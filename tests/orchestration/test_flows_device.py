@@ -56,3 +56,17 @@ def test_a_bad_device_fails_the_run_before_the_data_are_read(iris_store, dask_sc
     assert isinstance(exc, ValueError) and expect in str(exc), str(exc)
     assert spy.calls == 0
     assert _store_snapshot(iris_store) == before
+
+
+def test_no_scheduler_and_a_device_starts_no_cluster(iris_store, monkeypatch):
+    """Without a scheduler the embedded cluster would hold no GPU worker, so the fit runs in
+    the task's process: the flow does not start (or wait for) a Dask cluster."""
+    _, train_mod, _ = _flows()
+
+    def no_cluster(scheduler):
+        raise AssertionError(f"a Dask cluster was asked for (scheduler={scheduler!r})")
+
+    monkeypatch.setattr(train_mod, "dask_client_context", no_cluster)
+    summary = train_mod.train("iris", method="kcqs", n_restarts=1, device="cpu",
+                              store=str(iris_store))
+    assert (summary["device"], summary["device_placement"]) == ("cpu", "host")
