@@ -58,7 +58,7 @@ from .events import emit_model_event
 from .retry import retry_if_transient
 from .served import served_store_and_scheduler
 
-__all__ = ["train", "retrain_registered", "run_train", "ModelRejectedError",
+__all__ = ["train", "retrain_registered", "run_train", "ModelRejectedError", "RetrainFailedError",
            "REJECTED_STATE_NAME", "CACHED_STATE_NAME"]
 
 REJECTED_STATE_NAME = "Rejected"
@@ -82,6 +82,18 @@ class ModelRejectedError(CatdaskError):
 
     def __reduce__(self):  # Prefect persists the state's data: keep the summary
         return type(self), (str(self), self.summary)
+
+
+class RetrainFailedError(CatdaskError):
+    """A retrain run could not retrain some models (an error, not a rejection); ``results``
+    holds every model's summary, ``{"model", "version": None, "error"}`` for those."""
+
+    def __init__(self, message, results=None):
+        super().__init__(message)
+        self.results = results
+
+    def __reduce__(self):  # Prefect persists the state's data: keep the results
+        return type(self), (str(self), self.results)
 
 
 @task(cache_policy=NO_CACHE)
@@ -328,7 +340,8 @@ def retrain_registered(store: str | None = None, scheduler: str | None = None,
     to the ``catdask-train`` flow whole. ``allow_uncertified`` here also registers the models
     whose spec does not allow it; their new versions then record it on. The run key is the model name plus the scheduled date, so a rerun of the same night's run
     (after a crash) never registers a second version. Every model is retrained even when one is
-    rejected; the run then ends Failed (``Rejected``) naming the rejected models.
+    rejected or its retrain fails; the run then ends Failed (``Rejected`` when models were only
+    rejected) naming those models.
     """
     from ..store import list_models
 
@@ -347,16 +360,32 @@ def retrain_registered(store: str | None = None, scheduler: str | None = None,
         latest = {name: v for name, v in latest.items() if v.meta.get("dataset") == dataset}
         get_run_logger().info("retraining the %d model(s) of data set %s: %s", len(latest),
                               dataset, ", ".join(sorted(latest)) or "none registered")
+    failed = []
     for name, v in sorted(latest.items()):
-        spec = ModelSpec.recorded(v.meta).to_dict()
-        spec["allow_uncertified"] = spec["allow_uncertified"] or allow_uncertified
-        content = current_content_sha256(store, v.meta["dataset"])[:16]
-        summary = run_train(dataset=v.meta["dataset"], **spec, model_name=name, store=store,
-                            scheduler=scheduler, run_key=f"retrain:{name}:{day}:{content}",
-                            refit=refit)
+        try:
+            spec = ModelSpec.recorded(v.meta).to_dict()
+            spec["allow_uncertified"] = spec["allow_uncertified"] or allow_uncertified
+            content = current_content_sha256(store, v.meta["dataset"])[:16]
+            summary = run_train(dataset=v.meta["dataset"], **spec, model_name=name,
+                                store=store, scheduler=scheduler,
+                                run_key=f"retrain:{name}:{day}:{content}", refit=refit)
+        except Exception as exc:  # noqa: BLE001 - one model's fault must not stop the others
+            # e.g. a model trained with device="cuda" retrained where there is no GPU, or its
+            # data set removed: the others are still retrained, and the run ends Failed.
+            reason = f"{type(exc).__name__}: {exc}"
+            get_run_logger().error("retraining %s failed: %s", name, reason)
+            failed.append(f"{name} ({reason})")
+            results.append({"model": name, "dataset": v.meta.get("dataset"), "version": None,
+                            "error": reason})
+            continue
         results.append(summary)
         if summary["version"] is None:
             rejected.append(name)
+    if failed:
+        message = f"failed: {'; '.join(failed)}"
+        if rejected:
+            message += f"; rejected (not certified, not registered): {', '.join(rejected)}"
+        return Failed(message=message, data=RetrainFailedError(message, results))
     if rejected:
         message = f"rejected (not certified, not registered): {', '.join(rejected)}"
         return Failed(name=REJECTED_STATE_NAME, message=message,

@@ -334,6 +334,32 @@ def test_retrain_registered_adds_one_version_per_model_and_is_idempotent(iris_st
     assert versions[1].run_key.startswith("retrain:iris-cqs:")
 
 
+def test_one_models_failed_retrain_does_not_stop_the_others(iris_store, dask_scheduler,
+                                                            monkeypatch):
+    """A retrain that raises for one model (e.g. its recorded device missing here) still
+    retrains the rest, and the run ends Failed naming the model and the reason."""
+    _, train_mod, _ = _flows()
+    for method in ("cas", "cqs"):
+        train_mod.train("iris", method=method, n_restarts=1, store=str(iris_store),
+                        scheduler=dask_scheduler, allow_uncertified=True)
+    real = train_mod.run_train
+
+    def run_train(**parameters):
+        if parameters["model_name"] == "iris-cas":  # sorted first: the loop must go on
+            raise ValueError("device='cuda': PyTorch sees no CUDA GPU here")
+        return real(**parameters)
+
+    monkeypatch.setattr(train_mod, "run_train", run_train)
+    exc, _ = _run_failing_flow(train_mod.retrain_registered, store=str(iris_store),
+                               scheduler=dask_scheduler, refit=True)
+    assert isinstance(exc, train_mod.RetrainFailedError), exc
+    assert "iris-cas (ValueError: device='cuda': PyTorch sees no CUDA GPU here)" in str(exc)
+    assert [(r.get("model"), r["version"]) for r in exc.results] == [
+        ("iris-cas", None), (None, "iris-cqs:v2")]
+    assert [str(v) for v in list_models(iris_store)] == ["iris-cas:v1", "iris-cqs:v1",
+                                                         "iris-cqs:v2"]
+
+
 def test_retrain_keeps_every_setting_of_the_recorded_spec(iris_store, dask_scheduler):
     """A model trained with certify="moment", non-default tolerances and its own
     allow_uncertified is retrained with every one of them (issue 25: the retrain rebuilt the
