@@ -39,7 +39,7 @@ def _delta(nu, eps, rho):
 
 
 def lifted_dual_bound(R_S, W_S, nu, eps, rho=None, gamma2=None, Y=None, cross=None, *,
-                      cache=None, key=None):
+                      cache=None, key=None, above=math.inf):
     """Lemma 2 (docs/design.md §4c): an upper bound on ``max f`` of the full problem.
 
     ``Y_S = W S(nu)_+ W^T`` with ``S(nu) = Lambda - diag(nu)`` (or the PSD part of a given
@@ -57,15 +57,23 @@ def lifted_dual_bound(R_S, W_S, nu, eps, rho=None, gamma2=None, Y=None, cross=No
     those the call would compute (vehicle, class origin: 9 calls made 3 x 2 K verified
     eigenvalues of order K + r, 1.0 s of a 2.5 s test under load).
 
+    ``above``: a bound the caller already holds. Every multiplier of class k, whichever lemma
+    gives it, is at least ``lambda_max(R_k^S - Y_S) >= theta_k`` (a Rayleigh quotient of the
+    verified top vector: Lemmas 2' and 2'' bound the top eigenvalue of ``R_k^S - Y_S`` plus a
+    PSD matrix), so when ``(tr Y_S + sum_k theta_k) / 2 >= above`` this dual point cannot give
+    a smaller bound, and its Lemma 2 bound (valid, cheap) is returned without the costlier
+    Lemmas 2' and 2''.
+
     Returns ``(bound on max f, rho)``.
     """
     with one_blas_thread():
         if cache is None or key is None:
-            return _lifted_dual_bound(R_S, W_S, nu, eps, rho, gamma2, Y, cross, {})
+            return _lifted_dual_bound(R_S, W_S, nu, eps, rho, gamma2, Y, cross, {}, above)
         if rho is None:
             rho = cache.get("rho")
         entry = cache.setdefault(("point", key), {})
-        bound, rho = _lifted_dual_bound(R_S, W_S, nu, eps, rho, gamma2, Y, cross, entry)
+        bound, rho = _lifted_dual_bound(R_S, W_S, nu, eps, rho, gamma2, Y, cross, entry,
+                                        above)
         cache["rho"] = rho
         return bound, rho
 
@@ -86,7 +94,7 @@ def _dual_point(R_S, W_S, nu, Y):
     return Y, S_plus
 
 
-def _lifted_dual_bound(R_S, W_S, nu, eps, rho, gamma2, Y, cross, memo):
+def _lifted_dual_bound(R_S, W_S, nu, eps, rho, gamma2, Y, cross, memo, above):
     """The bound; ``memo`` keeps this dual point's eps-free parts between calls (see caller)."""
     K, m = len(R_S), R_S.shape[1]
     if "Y" not in memo:
@@ -96,15 +104,27 @@ def _lifted_dual_bound(R_S, W_S, nu, eps, rho, gamma2, Y, cross, memo):
     if rho is None:
         rho = np.array([verified_top(m, matrix=R_S[k])[0] for k in range(K)])
     guard = 64.0 * m * _EPS * (float(np.max(rho)) + memo["S_norm"])
-    total = float(np.trace(Y))
+    trace = float(np.trace(Y))
     tops = memo.setdefault("nu", {})
     margins = memo.setdefault("margin", {})
+    bases = [sym(R_S[k] - Y) for k in range(K)]
     for k in range(K):
-        base = sym(R_S[k] - Y)
-        if (k, guard) not in tops:
-            tops[(k, guard)] = verified_top(m, matrix=base)[0] + guard
-        nu_k = tops[(k, guard)]
-        best = nu_k + _delta(nu_k, float(eps[k]), float(rho[k]) + guard)  # Lemma 2
+        if (k, guard) not in tops:  # (nu'_k, a Rayleigh quotient theta_k <= lambda_max)
+            upper, v, _ = verified_top(m, matrix=bases[k])
+            tops[(k, guard)] = (upper + guard, float(v @ bases[k] @ v))
+    lemma2 = [tops[(k, guard)][0] + _delta(tops[(k, guard)][0], float(eps[k]),
+                                           float(rho[k]) + guard) for k in range(K)]
+    if (gamma2 is None and cross is None) or \
+            0.5 * (trace + sum(tops[(k, guard)][1] for k in range(K))) >= above:
+        total = trace
+        for value in lemma2:  # summed in the order of the loop below
+            total += value
+        return 0.5 * total, rho
+    total = trace
+    for k in range(K):
+        base = bases[k]
+        nu_k = tops[(k, guard)][0]
+        best = lemma2[k]  # Lemma 2
         if gamma2 is not None:
             mk = (k, guard, float(eps[k]), float(gamma2[k]))
             if mk not in margins:
