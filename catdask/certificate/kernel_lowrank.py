@@ -24,7 +24,9 @@ the span of the fitted axes and of r landmark features -- and its orthogonal com
 
 W is certified when the smaller lifted bound is within ``gap_tol`` of f(W), relative. The rank
 grows (more landmarks) until that holds, the compressed test itself fails, or the budget
-(``max_rank``, ``max_bytes``) is reached.
+(``max_rank``, ``max_bytes``) is reached. A probe at :data:`PROBE_RANK` landmarks comes first
+and ends the test only when it certifies W; otherwise the first round runs on the subspace it
+would have had without the probe (docs/design.md §4c, "Cost").
 """
 
 from __future__ import annotations
