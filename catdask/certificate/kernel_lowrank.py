@@ -226,7 +226,7 @@ def _certify(operator, origin, A, gap_tol, full_sdp, moment, max_rank, max_bytes
         # if it certifies; the pending block makes the first round's subspace the same as
         # without it.
         fac.grow(target, K + probe_rank, plan=limit)
-        if fac.m < limit and (fac.pending() or fac.residual() > target):
+        if fac.m == K + probe_rank and (fac.pending() or fac.residual() > target):
             probe, comp, _ = _subspace_test(rounds=0, compressed=dict(
                 full_sdp=full_sdp, rng=rng, search_bound=False), only_certified=True,
                 **dict(test, frobenius=frobenius and N <= PROBE_BLOCK_PASS_MAX_SAMPLES))
