@@ -150,7 +150,7 @@ def _objective(FW, members, origin):
 def certify_kernel_lowrank(operator, origin, A, *, gap_tol=GAP_TOL, full_sdp="auto",
                            moment=False, max_rank=MAX_RANK, max_bytes=MAX_FACTOR_BYTES,
                            frobenius=True, spectral=True, projections=None, rng=None,
-                           details=False, probe_rank=PROBE_RANK):
+                           details=False, probe_rank=PROBE_RANK, probe_only=False):
     """Certify K-CQS coefficients A through a rank-r subspace and a lifted bound (§4c).
 
     Parameters
@@ -187,6 +187,10 @@ def certify_kernel_lowrank(operator, origin, A, *, gap_tol=GAP_TOL, full_sdp="au
         Landmarks of the probe, a first try at a few landmarks that ends the test only when it
         certifies W (up to :data:`PROBE_MAX_SAMPLES` samples; 0: no probe). The first
         round's subspace is the same with or without it.
+    probe_only : bool
+        Return the probe's certificate when it certifies W, else None (the rounds do not run):
+        the kernel test below :data:`~.kernel.CERTIFICATE_DENSE_MAX_SAMPLES` tries it before
+        the dense test.
 
     Returns
     -------
@@ -199,11 +203,12 @@ def certify_kernel_lowrank(operator, origin, A, *, gap_tol=GAP_TOL, full_sdp="au
     # 0.008 s on the loaded 2-core host).
     with one_blas_thread():
         return _certify(operator, origin, A, gap_tol, full_sdp, moment, max_rank, max_bytes,
-                        frobenius, spectral, projections, rng, details, probe_rank)
+                        frobenius, spectral, projections, rng, details, probe_rank,
+                        probe_only)
 
 
 def _certify(operator, origin, A, gap_tol, full_sdp, moment, max_rank, max_bytes, frobenius,
-             spectral, projections, rng, details, probe_rank):
+             spectral, projections, rng, details, probe_rank, probe_only):
     t0 = time.perf_counter()
     A = np.asarray(A, dtype=float)
     K, N = A.shape
@@ -213,6 +218,8 @@ def _certify(operator, origin, A, gap_tol, full_sdp, moment, max_rank, max_bytes
     try:
         fac = SubspaceFactor(operator, A, K + r_max, projections)
     except (np.linalg.LinAlgError, ValueError) as exc:
+        if probe_only:  # the caller's own test says what is wrong
+            return (None, None) if details else None
         cert = not_certified(f"not certified: the low-rank test could not start ({exc}: "
                              "A G A^T is not positive definite)", seconds=time.perf_counter() - t0)
         return (cert, None) if details else cert
@@ -233,6 +240,8 @@ def _certify(operator, origin, A, gap_tol, full_sdp, moment, max_rank, max_bytes
             if probe is not None and _gap(probe, f) <= gap_tol and not _refutes(comp):
                 cert = _record(probe, f, gap_tol, time.perf_counter() - t0, N)
                 return (cert, probe) if details else cert
+    if probe_only:
+        return (None, None) if details else None
     result, prev_gap = None, None
     for rounds in range(1, MAX_ROUNDS + 2):
         fac.grow(target, limit)
