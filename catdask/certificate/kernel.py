@@ -16,6 +16,7 @@ import numpy as np
 from ..kernels.gram_factor import pivoted_cholesky
 from ..operators import blocks
 from .certify import certify_global_optimum
+from . import kernel_lowrank
 from .kernel_lowrank import certify_kernel_lowrank
 from .record import not_applicable
 
@@ -65,7 +66,7 @@ def certify_kernel_axes(operator, classes, origin, A, *, full_sdp="auto", moment
     # landmarks ends the test (wine, global origin: 0.015 s against the dense test's 0.053 s);
     # otherwise the dense test decides, with its gap.
     probe = certify_kernel_lowrank(operator, origin, A, full_sdp=full_sdp, rng=rng,
-                                   probe_only=True)
+                                   probe_rank=kernel_lowrank.PROBE_RANK, probe_only=True)
     if probe is not None:
         return probe
     L, _, ok = pivoted_cholesky(operator.diagonal(), operator.columns, rtol=1e-12,

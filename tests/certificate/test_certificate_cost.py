@@ -119,3 +119,32 @@ def test_class_blocks_from_class_gram_match_those_from_columns(origin, backend, 
     np.testing.assert_allclose(whole[1], columns[1], rtol=1e-9)
     for a, b in zip(whole[2], columns[2]):
         np.testing.assert_allclose(a[0], b[0], rtol=1e-8, atol=1e-12 * np.abs(b[0]).max())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_below_the_dense_cap_the_probe_certifies_only_what_the_dense_test_does(backend,
+                                                                               monkeypatch):
+    """Up to 300 samples the probe runs before the dense test (``certify_kernel_axes``): the
+    planted local maximum is still refuted, the global one certified (here by the probe)."""
+    from catdask.certificate import kernel_lowrank
+    from catdask.certificate.kernel import certify_kernel_axes
+
+    X, y, _ = two_optima_data()
+    op = gram_operator(X, y, make_kernel("rbf", n_features=3, gamma=0.001), "class", backend)
+    F, R = exact_features(op, y, "class")
+    rng = np.random.default_rng(0)
+    optima = [ascend(R, np.linalg.qr(rng.standard_normal((R.shape[1], 2)))[0])
+              for _ in range(100)]
+    values = np.array([objective(R, W) for W in optima])
+    best = values.max()
+    by_probe = 0
+    for probe in (1, 2, 4, 8):  # 40 samples: probes below the Gram rank
+        monkeypatch.setattr(kernel_lowrank, "PROBE_RANK", probe)
+        local = certify_kernel_axes(op, op.classes, "class",
+                                    coefficients(F, optima[int(np.argmin(values))]))
+        assert not local.certified and local.verified_upper_bound >= best - 1e-9
+        glob = certify_kernel_axes(op, op.classes, "class",
+                                   coefficients(F, optima[int(np.argmax(values))]))
+        assert glob.certified and glob.verified_upper_bound >= best - 1e-9
+        by_probe += "low-rank test" in glob.reason
+    assert by_probe  # some of those certificates were the probe's
