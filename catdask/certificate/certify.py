@@ -96,6 +96,7 @@ def certify_global_optimum(
     max_moment_block: int = MAX_PSD_BLOCK,
     max_seconds: float = MAX_SECONDS,
     dual_out: dict | None = None,
+    search_bound: bool = True,
 ) -> Certificate:
     """Test whether W globally maximises ``f(W) = 1/2 sum_k w_k^T R_k w_k`` on the Stiefel manifold.
 
@@ -152,6 +153,10 @@ def certify_global_optimum(
     dual_out : dict, optional
         When W is not certified, receives the cheap bound's dual point ``Y = V T V^T`` as
         ``V`` and ``T`` (used by the low-rank kernel test to lift it, docs/design.md §4c).
+    search_bound : bool, default=True
+        When W is not certified, search for a tight upper bound (reduced, subspace and full SDP
+        bounds). False: the SDP-dual test's own bound only (the low-rank test's probe, which
+        needs only whether W is certified).
 
     Returns
     -------
@@ -220,7 +225,8 @@ def certify_global_optimum(
         stage = "the SDP-dual test"
         sdp = sdp_dual_test(point)
         stage = "the upper bound"
-        cert = _record(point, rap_lmax, rap_check, sdp, full_sdp, max_sdp_dim, t0, dual_out)
+        cert = _record(point, rap_lmax, rap_check, sdp, full_sdp, max_sdp_dim, t0, dual_out,
+                       search_bound)
         # One BLAS thread for the moment level too (SCS has its own; docs/design.md §4b).
         if moment and not cert.certified:
             stage = "the moment relaxation"
@@ -281,7 +287,8 @@ def _size_guard(inputs, dense_max_dim, max_seconds, tol, t0):
                          seconds=time.perf_counter() - t0)
 
 
-def _record(point, rap_lmax, rap_check, sdp, full_sdp, max_sdp_dim, t0, dual_out=None):
+def _record(point, rap_lmax, rap_check, sdp, full_sdp, max_sdp_dim, t0, dual_out=None,
+            search_bound=True):
     """The Certificate of a completed test, in the caller's units."""
     tau, f, unit = point.tau, point.f, point.unit
     rapcsak = bool(rap_lmax <= tau)
@@ -307,9 +314,13 @@ def _record(point, rap_lmax, rap_check, sdp, full_sdp, max_sdp_dim, t0, dual_out
                 f"* scale <= tol = {point.tol:.0e}, so every orthonormal W' has f(W') <= f(W) + "
                 f"{(verified - f) * unit:.1e}"
             )
-    else:
+    elif search_bound:
         upper, bound_method, reason = _upper_bound(point, sdp, full_sdp, max_sdp_dim, dual_out)
         verified = upper
+    else:
+        bounds = [trivial_bound(point)] + ([sdp["bound"]] if sdp["bound"] is not None else [])
+        upper, bound_method = max(min(bounds), f), "reduced"
+        verified, reason = upper, sdp["reason"] + "; no bound search (search_bound=False)"
     gap = 0.0 if certified else relative_gap(upper, f, tau)
     if point.notes:
         reason += "; " + "; ".join(point.notes)
