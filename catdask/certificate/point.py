@@ -84,9 +84,8 @@ def read_inputs(scatter: np.ndarray | ClassMatrixOperator, W: np.ndarray, dense_
     return R, operator, W
 
 
-def _power_of_two_unit(R):
-    """A power of two near ``max |R|`` (1.0 for zero matrices)."""
-    largest = float(np.max(np.abs(R))) if R.size else 0.0
+def _power_of_two_unit(largest):
+    """A power of two near ``largest = max |R|`` (1.0 for zero matrices)."""
     if largest == 0.0:
         return 1.0
     return math.ldexp(1.0, math.frexp(largest)[1])
@@ -123,11 +122,15 @@ class StationaryPoint:
         self.D, self.K = D, K
         self.unit = 1.0
         if R is not None:
-            if not np.all(np.isfinite(R)):
+            # max and min propagate NaN and inf: no temporary arrays (49 MB each at D = 784,
+            # K = 10) for the finiteness test and the unit.
+            high, low = (float(R.max()), float(R.min())) if R.size else (0.0, 0.0)
+            if not (math.isfinite(high) and math.isfinite(low)):
                 raise CannotTest("the class matrices contain non-finite values (overflow?)")
-            self.unit = _power_of_two_unit(R)
+            self.unit = _power_of_two_unit(max(high, -low))
             R = R / self.unit
-            R = 0.5 * (R + R.transpose(0, 2, 1))
+            R += R.transpose(0, 2, 1)  # numpy copies the overlapping operand first
+            R *= 0.5
         self.R_all = R  # dense R_k whenever available (array input of any size)
         self.dense = R is not None and D <= dense_max_dim
         self.W = self._checked_point(W)
