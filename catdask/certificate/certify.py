@@ -83,9 +83,11 @@ def certify_global_optimum(
     dense_max_dim : int, default=200
         Largest D for dense eigendecompositions in the search (Kelley cutting planes, reduced
         bound); larger problems search with Lanczos. Verified bounds use dense ``eigh`` up to
-        D = 1000 and a Cholesky-proved Lanczos estimate above it whenever the R_k are arrays
-        (``eigen_check`` records which); only operators with ``D > dense_max_dim`` rely on
-        Lanczos alone.
+        D = 1000 and a Cholesky-proved Lanczos estimate above it, or above 200 where the search
+        holds the estimate, whenever the R_k are arrays (``eigen_check`` records which); only
+        operators with ``D > dense_max_dim`` rely on Lanczos alone. Above ``dense_max_dim``
+        the trivial bound and the SDP-dual test's bound at nu are proved only where a proved
+        lower bound on them is below the best bound (the reason names those skipped).
     rng : None, int or numpy.random.Generator
         Seeds the Lanczos start vectors.
     moment : bool, default=False
