@@ -5,11 +5,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import sys
 import time
 
 import numpy as np
-from scipy.sparse.linalg import ArpackError
 
 from .bounds import (
     MAX_SDP_DIM,
@@ -19,11 +17,12 @@ from .bounds import (
     trivial_bound,
     want_full_sdp,
 )
-from .eigen import DENSE_MAX_DIM, NumericalFailure, weakest_check
+from .eigen import DENSE_MAX_DIM, weakest_check
 from .moment import MAX_PSD_BLOCK, RelaxationTooLarge, moment_relaxation_bound
 from .point import CannotTest, ClassMatrixOperator, StationaryPoint, read_inputs
 from .rapcsak import rapcsak_lambda_max
 from .record import Certificate, not_certified
+from .resources import estimated_seconds, numerical_failures, one_blas_thread, size_guard
 from .sdp_dual import sdp_dual_test
 from .subspace_dual import have_small_sdp_solver, subspace_dual_bound
 
@@ -36,51 +35,6 @@ MAX_SECONDS = 300.0
 #: The subspace dual bound (seconds of L-BFGS) refines only a cheap bound whose relative gap is
 #: above this (blobs, D = 50, K = 10: 1.6 s for 6.4e-4 -> 5.4e-4, docs/design.md §4).
 SUBSPACE_MIN_GAP = 1e-3
-#: Dense D x D factorisations of the whole test, per class (the scale, the SDP-dual
-#: verification, the bound's verification, the search's Lanczos runs in Cholesky units;
-#: measured 4-8 per class at D = 784, K = 10), rounded up.
-_FACTORISATIONS_PER_CLASS = 10
-#: Slowest factorisation speed assumed (flop/s): one core of a small machine, with overheads.
-_NOMINAL_FLOPS = 1e9
-
-
-def one_blas_thread():
-    """Limit BLAS to one thread until the returned limiter's ``restore_original_limits()`` (or
-    the end of its ``with`` block).
-
-    The test is many small or memory-bound products and factorisations of order D, where a
-    second BLAS thread gains little and, beside other busy processes, loses a lot: on a loaded
-    2-core host ``eigh`` of a 178 x 178 matrix took 0.19 s with 2 OpenBLAS threads and
-    0.017 s with one (wine K-CQS: the certificate was 18 s of a 22 s fit), and the whole test
-    at D = 784, K = 10 took 128 s against 30 s. The BLAS libraries are found once (a
-    ``threadpool_limits`` call rescans them: 0.2 s under load).
-    """
-    global _BLAS_CONTROLLER
-    if _BLAS_CONTROLLER is None:
-        from threadpoolctl import ThreadpoolController
-
-        _BLAS_CONTROLLER = ThreadpoolController()
-    return _BLAS_CONTROLLER.limit(limits=1, user_api="blas")
-
-
-_BLAS_CONTROLLER = None
-
-
-def numerical_failures():
-    """The exceptions a test can meet on well-formed input, which become "not certified".
-
-    LAPACK's ``LinAlgError``; ARPACK's errors (``ArpackNoConvergence`` among them); a Lanczos
-    run or a conic solver that returns no answer (:class:`~.eigen.NumericalFailure`, cvxpy's
-    ``SolverError``); floating-point overflow; memory. Anything else, a ``TypeError`` or an
-    ``AttributeError`` say, is a bug and propagates.
-    """
-    failures: tuple[type[BaseException], ...] = (
-        np.linalg.LinAlgError, ArpackError, NumericalFailure, FloatingPointError, OverflowError,
-        MemoryError)
-    cvxpy_error = sys.modules.get("cvxpy.error")  # only a loaded cvxpy can have raised one
-    if cvxpy_error is not None:
-        failures += (cvxpy_error.SolverError,)
-    return failures
 
 
 def certify_global_optimum(
@@ -130,9 +84,11 @@ def certify_global_optimum(
     dense_max_dim : int, default=200
         Largest D for dense eigendecompositions in the search (Kelley cutting planes, reduced
         bound); larger problems search with Lanczos. Verified bounds use dense ``eigh`` up to
-        D = 1000 and a Cholesky-proved Lanczos estimate above it whenever the R_k are arrays
-        (``eigen_check`` records which); only operators with ``D > dense_max_dim`` rely on
-        Lanczos alone.
+        D = 1000 and a Cholesky-proved Lanczos estimate above it, or above 200 where the search
+        holds the estimate, whenever the R_k are arrays (``eigen_check`` records which); only
+        operators with ``D > dense_max_dim`` rely on Lanczos alone. Above ``dense_max_dim``
+        the trivial bound and the SDP-dual test's bound at nu are proved only where a proved
+        lower bound on them is below the best bound (the reason names those skipped).
     rng : None, int or numpy.random.Generator
         Seeds the Lanczos start vectors.
     moment : bool, default=False
@@ -212,13 +168,13 @@ def certify_global_optimum(
         raise ValueError(f"max_seconds must be > 0. Got max_seconds = {max_seconds!r} instead.")
     rng = np.random.default_rng(rng)
     inputs = read_inputs(scatter, W, int(dense_max_dim))
-    refused = _size_guard(inputs, int(dense_max_dim), max_seconds, tol, t0)
-    if refused is not None:
-        return refused
     stage = "reading the class matrices"
     point = None
-    blas = one_blas_thread()
+    blas = one_blas_thread()  # the size guard's probe too: it times what the test will run
     try:
+        refused = size_guard(inputs, int(dense_max_dim), max_seconds, tol, t0)
+        if refused is not None:
+            return refused
         point = StationaryPoint(inputs, tol=tol, dense_max_dim=int(dense_max_dim), rng=rng)
         stage = "Rapcsák's test"
         rap_lmax, rap_check = rapcsak_lambda_max(point)
@@ -245,48 +201,6 @@ def certify_global_optimum(
     )
 
 
-def estimated_seconds(n_features, n_classes, *, probe=384):
-    """Rough time of the test on dense (K, D, D) class matrices, in seconds on this machine.
-
-    ``_FACTORISATIONS_PER_CLASS * K`` Cholesky factorisations of order D, extrapolated as D^3
-    from the fastest of five timed factorisations of order ``min(D, probe)`` (a few ms; the
-    fastest, because a timing on a shared machine is only ever too long), and never slower
-    than ``_NOMINAL_FLOPS`` (under a load spike even the fastest probe misled it by 100x).
-    """
-    d0 = int(min(n_features, probe))
-    A = np.random.default_rng(0).standard_normal((d0, d0 + 8))
-    A = A @ A.T
-    np.linalg.cholesky(A)  # warm-up (first LAPACK call, thread start)
-    times = []
-    for _ in range(5):
-        t = time.perf_counter()
-        np.linalg.cholesky(A)
-        times.append(time.perf_counter() - t)
-    measured = min(times) * (n_features / d0) ** 3
-    # A load spike while probing must not refuse a feasible test: never estimate a
-    # factorisation slower than _NOMINAL_FLOPS (n^3 / 3 flops).
-    nominal = n_features**3 / 3.0 / _NOMINAL_FLOPS
-    return _FACTORISATIONS_PER_CLASS * n_classes * min(measured, nominal)
-
-
-def _size_guard(inputs, dense_max_dim, max_seconds, tol, t0):
-    """A "not attempted" certificate when the estimated time exceeds ``max_seconds``."""
-    R, _, W = inputs
-    D, K = W.shape
-    if R is None or D <= dense_max_dim:
-        return None
-    estimate = estimated_seconds(D, K)
-    logger.info("certificate at D = %d, K = %d: estimated %.1f s", D, K, estimate)
-    if estimate <= max_seconds:
-        return None
-    reason = (f"not attempted: D too large (estimated {estimate:.0f} s for D = {D}, K = {K} > "
-              f"max_seconds = {max_seconds:g})")
-    logger.warning("global-optimality certificate %s", reason)
-    objective = 0.5 * float(sum(W[:, k] @ R[k] @ W[:, k] for k in range(K)))
-    return not_certified(reason, objective=objective, tol=tol,
-                         seconds=time.perf_counter() - t0)
-
-
 def _record(point, rap_lmax, rap_check, sdp, full_sdp, max_sdp_dim, t0, dual_out=None,
             search_bound=True):
     """The Certificate of a completed test, in the caller's units."""
@@ -294,9 +208,6 @@ def _record(point, rap_lmax, rap_check, sdp, full_sdp, max_sdp_dim, t0, dual_out
     rapcsak = bool(rap_lmax <= tau)
     certified = sdp["passed"] or rapcsak
     method = "sdp-dual" if sdp["passed"] else ("rapcsak" if rapcsak else None)
-    checks = list(point.eigen_checks)
-    if method == "rapcsak":
-        checks.append(rap_check)
     if certified:
         # Reported bound = f(W) (gap 0); the verified bound includes the tolerance's slack.
         upper, bound_method = f, "certificate"
@@ -322,6 +233,9 @@ def _record(point, rap_lmax, rap_check, sdp, full_sdp, max_sdp_dim, t0, dual_out
         upper, bound_method = max(min(bounds), f), "reduced"
         verified, reason = upper, sdp["reason"] + "; no bound search (search_bound=False)"
     gap = 0.0 if certified else relative_gap(upper, f, tau)
+    checks = list(point.eigen_checks)  # after the bound, which may have proved more
+    if method == "rapcsak":
+        checks.append(rap_check)
     if point.notes:
         reason += "; " + "; ".join(point.notes)
     return Certificate(
@@ -395,11 +309,41 @@ def _moment_level(point, cert, max_block, t0):
 
 
 def _upper_bound(point, sdp, full_sdp, max_sdp_dim, dual_out=None):
-    """(bound, where from, reason) when W is not certified: the smallest valid bound."""
+    """(bound, where from, reason) when W is not certified: the smallest valid bound.
+
+    Above ``dense_max_dim`` two bounds cost K eigenvalue proofs of order D each (the trivial
+    bound, the SDP-dual test's bound at its nu) and are held *pending* with a proved lower
+    bound on their value (Rayleigh quotients): one is proved only where it could decide
+    something, i.e. where its lower bound is below the smallest proved bound (or within
+    ``SUBSPACE_MIN_GAP``, where it decides whether the subspace bound runs). Skipping one
+    whose lower bound is already beaten leaves the result unchanged (docs/design.md §4).
+    """
     f = point.f
-    bounds = [(trivial_bound(point), "reduced")]
+    bounds, pending, skipped = [], [], []
+    if point.dense:
+        bounds.append((trivial_bound(point), "reduced"))
+    else:
+        low = 0.5 * float(np.sum(point.lam_low_R)) - point.K * point.round_guard()
+        pending.append(("trivial bound", low, lambda: trivial_bound(point)))
     if sdp["bound"] is not None:
         bounds.append((sdp["bound"], "reduced"))
+    elif sdp.get("verify") is not None:
+        def nu_bound():
+            verified = sdp["verify"]()
+            sdp["margin"] = verified["margin"]  # reported as verified from now on
+            return verified["bound"]
+        pending.append(("SDP-dual bound at nu", sdp["bound_low"], nu_bound))
+
+    def settle(could_matter):
+        """Prove the pending bounds whose lower bound ``could_matter``; keep the others."""
+        for item in list(pending):
+            if could_matter(item[1]):
+                pending.remove(item)
+                bounds.append((item[2](), "reduced"))
+
+    def best():
+        return min((b for b, _ in bounds), default=math.inf)
+
     use_sdp, why_not = want_full_sdp(full_sdp, point.D, max_sdp_dim)
     subspace_note = None
     reduced_done = False
@@ -409,7 +353,9 @@ def _upper_bound(point, sdp, full_sdp, max_sdp_dim, dual_out=None):
         bounds.append((reduced_bound(point, sdp["nu"], sdp["directions"], out=dual_out),
                        "reduced"))
         reduced_done = True
-    cheap_gap = relative_gap(max(min(b for b, _ in bounds), f), f, point.tau)
+    # A pending bound within SUBSPACE_MIN_GAP may make the subspace bound unnecessary.
+    settle(lambda low: relative_gap(max(low, f), f, point.tau) <= SUBSPACE_MIN_GAP)
+    cheap_gap = relative_gap(max(best(), f), f, point.tau)
     wants_subspace = (not use_sdp and full_sdp is not False and point.R_all is not None
                       and point.K < point.D)
     if wants_subspace and cheap_gap <= SUBSPACE_MIN_GAP:
@@ -438,6 +384,8 @@ def _upper_bound(point, sdp, full_sdp, max_sdp_dim, dual_out=None):
             bounds.append((full_sdp_bound(point), "sdp"))
         except numerical_failures() as exc:  # fall back to the cheap bound, say why
             why_not = f"the full SDP failed ({type(exc).__name__}: {exc})"
+    settle(lambda low: low < best())
+    skipped = [(name, low) for name, low, _ in pending]
     upper, bound_method = min(bounds, key=lambda b: b[0])
     upper = max(upper, f)  # a valid bound is never below an attained value
     reason = sdp["reason"]
@@ -445,6 +393,9 @@ def _upper_bound(point, sdp, full_sdp, max_sdp_dim, dual_out=None):
         reason += f"; full SDP bound skipped: {why_not}"
     if subspace_note:
         reason += f"; {subspace_note}"
+    for name, low in skipped:
+        reason += (f"; {name} not proved: it is >= {low * point.unit:.10g} (relative gap "
+                   f"{relative_gap(max(low, f), f, point.tau):.1e})")
     return upper, bound_method, reason
 
 

@@ -46,7 +46,10 @@ class Certificate:
     sdp_margin : float
         Verified margin of the nu-test divided by ``scale``: ``min(lambda_min(S(nu)),
         -max_k lambda_max(M_k(nu)))``; ``>= -tol`` means pass. Near 0 at best, since each
-        M_k(nu) has a (near) zero eigenvalue along w_k.
+        M_k(nu) has a (near) zero eigenvalue along w_k. Above ``dense_max_dim``, when the search
+        proved that no nu passes and the dual bound at nu could not improve the reported bound,
+        the verification is skipped (the reason says "SDP-dual bound at nu not proved") and
+        this is the Lanczos estimate of the margin, not a verified one.
     nu : tuple of float or None
         The nu used by the SDP-dual test.
     first_order : float

@@ -82,8 +82,10 @@ def _restricted_matvec(point, k, nu):
 def _margin_pieces(point, nu, v0s):
     """Margin t(nu) and one affine majorant (cut) per piece, from the eigenvectors.
 
-    Returns ``(t, cuts)`` with cuts ``(c, g)`` meaning ``t(nu') <= c + g @ nu'`` for all nu'.
-    The cuts are Rayleigh quotients, so they are valid even for inexact eigenvectors.
+    Returns ``(t, cuts, pairs)`` with cuts ``(c, g)`` meaning ``t(nu') <= c + g @ nu'`` for all
+    nu', and ``pairs`` the estimated top pair (value, vector) of each restricted M_k(nu) (what
+    :func:`verify_nu` proves by Cholesky above ``DENSE_MAX_DIM``). The cuts are Rayleigh
+    quotients, so they are valid even for inexact eigenvectors.
     """
     W = point.W
     cuts = []
@@ -92,15 +94,17 @@ def _margin_pieces(point, nu, v0s):
     u = U[:, 0]
     cuts.append((float(u @ point.Lam @ u), -(u ** 2)))
     values = [float(lam[0])]
+    pairs = []
     # (b): -lambda_max(Q^T M_k Q) <= -v^T M_k(nu') v for a unit v orthogonal to w_k
     # (no such v when D = 1).
     for k in range(point.K) if point.D > 1 else ():
         if point.dense:
-            _, v = top_eig(point.D, matrix=_restricted_matrix(point, k, nu))
+            estimate, v = top_eig(point.D, matrix=_restricted_matrix(point, k, nu))
         else:
-            _, v = point.top(_restricted_matvec(point, k, nu), v0s[k],
-                             shift=2.0 * point.mbound(nu))
+            estimate, v = point.top(_restricted_matvec(point, k, nu), v0s[k],
+                                    shift=2.0 * point.mbound(nu))
             v0s[k] = v
+        pairs.append((estimate, v))
         v = v - W[:, k] * (W[:, k] @ v)
         v /= np.linalg.norm(v)
         p = W.T @ v
@@ -110,7 +114,7 @@ def _margin_pieces(point, nu, v0s):
         # -v^T M_k(nu') v = -c0 - sum_j p_j^2 nu'_j + nu'_k
         cuts.append((-c0, -g))
         values.append(float(-c0 - g @ nu))
-    return min(values), cuts
+    return min(values), cuts, pairs
 
 
 def _nu_box(point):
@@ -144,18 +148,21 @@ def _nu_box(point):
 
 
 def _kelley(point, lo, hi):
-    """Kelley cutting planes on the concave margin: (best nu, its margin, LP upper value,
-    iterations)."""
+    """Kelley cutting planes on the concave margin: (best nu, LP upper value, iterations, the
+    estimated top pairs at the best nu, the Rayleigh quotients ``v^T M_k v`` of its cuts)."""
     K, tau = point.K, point.tau
     nu = 0.5 * (lo + hi)
     v0s = [None] * K
     A_ub, b_ub = [], []
     best_t, best_nu, upper = -np.inf, nu.copy(), np.inf
+    best_pairs, best_low = None, None
     s_cap = float(np.max(hi - lo)) + point.scale + 1.0
     for it in range(_KELLEY_MAX_ITER):
-        t, cuts = _margin_pieces(point, nu, v0s)
+        t, cuts, pairs = _margin_pieces(point, nu, v0s)
         if t > best_t:
-            best_t, best_nu = t, nu.copy()
+            best_t, best_nu, best_pairs = t, nu.copy(), pairs
+            # cut (c, g) of class k: -v^T M_k(nu) v = c + g @ nu
+            best_low = np.array([-(c + g @ nu) for c, g in cuts[1:]])
         for c, g in cuts:  # s <= c + g @ nu  <=>  -g @ nu + s <= c
             A_ub.append(np.append(-g, 1.0))
             b_ub.append(c)
@@ -172,11 +179,18 @@ def _kelley(point, lo, hi):
         # everywhere) and came within 10% of the best margin, whose nu seeds the reduced bound.
         if upper - best_t <= max(1e-3 * tau, 0.1 * -upper):
             break
-    return best_nu, upper, it + 1
+    return best_nu, upper, it + 1, best_pairs, best_low
 
 
 def sdp_dual_test(point):
     """Search nu (Kelley cutting planes, docs/design.md 3c), then verify it by eigenvalues.
+
+    When the search has proved that no nu passes (its LP value, an upper bound on the margin
+    everywhere, is below -tau) and the class matrices are not dense (D above
+    ``dense_max_dim``), the verification can only contribute the dual bound at nu; it is then
+    deferred: ``verify`` (a callable) runs it, and ``bound_low`` is a proved lower bound on
+    the bound it would give (Rayleigh quotients in place of verified eigenvalues), so a caller
+    holding a bound <= ``bound_low`` skips it (docs/design.md §4, "At high D").
 
     Parameters
     ----------
@@ -185,16 +199,17 @@ def sdp_dual_test(point):
     Returns
     -------
     dict
-        ``passed``, ``margin`` (verified, normalised scale), ``nu``, ``bound`` (the dual bound
-        on ``max f`` at nu, or None), ``reason``, ``iterations`` and ``directions`` (the top
-        complement direction of each R_k).
+        ``passed``, ``margin`` (normalised scale: verified, or estimated while the
+        verification is deferred), ``nu``, ``bound`` (the verified dual bound on ``max f`` at
+        nu, or None), ``bound_low`` and ``verify`` (None unless deferred), ``reason``,
+        ``iterations`` and ``directions`` (the top complement direction of each R_k).
     """
     lo, hi, witness, directions = _nu_box(point)
     if witness is not None:
         k, excess = witness
         return {
             "passed": False, "margin": -excess, "nu": None, "bound": None, "iterations": 0,
-            "directions": directions,
+            "directions": directions, "bound_low": None, "verify": None,
             "reason": (
                 f"nu interval empty for class {k}: a direction orthogonal to W raises "
                 f"w_{k}^T R_{k} w_{k} by {excess * point.unit:.3g}, so a better W exists (W is "
@@ -202,10 +217,23 @@ def sdp_dual_test(point):
             ),
         }
     lo = np.minimum(lo, hi)
-    best_nu, upper, iterations = _kelley(point, lo, hi)
-    verified = verify_nu(point, best_nu)
-    passed = verified["margin"] >= -point.tau
-    if passed:
+    best_nu, upper, iterations, pairs, rayleigh = _kelley(point, lo, hi)
+    result = {"nu": best_nu, "iterations": iterations, "directions": directions,
+              "bound_low": None, "verify": None}
+    if upper < -point.tau and not point.dense and pairs is not None and point.D > 1:
+        # No nu passes: verifying this one (K eigenvalue bounds of order D) can only give its
+        # dual bound, which often cannot beat the subspace bound; let the caller decide.
+        estimated = _nu_bound(point, best_nu, [c for c, _ in pairs])
+        guard = 64.0 * point.D * np.finfo(float).eps * point.mbound(best_nu)
+        low = _nu_bound(point, best_nu, rayleigh - guard)
+        result.update(passed=False, margin=estimated["margin"], bound=None,
+                      bound_low=low["bound"] - point.K * point.round_guard(),
+                      verify=lambda: verify_nu(point, best_nu, pairs))
+    else:
+        verified = verify_nu(point, best_nu, None if point.dense else pairs)
+        result.update(passed=verified["margin"] >= -point.tau, margin=verified["margin"],
+                      bound=verified["bound"])
+    if result["passed"]:
         reason = "certified"
     elif upper < -point.tau:
         reason = (
@@ -216,24 +244,23 @@ def sdp_dual_test(point):
     else:
         reason = (
             f"not certified: best nu found has verified margin "
-            f"{verified['margin'] / point.scale:.2e} * scale < -tol"
+            f"{result['margin'] / point.scale:.2e} * scale < -tol"
         )
     residual = max(point.asymmetry, point.stationarity)
-    if not passed and residual > point.tol:
+    if not result["passed"] and residual > point.tol:
         # Not even stationary (paper eq. (50)): a nearby W is better.
         reason += f"; W is not a stationary point (first-order residual {residual:.1e})"
-    return {"passed": passed, "margin": verified["margin"], "nu": best_nu,
-            "bound": verified["bound"], "reason": reason, "iterations": iterations,
-            "directions": directions}
+    result["reason"] = reason
+    return result
 
 
-def verify_nu(point, nu):
-    """Verified margin at nu by eigenvalue upper bounds, and the dual bound it yields.
+def _nu_bound(point, nu, tops):
+    """Margin at nu and the dual bound it yields, given ``tops[k] >= lambda_max(Q^T M_k Q)``.
 
     ``lambda_max(M_k) <= lambda_max([[a, b], [b, c]])`` with ``a = w_k^T M_k w_k``,
-    ``b = ||P_k M_k w_k||``, ``c = lambda_max(Q^T M_k Q)`` (Notes of
-    :func:`~catdask.certificate.certify_global_optimum`); c is a verified upper bound
-    (:meth:`StationaryPoint.top_upper`).
+    ``b = ||P_k M_k w_k||`` and ``c = tops[k]`` (Notes of
+    :func:`~catdask.certificate.certify_global_optimum`); the right side is nondecreasing in
+    c, so lower values of c give a lower bound on the verified result.
     """
     W, K = point.W, point.K
     S = point.Lam - np.diag(nu)
@@ -247,10 +274,7 @@ def verify_nu(point, nu):
         if point.D == 1:  # M_k is the 1 x 1 matrix [a]
             bmax[k] = a
             continue
-        c = point.top_upper(
-            matrix_of=lambda k=k: _restricted_matrix(point, k, nu),
-            matvec=_restricted_matvec(point, k, nu), shift=2.0 * point.mbound(nu),
-        )[0]
+        c = float(tops[k])
         b = float(np.linalg.norm(Mw - w * a))
         bmax[k] = 0.5 * (a + c) + math.hypot(0.5 * (a - c), b)
     margin = min(m_a, float(-bmax.max()))
@@ -258,3 +282,22 @@ def verify_nu(point, nu):
     S_plus = (evecs * np.maximum(evals, 0.0)) @ evecs.T
     bound2 = float(np.sum(nu + bmax) + np.trace(S_plus @ (W.T @ W))) + K * point.round_guard()
     return {"margin": margin, "bound": 0.5 * bound2}
+
+
+def verify_nu(point, nu, estimates=None):
+    """Verified margin at nu by eigenvalue upper bounds, and the dual bound it yields.
+
+    ``c_k`` of :func:`_nu_bound` is a verified upper bound (:meth:`StationaryPoint.top_upper`);
+    ``estimates`` (the search's estimated top pair of each restricted M_k at this nu) let a
+    large dense matrix be proved by one Cholesky factorisation instead of an ``eigh``.
+    """
+    tops = []
+    for k in range(point.K if point.D > 1 else 0):
+        tops.append(point.top_upper(
+            matrix_of=lambda k=k: _restricted_matrix(point, k, nu),
+            matvec=_restricted_matvec(point, k, nu), shift=2.0 * point.mbound(nu),
+            estimate=None if estimates is None else estimates[k],
+        )[0])
+    if point.D == 1:
+        tops = [0.0] * point.K
+    return _nu_bound(point, nu, tops)
