@@ -68,16 +68,16 @@ def _class_block(operator, L, idx, block, keep, k=None):
             out[:, a : a + block] -= Lk @ Lk[a : a + block].T
         total = float(np.einsum("ij,ij->", out, out))
         return (out if keep else None), total, gmax
-    out = np.empty((idx.size, idx.size)) if keep else None
+    kept: np.ndarray | None = np.empty((idx.size, idx.size)) if keep else None
     for a in range(0, idx.size, block):
         J = idx[a : a + block]
         C = np.asarray(operator.columns(J), dtype=float)[idx]
         gmax = max(gmax, float(np.max(np.abs(C))) if C.size else 0.0)
         C -= Lk @ L[J].T
         total += float(np.einsum("ij,ij->", C, C))
-        if out is not None:
-            out[:, a : a + J.size] = C
-    return out, total, gmax
+        if kept is not None:
+            kept[:, a : a + J.size] = C
+    return kept, total, gmax
 
 
 def frobenius_leftover(operator, L, members, block=BLOCK):
