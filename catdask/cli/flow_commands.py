@@ -149,6 +149,7 @@ def cmd_train(args) -> int:
     checks.check_method_options(args)
     checks.check_device(args.device, runtime.scheduler_address(args.scheduler))
     checks.check_model_name(args.name)
+    checks.require_store(args.store)  # a typo in --store: say so, not "ingest it first"
     checks.check_stored_dataset(args.store, args.dataset)
     cached = _registered_fit(args)
     if cached is not None:
