@@ -126,6 +126,32 @@ def check_stored_dataset(store, name: str) -> None:
                    f"(stored: {', '.join(stored) or 'none'}){hint}")
 
 
+def check_method_fits_dataset(store, name: str, method: str) -> None:
+    """``train``: a linear method needs K <= D (K orthonormal axes in D dimensions), checked
+    on the stored data set's metadata before Prefect or Dask starts (the train flow checks
+    the same, :meth:`catdask.pipeline.ModelSpec.check_data_shape`, for runs started
+    elsewhere).
+
+    Raises
+    ------
+    CliError
+        Exit code 3 (the data set and the method do not go together), naming both numbers
+        and the kernel methods.
+    """
+    if method in KERNEL_METHODS:
+        return
+    from catdask.store import list_datasets
+
+    info = next((d for d in list_datasets(store) if d.name == name), None)
+    if info is None or info.n_features is None or info.n_classes is None:
+        return  # a damaged entry: reading it reports that
+    if info.n_classes > info.n_features:
+        raise CliError(f"--method {method} needs at most as many classes as features, and data "
+                       f"set {name!r} has {info.n_classes} classes and {info.n_features} "
+                       f"features (K orthonormal axes do not fit in D dimensions); use "
+                       f"--method {' or '.join(KERNEL_METHODS)}")
+
+
 def check_known_datasets(store, names) -> None:
     """Every name must be in the catalog or the store (``evaluate``)."""
     known = set(catalog_names()) | set(stored_names(store))

@@ -151,6 +151,7 @@ def cmd_train(args) -> int:
     checks.check_model_name(args.name)
     checks.require_store(args.store)  # a typo in --store: say so, not "ingest it first"
     checks.check_stored_dataset(args.store, args.dataset)
+    checks.check_method_fits_dataset(args.store, args.dataset, args.method)
     cached = _registered_fit(args)
     if cached is not None:
         note(f"train {args.method} on {args.dataset}: {cached['version']} was fitted on this "

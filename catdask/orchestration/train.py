@@ -253,6 +253,7 @@ def train(
             get_run_logger().info(message)
             return Completed(name=CACHED_STATE_NAME, message=message, data=cached)
     info = describe_dataset(store, dataset)
+    spec.check_data_shape(dataset, info["n_features"], info["n_classes"])  # before the cluster
     outcome = fit_restarts(store, dataset, spec.to_dict(), scheduler)
     ok, status = review_certificates(outcome, spec.allow_uncertified, spec.max_gap)
     version = None

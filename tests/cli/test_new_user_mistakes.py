@@ -31,3 +31,45 @@ def test_train_in_the_default_store_before_any_ingest_says_ingest_first(capsys, 
     assert code == EXIT_INPUT, err
     assert "it is in the catalog: `catdask ingest iris` first" in err
     assert not (tmp_path / "catdask-store").exists()
+
+
+@pytest.fixture
+def wide_classes_store(tmp_path):
+    """A stored data set with 3 classes and 2 features (K > D), ingested without a flow."""
+    from catdask.pipeline import ingest_file
+
+    table = tmp_path / "k3d2.csv"
+    rows = [(0, 1, "x"), (1, 2, "y"), (2, 0, "z"), (1, 1, "x"), (2, 2, "y"), (0, 2, "z")]
+    table.write_text("a,b,label\n" + "".join(f"{a},{b},{c}\n" for a, b, c in rows))
+    store = tmp_path / "store"
+    ingest_file(table, "k3d2", "label", store)
+    return store
+
+
+@pytest.mark.parametrize("method", ["cqs", "cas"])
+def test_a_linear_method_on_more_classes_than_features_names_the_kernel_options(
+        capsys, wide_classes_store, method):
+    """Was: the flow started, the cluster started, then the estimator's ValueError "... Use
+    KernelCategorySpace instead" (a Python class, not an option of the command)."""
+    before = sorted(p.name for p in wide_classes_store.iterdir())
+    code, out, err = run_cli(capsys, "train", "k3d2", "--method", method,
+                             "--store", wide_classes_store)
+    assert code == EXIT_INPUT, err
+    assert err.splitlines() == [
+        f"catdask train: error: --method {method} needs at most as many classes as features, "
+        "and data set 'k3d2' has 3 classes and 2 features (K orthonormal axes do not fit in D "
+        "dimensions); use --method kcqs or kcas"]
+    assert out == "" and sorted(p.name for p in wide_classes_store.iterdir()) == before
+
+
+def test_model_spec_refuses_a_linear_method_on_more_classes_than_features():
+    from catdask.pipeline import ModelSpec
+
+    with pytest.raises(ValueError, match=r"method 'cqs' needs at most as many classes as "
+                                         r"features, and data set 'k3d2' has K = 3 classes and "
+                                         r"D = 2 features .*use a kernel method \('kcqs' or "
+                                         r"'kcas'\) instead\."):
+        ModelSpec(method="cqs").check_data_shape("k3d2", n_features=2, n_classes=3)
+    ModelSpec(method="cqs").check_data_shape("iris", n_features=4, n_classes=3)
+    ModelSpec(method="cqs").check_data_shape("square", n_features=3, n_classes=3)  # K = D fits
+    ModelSpec(method="kcqs").check_data_shape("k3d2", n_features=2, n_classes=3)
