@@ -275,14 +275,25 @@ def check_device(device: str | None, scheduler: str | None) -> None:
     try:
         check(device, here=False)
     except ImportError as exc:
-        raise CliError(f"argument --device {device}: {exc}") from None
+        raise CliError(f"argument --device {device}: {_device_reason(device, exc)}") from None
     except ValueError as exc:
         raise usage_error(f"argument --device: {exc}") from None
     if scheduler is None:
         try:
             check(device)
         except ValueError as exc:
-            raise CliError(f"argument --device {device}: {exc}") from None
+            raise CliError(f"argument --device {device}: {_device_reason(device, exc)}") from None
+
+
+def _device_reason(device: str, exc: Exception) -> str:
+    """The library's device message in the command's terms: without its ``device='cuda':``
+    prefix (the line names ``--device cuda`` already) and with the options instead of the
+    Python values (``device='cpu' or None``: ``--device cpu, or leave --device out``)."""
+    reason = str(exc)
+    for prefix in (f"device={device!r}: ", "device=... "):
+        reason = reason.removeprefix(prefix)
+    return reason.replace("use device='cpu' or None.",
+                          "use --device cpu, or leave --device out (the default: no PyTorch).")
 
 
 #: ``catdask ingest`` options by mode: a table (``--file``) or catalog sets (names, ``--all``).

@@ -47,9 +47,13 @@ def test_no_cuda_here_says_what_to_install(capsys, iris_store):
     code, out, err = run_cli(capsys, "train", "iris", "--method", "kcqs", "--device", "cuda",
                              "--store", iris_store)
     assert code == EXIT_INPUT, err
-    assert err.startswith("catdask train: error: argument --device cuda: device='cuda': "
-                          "PyTorch sees no CUDA GPU here"), err
+    assert err.startswith("catdask train: error: argument --device cuda: PyTorch sees no CUDA "
+                          "GPU here"), err
     assert "pip install 'catdask[gpu]'" in err and len(err.strip().splitlines()) == 1
+    # In the command's terms, not the Python parameter's (was: "or use device='cpu' or None").
+    assert err.rstrip().endswith("or use --device cpu, or leave --device out (the default: no "
+                                 "PyTorch)."), err
+    assert "device=" not in err and "None" not in err, err
     assert sorted(p.name for p in iris_store.iterdir()) == ["datasets"]  # no model, no server
 
 
@@ -58,9 +62,8 @@ def test_no_pytorch_says_what_to_install(capsys, iris_store, monkeypatch):
     code, out, err = run_cli(capsys, "train", "iris", "--method", "kcqs", "--device", "cpu",
                              "--store", iris_store)
     assert code == EXIT_INPUT, err
-    assert err.strip() == ("catdask train: error: argument --device cpu: device=... needs "
-                           "PyTorch: pip install 'catdask[gpu]' (or any torch build with your "
-                           "GPU's CUDA).")
+    assert err.strip() == ("catdask train: error: argument --device cpu: needs PyTorch: pip "
+                           "install 'catdask[gpu]' (or any torch build with your GPU's CUDA).")
 
 
 def test_train_on_the_device_registers_the_default_runs_model(capsys, iris_store, flows_env):
