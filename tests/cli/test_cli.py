@@ -123,7 +123,8 @@ def run_cli(capsys, *args):
     # Options only by their full names: --restart is not taken as --restarts.
     # ... and reported by the command they were given to, whose --help lists the right ones.
     (["train", "iris", "--restart", "3"],
-     "catdask train: error: unrecognized arguments: --restart 3 (see `catdask train --help`)"),
+     "catdask train: error: unrecognized arguments: --restart 3; did you mean '--restarts'? "
+     "(see `catdask train --help`)"),
     (["ingest", "iris", "--down"], "catdask ingest: error: unrecognized arguments: --down"),
     (["models", "show", "iris-cqs", "--jsn"], "catdask models show: error: unrecognized"),
 ])

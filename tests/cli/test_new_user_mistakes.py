@@ -73,3 +73,29 @@ def test_model_spec_refuses_a_linear_method_on_more_classes_than_features():
     ModelSpec(method="cqs").check_data_shape("iris", n_features=4, n_classes=3)
     ModelSpec(method="cqs").check_data_shape("square", n_features=3, n_classes=3)  # K = D fits
     ModelSpec(method="kcqs").check_data_shape("k3d2", n_features=2, n_classes=3)
+
+
+@pytest.mark.parametrize("args, expect", [
+    (["trian", "iris"], "catdask: error: argument command: invalid choice: 'trian' (choose from "
+                        "'ingest', 'train', 'evaluate', 'datasets', 'check', 'gc', 'models', "
+                        "'plot', 'predict', 'export', 'serve', 'demo'); did you mean 'train'? "
+                        "(see `catdask --help`)"),
+    (["train", "iris", "--method", "cqss"],
+     "catdask train: error: argument --method: invalid choice: 'cqss' (choose from 'cqs', "
+     "'cas', 'kcqs', 'kcas'); did you mean 'cqs'? (see `catdask train --help`)"),
+    (["train", "iris", "--mehtod=kcqs"], "catdask train: error: unrecognized arguments: "
+                                         "--mehtod=kcqs; did you mean '--method'? (see "
+                                         "`catdask train --help`)"),
+    (["demo", "--quik"], "catdask demo: error: unrecognized arguments: --quik; did you mean "
+                         "'--quick'? (see `catdask demo --help`)"),
+    (["models", "lst"], "did you mean 'list'?"),
+    # Nothing close: no guess.
+    (["train", "iris", "--method", "xyz"], "invalid choice: 'xyz' (choose from 'cqs', 'cas', "
+                                           "'kcqs', 'kcas') (see `catdask train --help`)"),
+    (["train", "iris", "--frobnicate"], "unrecognized arguments: --frobnicate (see "),
+], ids=lambda a: " ".join(a) if isinstance(a, list) else None)
+def test_a_misspelt_command_option_or_choice_gets_the_closest_one(capsys, args, expect):
+    code, out, err = run_cli(capsys, *args)
+    assert code == EXIT_USAGE, err
+    assert len(err.splitlines()) == 1 and expect in err, err
+    assert out == ""
