@@ -152,13 +152,24 @@ def check_method_fits_dataset(store, name: str, method: str) -> None:
                        f"--method {' or '.join(KERNEL_METHODS)}")
 
 
-def check_known_datasets(store, names) -> None:
-    """Every name must be in the catalog or the store (``evaluate``)."""
-    known = set(catalog_names()) | set(stored_names(store))
+def check_evaluation_datasets(store, names) -> None:
+    """``evaluate`` reads its data sets from the store: a named store must exist, every name
+    given must be stored (a catalog set not ingested yet would only be skipped, and the run
+    succeed with empty tables), and without names the store must hold a data set (the flow
+    then evaluates the paper's data sets among them, and warns about the others).
+
+    Raises
+    ------
+    CliError
+        Exit code 3, naming the store and the data set, and the ``ingest`` to run.
+    """
+    root = require_store(store)
     for name in names:
-        if name not in known:
-            raise CliError(f"No data set {name!r} in the catalog or the store"
-                           f"{did_you_mean(name, known)} (see `catdask datasets`)")
+        check_stored_dataset(store, name)
+    if not names and not stored_names(store):
+        state = "holds no data set" if root.exists() else "does not exist yet"
+        raise CliError(f"nothing to evaluate: store {root} {state}; `catdask ingest iris wine` "
+                       "(or `catdask ingest --all`) first")
 
 
 def check_source_dir(source_dir) -> None:

@@ -196,8 +196,7 @@ def default_evaluation_dir(store) -> str:
 
 def cmd_evaluate(args) -> int:
     """The paper's protocol; tables under ``--out`` (default: in the store)."""
-    if args.datasets:
-        checks.check_known_datasets(args.store, args.datasets)
+    checks.check_evaluation_datasets(args.store, args.datasets)
     out_dir = args.out or default_evaluation_dir(args.store)
     runtime.check_prefect_api()
     runtime.prepare_prefect(args.store)

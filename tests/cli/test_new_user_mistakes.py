@@ -99,3 +99,29 @@ def test_a_misspelt_command_option_or_choice_gets_the_closest_one(capsys, args, 
     assert code == EXIT_USAGE, err
     assert len(err.splitlines()) == 1 and expect in err, err
     assert out == ""
+
+
+def test_evaluate_refuses_what_it_would_only_skip(capsys, tmp_path, iris_store, monkeypatch):
+    """Was: exit 0 with empty tables ("skipping wine: wine is not in the store") and, for a
+    misspelt --store, a new store folder created to hold them."""
+    from .test_cli import _FakeFlows
+
+    flows = _FakeFlows(monkeypatch)
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    missing = tmp_path / "no-store"
+    code, out, err = run_cli(capsys, "evaluate", "iris", "--store", missing)
+    assert code == EXIT_INPUT and f"store {missing} does not exist (chosen by --store" in err, err
+    assert not missing.exists()
+    code, out, err = run_cli(capsys, "evaluate", "wine", "--store", iris_store)
+    assert code == EXIT_INPUT, err
+    assert err.strip() == (f"catdask evaluate: error: No data set 'wine' in store "
+                           f"{iris_store.resolve()} (stored: iris); it is in the catalog: "
+                           "`catdask ingest wine` first")
+    code, out, err = run_cli(capsys, "evaluate")  # cli_env: cwd tmp_path, no store there
+    assert code == EXIT_INPUT, err
+    assert err.strip() == (f"catdask evaluate: error: nothing to evaluate: store "
+                           f"{tmp_path / 'catdask-store'} does not exist yet; `catdask ingest "
+                           "iris wine` (or `catdask ingest --all`) first")
+    assert flows.calls == [] and not (tmp_path / "catdask-store").exists()
+    code, out, err = run_cli(capsys, "evaluate", "iris", "--store", iris_store)
+    assert code == 0 and len(flows.calls) == 1, err  # a stored data set still runs
