@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 
 from . import checks
-from .exits import EXIT_INPUT, EXIT_OK, usage_error
+from .exits import EXIT_INPUT, EXIT_OK, CliError, usage_error
 from .output import note, print_json, print_table
 
 
@@ -237,8 +237,17 @@ def _parse_predict_file(args):
 
     from .flow_commands import _label_column
 
+    from catdask.errors import ParseError
+
     column = None if args.label_column is None else _label_column(args.label_column)
-    X, y, _names = parse_features(args.file, label_column=column, delimiter=args.delimiter)
+    try:
+        X, y, _names = parse_features(args.file, label_column=column, delimiter=args.delimiter)
+    except ParseError as exc:
+        # Most often the table the model was trained from, labels included: say how to skip them.
+        if column is None and exc.problem.startswith("non-numeric value"):
+            raise CliError(f"{exc}; if that column holds the labels, pass --label-column "
+                           "COLUMN (its name or index)") from None
+        raise
     return X, y
 
 

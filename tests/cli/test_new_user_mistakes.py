@@ -125,3 +125,47 @@ def test_evaluate_refuses_what_it_would_only_skip(capsys, tmp_path, iris_store, 
     assert flows.calls == [] and not (tmp_path / "catdask-store").exists()
     code, out, err = run_cli(capsys, "evaluate", "iris", "--store", iris_store)
     assert code == 0 and len(flows.calls) == 1, err  # a stored data set still runs
+
+
+@pytest.fixture
+def iris_table(tmp_path):
+    """iris as a user exports it: a header, the four features, then the species names."""
+    from sklearn.datasets import load_iris
+
+    data = load_iris()
+    path = tmp_path / "iris.csv"
+    lines = ["sepal_length,sepal_width,petal_length,petal_width,species"]
+    lines += [",".join([*map(str, x), data.target_names[t]]) for x, t in zip(data.data, data.target)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_predict_on_a_table_with_its_labels_says_to_name_the_label_column(capsys, iris_store,
+                                                                         iris_table):
+    from sklearn.datasets import load_iris
+
+    from catdask import CategorySpace
+    from catdask.store import register_estimator
+
+    X, y = load_iris(return_X_y=True)
+    register_estimator(iris_store, "iris-cqs", CategorySpace(n_restarts=1).fit(X, y),
+                       meta={"dataset": "iris"})
+    code, out, err = run_cli(capsys, "predict", "iris-cqs", "--file", iris_table,
+                             "--store", iris_store)
+    assert code == EXIT_INPUT, err
+    assert err.strip() == (f"catdask predict: error: {iris_table}, line 2: non-numeric value "
+                           "'setosa' in feature column 4 ('species'); if that column holds the "
+                           "labels, pass --label-column COLUMN (its name or index)")
+    code, out, err = run_cli(capsys, "predict", "iris-cqs", "--file", iris_table,
+                             "--label-column", "species", "--store", iris_store)
+    assert code == 0 and "150 rows, accuracy" in err, err
+
+
+def test_a_misspelt_label_column_gets_the_closest_header_name(capsys, tmp_path, iris_table):
+    code, out, err = run_cli(capsys, "ingest", "--file", iris_table, "--name", "t",
+                             "--label-column", "specis", "--store", tmp_path / "store")
+    assert code == EXIT_INPUT, err
+    assert err.strip().endswith("label column 'specis' not found in the header; columns are "
+                                "['sepal_length', 'sepal_width', 'petal_length', 'petal_width', "
+                                "'species']; did you mean 'species'?"), err
+    assert not (tmp_path / "store").exists()
