@@ -373,6 +373,8 @@ def _number(kind, text, minimum, strict):
     if value != value or (value <= minimum if strict else value < minimum):
         bound = f"> {minimum:g}" if strict else f">= {minimum:g}"
         raise ValueError(f"must be {bound}, got {text}")
+    if value == float("inf"):  # --max-gap inf failed after the whole fit (JSON has no inf)
+        raise ValueError(f"must be a finite number, got {text}")
     return value
 
 

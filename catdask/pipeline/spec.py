@@ -53,8 +53,10 @@ class ModelSpec:
     device: str | None = None
 
     def __post_init__(self):
-        if self.max_gap is not None and not self.max_gap >= 0:  # NaN fails too
-            raise ValueError(f"max_gap must be a number >= 0. Got {self.max_gap!r} instead.")
+        # NaN fails too; inf would fail only after the fit, when the record is written as JSON
+        if self.max_gap is not None and not 0 <= self.max_gap < float("inf"):
+            raise ValueError(f"max_gap must be a finite number >= 0. Got {self.max_gap!r} "
+                             "instead.")
         if self.method not in METHOD_NAMES:
             raise ValueError(f"Unknown method {self.method!r}; use one of {sorted(METHOD_NAMES)}.")
         if self.certify not in CERTIFY_LEVELS:
