@@ -8,6 +8,7 @@ say where they looked.
 
 from __future__ import annotations
 
+import os
 import sys
 
 from . import checks
@@ -285,6 +286,9 @@ def cmd_predict(args) -> int:
             raise usage_error(f"--{option.replace('_', '-')} applies to --file only")
     if args.file:
         checks.check_readable_file(args.file)
+    if args.out and args.out != "-" and os.path.isdir(args.out):  # before the model is read
+        raise usage_error(f"--out {args.out} is a folder; give the file to write, e.g. "
+                          f"{os.path.join(args.out, 'predictions.csv')}")
     name, version = _checked_model_and_data(args)
     parsed = _parse_predict_file(args) if args.file else None
     from catdask.pipeline.reports import check_feature_count

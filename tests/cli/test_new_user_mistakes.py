@@ -169,3 +169,65 @@ def test_a_misspelt_label_column_gets_the_closest_header_name(capsys, tmp_path, 
                                 "['sepal_length', 'sepal_width', 'petal_length', 'petal_width', "
                                 "'species']; did you mean 'species'?"), err
     assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("args, expect", [
+    # Was: the whole fit, then "error: Out of range float values are not JSON compliant".
+    (["train", "iris", "--max-gap", "inf"], "argument --max-gap: must be a finite number, got inf"),
+    (["train", "iris", "--method", "kcqs", "--gamma", "inf"],
+     "argument --gamma: must be a finite number, got inf"),
+    (["train", "iris", "--max-gap", "nan"], "argument --max-gap: must be >= 0, got nan"),
+])
+def test_infinite_or_nan_numbers_are_refused_by_the_parser(capsys, args, expect):
+    code, out, err = run_cli(capsys, *args)
+    assert code == EXIT_USAGE and expect in err and len(err.splitlines()) == 1, err
+
+
+def test_model_spec_refuses_an_infinite_max_gap():
+    """The flow's parameter (a Python or Prefect caller): refused before the fit, not when the
+    version's record is written as JSON."""
+    from catdask.pipeline import ModelSpec
+
+    for bad in (float("inf"), float("nan"), -1.0):
+        with pytest.raises(ValueError, match="max_gap must be a finite number >= 0"):
+            ModelSpec(max_gap=bad)
+    assert ModelSpec(max_gap=0.0).max_gap == 0.0
+
+
+def test_predict_out_a_folder_is_refused_and_a_file_gets_the_usual_permissions(
+        capsys, tmp_path, iris_store):
+    import os
+
+    from sklearn.datasets import load_iris
+
+    from catdask import CategorySpace
+    from catdask.store import register_estimator
+
+    X, y = load_iris(return_X_y=True)
+    register_estimator(iris_store, "iris-cqs", CategorySpace(n_restarts=1).fit(X, y),
+                       meta={"dataset": "iris"})
+    folder = tmp_path / "out"
+    folder.mkdir()
+    code, out, err = run_cli(capsys, "predict", "iris-cqs", "--out", folder, "--store", iris_store)
+    assert code == EXIT_USAGE, err  # was exit 3: "[Errno 21] Is a directory: '<tmp name>' -> ..."
+    assert err.strip() == (f"catdask predict: error: --out {folder} is a folder; give the file "
+                           f"to write, e.g. {folder / 'predictions.csv'}")
+    assert list(folder.iterdir()) == []
+    umask = os.umask(0o022)
+    try:
+        written = folder / "p.csv"
+        code, out, err = run_cli(capsys, "predict", "iris-cqs", "--out", written,
+                                 "--store", iris_store)
+    finally:
+        os.umask(umask)
+    assert code == 0, err
+    assert written.stat().st_mode & 0o777 == 0o644  # was 0600 (mkstemp's)
+
+
+def test_write_predictions_into_a_folder_names_the_folder(tmp_path):
+    from catdask.pipeline.scoring import Predictions, write_predictions
+
+    table = Predictions(["prediction"], [[0, 1]], 2, None)
+    with pytest.raises(IsADirectoryError, match=f"{tmp_path} is a folder; give the file to write"):
+        write_predictions(table, tmp_path)
+    assert list(tmp_path.iterdir()) == []
