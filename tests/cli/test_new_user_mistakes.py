@@ -231,3 +231,23 @@ def test_write_predictions_into_a_folder_names_the_folder(tmp_path):
     with pytest.raises(IsADirectoryError, match=f"{tmp_path} is a folder; give the file to write"):
         write_predictions(table, tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_without_shared_files_the_source_error_lists_no_made_up_folder(tmp_path, monkeypatch):
+    """An installed catdask has no ../shared beside it: the error listed
+    ".venv/lib/python3.11/shared/data/uci/vehicle" as searched."""
+    import catdask.catalog.sources as sources
+    from catdask.catalog import locate_sources, source_folders
+    from catdask.errors import SourceNotFoundError
+
+    monkeypatch.setattr(sources, "SHARED_UCI_DIR", tmp_path / "no-shared")
+    monkeypatch.delenv("CATDASK_SOURCE_DIR", raising=False)
+    assert source_folders("vehicle") == []
+    assert source_folders("vehicle", tmp_path) == [tmp_path, tmp_path / "vehicle"]
+    with pytest.raises(SourceNotFoundError) as info:
+        locate_sources("vehicle")
+    assert "not found (no folder to look in). Pass source_dir=" in str(info.value)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    monkeypatch.setattr(sources, "SHARED_UCI_DIR", shared)
+    assert source_folders("vehicle") == [shared / "vehicle"]  # beside a checkout: searched
