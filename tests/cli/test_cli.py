@@ -141,11 +141,13 @@ def test_unknown_dataset_exit_3(capsys, tmp_path, flows_env):
     assert code == EXIT_INPUT == 3
     assert "catdask ingest: error: No data set 'no-such-data' in the catalog" in err
     assert "iris" in err  # lists the known ones
+    assert not store.exists()
 
+    store.mkdir()  # a --store that does not exist is its own error (test_new_user_mistakes)
     code, _, err = run_cli(capsys, "train", "no-such-data", "--store", store)
     assert code == EXIT_INPUT
     assert "catdask train: error: No data set 'no-such-data' in store" in err
-    assert not store.exists()
+    assert list(store.iterdir()) == []
 
 
 @pytest.mark.parametrize("args, expect", [
