@@ -265,6 +265,23 @@ def check_method_options(args) -> None:
                               f"{' or '.join(methods)} ({why}), not to {args.method}")
 
 
+def check_certify_level(certify: str) -> None:
+    """``train --certify moment`` needs SCS (the ``sdp`` extra). Without it the fit still ran
+    and the model was rejected with only its SDP-dual gap on the console; the certificate's
+    reason said "moment relaxation skipped", which the console does not show.
+
+    Raises
+    ------
+    CliError
+        Exit code 3 (as a missing PyTorch for ``--device``), with the install command.
+    """
+    import importlib.util
+
+    if certify == "moment" and importlib.util.find_spec("scs") is None:
+        raise CliError("argument --certify moment: the moment relaxation needs SCS, which is not "
+                       "installed here: pip install 'catdask[sdp]'")
+
+
 def check_device(device: str | None, scheduler: str | None) -> None:
     """``train --device``: PyTorch installed, a device it knows and, without a scheduler (the
     embedded cluster's workers declare no GPU, so the fit runs in this process), present here.

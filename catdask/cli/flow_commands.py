@@ -147,6 +147,7 @@ def cmd_train(args) -> int:
     """One fit, its best restart tested for global optimality; registered when certified (or
     allowed), exit 4 when not."""
     checks.check_method_options(args)
+    checks.check_certify_level(args.certify)
     checks.check_device(args.device, runtime.scheduler_address(args.scheduler))
     checks.check_model_name(args.name)
     checks.require_store(args.store)  # a typo in --store: say so, not "ingest it first"

@@ -251,3 +251,20 @@ def test_without_shared_files_the_source_error_lists_no_made_up_folder(tmp_path,
     shared.mkdir()
     monkeypatch.setattr(sources, "SHARED_UCI_DIR", shared)
     assert source_folders("vehicle") == [shared / "vehicle"]  # beside a checkout: searched
+
+
+def test_certify_moment_without_scs_says_what_to_install(capsys, iris_store, monkeypatch):
+    """Was: the fit ran and, where the SDP dual is not tight, the model was rejected with only
+    that gap on the console ("moment relaxation skipped" was in the certificate's reason)."""
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "scs" else find_spec(name, *a))
+    code, out, err = run_cli(capsys, "train", "iris", "--certify", "moment",
+                             "--store", iris_store)
+    assert code == EXIT_INPUT, err
+    assert err.strip() == ("catdask train: error: argument --certify moment: the moment "
+                           "relaxation needs SCS, which is not installed here: pip install "
+                           "'catdask[sdp]'")
+    assert sorted(p.name for p in iris_store.iterdir()) == ["datasets"]
