@@ -50,7 +50,7 @@ from ..pipeline.reports import (
     write_model_plot,
 )
 from ..pipeline.run_names import TRAIN_RUN_NAME, retrain_run_name
-from ..core.progress import CONSOLE_NOTE, solver_progress
+from ..core.progress import CONSOLE_NOTE, CONSOLE_REPEATED, solver_progress
 from ..store import read_dataset
 from .artifacts import SolverProgress, model_artifact_key
 from .events import emit_model_event
@@ -278,7 +278,7 @@ def train(
                      snapshot=outcome.dataset_snapshot, spec=spec.to_dict(), store=store)
     if version is None:
         message = _rejection_message(summary)
-        get_run_logger().warning(message)
+        get_run_logger().warning(message, extra={CONSOLE_REPEATED: True})
         return Failed(name=REJECTED_STATE_NAME, message=message,
                       data=ModelRejectedError(message, summary))
     return summary

@@ -268,3 +268,29 @@ def test_certify_moment_without_scs_says_what_to_install(capsys, iris_store, mon
                            "relaxation needs SCS, which is not installed here: pip install "
                            "'catdask[sdp]'")
     assert sorted(p.name for p in iris_store.iterdir()) == ["datasets"]
+
+
+@pytest.mark.parametrize("command, shown", [("train", False), ("demo", False),
+                                            ("evaluate", True)])
+def test_the_train_console_leaves_off_the_flows_repeat_of_its_own_line(command, shown):
+    """A rejected model printed the flow's warning ("2026-11-26 14:24:31,883 prefect.flow_runs
+    rejected: ... (max_gap=G ...; allow_uncertified=True ...)") right above the command's own
+    "not registered: ... pass --max-gap GAP ..." line. In a fresh process: pytest's own
+    handlers on the root logger would make the CLI's logging set-up a no-op here."""
+    import subprocess
+    import sys
+
+    script = (
+        "import logging\n"
+        "from catdask.cli.main import _configure_logging\n"
+        "from catdask.core.progress import CONSOLE_REPEATED\n"
+        f"_configure_logging(False, {command!r})\n"
+        "log = logging.getLogger('prefect.flow_runs')\n"
+        "log.warning('repeated line', extra={CONSOLE_REPEATED: True})\n"
+        "log.warning('other warning')\n"
+    )
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert ("repeated line" in r.stderr) is shown, r.stderr
+    assert "other warning" in r.stderr  # other warnings still shown
