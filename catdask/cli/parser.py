@@ -175,8 +175,9 @@ def _train(sub):
 
 
 def _evaluate(sub):
-    s = _add(sub, "evaluate", "the paper's protocol on stored/catalog data sets")
-    s.add_argument("datasets", nargs="*", help="data sets (default: every stored paper data set)")
+    s = _add(sub, "evaluate", "the paper's protocol on stored data sets")
+    s.add_argument("datasets", nargs="*", help="data sets in the store (`catdask ingest` them "
+                                               "first; default: every stored paper data set)")
     s.add_argument("--splits", type=split_count, default=10, help="cross-validation splits")
     s.add_argument("--quick", action="store_true", help="two data sets, two splits")
     s.add_argument("--out", help="folder for the result tables (default: "
