@@ -14,11 +14,12 @@ extension, e.g. ``nul.txt``).
 
 from __future__ import annotations
 
+import difflib
 import re
 
 from .errors import InvalidNameError
 
-__all__ = ["validate_name", "is_valid_name", "InvalidNameError", "NAME_PATTERN", "MAX_NAME_LENGTH"]
+__all__ = ["validate_name", "is_valid_name", "did_you_mean", "InvalidNameError", "NAME_PATTERN", "MAX_NAME_LENGTH"]
 
 MAX_NAME_LENGTH = 64
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -101,3 +102,10 @@ def validate_name(name, kind: str = "data set") -> str:
 def is_valid_name(name) -> bool:
     """True when :func:`validate_name` would accept ``name``."""
     return isinstance(name, str) and _problem(name) is None
+
+
+def did_you_mean(name, known) -> str:
+    """``"; did you mean 'iris'?"`` for the closest of ``known`` to a name that is not among
+    them (a typo in a data-set or model name), or ``""`` when none is close."""
+    close = difflib.get_close_matches(str(name), sorted(map(str, known)), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..errors import CatalogError, DatasetNotFoundError
 from .. import settings
-from ..names import validate_name
+from ..names import did_you_mean, validate_name
 
 __all__ = ["CatalogEntry", "load_catalog", "get_entry", "DEFAULT_CATALOG", "CATALOG_ENV"]
 
@@ -122,8 +122,9 @@ def get_entry(name, catalog=None) -> CatalogEntry:
         return entries[name]
     except (KeyError, TypeError):
         raise DatasetNotFoundError(
-            f"No data set {name!r} in the catalog; known: {', '.join(entries)}. For your own "
-            "file use parse_table (CLI: `catdask ingest --file data.csv --label-column NAME`)."
+            f"No data set {name!r} in the catalog{did_you_mean(name, entries)} (known: "
+            f"{', '.join(entries)}). For your own file use parse_table (CLI: `catdask ingest "
+            "--file data.csv --name NAME --label-column COLUMN`)."
         ) from None
 
 

@@ -21,6 +21,7 @@ import re
 import numpy as np
 
 from ..errors import ParseError
+from ..names import did_you_mean
 
 __all__ = [
     "Head",
@@ -204,7 +205,8 @@ def resolve_column(col, n_columns: int, header: list | None, where, what: str) -
                 where,
             )
         else:
-            raise ParseError(f"{what} {col!r} not found in the header; columns are {header}", where)
+            raise ParseError(f"{what} {col!r} not found in the header; columns are {header}"
+                             f"{did_you_mean(col, header)}", where)
     if not -n_columns <= col < n_columns:
         raise ParseError(f"{what} index {col} is out of range for {n_columns} columns", where)
     return col % n_columns

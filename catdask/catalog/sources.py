@@ -65,13 +65,16 @@ def _local_names(f: dict) -> list[str]:
 def source_folders(name: str, source_dir=None) -> list[Path]:
     """The folders :func:`locate_sources` searches for data set ``name``, in order, without
     repeats: ``source_dir`` and ``$CATDASK_SOURCE_DIR`` (each flat, then its subfolder
-    ``name``), then :data:`SHARED_UCI_DIR`/``name``."""
+    ``name``), then :data:`SHARED_UCI_DIR`/``name`` when that folder exists."""
     dirs = []
     for base in (source_dir, settings.SOURCE_DIR.get()):
         if base:
             base = Path(base).expanduser()
             dirs += [base, base / name]  # flat, or one subfolder per data set
-    dirs.append(SHARED_UCI_DIR / name)
+    if SHARED_UCI_DIR.is_dir():
+        # Only beside a checkout; an installed catdask's would be a made-up path under the
+        # environment (".venv/lib/python3.11/shared/..."), listed as searched in the error.
+        dirs.append(SHARED_UCI_DIR / name)
     return list(dict.fromkeys(dirs))
 
 
@@ -140,8 +143,9 @@ def locate_sources(entry, source_dir=None, *, verify: bool = True) -> list[Path]
             partial.append(f"{d} has {len(found)} of {len(entry.files)} files")
     missing = ", ".join(f["name"] for f in entry.files)
     raise SourceNotFoundError(
-        f"Original files of {entry.name!r} ({missing}) not found in: "
-        f"{', '.join(str(s) for s in searched)}"
+        f"Original files of {entry.name!r} ({missing}) not found"
+        + (f" in: {', '.join(str(s) for s in searched)}" if searched else
+           " (no folder to look in)")
         + (f" ({'; '.join(partial)})" if partial else "")
         + f". Pass source_dir=..., set {SOURCE_ENV}, or download them with "
         f"fetch_sources(entry, cache_dir) (CLI: `catdask ingest {entry.name} --download`)."

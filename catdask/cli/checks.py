@@ -126,13 +126,50 @@ def check_stored_dataset(store, name: str) -> None:
                    f"(stored: {', '.join(stored) or 'none'}){hint}")
 
 
-def check_known_datasets(store, names) -> None:
-    """Every name must be in the catalog or the store (``evaluate``)."""
-    known = set(catalog_names()) | set(stored_names(store))
+def check_method_fits_dataset(store, name: str, method: str) -> None:
+    """``train``: a linear method needs K <= D (K orthonormal axes in D dimensions), checked
+    on the stored data set's metadata before Prefect or Dask starts (the train flow checks
+    the same, :meth:`catdask.pipeline.ModelSpec.check_data_shape`, for runs started
+    elsewhere).
+
+    Raises
+    ------
+    CliError
+        Exit code 3 (the data set and the method do not go together), naming both numbers
+        and the kernel methods.
+    """
+    if method in KERNEL_METHODS:
+        return
+    from catdask.store import list_datasets
+
+    info = next((d for d in list_datasets(store) if d.name == name), None)
+    if info is None or info.n_features is None or info.n_classes is None:
+        return  # a damaged entry: reading it reports that
+    if info.n_classes > info.n_features:
+        raise CliError(f"--method {method} needs at most as many classes as features, and data "
+                       f"set {name!r} has {info.n_classes} classes and {info.n_features} "
+                       f"features (K orthonormal axes do not fit in D dimensions); use "
+                       f"--method {' or '.join(KERNEL_METHODS)}")
+
+
+def check_evaluation_datasets(store, names) -> None:
+    """``evaluate`` reads its data sets from the store: a named store must exist, every name
+    given must be stored (a catalog set not ingested yet would only be skipped, and the run
+    succeed with empty tables), and without names the store must hold a data set (the flow
+    then evaluates the paper's data sets among them, and warns about the others).
+
+    Raises
+    ------
+    CliError
+        Exit code 3, naming the store and the data set, and the ``ingest`` to run.
+    """
+    root = require_store(store)
     for name in names:
-        if name not in known:
-            raise CliError(f"No data set {name!r} in the catalog or the store"
-                           f"{did_you_mean(name, known)} (see `catdask datasets`)")
+        check_stored_dataset(store, name)
+    if not names and not stored_names(store):
+        state = "holds no data set" if root.exists() else "does not exist yet"
+        raise CliError(f"nothing to evaluate: store {root} {state}; `catdask ingest iris wine` "
+                       "(or `catdask ingest --all`) first")
 
 
 def check_source_dir(source_dir) -> None:
@@ -228,6 +265,23 @@ def check_method_options(args) -> None:
                               f"{' or '.join(methods)} ({why}), not to {args.method}")
 
 
+def check_certify_level(certify: str) -> None:
+    """``train --certify moment`` needs SCS (the ``sdp`` extra). Without it the fit still ran
+    and the model was rejected with only its SDP-dual gap on the console; the certificate's
+    reason said "moment relaxation skipped", which the console does not show.
+
+    Raises
+    ------
+    CliError
+        Exit code 3 (as a missing PyTorch for ``--device``), with the install command.
+    """
+    import importlib.util
+
+    if certify == "moment" and importlib.util.find_spec("scs") is None:
+        raise CliError("argument --certify moment: the moment relaxation needs SCS, which is not "
+                       "installed here: pip install 'catdask[sdp]'")
+
+
 def check_device(device: str | None, scheduler: str | None) -> None:
     """``train --device``: PyTorch installed, a device it knows and, without a scheduler (the
     embedded cluster's workers declare no GPU, so the fit runs in this process), present here.
@@ -249,14 +303,25 @@ def check_device(device: str | None, scheduler: str | None) -> None:
     try:
         check(device, here=False)
     except ImportError as exc:
-        raise CliError(f"argument --device {device}: {exc}") from None
+        raise CliError(f"argument --device {device}: {_device_reason(device, exc)}") from None
     except ValueError as exc:
         raise usage_error(f"argument --device: {exc}") from None
     if scheduler is None:
         try:
             check(device)
         except ValueError as exc:
-            raise CliError(f"argument --device {device}: {exc}") from None
+            raise CliError(f"argument --device {device}: {_device_reason(device, exc)}") from None
+
+
+def _device_reason(device: str, exc: Exception) -> str:
+    """The library's device message in the command's terms: without its ``device='cuda':``
+    prefix (the line names ``--device cuda`` already) and with the options instead of the
+    Python values (``device='cpu' or None``: ``--device cpu, or leave --device out``)."""
+    reason = str(exc)
+    for prefix in (f"device={device!r}: ", "device=... "):
+        reason = reason.removeprefix(prefix)
+    return reason.replace("use device='cpu' or None.",
+                          "use --device cpu, or leave --device out (the default: no PyTorch).")
 
 
 #: ``catdask ingest`` options by mode: a table (``--file``) or catalog sets (names, ``--all``).
@@ -325,6 +390,8 @@ def _number(kind, text, minimum, strict):
     if value != value or (value <= minimum if strict else value < minimum):
         bound = f"> {minimum:g}" if strict else f">= {minimum:g}"
         raise ValueError(f"must be {bound}, got {text}")
+    if value == float("inf"):  # --max-gap inf failed after the whole fit (JSON has no inf)
+        raise ValueError(f"must be a finite number, got {text}")
     return value
 
 

@@ -147,9 +147,12 @@ def cmd_train(args) -> int:
     """One fit, its best restart tested for global optimality; registered when certified (or
     allowed), exit 4 when not."""
     checks.check_method_options(args)
+    checks.check_certify_level(args.certify)
     checks.check_device(args.device, runtime.scheduler_address(args.scheduler))
     checks.check_model_name(args.name)
+    checks.require_store(args.store)  # a typo in --store: say so, not "ingest it first"
     checks.check_stored_dataset(args.store, args.dataset)
+    checks.check_method_fits_dataset(args.store, args.dataset, args.method)
     cached = _registered_fit(args)
     if cached is not None:
         note(f"train {args.method} on {args.dataset}: {cached['version']} was fitted on this "
@@ -194,8 +197,7 @@ def default_evaluation_dir(store) -> str:
 
 def cmd_evaluate(args) -> int:
     """The paper's protocol; tables under ``--out`` (default: in the store)."""
-    if args.datasets:
-        checks.check_known_datasets(args.store, args.datasets)
+    checks.check_evaluation_datasets(args.store, args.datasets)
     out_dir = args.out or default_evaluation_dir(args.store)
     runtime.check_prefect_api()
     runtime.prepare_prefect(args.store)

@@ -8,7 +8,7 @@ import os
 import sys
 import traceback
 
-from catdask.core.progress import CONSOLE_NOTE
+from catdask.core.progress import CONSOLE_NOTE, CONSOLE_REPEATED
 
 from . import runtime
 from .exits import (
@@ -84,6 +84,10 @@ def _configure_logging(verbose: bool, command: str = "") -> None:
     runtime.show_tracebacks = verbose
     console = logging.StreamHandler()
     console.setLevel(logging.NOTSET if verbose else logging.WARNING)
+    if not verbose and command in ("train", "demo"):
+        # The flow's "rejected: ... (max_gap=G ...)" warning, timestamped, right above the
+        # command's own "not registered: ... pass --max-gap GAP ..." line.
+        console.addFilter(lambda record: not getattr(record, CONSOLE_REPEATED, False))
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(name)s %(message)s", handlers=[console])
     root = logging.getLogger()

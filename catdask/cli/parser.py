@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from .checks import (
+    did_you_mean,
     non_negative_float,
     non_negative_int,
     port_number,
@@ -57,9 +58,24 @@ class _Parser(argparse.ArgumentParser):
         lists the right ones; argparse reports it as the top-level parser's."""
         namespace, extras = self.parse_known_args(args, namespace)
         if extras:
-            self._innermost_command(namespace).error(
-                "unrecognized arguments: " + " ".join(extras))
+            command = self._innermost_command(namespace)
+            options = [o for a in command._actions for o in a.option_strings if o.startswith("--")]
+            hints = [did_you_mean(e.split("=", 1)[0], options) for e in extras
+                     if e.startswith("--")]
+            command.error("unrecognized arguments: " + " ".join(extras)
+                          + next((h for h in hints if h), ""))
         return namespace
+
+    def _check_value(self, action, value):
+        """As argparse, plus the closest choice for a misspelt one (``catdask trian``: "did
+        you mean 'train'?"; argparse suggests only from Python 3.14, and only when asked)."""
+        try:
+            super()._check_value(action, value)
+        except argparse.ArgumentError as exc:
+            hint = did_you_mean(str(value), [str(c) for c in action.choices or ()])
+            if not hint or "did you mean" in str(exc):
+                raise
+            raise argparse.ArgumentError(action, exc.message + hint) from None
 
     def _innermost_command(self, namespace):
         parser = self
@@ -159,8 +175,9 @@ def _train(sub):
 
 
 def _evaluate(sub):
-    s = _add(sub, "evaluate", "the paper's protocol on stored/catalog data sets")
-    s.add_argument("datasets", nargs="*", help="data sets (default: every stored paper data set)")
+    s = _add(sub, "evaluate", "the paper's protocol on stored data sets")
+    s.add_argument("datasets", nargs="*", help="data sets in the store (`catdask ingest` them "
+                                               "first; default: every stored paper data set)")
     s.add_argument("--splits", type=split_count, default=10, help="cross-validation splits")
     s.add_argument("--quick", action="store_true", help="two data sets, two splits")
     s.add_argument("--out", help="folder for the result tables (default: "

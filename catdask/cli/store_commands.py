@@ -8,10 +8,11 @@ say where they looked.
 
 from __future__ import annotations
 
+import os
 import sys
 
 from . import checks
-from .exits import EXIT_INPUT, EXIT_OK, usage_error
+from .exits import EXIT_INPUT, EXIT_OK, CliError, usage_error
 from .output import note, print_json, print_table
 
 
@@ -237,8 +238,17 @@ def _parse_predict_file(args):
 
     from .flow_commands import _label_column
 
+    from catdask.errors import ParseError
+
     column = None if args.label_column is None else _label_column(args.label_column)
-    X, y, _names = parse_features(args.file, label_column=column, delimiter=args.delimiter)
+    try:
+        X, y, _names = parse_features(args.file, label_column=column, delimiter=args.delimiter)
+    except ParseError as exc:
+        # Most often the table the model was trained from, labels included: say how to skip them.
+        if column is None and exc.problem.startswith("non-numeric value"):
+            raise CliError(f"{exc}; if that column holds the labels, pass --label-column "
+                           "COLUMN (its name or index)") from None
+        raise
     return X, y
 
 
@@ -276,6 +286,9 @@ def cmd_predict(args) -> int:
             raise usage_error(f"--{option.replace('_', '-')} applies to --file only")
     if args.file:
         checks.check_readable_file(args.file)
+    if args.out and args.out != "-" and os.path.isdir(args.out):  # before the model is read
+        raise usage_error(f"--out {args.out} is a folder; give the file to write, e.g. "
+                          f"{os.path.join(args.out, 'predictions.csv')}")
     name, version = _checked_model_and_data(args)
     parsed = _parse_predict_file(args) if args.file else None
     from catdask.pipeline.reports import check_feature_count

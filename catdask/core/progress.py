@@ -11,12 +11,17 @@ from __future__ import annotations
 import contextlib
 import contextvars
 
-__all__ = ["solver_progress", "current_solver_callback", "watch_solvers", "CONSOLE_NOTE"]
+__all__ = ["solver_progress", "current_solver_callback", "watch_solvers", "CONSOLE_NOTE",
+           "CONSOLE_REPEATED"]
 
 #: A run log record with ``extra={CONSOLE_NOTE: True}`` is also shown on the CLI's quiet
 #: console, as one of the command's own lines (e.g. where the Dask dashboard is while a fit
 #: runs); every other INFO record goes to the Prefect API only.
 CONSOLE_NOTE = "catdask_console_note"
+#: A run log record with ``extra={CONSOLE_REPEATED: True}`` is left off the quiet console of
+#: ``catdask train`` and ``demo``, which report the same outcome in their own words (a rejected
+#: model: "not registered: ..., pass --max-gap GAP ..."); the Prefect API still gets it.
+CONSOLE_REPEATED = "catdask_console_repeated"
 
 _SOLVER_CALLBACK: contextvars.ContextVar = contextvars.ContextVar("catdask_solver_callback",
                                                                  default=None)

@@ -51,7 +51,7 @@ from ..pipeline.reports import (
     write_model_plot,
 )
 from ..pipeline.run_names import TRAIN_RUN_NAME, retrain_run_name
-from ..core.progress import CONSOLE_NOTE, solver_progress
+from ..core.progress import CONSOLE_NOTE, CONSOLE_REPEATED, solver_progress
 from ..store import read_dataset
 from .artifacts import SolverProgress, model_artifact_key
 from .events import emit_model_event
@@ -273,6 +273,7 @@ def train(
             get_run_logger().info(message)
             return Completed(name=CACHED_STATE_NAME, message=message, data=cached)
     info = describe_dataset(store, dataset)
+    spec.check_data_shape(dataset, info["n_features"], info["n_classes"])  # before the cluster
     outcome = fit_restarts(store, dataset, spec.to_dict(), scheduler)
     ok, status = review_certificates(outcome, spec.allow_uncertified, spec.max_gap)
     version = None
@@ -297,7 +298,7 @@ def train(
                      snapshot=outcome.dataset_snapshot, spec=spec.to_dict(), store=store)
     if version is None:
         message = _rejection_message(summary)
-        get_run_logger().warning(message)
+        get_run_logger().warning(message, extra={CONSOLE_REPEATED: True})
         return Failed(name=REJECTED_STATE_NAME, message=message,
                       data=ModelRejectedError(message, summary))
     return summary

@@ -114,9 +114,16 @@ def write_predictions(table: Predictions, out=None):
         sys.stdout.flush()
         return None
     out = Path(out)
+    if out.is_dir():  # os.replace would name the temporary file in its error
+        raise IsADirectoryError(f"{out} is a folder; give the file to write, e.g. "
+                                f"{out / 'predictions.csv'}")
     out.parent.mkdir(parents=True, exist_ok=True)  # as the plots do
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
     try:
+        # mkstemp makes the file 0600; a CSV of predictions gets what any new file gets here
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(fd, 0o666 & ~umask)
         with os.fdopen(fd, "w", newline="", encoding="utf-8") as stream:
             _write_rows(stream, table)
         os.replace(tmp, out)

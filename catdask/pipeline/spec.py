@@ -53,8 +53,10 @@ class ModelSpec:
     device: str | None = None
 
     def __post_init__(self):
-        if self.max_gap is not None and not self.max_gap >= 0:  # NaN fails too
-            raise ValueError(f"max_gap must be a number >= 0. Got {self.max_gap!r} instead.")
+        # NaN fails too; inf would fail only after the fit, when the record is written as JSON
+        if self.max_gap is not None and not 0 <= self.max_gap < float("inf"):
+            raise ValueError(f"max_gap must be a finite number >= 0. Got {self.max_gap!r} "
+                             "instead.")
         if self.method not in METHOD_NAMES:
             raise ValueError(f"Unknown method {self.method!r}; use one of {sorted(METHOD_NAMES)}.")
         if self.certify not in CERTIFY_LEVELS:
@@ -75,6 +77,21 @@ class ModelSpec:
     @property
     def is_kernel(self):
         return METHOD_NAMES[self.method].kernel
+
+    def check_data_shape(self, dataset: str, n_features: int, n_classes: int) -> None:
+        """Raise ``ValueError`` when the method cannot fit a data set of this shape.
+
+        The linear methods need K <= D: K orthonormal axes (a point of the Stiefel manifold
+        St(D, K)) do not fit in D dimensions. The kernel methods' axes live in the RKHS, so
+        any K fits. Checked from the data set's metadata, before a cluster is started; the
+        estimator checks the same on the data (in Python terms, ``KernelCategorySpace``).
+        """
+        if not self.is_kernel and n_classes > n_features:
+            raise ValueError(
+                f"method {self.method!r} needs at most as many classes as features, and data "
+                f"set {dataset!r} has K = {n_classes} classes and D = {n_features} features (K "
+                f"orthonormal axes do not fit in D dimensions); use a kernel method "
+                f"({' or '.join(map(repr, KERNEL_METHODS))}) instead.")
 
     def estimator(self):
         kw = dict(origin=self.origin, eps=self.eps, n_restarts=self.n_restarts, tol=self.tol,

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ModelNotFoundError, StoreCorruptError
-from ..names import is_valid_name
+from ..names import did_you_mean, is_valid_name
 from . import _zarr_io
 from ._json import json_sha256
 from .layout import list_entries, models_dir, resolve_store
@@ -60,9 +60,10 @@ def registered_model_names(store=None) -> list[str]:
 def _resolve_version(model_dir: Path, root: Path, name: str, version) -> int:
     versions = version_numbers(model_dir)
     if not versions:
-        registered = ", ".join(registered_model_names(root)) or "none"
+        names = registered_model_names(root)
         raise ModelNotFoundError(
-            f"No model {name!r} in the registry at {root} (registered: {registered})."
+            f"No model {name!r} in the registry at {root} (registered: "
+            f"{', '.join(names) or 'none'}){did_you_mean(name, names) or '.'}"
         )
     if version is None or version == "latest":
         return versions[-1]

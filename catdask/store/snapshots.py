@@ -24,6 +24,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import DatasetNotFoundError, StoreCorruptError
+from ..names import did_you_mean
 from . import _zarr_io
 from ._atomic import file_lock, rename_no_replace
 from .content import check_attrs, verify_content
@@ -124,9 +125,10 @@ def resolve(store, name: str) -> tuple[str, Path, SnapshotHold]:
     found = resolve_folder(folder)
     if found is None:
         known = [n for n in list_entries(datasets_dir(root)) if _has_pointer(root, n)]
+        hint = did_you_mean(name, known)  # a typo: not "ingest it", which would fail too
         raise DatasetNotFoundError(
-            f"No data set {name!r} in store {root} (stored: {', '.join(known) or 'none'}). "
-            f"Ingest it first, e.g. `catdask ingest {name}`."
+            f"No data set {name!r} in store {root} (stored: {', '.join(known) or 'none'})"
+            + (f"{hint}" if hint else f". Ingest it first, e.g. `catdask ingest {name}`.")
         )
     return found
 

@@ -123,7 +123,8 @@ def run_cli(capsys, *args):
     # Options only by their full names: --restart is not taken as --restarts.
     # ... and reported by the command they were given to, whose --help lists the right ones.
     (["train", "iris", "--restart", "3"],
-     "catdask train: error: unrecognized arguments: --restart 3 (see `catdask train --help`)"),
+     "catdask train: error: unrecognized arguments: --restart 3; did you mean '--restarts'? "
+     "(see `catdask train --help`)"),
     (["ingest", "iris", "--down"], "catdask ingest: error: unrecognized arguments: --down"),
     (["models", "show", "iris-cqs", "--jsn"], "catdask models show: error: unrecognized"),
 ])
@@ -140,11 +141,13 @@ def test_unknown_dataset_exit_3(capsys, tmp_path, flows_env):
     assert code == EXIT_INPUT == 3
     assert "catdask ingest: error: No data set 'no-such-data' in the catalog" in err
     assert "iris" in err  # lists the known ones
+    assert not store.exists()
 
+    store.mkdir()  # a --store that does not exist is its own error (test_new_user_mistakes)
     code, _, err = run_cli(capsys, "train", "no-such-data", "--store", store)
     assert code == EXIT_INPUT
     assert "catdask train: error: No data set 'no-such-data' in store" in err
-    assert not store.exists()
+    assert list(store.iterdir()) == []
 
 
 @pytest.mark.parametrize("args, expect", [
@@ -1053,8 +1056,9 @@ def test_missing_uci_files_are_reported_before_prefect_starts(capsys, tmp_path, 
     assert code == EXIT_INPUT and out == "" and flows.calls == []
     (line,) = err.splitlines()
     assert line.startswith("catdask ingest: error: the original files of 'vehicle' (xaa.dat")
-    for folder in (mine, mine / "vehicle", shared / "vehicle", store / ".downloads" / "vehicle"):
+    for folder in (mine, mine / "vehicle", store / ".downloads" / "vehicle"):
         assert f"{folder}," in line or f"{folder};" in line, (folder, line)
+    assert str(shared) not in line  # no ../shared beside an installed catdask: not listed
     assert "--source-dir DIR or $CATDASK_SOURCE_DIR" in line and "--download" in line
     assert "source_dir" not in line and "allow downloads" not in line
 

@@ -47,9 +47,13 @@ def test_no_cuda_here_says_what_to_install(capsys, iris_store):
     code, out, err = run_cli(capsys, "train", "iris", "--method", "kcqs", "--device", "cuda",
                              "--store", iris_store)
     assert code == EXIT_INPUT, err
-    assert err.startswith("catdask train: error: argument --device cuda: device='cuda': "
-                          "PyTorch sees no CUDA GPU here"), err
+    assert err.startswith("catdask train: error: argument --device cuda: PyTorch sees no CUDA "
+                          "GPU here"), err
     assert "pip install 'catdask[gpu]'" in err and len(err.strip().splitlines()) == 1
+    # In the command's terms, not the Python parameter's (was: "or use device='cpu' or None").
+    assert err.rstrip().endswith("or use --device cpu, or leave --device out (the default: no "
+                                 "PyTorch)."), err
+    assert "device=" not in err and "None" not in err, err
     assert sorted(p.name for p in iris_store.iterdir()) == ["datasets"]  # no model, no server
 
 
@@ -58,9 +62,8 @@ def test_no_pytorch_says_what_to_install(capsys, iris_store, monkeypatch):
     code, out, err = run_cli(capsys, "train", "iris", "--method", "kcqs", "--device", "cpu",
                              "--store", iris_store)
     assert code == EXIT_INPUT, err
-    assert err.strip() == ("catdask train: error: argument --device cpu: device=... needs "
-                           "PyTorch: pip install 'catdask[gpu]' (or any torch build with your "
-                           "GPU's CUDA).")
+    assert err.strip() == ("catdask train: error: argument --device cpu: needs PyTorch: pip "
+                           "install 'catdask[gpu]' (or any torch build with your GPU's CUDA).")
 
 
 def test_train_on_the_device_registers_the_default_runs_model(capsys, iris_store, flows_env):
@@ -88,3 +91,23 @@ def test_train_on_the_device_registers_the_default_runs_model(capsys, iris_store
     code, out, err = run_cli(capsys, *args, "--device", "cpu", "--name", "iris-kcqs-cpu")
     assert code == EXIT_OK and json.loads(out)["cached"], err
     assert (json.loads(out)["device"], json.loads(out)["device_placement"]) == ("cpu", "host")
+
+
+@pytest.mark.parametrize("device, reason", [
+    ("mps", None),  # PyTorch's own words, which vary between its versions
+    ("meta", "a meta tensor holds no data"),
+])
+def test_a_device_pytorch_knows_but_cannot_use_here_fails_before_the_fit(capsys, iris_store,
+                                                                        device, reason):
+    """Was: the check passed (it checked CUDA devices only), Prefect and the cluster started,
+    and the fit failed with exit 1 ("RuntimeError: PyTorch is not linked with support for mps
+    devices")."""
+    if device == "mps" and torch.backends.mps.is_available():
+        pytest.skip("this machine has MPS")
+    code, out, err = run_cli(capsys, "train", "iris", "--method", "kcqs", "--device", device,
+                             "--store", iris_store)
+    assert code == EXIT_INPUT and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"catdask train: error: argument --device {device}: PyTorch cannot "
+                          f"use it here ({reason or ''}"), err
+    assert err.rstrip().endswith("); use e.g. 'cuda', 'cuda:0' or 'cpu'."), err
+    assert sorted(p.name for p in iris_store.iterdir()) == ["datasets"]  # no model, no server
