@@ -92,6 +92,19 @@ def torch_device(device, *, here=True):
         if index >= torch.cuda.device_count():
             raise ValueError(f"device={device!r}: only {torch.cuda.device_count()} CUDA "
                              "device(s) here.")
+    elif here and dev.type != "cpu":
+        # "mps", "xpu", "meta" on a build without them passed a type check and the fit failed
+        # later (RuntimeError, AssertionError): one tiny tensor there says whether PyTorch
+        # can use it here.
+        try:
+            if dev.type == "meta":
+                raise RuntimeError("a meta tensor holds no data")
+            torch.empty(1, device=dev)
+        except Exception as exc:  # noqa: BLE001 - PyTorch raises several kinds here
+            # its first sentence: PyTorch's MPS message runs to 60 lines
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0].split(". ")[0]
+            raise ValueError(f"device={device!r}: PyTorch cannot use it here ({reason[:200]}); "
+                             "use e.g. 'cuda', 'cuda:0' or 'cpu'.") from None
     return dev
 
 

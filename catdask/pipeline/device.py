@@ -51,22 +51,7 @@ def check_device(device, *, here=True) -> None:
     """
     from ..operators.torch_gram import torch_device  # PyTorch: only when a device is asked
 
-    dev = torch_device(device, here=here)
-    if here and dev.type not in ("cpu", "cuda"):
-        # torch_device checks CUDA devices only; "mps" or "xpu" on a build without them
-        # passed, and the fit failed after the cluster had started (RuntimeError,
-        # AssertionError). One tiny tensor there says whether PyTorch can use it here.
-        import torch
-
-        try:
-            if dev.type == "meta":
-                raise RuntimeError("a meta tensor holds no data")
-            torch.empty(1, device=dev)
-        except Exception as exc:  # noqa: BLE001 - PyTorch raises several kinds here
-            # its first sentence: PyTorch's MPS message runs to 60 lines
-            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0].split(". ")[0]
-            raise ValueError(f"device={device!r}: PyTorch cannot use it here ({reason[:200]}); "
-                             "use e.g. 'cuda', 'cuda:0' or 'cpu'.") from None
+    torch_device(device, here=here)
 
 
 def device_placement(device, client) -> str | None:

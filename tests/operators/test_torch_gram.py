@@ -136,6 +136,9 @@ def test_bad_devices_say_what_is_wrong():
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="sees no CUDA GPU"):
             KernelCategorySpace(device="cuda").fit(X, y)
+    # A device type PyTorch knows but cannot use here: the same one-line error as the CLI's.
+    with pytest.raises(ValueError, match="device='meta': PyTorch cannot use it here"):
+        KernelCategorySpace(device="meta").fit(X, y)
     with pytest.raises(ValueError, match="approximation='nystroem' fits on N x m features"):
         KernelCategorySpace(approximation="nystroem", device="cpu").fit(X, y)
     with pytest.raises(ValueError, match="built-in kernel"):
