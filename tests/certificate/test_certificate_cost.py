@@ -21,12 +21,11 @@ from catdask.kernels import make_kernel
 
 from tests.certificate.test_certificate_lowrank import (
     BACKENDS,
-    ascend,
     coefficients,
     exact_features,
     gram_operator,
     objective,
-    two_optima_data,
+    wide_rbf_optima,
 )
 from tests.helpers.data import make_blobs
 
@@ -37,13 +36,7 @@ def test_the_probe_never_skips_a_refutation_and_certifies_only_what_the_full_tes
     global one, 40 samples): with a probe of 1-8 landmarks running before the full test, the
     local maximum is still refuted (the dense test refutes it too) and every bound lies above
     the best of 100 restarts; the global maximum is certified with and without the probe."""
-    X, y, _ = two_optima_data()
-    op = gram_operator(X, y, make_kernel("rbf", n_features=3, gamma=0.001), "class", backend)
-    F, R = exact_features(op, y, "class")
-    rng = np.random.default_rng(0)
-    optima = [ascend(R, np.linalg.qr(rng.standard_normal((R.shape[1], 2)))[0])
-              for _ in range(100)]
-    values = np.array([objective(R, W) for W in optima])
+    op, F, R, optima, values = wide_rbf_optima(backend)
     best = values.max()
     local, glob = optima[int(np.argmin(values))], optima[int(np.argmax(values))]
     assert objective(R, local) < 0.9 * best
@@ -129,13 +122,7 @@ def test_below_the_dense_cap_the_probe_certifies_only_what_the_dense_test_does(b
     from catdask.certificate import kernel_lowrank
     from catdask.certificate.kernel import certify_kernel_axes
 
-    X, y, _ = two_optima_data()
-    op = gram_operator(X, y, make_kernel("rbf", n_features=3, gamma=0.001), "class", backend)
-    F, R = exact_features(op, y, "class")
-    rng = np.random.default_rng(0)
-    optima = [ascend(R, np.linalg.qr(rng.standard_normal((R.shape[1], 2)))[0])
-              for _ in range(100)]
-    values = np.array([objective(R, W) for W in optima])
+    op, F, R, optima, values = wide_rbf_optima(backend)
     best = values.max()
     by_probe = 0
     for probe in (1, 2, 4, 8):  # 40 samples: probes below the Gram rank

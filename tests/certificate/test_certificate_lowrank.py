@@ -116,6 +116,19 @@ def two_optima_data(n=20, seed=0):
     return np.vstack(X), y, Q
 
 
+def wide_rbf_optima(backend, n=100):
+    """The two-optima data through a wide RBF kernel (13 Gram dimensions; a strict local
+    maximum at 0.889 of the global one): the operator, exact features F, its class matrices
+    R, the optima of ``n`` ascents from random starts and their objective values."""
+    X, y, _ = two_optima_data()
+    op = gram_operator(X, y, make_kernel("rbf", n_features=3, gamma=0.001), "class", backend)
+    F, R = exact_features(op, y, "class")
+    rng = np.random.default_rng(0)
+    optima = [ascend(R, np.linalg.qr(rng.standard_normal((R.shape[1], 2)))[0])
+              for _ in range(n)]
+    return op, F, R, optima, np.array([objective(R, W) for W in optima])
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_planted_local_maximum_is_refuted_and_global_one_certified(backend):
     X, y, Q = two_optima_data()
@@ -141,13 +154,7 @@ def test_planted_local_maximum_of_a_kernel_with_leftover_is_never_certified(back
     maximum at 0.889 of the global one): at every rank, with the class-block pass and the
     Schur lift (Lemmas 1c, 2'') running on a real leftover, the local maximum is refuted like
     the dense test refutes it, and every bound lies above the best of 100 restarts."""
-    X, y, _ = two_optima_data()
-    op = gram_operator(X, y, make_kernel("rbf", n_features=3, gamma=0.001), "class", backend)
-    F, R = exact_features(op, y, "class")
-    rng = np.random.default_rng(0)
-    optima = [ascend(R, np.linalg.qr(rng.standard_normal((R.shape[1], 2)))[0])
-              for _ in range(100)]
-    values = np.array([objective(R, W) for W in optima])
+    op, F, R, optima, values = wide_rbf_optima(backend)
     best = values.max()
     local = optima[int(np.argmin(values))]
     assert objective(R, local) < 0.9 * best  # the planted local maximum was reached
