@@ -12,6 +12,9 @@ an identity between polynomials of degree <= 4 (:mod:`.moment_sos`), by handing 
 to SCS directly, and proves the bound from the dual data alone (:mod:`.moment_dual`): the
 solver's accuracy only decides how tight the bound is, never whether it holds, so the solver runs
 at a modest accuracy and the same data can be stored and re-verified without re-solving.
+Given a point W and a target gap, SCS runs in stages and the complementary-slackness polish
+(:mod:`.moment_polish`) turns an early iterate into proof data when W is the optimum (its
+moments are then the primal solution); otherwise SCS runs on to ``eps``.
 
 Exact reductions keep it affordable:
 

@@ -133,7 +133,7 @@ def polish(ident, dual, f_vec, system, prove, target, max_rounds=8, lsqr_iters=L
         improved = gap <= MIN_PROGRESS * best[0]
         if gap < best[0]:
             best = (gap, bound, data, rnd)
-        if gap <= target or not (improved or rnd == 1):
+        if gap <= target or not improved:
             break
         x = np.concatenate([_psd_part(t, s) for t, s in zip(gram, sizes)] + [lam])
     return best
