@@ -268,11 +268,12 @@ def _moment_level(point, cert, max_block, t0):
         return dataclasses.replace(cert, reason=f"{cert.reason}; {note}")
     f, unit = point.f, point.unit
     try:
-        mb = moment_relaxation_bound(point.R_all, W=point.W, max_psd_block=max_block)
+        mb = moment_relaxation_bound(point.R_all, W=point.W, max_psd_block=max_block,
+                                     target_gap=point.tol)
         if mb.dual.anchor is not None and not mb.upper_bound - f <= point.tol * abs(f):
             # The anchored basis did not prove W: the full basis may (slower; docs 4b).
             full = moment_relaxation_bound(point.R_all, W=point.W, anchor="full",
-                                           max_psd_block=max_block)
+                                           max_psd_block=max_block, target_gap=point.tol)
             mb = min((mb, full), key=lambda b: b.upper_bound)
     except (RelaxationTooLarge, ImportError) as exc:
         return dataclasses.replace(cert, reason=f"{cert.reason}; moment relaxation skipped: {exc}")
