@@ -288,7 +288,7 @@ def _moment_level(point, cert, max_block, t0):
            f"block {max(mb.block_sizes)}, {mb.iterations} iterations, {mb.seconds:.1f} s): "
            f"rigorous bound "
            f"{mb.upper_bound * unit:.10g}, relative gap {gap:.1e}"
-           + ("" if mb.status == "optimal" else f", solver status {mb.status}"))
+           + ("" if mb.status in ("optimal", "solved") else f", solver status {mb.status}"))
     seconds = time.perf_counter() - t0
     if gap <= point.tol:
         return dataclasses.replace(
