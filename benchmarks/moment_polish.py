@@ -19,12 +19,11 @@ import time
 
 import _common  # noqa: F401  (puts the checkout on sys.path)
 from certificate_levels import class_matrices
-from sklearn.preprocessing import StandardScaler
+from certificate_outcomes import cases
 from threadpoolctl import threadpool_limits
 
 from catdask import CategorySpace
 from catdask.certificate.moment import moment_relaxation_bound
-from catdask.evaluation.data import load_xy
 
 TARGET_GAP = 1e-6
 
@@ -46,13 +45,8 @@ def main(argv=None):
     print(f"{'data':<13} {'variant':<9} {'iters':>6} {'rounds':>6} {'gap':>9} {'cpu s':>7} "
           f"{'wall s':>7}", flush=True)
     totals = {False: 0.0, True: 0.0}
-    for name in args.only:
-        try:
-            X, y = load_xy(name)
-        except FileNotFoundError as exc:
-            print(f"{name:<13} skipped: {exc}", flush=True)
-            continue
-        X = StandardScaler().fit_transform(X)
+    args.no_kernel = True  # the linear cases of certificate_outcomes.py, standardised alike
+    for name, _, X, y in cases(args):
         est = CategorySpace(origin="class", n_restarts=8, random_state=0, certify=False).fit(X, y)
         R = class_matrices(X, y, est.classes_, "class")
         W = est.components_.T
