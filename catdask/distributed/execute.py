@@ -26,6 +26,11 @@ _COUNTER = itertools.count()
 #: there instead of in a tree on the workers.
 DRIVER_COMBINE_BYTES = 64 * 1024**2
 
+#: A per-pass input (z, V) is copied into every task of a pass up to this many bytes in all
+#: (saves a worker-to-worker hop per pass); a larger one goes once, as a graph key the tasks
+#: share.
+INLINE_BYTES = 8 * 1024**2
+
 
 def current_client():
     """The current distributed client, or None (then the threaded scheduler is used)."""

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core.classes import ClassIndex
-from ..distributed.execute import BlockRunner, cluster_resources
+from ..distributed.execute import INLINE_BYTES, BlockRunner, cluster_resources
 from . import blocks
 from .gram_base import GRAM_PRECISIONS, BlockGramOperator
 
@@ -39,8 +39,6 @@ GRAM_CACHE_MODES = ("auto", "recompute", "memory", "zarr")
 _GRAM_BLOCK_ENTRIES = 4 * 1024**2
 # Kernel entries per task and pass (about 0.5-1 s of work on one core).
 _TASK_ENTRIES = 10**8
-# Per-pass inputs (z, V) are copied into every task up to this many bytes in all.
-_INLINE_BYTES = 8 * 1024**2
 
 
 class DaskGramOperator(BlockGramOperator):
@@ -243,7 +241,7 @@ class DaskGramOperator(BlockGramOperator):
     def _pass_input(self, value, name):
         """A per-pass input that every row-block task reads: inlined in each task while the
         copies are small (saves a worker-to-worker hop per pass), else one shared graph key."""
-        if value.nbytes * len(self._rows) <= _INLINE_BYTES:
+        if value.nbytes * len(self._rows) <= INLINE_BYTES:
             return value, None
         key = BlockRunner.new_key(name)
         return key, {key: value}

@@ -24,17 +24,13 @@ import uuid
 import numpy as np
 
 from ..core.classes import ClassIndex
-from ..distributed.execute import BlockRunner
+from ..distributed.execute import INLINE_BYTES, BlockRunner, workers_with_resource
 from .torch_gram import TorchGramOperator, import_torch
 
 __all__ = ["DaskTorchGramOperator", "GPU_RESOURCE"]
 
 #: The Dask worker resource a GPU worker declares (``--resources GPU=1``).
 GPU_RESOURCE = "GPU"
-
-# A pass's V goes inside each task up to this many bytes in all (as the CPU Dask operator's
-# per-pass inputs), else once as a graph key the tasks share.
-_INLINE_BYTES = 8 * 1024**2
 
 # The operators a worker process holds, by token (X on its GPU); one fit's at a time.
 _WORKER_OPERATORS: dict[str, TorchGramOperator] = {}
@@ -160,7 +156,7 @@ class DaskTorchGramOperator(TorchGramOperator):
         # into each task while small: a shared graph key is one more worker-to-worker hop.
         Vh = np.ascontiguousarray(V, dtype=precision)
         extra, varg = None, Vh
-        if Vh.nbytes * len(groups) > _INLINE_BYTES:
+        if Vh.nbytes * len(groups) > INLINE_BYTES:
             varg = BlockRunner.new_key("V")
             extra = {varg: Vh}
         tasks = [(worker_products, self._token, self._X_key, self._offsets, self.kernel,
@@ -192,12 +188,12 @@ def _gpu_workers(client):
         raise ValueError("device=... with Dask inputs needs a distributed cluster whose "
                          "workers have GPUs (dask worker --resources GPU=1); none is running. "
                          "Use numpy inputs for one local GPU.")
-    workers = client.scheduler_info(n_workers=-1)["workers"].values()
-    gpus = sum(1 for w in workers if w.get("resources", {}).get(GPU_RESOURCE))
+    gpus = workers_with_resource(client, GPU_RESOURCE)
     if not gpus:
+        n_workers = len(client.scheduler_info(n_workers=-1)["workers"])
         raise ValueError(
             f"device=... with Dask inputs runs the Gram products on workers with a GPU, but "
-            f"none of the cluster's {len(workers)} workers declares one: start one worker "
+            f"none of the cluster's {n_workers} workers declares one: start one worker "
             f"per GPU with `dask worker ADDRESS --nworkers 1 --resources {GPU_RESOURCE}=1` "
             "(deploy/gpu-cluster.md).")
     return gpus
