@@ -59,6 +59,9 @@ def _options(ap):
     ap.add_argument("--parts", default="env,agree,passes,large,gpu,dask_gpu,cores")
     ap.add_argument("--budget", type=float, default=480.0, help="seconds for all parts")
     ap.add_argument("--large-n", type=int, default=1_000_000)
+    ap.add_argument("--cores-fit-only", action="store_true",
+                    help="part cores: only the fit to convergence, not the per-shape passes "
+                         "(benchmarks/cores_ceiling.py times the passes)")
 
 
 def _say(*a):
@@ -380,12 +383,14 @@ def part_cores(args):
     threads = default_threads_per_worker(cpus)
     shapes = dict.fromkeys([(2, 1), (cpus, 1), (max(1, cpus // threads), threads)])
     out: dict = {"N": N}
+    if args.cores_fit_only:
+        shapes = {}
     for n_workers, t in shapes:
         key = f"{n_workers} workers x {t} threads"
         out[key] = _cores_iteration(X, y, n_workers, t)
         _say(f"  cores {key}: {out[key]}")
-    base = out["2 workers x 1 threads"]
-    for key, row in out.items():
+    base = out.get("2 workers x 1 threads", {})
+    for key, row in out.items() if base else ():
         if isinstance(row, dict) and key != "2 workers x 1 threads":
             for name, r in row.items():
                 if isinstance(r, dict):
@@ -506,6 +511,7 @@ def _separately(name, args):
         path = Path(tmp) / "part.json"
         cmd = [sys.executable, __file__, "--parts", name, "--json", str(path),
                "--budget", str(args.budget)] + (["--quick"] if args.quick else [])
+        cmd += ["--cores-fit-only"] if args.cores_fit_only else []
         subprocess.run(cmd, check=True, timeout=max(60, args.budget))
         return json.loads(path.read_text())[name]
 
