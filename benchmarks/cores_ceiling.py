@@ -16,7 +16,11 @@ Issue 27 asks one float32 ``G Z`` pass at N = 50,000 on 16 single-thread Dask wo
 - ``timeline``: one Dask pass (``DaskGramOperator.class_matmul``, float32, the default tile)
   on 2 and on ``cpus`` single-thread workers, cut into phases from the task stream: the
   driver's submit to the first task start, the spread of task starts, the tile tasks'
-  durations, the tree reduction after the last tile task, and the return to the driver.
+  durations, the tree reduction after the last tile task, and the return to the driver. The
+  current pass (bands to the driver as tasks finish, 10**9 kernel entries per task) beside
+  the former one (a tree of combine tasks on the workers, 10**8 entries per task),
+  interleaved on one cluster.
+- ``pass200k``: the same comparison at N = 200,000 on the embedded cluster's default shape.
 
 D = 20, K = 5, R = 5 restarts, RBF with the default gamma, blobs from ``_common``.
 """
@@ -40,7 +44,7 @@ D, K, R = 20, 5, 5
 
 
 def _options(ap):
-    ap.add_argument("--parts", default="topology,ceiling,timeline")
+    ap.add_argument("--parts", default="topology,ceiling,timeline,pass200k")
     ap.add_argument("--rounds", type=int, default=3)
 
 
@@ -218,48 +222,115 @@ def _phases(ts, t_submit, t_return):
             "combine tasks": len(combines)}
 
 
-def _timeline(X, y, n_workers, rounds):
-    from distributed import get_task_stream
+def _sum_row_bands(*parts):
+    """The former tree's combine: ``(lo, band)`` partial sums added in float64 into the band
+    of the smallest ``lo``, returned in the parts' dtype."""
+    lo = min(p[0] for p in parts)
+    first = parts[0][1]
+    out = np.zeros((first.shape[0], first.shape[1] + parts[0][0] - lo, first.shape[2]))
+    for start, band in parts:
+        out[:, start - lo :] += band
+    return lo, out.astype(first.dtype, copy=False)
 
+
+def _former(op):
+    """``op`` as the tile pass ran before 2026-11-26's last session (the baseline): 10**8
+    kernel entries per task, the row bands added in a tree on the workers (fan-in 8)."""
+    op.tile_task_entries = 10**8
+
+    def add_results(tasks, name, add, extra=None):
+        add(op._runner.reduce(tasks, _sum_row_bands, name, extra=extra))
+
+    op._add_results = add_results
+    return op
+
+
+def _operators(X, y):
     from catdask.core.classes import ClassIndex
     from catdask.estimators.kernel import RBF_GAMMA_SCALE
     from catdask.kernels import make_kernel
     from catdask.operators import DaskGramOperator
 
-    cluster, client = local_cluster(n_workers, threads_per_worker=1)
+    def make():
+        return DaskGramOperator(X, ClassIndex(y, K), make_kernel(
+            "rbf", n_features=D, gamma=RBF_GAMMA_SCALE / D), cache="recompute",
+            precision="float32")
+
+    return {"former (tree, 1e8 per task)": _former(make()),
+            "current (to the driver, 1e9 per task)": make()}
+
+
+def _timeline(X, y, n_workers, threads, rounds, warm=True):
+    """Former and current pass on one cluster, interleaved; each pass cut into phases."""
+    from distributed import get_task_stream
+
+    cluster, client = local_cluster(n_workers, threads_per_worker=threads)
     try:
-        op = DaskGramOperator(X, ClassIndex(y, K), make_kernel("rbf", n_features=D,
-                              gamma=RBF_GAMMA_SCALE / D), cache="recompute", precision="float32")
+        ops = _operators(X, y)
         z = np.random.default_rng(2).normal(size=(R, X.shape[0]))
-        op.class_matmul(z)  # warm-up
-        passes = []
+        passes: dict = {name: [] for name in ops}
+        results = {}
+        for name, op in ops.items():
+            results[name] = op.class_matmul(z) if warm else None
         for _ in range(rounds):
-            with get_task_stream(client) as ts:
-                t0 = time.time()
-                op.class_matmul(z)
-                t1 = time.time()
-            passes.append(_phases(ts.data, t0, t1))
-        op.close()
+            for name, op in ops.items():
+                with get_task_stream(client) as ts:
+                    t0 = time.time()
+                    results[name] = op.class_matmul(z)
+                    t1 = time.time()
+                passes[name].append(_phases(ts.data, t0, t1))
+        a, b = results.values()
+        for op in ops.values():
+            op.close()
     finally:
         client.close()
         cluster.close()
-    return {k: round(statistics.median(p[k] for p in passes), 4) for k in passes[0]}
-
-
-def part_timeline(args):
-    N = 6_000 if args.quick else 50_000
-    X, y = blobs(N, D, K, seed=0)
-    order = np.argsort(y, kind="stable")
-    X, y = X[order], y[order]
-    cpus = len(os.sched_getaffinity(0))
-    out: dict = {"N": N}
-    for n in sorted({2, cpus}):
-        out[f"{n} workers x 1 thread"] = _timeline(X, y, n, args.rounds)
-        print(f"  timeline {n} workers: {out[f'{n} workers x 1 thread']}", flush=True)
+    out: dict = {name: {k: round(statistics.median(p[k] for p in rows), 4) for k in rows[0]}
+                 for name, rows in passes.items()}
+    former, current = (out[name]["wall"] for name in ops)
+    out["former / current wall"] = round(former / current, 3)
+    out["max rel diff of G Z"] = float(np.abs(a - b).max() / np.abs(b).max())
     return out
 
 
-PARTS = {"topology": part_topology, "ceiling": part_ceiling, "timeline": part_timeline}
+def _sorted(N):
+    X, y = blobs(N, D, K, seed=0)
+    order = np.argsort(y, kind="stable")
+    return X[order], y[order]
+
+
+def part_timeline(args):
+    """One float32 pass at N = 50,000 on 2 and on ``cpus`` single-thread workers."""
+    N = 6_000 if args.quick else 50_000
+    X, y = _sorted(N)
+    cpus = len(os.sched_getaffinity(0))
+    out: dict = {"N": N}
+    for n in sorted({2, cpus}):
+        out[f"{n} workers x 1 thread"] = row = _timeline(X, y, n, 1, args.rounds)
+        print(f"  timeline {n} workers: {row}", flush=True)
+    name = "current (to the driver, 1e9 per task)"
+    if cpus != 2:
+        out[f"current: {cpus} workers vs 2 workers"] = round(
+            out["2 workers x 1 thread"][name]["wall"]
+            / out[f"{cpus} workers x 1 thread"][name]["wall"], 2)
+    return out
+
+
+def part_pass200k(args):
+    """One float32 pass at N = 200,000 on the embedded default's shape, former and current,
+    two interleaved rounds, no warm-up (a pass is ~7 s)."""
+    from catdask.distributed.cluster import default_threads_per_worker
+
+    N = 12_000 if args.quick else 200_000
+    X, y = _sorted(N)
+    cpus = len(os.sched_getaffinity(0))
+    threads = default_threads_per_worker(cpus)
+    row = _timeline(X, y, max(1, cpus // threads), threads, 2, warm=False)
+    return {"N": N, "shape": f"{max(1, cpus // threads)} workers x {threads} threads", **row}
+
+
+PARTS = {"topology": part_topology, "ceiling": part_ceiling, "timeline": part_timeline,
+         "pass200k": part_pass200k}
 
 
 def main():

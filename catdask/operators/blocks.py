@@ -29,7 +29,6 @@ __all__ = [
     "block_own_projections",
     "block_weighted_sums",
     "sum_arrays",
-    "sum_row_bands",
     "gram_class_product",
     "gram_class_product_by_rows",
     "gram_matmul",
@@ -382,7 +381,7 @@ def gram_symmetric_class_product(left, right, pairs, offsets, zt, kernel):
     tile's products are formed in the tile dtype and accumulated in float64 across tiles.
 
     Upper-triangle tiles from row ``lo`` on touch only rows ``lo:``, so a task returns that band
-    (:func:`sum_row_bands` adds bands), in the tile dtype: on 16 Dask workers the partial sums
+    (the driver adds bands as they arrive), in the tile dtype: on 16 Dask workers the partial sums
     moved between workers were the pass's idle time (measured at N = 50,000: 16 float64
     partials of 10 MB per pass, the workers busy 59% of a pass). A float32 partial adds one
     float32 rounding of a sum that float32 tiles made already; float64 passes stay float64.
@@ -406,18 +405,6 @@ def gram_symmetric_class_product(left, right, pairs, offsets, zt, kernel):
             for k, s0, s1 in _class_ranges(offsets, a, b):
                 acc[k, c - lo : d - lo] += T[s0 - a : s1 - a].T @ zt[s0:s1]
     return lo, acc.astype(zt.dtype, copy=False)
-
-
-def sum_row_bands(*parts):
-    """Tree-reduction node for :func:`gram_symmetric_class_product`: ``(lo, band)`` partial
-    sums (rows ``lo:`` of one array) added in float64 into the band of the smallest ``lo``,
-    returned in the parts' dtype."""
-    lo = min(p[0] for p in parts)
-    first = parts[0][1]
-    out = np.zeros((first.shape[0], first.shape[1] + parts[0][0] - lo, first.shape[2]))
-    for start, band in parts:
-        out[:, start - lo :] += band
-    return lo, out.astype(first.dtype, copy=False)
 
 
 def gram_symmetric_moments(left, right, pairs, kernel):

@@ -39,6 +39,11 @@ GRAM_CACHE_MODES = ("auto", "recompute", "memory", "zarr")
 _GRAM_BLOCK_ENTRIES = 4 * 1024**2
 # Kernel entries per task and pass (about 0.5-1 s of work on one core).
 _TASK_ENTRIES = 10**8
+# Kernel entries per task of the symmetric tile pass (a few seconds on one core). Each such
+# task returns a row band of up to (K, N, R) partial sums whatever its size, so the bytes a
+# pass moves grow with the number of tasks: at N = 200,000 on 16 threads, 10**8 entries per
+# task made 208 tasks and ~2 GB of bands per pass; 10**9 makes 32.
+_TILE_TASK_ENTRIES = 10**9
 
 
 class DaskGramOperator(BlockGramOperator):
@@ -86,7 +91,7 @@ class DaskGramOperator(BlockGramOperator):
     uses_tiles : bool
         True when ``G Z`` is one pass over the symmetric tiles of G (recompute mode, built-in
         kernel), the tile pairs split into balanced groups, one task each, whose (K, N, R)
-        partial sums are added on the workers.
+        partial sums the driver adds as they arrive.
     gram_passes : int
         Number of full passes over G so far.
     """
@@ -207,18 +212,22 @@ class DaskGramOperator(BlockGramOperator):
 
     # ------------------------------------------------------------------ how a pass runs
     matvec_without_class_block = True
+    #: Kernel entries per tile-pass task (:data:`_TILE_TASK_ENTRIES`; an instance may set its
+    #: own, as benchmarks/cores_ceiling.py does for the former 10**8).
+    tile_task_entries: int = _TILE_TASK_ENTRIES
 
     def _x_argument(self):
         return self._Xd
 
     def _tile_tasks(self, func, pairs, dtype, *args, zt=None):
         """Tile pairs in contiguous groups of about equal work, one task per group: one per
-        worker thread, more so that a task evaluates at most about 1e8 kernel entries. The
-        factors are the keys :meth:`_place_inputs` put on every worker."""
+        worker thread, more so that a task evaluates at most about :attr:`tile_task_entries`
+        kernel entries. The factors are the keys :meth:`_place_inputs` put on every worker."""
         left, right = self._tile_factors[dtype]
         work = np.cumsum((pairs[:, 1] - pairs[:, 0]) * (pairs[:, 3] - pairs[:, 2]))
         threads = self._threads
-        n_tasks = threads * max(1, math.ceil(float(work[-1]) / (threads * _TASK_ENTRIES)))
+        per_task = threads * self.tile_task_entries
+        n_tasks = threads * max(1, math.ceil(float(work[-1]) / per_task))
         n_tasks = min(n_tasks, len(pairs))
         cuts = np.searchsorted(work, work[-1] * np.arange(1, n_tasks) / n_tasks, side="right")
         groups = [g for g in np.split(pairs, cuts) if len(g)]
@@ -234,6 +243,10 @@ class DaskGramOperator(BlockGramOperator):
         :meth:`BlockRunner.reduce`); the driver receives one array."""
         return self._runner.reduce(tasks, combine, name, extra=extra,
                                    part_nbytes=part_nbytes)
+
+    def _add_results(self, tasks, name, add, extra=None):
+        """Each task's result to the driver as it finishes (:meth:`BlockRunner.accumulate`)."""
+        self._runner.accumulate(tasks, add, name, extra=extra)
 
     def _run(self, tasks, name, extra=None):
         return self._runner.run(tasks, name, extra=extra)

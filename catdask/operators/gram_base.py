@@ -108,8 +108,13 @@ class BlockGramOperator(GramOperator):
 
     def _sum_tasks(self, tasks, name, extra=None, part_nbytes=None, combine=blocks.sum_arrays):
         """Run ``tasks`` and return the sum of their results (``combine``: equally shaped
-        arrays, or :func:`.blocks.sum_row_bands`), each of at most ``part_nbytes`` bytes."""
+        arrays), each of at most ``part_nbytes`` bytes."""
         return combine(*self._run(tasks, name, extra=extra))
+
+    def _add_results(self, tasks, name, add, extra=None):
+        """Run ``tasks`` and call ``add(result)`` for each result (in any order)."""
+        for part in self._run(tasks, name, extra=extra):
+            add(part)
 
     def _tiled_class_matmul(self, zs, pairs=None):
         """``G Z`` from the symmetric tiles; ``zs`` (R, N) sorted, result (R, N, K) sorted.
@@ -124,10 +129,13 @@ class BlockGramOperator(GramOperator):
         tasks, extra = self._tile_tasks(blocks.gram_symmetric_class_product, pairs,
                                         self.precision, self._offsets, zt=zt)
         K, (R, N) = len(self._offsets) - 1, zs.shape
-        lo, band = self._sum_tasks(tasks, "gram-tiles", extra, part_nbytes=8 * K * N * R,
-                                   combine=blocks.sum_row_bands)
         acc = np.zeros((K, N, R))  # (K, N, R) float64, whatever the tiles' dtype
-        acc[:, lo:] = band
+
+        def add(part):
+            lo, band = part  # rows lo: of the task's partial sum, in the tile dtype
+            acc[:, lo:] += band
+
+        self._add_results(tasks, "gram-tiles", add, extra)
         # (R, N, K) as a view of an (R, K, N) array, the layout of the stored-Gram product
         # (blocks.gram_class_product_by_rows): the W-step reads rows of B^T.
         return np.ascontiguousarray(acc.transpose(2, 0, 1)).transpose(0, 2, 1)

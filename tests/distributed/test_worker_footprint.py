@@ -11,10 +11,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import numpy as np
-
 from catdask.distributed.cluster import default_threads_per_worker
-from catdask.operators import blocks
 
 
 def test_worker_imports_leave_out_scikit_learn():
@@ -29,19 +26,3 @@ def test_worker_imports_leave_out_scikit_learn():
 
 def test_default_threads_per_worker():
     assert [default_threads_per_worker(c) for c in (1, 2, 7, 8, 16, 64)] == [1, 1, 1, 4, 4, 4]
-
-
-def test_row_bands_add_up_to_the_full_sum():
-    rng = np.random.default_rng(0)
-    K, N, R = 3, 20, 2
-    full = np.zeros((K, N, R))
-    parts = []
-    for lo in (0, 7, 13, 20):
-        band = rng.normal(size=(K, N - lo, R)).astype(np.float32)
-        full[:, lo:] += band
-        parts.append((lo, band))
-    lo, total = blocks.sum_row_bands(*parts[1:], parts[0])
-    assert lo == 0 and total.dtype == np.float32
-    np.testing.assert_allclose(total, full, rtol=1e-6)
-    lo, total = blocks.sum_row_bands(parts[2], parts[1])
-    assert lo == 7 and total.shape == (K, N - 7, R)
