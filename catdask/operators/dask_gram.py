@@ -39,11 +39,13 @@ GRAM_CACHE_MODES = ("auto", "recompute", "memory", "zarr")
 _GRAM_BLOCK_ENTRIES = 4 * 1024**2
 # Kernel entries per task and pass (about 0.5-1 s of work on one core).
 _TASK_ENTRIES = 10**8
-# Kernel entries per task of the symmetric tile pass (a few seconds on one core). Each such
-# task returns a row band of up to (K, N, R) partial sums whatever its size, so the bytes a
-# pass moves grow with the number of tasks: at N = 200,000 on 16 threads, 10**8 entries per
-# task made 208 tasks and ~2 GB of bands per pass; 10**9 makes 32.
-_TILE_TASK_ENTRIES = 10**9
+# A tile-pass task also evaluates at least this many kernel entries per entry of the row band
+# it returns (up to K N R partial sums, whatever the task's size): allocating, converting,
+# sending and adding a band entry costs about as much as a few kernel entries, so this keeps
+# that to ~2% of the task. Without it the bytes a pass moves grow as N^3: at N = 200,000 on
+# 16 threads (K = R = 5), 10**8 entries per task made 208 tasks and ~2 GB of bands per pass;
+# with it, 48 tasks.
+_TILE_ENTRIES_PER_BAND_ENTRY = 100
 
 
 class DaskGramOperator(BlockGramOperator):
@@ -212,9 +214,11 @@ class DaskGramOperator(BlockGramOperator):
 
     # ------------------------------------------------------------------ how a pass runs
     matvec_without_class_block = True
-    #: Kernel entries per tile-pass task (:data:`_TILE_TASK_ENTRIES`; an instance may set its
-    #: own, as benchmarks/cores_ceiling.py does for the former 10**8).
-    tile_task_entries: int = _TILE_TASK_ENTRIES
+    #: Kernel entries per tile-pass task, at least (:data:`_TASK_ENTRIES`), and per entry of
+    #: the task's row band (:data:`_TILE_ENTRIES_PER_BAND_ENTRY`); an instance may set its own
+    #: (benchmarks/cores_ceiling.py sets the former rule, 0 per band entry, as its baseline).
+    tile_task_entries: int = _TASK_ENTRIES
+    tile_entries_per_band_entry: int = _TILE_ENTRIES_PER_BAND_ENTRY
 
     def _x_argument(self):
         return self._Xd
@@ -222,12 +226,15 @@ class DaskGramOperator(BlockGramOperator):
     def _tile_tasks(self, func, pairs, dtype, *args, zt=None):
         """Tile pairs in contiguous groups of about equal work, one task per group: one per
         worker thread, more so that a task evaluates at most about :attr:`tile_task_entries`
-        kernel entries. The factors are the keys :meth:`_place_inputs` put on every worker."""
+        kernel entries, or :attr:`tile_entries_per_band_entry` per entry of the row band it
+        returns (``zt``'s columns times the classes times N) where that is more. The factors
+        are the keys :meth:`_place_inputs` put on every worker."""
         left, right = self._tile_factors[dtype]
         work = np.cumsum((pairs[:, 1] - pairs[:, 0]) * (pairs[:, 3] - pairs[:, 2]))
         threads = self._threads
-        per_task = threads * self.tile_task_entries
-        n_tasks = threads * max(1, math.ceil(float(work[-1]) / per_task))
+        band = 0 if zt is None else zt.shape[1] * (len(self._offsets) - 1) * zt.shape[0]
+        per_task = max(self.tile_task_entries, self.tile_entries_per_band_entry * band)
+        n_tasks = threads * max(1, math.ceil(float(work[-1]) / (threads * per_task)))
         n_tasks = min(n_tasks, len(pairs))
         cuts = np.searchsorted(work, work[-1] * np.arange(1, n_tasks) / n_tasks, side="right")
         groups = [g for g in np.split(pairs, cuts) if len(g)]
