@@ -100,6 +100,10 @@ def run_cli(capsys, *args):
     (["models", "compare", "iris-cqs", "1"], "required: v2"),
     (["models", "compare", "iris-cqs:1", "wine-cqs:2"], "two versions of one model"),
     (["train", "iris", "--restarts", "0"], "argument --restarts: must be >= 1, got 0"),
+    # One batch of restarts: a bound, as the estimators' n_restarts (was: a fit of hours).
+    (["train", "iris", "--restarts", "100000"],
+     "argument --restarts: must be at most 1000, got 100000"),
+    (["demo", "--restarts", "1001"], "argument --restarts: must be at most 1000, got 1001"),
     (["train", "iris", "--gamma", "-1"], "argument --gamma: must be > 0, got -1"),
     (["train", "iris", "--gamma", "nan"], "argument --gamma: must be > 0"),
     (["train", "iris", "--name", ""], "the model name is empty"),
