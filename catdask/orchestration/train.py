@@ -38,6 +38,7 @@ from prefect.states import Completed, Failed
 
 from ..distributed.cluster import dask_client_context
 from ..errors import CatdaskError, DatasetNotFoundError
+from ..method_names import METHOD_NAMES
 from ..names import validate_name
 from ..pipeline import ModelSpec, fit_on_dataset, register_outcome, registration_decision
 from ..pipeline.device import check_device
@@ -152,7 +153,9 @@ def fit_restarts(store: str | None, dataset: str, spec: dict, scheduler: str | N
     progress = SolverProgress(
         logger,
         key=model_artifact_key("progress", dataset, model_spec.method, run_id=str(flow_run.id)),
-        description=f"{model_spec.method.upper()} on {dataset}, {model_spec.n_restarts} restarts",
+        # The paper's name, as the summary artifact writes it ("K-CQS", was "KCQS" here)
+        description=(f"{METHOD_NAMES[model_spec.method].paper_name} on {dataset}, "
+                     f"{model_spec.n_restarts} restarts"),
         artifact_after_seconds=PROGRESS_ARTIFACT_AFTER_SECONDS,
     )
     if model_spec.device is not None and scheduler is None:

@@ -900,6 +900,12 @@ def test_solver_progress_is_in_the_task_log_and_a_progress_artifact(iris_store, 
     assert progress.type == "progress" and float(progress.data) == 100.0
     assert "CQS on iris" in progress.description and "0 of 3 restarts active" in \
         progress.description
+    # The model's fit only: the training metrics' CV folds ran three more solver loops, and the
+    # artifact ended on the last fold's objective instead of the model's.
+    assert not any(m.startswith("solver loop 2") for m in messages), messages
+    assert progress.description.startswith("CQS on iris, 3 restarts: solver loop 1, ")
+    objective = state.result()["objective"]
+    assert f"best objective {objective:.10g}, 0 of 3" in progress.description
 
 
 def test_solver_progress_throttles_logs_and_artifact_updates(monkeypatch):
