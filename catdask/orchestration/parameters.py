@@ -20,7 +20,8 @@ from pydantic import Field
 from ..method_names import CERTIFY_LEVELS, KERNEL_METHODS, MAX_RESTARTS, METHOD_NAMES
 
 __all__ = ["MethodName", "Origin", "CertifyLevel", "Restarts", "Gamma", "Seed", "Eps", "Tol",
-           "MaxIter", "MaxGap", "TRAIN_HELP", "RETRAIN_HELP", "documented"]
+           "MaxIter", "MaxGap", "Splits", "DatasetNames", "TRAIN_HELP", "RETRAIN_HELP",
+           "INGEST_HELP", "EVALUATE_HELP", "documented"]
 
 MethodName = Literal[tuple(METHOD_NAMES)]
 Origin = Literal["global", "class"]
@@ -32,6 +33,8 @@ Eps = Annotated[float, Field(gt=0)]
 Tol = Annotated[float, Field(ge=0)]
 MaxIter = Annotated[int, Field(ge=1)]
 MaxGap = Annotated[float | None, Field(ge=0)]
+Splits = Annotated[int, Field(ge=2)]
+DatasetNames = Annotated[list[str], Field(min_length=1)]
 
 _KERNEL = " or ".join(KERNEL_METHODS)
 
@@ -79,6 +82,31 @@ RETRAIN_HELP = {
     "dataset": "Retrain only the models of this data set. Empty: every registered model.",
     "refit": "Refit every model, also those whose latest version fits its data set's current "
              "content with its spec.",
+}
+
+
+#: What each parameter of the ``catdask-ingest`` flow does.
+INGEST_HELP = {
+    "names": "Catalog data sets to ingest (`catdask datasets` lists the catalog), e.g. "
+             "[\"iris\", \"wine\"].",
+    "store": TRAIN_HELP["store"],
+    "source_dir": "Folder with the original UCI files, flat or one subfolder per data set. "
+                  "Empty: $CATDASK_SOURCE_DIR of the worker.",
+    "allow_download": "Download the original files over HTTPS (checked against the catalog's "
+                      "sha256) when they are not found locally.",
+    "replace": "Replace a stored data set of the same name whose content differs (off: such a "
+               "data set is refused).",
+}
+
+#: What each parameter of the ``catdask-evaluate`` flow does.
+EVALUATE_HELP = {
+    "datasets": "Data sets in the store to evaluate. Empty: every stored paper data set.",
+    "tables": "The paper's tables to reproduce: table1 (linear + SVM), table2 (kernel + SVM), "
+              "table3 (kernel, angle classifier). Empty: all three.",
+    "n_splits": "Cross-validation splits (at least 2; the paper's protocol: 10).",
+    "quick": "Two data sets and two splits (a smoke test).",
+    "out_dir": "Folder for the result tables. Empty: <store>/evaluations/<UTC time>.",
+    "store": TRAIN_HELP["store"],
 }
 
 

@@ -12,12 +12,15 @@ from prefect.exceptions import ParameterTypeError  # noqa: E402
 from prefect.utilities.callables import parameter_schema  # noqa: E402
 
 from catdask.method_names import CERTIFY_LEVELS, MAX_RESTARTS, METHOD_NAMES  # noqa: E402
+from catdask.orchestration.evaluate import evaluate  # noqa: E402
+from catdask.orchestration.ingest import ingest  # noqa: E402
 from catdask.orchestration.parameters import documented  # noqa: E402
 from catdask.orchestration.train import retrain_registered, train  # noqa: E402
 from catdask.pipeline import ModelSpec  # noqa: E402
 
 
-@pytest.mark.parametrize("flow", [train, retrain_registered], ids=["train", "retrain"])
+@pytest.mark.parametrize("flow", [train, retrain_registered, ingest, evaluate],
+                         ids=["train", "retrain", "ingest", "evaluate"])
 def test_every_parameter_has_a_description(flow):
     """Was: 19 bare names (``n_restarts``, ``max_gap``) and no description in the run form."""
     properties = parameter_schema(flow).model_dump()["properties"]
@@ -57,6 +60,16 @@ def test_a_run_breaking_them_is_refused_before_it_starts(parameters, message):
         train.validate_parameters({"dataset": "iris", **parameters})
     ok = train.validate_parameters({"dataset": "iris", "n_restarts": MAX_RESTARTS, "gamma": None})
     assert ok["n_restarts"] == MAX_RESTARTS
+
+
+@pytest.mark.parametrize("flow, parameters, message", [
+    (evaluate, {"tables": ["table4"]}, "tables.0: Input should be 'table1', 'table2' or 'table3'"),
+    (evaluate, {"n_splits": 1}, "n_splits: Input should be greater than or equal to 2"),
+    (ingest, {"names": []}, "names: List should have at least 1 item"),
+])
+def test_ingest_and_evaluate_runs_breaking_their_bounds_are_refused(flow, parameters, message):
+    with pytest.raises(ParameterTypeError, match=message):
+        flow.validate_parameters(parameters)
 
 
 def test_an_undocumented_parameter_fails_at_import():

@@ -726,9 +726,12 @@ def test_train_on_missing_store_or_dataset(tmp_path, dask_scheduler):
     assert isinstance(exc, DatasetNotFoundError)
     assert "No data set 'iris'" in str(exc) and "catdask ingest iris" in str(exc)
     assert not missing.exists()  # a failed run creates nothing
-    (run,) = _task_runs(run_id, "describe_dataset",
+    # The first task fails (the cache lookup, which reads the store first), once: a missing
+    # data set is not transient and must not be retried; describe_dataset never runs.
+    (run,) = _task_runs(run_id, "find_registered",
                         ok=lambda rs: rs[0].state_type.value == "FAILED")
     assert run.run_count == 1, "a missing data set is not transient and must not be retried"
+    assert _task_runs(run_id, "describe_dataset", min_runs=0, timeout=0) == []
 
     store = tmp_path / "store"
     ingest_dataset("wine", store)
