@@ -1139,7 +1139,12 @@ def test_every_option_has_help_and_the_epilog_lists_exit_codes(capsys):
 
     defaults = CategorySpace().get_params()
     assert f"(default: the library's, {defaults['origin']})" in text
-    assert f"at least 1 (default: the library's, {defaults['n_restarts']})" in text
+    from catdask.method_names import MAX_RESTARTS
+
+    # The bound the help names is the estimators' (their n_restarts constraint).
+    assert CategorySpace._parameter_constraints["n_restarts"][0].right == MAX_RESTARTS
+    assert (f"1 to {MAX_RESTARTS}, run as one batch (default: the library's, "
+            f"{defaults['n_restarts']})") in text
     assert KernelCategorySpace().get_params()["gamma"] is None  # None = 0.05 / n_features
     assert "(default: the library's, 0.05 / n_features)" in text
 
