@@ -301,7 +301,7 @@ def test_a_line_longer_than_the_limit_is_refused(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
 def test_more_restarts_than_the_bound_are_refused_before_the_fit(est, Xy):
-    """The restarts run as one batch: 100,000 of them asked for a fit of most of an hour
+    """The restarts run as one batch: 100,000 of them on digits ask for about 40 minutes
     (catdask.method_names.MAX_RESTARTS), now refused by the parameter check, as the CLI's
     ``--restarts`` and the train flow's ``n_restarts`` are."""
     from catdask.method_names import MAX_RESTARTS
