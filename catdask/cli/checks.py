@@ -11,7 +11,7 @@ import difflib
 from pathlib import Path
 
 from catdask import settings
-from catdask.method_names import CERTIFY_LEVELS, KERNEL_METHODS, QUADRATIC_METHODS
+from catdask.method_names import CERTIFY_LEVELS, KERNEL_METHODS, MAX_RESTARTS, QUADRATIC_METHODS
 
 from .exits import CliError, usage_error
 
@@ -313,6 +313,42 @@ def check_device(device: str | None, scheduler: str | None) -> None:
             raise CliError(f"argument --device {device}: {_device_reason(device, exc)}") from None
 
 
+def check_gpu_workers(device: str | None, address: str | None, identity: dict | None) -> None:
+    """``train --device --scheduler``: a cluster with no worker declaring the ``GPU`` resource
+    leaves the products to this process (:func:`catdask.pipeline.device.device_placement`), so
+    the device must exist here; say so before the flow starts, with how to start GPU workers.
+
+    ``identity`` is the scheduler's reply to the address probe
+    (:func:`catdask.cli.runtime.check_scheduler`): no second query. Without one (no scheduler,
+    TLS, another transport) the fit checks when it connects, as before.
+
+    Raises
+    ------
+    CliError
+        Exit code 3, one line: the cluster has no GPU workers and this process lacks the device.
+    """
+    if device is None or identity is None:
+        return
+    from catdask.distributed.execute import count_with_resource
+    from catdask.operators.dask_torch_gram import GPU_RESOURCE
+    from catdask.pipeline.device import check_device as check
+
+    if count_with_resource(identity.get("workers") or {}, GPU_RESOURCE):
+        return
+    try:
+        check(device)
+    except ValueError as exc:
+        # The local reason's first clause ("PyTorch sees no CUDA GPU here"): the line is about
+        # the cluster; its fix is to start GPU workers (deploy/gpu-cluster.md).
+        here = _device_reason(device, exc).split(": ")[0].split("; ")[0]
+        raise CliError(
+            f"argument --device {device}: the Dask cluster at {address} has no worker declaring "
+            f"the {GPU_RESOURCE} resource, and the fit cannot run here instead ({here}): start "
+            f"one worker per GPU with `CUDA_VISIBLE_DEVICES=0 dask worker {address} "
+            f"--resources {GPU_RESOURCE}=1` (deploy/gpu-cluster.md), or leave out --device"
+        ) from None
+
+
 def _device_reason(device: str, exc: Exception) -> str:
     """The library's device message in the command's terms: without its ``device='cuda':``
     prefix (the line names ``--device cuda`` already) and with the options instead of the
@@ -382,7 +418,7 @@ def check_readable_file(path) -> None:
 
 
 # ----------------------------------------------------------------------------- argparse types
-def _number(kind, text, minimum, strict):
+def _number(kind, text, minimum, strict, maximum=None):
     try:
         value = kind(text)
     except ValueError:
@@ -392,15 +428,17 @@ def _number(kind, text, minimum, strict):
         raise ValueError(f"must be {bound}, got {text}")
     if value == float("inf"):  # --max-gap inf failed after the whole fit (JSON has no inf)
         raise ValueError(f"must be a finite number, got {text}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"must be at most {maximum:g}, got {text}")
     return value
 
 
-def _argtype(kind, minimum, strict=False):
+def _argtype(kind, minimum, strict=False, maximum=None):
     import argparse
 
     def parse(text):
         try:
-            return _number(kind, text, minimum, strict)
+            return _number(kind, text, minimum, strict, maximum)
         except ValueError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -408,8 +446,10 @@ def _argtype(kind, minimum, strict=False):
     return parse
 
 
-#: An integer >= 1 (restarts, data-set counts).
-positive_int = _argtype(int, 1)
+#: Restarts of one fit: 1 to MAX_RESTARTS, as the estimators' ``n_restarts`` (the restarts
+#: run as one batch: ``--restarts 100000`` on digits asks for about 40 minutes, extrapolated
+#: from 23 s for 1000; see :data:`catdask.method_names.MAX_RESTARTS`).
+restart_count = _argtype(int, 1, maximum=MAX_RESTARTS)
 #: An integer >= 0 (random seeds, seconds).
 non_negative_int = _argtype(int, 0)
 #: A float > 0 (kernel gamma).

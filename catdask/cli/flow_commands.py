@@ -159,7 +159,8 @@ def cmd_train(args) -> int:
              "content with this spec and this catdask; not refitted (--refit fits again)")
         print_json(cached)
         return EXIT_OK
-    runtime.check_scheduler(runtime.scheduler_address(args.scheduler))
+    scheduler = runtime.scheduler_address(args.scheduler)
+    checks.check_gpu_workers(args.device, scheduler, runtime.check_scheduler(scheduler))
     runtime.check_prefect_api()
     runtime.prepare_prefect(args.store)
     from catdask.core.progress import watch_solvers

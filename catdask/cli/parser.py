@@ -11,10 +11,16 @@ from .checks import (
     non_negative_int,
     port_number,
     positive_float,
-    positive_int,
+    restart_count,
     split_count,
 )
-from catdask.method_names import CERTIFY_LEVELS, KERNEL_METHODS, METHOD_NAMES, QUADRATIC_METHODS
+from catdask.method_names import (
+    CERTIFY_LEVELS,
+    KERNEL_METHODS,
+    MAX_RESTARTS,
+    METHOD_NAMES,
+    QUADRATIC_METHODS,
+)
 
 from .exits import EXIT_CODES_HELP, EXIT_USAGE
 
@@ -137,8 +143,9 @@ def _train(sub):
                    help=_METHOD_HELP)
     s.add_argument("--origin", choices=["global", "class"],
                    help="origin of the category space (default: the library's, global)")
-    s.add_argument("--restarts", type=positive_int,
-                   help="random restarts, at least 1 (default: the library's, 5)")
+    s.add_argument("--restarts", type=restart_count,
+                   help=f"random restarts, 1 to {MAX_RESTARTS}, run as one batch (default: the "
+                        "library's, 5)")
     s.add_argument("--gamma", type=positive_float,
                    help=f"RBF kernel gamma > 0; {'/'.join(KERNEL_METHODS)} only (default: the library's, "
                         "0.05 / n_features)")
@@ -252,8 +259,8 @@ def _services(sub):
                                        "$CATDASK_SCHEDULER, else a local cluster started here)")
     s = _add(sub, "demo", "the main job end to end on the embedded defaults")
     s.add_argument("--source-dir", help=SOURCE_DIR_HELP)
-    s.add_argument("--restarts", type=positive_int,
-                   help="random restarts per fit (default: the library's, 5)")
+    s.add_argument("--restarts", type=restart_count,
+                   help=f"random restarts per fit, 1 to {MAX_RESTARTS} (default: the library's, 5)")
     s.add_argument("--scheduler", help="Dask scheduler address (default: $CATDASK_SCHEDULER, "
                                        "else a local cluster)")
     s.add_argument("--quick", action="store_true", help="iris and wine only")

@@ -255,8 +255,10 @@ def _greeting_problem(greeting: bytes | None) -> str | None:
     return None
 
 
-def check_scheduler(address: str | None, timeout: float = SCHEDULER_PROBE_TIMEOUT) -> None:
-    """Fail at once, naming ``address``, when nothing listens there.
+def check_scheduler(address: str | None, timeout: float = SCHEDULER_PROBE_TIMEOUT) -> dict | None:
+    """Fail at once, naming ``address``, when nothing listens there; returns the scheduler's
+    ``identity`` reply (its workers and their resources), or None when none was asked for
+    (no address, TLS, a transport other than TCP).
 
     Without this a wrong address costs Dask's connect timeout times the flows' retries, then a
     page of tracebacks. Also shortens Dask's own connect timeout for that address (unless the
@@ -268,10 +270,10 @@ def check_scheduler(address: str | None, timeout: float = SCHEDULER_PROBE_TIMEOU
         Exit code 3, one line naming the address and the reason.
     """
     if not address:
-        return
+        return None
     target = _host_port(address)
     if target is None:  # inproc://, ucx://: nothing to probe over TCP
-        return
+        return None
     tls = address.startswith("tls://")
     try:
         with socket.create_connection(target, timeout=timeout) as sock:
@@ -297,9 +299,10 @@ def check_scheduler(address: str | None, timeout: float = SCHEDULER_PROBE_TIMEOU
         from catdask.errors import SchedulerConnectionError
 
         try:
-            probe_scheduler(address, timeout=SCHEDULER_HANDSHAKE_TIMEOUT)
+            return probe_scheduler(address, timeout=SCHEDULER_HANDSHAKE_TIMEOUT)
         except SchedulerConnectionError as exc:
             raise CliError(str(exc)) from None
+    return None
 
 
 def _probe_reason(exc: BaseException, timeout: float) -> str | None:

@@ -18,7 +18,8 @@ import itertools
 import os
 import uuid
 
-__all__ = ["BlockRunner", "current_client", "cluster_resources", "workers_with_resource"]
+__all__ = ["BlockRunner", "current_client", "cluster_resources", "workers_with_resource",
+           "count_with_resource"]
 
 _COUNTER = itertools.count()
 
@@ -238,8 +239,13 @@ def workers_with_resource(client, resource):
     (``dask worker --resources GPU=1``); 0 without a client."""
     if client is None:
         return 0
-    workers = client.scheduler_info(n_workers=-1)["workers"].values()
-    return sum(1 for w in workers if w.get("resources", {}).get(resource))
+    return count_with_resource(client.scheduler_info(n_workers=-1)["workers"], resource)
+
+
+def count_with_resource(workers, resource):
+    """How many of ``workers`` (a scheduler's ``identity()["workers"]``: address -> worker
+    identity) declare the resource ``resource``."""
+    return sum(1 for w in workers.values() if (w.get("resources") or {}).get(resource))
 
 
 def _available_memory():

@@ -54,6 +54,13 @@ def _identity(address, security, timeout):
 def probe_scheduler(address, *, security=None, timeout=10.0):
     """Check, within ``timeout`` seconds, that a Dask scheduler answers at ``address``.
 
+    Returns
+    -------
+    dict
+        The scheduler's ``identity`` reply, which lists its workers with their resources
+        (``reply["workers"][address]["resources"]``): what the CLI needs to know about the
+        cluster before a run starts, without a second query.
+
     Raises
     ------
     catdask.errors.SchedulerConnectionError
@@ -85,3 +92,4 @@ def probe_scheduler(address, *, security=None, timeout=10.0):
         raise SchedulerConnectionError(
             f"cannot connect to the Dask scheduler at {address}: {problem} (is a Dask "
             f"scheduler listening there? check --scheduler / ${ENV_SCHEDULER})")
+    return reply

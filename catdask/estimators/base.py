@@ -37,6 +37,7 @@ from ..core.engine import CERTIFY_AT, SolverOptions
 from ..distributed.inputs import is_distributed_input, load_training_data
 from ..distributed.options import compute_context
 from ..core.validation import check_data_scale, encode_class_labels
+from ..method_names import MAX_RESTARTS
 from .certificate_access import CertificateOnAccess
 from .classify import (
     CLASSIFIERS,
@@ -99,7 +100,7 @@ class BaseCategorySpace(
         "objective": [StrOptions({"quadratic", "absolute"})],
         "origin": [StrOptions({"class", "global"})],
         "eps": [Interval(Real, 0, None, closed="neither")],
-        "n_restarts": [Interval(Integral, 1, None, closed="left")],
+        "n_restarts": [Interval(Integral, 1, MAX_RESTARTS, closed="both")],
         "tol": [Interval(Real, 0, None, closed="left")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "init": [StrOptions({"auto", "random", "decoupled", "class-means"}), "array-like"],

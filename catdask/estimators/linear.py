@@ -54,6 +54,8 @@ class CategorySpace(BaseCategorySpace):
         Number of starting points, run as one batch. On the 9 data sets measured every restart
         reached the same objective (to 1e-14), so extra restarts are insurance for harder
         problems; the certificate (``certificate_``) says whether the best one is global.
+        At most ``catdask.method_names.MAX_RESTARTS`` (1000): the batch's arrays and every
+        pass grow with the number of restarts.
     tol : float, default=1e-8
         Stop a restart when ``||W_new - W_old||_F <= tol`` (paper: 1e-8).
     max_iter : int, default=2000

@@ -11,6 +11,8 @@ Run it:  catdask evaluate --quick        (or)  python flows/evaluate.py
 
 from __future__ import annotations
 
+from typing import Literal
+
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.runtime import flow_run
@@ -27,6 +29,7 @@ from ..evaluation import (
 )
 from ..pipeline.run_names import evaluate_run_name
 from ..store import evaluation_dir, list_datasets, read_dataset
+from .parameters import EVALUATE_HELP, Splits, documented
 from .retry import retry_if_transient
 from .served import served_output_dir, served_store_and_scheduler
 
@@ -68,10 +71,11 @@ def _run_name() -> str:
 
 
 @flow(name="catdask-evaluate", flow_run_name=_run_name, log_prints=True)
+@documented(EVALUATE_HELP)  # the UI's run form: a description per parameter
 def evaluate(
     datasets: list[str] | None = None,
-    tables: list[str] | None = None,
-    n_splits: int = 10,
+    tables: list[Literal[tuple(PAPER_TABLES)]] | None = None,
+    n_splits: Splits = 10,
     quick: bool = False,
     out_dir: str | None = None,
     store: str | None = None,

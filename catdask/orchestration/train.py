@@ -37,7 +37,8 @@ from prefect.runtime import flow_run
 from prefect.states import Completed, Failed
 
 from ..distributed.cluster import dask_client_context
-from ..errors import CatdaskError
+from ..errors import CatdaskError, DatasetNotFoundError
+from ..method_names import METHOD_NAMES
 from ..names import validate_name
 from ..pipeline import ModelSpec, fit_on_dataset, register_outcome, registration_decision
 from ..pipeline.device import check_device
@@ -55,6 +56,21 @@ from ..core.progress import CONSOLE_NOTE, CONSOLE_REPEATED, solver_progress
 from ..store import read_dataset
 from .artifacts import SolverProgress, model_artifact_key
 from .events import emit_model_event
+from .parameters import (
+    RETRAIN_HELP,
+    TRAIN_HELP,
+    CertifyLevel,
+    Eps,
+    Gamma,
+    MaxGap,
+    MaxIter,
+    MethodName,
+    Origin,
+    Restarts,
+    Seed,
+    Tol,
+    documented,
+)
 from .retry import retry_if_transient
 from .served import served_store_and_scheduler
 
@@ -102,11 +118,15 @@ def find_registered(store: str | None, model_name: str, dataset: str, spec: dict
     :mod:`catdask.pipeline.model_cache`). Returns the data set's current checksum and, on a
     hit, the cached version's summary.
 
-    A lookup that cannot be made (no such data set, a damaged snapshot or registry entry) is
-    a miss: the run goes on to ``describe_dataset``, which reports the problem as before.
+    A data set not in the store fails the run here, with the store's message (the stored
+    names, the closest one): the log said "cache lookup skipped (No data set ...): fitting"
+    first. Any other lookup that cannot be made (a damaged snapshot or registry entry) is a
+    miss: the run goes on to ``describe_dataset``, which reports the problem as before.
     """
     try:
         sha, summary = look_up_fit(store, model_name, dataset, spec)
+    except DatasetNotFoundError:
+        raise
     except CACHE_MISSES as exc:
         get_run_logger().info("cache lookup skipped (%s): fitting", exc)
         return {"dataset_sha256": None, "summary": None}
@@ -133,7 +153,9 @@ def fit_restarts(store: str | None, dataset: str, spec: dict, scheduler: str | N
     progress = SolverProgress(
         logger,
         key=model_artifact_key("progress", dataset, model_spec.method, run_id=str(flow_run.id)),
-        description=f"{model_spec.method.upper()} on {dataset}, {model_spec.n_restarts} restarts",
+        # The paper's name, as the summary artifact writes it ("K-CQS", was "KCQS" here)
+        description=(f"{METHOD_NAMES[model_spec.method].paper_name} on {dataset}, "
+                     f"{model_spec.n_restarts} restarts"),
         artifact_after_seconds=PROGRESS_ARTIFACT_AFTER_SECONDS,
     )
     if model_spec.device is not None and scheduler is None:
@@ -210,24 +232,25 @@ def _rejection_message(summary: dict) -> str:
 
 
 @flow(name="catdask-train", flow_run_name=TRAIN_RUN_NAME, log_prints=True)
+@documented(TRAIN_HELP)  # the UI's run form: a description per parameter
 def train(
     dataset: str,
-    method: str = ModelSpec.method,
-    origin: str = ModelSpec.origin,
-    n_restarts: int = ModelSpec.n_restarts,
-    gamma: float | None = ModelSpec.gamma,
+    method: MethodName = ModelSpec.method,
+    origin: Origin = ModelSpec.origin,
+    n_restarts: Restarts = ModelSpec.n_restarts,
+    gamma: Gamma = ModelSpec.gamma,
     standardise: bool = ModelSpec.standardise,
-    random_state: int | None = ModelSpec.random_state,
+    random_state: Seed = ModelSpec.random_state,
     model_name: str | None = None,
     store: str | None = None,
     scheduler: str | None = None,
     allow_uncertified: bool = ModelSpec.allow_uncertified,
     run_key: str | None = None,
-    certify: str = ModelSpec.certify,
-    eps: float = ModelSpec.eps,
-    tol: float = ModelSpec.tol,
-    max_iter: int = ModelSpec.max_iter,
-    max_gap: float | None = ModelSpec.max_gap,
+    certify: CertifyLevel = ModelSpec.certify,
+    eps: Eps = ModelSpec.eps,
+    tol: Tol = ModelSpec.tol,
+    max_iter: MaxIter = ModelSpec.max_iter,
+    max_gap: MaxGap = ModelSpec.max_gap,
     refit: bool = False,
     device: str | None = ModelSpec.device,
 ):
@@ -326,6 +349,7 @@ def _retrain_run_name() -> str:
 
 
 @flow(name="catdask-retrain", flow_run_name=_retrain_run_name, log_prints=True)
+@documented(RETRAIN_HELP)
 def retrain_registered(store: str | None = None, scheduler: str | None = None,
                        allow_uncertified: bool = False, dataset: str | None = None,
                        refit: bool = False):

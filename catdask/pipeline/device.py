@@ -72,5 +72,14 @@ def device_placement(device, client) -> str | None:
     if workers_with_resource(client, GPU_RESOURCE):
         check_device(device, here=False)
         return GPU_WORKERS
-    check_device(device)
+    try:
+        check_device(device)
+    except ValueError as exc:
+        if client is None:
+            raise
+        # A deployment run names no CLI option: say why the device was needed here.
+        raise ValueError(f"the Dask cluster has no worker declaring the {GPU_RESOURCE} resource "
+                         f"(start them with `dask worker SCHEDULER --resources {GPU_RESOURCE}=1`, "
+                         f"deploy/gpu-cluster.md), so the products would run in this process: "
+                         f"{exc}") from None
     return HOST

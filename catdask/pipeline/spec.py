@@ -8,8 +8,9 @@ scikit-learn, Prefect or Dask is imported.
 from __future__ import annotations
 
 import dataclasses
+from numbers import Integral
 
-from ..method_names import CERTIFY_LEVELS, KERNEL_METHODS, METHOD_NAMES
+from ..method_names import CERTIFY_LEVELS, KERNEL_METHODS, MAX_RESTARTS, METHOD_NAMES
 
 __all__ = ["ModelSpec"]
 
@@ -59,6 +60,12 @@ class ModelSpec:
                              "instead.")
         if self.method not in METHOD_NAMES:
             raise ValueError(f"Unknown method {self.method!r}; use one of {sorted(METHOD_NAMES)}.")
+        # Checked here, not only by the estimator: a spec from a deployment run or a recorded
+        # version fails before the data set is read and the cluster started.
+        if (isinstance(self.n_restarts, bool) or not isinstance(self.n_restarts, Integral)
+                or not 1 <= self.n_restarts <= MAX_RESTARTS):
+            raise ValueError(f"n_restarts must be an integer from 1 to {MAX_RESTARTS} (the "
+                             f"restarts run as one batch). Got {self.n_restarts!r} instead.")
         if self.certify not in CERTIFY_LEVELS:
             raise ValueError(f"certify must be one of {', '.join(map(repr, CERTIFY_LEVELS))}. "
                              f"Got {self.certify!r} instead.")

@@ -16,6 +16,7 @@ import numpy as np
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 
+from ..core.progress import quiet_solvers
 from ..methods import METHODS
 from ..store import open_dataset_arrays, register_estimator
 from .device import HOST, device_placement
@@ -132,7 +133,8 @@ def _fit_on_arrays(arrays, dataset, spec, client, t0):
     # that client is not the process-wide default (the persisted blocks live on its workers).
     with contextlib.nullcontext() if client is None else client.as_current():
         est.fit(X, y)
-        metrics = training_metrics(est, X, y)
+        with quiet_solvers():  # the progress shown is the model's fit, not the CV folds'
+            metrics = training_metrics(est, X, y)
     model = Pipeline(steps + [("model", est)]) if steps else est
     return FitOutcome(
         dataset=dataset,

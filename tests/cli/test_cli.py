@@ -100,6 +100,10 @@ def run_cli(capsys, *args):
     (["models", "compare", "iris-cqs", "1"], "required: v2"),
     (["models", "compare", "iris-cqs:1", "wine-cqs:2"], "two versions of one model"),
     (["train", "iris", "--restarts", "0"], "argument --restarts: must be >= 1, got 0"),
+    # One batch of restarts: a bound, as the estimators' n_restarts (was: a fit of hours).
+    (["train", "iris", "--restarts", "100000"],
+     "argument --restarts: must be at most 1000, got 100000"),
+    (["demo", "--restarts", "1001"], "argument --restarts: must be at most 1000, got 1001"),
     (["train", "iris", "--gamma", "-1"], "argument --gamma: must be > 0, got -1"),
     (["train", "iris", "--gamma", "nan"], "argument --gamma: must be > 0"),
     (["train", "iris", "--name", ""], "the model name is empty"),
@@ -1135,7 +1139,12 @@ def test_every_option_has_help_and_the_epilog_lists_exit_codes(capsys):
 
     defaults = CategorySpace().get_params()
     assert f"(default: the library's, {defaults['origin']})" in text
-    assert f"at least 1 (default: the library's, {defaults['n_restarts']})" in text
+    from catdask.method_names import MAX_RESTARTS
+
+    # The bound the help names is the estimators' (their n_restarts constraint).
+    assert CategorySpace._parameter_constraints["n_restarts"][0].right == MAX_RESTARTS
+    assert (f"1 to {MAX_RESTARTS}, run as one batch (default: the library's, "
+            f"{defaults['n_restarts']})") in text
     assert KernelCategorySpace().get_params()["gamma"] is None  # None = 0.05 / n_features
     assert "(default: the library's, 0.05 / n_features)" in text
 

@@ -111,3 +111,41 @@ def test_a_device_pytorch_knows_but_cannot_use_here_fails_before_the_fit(capsys,
                           f"use it here ({reason or ''}"), err
     assert err.rstrip().endswith("); use e.g. 'cuda', 'cuda:0' or 'cpu'."), err
     assert sorted(p.name for p in iris_store.iterdir()) == ["datasets"]  # no model, no server
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA GPU")
+def test_a_cluster_without_gpu_workers_is_refused_before_the_flow(capsys, iris_store,
+                                                                 dask_scheduler):
+    """The module's cluster declares no GPU, so the products would run in this process, which
+    has no CUDA: one line naming the cluster and how to start GPU workers, from the scheduler
+    probe's reply, before Prefect starts (was: the flow started and its fit task failed with the
+    library's message, naming device='cuda' and nothing about the cluster, about 18 s later)."""
+    code, out, err = run_cli(capsys, "train", "iris", "--method", "kcqs", "--device", "cuda",
+                             "--scheduler", dask_scheduler, "--store", iris_store)
+    assert code == EXIT_INPUT and out == "", err
+    assert err.strip() == (
+        f"catdask train: error: argument --device cuda: the Dask cluster at {dask_scheduler} "
+        "has no worker declaring the GPU resource, and the fit cannot run here instead "
+        "(PyTorch sees no CUDA GPU here): start one worker per GPU with `CUDA_VISIBLE_DEVICES=0 "
+        f"dask worker {dask_scheduler} --resources GPU=1` (deploy/gpu-cluster.md), or leave out "
+        "--device")
+    assert sorted(p.name for p in iris_store.iterdir()) == ["datasets"]  # no model, no server
+
+
+def test_gpu_workers_or_the_device_here_pass_the_cluster_check():
+    from catdask.cli.checks import check_gpu_workers
+
+    gpu = {"workers": {"tcp://w:1": {"resources": {}}, "tcp://w:2": {"resources": {"GPU": 1}}}}
+    check_gpu_workers("cuda", "tcp://s:8786", gpu)  # a GPU worker: the products run there
+    check_gpu_workers("cpu", "tcp://s:8786", {"workers": {"tcp://w:1": {"resources": {}}}})
+    check_gpu_workers("cuda", "tcp://s:8786", None)  # not probed (TLS, inproc): the fit checks
+    check_gpu_workers(None, "tcp://s:8786", {"workers": {}})  # no device asked
+
+
+def test_the_scheduler_probe_returns_the_workers_and_their_resources(dask_scheduler):
+    from catdask.cli.runtime import check_scheduler
+
+    identity = check_scheduler(dask_scheduler)
+    assert identity["type"] == "Scheduler" and identity["workers"]
+    assert all("resources" in w for w in identity["workers"].values())
+    assert check_scheduler(None) is None

@@ -297,3 +297,17 @@ def test_a_line_longer_than_the_limit_is_refused(tmp_path, monkeypatch):
     path.write_text("1,2,0\n" + "1," * 600 + "0\n")
     with pytest.raises(ParseError, match=r"t\.csv, line 2: a line longer than"):
         ingest_file(path, "t", -1, tmp_path / "store")
+
+
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+def test_more_restarts_than_the_bound_are_refused_before_the_fit(est, Xy):
+    """The restarts run as one batch: 100,000 of them on digits ask for about 40 minutes
+    (catdask.method_names.MAX_RESTARTS), now refused by the parameter check, as the CLI's
+    ``--restarts`` and the train flow's ``n_restarts`` are."""
+    from catdask.method_names import MAX_RESTARTS
+
+    X, y = Xy
+    with pytest.raises(ValueError, match=rf"'n_restarts' parameter of {type(est).__name__} "
+                                         rf"must be an int in the range \[1, {MAX_RESTARTS}\]\. "
+                                         r"Got 100000 instead"):
+        clone(est).set_params(n_restarts=100_000).fit(X, y)

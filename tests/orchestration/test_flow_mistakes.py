@@ -32,3 +32,17 @@ def test_a_linear_method_on_more_classes_than_features_fails_before_the_fit(
                                "data set 'k3d2' has K = 3 classes and D = 2 features"), str(exc)
     assert "use a kernel method ('kcqs' or 'kcas')" in str(exc)
     assert spy.calls == 0 and _store_snapshot(store) == before
+
+
+def test_a_data_set_not_in_the_store_fails_in_the_cache_lookup(iris_store, monkeypatch):
+    """The run fails at its first task with the store's message (stored names, the closest
+    one); was: "cache lookup skipped (No data set 'irs' ...): fitting" in the log, then the same
+    error from the next task."""
+    _, train_mod, _ = _flows()
+    spy = _Spy(train_mod.read_dataset)
+    monkeypatch.setattr(train_mod, "read_dataset", spy)
+    exc, _ = _run_failing_flow(train_mod.train, "irs", store=str(iris_store))
+    assert type(exc).__name__ == "DatasetNotFoundError"
+    assert str(exc).strip('"') == (f"No data set 'irs' in store {iris_store} (stored: iris); "
+                                   "did you mean 'iris'?"), str(exc)
+    assert spy.calls == 0  # describe_dataset never ran

@@ -726,9 +726,12 @@ def test_train_on_missing_store_or_dataset(tmp_path, dask_scheduler):
     assert isinstance(exc, DatasetNotFoundError)
     assert "No data set 'iris'" in str(exc) and "catdask ingest iris" in str(exc)
     assert not missing.exists()  # a failed run creates nothing
-    (run,) = _task_runs(run_id, "describe_dataset",
+    # The first task fails (the cache lookup, which reads the store first), once: a missing
+    # data set is not transient and must not be retried; describe_dataset never runs.
+    (run,) = _task_runs(run_id, "find_registered",
                         ok=lambda rs: rs[0].state_type.value == "FAILED")
     assert run.run_count == 1, "a missing data set is not transient and must not be retried"
+    assert _task_runs(run_id, "describe_dataset", min_runs=0, timeout=0) == []
 
     store = tmp_path / "store"
     ingest_dataset("wine", store)
@@ -900,6 +903,12 @@ def test_solver_progress_is_in_the_task_log_and_a_progress_artifact(iris_store, 
     assert progress.type == "progress" and float(progress.data) == 100.0
     assert "CQS on iris" in progress.description and "0 of 3 restarts active" in \
         progress.description
+    # The model's fit only: the training metrics' CV folds ran three more solver loops, and the
+    # artifact ended on the last fold's objective instead of the model's.
+    assert not any(m.startswith("solver loop 2") for m in messages), messages
+    assert progress.description.startswith("CQS on iris, 3 restarts: solver loop 1, ")
+    objective = state.result()["objective"]
+    assert f"best objective {objective:.10g}, 0 of 3" in progress.description
 
 
 def test_solver_progress_throttles_logs_and_artifact_updates(monkeypatch):

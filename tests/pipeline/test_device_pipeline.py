@@ -120,3 +120,17 @@ def test_a_cluster_with_gpu_workers_runs_the_products_there(iris_store, monkeypa
     assert outcome.device_placement == GPU_WORKERS and passes
     assert outcome.estimator.objective_ == pytest.approx(default.estimator.objective_,
                                                          rel=1e-9)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA GPU")
+def test_a_cluster_without_gpu_workers_says_why_the_device_was_needed_here():
+    """A deployment run (no CLI check before it) on a cluster without GPU workers: the message
+    names the cluster's missing GPU workers and how to start them, then the local reason."""
+    with pytest.raises(ValueError, match=r"^the Dask cluster has no worker declaring the GPU "
+                                         r"resource \(start them with `dask worker SCHEDULER "
+                                         r"--resources GPU=1`, deploy/gpu-cluster.md\), so the "
+                                         r"products would run in this process: device='cuda': "
+                                         r"PyTorch sees no CUDA GPU here"):
+        device_placement("cuda", _Client({}, {}))
+    with pytest.raises(ValueError, match=r"^device='cuda': PyTorch sees no CUDA GPU here"):
+        device_placement("cuda", None)  # no cluster: the library's message as it was
