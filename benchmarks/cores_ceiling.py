@@ -318,16 +318,20 @@ def part_timeline(args):
 
 
 def part_pass200k(args):
-    """One float32 pass at N = 200,000 on the embedded default's shape, former and current,
-    two interleaved rounds, no warm-up (a pass is ~7 s)."""
+    """One float32 pass at N = 200,000 on the embedded default's shape and on single-thread
+    workers, former and current, two interleaved rounds, no warm-up (a pass is ~7 s)."""
     from catdask.distributed.cluster import default_threads_per_worker
 
     N = 12_000 if args.quick else 200_000
     X, y = _sorted(N)
     cpus = len(os.sched_getaffinity(0))
     threads = default_threads_per_worker(cpus)
-    row = _timeline(X, y, max(1, cpus // threads), threads, 2, warm=False)
-    return {"N": N, "shape": f"{max(1, cpus // threads)} workers x {threads} threads", **row}
+    out: dict = {"N": N}
+    for n_workers, t in dict.fromkeys([(max(1, cpus // threads), threads), (cpus, 1)]):
+        key = f"{n_workers} workers x {t} threads"
+        out[key] = _timeline(X, y, n_workers, t, 2, warm=False)
+        print(f"  pass200k {key}: {out[key]}", flush=True)
+    return out
 
 
 PARTS = {"topology": part_topology, "ceiling": part_ceiling, "timeline": part_timeline,
