@@ -16,9 +16,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.optimize import linprog
-
 from .eigen import sym, top_eig
+from .kelley_lp import solve_kelley_lp
 
 __all__ = ["sdp_dual_test", "verify_nu"]
 
@@ -166,13 +165,11 @@ def _kelley(point, lo, hi):
         for c, g in cuts:  # s <= c + g @ nu  <=>  -g @ nu + s <= c
             A_ub.append(np.append(-g, 1.0))
             b_ub.append(c)
-        res = linprog(
-            np.append(np.zeros(K), -1.0), A_ub=np.array(A_ub), b_ub=np.array(b_ub),
-            bounds=[(a, b) for a, b in zip(lo, hi)] + [(None, s_cap)], method="highs",
-        )
-        if res.status != 0:
+        # max s over the cuts (linprog(method="highs")'s answer, without its overhead)
+        status, x, fun = solve_kelley_lp(np.array(A_ub), np.array(b_ub), lo, hi, s_cap)
+        if status != 0:
             break
-        upper, nu = -res.fun, res.x[:K]
+        upper, nu = -fun, x[:K]
         if best_t >= 0 and best_t >= 0.5 * upper:
             break  # certifiable with a comfortable margin
         # Converged; or proved that no nu reaches margin -tau (the LP value bounds the margin
