@@ -365,3 +365,35 @@ def test_estimator_uses_the_low_rank_test_above_the_cap(monkeypatch):
     assert "low-rank test" in low.certificate_.reason
     assert low.certificate_.certified == dense.certificate_.certified
     assert low.objective_ == pytest.approx(dense.objective_, rel=1e-12)
+
+
+def test_in_place_symmetrise_and_centred_class_gram_are_bit_identical():
+    """The pass's memory-lean forms compute every entry as before: ``(M_ij + M_ji) / 2`` by
+    tile pairs, and the centred class block ``G_kk - (g_i + g_j) / N + 1^T G 1 / N^2`` by row
+    slabs (without writing into a stored G)."""
+    from catdask.certificate.complement import _symmetrise
+    from catdask.operators import centred
+
+    rng = np.random.default_rng(0)
+    for n in (1, 5, 8, 13):
+        M = rng.standard_normal((n, n))
+        want = M + M.T.copy()
+        want *= 0.5
+        np.testing.assert_array_equal(_symmetrise(M, tile=4), want)
+    X, y = make_blobs(n_per_class=30, n_features=3, n_classes=3, seed=1)
+    kernel = make_kernel("rbf", n_features=3, gamma=0.5)
+    for stored in (True, False):
+        order = np.argsort(y, kind="stable")
+        base = NumpyGramOperator(X[order], ClassIndex(y[order], 3), kernel,
+                                 max_gram_bytes=2**30 if stored else 0)
+        before = base.class_gram(1).copy()
+        op = CentredGramOperator(base)
+        N, g = op.n_samples, op.row_sums[op.classes.members(1)]
+        want = before - (g[:, None] + g[None, :]) / N + op.total / N**2
+        old = centred._SLAB_ENTRIES
+        try:
+            centred._SLAB_ENTRIES = 7 * g.size  # several slabs
+            np.testing.assert_array_equal(op.class_gram(1), want)
+        finally:
+            centred._SLAB_ENTRIES = old
+        np.testing.assert_array_equal(base.class_gram(1), before)
