@@ -397,3 +397,36 @@ def test_in_place_symmetrise_and_centred_class_gram_are_bit_identical():
         finally:
             centred._SLAB_ENTRIES = old
         np.testing.assert_array_equal(base.class_gram(1), before)
+
+
+@pytest.mark.parametrize("origin", ["class", "global"])
+def test_fit_hands_its_projections_to_the_test(monkeypatch, origin):
+    """The estimator's low-rank test takes the fit's ``P = A G`` (a KernelPoint) instead of a
+    product with G, and reaches what the test reaches on A alone: the same verdict and bound
+    (the projections equal ``G A^T`` to rounding)."""
+    from catdask.certificate import kernel as kernel_module
+    from catdask.certificate import subspace_factor
+    from catdask.certificate.certifiers import CERTIFIER_SEED
+    from catdask.certificate.kernel import certify_kernel_axes
+
+    monkeypatch.setattr(kernel_module, "CERTIFICATE_DENSE_MAX_SAMPLES", 20)
+    X, y = make_blobs(n_per_class=40, n_features=4, n_classes=3, seed=3)
+    products = []
+    real = subspace_factor.SubspaceFactor.__init__
+
+    def spy(self, operator, A, capacity, projections=None):
+        products.append(projections is None)
+        real(self, operator, A, capacity, projections)
+
+    monkeypatch.setattr(subspace_factor.SubspaceFactor, "__init__", spy)
+    est = KernelCategorySpace(origin=origin, gamma=0.1, n_restarts=2, random_state=0,
+                              certify_at="fit").fit(X, y)
+    assert products == [False]  # the fit's projections, no product with G
+    order = np.argsort(y, kind="stable")
+    op = gram_operator(X[order], y[order], est.kernel_, origin, "numpy")
+    alone = certify_kernel_axes(op, op.classes, origin, est.dual_coef_[:, order],
+                                rng=CERTIFIER_SEED)
+    assert products == [False, True]
+    cert = est.certificate_
+    assert "low-rank test" in cert.reason and cert.certified == alone.certified
+    assert cert.verified_upper_bound == pytest.approx(alone.verified_upper_bound, rel=1e-9)
