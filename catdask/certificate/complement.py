@@ -49,6 +49,9 @@ BLOCK = 128
 #: through columns; N = 20,000, global origin (blocks of 4,000), the kept blocks through
 #: columns 5.2 s of CPU, whole 1.3 s.
 CLASS_GRAM_MAX_BYTES = 32 * 1024**2
+#: Entries of one slab of rows of a class block too large to hold (``class_gram_rows``):
+#: 32 MB of float64, and the centred operator's temporary of the same size.
+SLAB_ENTRIES = 4 * 1024**2
 
 
 def _class_block(operator, L, idx, block, keep, k=None):
@@ -72,6 +75,18 @@ def _class_block(operator, L, idx, block, keep, k=None):
             out[:, a : a + block] -= Lk @ Lk[a : a + block].T
         total = float(np.einsum("ij,ij->", out, out))
         return (out if keep else None), total, gmax
+    rows_of = getattr(operator, "class_gram_rows", None) if k is not None else None
+    if rows_of is not None and not keep:
+        # Too large to hold: slabs of rows of G^_kk (n_k^2 kernel entries in all, not the
+        # N n_k of columns; blobs N = 50,000, K = 5: 0.5e9 instead of 2.5e9).
+        step = max(1, SLAB_ENTRIES // max(idx.size, 1))
+        for a in range(0, idx.size, step):
+            S = _writable(rows_of(k, a, min(a + step, idx.size)))
+            if S.size:
+                gmax = max(gmax, float(S.max()), -float(S.min()))
+            S -= Lk[a : a + step] @ Lk.T
+            total += float(np.einsum("ij,ij->", S, S))
+        return None, total, gmax
     kept: np.ndarray | None = np.empty((idx.size, idx.size)) if keep else None
     for a in range(0, idx.size, block):
         J = idx[a : a + block]

@@ -33,6 +33,8 @@ class CentredGramOperator(GramOperator):
         self.total = float(self.row_sums.sum())  # 1^T G 1
         # Lanczos on the centred class block is worth it exactly when it is for the base.
         self.matvec_without_class_block = base.matvec_without_class_block
+        if not hasattr(base, "class_gram_rows"):
+            self.class_gram_rows = None  # slabs only where the base makes them
 
     @property
     def uses_tiles(self) -> bool:
@@ -80,6 +82,17 @@ class CentredGramOperator(GramOperator):
             rows = out[a : a + step]
             rows -= (g[a : a + step, None] + g[None, :]) / N
             rows += mean
+        return out
+
+    def class_gram_rows(self, k: int, start: int, stop: int) -> np.ndarray:
+        """Rows ``start:stop`` of :meth:`class_gram`, entry by entry as there."""
+        N = self.n_samples
+        g = self.row_sums[self.classes.members(k)]
+        out = np.asarray(self.base.class_gram_rows(k, start, stop), dtype=float)
+        if out.base is not None or not (out.flags.owndata and out.flags.writeable):
+            out = out.copy()
+        out -= (g[start:stop, None] + g[None, :]) / N
+        out += self.total / N**2
         return out
 
     def class_matvec(self, k: int, V: np.ndarray) -> np.ndarray:

@@ -430,3 +430,27 @@ def test_fit_hands_its_projections_to_the_test(monkeypatch, origin):
     cert = est.certificate_
     assert "low-rank test" in cert.reason and cert.certified == alone.certified
     assert cert.verified_upper_bound == pytest.approx(alone.verified_upper_bound, rel=1e-9)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("origin", ["class", "global"])
+def test_class_blocks_too_large_to_hold_come_in_row_slabs(monkeypatch, origin, backend):
+    """A class block above the memory caps is read as slabs of its own rows
+    (``class_gram_rows``: ``n_k^2`` entries) and gives the Frobenius bound the ``N x block``
+    columns gave, to rounding."""
+    from catdask.certificate import complement
+
+    X, y = make_blobs(n_per_class=25, n_features=3, n_classes=3, seed=5, spread=1.0)
+    op = gram_operator(X, y, make_kernel("rbf", n_features=3, gamma=0.5), origin, backend)
+    L = np.random.default_rng(0).standard_normal((len(y), 6)) * 0.1
+    members = [np.flatnonzero(y == k) for k in range(3)]
+    monkeypatch.setattr(complement, "CLASS_GRAM_MAX_BYTES", 0)
+    monkeypatch.setattr(complement, "SLAB_ENTRIES", 7 * 25)  # 7 rows a slab, 4 slabs
+    asked = []
+    real = op.class_gram_rows
+    monkeypatch.setattr(op, "class_gram_rows", lambda k, a, b: asked.append(b - a) or real(k, a, b))
+    slabs = class_block_leftover(op, L, members, origin, spectral=False)[0]
+    assert asked and max(asked) == 7 and sum(asked) == len(y)
+    monkeypatch.setattr(op, "class_gram_rows", None)  # as an operator without slabs
+    columns = class_block_leftover(op, L, members, origin, spectral=False, block=4)[0]
+    np.testing.assert_allclose(slabs, columns, rtol=1e-12)
