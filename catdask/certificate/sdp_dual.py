@@ -227,7 +227,8 @@ def sdp_dual_test(point):
                       bound_low=low["bound"] - point.K * point.round_guard(),
                       verify=lambda: verify_nu(point, best_nu, pairs))
     else:
-        verified = verify_nu(point, best_nu, None if point.dense else pairs)
+        verified = verify_nu(point, best_nu, None if point.dense else pairs,
+                             known=pairs if point.dense else None)
         result.update(passed=verified["margin"] >= -point.tau, margin=verified["margin"],
                       bound=verified["bound"])
     if result["passed"]:
@@ -281,13 +282,18 @@ def _nu_bound(point, nu, tops):
     return {"margin": margin, "bound": 0.5 * bound2}
 
 
-def verify_nu(point, nu, estimates=None):
+def verify_nu(point, nu, estimates=None, known=None):
     """Verified margin at nu by eigenvalue upper bounds, and the dual bound it yields.
 
     ``c_k`` of :func:`_nu_bound` is a verified upper bound (:meth:`StationaryPoint.top_upper`);
     ``estimates`` (the search's estimated top pair of each restricted M_k at this nu) let a
     large dense matrix be proved by one Cholesky factorisation instead of an ``eigh``.
+    ``known``: the search's pairs at this nu when it computed them by dense ``eigh`` on the
+    same matrices, which is what ``top_upper`` would compute again
+    (:meth:`StationaryPoint.top_upper_known`: the same values, no second ``eigh``).
     """
+    if known is not None and point.D > 1 and point.verifies_dense(point.D):
+        return _nu_bound(point, nu, [point.top_upper_known(pair)[0] for pair in known])
     tops = []
     for k in range(point.K if point.D > 1 else 0):
         tops.append(point.top_upper(
