@@ -42,8 +42,8 @@ def _worker(case_dir):
         d = np.load(path)
         y, origin = d["y"], str(d["origin"])
         classes = ClassIndex(y, int(y.max()) + 1)
-        base = NumpyGramOperator(d["X"], classes, Kernel("rbf", params={"gamma": float(d["gamma"])}),
-                                 max_gram_bytes=0)
+        kernel = Kernel("rbf", params={"gamma": float(d["gamma"])})
+        base = NumpyGramOperator(d["X"], classes, kernel, max_gram_bytes=0)
         op = CentredGramOperator(base) if origin == "global" else base
         t0, c0 = time.perf_counter(), time.process_time()
         cert = certify_kernel_lowrank(op, origin, d["A"], projections=d["P"], rng=CERTIFIER_SEED)
@@ -96,8 +96,8 @@ def main(argv=None):
         return _worker(args.worker)
     here = Path(__file__).resolve().parents[1]
     if not args.baseline:  # run_all: this checkout against itself (the spread of the timing)
-        print("no --baseline: this checkout against itself")
-        args.baseline = str(here)
+        print("no --baseline: this checkout against itself, once")
+        args.baseline, args.reps = str(here), 1
     print(f"load average at start {os.getloadavg()}; baseline {args.baseline}; this {here}",
           flush=True)
     with tempfile.TemporaryDirectory() as case_dir:
@@ -121,9 +121,10 @@ def main(argv=None):
                    identical=same)
         rows.append(row)
         verdict = lambda c: "cert." if c else "gap"  # noqa: E731
-        print(f"{key:<22} {fit['cpu']:8.3f} {med['before']['cpu']:11.3f} -> {med['after']['cpu']:9.3f} "
-              f"{med['before']['wall']:6.2f} -> {med['after']['wall']:5.2f} "
-              f"{med['before']['cpu'] / fit['cpu']:9.2f} -> {med['after']['cpu'] / fit['cpu']:6.2f}  "
+        before, after = med["before"], med["after"]
+        print(f"{key:<22} {fit['cpu']:8.3f} {before['cpu']:11.3f} -> {after['cpu']:9.3f} "
+              f"{before['wall']:6.2f} -> {after['wall']:5.2f} "
+              f"{before['cpu'] / fit['cpu']:9.2f} -> {after['cpu'] / fit['cpu']:6.2f}  "
               f"{verdict(b['certified'])} {b['gap']:.6e} -> {verdict(a['certified'])} "
               f"{a['gap']:.6e}{'' if same else '  CHANGED'}")
     for tag in ("before", "after"):
