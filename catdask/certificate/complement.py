@@ -104,9 +104,9 @@ def _writable(block):
     of its own (the operators' ``class_gram``), else a copy (no second copy of a 128 MB
     block)."""
     out = np.asarray(block, dtype=float)
-    if out is not block or (out.base is None and out.flags.writeable and out.flags.owndata):
+    if out.base is None and out.flags.writeable and out.flags.owndata:
         return out
-    return np.array(out)
+    return np.array(out)  # a view of someone's memory (a stored G, a tensor): copied
 
 
 def frobenius_leftover(operator, L, members, block=BLOCK):
