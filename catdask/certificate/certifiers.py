@@ -66,8 +66,13 @@ class KernelCertifier:
     applies: ClassVar[bool] = True
 
     def certify(self, A, *, full_sdp="auto", moment=False) -> Certificate:
+        """``A`` (K, N), or a :class:`~catdask.core.problems.KernelPoint` whose projections
+        spare the test its one product with G."""
+        projections = getattr(A, "P", None)
+        A = getattr(A, "A", A)
         return certify_kernel_axes(self.operator, self.classes, self.origin, A,
-                                   full_sdp=full_sdp, moment=moment, rng=CERTIFIER_SEED)
+                                   full_sdp=full_sdp, moment=moment, rng=CERTIFIER_SEED,
+                                   projections=projections)
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ CERTIFICATE_MAX_RANK = 1500
 
 
 def certify_kernel_axes(operator, classes, origin, A, *, full_sdp="auto", moment=False,
-                        rng=None):
+                        rng=None, projections=None):
     """Certificate of kernel axes ``A`` (K, N) on a Gram operator of class-sorted samples.
 
     Parameters
@@ -50,6 +50,8 @@ def certify_kernel_axes(operator, classes, origin, A, *, full_sdp="auto", moment
         The coefficients, ``w_k = sum_j A[k, j] phi(x_j)``.
     full_sdp, moment, rng
         As in :func:`certify_global_optimum`.
+    projections : ndarray of shape (K, N), optional
+        The fit's ``A G`` in float64 (the low-rank test then makes no product with G).
 
     Returns
     -------
@@ -61,12 +63,13 @@ def certify_kernel_axes(operator, classes, origin, A, *, full_sdp="auto", moment
     """
     if operator.n_samples > CERTIFICATE_DENSE_MAX_SAMPLES:
         return certify_kernel_lowrank(operator, origin, A, full_sdp=full_sdp, moment=moment,
-                                      rng=rng)
+                                      rng=rng, projections=projections)
     # The low-rank test's probe first (docs/design.md §4c, "Cost"): a certificate at 48
     # landmarks ends the test (wine, global origin: 0.015 s against the dense test's 0.053 s);
     # otherwise the dense test decides, with its gap.
     probe = certify_kernel_lowrank(operator, origin, A, full_sdp=full_sdp, rng=rng,
-                                   probe_rank=kernel_lowrank.PROBE_RANK, probe_only=True)
+                                   probe_rank=kernel_lowrank.PROBE_RANK, probe_only=True,
+                                   projections=projections)
     if probe is not None:
         return probe
     L, _, ok = pivoted_cholesky(operator.diagonal(), operator.columns, rtol=1e-12,

@@ -18,7 +18,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import scipy.linalg
 
-from .eigen import top_eig, verified_top, weakest_check
+from .eigen import VERIFY_DENSE_MAX_DIM, top_eig, verified_top, weakest_check
 
 __all__ = ["CannotTest", "ClassMatrixOperator", "StationaryPoint", "read_inputs"]
 
@@ -261,6 +261,18 @@ class StationaryPoint:
         )
         self.eigen_checks.append(check)
         return upper, v
+
+    def verifies_dense(self, n):
+        """Whether :meth:`top_upper` of an n x n matrix is a dense ``eigh`` (``top_eig``)."""
+        return self.R_all is not None and n <= VERIFY_DENSE_MAX_DIM
+
+    def top_upper_known(self, pair):
+        """:meth:`top_upper` of a matrix whose dense top pair ``top_eig`` gave already
+        (``verifies_dense``): that pair, recorded as dense, and the same draw from ``rng``, so
+        the stream later Lanczos starts and subspace searches read is unchanged."""
+        self.rng.standard_normal(self.D)
+        self.eigen_checks.append("dense")
+        return pair
 
     def mbound(self, nu):
         """An upper bound on ||M_k(nu)||_2 (M_k as in docs/design.md section 4, (b))."""

@@ -16,9 +16,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.optimize import linprog
-
 from .eigen import sym, top_eig
+from .kelley_lp import solve_kelley_lp
 
 __all__ = ["sdp_dual_test", "verify_nu"]
 
@@ -166,13 +165,11 @@ def _kelley(point, lo, hi):
         for c, g in cuts:  # s <= c + g @ nu  <=>  -g @ nu + s <= c
             A_ub.append(np.append(-g, 1.0))
             b_ub.append(c)
-        res = linprog(
-            np.append(np.zeros(K), -1.0), A_ub=np.array(A_ub), b_ub=np.array(b_ub),
-            bounds=[(a, b) for a, b in zip(lo, hi)] + [(None, s_cap)], method="highs",
-        )
-        if res.status != 0:
+        # max s over the cuts (linprog(method="highs")'s answer, without its overhead)
+        status, x, fun = solve_kelley_lp(np.array(A_ub), np.array(b_ub), lo, hi, s_cap)
+        if status != 0:
             break
-        upper, nu = -res.fun, res.x[:K]
+        upper, nu = -fun, x[:K]
         if best_t >= 0 and best_t >= 0.5 * upper:
             break  # certifiable with a comfortable margin
         # Converged; or proved that no nu reaches margin -tau (the LP value bounds the margin
@@ -230,7 +227,8 @@ def sdp_dual_test(point):
                       bound_low=low["bound"] - point.K * point.round_guard(),
                       verify=lambda: verify_nu(point, best_nu, pairs))
     else:
-        verified = verify_nu(point, best_nu, None if point.dense else pairs)
+        verified = verify_nu(point, best_nu, None if point.dense else pairs,
+                             known=pairs if point.dense else None)
         result.update(passed=verified["margin"] >= -point.tau, margin=verified["margin"],
                       bound=verified["bound"])
     if result["passed"]:
@@ -284,13 +282,18 @@ def _nu_bound(point, nu, tops):
     return {"margin": margin, "bound": 0.5 * bound2}
 
 
-def verify_nu(point, nu, estimates=None):
+def verify_nu(point, nu, estimates=None, known=None):
     """Verified margin at nu by eigenvalue upper bounds, and the dual bound it yields.
 
     ``c_k`` of :func:`_nu_bound` is a verified upper bound (:meth:`StationaryPoint.top_upper`);
     ``estimates`` (the search's estimated top pair of each restricted M_k at this nu) let a
     large dense matrix be proved by one Cholesky factorisation instead of an ``eigh``.
+    ``known``: the search's pairs at this nu when it computed them by dense ``eigh`` on the
+    same matrices, which is what ``top_upper`` would compute again
+    (:meth:`StationaryPoint.top_upper_known`: the same values, no second ``eigh``).
     """
+    if known is not None and point.D > 1 and point.verifies_dense(point.D):
+        return _nu_bound(point, nu, [point.top_upper_known(pair)[0] for pair in known])
     tops = []
     for k in range(point.K if point.D > 1 else 0):
         tops.append(point.top_upper(

@@ -30,7 +30,7 @@ from typing import Any, Callable, Protocol
 import numpy as np
 
 from .precision import FLOAT64, PrecisionSchedule
-from .problems import KernelState
+from .problems import KernelPoint, KernelState
 
 __all__ = ["SolverOptions", "Starts", "Certifier", "FitResult", "RestartCertification",
            "fit_restarts", "choose_restart", "certify_restarts", "ties_with", "TIE_RTOL",
@@ -309,10 +309,12 @@ def certify_restarts(restarts, best_index, state, certifier, *, moment=False):
 
 
 def _chosen_point(state, best_index):
-    """The chosen restart's axes: ``W`` (D, K), or kernel coefficients ``A`` (K, N); a copy,
-    so a deferred test does not keep every restart's state alive."""
-    axes = state.A if isinstance(state, KernelState) else state.W
-    return np.array(axes[best_index])
+    """The chosen restart's axes: ``W`` (D, K), or a :class:`~.problems.KernelPoint` (kernel
+    coefficients ``A`` and projections ``P``, (K, N) each); copies, so a deferred test does
+    not keep every restart's state alive."""
+    if isinstance(state, KernelState):
+        return KernelPoint(np.array(state.A[best_index]), np.array(state.P[best_index]))
+    return np.array(state.W[best_index])
 
 
 def _certify_point(restarts, best_index, point, certifier, *, moment=False):

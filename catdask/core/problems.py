@@ -163,6 +163,18 @@ class KernelState:
     rank_deficient: np.ndarray
 
 
+@dataclass(frozen=True)
+class KernelPoint:
+    """One kernel restart as the certificate test receives it: coefficients ``A`` (K, N) and
+    the fit's own projections ``P = A G`` (K, N) of the same state. Every precision schedule
+    reports a state evaluated from an exact float64 product (:mod:`.precision`), so P is what
+    the test would compute with one more pass over G (N^2 kernel entries: at N = 20,000 about
+    as much CPU as the rest of the test), and the test takes it instead."""
+
+    A: np.ndarray
+    P: np.ndarray
+
+
 class KernelProblem:
     """K-CQS/K-CAS with the exact cheap W-step (docs/design.md §3).
 

@@ -13,6 +13,9 @@ from ..core.protocols import GramOperator
 
 __all__ = ["CentredGramOperator"]
 
+#: Entries per slab of rows in :meth:`CentredGramOperator.class_gram` (4 MB of float64).
+_SLAB_ENTRIES = 512 * 1024
+
 
 class CentredGramOperator(GramOperator):
     """``G_c = H G H`` (H = I - 11^T/N) on top of any Gram operator, without forming it.
@@ -30,6 +33,8 @@ class CentredGramOperator(GramOperator):
         self.total = float(self.row_sums.sum())  # 1^T G 1
         # Lanczos on the centred class block is worth it exactly when it is for the base.
         self.matvec_without_class_block = base.matvec_without_class_block
+        if not hasattr(base, "class_gram_rows"):
+            self.class_gram_rows = None  # slabs only where the base makes them
 
     @property
     def uses_tiles(self) -> bool:
@@ -65,7 +70,30 @@ class CentredGramOperator(GramOperator):
         N = self.n_samples
         idx = self.classes.members(k)
         g = self.row_sums[idx]
-        return self.base.class_gram(k) - (g[:, None] + g[None, :]) / N + self.total / N**2
+        # G_kk - (g_i + g_j) / N + 1^T G 1 / N^2, entry by entry in that order, in place on a
+        # copy of the base's block a slab of rows at a time: no temporary of the block's size
+        # (the low-rank test's class-block pass asks for blocks of up to 128 MB).
+        out = np.asarray(self.base.class_gram(k), dtype=float)
+        if out.base is not None or not (out.flags.owndata and out.flags.writeable):
+            out = out.copy()  # not a fresh array of its own: never write into the base's
+        mean = self.total / N**2
+        step = max(1, _SLAB_ENTRIES // max(g.size, 1))
+        for a in range(0, g.size, step):
+            rows = out[a : a + step]
+            rows -= (g[a : a + step, None] + g[None, :]) / N
+            rows += mean
+        return out
+
+    def class_gram_rows(self, k: int, start: int, stop: int) -> np.ndarray:
+        """Rows ``start:stop`` of :meth:`class_gram`, entry by entry as there."""
+        N = self.n_samples
+        g = self.row_sums[self.classes.members(k)]
+        out = np.asarray(self.base.class_gram_rows(k, start, stop), dtype=float)
+        if out.base is not None or not (out.flags.owndata and out.flags.writeable):
+            out = out.copy()
+        out -= (g[start:stop, None] + g[None, :]) / N
+        out += self.total / N**2
+        return out
 
     def class_matvec(self, k: int, V: np.ndarray) -> np.ndarray:
         # Same block as class_gram(k), applied to V: G_kk V - g_k (1^T V) / N - 1 (g_k^T V) / N

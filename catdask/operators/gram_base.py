@@ -256,6 +256,13 @@ class BlockGramOperator(GramOperator):
         ck = self._class_range(k)
         return self._submatrix(ck, ck)
 
+    def class_gram_rows(self, k: int, start: int, stop: int) -> np.ndarray:
+        """Rows ``start:stop`` of :meth:`class_gram` (``G[C_k, C_k]``), a fresh array: a class
+        block too large to hold whole, a slab at a time (the low-rank test's class-block pass:
+        ``n_k^2`` kernel entries instead of ``N n_k`` through :meth:`columns`)."""
+        a, b = self._class_range(k)
+        return self._submatrix((a + start, min(a + stop, b)), (a, b))
+
     def class_matvec(self, k: int, V: np.ndarray) -> np.ndarray:
         """``G[C_k, C_k] @ V`` for V of shape (n_k,) or (n_k, m)."""
         ck = self._class_range(k)

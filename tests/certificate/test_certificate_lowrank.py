@@ -365,3 +365,92 @@ def test_estimator_uses_the_low_rank_test_above_the_cap(monkeypatch):
     assert "low-rank test" in low.certificate_.reason
     assert low.certificate_.certified == dense.certificate_.certified
     assert low.objective_ == pytest.approx(dense.objective_, rel=1e-12)
+
+
+def test_in_place_symmetrise_and_centred_class_gram_are_bit_identical():
+    """The pass's memory-lean forms compute every entry as before: ``(M_ij + M_ji) / 2`` by
+    tile pairs, and the centred class block ``G_kk - (g_i + g_j) / N + 1^T G 1 / N^2`` by row
+    slabs (without writing into a stored G)."""
+    from catdask.certificate.complement import _symmetrise
+    from catdask.operators import centred
+
+    rng = np.random.default_rng(0)
+    for n in (1, 5, 8, 13):
+        M = rng.standard_normal((n, n))
+        want = M + M.T.copy()
+        want *= 0.5
+        np.testing.assert_array_equal(_symmetrise(M, tile=4), want)
+    X, y = make_blobs(n_per_class=30, n_features=3, n_classes=3, seed=1)
+    kernel = make_kernel("rbf", n_features=3, gamma=0.5)
+    for stored in (True, False):
+        order = np.argsort(y, kind="stable")
+        base = NumpyGramOperator(X[order], ClassIndex(y[order], 3), kernel,
+                                 max_gram_bytes=2**30 if stored else 0)
+        before = base.class_gram(1).copy()
+        op = CentredGramOperator(base)
+        N, g = op.n_samples, op.row_sums[op.classes.members(1)]
+        want = before - (g[:, None] + g[None, :]) / N + op.total / N**2
+        old = centred._SLAB_ENTRIES
+        try:
+            centred._SLAB_ENTRIES = 7 * g.size  # several slabs
+            np.testing.assert_array_equal(op.class_gram(1), want)
+        finally:
+            centred._SLAB_ENTRIES = old
+        np.testing.assert_array_equal(base.class_gram(1), before)
+
+
+@pytest.mark.parametrize("origin", ["class", "global"])
+def test_fit_hands_its_projections_to_the_test(monkeypatch, origin):
+    """The estimator's low-rank test takes the fit's ``P = A G`` (a KernelPoint) instead of a
+    product with G, and reaches what the test reaches on A alone: the same verdict and bound
+    (the projections equal ``G A^T`` to rounding)."""
+    from catdask.certificate import kernel as kernel_module
+    from catdask.certificate import subspace_factor
+    from catdask.certificate.certifiers import CERTIFIER_SEED
+    from catdask.certificate.kernel import certify_kernel_axes
+
+    monkeypatch.setattr(kernel_module, "CERTIFICATE_DENSE_MAX_SAMPLES", 20)
+    X, y = make_blobs(n_per_class=40, n_features=4, n_classes=3, seed=3)
+    products = []
+    real = subspace_factor.SubspaceFactor.__init__
+
+    def spy(self, operator, A, capacity, projections=None):
+        products.append(projections is None)
+        real(self, operator, A, capacity, projections)
+
+    monkeypatch.setattr(subspace_factor.SubspaceFactor, "__init__", spy)
+    est = KernelCategorySpace(origin=origin, gamma=0.1, n_restarts=2, random_state=0,
+                              certify_at="fit").fit(X, y)
+    assert products == [False]  # the fit's projections, no product with G
+    order = np.argsort(y, kind="stable")
+    op = gram_operator(X[order], y[order], est.kernel_, origin, "numpy")
+    alone = certify_kernel_axes(op, op.classes, origin, est.dual_coef_[:, order],
+                                rng=CERTIFIER_SEED)
+    assert products == [False, True]
+    cert = est.certificate_
+    assert "low-rank test" in cert.reason and cert.certified == alone.certified
+    assert cert.verified_upper_bound == pytest.approx(alone.verified_upper_bound, rel=1e-9)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("origin", ["class", "global"])
+def test_class_blocks_too_large_to_hold_come_in_row_slabs(monkeypatch, origin, backend):
+    """A class block above the memory caps is read as slabs of its own rows
+    (``class_gram_rows``: ``n_k^2`` entries) and gives the Frobenius bound the ``N x block``
+    columns gave, to rounding."""
+    from catdask.certificate import complement
+
+    X, y = make_blobs(n_per_class=25, n_features=3, n_classes=3, seed=5, spread=1.0)
+    op = gram_operator(X, y, make_kernel("rbf", n_features=3, gamma=0.5), origin, backend)
+    L = np.random.default_rng(0).standard_normal((len(y), 6)) * 0.1
+    members = [np.flatnonzero(y == k) for k in range(3)]
+    monkeypatch.setattr(complement, "CLASS_GRAM_MAX_BYTES", 0)
+    monkeypatch.setattr(complement, "SLAB_ENTRIES", 7 * 25)  # 7 rows a slab, 4 slabs
+    asked = []
+    real = op.class_gram_rows
+    monkeypatch.setattr(op, "class_gram_rows", lambda k, a, b: asked.append(b - a) or real(k, a, b))
+    slabs = class_block_leftover(op, L, members, origin, spectral=False)[0]
+    assert asked and max(asked) == 7 and sum(asked) == len(y)
+    monkeypatch.setattr(op, "class_gram_rows", None)  # as an operator without slabs
+    columns = class_block_leftover(op, L, members, origin, spectral=False, block=4)[0]
+    np.testing.assert_allclose(slabs, columns, rtol=1e-12)

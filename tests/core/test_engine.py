@@ -55,7 +55,7 @@ class _RecordingCertifier:
 
     def certify(self, point, *, full_sdp="auto", moment=False):
         precision = None if self.operator is None else self.operator.precision
-        self.calls.append((np.array(point), full_sdp, moment, precision))
+        self.calls.append((point, full_sdp, moment, precision))
         return self.certificate
 
 
@@ -175,7 +175,10 @@ def test_float32_schedule_runs_starts_and_first_phase_in_float32_then_polishes()
                          precision_schedule=Float32ThenFloat64(op))
     assert seen == ["float32"] and op.precision == "float64"
     assert certifier.calls[0][3] == "float64"  # the certificate reads float64 products
-    np.testing.assert_array_equal(certifier.calls[0][0], mixed.state.A[mixed.best_index])
+    # The chosen restart's coefficients and its projections, both from that exact product.
+    point = certifier.calls[0][0]
+    np.testing.assert_array_equal(point.A, mixed.state.A[mixed.best_index])
+    np.testing.assert_array_equal(point.P, mixed.state.P[mixed.best_index])
     assert list(mixed.phases) == ["setup", "float32", "polish", "certificate"]
     assert all(n > 0 for n in mixed.float32_iterations)
     assert mixed.n_iter_float32 == mixed.float32_iterations[mixed.best_index]
