@@ -172,16 +172,18 @@ def _batched_class_starts(operator: GramOperator, classes: ClassIndex,
     if not large:
         return {}
 
-    def matvec(v: np.ndarray) -> np.ndarray:
-        v = v[None, :]
+    def matmul(V: np.ndarray) -> np.ndarray:
+        v = np.ascontiguousarray(V.T)  # (m, N): one row per vector
         if origin == "class":  # E_k G_kk E_k: the class scatter in feature space
             v = v - classes.expand(classes.mean(v))
         u = operator.class_block_matmul(v.T).T
         if origin == "class":
             u = u - classes.expand(classes.mean(u))
-        return u[0]
+        return u.T
 
-    pairs = class_block_top_eigenpairs(matvec, [classes.members(k) for k in large])
+    # n: the large classes need not include the last one, and the products take all N rows.
+    pairs = class_block_top_eigenpairs(matmul, [classes.members(k) for k in large],
+                                       n=classes.n_samples)
     return dict(zip(large, pairs))
 
 
