@@ -8,12 +8,14 @@ the K eigenproblems run in lockstep: each step is one product with the block-dia
 evaluates in one pass over the class blocks' symmetric tiles. The K problems are independent,
 so this is K block Lanczos runs (full reorthogonalisation) that share their passes.
 
-Each step multiplies a *block* of ``block`` vectors per class: a tile pass costs its kernel
-evaluations, and the products with 4 vectors instead of one add almost nothing (measured on one
-core, N = 20,000, class tiles in float32: 0.057 s with 1 vector, 0.058 s with 4), while a block
+Each step may multiply a *block* of ``block`` vectors per class: a tile pass costs mostly its
+kernel evaluations (on one core, N = 20,000, class tiles in float32: 0.057 s with 1 vector,
+0.058 s with 4), while a block
 Krylov space converges at the gap to the ``block + 1``-th eigenvalue, not to the second. On the
 class-centred blocks of 5 blobs classes (top eigenvalues 27.4 and 21.8, N = 8,000) the single
-vector Lanczos took 18 passes to the Ritz residual 1e-10, a block of 4 took 9.
+vector Lanczos took 18 passes to the Ritz residual 1e-10, a block of 4 took 9. On a Dask
+cluster a 4-column pass cost 1.3-1.45x a 1-column one (N = 24,000, 2 workers), so a block pays
+only where the top gap is small (the caller chooses: :func:`catdask.core.starts`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ BLOCK = 4
 
 
 def class_block_top_eigenpairs(matmul, members, *, n=None, tol=1e-10, max_dim=200, seed=0,
-                               block=BLOCK):
+                               block=BLOCK, start=None):
     """Top eigenpair of every diagonal block of a symmetric PSD block-diagonal operator.
 
     Parameters
@@ -52,6 +54,9 @@ def class_block_top_eigenpairs(matmul, members, *, n=None, tol=1e-10, max_dim=20
         Seed of the (deterministic) random start blocks.
     block : int
         Vectors per block and step (1: plain Lanczos).
+    start : callable, optional
+        ``start(k, idx) -> (n_k, 1)``: a first start vector for block k (the rest of the start
+        block stays random); a vector near the top eigenvector saves steps.
 
     Returns
     -------
@@ -66,8 +71,10 @@ def class_block_top_eigenpairs(matmul, members, *, n=None, tol=1e-10, max_dim=20
     width = max(1, int(block))
     bases: list[list[np.ndarray]] = []  # per block: orthonormal Q_j (n_k, <= width)
     images: list[list[np.ndarray]] = []  # per block: M Q_j
-    for idx in members:
+    for k, idx in enumerate(members):
         q = rng.standard_normal((len(idx), min(width, len(idx))))
+        if start is not None and len(idx):
+            q[:, :1] = start(k, idx)
         bases.append([np.linalg.qr(q)[0] if q.size else q])
         images.append([])
     done = [len(idx) == 0 for idx in members]

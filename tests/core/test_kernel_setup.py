@@ -169,6 +169,35 @@ def test_batched_start_with_a_small_last_class_matches_dense(monkeypatch, origin
 
 
 @pytest.mark.parametrize("origin", ["class", "global"])
+def test_batched_start_on_float32_tiles_is_the_dense_start_to_their_rounding(monkeypatch,
+                                                                              origin):
+    """The start's own precision (float32 tiles, as under the float32 schedule) stops the
+    Lanczos earlier (``_START_TOL``); its vector is still the float64 dense one to the float32
+    products' rounding, and the globally centred start begins at the row sums g."""
+    from catdask.core import starts
+
+    X, y = _data(n_per_class=40, seed=8)
+    classes = ClassIndex(y, 3)
+    kern = make_kernel("rbf", n_features=4, gamma=0.3)
+
+    def wrap(op):
+        return CentredGramOperator(op) if origin == "global" else op
+
+    dense = starts.kernel_decoupled_z(wrap(NumpyGramOperator(X, classes, kern)), classes, origin)
+    tiled = NumpyGramOperator(X, classes, kern, max_gram_bytes=0, tile_rows=8,
+                              precision="float32")
+    tiled.matvec_without_class_block = True  # as the Dask operator
+    monkeypatch.setattr(starts, "_DENSE_EIG_MAX", 20)
+    op = wrap(tiled)
+    op.matvec_without_class_block = True
+    assert op.precision == "float32" and starts._START_TOL["float32"] > 1e-10
+    batched = starts.kernel_decoupled_z(op, classes, origin)
+    for k in range(3):
+        a, b = dense[y == k], batched[y == k]
+        np.testing.assert_allclose(np.sign(a @ b) * b, a, rtol=0, atol=1e-5 * np.abs(a).max())
+
+
+@pytest.mark.parametrize("origin", ["class", "global"])
 def test_batched_decoupled_start_matches_dense_and_never_forms_a_class_block(monkeypatch,
                                                                              origin):
     """On a tiled operator without class blocks (the Dask path), large classes' starts come
