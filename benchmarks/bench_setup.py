@@ -102,6 +102,7 @@ def part_pieces(args, N):
     """The set-up's passes on one operator, previous and current interleaved."""
     from catdask.core import starts
     from catdask.core.classes import ClassIndex
+    from catdask.estimators.kernel import _driver_blas_threads
     from catdask.operators import CentredGramOperator, DaskGramOperator
 
     X, y = _sorted_blobs(N)
@@ -118,29 +119,32 @@ def part_pieces(args, N):
     op.class_block_matmul = counting
     times: dict = {p: {v: [] for v in VARIANTS} for p in ("centring", "start", "pass")}
     passes: dict = {v: [] for v in VARIANTS}
-    try:
-        op.set_precision("float32")
-        op.class_matmul(z)  # warm-up: the workers' first tasks
-        for _ in range(args.rounds):
-            for v in VARIANTS:
-                with _code(v):
-                    op.set_precision("float64")
-                    op._moments = None
-                    t0 = time.perf_counter()
-                    centred = CentredGramOperator(op)
-                    times["centring"][v].append(time.perf_counter() - t0)
-                    target = centred if args.origin == "global" else op
-                    op.set_precision("float32")
-                    counted["n"] = 0
-                    t0 = time.perf_counter()
-                    starts.kernel_decoupled_z(target, classes, args.origin)
-                    times["start"][v].append(time.perf_counter() - t0)
-                    passes[v].append(counted["n"])
-                    t0 = time.perf_counter()
-                    op.class_matmul(z)
-                    times["pass"][v].append(time.perf_counter() - t0)
-    finally:
-        op.close()
+    # The driver at one BLAS thread, as in a fit (estimators/kernel.py): the Lanczos' own
+    # products on the driver must not compete with the workers for the cores.
+    with _driver_blas_threads(True):
+        try:
+            op.set_precision("float32")
+            op.class_matmul(z)  # warm-up: the workers' first tasks
+            for _ in range(args.rounds):
+                for v in VARIANTS:
+                    with _code(v):
+                        op.set_precision("float64")
+                        op._moments = None
+                        t0 = time.perf_counter()
+                        centred = CentredGramOperator(op)
+                        times["centring"][v].append(time.perf_counter() - t0)
+                        target = centred if args.origin == "global" else op
+                        op.set_precision("float32")
+                        counted["n"] = 0
+                        t0 = time.perf_counter()
+                        starts.kernel_decoupled_z(target, classes, args.origin)
+                        times["start"][v].append(time.perf_counter() - t0)
+                        passes[v].append(counted["n"])
+                        t0 = time.perf_counter()
+                        op.class_matmul(z)
+                        times["pass"][v].append(time.perf_counter() - t0)
+        finally:
+            op.close()
     out = {"N": N, "origin": args.origin,
            "float64 centring pass s": _summary(times["centring"]),
            "decoupled start s (float32 class tiles)": _summary(times["start"]),
