@@ -396,9 +396,7 @@ def gram_symmetric_class_product(left, right, pairs, offsets, zt, kernel):
     acc = np.zeros((K, N - lo, R))
     spans = pairs[:, 1::2] - pairs[:, 0::2]
     buf = np.empty((int(spans[:, 0].max()), int(spans[:, 1].max())), dtype=left.dtype)
-    # Per tile: the products go into one reused buffer (no temporary per product) and each
-    # tile bound's class ranges are found once per task, not twice per tile (measured on one
-    # core, N = 8,192, float32: 0.96x the time per tile entry).
+    # Products into one reused buffer, class ranges once per tile bound (0.95-1.0x per entry).
     part = np.empty((max(buf.shape), R), dtype=np.result_type(buf, zt))
     bounds = set(map(tuple, pairs[:, 0:2].tolist())) | set(map(tuple, pairs[:, 2:4].tolist()))
     ranges = {(a, b): _class_ranges(offsets, a, b) for a, b in bounds}
@@ -446,10 +444,8 @@ def gram_symmetric_moments(left, right, pairs, kernel):
         return out
     spans = pairs[:, 1::2] - pairs[:, 0::2]
     buf = np.empty((int(spans[:, 0].max()), int(spans[:, 1].max())), dtype=left.dtype)
-    # float64 tiles (the centring pass): row and column sums by BLAS gemv against ones and
-    # the squared norm by a dot, instead of numpy's reductions and einsum (measured on one
-    # core, N = 8,192: the pass's 1.4 ns per entry of sums and norm became 0.7); narrower
-    # tiles accumulate in float64 through numpy.
+    # float64 tiles (the centring pass): sums by gemv against ones, the norm by a dot (one
+    # core, N = 8,192: 1.4 -> 0.7 ns per entry); float32 tiles sum in float64 through numpy.
     blas = left.dtype == np.float64
     ones = np.ones(max(buf.shape), dtype=left.dtype)
     fro2 = 0.0
