@@ -23,6 +23,10 @@ Parts (each prints its figures as it ends, and the JSON is rewritten after each)
   at N = 10,000, in this process and on one GPU worker, objectives compared.
 - ``large``: the N = 1,000,000 fit on the GPU, to convergence (certify=False: the certificate's
   cost at that size is issue 26's).
+- ``setup`` (not in the default list): ``benchmarks/bench_setup.py`` at N = 200,000 on the
+  embedded default's shape, one round: the fit's set-up pieces (float64 centring pass,
+  decoupled start, one float32 pass) and set-up phase, the previous code against the current
+  one (about 4 minutes on the 16-core host).
 
 Everything is D = 20, K = 5, RBF with the default gamma, blobs from benchmarks/_common.py.
 ``--quick`` runs every part at toy sizes on the CPU (PyTorch's CPU build stands in for the GPU;
@@ -419,6 +423,25 @@ def part_cores(args):
     return out
 
 
+def part_setup(args):
+    """bench_setup.py in a fresh process on the embedded default's shape (its own cluster)."""
+    import json
+    import tempfile
+
+    from catdask.distributed.cluster import default_threads_per_worker
+
+    cpus = os.cpu_count() or 2
+    threads = default_threads_per_worker(cpus)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "setup.json"
+        cmd = [sys.executable, str(Path(__file__).with_name("bench_setup.py")), "--json",
+               str(path), "--workers", str(max(1, cpus // threads)), "--threads", str(threads),
+               "--rounds", "1"] + (["--quick"] if args.quick else ["--n", "200000"])
+        subprocess.run(cmd, check=True, timeout=max(60, args.budget))
+        out = json.loads(path.read_text())
+    return {k: out[k] for k in ("tile", "cluster", "pieces", "fit set-up") if k in out}
+
+
 def part_large(args, remaining):
     N = 3_000 if args.quick else args.large_n
     pass_s = RESULTS.get("passes", {}).get(f"N={N}", {})
@@ -499,7 +522,7 @@ def part_pipeline(args):
 
 PARTS = {"env": part_env, "agree": part_agree, "passes": part_passes, "gpu": part_gpu,
          "dask_gpu": part_dask_gpu, "cores": part_cores, "large": None,
-         "gpu_cert": part_gpu_cert, "pipeline": part_pipeline}
+         "gpu_cert": part_gpu_cert, "pipeline": part_pipeline, "setup": part_setup}
 
 
 def _separately(name, args):

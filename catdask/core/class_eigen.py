@@ -3,10 +3,19 @@
 The decoupled kernel start needs the top eigenvector of each class block ``G_kk`` (or its
 centred form; docs/design.md §3c). With large classes on a cluster, one Lanczos run per class
 costs one round trip and one (non-symmetric) class product per step, class after class. Here
-the K Lanczos recurrences run in lockstep: each step is one product with the block-diagonal
+the K eigenproblems run in lockstep: each step is one product with the block-diagonal
 ``diag(G_11, ..., G_KK)`` (:meth:`BlockGramOperator.class_block_matmul`), which a tiled operator
 evaluates in one pass over the class blocks' symmetric tiles. The K problems are independent,
-so this is K ordinary Lanczos runs (full reorthogonalisation) that share their passes.
+so this is K block Lanczos runs (full reorthogonalisation) that share their passes.
+
+Each step may multiply a *block* of ``block`` vectors per class: a tile pass costs mostly its
+kernel evaluations (on one core, N = 20,000, class tiles in float32: 0.057 s with 1 vector,
+0.058 s with 4), while a block
+Krylov space converges at the gap to the ``block + 1``-th eigenvalue, not to the second. On the
+class-centred blocks of 5 blobs classes (top eigenvalues 27.4 and 21.8, N = 8,000) the single
+vector Lanczos took 18 passes to the Ritz residual 1e-10, a block of 4 took 9. On a Dask
+cluster a 4-column pass cost 1.3-1.45x a 1-column one (N = 24,000, 2 workers), so a block pays
+only where the top gap is small (the caller chooses: :func:`catdask.core.starts`).
 """
 
 from __future__ import annotations
@@ -15,75 +24,103 @@ import numpy as np
 
 __all__ = ["class_block_top_eigenpairs"]
 
+#: Vectors per class and pass (see the module docstring).
+BLOCK = 4
 
-def class_block_top_eigenpairs(matmul, members, *, tol=1e-10, max_steps=200, seed=0):
+
+def class_block_top_eigenpairs(matmul, members, *, n=None, tol=1e-10, max_dim=200, seed=0,
+                               block=BLOCK, start=None):
     """Top eigenpair of every diagonal block of a symmetric PSD block-diagonal operator.
 
     Parameters
     ----------
     matmul : callable
-        ``v (N,) -> M v`` with ``M`` block diagonal, block k on the indices ``members[k]``.
+        ``V (N, m) -> M V`` with ``M`` block diagonal, block k on the indices ``members[k]``.
     members : list of int arrays
         The indices of each block (disjoint; blocks may be empty).
+    n : int, optional
+        The operator's order (default: the largest index plus one). The blocks may cover only
+        some indices (the decoupled start's large classes); ``matmul`` gets vectors of length
+        ``n``, zero outside the blocks.
     tol : float
-        Stop a block when its Ritz residual ``|beta_j s_j|`` is at most ``tol`` times its top
-        Ritz value (the eigenvector is then accurate to about ``tol`` over the spectral gap).
-    max_steps : int
-        Lanczos steps at most (one ``matmul`` each); a block not converged by then returns its
-        best Ritz pair.
+        Stop a block when its Ritz residual in the Krylov relation, ``||(I - Q Q^T) M Q s||``
+        (the block form of Lanczos' ``|beta_j s_j|``), is at most ``tol`` times its top Ritz
+        value (the eigenvector is then accurate to about ``tol`` over the spectral gap, or to
+        the product's own rounding, whichever is larger).
+    max_dim : int
+        Krylov dimension per block at most; a block not converged by then returns its best
+        Ritz pair.
     seed : int
-        Seed of the (deterministic) random start vectors.
+        Seed of the (deterministic) random start blocks.
+    block : int
+        Vectors per block and step (1: plain Lanczos).
+    start : callable, optional
+        ``start(k, idx) -> (n_k, 1)``: a first start vector for block k (the rest of the start
+        block stays random); a vector near the top eigenvector saves steps.
 
     Returns
     -------
     list of (float, ndarray)
-        ``(lambda_k, a_k)`` per block, ``a_k`` of unit norm, in the order of ``members``.
+        ``(lambda_k, a_k)`` per block, ``a_k`` of unit norm, in the order of ``members``; the
+        sign makes ``a_k``'s largest-magnitude entry positive.
     """
     rng = np.random.default_rng(seed)
-    N = int(sum(len(m) for m in members))
-    n_total = max(int(max((np.max(m) for m in members if len(m)), default=-1)) + 1, N)
-    bases: list[list[np.ndarray]] = []
-    alphas: list[list[float]] = []
-    betas: list[list[float]] = []
-    v = np.zeros(n_total)
-    for idx in members:
-        q = rng.standard_normal(len(idx))
-        q /= max(np.linalg.norm(q), np.finfo(float).tiny)
-        bases.append([q])
-        alphas.append([])
-        betas.append([])
-        v[idx] = q
+    members = [np.asarray(m) for m in members]
+    n_total = max(int(max((np.max(m) for m in members if len(m)), default=-1)) + 1,
+                  int(n or 0))
+    width = max(1, int(block))
+    bases: list[list[np.ndarray]] = []  # per block: orthonormal Q_j (n_k, <= width)
+    images: list[list[np.ndarray]] = []  # per block: M Q_j
+    for k, idx in enumerate(members):
+        q = rng.standard_normal((len(idx), min(width, len(idx))))
+        if start is not None and len(idx):
+            q[:, :1] = start(k, idx)
+        bases.append([np.linalg.qr(q)[0] if q.size else q])
+        images.append([])
     done = [len(idx) == 0 for idx in members]
     ritz = [(0.0, np.zeros(len(idx))) for idx in members]
-    for _ in range(max_steps):
-        w_all = np.asarray(matmul(v), dtype=float).ravel()
-        v = np.zeros(n_total)
+    eps = np.finfo(float).eps
+    while not all(done):
+        V = np.zeros((n_total, width))
+        for k, idx in enumerate(members):
+            if not done[k]:
+                q = bases[k][-1]
+                V[idx, : q.shape[1]] = q
+        U = np.asarray(matmul(V), dtype=float).reshape(n_total, width)
         for k, idx in enumerate(members):
             if done[k]:
                 continue
-            Q = bases[k]
-            w = w_all[idx]
-            alphas[k].append(float(Q[-1] @ w))
-            B = np.asarray(Q)
-            for _ in range(2):  # full reorthogonalisation, twice ("twice is enough")
-                w -= B.T @ (B @ w)
-            beta = float(np.linalg.norm(w))
-            T = np.diag(alphas[k]) + np.diag(betas[k], 1) + np.diag(betas[k], -1)
-            theta, S = np.linalg.eigh(T)
+            cols = bases[k][-1].shape[1]
+            images[k].append(U[idx, :cols])
+            Q, W = np.hstack(bases[k]), np.hstack(images[k])
+            H = Q.T @ W
+            theta, S = np.linalg.eigh((H + H.T) / 2)
             lam, s = float(theta[-1]), S[:, -1]
-            ritz[k] = (lam, s @ B)
-            exhausted = len(Q) >= len(idx) or beta <= np.finfo(float).eps * max(abs(lam), 1.0)
-            if exhausted or abs(beta * s[-1]) <= tol * max(abs(lam), np.finfo(float).tiny):
+            Ws = W @ s
+            residual = float(np.linalg.norm(Ws - Q @ (Q.T @ Ws)))
+            ritz[k] = (lam, Q @ s)
+            room = min(len(idx), max_dim) - Q.shape[1]
+            if room <= 0 or residual <= tol * max(abs(lam), np.finfo(float).tiny):
                 done[k] = True
                 continue
-            betas[k].append(beta)
-            q = w / beta
-            Q.append(q)
-            v[idx] = q
-        if all(done):
-            break
+            # The next block: the new images orthogonalised against the whole basis, twice
+            # ("twice is enough"); directions that vanish (an exhausted Krylov space) drop out.
+            w = W[:, -cols:]
+            for _ in range(2):
+                w = w - Q @ (Q.T @ w)
+            u, sv, _ = np.linalg.svd(w, full_matrices=False)
+            keep = sv > eps * max(abs(lam), 1.0) * np.sqrt(len(idx))
+            q = u[:, keep][:, :room]
+            if q.shape[1] == 0:
+                done[k] = True
+                continue
+            q = q - Q @ (Q.T @ q)
+            bases[k].append(np.linalg.qr(q)[0])
     out = []
     for lam, a in ritz:
         norm = np.linalg.norm(a)
-        out.append((lam, a / norm if norm > 0 else a))
+        if norm > 0:
+            a = a / norm
+            a = a if a[np.argmax(np.abs(a))] >= 0 else -a
+        out.append((lam, a))
     return out

@@ -15,7 +15,7 @@ import numpy as np
 import scipy.linalg
 from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
 
-from .class_eigen import class_block_top_eigenpairs
+from .class_eigen import BLOCK, class_block_top_eigenpairs
 from .classes import ClassIndex
 from .manifold import polar_factor, random_stiefel
 from .protocols import GramOperator
@@ -30,6 +30,12 @@ _DENSE_TOP_MAX = 300
 #: larger classes use Lanczos on a blocked matvec when the operator has one (Dask backend),
 #: so the driver never holds an n_k x n_k block (measured: N = 50,000, 5 classes, 2.7 GB).
 _DENSE_CLASS_GRAM_BYTES = 256 * 2**20
+#: Ritz-residual tolerance of the batched decoupled start, by the precision of its products.
+#: On float32 tiles the vector is only as good as their rounding (~5e-7 from the float64 one,
+#: whatever the tolerance: two runs at 1e-10 from different start vectors differ by that), so
+#: 1e-8 (an eigenvector error ~1e-8 over the relative gap) loses nothing and saves passes
+#: (global centring, N = 8,000: 8 -> 6 from g; 10 -> 9 from a random vector).
+_START_TOL = {"float64": 1e-10, "float32": 1e-8}
 
 
 def start_labels(init: str, n_restarts: int, *, kernel: bool) -> list[str]:
@@ -172,16 +178,30 @@ def _batched_class_starts(operator: GramOperator, classes: ClassIndex,
     if not large:
         return {}
 
-    def matvec(v: np.ndarray) -> np.ndarray:
-        v = v[None, :]
+    def matmul(V: np.ndarray) -> np.ndarray:
+        v = np.ascontiguousarray(V.T)  # (m, N): one row per vector
         if origin == "class":  # E_k G_kk E_k: the class scatter in feature space
             v = v - classes.expand(classes.mean(v))
         u = operator.class_block_matmul(v.T).T
         if origin == "class":
             u = u - classes.expand(classes.mean(u))
-        return u[0]
+        return u.T
 
-    pairs = class_block_top_eigenpairs(matvec, [classes.members(k) for k in large])
+    # n: the large classes need not include the last one, and the products take all N rows.
+    # A block of 4 vectors per class where the top gap is small: the class-centred blocks
+    # E_k G_kk E_k lose the dominant (mean) direction, and one vector took 18-20 passes where 4
+    # took 9 (N = 24,000 on 2 workers: 1.95 s -> 1.17 s, a 4-column pass costing 1.3-1.45x a
+    # 1-column one). The globally centred blocks keep a dominant direction: 8 single-vector
+    # passes, 6 with 4 vectors, slower in all (0.69 s -> 0.84 s), so one vector there.
+    # The globally centred blocks' top eigenvector is close to their rows' sums, and the
+    # centring pass gave g = G 1: started there, 8 passes at the same tolerance, not 10.
+    row_sums = getattr(operator, "row_sums", None)
+    start = None if origin == "class" or row_sums is None else (
+        lambda k, idx: np.asarray(row_sums)[idx][:, None])
+    pairs = class_block_top_eigenpairs(
+        matmul, [classes.members(k) for k in large], n=classes.n_samples,
+        block=BLOCK if origin == "class" else 1, start=start,
+        tol=_START_TOL.get(getattr(operator, "precision", "float64"), 1e-10))
     return dict(zip(large, pairs))
 
 

@@ -108,6 +108,95 @@ def test_lockstep_lanczos_matches_eigh_per_block():
         np.testing.assert_allclose(np.sign(a @ V[:, -1]) * a, V[:, -1], atol=1e-6)
 
 
+def test_block_lanczos_matches_eigh_on_blocks_that_skip_the_last_indices():
+    """The blocks need not reach the operator's last index (``n``): the products then take
+    vectors of the full length, zero outside the blocks. A block of vectors per step reaches
+    the same pair as one vector, in fewer products when the top gap is small."""
+    rng = np.random.default_rng(5)
+    n, members, mats = 90, [np.arange(0, 40), np.arange(40, 75)], []
+    for idx in members:
+        w = np.linspace(1.0, 10.0, len(idx)) ** 2
+        w[-1] = w[-2] * 1.05  # a small top gap: many Lanczos steps
+        Q = np.linalg.qr(rng.standard_normal((len(idx), len(idx))))[0]
+        mats.append((Q * w) @ Q.T)
+    steps = {}
+    for block in (1, 4):
+        calls = []
+
+        def matmul(V):
+            assert V.shape[0] == n and not V[75:].any()
+            calls.append(V.shape[1])
+            out = np.zeros_like(V)
+            for idx, M in zip(members, mats):
+                out[idx] = M @ V[idx]
+            return out
+
+        got = class_block_top_eigenpairs(matmul, members, n=n, tol=1e-12, block=block)
+        for (lam, a), M in zip(got, mats):
+            w, V = np.linalg.eigh(M)
+            assert lam == pytest.approx(w[-1], rel=1e-10)
+            assert a[np.argmax(np.abs(a))] > 0  # the sign convention
+            np.testing.assert_allclose(np.sign(a @ V[:, -1]) * a, V[:, -1], atol=1e-6)
+        steps[block] = len(calls)
+    assert steps[4] < steps[1]
+
+
+@pytest.mark.parametrize("origin", ["class", "global"])
+def test_batched_start_with_a_small_last_class_matches_dense(monkeypatch, origin):
+    """Only the large classes go to the lockstep Lanczos; a small last class (a dense block)
+    must not shorten the vectors it multiplies (they failed with an IndexError)."""
+    from catdask.core import starts
+
+    X, y = make_blobs(n_per_class=30, n_features=4, n_classes=3, seed=6)
+    keep = np.r_[0:60, 60:72]  # classes of 30, 30 and 12 rows, the last one small
+    X, y = X[keep], y[keep]
+    classes = ClassIndex(y, 3)
+    kern = make_kernel("rbf", n_features=4, gamma=0.3)
+
+    def wrap(op):
+        return CentredGramOperator(op) if origin == "global" else op
+
+    dense = starts.kernel_decoupled_z(wrap(NumpyGramOperator(X, classes, kern)), classes, origin)
+    tiled = NumpyGramOperator(X, classes, kern, max_gram_bytes=0, tile_rows=8)
+    tiled.matvec_without_class_block = True  # as the Dask operator
+    monkeypatch.setattr(starts, "_DENSE_EIG_MAX", 20)
+    op = wrap(tiled)
+    op.matvec_without_class_block = True
+    batched = starts.kernel_decoupled_z(op, classes, origin)
+    for k in range(3):
+        a, b = dense[y == k], batched[y == k]
+        np.testing.assert_allclose(np.sign(a @ b) * b, a, rtol=1e-7, atol=1e-9)
+
+
+@pytest.mark.parametrize("origin", ["class", "global"])
+def test_batched_start_on_float32_tiles_is_the_dense_start_to_their_rounding(monkeypatch,
+                                                                              origin):
+    """The start's own precision (float32 tiles, as under the float32 schedule) stops the
+    Lanczos earlier (``_START_TOL``); its vector is still the float64 dense one to the float32
+    products' rounding, and the globally centred start begins at the row sums g."""
+    from catdask.core import starts
+
+    X, y = _data(n_per_class=40, seed=8)
+    classes = ClassIndex(y, 3)
+    kern = make_kernel("rbf", n_features=4, gamma=0.3)
+
+    def wrap(op):
+        return CentredGramOperator(op) if origin == "global" else op
+
+    dense = starts.kernel_decoupled_z(wrap(NumpyGramOperator(X, classes, kern)), classes, origin)
+    tiled = NumpyGramOperator(X, classes, kern, max_gram_bytes=0, tile_rows=8,
+                              precision="float32")
+    tiled.matvec_without_class_block = True  # as the Dask operator
+    monkeypatch.setattr(starts, "_DENSE_EIG_MAX", 20)
+    op = wrap(tiled)
+    op.matvec_without_class_block = True
+    assert op.precision == "float32" and starts._START_TOL["float32"] > 1e-10
+    batched = starts.kernel_decoupled_z(op, classes, origin)
+    for k in range(3):
+        a, b = dense[y == k], batched[y == k]
+        np.testing.assert_allclose(np.sign(a @ b) * b, a, rtol=0, atol=1e-5 * np.abs(a).max())
+
+
 @pytest.mark.parametrize("origin", ["class", "global"])
 def test_batched_decoupled_start_matches_dense_and_never_forms_a_class_block(monkeypatch,
                                                                              origin):
