@@ -48,6 +48,21 @@ def blobs(n_samples, n_features, n_classes, *, seed=0, spread=2.0, dtype=np.floa
     return X, y
 
 
+def class_sorted_blobs(n_samples, n_features, n_classes, seed=0):
+    """:func:`blobs` with the rows sorted by class (the order the Gram operators work in)."""
+    X, y = blobs(n_samples, n_features, n_classes, seed=seed)
+    order = np.argsort(y, kind="stable")
+    return X[order], y[order]
+
+
+def default_rbf(n_features):
+    """The RBF kernel with the estimators' default width (standardised features)."""
+    from catdask.estimators.kernel import RBF_GAMMA_SCALE
+    from catdask.kernels import make_kernel
+
+    return make_kernel("rbf", n_features=n_features, gamma=RBF_GAMMA_SCALE / n_features)
+
+
 def rbf_gamma(n_features):
     """A kernel width of the order of the blobs' within-class distances."""
     return 1.0 / (2.0 * n_features)

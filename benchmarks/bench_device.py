@@ -48,8 +48,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (PeakRSS, blobs, load_average, local_cluster, parse_args,  # noqa: E402
-                     quiet_warnings, report)
+from _common import (PeakRSS, blobs, class_sorted_blobs, default_rbf,  # noqa: E402
+                     load_average, local_cluster, parse_args, quiet_warnings, report)
 
 D, K, R = 20, 5, 5
 GiB = 1024**3
@@ -92,17 +92,11 @@ def _classes(y):
 
 
 def _kernel():
-    from catdask.kernels import make_kernel
-
-    from catdask.estimators.kernel import RBF_GAMMA_SCALE
-
-    return make_kernel("rbf", n_features=D, gamma=RBF_GAMMA_SCALE / D)
+    return default_rbf(D)
 
 
 def _sorted_blobs(N, seed=0):
-    X, y = blobs(N, D, K, seed=seed)
-    order = np.argsort(y, kind="stable")
-    return X[order], y[order]
+    return class_sorted_blobs(N, D, K, seed=seed)
 
 
 # ------------------------------------------------------------------------------ parts

@@ -25,7 +25,8 @@ import time
 
 import numpy as np
 
-from _common import blobs, load_average, local_cluster, parse_args, quiet_warnings, report
+from _common import (blobs, class_sorted_blobs, default_rbf, load_average,  # noqa: E402
+                     local_cluster, parse_args, quiet_warnings, report)
 from _previous_tiles import previous_code, previous_symmetric_class_product
 
 D, K, R = 20, 5, 5
@@ -41,16 +42,11 @@ def _options(ap):
 
 
 def _kernel():
-    from catdask.estimators.kernel import RBF_GAMMA_SCALE
-    from catdask.kernels import make_kernel
-
-    return make_kernel("rbf", n_features=D, gamma=RBF_GAMMA_SCALE / D)
+    return default_rbf(D)
 
 
 def _sorted_blobs(N, seed=0):
-    X, y = blobs(N, D, K, seed=seed)
-    order = np.argsort(y, kind="stable")
-    return X[order], y[order]
+    return class_sorted_blobs(N, D, K, seed=seed)
 
 
 def _code(variant):

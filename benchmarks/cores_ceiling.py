@@ -39,7 +39,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import blobs, load_average, local_cluster, parse_args, quiet_warnings, report  # noqa: E402
+from _common import (class_sorted_blobs, default_rbf, load_average,  # noqa: E402
+                     local_cluster, parse_args, quiet_warnings, report)
 
 D, K, R = 20, 5, 5
 
@@ -87,16 +88,13 @@ def _problem(N):
     """Sorted blobs, the kernel's float32 tile factors, z and class offsets, and the tile
     pairs cut into equal-work groups as ``DaskGramOperator._tile_tasks`` cuts them for 16
     threads."""
-    from catdask.estimators.kernel import RBF_GAMMA_SCALE
-    from catdask.kernels import make_kernel
     from catdask.operators.blocks import symmetric_tile_pairs
     from catdask.operators.gram_base import GRAM_TILE
 
-    X, y = blobs(N, D, K, seed=0)
-    X = X[np.argsort(y, kind="stable")]
+    X, y = class_sorted_blobs(N, D, K)
     counts = np.bincount(y, minlength=K)
     offsets = np.concatenate([[0], np.cumsum(counts)]).tolist()
-    kernel = make_kernel("rbf", n_features=D, gamma=RBF_GAMMA_SCALE / D)
+    kernel = default_rbf(D)
     left, right = kernel.tile_factors(X, np.float32)
     zt = np.random.default_rng(2).normal(size=(N, R)).astype(np.float32)
     pairs = symmetric_tile_pairs(N, GRAM_TILE)
@@ -248,14 +246,11 @@ def _former(op):
 
 def _operators(X, y):
     from catdask.core.classes import ClassIndex
-    from catdask.estimators.kernel import RBF_GAMMA_SCALE
-    from catdask.kernels import make_kernel
     from catdask.operators import DaskGramOperator
 
     def make():
-        return DaskGramOperator(X, ClassIndex(y, K), make_kernel(
-            "rbf", n_features=D, gamma=RBF_GAMMA_SCALE / D), cache="recompute",
-            precision="float32")
+        return DaskGramOperator(X, ClassIndex(y, K), default_rbf(D), cache="recompute",
+                                precision="float32")
 
     return {"former (tree, 1e8 per task)": _former(make()),
             "current (to the driver, >= 100 per band entry)": make()}
@@ -294,16 +289,10 @@ def _timeline(X, y, n_workers, threads, rounds, warm=True):
     return out
 
 
-def _sorted(N):
-    X, y = blobs(N, D, K, seed=0)
-    order = np.argsort(y, kind="stable")
-    return X[order], y[order]
-
-
 def part_timeline(args):
     """One float32 pass at N = 50,000 on 2 and on ``cpus`` single-thread workers."""
     N = 6_000 if args.quick else 50_000
-    X, y = _sorted(N)
+    X, y = class_sorted_blobs(N, D, K)
     cpus = len(os.sched_getaffinity(0))
     out: dict = {"N": N}
     for n in sorted({2, cpus}):
@@ -323,7 +312,7 @@ def part_pass200k(args):
     from catdask.distributed.cluster import default_threads_per_worker
 
     N = 12_000 if args.quick else 200_000
-    X, y = _sorted(N)
+    X, y = class_sorted_blobs(N, D, K)
     cpus = len(os.sched_getaffinity(0))
     threads = default_threads_per_worker(cpus)
     out: dict = {"N": N}

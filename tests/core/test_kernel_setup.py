@@ -141,6 +141,23 @@ def test_block_lanczos_matches_eigh_on_blocks_that_skip_the_last_indices():
     assert steps[4] < steps[1]
 
 
+def _dense_start_and_tiled_operator(X, y, origin, **tile_options):
+    """The dense decoupled start for ``origin``, and a tiled numpy operator that, as the Dask
+    operator, has no class blocks to multiply; ``wrap`` centres an operator for ``origin``."""
+    from catdask.core import starts
+
+    classes = ClassIndex(y, 3)
+    kern = make_kernel("rbf", n_features=X.shape[1], gamma=0.3)
+
+    def wrap(op):
+        return CentredGramOperator(op) if origin == "global" else op
+
+    dense = starts.kernel_decoupled_z(wrap(NumpyGramOperator(X, classes, kern)), classes, origin)
+    tiled = NumpyGramOperator(X, classes, kern, max_gram_bytes=0, tile_rows=8, **tile_options)
+    tiled.matvec_without_class_block = True
+    return classes, dense, tiled, wrap
+
+
 @pytest.mark.parametrize("origin", ["class", "global"])
 def test_batched_start_with_a_small_last_class_matches_dense(monkeypatch, origin):
     """Only the large classes go to the lockstep Lanczos; a small last class (a dense block)
@@ -150,15 +167,7 @@ def test_batched_start_with_a_small_last_class_matches_dense(monkeypatch, origin
     X, y = make_blobs(n_per_class=30, n_features=4, n_classes=3, seed=6)
     keep = np.r_[0:60, 60:72]  # classes of 30, 30 and 12 rows, the last one small
     X, y = X[keep], y[keep]
-    classes = ClassIndex(y, 3)
-    kern = make_kernel("rbf", n_features=4, gamma=0.3)
-
-    def wrap(op):
-        return CentredGramOperator(op) if origin == "global" else op
-
-    dense = starts.kernel_decoupled_z(wrap(NumpyGramOperator(X, classes, kern)), classes, origin)
-    tiled = NumpyGramOperator(X, classes, kern, max_gram_bytes=0, tile_rows=8)
-    tiled.matvec_without_class_block = True  # as the Dask operator
+    classes, dense, tiled, wrap = _dense_start_and_tiled_operator(X, y, origin)
     monkeypatch.setattr(starts, "_DENSE_EIG_MAX", 20)
     op = wrap(tiled)
     op.matvec_without_class_block = True
@@ -177,16 +186,8 @@ def test_batched_start_on_float32_tiles_is_the_dense_start_to_their_rounding(mon
     from catdask.core import starts
 
     X, y = _data(n_per_class=40, seed=8)
-    classes = ClassIndex(y, 3)
-    kern = make_kernel("rbf", n_features=4, gamma=0.3)
-
-    def wrap(op):
-        return CentredGramOperator(op) if origin == "global" else op
-
-    dense = starts.kernel_decoupled_z(wrap(NumpyGramOperator(X, classes, kern)), classes, origin)
-    tiled = NumpyGramOperator(X, classes, kern, max_gram_bytes=0, tile_rows=8,
-                              precision="float32")
-    tiled.matvec_without_class_block = True  # as the Dask operator
+    classes, dense, tiled, wrap = _dense_start_and_tiled_operator(X, y, origin,
+                                                                  precision="float32")
     monkeypatch.setattr(starts, "_DENSE_EIG_MAX", 20)
     op = wrap(tiled)
     op.matvec_without_class_block = True
@@ -205,15 +206,7 @@ def test_batched_decoupled_start_matches_dense_and_never_forms_a_class_block(mon
     from catdask.core import starts
 
     X, y = _data(n_per_class=30, seed=4)
-    classes = ClassIndex(y, 3)
-    kern = make_kernel("rbf", n_features=4, gamma=0.3)
-
-    def wrap(op):
-        return CentredGramOperator(op) if origin == "global" else op
-
-    dense = starts.kernel_decoupled_z(wrap(NumpyGramOperator(X, classes, kern)), classes, origin)
-    tiled = NumpyGramOperator(X, classes, kern, max_gram_bytes=0, tile_rows=8)
-    tiled.matvec_without_class_block = True  # as the Dask operator
+    classes, dense, tiled, wrap = _dense_start_and_tiled_operator(X, y, origin)
     monkeypatch.setattr(tiled, "class_gram", lambda k: pytest.fail("formed a class block"))
     monkeypatch.setattr(tiled, "class_matvec", lambda k, v: pytest.fail("one class per pass"))
     monkeypatch.setattr(starts, "_DENSE_EIG_MAX", 10)
