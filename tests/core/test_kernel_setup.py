@@ -141,6 +141,20 @@ def test_block_lanczos_matches_eigh_on_blocks_that_skip_the_last_indices():
     assert steps[4] < steps[1]
 
 
+def _batched_start(op, classes, origin):
+    """The decoupled start on ``op`` as the Dask operator gets it (no class blocks)."""
+    from catdask.core import starts
+
+    op.matvec_without_class_block = True
+    return starts.kernel_decoupled_z(op, classes, origin)
+
+
+def _assert_same_start_up_to_sign(dense, batched, y, **tolerance):
+    for k in np.unique(y):
+        a, b = dense[y == k], batched[y == k]
+        np.testing.assert_allclose(np.sign(a @ b) * b, a, **tolerance)
+
+
 def _dense_start_and_tiled_operator(X, y, origin, **tile_options):
     """The dense decoupled start for ``origin``, and a tiled numpy operator that, as the Dask
     operator, has no class blocks to multiply; ``wrap`` centres an operator for ``origin``."""
@@ -169,12 +183,8 @@ def test_batched_start_with_a_small_last_class_matches_dense(monkeypatch, origin
     X, y = X[keep], y[keep]
     classes, dense, tiled, wrap = _dense_start_and_tiled_operator(X, y, origin)
     monkeypatch.setattr(starts, "_DENSE_EIG_MAX", 20)
-    op = wrap(tiled)
-    op.matvec_without_class_block = True
-    batched = starts.kernel_decoupled_z(op, classes, origin)
-    for k in range(3):
-        a, b = dense[y == k], batched[y == k]
-        np.testing.assert_allclose(np.sign(a @ b) * b, a, rtol=1e-7, atol=1e-9)
+    batched = _batched_start(wrap(tiled), classes, origin)
+    _assert_same_start_up_to_sign(dense, batched, y, rtol=1e-7, atol=1e-9)
 
 
 @pytest.mark.parametrize("origin", ["class", "global"])
@@ -189,13 +199,9 @@ def test_batched_start_on_float32_tiles_is_the_dense_start_to_their_rounding(mon
     classes, dense, tiled, wrap = _dense_start_and_tiled_operator(X, y, origin,
                                                                   precision="float32")
     monkeypatch.setattr(starts, "_DENSE_EIG_MAX", 20)
-    op = wrap(tiled)
-    op.matvec_without_class_block = True
-    assert op.precision == "float32" and starts._START_TOL["float32"] > 1e-10
-    batched = starts.kernel_decoupled_z(op, classes, origin)
-    for k in range(3):
-        a, b = dense[y == k], batched[y == k]
-        np.testing.assert_allclose(np.sign(a @ b) * b, a, rtol=0, atol=1e-5 * np.abs(a).max())
+    assert tiled.precision == "float32" and starts._START_TOL["float32"] > 1e-10
+    batched = _batched_start(wrap(tiled), classes, origin)
+    _assert_same_start_up_to_sign(dense, batched, y, rtol=0, atol=1e-5 * np.abs(dense).max())
 
 
 @pytest.mark.parametrize("origin", ["class", "global"])
@@ -210,12 +216,8 @@ def test_batched_decoupled_start_matches_dense_and_never_forms_a_class_block(mon
     monkeypatch.setattr(tiled, "class_gram", lambda k: pytest.fail("formed a class block"))
     monkeypatch.setattr(tiled, "class_matvec", lambda k, v: pytest.fail("one class per pass"))
     monkeypatch.setattr(starts, "_DENSE_EIG_MAX", 10)
-    op = wrap(tiled)
-    op.matvec_without_class_block = True
-    batched = starts.kernel_decoupled_z(op, classes, origin)
-    for k in range(3):
-        a, b = dense[y == k], batched[y == k]
-        np.testing.assert_allclose(np.sign(a @ b) * b, a, rtol=1e-7, atol=1e-9)
+    batched = _batched_start(wrap(tiled), classes, origin)
+    _assert_same_start_up_to_sign(dense, batched, y, rtol=1e-7, atol=1e-9)
 
 
 def test_fit_reports_its_phases():
