@@ -29,6 +29,7 @@ from catdask.distributed.cluster import ENV_SCHEDULER, start_local_cluster  # no
 from catdask.distributed.inputs import is_distributed_input  # noqa: E402
 from catdask.kernels import make_kernel  # noqa: E402
 from catdask.operators import DaskGramOperator, NumpyGramOperator  # noqa: E402
+from catdask.operators import blocks  # noqa: E402
 
 from tests.helpers.data import make_blobs  # noqa: E402
 
@@ -334,6 +335,34 @@ def test_gram_tile_pass_matches_numpy_and_dense(client, precision):
     dense = kern(X, X) @ Z
     rtol = 1e-12 if precision == "float64" else 1e-5
     np.testing.assert_allclose(B, dense, rtol=0, atol=rtol * np.abs(dense).max())
+    op.close()
+
+
+def test_tile_tasks_grow_with_their_band_not_only_with_their_work(client):
+    """A tile-pass task returns a band of up to K N R sums whatever its size, so a task takes
+    at least ``tile_entries_per_band_entry`` kernel entries per band entry: without that rule
+    (the former one) small tasks multiply the bands a pass moves; with it, one per thread."""
+    X, y = _data(n_per_class=200, seed=3)
+    classes = ClassIndex(y, 3)
+    op = DaskGramOperator(X, classes, make_kernel("rbf", n_features=X.shape[1], gamma=0.1),
+                          cache="recompute", precision="float32", tile_rows=32)
+    zt = np.zeros((len(y), 2), dtype=np.float32)
+    op.tile_task_entries = 1_000
+
+    def n_tasks():
+        tasks, _ = op._tile_tasks(blocks.gram_symmetric_class_product, op._tile_pairs,
+                                  "float32", op._offsets, zt=zt)
+        return len(tasks)
+
+    op.tile_entries_per_band_entry = 0
+    assert n_tasks() > 50
+    op.tile_entries_per_band_entry = 100  # band: 2 restarts x 3 classes x 600 rows
+    assert n_tasks() == op._threads
+    z = np.random.default_rng(1).standard_normal((2, len(y)))
+    ref = NumpyGramOperator(X, classes, op.kernel, precision="float32", tile_rows=32,
+                            max_gram_bytes=0)
+    np.testing.assert_allclose(op.class_matmul(z), ref.class_matmul(z), rtol=0,
+                               atol=2e-7 * np.abs(ref.class_matmul(z)).max())
     op.close()
 
 
