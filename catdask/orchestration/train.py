@@ -51,7 +51,7 @@ from ..pipeline.reports import (
     summary_markdown,
     write_model_plot,
 )
-from ..pipeline.run_names import TRAIN_RUN_NAME, retrain_run_name
+from ..pipeline.run_names import retrain_run_name, train_run_name
 from ..core.progress import CONSOLE_NOTE, CONSOLE_REPEATED, solver_progress
 from ..store import read_dataset
 from .artifacts import SolverProgress, model_artifact_key
@@ -231,7 +231,12 @@ def _rejection_message(summary: dict) -> str:
             "whatever the gap, marked as uncertified)")
 
 
-@flow(name="catdask-train", flow_run_name=TRAIN_RUN_NAME, log_prints=True)
+def _train_run_name() -> str:
+    p = flow_run.parameters or {}
+    return train_run_name(p.get("dataset"), p.get("method", ModelSpec.method), p.get("model_name"))
+
+
+@flow(name="catdask-train", flow_run_name=_train_run_name, log_prints=True)
 @documented(TRAIN_HELP)  # the UI's run form: a description per parameter
 def train(
     dataset: str,

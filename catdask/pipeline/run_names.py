@@ -1,16 +1,13 @@
 """Flow-run names that say what a run does (``iris-kcqs``), instead of Prefect's generated
 ones (``chocolate-scallop``), which tell runs apart in the UI's list only by clicking them.
 
-The train flow names its runs with a template on its parameters (:data:`TRAIN_RUN_NAME`);
-the other flows' parameters are lists or optional, so their names are built here.
+Each flow builds its run's name from the run's parameters with one of these functions.
 """
 
 from __future__ import annotations
 
-__all__ = ["TRAIN_RUN_NAME", "ingest_run_name", "retrain_run_name", "evaluate_run_name"]
+__all__ = ["train_run_name", "ingest_run_name", "retrain_run_name", "evaluate_run_name"]
 
-#: ``catdask-train``'s run name, formatted by Prefect with the run's parameters.
-TRAIN_RUN_NAME = "{dataset}-{method}"
 # More names than this are counted, not listed: a run name is one line of the UI's table.
 MAX_LISTED = 3
 
@@ -21,6 +18,20 @@ def _listed(names) -> str:
     shown = "-".join(names[:MAX_LISTED])
     extra = len(names) - MAX_LISTED
     return shown + (f"-and-{extra}-more" if extra > 0 else "")
+
+
+def train_run_name(dataset, method, model_name=None) -> str:
+    """``catdask-train``'s run name: the registry name the model gets, ``"iris-cqs"`` by
+    default or the run's ``model_name`` (the name the user looks for in the UI).
+
+    Parameters
+    ----------
+    dataset, method : str
+        The run's data set and method.
+    model_name : str, optional
+        The run's registry name, when it sets one.
+    """
+    return model_name or f"{dataset}-{method}"
 
 
 def ingest_run_name(names) -> str:

@@ -220,6 +220,25 @@ def test_ingest_then_train_registers_a_certified_reloadable_model(trained):
     _assert_no_temporaries(store)
 
 
+def _flow_run_name(flow_run_id):
+    from prefect import get_client
+
+    with get_client(sync_client=True) as client:
+        return client.read_flow_run(flow_run_id).name
+
+
+def test_train_run_is_named_after_the_model_it_registers(trained, dask_scheduler):
+    """The UI's run list shows DATASET-METHOD, or the run's own ``model_name``."""
+    _, train_mod, _ = _flows()
+    assert _flow_run_name(trained["flow_run_id"]) == "iris-cqs"
+    state = train_mod.train("iris", method="cqs", n_restarts=2, store=str(trained["store"]),
+                            scheduler=dask_scheduler, model_name="iris-nightly",
+                            return_state=True)
+    assert state.is_completed(), state
+    assert state.result()["version"] == "iris-nightly:v1"
+    assert _flow_run_name(state.state_details.flow_run_id) == "iris-nightly"
+
+
 def test_train_publishes_restart_table_and_summary_artifacts(trained):
     run_id = trained["flow_run_id"]
     outcome = trained["outcome"]

@@ -30,10 +30,10 @@ from catdask.pipeline.reports import (
     summary_markdown,
 )
 from catdask.pipeline.run_names import (
-    TRAIN_RUN_NAME,
     evaluate_run_name,
     ingest_run_name,
     retrain_run_name,
+    train_run_name,
 )
 from catdask.plotting import plot_category_space, plot_format
 from catdask.store import read_dataset
@@ -233,7 +233,8 @@ def test_rejected_plots_are_named_by_their_run():
 
 
 def test_flow_run_names_say_what_the_run_does():
-    assert TRAIN_RUN_NAME.format(dataset="wine", method="kcqs") == "wine-kcqs"
+    assert train_run_name("wine", "kcqs") == "wine-kcqs"
+    assert train_run_name("wine", "kcqs", "wine-nightly") == "wine-nightly"
     assert ingest_run_name(["iris", "wine"]) == "ingest-iris-wine"
     assert ingest_run_name(["a", "b", "c", "d", "e"]) == "ingest-a-b-c-and-2-more"
     night = datetime(2026, 11, 24, 2, 0, tzinfo=timezone.utc)
