@@ -75,7 +75,9 @@ def _class_block(operator, L, idx, block, keep, k=None):
             out[:, a : a + block] -= Lk @ Lk[a : a + block].T
         total = float(np.einsum("ij,ij->", out, out))
         return (out if keep else None), total, gmax
-    rows_of = getattr(operator, "class_gram_rows", None) if k is not None else None
+    rows_of = None
+    if k is not None and getattr(operator, "makes_class_gram_rows", True):
+        rows_of = getattr(operator, "class_gram_rows", None)  # slabs where the operator makes them
     if rows_of is not None and not keep:
         # Too large to hold: slabs of rows of G^_kk (n_k^2 kernel entries in all, not the
         # N n_k of columns; blobs N = 50,000, K = 5: 0.5e9 instead of 2.5e9).

@@ -33,8 +33,6 @@ class CentredGramOperator(GramOperator):
         self.total = float(self.row_sums.sum())  # 1^T G 1
         # Lanczos on the centred class block is worth it exactly when it is for the base.
         self.matvec_without_class_block = base.matvec_without_class_block
-        if not hasattr(base, "class_gram_rows"):
-            self.class_gram_rows = None  # slabs only where the base makes them
 
     @property
     def uses_tiles(self) -> bool:
@@ -84,11 +82,18 @@ class CentredGramOperator(GramOperator):
             rows += mean
         return out
 
+    @property
+    def makes_class_gram_rows(self) -> bool:
+        """Whether :meth:`class_gram_rows` works: where the base operator makes row slabs."""
+        return hasattr(self.base, "class_gram_rows")
+
     def class_gram_rows(self, k: int, start: int, stop: int) -> np.ndarray:
-        """Rows ``start:stop`` of :meth:`class_gram`, entry by entry as there."""
+        """Rows ``start:stop`` of :meth:`class_gram`, entry by entry as there (only where
+        :attr:`makes_class_gram_rows`)."""
         N = self.n_samples
         g = self.row_sums[self.classes.members(k)]
-        out = np.asarray(self.base.class_gram_rows(k, start, stop), dtype=float)
+        base_rows = getattr(self.base, "class_gram_rows")
+        out = np.asarray(base_rows(k, start, stop), dtype=np.float64)
         if out.base is not None or not (out.flags.owndata and out.flags.writeable):
             out = out.copy()
         out -= (g[start:stop, None] + g[None, :]) / N
