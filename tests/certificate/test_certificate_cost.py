@@ -24,6 +24,7 @@ from tests.certificate.test_certificate_lowrank import (
     coefficients,
     exact_features,
     gram_operator,
+    leftover_case,
     objective,
     wide_rbf_optima,
 )
@@ -98,12 +99,7 @@ def test_a_dual_point_whose_lifts_are_skipped_could_not_have_done_better():
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("origin", ["class", "global"])
 def test_class_blocks_from_class_gram_match_those_from_columns(origin, backend, monkeypatch):
-    X, y = make_blobs(n_per_class=14, n_features=3, n_classes=3, seed=4, spread=1.0)
-    op = gram_operator(X, y, make_kernel("rbf", n_features=3, gamma=0.5), origin, backend)
-    F, _ = exact_features(op, y, origin)
-    W = np.linalg.qr(np.random.default_rng(2).standard_normal((F.shape[1], 3)))[0]
-    S = np.linalg.qr(np.column_stack([W, F[:5].T]))[0]
-    L = F @ S
+    op, _, _, _, _, L = leftover_case(origin, backend)
     members = [np.asarray(op.classes.members(k)) for k in range(3)]
     whole = class_block_leftover(op, L, members, origin, block=5)
     monkeypatch.setattr(complement, "CLASS_GRAM_MAX_BYTES", 0)  # Gram columns only

@@ -57,6 +57,17 @@ def exact_features(op, y, origin):
     return F, np.stack(R)
 
 
+def leftover_case(origin, backend):
+    """A small blobs operator, its exact features F and class matrices R, an orthonormal span
+    S of 3 random axes and 5 feature rows, and L = F S: the class-block leftover's inputs."""
+    X, y = make_blobs(n_per_class=14, n_features=3, n_classes=3, seed=4, spread=1.0)
+    op = gram_operator(X, y, make_kernel("rbf", n_features=3, gamma=0.5), origin, backend)
+    F, R = exact_features(op, y, origin)
+    W = np.linalg.qr(np.random.default_rng(2).standard_normal((F.shape[1], 3)))[0]
+    S = np.linalg.qr(np.column_stack([W, F[:5].T]))[0]
+    return op, y, F, R, S, F @ S
+
+
 def polar(Y):
     U, _, Vt = np.linalg.svd(Y, full_matrices=False)
     return U @ Vt
@@ -325,12 +336,7 @@ def test_complement_norms_bound_the_explicit_complement(origin, backend):
     """Lemmas 1b and 1c against ``D_k = (I - P) R_k (I - P)`` on the exact features: both are
     upper bounds on ``||D_k||``, the spectral one equal to it up to rounding, and below the
     Frobenius one and the trace."""
-    X, y = make_blobs(n_per_class=14, n_features=3, n_classes=3, seed=4, spread=1.0)
-    op = gram_operator(X, y, make_kernel("rbf", n_features=3, gamma=0.5), origin, backend)
-    F, R = exact_features(op, y, origin)
-    W = np.linalg.qr(np.random.default_rng(2).standard_normal((F.shape[1], 3)))[0]
-    S = np.linalg.qr(np.column_stack([W, F[:5].T]))[0]
-    L = F @ S
+    op, y, F, R, S, L = leftover_case(origin, backend)
     members = [np.flatnonzero(y == k) for k in range(3)]
     frob, spec, cross = class_block_leftover(op, L, members, origin, block=5)
     P_perp = np.eye(F.shape[1]) - S @ S.T
