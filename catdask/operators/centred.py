@@ -65,20 +65,25 @@ class CentredGramOperator(GramOperator):
         return self._centre_columns(self.base.matmul(HV), axis=0)
 
     def class_gram(self, k: int) -> np.ndarray:
+        return self._centred_rows(self.base.class_gram(k), k, 0)
+
+    def _centred_rows(self, block, k: int, start: int) -> np.ndarray:
+        """Rows ``start:`` of class k's block of G (``block``) made rows of H G H's:
+        ``G_ij - (g_i + g_j) / N + 1^T G 1 / N^2``, entry by entry in that order, a slab of
+        rows at a time, in place when ``block`` is a fresh writable array of its own (else on
+        a copy: never into the base's arrays), so no temporary of the block's size (the
+        low-rank test asks for blocks of up to 128 MB)."""
         N = self.n_samples
-        idx = self.classes.members(k)
-        g = self.row_sums[idx]
-        # G_kk - (g_i + g_j) / N + 1^T G 1 / N^2, entry by entry in that order, in place on a
-        # copy of the base's block a slab of rows at a time: no temporary of the block's size
-        # (the low-rank test's class-block pass asks for blocks of up to 128 MB).
-        out = np.asarray(self.base.class_gram(k), dtype=float)
+        g = self.row_sums[self.classes.members(k)]
+        out = np.asarray(block, dtype=np.float64)
         if out.base is not None or not (out.flags.owndata and out.flags.writeable):
-            out = out.copy()  # not a fresh array of its own: never write into the base's
+            out = out.copy()
         mean = self.total / N**2
         step = max(1, _SLAB_ENTRIES // max(g.size, 1))
-        for a in range(0, g.size, step):
+        for a in range(0, out.shape[0], step):
             rows = out[a : a + step]
-            rows -= (g[a : a + step, None] + g[None, :]) / N
+            first = start + a
+            rows -= (g[first : first + rows.shape[0], None] + g[None, :]) / N
             rows += mean
         return out
 
@@ -90,15 +95,8 @@ class CentredGramOperator(GramOperator):
     def class_gram_rows(self, k: int, start: int, stop: int) -> np.ndarray:
         """Rows ``start:stop`` of :meth:`class_gram`, entry by entry as there (only where
         :attr:`makes_class_gram_rows`)."""
-        N = self.n_samples
-        g = self.row_sums[self.classes.members(k)]
         base_rows = getattr(self.base, "class_gram_rows")
-        out = np.asarray(base_rows(k, start, stop), dtype=np.float64)
-        if out.base is not None or not (out.flags.owndata and out.flags.writeable):
-            out = out.copy()
-        out -= (g[start:stop, None] + g[None, :]) / N
-        out += self.total / N**2
-        return out
+        return self._centred_rows(base_rows(k, start, stop), k, start)
 
     def class_matvec(self, k: int, V: np.ndarray) -> np.ndarray:
         # Same block as class_gram(k), applied to V: G_kk V - g_k (1^T V) / N - 1 (g_k^T V) / N
