@@ -52,8 +52,8 @@ CERTIFY_LEVELS = ("dual", "moment")
 #: all of them: on the shared 2-core machine (load average 3-5) 1000 restarts of a linear fit
 #: took 0.5 s on iris and 23 s on digits (64 features, 10 classes), 1000 kernel restarts on
 #: iris 3.3 s, so 100,000 would run for about 40 minutes on digits (extrapolated) before any
-#: certificate. Restarts are insurance (the certificate says whether the best one is global); the restart
-#: benchmark (benchmarks/restart_optima.py) maps the local optima with 50 per data set.
+#: certificate. Restarts are insurance (the certificate says whether the best one is global);
+#: the restart benchmark (benchmarks/restart_optima.py) maps the local optima with 50 per set.
 MAX_RESTARTS = 1000
 
 

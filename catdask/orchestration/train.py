@@ -233,7 +233,8 @@ def _rejection_message(summary: dict) -> str:
 
 def _train_run_name() -> str:
     p = flow_run.parameters or {}
-    return train_run_name(p.get("dataset"), p.get("method", ModelSpec.method), p.get("model_name"))
+    return train_run_name(p.get("dataset"), p.get("method", ModelSpec.method),
+                          p.get("model_name"))
 
 
 @flow(name="catdask-train", flow_run_name=_train_run_name, log_prints=True)
