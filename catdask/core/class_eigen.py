@@ -10,8 +10,8 @@ so this is K block Lanczos runs (full reorthogonalisation) that share their pass
 
 Each step may multiply a *block* of ``block`` vectors per class: a tile pass costs mostly its
 kernel evaluations (on one core, N = 20,000, class tiles in float32: 0.057 s with 1 vector,
-0.058 s with 4), while a block
-Krylov space converges at the gap to the ``block + 1``-th eigenvalue, not to the second. On the
+0.058 s with 4), while a block Krylov space converges at the gap to the ``block + 1``-th
+eigenvalue, not to the second. On the
 class-centred blocks of 5 blobs classes (top eigenvalues 27.4 and 21.8, N = 8,000) the single
 vector Lanczos took 18 passes to the Ritz residual 1e-10, a block of 4 took 9. On a Dask
 cluster a 4-column pass cost 1.3-1.45x a 1-column one (N = 24,000, 2 workers), so a block pays
