@@ -37,6 +37,7 @@ import time
 
 import numpy as np
 
+from ..core.progress import report_stage
 from .certify import certify_global_optimum, one_blas_thread
 from .complement import class_block_leftover, frobenius_leftover  # noqa: F401 (re-exported)
 from .eigen import sym
@@ -244,6 +245,8 @@ def _certify(operator, origin, A, gap_tol, full_sdp, moment, max_rank, max_bytes
         return (None, None) if details else None
     result, prev_gap = None, None
     for rounds in range(1, MAX_ROUNDS + 2):
+        report_stage(f"global-optimality test (kernel, N = {N:,}): round {rounds}, up to "
+                     f"{limit - K} landmark features")
         fac.grow(target, limit)
         result, comp, eps = _subspace_test(rounds=rounds, compressed=dict(
             full_sdp=full_sdp, moment=moment, rng=rng), **test)

@@ -126,7 +126,8 @@ def _registered_fit(args):
 
 def _fit_progress(bar, step, title):
     """Solver listener for the CLI's bar: iteration, best objective, restarts still running
-    (a live bar redraws every second; plain log lines come at most every 10 s)."""
+    (a live bar redraws every second; plain log lines come at most every 10 s), then each
+    stage of the global-optimality test (:func:`catdask.core.progress.report_stage`)."""
     import time
 
     every_seconds = 1.0 if getattr(bar, "live", False) else 10.0
@@ -140,6 +141,11 @@ def _fit_progress(bar, step, title):
         bar.update(step, f"{title}: iteration {iteration}, best objective {max(objective):.6g}, "
                          f"{int(sum(active))}/{len(active)} restarts running")
 
+    def stage(text):
+        last[0] = time.monotonic()  # the stage's line stays up as long as an iteration's
+        bar.update(step, f"{title}: {text}")
+
+    update.stage = stage  # type: ignore[attr-defined]
     return update
 
 

@@ -31,6 +31,7 @@ import numpy as np
 
 from .precision import FLOAT64, PrecisionSchedule
 from .problems import KernelPoint, KernelState
+from .progress import report_stage
 
 __all__ = ["SolverOptions", "Starts", "Certifier", "FitResult", "RestartCertification",
            "fit_restarts", "choose_restart", "certify_restarts", "ties_with", "TIE_RTOL",
@@ -322,6 +323,7 @@ def _certify_point(restarts, best_index, point, certifier, *, moment=False):
     if not certifier.applies:
         cert = certifier.certify(None)
         return tuple(cert for _ in restarts)
+    report_stage(f"testing restart {best_index} (the best) for global optimality")
     reference = certifier.certify(point, full_sdp="auto", moment=moment)
     top = max(r.objective for r in restarts)
     out = []

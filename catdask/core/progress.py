@@ -12,7 +12,7 @@ import contextlib
 import contextvars
 
 __all__ = ["solver_progress", "current_solver_callback", "watch_solvers", "quiet_solvers",
-           "CONSOLE_NOTE", "CONSOLE_REPEATED"]
+           "report_stage", "CONSOLE_NOTE", "CONSOLE_REPEATED"]
 
 #: A run log record with ``extra={CONSOLE_NOTE: True}`` is also shown on the CLI's quiet
 #: console, as one of the command's own lines (e.g. where the Dask dashboard is while a fit
@@ -36,6 +36,7 @@ def solver_progress(callback):
     callback : callable or None
         ``callback(iteration, objective, step, active)`` after every iteration of the batch
         of restarts, with arrays over all restarts (see :func:`catdask.core.solver.solve`).
+        A callback with a ``stage(text)`` attribute also hears :func:`report_stage`.
     """
     token = _SOLVER_CALLBACK.set(callback)
     try:
@@ -92,3 +93,26 @@ def current_solver_callback():
             listener(*args)
 
     return notify
+
+
+def report_stage(text):
+    """Tell the current listeners that a long stage after the solver loops began or moved on.
+
+    The global-optimality test runs after the last solver iteration and can take minutes (the
+    moment relaxation: about a minute on a 19-feature set); without a word from it, a CLI line
+    would keep saying "iteration 1, 8/8 restarts running" all that time. Listeners (those of
+    :func:`solver_progress` and :func:`watch_solvers`) that have a ``stage(text)`` attribute
+    get ``text``; the others, and every listener inside :func:`quiet_solvers`, get nothing.
+
+    Parameters
+    ----------
+    text : str
+        What is running now, in a few words (e.g. "global-optimality test: moment
+        relaxation, 300 SCS iterations").
+    """
+    if _QUIET.get():
+        return
+    for listener in (_SOLVER_CALLBACK.get(), *_WATCHERS):
+        stage = getattr(listener, "stage", None)
+        if stage is not None:
+            stage(text)

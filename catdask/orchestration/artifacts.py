@@ -110,6 +110,13 @@ class SolverProgress:
             self._publish(100.0 * (n_restarts - n_active) / n_restarts, text)
             self.last_update = now
 
+    def stage(self, text):
+        """A stage after the solver loops (the global-optimality test): one log line, and the
+        artifact's description when there is one (:func:`catdask.core.progress.report_stage`)."""
+        self.logger.info(text)
+        if self.artifact_id is not None:
+            self._publish(100.0, text)
+
     def _publish(self, percent, text):
         if self.artifact_failed:
             return

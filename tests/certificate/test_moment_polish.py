@@ -113,3 +113,30 @@ def test_polish_at_a_wrong_point_still_bounds_rigorously():
     gap, bound, data, rounds = polish(ident, start, f_vec, slackness_system(ident, Y), prove,
                                       target=1e-6)
     assert seen and min(seen) >= f and gap >= 0
+
+
+def test_the_staged_solve_reports_its_size_and_each_stage(early_stages):
+    """A moment solve can take minutes: listeners hear its size first, then each SCS stage's
+    iterations and the gap the polish proved (catdask.core.progress.report_stage)."""
+    from catdask.core.progress import solver_progress
+
+    class Listener:
+        def __init__(self):
+            self.stages = []
+
+        def __call__(self, *args):
+            pass
+
+        def stage(self, text):
+            self.stages.append(text)
+
+    R = _competing_classes(376)
+    _, W = _best_local_optimum(R, seed=376)
+    listener = Listener()
+    with solver_progress(listener):
+        mb = moment_relaxation_bound(R, W=W, target_gap=1e-6)
+    assert listener.stages[0].startswith(
+        f"global-optimality test: level-2 moment relaxation, {mb.n_moments:,} moments, "
+        f"largest PSD block {max(mb.block_sizes)}")
+    assert listener.stages[-1].startswith(
+        f"global-optimality test: moment relaxation, {mb.iterations} SCS iterations, proved gap")

@@ -598,6 +598,7 @@ def test_console_script_train(iris_store, tmp_path, prefect_env, dask_scheduler)
     assert all(line.startswith("catdask train: train cqs on iris")
                for line in lines if line not in watch), lines
     assert any(": iteration 1, best objective" in line for line in lines), lines  # solver
+    assert any(line.endswith("(the best) for global optimality ...") for line in lines), lines
     assert "done in" in lines[-1] and "certified" in lines[-1]
 
     _, meta = load_model_version(iris_store, "iris-cqs")

@@ -5,7 +5,7 @@ import threading
 import numpy as np
 
 from catdask import CategorySpace
-from catdask.core.progress import solver_progress, watch_solvers
+from catdask.core.progress import quiet_solvers, report_stage, solver_progress, watch_solvers
 
 from tests.helpers.data import make_blobs
 
@@ -30,3 +30,37 @@ def test_watchers_see_fits_in_other_threads_and_context_listeners_only_their_own
     watched.clear()
     CategorySpace(n_restarts=1, random_state=0).fit(X, y)
     assert watched == []  # the watcher is gone after its block
+
+
+class _Listener:
+    """A listener with a ``stage`` attribute, as the CLI's and the flow task's are."""
+
+    def __init__(self):
+        self.iterations, self.stages = [], []
+
+    def __call__(self, iteration, objective, step, active):
+        self.iterations.append(iteration)
+
+    def stage(self, text):
+        self.stages.append((len(self.iterations), text))
+
+
+def test_the_test_after_the_last_iteration_is_announced_as_a_stage():
+    """The global-optimality test runs after the solver loops; a listener hears that it began
+    (not a stale "restarts running"), and only after the last iteration."""
+    X, y = make_blobs(seed=3)
+    listener = _Listener()
+    with solver_progress(listener):
+        est = CategorySpace(n_restarts=3, random_state=0, certify_at="fit").fit(X, y)
+    assert [t for _, t in listener.stages] == [
+        f"testing restart {est.best_restart_} (the best) for global optimality"]
+    assert listener.stages[0][0] == len(listener.iterations)  # after every iteration
+
+
+def test_stages_reach_only_listeners_that_take_them_and_none_when_quiet():
+    plain_seen, listener = [], _Listener()
+    with watch_solvers(lambda *a: plain_seen.append(a)), solver_progress(listener):
+        report_stage("a stage")  # the plain callable has no stage(): nothing, no error
+        with quiet_solvers():
+            report_stage("a fold's stage")
+    assert listener.stages == [(0, "a stage")] and plain_seen == []

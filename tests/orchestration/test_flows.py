@@ -967,6 +967,10 @@ def test_solver_progress_throttles_logs_and_artifact_updates(monkeypatch):
                      ("update", 100.0)]
     reporter(1, objective, None, np.array([True, True]))  # a second solver loop
     assert log.lines[-1].startswith("solver loop 2, iteration 1")
+    n_calls = len(calls)
+    reporter.stage("testing restart 1 (the best) for global optimality")  # report_stage
+    assert log.lines[-1] == "testing restart 1 (the best) for global optimality"
+    assert calls[n_calls:] == [("update", 100.0)]
 
     def broken(*a, **k):
         raise ConnectionError("API gone")
