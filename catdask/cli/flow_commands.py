@@ -187,9 +187,13 @@ def cmd_train(args) -> int:
                else f" (optimality gap <= {result['gap']:.3g})")
         if result.get("max_gap") is not None and result["gap"] is not None:
             gap = gap[:-1] + f" > --max-gap {result['max_gap']:.3g})"
+        # The linear test's strongest level is opt-in (slower); say so where it may prove W.
+        moment = ("; --certify moment tries the level-2 moment relaxation, which may prove it "
+                  "(slower: minutes at tens of features)"
+                  if args.method == "cqs" and args.certify != "moment" and result["gap"] else "")
         print(f"not registered: {result['status']}{gap}; pass --max-gap GAP to register it "
               "when its gap is at most GAP, or --allow-uncertified to register it marked as "
-              "uncertified", file=sys.stderr)
+              f"uncertified{moment}", file=sys.stderr)
         return EXIT_UNCERTIFIED
     return EXIT_OK
 

@@ -308,6 +308,7 @@ def test_uncertified_model_exit_4_unless_allowed(capsys, iris_store, flows_env):
     assert code == EXIT_UNCERTIFIED, err
     assert json.loads(out)["max_gap"] == 1e-4
     assert "optimality gap <= 0.00164 > --max-gap 0.0001" in err
+    assert "--certify moment tries the level-2 moment relaxation" in err
     assert list_models(iris_store) == []
 
     # At or above the gap it registers, recording why and under which policy.
@@ -330,6 +331,12 @@ def test_uncertified_model_exit_4_unless_allowed(capsys, iris_store, flows_env):
     assert json.loads(out)["version"] == "wine-cqs:v2"
     _, meta = load_model_version(iris_store, "wine-cqs")
     assert meta["registration_status"] == "uncertified-allowed"
+
+    # What the rejection suggests: the moment relaxation proves this optimum.
+    code, out, err = run_cli(capsys, *args, "--certify", "moment")
+    assert code == EXIT_OK, err
+    result = json.loads(out)
+    assert (result["version"], result["status"]) == ("wine-cqs:v3", "certified")
 
 
 def test_max_gap_applies_only_to_quadratic_methods(capsys, iris_store):
