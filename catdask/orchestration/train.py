@@ -219,16 +219,19 @@ def publish_reports(store: str | None, outcome, version: str | None, status: str
     return str(path)
 
 
-def _rejection_message(summary: dict) -> str:
+def _rejection_message(summary: dict, certify: str = ModelSpec.certify) -> str:
     # CAS has no test at all (its certificate is "not applicable"): say that, not "gap unknown".
     why = (summary["why_not_certified"] if summary["gap"] is None
            else f"optimality gap <= {summary['gap']:.3g}")
     if summary.get("max_gap") is not None and summary["gap"] is not None:
         why += f" > max_gap = {summary['max_gap']:.3g}"
+    # The linear test's strongest level is opt-in (slower); say so where it may prove W.
+    moment = ("; certify=moment tries the level-2 moment relaxation, which may prove it"
+              if summary["method"] == "cqs" and certify != "moment" and summary["gap"] else "")
     return (f"rejected: {summary['dataset']} {summary['method']} not certified "
             f"({why}); nothing registered "
             "(max_gap=G registers it when its gap is at most G; allow_uncertified=True "
-            "whatever the gap, marked as uncertified)")
+            f"whatever the gap, marked as uncertified{moment})")
 
 
 def _train_run_name() -> str:
@@ -326,7 +329,7 @@ def train(
     emit_model_event(summary, model_name, dataset_sha256=outcome.dataset_sha256,
                      snapshot=outcome.dataset_snapshot, spec=spec.to_dict(), store=store)
     if version is None:
-        message = _rejection_message(summary)
+        message = _rejection_message(summary, certify)
         get_run_logger().warning(message, extra={CONSOLE_REPEATED: True})
         return Failed(name=REJECTED_STATE_NAME, message=message,
                       data=ModelRejectedError(message, summary))

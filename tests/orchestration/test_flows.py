@@ -446,6 +446,7 @@ def test_uncertified_model_is_rejected_unless_allowed(iris_store, dask_scheduler
     assert state.message.startswith(
         "rejected: wine cqs not certified (optimality gap <= 0.00164); nothing registered"), \
         state.message
+    assert "certify=moment tries the level-2 moment relaxation" in state.message
     run_id = state.state_details.flow_run_id
     with pytest.raises(train_mod.ModelRejectedError) as info:
         state.result()
