@@ -13,12 +13,13 @@ one run to the next.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
-from .certify import certify_global_optimum
+from .certify import certify_global_optimum, moment_hint
 from .kernel import certify_kernel_axes
 from .record import Certificate, not_applicable
 
@@ -48,8 +49,13 @@ class LinearCertifier:
     def certify(self, W, *, full_sdp="auto", moment=False) -> Certificate:
         if self.class_matrices is None:
             return not_applicable(self.unavailable)
-        return certify_global_optimum(self.class_matrices, W, full_sdp=full_sdp, moment=moment,
+        cert = certify_global_optimum(self.class_matrices, W, full_sdp=full_sdp, moment=moment,
                                       rng=CERTIFIER_SEED)
+        if cert.certified or moment or not np.isfinite(cert.gap):
+            return cert
+        # The strongest level is opt-in (minutes at tens of features): say where it may prove W.
+        hint = moment_hint(self.class_matrices)
+        return dataclasses.replace(cert, reason=f"{cert.reason}; {hint}") if hint else cert
 
 
 @dataclass(frozen=True)

@@ -183,6 +183,8 @@ def cmd_train(args) -> int:
                        f"{result['status']}{cached})")
     print_json(result)
     if result["version"] is None:
+        from catdask.certificate.certify import MOMENT_HINT
+
         gap = (f" ({result['why_not_certified']})" if result["gap"] is None
                else f" (optimality gap <= {result['gap']:.3g})")
         if result.get("max_gap") is not None and result["gap"] is not None:
@@ -190,7 +192,7 @@ def cmd_train(args) -> int:
         # The linear test's strongest level is opt-in (slower); say so where it may prove W.
         moment = ("; --certify moment tries the level-2 moment relaxation, which may prove it "
                   "(slower: minutes at tens of features)"
-                  if args.method == "cqs" and args.certify != "moment" and result["gap"] else "")
+                  if MOMENT_HINT in (result["why_not_certified"] or "") else "")
         print(f"not registered: {result['status']}{gap}; pass --max-gap GAP to register it "
               "when its gap is at most GAP, or --allow-uncertified to register it marked as "
               f"uncertified{moment}", file=sys.stderr)

@@ -36,6 +36,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.runtime import flow_run
 from prefect.states import Completed, Failed
 
+from ..certificate.certify import MOMENT_HINT
 from ..distributed.cluster import dask_client_context
 from ..errors import CatdaskError, DatasetNotFoundError
 from ..method_names import METHOD_NAMES
@@ -219,7 +220,7 @@ def publish_reports(store: str | None, outcome, version: str | None, status: str
     return str(path)
 
 
-def _rejection_message(summary: dict, certify: str = ModelSpec.certify) -> str:
+def _rejection_message(summary: dict) -> str:
     # CAS has no test at all (its certificate is "not applicable"): say that, not "gap unknown".
     why = (summary["why_not_certified"] if summary["gap"] is None
            else f"optimality gap <= {summary['gap']:.3g}")
@@ -227,7 +228,7 @@ def _rejection_message(summary: dict, certify: str = ModelSpec.certify) -> str:
         why += f" > max_gap = {summary['max_gap']:.3g}"
     # The linear test's strongest level is opt-in (slower); say so where it may prove W.
     moment = ("; certify=moment tries the level-2 moment relaxation, which may prove it"
-              if summary["method"] == "cqs" and certify != "moment" and summary["gap"] else "")
+              if MOMENT_HINT in (summary["why_not_certified"] or "") else "")
     return (f"rejected: {summary['dataset']} {summary['method']} not certified "
             f"({why}); nothing registered "
             "(max_gap=G registers it when its gap is at most G; allow_uncertified=True "
@@ -329,7 +330,7 @@ def train(
     emit_model_event(summary, model_name, dataset_sha256=outcome.dataset_sha256,
                      snapshot=outcome.dataset_snapshot, spec=spec.to_dict(), store=store)
     if version is None:
-        message = _rejection_message(summary, certify)
+        message = _rejection_message(summary)
         get_run_logger().warning(message, extra={CONSOLE_REPEATED: True})
         return Failed(name=REJECTED_STATE_NAME, message=message,
                       data=ModelRejectedError(message, summary))

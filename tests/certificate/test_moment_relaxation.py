@@ -348,3 +348,26 @@ def test_bound_is_valid_whatever_the_solver_scale(scale):
     best, W = _best_local_optimum(R, starts=20)
     mb = moment_relaxation_bound(R, W=W, scs_options={"scale": scale}, max_iters=400)
     assert mb.upper_bound >= best * (1 - 1e-12)
+
+
+def test_the_sdp_dual_level_says_when_the_moment_level_may_prove_w():
+    """A linear fit the SDP dual does not certify says so where the opt-in moment level would
+    run (its size), and not where the size guard would refuse it; with the moment level on, W
+    is proved and there is nothing to suggest."""
+    from catdask.certificate.certifiers import LinearCertifier
+    from catdask.certificate.certify import MOMENT_HINT, moment_hint
+
+    R = _competing_classes(376)  # D = 4, K = 2: the SDP dual leaves a gap of 6.7e-6
+    _, W = _best_local_optimum(R, seed=376)
+    size = moment_relaxation_size(R)
+    dual = LinearCertifier(R).certify(W)
+    assert not dual.certified
+    assert dual.reason.endswith(
+        f"the level-2 moment relaxation ({MOMENT_HINT}: {size['n_moments']:,} moments, "
+        f"largest PSD block {size['largest_block']}) may prove it")
+    proved = LinearCertifier(R).certify(W, moment=True)
+    assert proved.certified and MOMENT_HINT not in proved.reason
+    rng = np.random.default_rng(0)
+    wide = np.stack([a @ a.T for a in rng.standard_normal((5, 50, 60))])  # block 6,376 > 800
+    assert moment_hint(wide) == ""
+    assert moment_hint(np.zeros((10, 784, 784))) == ""  # no eigendecomposition at this size
