@@ -270,13 +270,16 @@ def test_certify_moment_without_scs_says_what_to_install(capsys, iris_store, mon
     assert sorted(p.name for p in iris_store.iterdir()) == ["datasets"]
 
 
-@pytest.mark.parametrize("command, shown", [("train", False), ("demo", False),
-                                            ("evaluate", True)])
-def test_the_train_console_leaves_off_the_flows_repeat_of_its_own_line(command, shown):
+@pytest.mark.parametrize("command, verbose, shown", [
+    ("train", False, False), ("demo", False, False), ("evaluate", False, False),
+    ("ingest", False, False), ("train", True, True)])
+def test_the_console_leaves_off_the_flows_repeat_of_its_own_line(command, verbose, shown):
     """A rejected model printed the flow's warning ("2026-11-26 14:24:31,883 prefect.flow_runs
     rejected: ... (max_gap=G ...; allow_uncertified=True ...)") right above the command's own
-    "not registered: ... pass --max-gap GAP ..." line. In a fresh process: pytest's own
-    handlers on the root logger would make the CLI's logging set-up a no-op here."""
+    "not registered: ... pass --max-gap GAP ..." line; a flow's one-line error (a misspelt
+    name) would likewise precede "catdask ingest: error: ...", for every flow command. With
+    -v everything is shown. In a fresh process: pytest's own handlers on the root logger would
+    make the CLI's logging set-up a no-op here."""
     import subprocess
     import sys
 
@@ -284,7 +287,7 @@ def test_the_train_console_leaves_off_the_flows_repeat_of_its_own_line(command, 
         "import logging\n"
         "from catdask.cli.main import _configure_logging\n"
         "from catdask.core.progress import CONSOLE_REPEATED\n"
-        f"_configure_logging(False, {command!r})\n"
+        f"_configure_logging({verbose!r}, {command!r})\n"
         "log = logging.getLogger('prefect.flow_runs')\n"
         "log.warning('repeated line', extra={CONSOLE_REPEATED: True})\n"
         "log.warning('other warning')\n"
