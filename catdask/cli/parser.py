@@ -36,11 +36,13 @@ SOURCE_DIR_HELP = ("folder with the original UCI files, flat or one subfolder pe
 
 
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    """Shows each option's default, except where it is None or a flag's False (the help text
-    says what happens then), and keeps the exit-code table's line breaks."""
+    """Shows each option's default, except where it is None or a flag's False, or where the
+    help text says it already (was: "(default: catdask) (default: catdask)"), and keeps the
+    exit-code table's line breaks."""
 
     def _get_help_string(self, action):
-        if action.default is None or action.default is False or action.default is argparse.SUPPRESS:
+        if (action.default is None or action.default is False
+                or action.default is argparse.SUPPRESS or "(default:" in (action.help or "")):
             return action.help
         return super()._get_help_string(action)
 

@@ -244,6 +244,10 @@ def test_the_default_store_may_be_missing_and_is_named(capsys, tmp_path):
     code, _, err = run_cli(capsys, "models", "show", "iris-cqs")
     assert code == EXIT_INPUT
     assert f"No model 'iris-cqs': the store {default} does not exist yet" in err
+    code, out, err = run_cli(capsys, "check")  # was: "error: store ... does not exist"
+    assert code == EXIT_INPUT and out == ""
+    assert err.splitlines() == [f"catdask check: error: store {default} does not exist yet, so "
+                                "there is nothing to check (`catdask ingest` creates it)"]
     assert not default.exists()
 
 
@@ -544,6 +548,13 @@ def test_check_verifies_the_store_and_cleans_up(capsys, tmp_path, iris_store):
     assert code == EXIT_INPUT and "2 problem(s)" in err  # model v1 and the data set remain
     assert "removed" in out and not leftover.exists()
     assert chunk.exists()  # damaged data is reported, never deleted
+    # Each damaged entry is one row, its problem with its severity (was: the entry's row, and
+    # the same message again as a problem row).
+    from catdask.cli.store_commands import check_rows
+    from catdask.store import check_store
+
+    errors = [r for r in check_rows(check_store(iris_store)) if r["status"].startswith("error")]
+    assert sorted(r["name"] for r in errors) == ["iris", "iris-cqs:v1"], errors
 
 
 def test_gc_keeps_snapshots_models_were_trained_on(capsys, tmp_path):
@@ -1126,6 +1137,9 @@ def test_every_option_has_help_and_the_epilog_lists_exit_codes(capsys):
                 subparsers += action.choices.values()
             elif not isinstance(action, argparse._HelpAction):
                 assert action.help, (p.prog, action.dest)
+                # Was: "MLflow experiment (default: catdask) (default: catdask)".
+                shown = p._get_formatter()._get_help_string(action)
+                assert shown.count("(default:") <= 1, (p.prog, action.dest, shown)
     with pytest.raises(SystemExit):
         main(["--help"])
     out = capsys.readouterr().out
