@@ -69,8 +69,15 @@ def require_store(store) -> Path:
 
 
 def missing_store_note(root: Path) -> str:
-    """``" (it does not exist yet; ...)"`` when ``root`` is missing, else ``""``."""
-    return "" if root.exists() else " (it does not exist yet; `catdask ingest` creates it)"
+    """``" (it does not exist yet; ...)"`` when ``root`` is missing, a note when it is a folder
+    that holds no store (a mistyped ``--store`` that names an existing folder: was only "no
+    models in /home/me"), else ``""``."""
+    if not root.exists():
+        return " (it does not exist yet; `catdask ingest` creates it)"
+    if not (root / "datasets").is_dir() and not (root / "models").is_dir():
+        return (" (no catdask store there yet: the folder holds no datasets/ or models/; check "
+                "--store / $CATDASK_STORE, or `catdask ingest` creates one)")
+    return ""
 
 
 def check_registered_model(store, name: str) -> None:
