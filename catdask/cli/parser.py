@@ -208,7 +208,7 @@ def _store_commands(sub):
                         "are protected by their locks anyway)")
     s = _add(sub, "gc", "remove data-set snapshots no model version and no reader refers to")
     s.add_argument("--dry-run", action="store_true", help="only list what would be removed")
-    s.add_argument("--keep-last", type=int, default=0, metavar="N",
+    s.add_argument("--keep-last", type=non_negative_int, default=0, metavar="N",
                    help="also keep the N snapshots before the current one")
     s = _add(sub, "models", "list, show or compare registered models")
     msub = s.add_subparsers(dest="models_cmd", required=True)

@@ -131,6 +131,10 @@ def run_cli(capsys, *args):
      "(see `catdask train --help`)"),
     (["ingest", "iris", "--down"], "catdask ingest: error: unrecognized arguments: --down"),
     (["models", "show", "iris-cqs", "--jsn"], "catdask models show: error: unrecognized"),
+    # Was: serve started, then "OverflowError: bind(): port must be 0-65535", exit 1.
+    (["serve", "--port", "99999"], "argument --port: must be at most 65535, got 99999"),
+    (["serve", "--dask-dashboard-port", "70000"], "must be at most 65535"),
+    (["gc", "--keep-last", "-1"], "argument --keep-last: must be >= 0, got -1"),
 ])
 def test_usage_errors_exit_2(capsys, args, expect):
     code, out, err = run_cli(capsys, *args)
