@@ -28,6 +28,8 @@ import contextlib
 import functools
 import inspect
 import logging
+import os
+import sys
 import typing
 
 from prefect import get_run_logger
@@ -37,8 +39,8 @@ from prefect.states import Failed
 from ..core.progress import CONSOLE_REPEATED
 from ..errors import CatdaskError, ParameterError
 
-__all__ = ["fails_plainly", "parameter_checks", "NoForeseenTracebacks", "FORESEEN_ERRORS",
-           "PREFECT_RUN_LOGGERS"]
+__all__ = ["fails_plainly", "parameter_checks", "run_as_script", "NoForeseenTracebacks",
+           "FORESEEN_ERRORS", "PREFECT_RUN_LOGGERS"]
 
 #: The errors a flow run reports in one line: catdask's own, whose messages say what is wrong.
 FORESEEN_ERRORS = (CatdaskError,)
@@ -121,3 +123,14 @@ def fails_plainly(fn):
         return_annotation=hints.get("return", signature.return_annotation))
     run.__annotations__ = hints
     return run
+
+
+def run_as_script(flow, *args, **kwargs) -> None:
+    """``python flows/train.py iris``: run ``flow``, print its result; a foreseen error is one
+    line on stderr and exit code 3, as ``catdask`` says it (was: the run's logs, then
+    Python's traceback of the raised error)."""
+    try:
+        print(flow(*args, **kwargs))
+    except FORESEEN_ERRORS as exc:
+        print(f"{os.path.basename(sys.argv[0])}: error: {exc}", file=sys.stderr)
+        raise SystemExit(3) from None

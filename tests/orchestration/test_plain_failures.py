@@ -129,3 +129,25 @@ def test_parameter_checks_turn_value_errors_into_parameter_errors():
     with pytest.raises(TypeError):
         with parameter_checks():
             raise TypeError("a bug")
+
+
+def test_a_flow_script_says_a_foreseen_error_in_one_line(capsys, monkeypatch):
+    """``python flows/train.py irs`` ended in Python's traceback of the raised error."""
+    from catdask.orchestration.input_errors import run_as_script
+
+    def missing(name):
+        raise DatasetNotFoundError(f"No data set {name!r} in store s (stored: iris)")
+
+    def buggy():
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(sys, "argv", ["flows/train.py", "irs"])
+    with pytest.raises(SystemExit) as info:
+        run_as_script(missing, "irs")
+    assert info.value.code == 3
+    assert capsys.readouterr().err.splitlines() == [
+        "train.py: error: No data set 'irs' in store s (stored: iris)"]
+    with pytest.raises(RuntimeError):  # a bug: its traceback
+        run_as_script(buggy)
+    run_as_script(lambda: {"version": "iris-cqs:v1"})
+    assert capsys.readouterr().out == "{'version': 'iris-cqs:v1'}\n"
