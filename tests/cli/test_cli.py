@@ -96,7 +96,13 @@ def run_cli(capsys, *args):
     (["train"], "required: dataset"),
     (["train", "iris", "--method", "nope"], "invalid choice: 'nope'"),
     (["train", "iris", "--restarts", "many"], "invalid int value"),
-    (["models"], "required: models_cmd"),
+    (["models"], "catdask models: error: the following arguments are required: "
+                 "{list,show,compare}"),
+    # A misspelt option before the command (was: "invalid choice: 'x'", "required: command").
+    (["--stroe", "x", "models", "list"],
+     "catdask: error: unrecognized arguments: --stroe; did you mean '--store'?"),
+    (["--verbos"], "catdask: error: unrecognized arguments: --verbos; did you mean '--verbose'?"),
+    (["-x", "models", "list"], "catdask: error: unrecognized arguments: -x (see"),
     (["models", "compare", "iris-cqs", "1"], "required: v2"),
     (["models", "compare", "iris-cqs:1", "wine-cqs:2"], "two versions of one model"),
     (["train", "iris", "--restarts", "0"], "argument --restarts: must be >= 1, got 0"),
