@@ -202,7 +202,7 @@ def test_bad_paths_exit_3(capsys, tmp_path, iris_store):
     a_file.write_text("x")
     code, _, err = run_cli(capsys, "--store", a_file, "datasets")
     assert code == EXIT_INPUT, (code, err)
-    assert "not a directory" in err and str(a_file) in err
+    assert "is a file, not a folder" in err and str(a_file) in err
 
     code, _, err = run_cli(capsys, "ingest", "--file", tmp_path / "missing.csv", "--name", "m",
                            "--label-column", "0", "--store", tmp_path / "store2")
