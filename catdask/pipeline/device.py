@@ -82,8 +82,8 @@ def device_placement(device, client) -> str | None:
         if client is None:
             raise ParameterError(str(exc)) from exc
         # A deployment run names no CLI option: say why the device was needed here.
-        raise ParameterError(f"the Dask cluster has no worker declaring the {GPU_RESOURCE} resource "
-                         f"(start them with `dask worker SCHEDULER --resources {GPU_RESOURCE}=1`, "
-                         f"deploy/gpu-cluster.md), so the products would run in this process: "
-                         f"{exc}") from None
+        raise ParameterError(
+            f"the Dask cluster has no worker declaring the {GPU_RESOURCE} resource (start them "
+            f"with `dask worker SCHEDULER --resources {GPU_RESOURCE}=1`, deploy/gpu-cluster.md), "
+            f"so the products would run in this process: {exc}") from None
     return HOST

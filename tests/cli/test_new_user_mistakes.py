@@ -309,7 +309,8 @@ def test_a_store_folder_that_cannot_be_created_is_named(capsys, tmp_path):
     assert code == EXIT_INPUT and out == "", err
     (line,) = err.splitlines()
     assert line.startswith(f"catdask ingest: error: cannot create Prefect's home folder "
-                           f"{store}/.prefect (in the store: check --store / $CATDASK_STORE): "), line
+                           f"{store}/.prefect (in the store: check --store / "
+                           "$CATDASK_STORE): "), line
 
 
 def test_a_store_that_is_a_file_or_a_folder_holding_no_store_is_said_so(capsys, tmp_path):
