@@ -89,7 +89,8 @@ class _Parser(argparse.ArgumentParser):
                 options = [o for o in known if o.startswith("--")]
                 self.error(f"unrecognized arguments: {args[i]}"
                            + (did_you_mean(name, options) if name.startswith("--") else ""))
-            i += 1 if "=" in args[i] or action.nargs == 0 else 2
+            else:
+                i += 1 if "=" in args[i] or action.nargs == 0 else 2
 
     def _check_value(self, action, value):
         """As argparse, plus the closest choice for a misspelt one (``catdask trian``: "did
