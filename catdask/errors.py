@@ -26,6 +26,7 @@ __all__ = [
     "ServiceStartError",
     "ServiceLostError",
     "SchedulerConnectionError",
+    "ParameterError",
 ]
 
 
@@ -175,6 +176,11 @@ class ServiceLostError(CatdaskError, OSError):
 class SchedulerConnectionError(CatdaskError, ConnectionError):
     """The Dask scheduler the user named (``--scheduler``, ``$CATDASK_SCHEDULER``) did not
     answer as a Dask scheduler. Not retried by the flows: the address is the user's to fix."""
+
+
+class ParameterError(CatdaskError, ValueError):
+    """A flow run's parameter that the flow refuses (out of range, or one the method does not
+    take), found by the flow's own checks before it reads data or starts a cluster."""
 
 
 #: Failures a retry cannot fix: bad names and parameters, missing, unparseable or damaged

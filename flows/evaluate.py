@@ -9,4 +9,6 @@ from catdask.orchestration.evaluate import evaluate
 __all__ = ["evaluate"]
 
 if __name__ == "__main__":
-    print(evaluate(quick=True))
+    from catdask.orchestration.input_errors import run_as_script
+
+    run_as_script(evaluate, quick=True)

@@ -11,4 +11,6 @@ from catdask.orchestration.ingest import ingest
 __all__ = ["ingest"]
 
 if __name__ == "__main__":
-    print(ingest(sys.argv[1:] or ["iris", "wine"]))
+    from catdask.orchestration.input_errors import run_as_script
+
+    run_as_script(ingest, sys.argv[1:] or ["iris", "wine"])

@@ -11,4 +11,6 @@ from catdask.orchestration.train import retrain_registered, run_train, train
 __all__ = ["train", "retrain_registered"]
 
 if __name__ == "__main__":
-    print(run_train(dataset=sys.argv[1] if len(sys.argv) > 1 else "iris"))
+    from catdask.orchestration.input_errors import run_as_script
+
+    run_as_script(run_train, dataset=sys.argv[1] if len(sys.argv) > 1 else "iris")

@@ -69,8 +69,15 @@ def require_store(store) -> Path:
 
 
 def missing_store_note(root: Path) -> str:
-    """``" (it does not exist yet; ...)"`` when ``root`` is missing, else ``""``."""
-    return "" if root.exists() else " (it does not exist yet; `catdask ingest` creates it)"
+    """``" (it does not exist yet; ...)"`` when ``root`` is missing, a note when it is a folder
+    that holds no store (a mistyped ``--store`` that names an existing folder: was only "no
+    models in /home/me"), else ``""``."""
+    if not root.exists():
+        return " (it does not exist yet; `catdask ingest` creates it)"
+    if not (root / "datasets").is_dir() and not (root / "models").is_dir():
+        return (" (no catdask store there yet: the folder holds no datasets/ or models/; check "
+                "--store / $CATDASK_STORE, or `catdask ingest` creates one)")
+    return ""
 
 
 def check_registered_model(store, name: str) -> None:
@@ -458,5 +465,6 @@ positive_float = _argtype(float, 0.0, strict=True)
 non_negative_float = _argtype(float, 0.0)
 #: Cross-validation splits: an integer >= 2.
 split_count = _argtype(int, 2)
-#: A TCP port.
-port_number = _argtype(int, 0)
+#: A TCP port: 0 (any free one) to 65535 (was: --port 99999 started serve, then failed with
+#: "OverflowError: bind(): port must be 0-65535", exit 1).
+port_number = _argtype(int, 0, maximum=65535)

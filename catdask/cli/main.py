@@ -84,9 +84,10 @@ def _configure_logging(verbose: bool, command: str = "") -> None:
     runtime.show_tracebacks = verbose
     console = logging.StreamHandler()
     console.setLevel(logging.NOTSET if verbose else logging.WARNING)
-    if not verbose and command in ("train", "demo"):
-        # The flow's "rejected: ... (max_gap=G ...)" warning, timestamped, right above the
-        # command's own "not registered: ... pass --max-gap GAP ..." line.
+    if not verbose:
+        # What the command reports in its own words: the flow's "rejected: ... (max_gap=G
+        # ...)" warning (train, demo: "not registered: ... pass --max-gap GAP ..."), and a
+        # flow's one-line error (every flow command: "catdask ingest: error: ...").
         console.addFilter(lambda record: not getattr(record, CONSOLE_REPEATED, False))
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(name)s %(message)s", handlers=[console])

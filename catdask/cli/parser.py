@@ -36,11 +36,13 @@ SOURCE_DIR_HELP = ("folder with the original UCI files, flat or one subfolder pe
 
 
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    """Shows each option's default, except where it is None or a flag's False (the help text
-    says what happens then), and keeps the exit-code table's line breaks."""
+    """Shows each option's default, except where it is None or a flag's False, or where the
+    help text says it already (was: "(default: catdask) (default: catdask)"), and keeps the
+    exit-code table's line breaks."""
 
     def _get_help_string(self, action):
-        if action.default is None or action.default is False or action.default is argparse.SUPPRESS:
+        if (action.default is None or action.default is False
+                or action.default is argparse.SUPPRESS or "(default:" in (action.help or "")):
             return action.help
         return super()._get_help_string(action)
 
@@ -62,6 +64,8 @@ class _Parser(argparse.ArgumentParser):
         """As argparse, but an unknown option is reported by the command it was given to
         (``catdask train: error: unrecognized arguments: --restart 3``), whose ``--help``
         lists the right ones; argparse reports it as the top-level parser's."""
+        args = sys.argv[1:] if args is None else [str(a) for a in args]
+        self._check_leading_options(args)
         namespace, extras = self.parse_known_args(args, namespace)
         if extras:
             command = self._innermost_command(namespace)
@@ -71,6 +75,22 @@ class _Parser(argparse.ArgumentParser):
             command.error("unrecognized arguments: " + " ".join(extras)
                           + next((h for h in hints if h), ""))
         return namespace
+
+    def _check_leading_options(self, args):
+        """Options before the command must be this parser's own. Was: ``catdask --stroe x
+        models list`` took ``x`` for the command ("invalid choice: 'x'"), and ``catdask
+        --verbos`` said only that the command was missing."""
+        known = {o: a for a in self._actions for o in a.option_strings}
+        i = 0
+        while i < len(args) and args[i].startswith("-") and args[i] != "--":
+            name = args[i].split("=", 1)[0]
+            action = known.get(name)
+            if action is None:
+                options = [o for o in known if o.startswith("--")]
+                self.error(f"unrecognized arguments: {args[i]}"
+                           + (did_you_mean(name, options) if name.startswith("--") else ""))
+            else:
+                i += 1 if "=" in args[i] or action.nargs == 0 else 2
 
     def _check_value(self, action, value):
         """As argparse, plus the closest choice for a misspelt one (``catdask trian``: "did
@@ -206,10 +226,12 @@ def _store_commands(sub):
                         "are protected by their locks anyway)")
     s = _add(sub, "gc", "remove data-set snapshots no model version and no reader refers to")
     s.add_argument("--dry-run", action="store_true", help="only list what would be removed")
-    s.add_argument("--keep-last", type=int, default=0, metavar="N",
+    s.add_argument("--keep-last", type=non_negative_int, default=0, metavar="N",
                    help="also keep the N snapshots before the current one")
     s = _add(sub, "models", "list, show or compare registered models")
-    msub = s.add_subparsers(dest="models_cmd", required=True)
+    # The metavar names the choices in "the following arguments are required: ..." (was the
+    # internal "models_cmd"); the help shows the same.
+    msub = s.add_subparsers(dest="models_cmd", required=True, metavar="{list,show,compare}")
     m = _add(msub, "list", "registered model versions")
     m.add_argument("name", nargs="?", help="only this model (default: every model)")
     m = _add(msub, "show", "one model version: status, certificate, restarts, metrics")

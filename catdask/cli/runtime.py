@@ -186,7 +186,13 @@ def prepare_prefect(store) -> None:
     os.environ.update(updates)
     home = settings.PREFECT_HOME.get()
     if home:
-        Path(home).expanduser().mkdir(parents=True, exist_ok=True)
+        try:
+            Path(home).expanduser().mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # was: "[Errno 2] No such file or directory: '/x/store'"
+            where = ("in the store: check --store / $CATDASK_STORE"
+                     if "PREFECT_HOME" in updates else "chosen by $PREFECT_HOME")
+            raise CliError(f"cannot create Prefect's home folder {home} ({where}): "
+                           f"{exc.strerror or exc}") from None
 
 
 def scheduler_address(given: str | None) -> str | None:

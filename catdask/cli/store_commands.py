@@ -51,21 +51,41 @@ def cmd_check(args) -> int:
     """
     from catdask.store import check_store
 
-    checks.require_store(args.store)
+    root = checks.require_store(args.store)
+    if not root.exists():  # the default store, before any ingest (was: "store ... does not exist")
+        raise CliError(f"store {root} does not exist yet, so there is nothing to check "
+                       "(`catdask ingest` creates it)")
     report = check_store(args.store, cleanup=args.cleanup, older_than_seconds=args.older_than)
+    root = report.root
+    print_table(check_rows(report))
+    if not report.ok:
+        print(f"catdask check: {len(report.errors)} problem(s) in {root}", file=sys.stderr)
+        return EXIT_INPUT
+    return EXIT_OK
+
+
+def check_rows(report) -> list[dict]:
+    """The table of ``catdask check``: what cleanup changed, one row per data set and model
+    version, then the problems of no such entry (crash leftovers, stray files, stale lineage).
+
+    A damaged data set or model is one row, its status the problem with its severity: it was
+    listed twice, as the entry's status and again as a problem.
+    """
     root = report.root
     rows = [{"kind": "removed", "name": _relative(p, root), "status": "cleanup"}
             for p in report.removed]
     rows += [{"kind": "restored", "name": _relative(p, root), "status": "cleanup"}
              for p in report.restored]
-    rows += list(report.checked)
+    by_message = {p.message: p for p in report.problems}
+    for row in report.checked:
+        problem = by_message.get(row["status"])
+        rows.append(row if problem is None
+                    else {**row, "status": f"{problem.severity}: {problem.message}"})
+    statuses = {row["status"] for row in report.checked}
     rows += [{"kind": p.kind, "name": _relative(p.path, root),
-              "status": f"{p.severity}: {p.message}"} for p in report.problems]
-    print_table(rows)
-    if not report.ok:
-        print(f"catdask check: {len(report.errors)} problem(s) in {root}", file=sys.stderr)
-        return EXIT_INPUT
-    return EXIT_OK
+              "status": f"{p.severity}: {p.message}"}
+             for p in report.problems if p.message not in statuses]
+    return rows
 
 
 def cmd_gc(args) -> int:

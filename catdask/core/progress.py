@@ -18,9 +18,10 @@ __all__ = ["solver_progress", "current_solver_callback", "watch_solvers", "quiet
 #: console, as one of the command's own lines (e.g. where the Dask dashboard is while a fit
 #: runs); every other INFO record goes to the Prefect API only.
 CONSOLE_NOTE = "catdask_console_note"
-#: A run log record with ``extra={CONSOLE_REPEATED: True}`` is left off the quiet console of
-#: ``catdask train`` and ``demo``, which report the same outcome in their own words (a rejected
-#: model: "not registered: ..., pass --max-gap GAP ..."); the Prefect API still gets it.
+#: A run log record with ``extra={CONSOLE_REPEATED: True}`` is left off the CLI's quiet
+#: console, where the command reports the same outcome in its own words (a rejected model:
+#: "not registered: ..., pass --max-gap GAP ..."; a flow run's one-line error: "catdask train:
+#: error: ..."); the Prefect API still gets it.
 CONSOLE_REPEATED = "catdask_console_repeated"
 
 _SOLVER_CALLBACK: contextvars.ContextVar = contextvars.ContextVar("catdask_solver_callback",

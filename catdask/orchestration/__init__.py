@@ -6,6 +6,8 @@ The flows only orchestrate (retries, artifacts, logging, run states); every comp
 - :mod:`.ingest`, :mod:`.train`, :mod:`.evaluate`: the flows ``catdask-ingest``,
   ``catdask-train`` / ``catdask-retrain`` and ``catdask-evaluate``;
 - :mod:`.retry`: the task retry policy (retry transient failures only);
+- :mod:`.input_errors`: a run that fails on a foreseen (catdask) error ends Failed in one log
+  line, no traceback; a bug keeps its traceback;
 - :mod:`.artifacts`: per-model artifact keys and the solver-progress reporter;
 - :mod:`.server`: a Prefect API server that dies with the process that started it;
 - :mod:`.prefect_server`: the Prefect server of ``catdask serve`` (SQLite lock conflicts

@@ -29,6 +29,7 @@ from ..evaluation import (
 )
 from ..pipeline.run_names import evaluate_run_name
 from ..store import evaluation_dir, list_datasets, read_dataset
+from .input_errors import fails_plainly
 from .parameters import EVALUATE_HELP, Splits, documented
 from .retry import retry_if_transient
 from .served import served_output_dir, served_store_and_scheduler
@@ -71,6 +72,7 @@ def _run_name() -> str:
 
 
 @flow(name="catdask-evaluate", flow_run_name=_run_name, log_prints=True)
+@fails_plainly
 @documented(EVALUATE_HELP)  # the UI's run form: a description per parameter
 def evaluate(
     datasets: list[str] | None = None,

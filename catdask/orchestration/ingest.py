@@ -17,6 +17,7 @@ from prefect.runtime import flow_run
 from ..pipeline import ingest_dataset
 from ..pipeline.run_names import ingest_run_name
 from .events import emit_snapshot_event
+from .input_errors import fails_plainly
 from .parameters import INGEST_HELP, DatasetNames, documented
 from .retry import retry_if_transient
 from .served import served_store_and_scheduler
@@ -49,6 +50,7 @@ def _run_name() -> str:
 
 
 @flow(name="catdask-ingest", flow_run_name=_run_name, log_prints=True)
+@fails_plainly  # a misspelt name, a file that does not parse: Failed, one line, no traceback
 @documented(INGEST_HELP)  # the UI's run form: a description per parameter
 def ingest(
     names: DatasetNames,

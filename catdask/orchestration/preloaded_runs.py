@@ -131,7 +131,9 @@ class OneLineCatdaskErrors(logging.Filter):
     console for one rejected model, which the UI shows correctly). Here the first of those
     records becomes ``catdask serve: flow run NAME: Error: message`` and the others are
     dropped; for ``ModelRejectedError`` the flow has already logged its one-line warning.
-    Only console handlers get this filter: the API (the UI's run logs) keeps the tracebacks.
+    Only console handlers get this filter. Since the flows end such runs themselves
+    (:mod:`.input_errors`: one line, and no traceback records, for the API and the console
+    alike), this is the fallback for an error raised outside a flow's body.
     """
 
     def __init__(self, stream=None):

@@ -57,6 +57,7 @@ from ..core.progress import CONSOLE_NOTE, CONSOLE_REPEATED, solver_progress
 from ..store import read_dataset
 from .artifacts import SolverProgress, model_artifact_key
 from .events import emit_model_event
+from .input_errors import fails_plainly, parameter_checks
 from .parameters import (
     RETRAIN_HELP,
     TRAIN_HELP,
@@ -242,6 +243,7 @@ def _train_run_name() -> str:
 
 
 @flow(name="catdask-train", flow_run_name=_train_run_name, log_prints=True)
+@fails_plainly  # a misspelt data set, a refused parameter: Failed, one line, no traceback
 @documented(TRAIN_HELP)  # the UI's run form: a description per parameter
 def train(
     dataset: str,
@@ -287,14 +289,15 @@ def train(
     """
     # Under `catdask serve`, serve's store and scheduler, whatever the run's parameters say.
     store, scheduler = served_store_and_scheduler(store, scheduler)
-    spec = ModelSpec(method=method, origin=origin, n_restarts=n_restarts, gamma=gamma,
-                     standardise=standardise, random_state=random_state, certify=certify,
-                     eps=eps, tol=tol, max_iter=max_iter, allow_uncertified=allow_uncertified,
-                     max_gap=max_gap, device=device)
-    # Refuse bad names and devices before spending a cluster on the fit.
-    validate_name(dataset, kind="data set")
-    if spec.device is not None:  # whether this process needs the device: known with the client
-        check_device(spec.device, here=False)
+    # Refuse bad parameters, names and devices before spending a cluster on the fit.
+    with parameter_checks():
+        spec = ModelSpec(method=method, origin=origin, n_restarts=n_restarts, gamma=gamma,
+                         standardise=standardise, random_state=random_state, certify=certify,
+                         eps=eps, tol=tol, max_iter=max_iter,
+                         allow_uncertified=allow_uncertified, max_gap=max_gap, device=device)
+        validate_name(dataset, kind="data set")
+        if spec.device is not None:  # whether this process needs it: known with the client
+            check_device(spec.device, here=False)
     model_name = validate_name(model_name or f"{dataset}-{method}", kind="model")
     if not refit:
         looked_up = find_registered(store, model_name, dataset, spec.to_dict())
@@ -306,7 +309,8 @@ def train(
             get_run_logger().info(message)
             return Completed(name=CACHED_STATE_NAME, message=message, data=cached)
     info = describe_dataset(store, dataset)
-    spec.check_data_shape(dataset, info["n_features"], info["n_classes"])  # before the cluster
+    with parameter_checks():  # before the cluster
+        spec.check_data_shape(dataset, info["n_features"], info["n_classes"])
     outcome = fit_restarts(store, dataset, spec.to_dict(), scheduler)
     ok, status = review_certificates(outcome, spec.allow_uncertified, spec.max_gap)
     version = None
@@ -359,6 +363,7 @@ def _retrain_run_name() -> str:
 
 
 @flow(name="catdask-retrain", flow_run_name=_retrain_run_name, log_prints=True)
+@fails_plainly
 @documented(RETRAIN_HELP)
 def retrain_registered(store: str | None = None, scheduler: str | None = None,
                        allow_uncertified: bool = False, dataset: str | None = None,

@@ -23,6 +23,8 @@ it): their products are N x D passes, with no Gram matrix to move to a GPU, and
 
 from __future__ import annotations
 
+from ..errors import ParameterError
+
 __all__ = ["HOST", "GPU_WORKERS", "check_device", "device_placement"]
 
 #: The products run on this process's device, on X read into memory.
@@ -75,11 +77,13 @@ def device_placement(device, client) -> str | None:
     try:
         check_device(device)
     except ValueError as exc:
+        # A ParameterError (a ValueError): the run's device cannot be used here, which its
+        # flow reports in one line (catdask.orchestration.input_errors), not as a bug.
         if client is None:
-            raise
+            raise ParameterError(str(exc)) from exc
         # A deployment run names no CLI option: say why the device was needed here.
-        raise ValueError(f"the Dask cluster has no worker declaring the {GPU_RESOURCE} resource "
-                         f"(start them with `dask worker SCHEDULER --resources {GPU_RESOURCE}=1`, "
-                         f"deploy/gpu-cluster.md), so the products would run in this process: "
-                         f"{exc}") from None
+        raise ParameterError(
+            f"the Dask cluster has no worker declaring the {GPU_RESOURCE} resource (start them "
+            f"with `dask worker SCHEDULER --resources {GPU_RESOURCE}=1`, deploy/gpu-cluster.md), "
+            f"so the products would run in this process: {exc}") from None
     return HOST

@@ -61,7 +61,9 @@ def resolve_store(path=None) -> Path:
         path = settings.STORE.get() or DEFAULT_STORE
     root = Path(path).expanduser()
     if root.exists() and not root.is_dir():
-        raise NotADirectoryError(f"Store root {root} exists but is not a directory.")
+        # Worded as the CLI's other store messages ("store X does not exist ...").
+        raise NotADirectoryError(f"store {root} is a file, not a folder (a store is the folder "
+                                 "that holds datasets/ and models/)")
     return root.resolve()
 
 

@@ -96,7 +96,13 @@ def run_cli(capsys, *args):
     (["train"], "required: dataset"),
     (["train", "iris", "--method", "nope"], "invalid choice: 'nope'"),
     (["train", "iris", "--restarts", "many"], "invalid int value"),
-    (["models"], "required: models_cmd"),
+    (["models"], "catdask models: error: the following arguments are required: "
+                 "{list,show,compare}"),
+    # A misspelt option before the command (was: "invalid choice: 'x'", "required: command").
+    (["--stroe", "x", "models", "list"],
+     "catdask: error: unrecognized arguments: --stroe; did you mean '--store'?"),
+    (["--verbos"], "catdask: error: unrecognized arguments: --verbos; did you mean '--verbose'?"),
+    (["-x", "models", "list"], "catdask: error: unrecognized arguments: -x (see"),
     (["models", "compare", "iris-cqs", "1"], "required: v2"),
     (["models", "compare", "iris-cqs:1", "wine-cqs:2"], "two versions of one model"),
     (["train", "iris", "--restarts", "0"], "argument --restarts: must be >= 1, got 0"),
@@ -131,6 +137,10 @@ def run_cli(capsys, *args):
      "(see `catdask train --help`)"),
     (["ingest", "iris", "--down"], "catdask ingest: error: unrecognized arguments: --down"),
     (["models", "show", "iris-cqs", "--jsn"], "catdask models show: error: unrecognized"),
+    # Was: serve started, then "OverflowError: bind(): port must be 0-65535", exit 1.
+    (["serve", "--port", "99999"], "argument --port: must be at most 65535, got 99999"),
+    (["serve", "--dask-dashboard-port", "70000"], "must be at most 65535"),
+    (["gc", "--keep-last", "-1"], "argument --keep-last: must be >= 0, got -1"),
 ])
 def test_usage_errors_exit_2(capsys, args, expect):
     code, out, err = run_cli(capsys, *args)
@@ -192,7 +202,7 @@ def test_bad_paths_exit_3(capsys, tmp_path, iris_store):
     a_file.write_text("x")
     code, _, err = run_cli(capsys, "--store", a_file, "datasets")
     assert code == EXIT_INPUT, (code, err)
-    assert "not a directory" in err and str(a_file) in err
+    assert "is a file, not a folder" in err and str(a_file) in err
 
     code, _, err = run_cli(capsys, "ingest", "--file", tmp_path / "missing.csv", "--name", "m",
                            "--label-column", "0", "--store", tmp_path / "store2")
@@ -244,6 +254,10 @@ def test_the_default_store_may_be_missing_and_is_named(capsys, tmp_path):
     code, _, err = run_cli(capsys, "models", "show", "iris-cqs")
     assert code == EXIT_INPUT
     assert f"No model 'iris-cqs': the store {default} does not exist yet" in err
+    code, out, err = run_cli(capsys, "check")  # was: "error: store ... does not exist"
+    assert code == EXIT_INPUT and out == ""
+    assert err.splitlines() == [f"catdask check: error: store {default} does not exist yet, so "
+                                "there is nothing to check (`catdask ingest` creates it)"]
     assert not default.exists()
 
 
@@ -551,6 +565,13 @@ def test_check_verifies_the_store_and_cleans_up(capsys, tmp_path, iris_store):
     assert code == EXIT_INPUT and "2 problem(s)" in err  # model v1 and the data set remain
     assert "removed" in out and not leftover.exists()
     assert chunk.exists()  # damaged data is reported, never deleted
+    # Each damaged entry is one row, its problem with its severity (was: the entry's row, and
+    # the same message again as a problem row).
+    from catdask.cli.store_commands import check_rows
+    from catdask.store import check_store
+
+    errors = [r for r in check_rows(check_store(iris_store)) if r["status"].startswith("error")]
+    assert sorted(r["name"] for r in errors) == ["iris", "iris-cqs:v1"], errors
 
 
 def test_gc_keeps_snapshots_models_were_trained_on(capsys, tmp_path):
@@ -1134,6 +1155,9 @@ def test_every_option_has_help_and_the_epilog_lists_exit_codes(capsys):
                 subparsers += action.choices.values()
             elif not isinstance(action, argparse._HelpAction):
                 assert action.help, (p.prog, action.dest)
+                # Was: "MLflow experiment (default: catdask) (default: catdask)".
+                shown = p._get_formatter()._get_help_string(action)
+                assert shown.count("(default:") <= 1, (p.prog, action.dest, shown)
     with pytest.raises(SystemExit):
         main(["--help"])
     out = capsys.readouterr().out

@@ -270,13 +270,16 @@ def test_certify_moment_without_scs_says_what_to_install(capsys, iris_store, mon
     assert sorted(p.name for p in iris_store.iterdir()) == ["datasets"]
 
 
-@pytest.mark.parametrize("command, shown", [("train", False), ("demo", False),
-                                            ("evaluate", True)])
-def test_the_train_console_leaves_off_the_flows_repeat_of_its_own_line(command, shown):
+@pytest.mark.parametrize("command, verbose, shown", [
+    ("train", False, False), ("demo", False, False), ("evaluate", False, False),
+    ("ingest", False, False), ("train", True, True)])
+def test_the_console_leaves_off_the_flows_repeat_of_its_own_line(command, verbose, shown):
     """A rejected model printed the flow's warning ("2026-11-26 14:24:31,883 prefect.flow_runs
     rejected: ... (max_gap=G ...; allow_uncertified=True ...)") right above the command's own
-    "not registered: ... pass --max-gap GAP ..." line. In a fresh process: pytest's own
-    handlers on the root logger would make the CLI's logging set-up a no-op here."""
+    "not registered: ... pass --max-gap GAP ..." line; a flow's one-line error (a misspelt
+    name) would likewise precede "catdask ingest: error: ...", for every flow command. With
+    -v everything is shown. In a fresh process: pytest's own handlers on the root logger would
+    make the CLI's logging set-up a no-op here."""
     import subprocess
     import sys
 
@@ -284,7 +287,7 @@ def test_the_train_console_leaves_off_the_flows_repeat_of_its_own_line(command, 
         "import logging\n"
         "from catdask.cli.main import _configure_logging\n"
         "from catdask.core.progress import CONSOLE_REPEATED\n"
-        f"_configure_logging(False, {command!r})\n"
+        f"_configure_logging({verbose!r}, {command!r})\n"
         "log = logging.getLogger('prefect.flow_runs')\n"
         "log.warning('repeated line', extra={CONSOLE_REPEATED: True})\n"
         "log.warning('other warning')\n"
@@ -294,3 +297,35 @@ def test_the_train_console_leaves_off_the_flows_repeat_of_its_own_line(command, 
     assert r.returncode == 0, r.stderr
     assert ("repeated line" in r.stderr) is shown, r.stderr
     assert "other warning" in r.stderr  # other warnings still shown
+
+
+def test_a_store_folder_that_cannot_be_created_is_named(capsys, tmp_path):
+    """Was: "catdask ingest: error: [Errno 20] Not a directory: '.../a-file/store'" (the
+    Prefect home inside the store could not be created), naming neither what nor why."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    store = blocker / "store"
+    code, out, err = run_cli(capsys, "--store", store, "ingest", "iris")
+    assert code == EXIT_INPUT and out == "", err
+    (line,) = err.splitlines()
+    assert line.startswith(f"catdask ingest: error: cannot create Prefect's home folder "
+                           f"{store}/.prefect (in the store: check --store / "
+                           "$CATDASK_STORE): "), line
+
+
+def test_a_store_that_is_a_file_or_a_folder_holding_no_store_is_said_so(capsys, tmp_path):
+    """Was: "Store root ... exists but is not a directory." and, for an existing folder that
+    holds no store (a mistyped --store), only "no models in /home/me"."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    code, _, err = run_cli(capsys, "--store", a_file, "models", "list")
+    assert code == EXIT_INPUT
+    assert err.splitlines() == [f"catdask models list: error: store {a_file} is a file, not a "
+                                "folder (a store is the folder that holds datasets/ and models/)"]
+    folder = tmp_path / "not-a-store"
+    folder.mkdir()
+    code, out, _ = run_cli(capsys, "--store", folder, "models", "list")
+    assert code == 0
+    assert out.strip() == (f"no models in {folder} (no catdask store there yet: the folder "
+                           "holds no datasets/ or models/; check --store / $CATDASK_STORE, or "
+                           "`catdask ingest` creates one)")

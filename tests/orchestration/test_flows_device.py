@@ -54,6 +54,10 @@ def test_a_bad_device_fails_the_run_before_the_data_are_read(iris_store, dask_sc
     exc, _ = _run_failing_flow(train_mod.train, "iris", method="kcqs", device=device,
                                store=str(iris_store), scheduler=dask_scheduler)
     assert isinstance(exc, ValueError) and expect in str(exc), str(exc)
+    # The run's own kind of error (Failed in one line, no traceback), not a bug's.
+    from catdask.errors import ParameterError
+
+    assert isinstance(exc, ParameterError), type(exc)
     assert spy.calls == 0
     assert _store_snapshot(iris_store) == before
 
