@@ -19,8 +19,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .certify import certify_global_optimum, moment_hint
+from .certify import certify_global_optimum
 from .kernel import certify_kernel_axes
+from .moment import moment_hint
 from .record import Certificate, not_applicable
 
 __all__ = ["LinearCertifier", "KernelCertifier", "NoCertifier", "CERTIFIER_SEED"]

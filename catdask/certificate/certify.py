@@ -18,14 +18,7 @@ from .bounds import (
     want_full_sdp,
 )
 from .eigen import DENSE_MAX_DIM, weakest_check
-from .moment import (
-    MAX_MOMENTS,
-    MAX_PSD_BLOCK,
-    RelaxationTooLarge,
-    moment_relaxation_bound,
-    moment_relaxation_size,
-)
-from .moment_sos import block_sizes
+from .moment import MAX_PSD_BLOCK, RelaxationTooLarge, moment_relaxation_bound
 from .point import CannotTest, ClassMatrixOperator, StationaryPoint, read_inputs
 from .rapcsak import rapcsak_lambda_max
 from .record import Certificate, not_certified
@@ -33,8 +26,7 @@ from .resources import estimated_seconds, numerical_failures, one_blas_thread, s
 from .sdp_dual import sdp_dual_test
 from .subspace_dual import have_small_sdp_solver, subspace_dual_bound
 
-__all__ = ["certify_global_optimum", "moment_hint", "MOMENT_HINT", "estimated_seconds",
-           "numerical_failures", "one_blas_thread"]
+__all__ = ["certify_global_optimum", "estimated_seconds", "numerical_failures", "one_blas_thread"]
 
 logger = logging.getLogger("catdask.certificate")
 
@@ -267,35 +259,6 @@ def _record(point, rap_lmax, rap_check, sdp, full_sdp, max_sdp_dim, t0, dual_out
         verified_upper_bound=float(verified * unit),
         eigen_check=weakest_check(checks),
     )
-
-
-#: The phrase of :func:`moment_hint`: what the CLI and the train flow look for to suggest the
-#: moment level in their own words.
-MOMENT_HINT = "certify='moment'"
-# D above which the hint is not worked out: the reduced dimension needs an eigendecomposition
-# of sum_k R_k (a third of the test's time at D = 784), and there the relaxation is far over
-# the size guard anyway unless the data are rank deficient.
-_HINT_MAX_DIM = 200
-
-
-def moment_hint(R, max_block=MAX_PSD_BLOCK):
-    """A clause saying the opt-in moment level may prove W, or "" where it would not run.
-
-    Parameters
-    ----------
-    R : ndarray of shape (K, D, D)
-        The class matrices of a test that did not certify W at the SDP-dual level.
-    max_block : int
-        The moment level's size guard (largest PSD block).
-    """
-    K, D = R.shape[0], R.shape[1]
-    if block_sizes(K, D)[0] > max_block and D > _HINT_MAX_DIM:
-        return ""
-    size = moment_relaxation_size(R)
-    if size["largest_block"] > max_block or size["n_moments"] > MAX_MOMENTS:
-        return ""
-    return (f"the level-2 moment relaxation ({MOMENT_HINT}: {size['n_moments']:,} moments, "
-            f"largest PSD block {size['largest_block']}) may prove it")
 
 
 def _moment_level(point, cert, max_block, t0):

@@ -52,6 +52,8 @@ __all__ = [
     "MAX_PSD_BLOCK",
     "MAX_MOMENTS",
     "MAX_SOLVE_SECONDS",
+    "MOMENT_HINT",
+    "moment_hint",
 ]
 
 # Size guard: SCS's cost per iteration is an eigendecomposition of the largest block.
@@ -165,6 +167,35 @@ def moment_relaxation_size(R):
     sizes = block_sizes(K, r)
     return {"reduced_dim": r, "n_moments": count_moments(K, r), "block_sizes": sizes,
             "largest_block": max(sizes)}
+
+
+#: The phrase of :func:`moment_hint`: what the CLI and the train flow look for to suggest the
+#: moment level in their own words.
+MOMENT_HINT = "certify='moment'"
+# D above which the hint is not worked out: the reduced dimension needs an eigendecomposition
+# of sum_k R_k (a third of the test's time at D = 784), and there the relaxation is far over
+# the size guard anyway unless the data are rank deficient.
+_HINT_MAX_DIM = 200
+
+
+def moment_hint(R, max_block=MAX_PSD_BLOCK):
+    """A clause saying the opt-in moment level may prove W, or "" where it would not run.
+
+    Parameters
+    ----------
+    R : ndarray of shape (K, D, D)
+        The class matrices of a test that did not certify W at the SDP-dual level.
+    max_block : int
+        The moment level's size guard (largest PSD block).
+    """
+    K, D = R.shape[0], R.shape[1]
+    if block_sizes(K, D)[0] > max_block and D > _HINT_MAX_DIM:
+        return ""
+    size = moment_relaxation_size(R)
+    if size["largest_block"] > max_block or size["n_moments"] > MAX_MOMENTS:
+        return ""
+    return (f"the level-2 moment relaxation ({MOMENT_HINT}: {size['n_moments']:,} moments, "
+            f"largest PSD block {size['largest_block']}) may prove it")
 
 
 def _svec_map(ident):

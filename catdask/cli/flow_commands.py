@@ -183,7 +183,7 @@ def cmd_train(args) -> int:
                        f"{result['status']}{cached})")
     print_json(result)
     if result["version"] is None:
-        from catdask.certificate.certify import MOMENT_HINT
+        from catdask.certificate.moment import MOMENT_HINT
 
         gap = (f" ({result['why_not_certified']})" if result["gap"] is None
                else f" (optimality gap <= {result['gap']:.3g})")

@@ -36,7 +36,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.runtime import flow_run
 from prefect.states import Completed, Failed
 
-from ..certificate.certify import MOMENT_HINT
+from ..certificate.moment import MOMENT_HINT
 from ..distributed.cluster import dask_client_context
 from ..errors import CatdaskError, DatasetNotFoundError
 from ..method_names import METHOD_NAMES

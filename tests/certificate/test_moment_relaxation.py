@@ -355,7 +355,7 @@ def test_the_sdp_dual_level_says_when_the_moment_level_may_prove_w():
     run (its size), and not where the size guard would refuse it; with the moment level on, W
     is proved and there is nothing to suggest."""
     from catdask.certificate.certifiers import LinearCertifier
-    from catdask.certificate.certify import MOMENT_HINT, moment_hint
+    from catdask.certificate.moment import MOMENT_HINT, moment_hint
 
     R = _competing_classes(376)  # D = 4, K = 2: the SDP dual leaves a gap of 6.7e-6
     _, W = _best_local_optimum(R, seed=376)
