@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from datetime import datetime, timezone
 
-from . import checks, runtime
+from . import checks, device_checks, runtime
 from .exits import EXIT_OK, EXIT_UNCERTIFIED, CliError, usage_error
 from .output import note, print_json, progress
 
@@ -154,7 +154,7 @@ def cmd_train(args) -> int:
     allowed), exit 4 when not."""
     checks.check_method_options(args)
     checks.check_certify_level(args.certify)
-    checks.check_device(args.device, runtime.scheduler_address(args.scheduler))
+    device_checks.check_device(args.device, runtime.scheduler_address(args.scheduler))
     checks.check_model_name(args.name)
     checks.require_store(args.store)  # a typo in --store: say so, not "ingest it first"
     checks.check_stored_dataset(args.store, args.dataset)
@@ -166,7 +166,8 @@ def cmd_train(args) -> int:
         print_json(cached)
         return EXIT_OK
     scheduler = runtime.scheduler_address(args.scheduler)
-    checks.check_gpu_workers(args.device, scheduler, runtime.check_scheduler(scheduler))
+    device_checks.check_gpu_workers(args.device, scheduler,
+                                    runtime.check_scheduler(scheduler))
     runtime.check_prefect_api()
     runtime.prepare_prefect(args.store)
     from catdask.core.progress import watch_solvers

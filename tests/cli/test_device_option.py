@@ -133,7 +133,7 @@ def test_a_cluster_without_gpu_workers_is_refused_before_the_flow(capsys, iris_s
 
 
 def test_gpu_workers_or_the_device_here_pass_the_cluster_check():
-    from catdask.cli.checks import check_gpu_workers
+    from catdask.cli.device_checks import check_gpu_workers
 
     gpu = {"workers": {"tcp://w:1": {"resources": {}}, "tcp://w:2": {"resources": {"GPU": 1}}}}
     check_gpu_workers("cuda", "tcp://s:8786", gpu)  # a GPU worker: the products run there
