@@ -25,6 +25,8 @@ import threading
 from contextlib import contextmanager
 from typing import Any
 
+from .. import settings
+from .batching import MESSAGE_BATCH_SECONDS, reduce_message_batching, shorten_worker_batching
 from .preloads import (
     WORKER_PRELOAD,
     add_worker_imports,
@@ -32,9 +34,6 @@ from .preloads import (
     worker_preload_argv,
     worker_preloads,
 )
-
-from .. import settings
-
 from .probe import probe_scheduler
 
 __all__ = [
@@ -52,6 +51,7 @@ __all__ = [
     "restore_embedded_workers",
     "reduce_message_batching",
     "shorten_worker_batching",
+    "MESSAGE_BATCH_SECONDS",
     "add_worker_imports",
     "worker_imports",
     "worker_preloads",
@@ -98,62 +98,6 @@ def _port_free(host, port):
 #: ``DASK_DISTRIBUTED__SCHEDULER__ACTIVE_MEMORY_MANAGER__START=False`` where the scheduler
 #: runs (deploy/dask/README.md).
 SCHEDULER_CONFIG = {"distributed.scheduler.active-memory-manager.start": False}
-
-#: Seconds between batched messages on a catdask client's stream to the scheduler, on the
-#: embedded scheduler's streams to its workers and clients, and on catdask's local workers'
-#: streams to the scheduler (distributed's defaults: 10 ms, 5 ms, 2 ms). A Gram pass is a few
-#: tasks and one small result, latency-bound at small N, and each pass's messages waited for
-#: those intervals: measured on 2 workers, a trivial task's round trip went from 10.4 ms to
-#: 3.9 ms, an iteration at N = 2,000 from 31 to 20 ms; the workers' side then took a pair of
-#: trivial tasks on 2 workers from 6.7 to 4.8 ms (submit to done).
-MESSAGE_BATCH_SECONDS = 0.001
-
-
-def reduce_message_batching(client, scheduler=None, seconds=MESSAGE_BATCH_SECONDS):
-    """Shorten distributed's message batching for ``client`` (and for ``scheduler``, an
-    in-process :class:`distributed.Scheduler`, when given: our embedded cluster's).
-
-    distributed hard-codes the intervals (no config key), so this sets its ``BatchedSend``
-    objects' ``interval``; on a release without them it does nothing (a test notices).
-    Returns how many streams were changed. Workers that join ``scheduler`` later are
-    shortened by a scheduler plugin; clients that connect later keep the scheduler's side at
-    distributed's 2 ms.
-    """
-    streams = [getattr(client, "scheduler_comm", None)]
-    if scheduler is not None:
-        streams += list(getattr(scheduler, "stream_comms", {}).values())
-        streams += list(getattr(scheduler, "client_comms", {}).values())
-        if hasattr(scheduler, "stream_comms"):
-            scheduler.add_plugin(_brief_worker_batching(seconds), idempotent=True)
-    return sum(_shorten(stream, seconds) for stream in streams)
-
-
-def shorten_worker_batching(worker, seconds=MESSAGE_BATCH_SECONDS):
-    """Shorten a worker's own stream to the scheduler (its task-finished messages); the
-    worker preload of catdask's local clusters calls it (:mod:`.worker_setup`)."""
-    return _shorten(getattr(worker, "batched_stream", None), seconds)
-
-
-def _shorten(stream, seconds):
-    if stream is None or not hasattr(stream, "interval"):
-        return 0
-    stream.interval = min(stream.interval, seconds)
-    return 1
-
-
-def _brief_worker_batching(seconds):
-    """Scheduler plugin: a worker that joins later (one its nanny restarted, one added by
-    :func:`restore_embedded_workers`) gets the short batching too."""
-    from distributed.diagnostics.plugin import SchedulerPlugin
-
-    class BriefWorkerBatching(SchedulerPlugin):
-        name = "catdask-brief-batching"
-
-        def add_worker(self, scheduler, worker):
-            _shorten(scheduler.stream_comms.get(worker), seconds)
-
-    return BriefWorkerBatching()
-
 
 def start_local_cluster(n_workers, *, threads_per_worker=1, processes=True,
                         memory_limit="auto", dashboard_address="127.0.0.1:0",
