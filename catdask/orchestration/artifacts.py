@@ -91,6 +91,7 @@ class SolverProgress:
         self.last_log = self.last_update = float("-inf")
         self.artifact_id = None
         self.artifact_failed = False
+        self.last_text = ""  # the last solver line: the artifact keeps it beside a stage
 
     def __call__(self, iteration, objective, step, active):
         if iteration <= self.last_iteration or self.loop == 0:
@@ -102,6 +103,7 @@ class SolverProgress:
         done = n_active == 0
         text = (f"solver loop {self.loop}, iteration {iteration}: best objective {best:.10g}, "
                 f"{n_active} of {n_restarts} restarts active")
+        self.last_text = text
         if iteration == 1 or done or now - self.last_log >= self.log_every:
             self.logger.info(text)
             self.last_log = now
@@ -111,11 +113,12 @@ class SolverProgress:
             self.last_update = now
 
     def stage(self, text):
-        """A stage after the solver loops (the global-optimality test): one log line, and the
-        artifact's description when there is one (:func:`catdask.core.progress.report_stage`)."""
+        """A stage after the solver loops (the global-optimality test): one log line, and in
+        the artifact's description after the solver's last line, when there is an artifact
+        (:func:`catdask.core.progress.report_stage`; the train task ends with the verdict)."""
         self.logger.info(text)
         if self.artifact_id is not None:
-            self._publish(100.0, text)
+            self._publish(100.0, f"{self.last_text}; {text}" if self.last_text else text)
 
     def _publish(self, percent, text):
         if self.artifact_failed:

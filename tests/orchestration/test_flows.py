@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextvars
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -922,6 +923,10 @@ def test_solver_progress_is_in_the_task_log_and_a_progress_artifact(iris_store, 
     (progress,) = _wait_for(lambda: _artifacts(run_id, key), lambda a: len(a) == 1)
     assert progress.type == "progress" and float(progress.data) == 100.0
     assert "CQS on iris" in progress.description and "0 of 3 restarts active" in \
+        progress.description
+    # ... and then the test's outcome, the last stage (not "testing restart ...").
+    assert re.search(r"restarts active; global-optimality test: certified global optimum "
+                     r"\(sdp-dual; verified gap <= \d\.\de-\d+\)$", progress.description), \
         progress.description
     # The model's fit only: the training metrics' CV folds ran three more solver loops, and the
     # artifact ended on the last fold's objective instead of the model's.
