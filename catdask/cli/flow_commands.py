@@ -142,7 +142,6 @@ def _fit_progress(bar, step, title):
                          f"{int(sum(active))}/{len(active)} restarts running")
 
     def stage(text):
-        last[0] = time.monotonic()  # the stage's line stays up as long as an iteration's
         bar.update(step, f"{title}: {text}")
 
     update.stage = stage  # type: ignore[attr-defined]

@@ -16,6 +16,7 @@ from ..certificate.certifiers import KernelCertifier
 from ..core.engine import Starts, fit_restarts
 from ..core.precision import precision_schedule
 from ..core.problems import CategoryObjective, KernelProblem
+from ..core.progress import report_stage
 from ..core.starts import kernel_decoupled_z, kernel_random_z
 from ..kernels import make_kernel
 from ..operators import CentredGramOperator, host_arrays, make_operator
@@ -265,6 +266,9 @@ class KernelCategorySpace(BaseCategorySpace):
             classes = base.classes
             centred = CentredGramOperator(base)
             op = centred if self.origin == "global" else base
+            # Set-up passes over G before the first iteration: at N = 200,000 about 30 s.
+            report_stage(f"kernel fit set-up, N = {classes.n_samples:,}: the Gram matrix's "
+                         "scale and the starts")
             self.eps_ = float(self.eps * _data_scale(centred.covariance_moments(), kernel=True))
             problem = KernelProblem(op, CategoryObjective(self.objective, self.origin, self.eps_))
             certifier = self._certifier(KernelCertifier(op, classes, self.origin))

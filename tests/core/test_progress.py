@@ -64,3 +64,18 @@ def test_stages_reach_only_listeners_that_take_them_and_none_when_quiet():
         with quiet_solvers():
             report_stage("a fold's stage")
     assert listener.stages == [(0, "a stage")] and plain_seen == []
+
+
+def test_the_kernel_fit_announces_its_set_up_before_the_first_iteration():
+    """The kernel fit's set-up passes over G (about 30 s at N = 200,000) come before any solver
+    iteration: a listener hears a stage first, naming N."""
+    from catdask import KernelCategorySpace
+
+    X, y = make_blobs(seed=3)
+    listener = _Listener()
+    with solver_progress(listener):
+        KernelCategorySpace(n_restarts=2, random_state=0, certify_at="fit").fit(X, y)
+    assert listener.stages[0] == (
+        0, f"kernel fit set-up, N = {len(y):,}: the Gram matrix's scale and the starts")
+    assert listener.stages[-1][1].endswith("(the best) for global optimality")
+    assert listener.stages[-1][0] == len(listener.iterations)
