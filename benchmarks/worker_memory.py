@@ -107,7 +107,11 @@ class Sampler:
         import psutil
 
         self._me = psutil.Process()
+        self._cmdline = self._me.cmdline()
         self.interval, self.peak, self.peaks = interval, 0, {}
+        self.unexeced_seen = 0
+        self._unexeced_rss = 0
+        self.peak_counting_unexeced = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -117,16 +121,27 @@ class Sampler:
         out = {"driver": self._me.memory_info().rss}
         for p in self._me.children(recursive=True):
             try:
-                if "resource_tracker" in " ".join(p.cmdline()):
-                    continue  # multiprocessing's helper, 13 MB, not a worker
-                out[p.pid] = p.memory_info().rss
+                cmdline = p.cmdline()
+                rss = p.memory_info().rss
             except psutil.Error:
                 continue
+            if "resource_tracker" in " ".join(cmdline):
+                continue  # multiprocessing's helper, 13 MB, not a worker
+            if cmdline == self._cmdline:
+                # Not exec'd yet: a worker being spawned shares this process's pages until
+                # then, and its RSS reads as this process's (see _common.PeakRSS).
+                self.unexeced_seen += 1
+                self._unexeced_rss += rss
+                continue
+            out[p.pid] = rss
         return out
 
     def _sample(self):
+        self._unexeced_rss = 0
         now = self.now()
         self.peak = max(self.peak, sum(now.values()))
+        self.peak_counting_unexeced = max(self.peak_counting_unexeced,
+                                          sum(now.values()) + self._unexeced_rss)
         for k, v in now.items():
             self.peaks[k] = max(self.peaks.get(k, 0), v)
 
@@ -198,6 +213,8 @@ def child_fit(args):
                                                          "nvml_initialised",
                                                          "largest_mappings_MiB")},
         "fit s": round(fit_s, 1), "objective": est.objective_,
+        "samples of children not yet exec'd (left out)": mem.unexeced_seen,
+        "peak GiB counting them (the former measure)": round(mem.peak_counting_unexeced / GiB, 3),
     }
 
 

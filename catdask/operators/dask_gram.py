@@ -175,7 +175,8 @@ class DaskGramOperator(BlockGramOperator):
 
     # ------------------------------------------------------------------ the Gram cache
     def _build_memory_cache(self):
-        tasks = [(blocks.gram_rows, self._x_key(), rows, self.kernel, self.cache_dtype, self.col_block)
+        Xd = self._x_key()
+        tasks = [(blocks.gram_rows, Xd, rows, self.kernel, self.cache_dtype, self.col_block)
                  for rows in self._rows]
         self._cache = self._runner.persist(tasks, "gram-rows")
 
