@@ -8,10 +8,12 @@ Issue 27 asks the peak RSS of driver + workers at N = 50,000 (D = 20, K = 5, RBF
 <= 3 GiB with 16 workers. Each measurement runs in a fresh interpreter: a LocalCluster of the
 layout (``WORKERSxTHREADS``, made like the embedded one: ``start_local_cluster``), then
 ``KernelCategorySpace(certify=False, max_iter=...)`` on a Dask array, the RSS of the driver
-and of every worker process sampled every 50 ms (the sum's peak, each process's peak). What a
-worker holds is read on the worker from ``/proc/self/smaps_rollup`` after the start and after
-the fit (anonymous memory, file-backed pages, transparent huge pages), with the heavy
-packages it has imported and its largest mappings, so a run on another host shows where its
+and of every worker process sampled every 50 ms (the sum's peak, each process's peak). A
+child not yet exec'd (a worker being spawned, still a (v)fork whose RSS reads as the driver's)
+is left out (``_common.PeakRSS`` says why); the peak counting it, the former measure, is
+printed beside. What a worker holds is read on the worker after the start and after the fit
+(``/proc/self/status``: anonymous and file-backed; ``smaps``: THP-mapped regions, the largest
+mappings) with the heavy packages it has imported, so a run on another host shows where its
 per-worker memory sits. The iterations are capped: memory, not convergence, is measured.
 
 The baseline is the code at ``--baseline-ref`` (default ``main``), exported from git into a
@@ -42,7 +44,7 @@ MiB = 1024**2
 GiB = 1024**3
 #: Packages a Gram tile task does not need; listed when a worker has imported them.
 HEAVY = ("scipy", "scipy.linalg", "scipy.sparse", "sklearn", "pandas", "pyarrow", "torch",
-         "zarr", "prefect", "matplotlib", "dask.array", "pynvml")
+         "jax", "cupy", "numba", "zarr", "prefect", "matplotlib", "dask.array", "pynvml")
 
 
 def _options(ap):
@@ -61,7 +63,7 @@ def _options(ap):
 
 # ------------------------------------------------------------------ measured in a worker
 def worker_memory_state():
-    """This process's memory from /proc/self/smaps_rollup (MiB), its threads, the heavy
+    """This process's memory (MiB, /proc/self/status and smaps), its threads, the heavy
     packages it has imported, and its largest mappings by resident size."""
     import threading as _threading
 
