@@ -49,7 +49,8 @@ HEAVY = ("scipy", "scipy.linalg", "scipy.sparse", "sklearn", "pandas", "pyarrow"
 
 def _options(ap):
     ap.add_argument("--layouts", default=None,
-                    help="comma-separated WORKERSxTHREADS (default 2x1,16x1; quick 2x1)")
+                    help="comma-separated WORKERSxTHREADS (default 2x1,16x1; quick 2x1; "
+                         "'none': only --passes)")
     ap.add_argument("--n", type=int, default=None, help="samples (default 50,000; quick 4,000)")
     ap.add_argument("--max-iter", type=int, default=3)
     ap.add_argument("--baseline-ref", default="main",
@@ -284,6 +285,8 @@ def main():
         print(json.dumps(out, default=str))
         return
     layouts = (args.layouts or ("2x1" if args.quick else "2x1,16x1")).split(",")
+    if args.layouts == "none":  # --passes alone
+        layouts = []
     results: dict = {"N": args.n, "D": D, "K": K, "max_iter": args.max_iter,
                      "load average start": load_average()}
     try:
@@ -317,6 +320,8 @@ def main():
                 for name, root in codes.items():
                     out = _run_child("pass", root, args)
                     times[name] += out.get("pass s", [])
+            results["float32 pass on 2x1, every pass s"] = {
+                name: [round(v, 3) for v in t] for name, t in times.items()}
             results["float32 pass on 2x1, median s"] = {
                 name: round(statistics.median(t), 3) if t else None
                 for name, t in times.items()}
