@@ -16,13 +16,14 @@ scheduler closes under it logs lost heartbeats with tracebacks (seen in 1 of 3 i
 trains), which would follow the command's "interrupted" on the terminal. A session that goes on
 after Ctrl-C (a Python prompt using the embedded cluster) gets its worker logs back after that.
 
-The preload also imports what catdask's tasks unpickle (``dask.array`` for the input chunks,
-the block functions of :mod:`catdask.operators`, the kernels, which import scikit-learn's
-pairwise module): on a fresh worker the first tasks paid for those imports, about 70, 13 and
-40 ms, in the first fit on a new cluster. The module names are the preload's arguments, given
-by the cluster's starter (:func:`catdask.distributed.preloads.worker_imports`: ``dask.array``
-and what the layers above added with ``add_worker_imports``; :mod:`catdask.operators` adds
-its task modules), so this package imports no layer above it. And it shortens the worker's
+The preload also imports what catdask's Gram tasks unpickle (the block functions of
+:mod:`catdask.operators` and the kernels): on a fresh worker the first tasks paid for those
+imports in the first fit on a new cluster. ``dask.array`` (70 ms, 25 MiB of RSS) is left to the
+workers that read an input chunk (:mod:`catdask.distributed.preloads`, issue 27). The module
+names are the preload's arguments, given by the cluster's starter
+(:func:`catdask.distributed.preloads.worker_imports`: what the layers above added with
+``add_worker_imports``; :mod:`catdask.operators` adds its task modules), so this package
+imports no layer above it. And it shortens the worker's
 message batching to the scheduler (distributed's 2 ms;
 :func:`catdask.distributed.cluster.shorten_worker_batching`): a Gram pass waits for its tasks'
 "finished" messages.

@@ -146,23 +146,37 @@ class DaskGramOperator(BlockGramOperator):
                     len(self._rows), self.block_rows, cache, cache_dtype, gram_bytes / 1e9)
 
     def _place_inputs(self):
-        """X sorted by class on every worker and, for the tile pass, the tile factors in both
-        precisions (the float64 centring pass and polish, the float32 iterations), in one
-        round trip: each separate put was a round trip plus a replication (measured 8-12 ms
-        on 2 workers, five of them per fit)."""
-        values = {"X-sorted": self._Xs}
-        precisions = GRAM_PRECISIONS if self.uses_tiles else ()
-        for dtype in precisions:
+        """What every pass reads, on every worker, in one round trip (each separate put was a
+        round trip plus a replication: measured 8-12 ms on 2 workers, five of them per fit):
+        for the tile pass the tile factors in both precisions (the float64 centring pass and
+        polish, the float32 iterations), otherwise X sorted by class.
+
+        The tile pass never reads X itself, so a tile operator puts it only when a product
+        that does is first asked for (:meth:`_x_key`: a class block, a row-block pass):
+        X is replicated on every worker, 8 MB per worker at N = 50,000, D = 20, which a fit
+        on 16 single-thread workers otherwise held 16 times (issue 27)."""
+        self._Xd: str | None = None
+        if not self.uses_tiles:
+            self._Xd = self._runner.put(self._Xs, "X-sorted", everywhere=True)
+            return
+        values = {}
+        for dtype in GRAM_PRECISIONS:
             values[f"left-{dtype}"], values[f"right-{dtype}"] = self.kernel.tile_factors(
                 self._Xs, dtype)
         keys = self._runner.put_many(values, everywhere=True)
-        self._Xd = keys[0]
-        for i, dtype in enumerate(precisions):
-            self._tile_factors[dtype] = (keys[1 + 2 * i], keys[2 + 2 * i])
+        for i, dtype in enumerate(GRAM_PRECISIONS):
+            self._tile_factors[dtype] = (keys[2 * i], keys[2 * i + 1])
+
+    def _x_key(self):
+        """The key of X sorted by class on every worker, put on first use."""
+        if self._Xd is None:
+            self._Xd = self._runner.put(self._Xs, "X-sorted", everywhere=True)
+        return self._Xd
 
     # ------------------------------------------------------------------ the Gram cache
     def _build_memory_cache(self):
-        tasks = [(blocks.gram_rows, self._Xd, rows, self.kernel, self.cache_dtype, self.col_block)
+        Xd = self._x_key()
+        tasks = [(blocks.gram_rows, Xd, rows, self.kernel, self.cache_dtype, self.col_block)
                  for rows in self._rows]
         self._cache = self._runner.persist(tasks, "gram-rows")
 
@@ -194,7 +208,8 @@ class DaskGramOperator(BlockGramOperator):
                 store=tmp, shape=(N, N), chunks=(self.block_rows, min(N, self.col_block)),
                 dtype=self.cache_dtype, compressors=None, overwrite=True,
             )
-            tasks = [(blocks.gram_rows_to_zarr, self._Xd, rows, self.kernel, tmp, self.col_block)
+            Xd = self._x_key()
+            tasks = [(blocks.gram_rows_to_zarr, Xd, rows, self.kernel, tmp, self.col_block)
                      for rows in self._rows]
             self._runner.run(tasks, "gram-to-zarr")
             arr.attrs["catdask_token"] = token
@@ -208,6 +223,7 @@ class DaskGramOperator(BlockGramOperator):
         """Release cached blocks and remove a temporary zarr cache."""
         super().close()
         self._runner.release()
+        self._Xd = None
         if self._tmpdir is not None:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
             self._tmpdir = None
@@ -221,7 +237,7 @@ class DaskGramOperator(BlockGramOperator):
     tile_entries_per_band_entry: int = _TILE_ENTRIES_PER_BAND_ENTRY
 
     def _x_argument(self):
-        return self._Xd
+        return self._x_key()
 
     def _tile_tasks(self, func, pairs, dtype, *args, zt=None):
         """Tile pairs in contiguous groups of about equal work, one task per group: one per
@@ -270,7 +286,7 @@ class DaskGramOperator(BlockGramOperator):
         """``G[rows, cols]`` (sorted positions), computed on workers in row pieces."""
         a, b = rows
         step = max(1, _GRAM_BLOCK_ENTRIES // max(1, cols[1] - cols[0]))
-        tasks = [(blocks.gram_submatrix, self._Xd, (r, min(r + step, b)), cols, self.kernel)
+        tasks = [(blocks.gram_submatrix, self._x_key(), (r, min(r + step, b)), cols, self.kernel)
                  for r in range(a, b, step)]
         out = np.empty((b - a, cols[1] - cols[0]))
         # Gather a few pieces at a time so the driver never holds the block twice.
@@ -286,7 +302,7 @@ class DaskGramOperator(BlockGramOperator):
         Lanczos matvec for the decoupled start of large classes)."""
         a, b = rows
         step = max(1, math.ceil((b - a) / self._threads))
-        tasks = [(blocks.gram_range_matmul, self._Xd, (r, min(r + step, b)), cols, V,
+        tasks = [(blocks.gram_range_matmul, self._x_key(), (r, min(r + step, b)), cols, V,
                   self.kernel, self.col_block) for r in range(a, b, step)]
         return np.concatenate(self._runner.run(tasks, "class-matvec"), axis=0)
 

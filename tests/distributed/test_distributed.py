@@ -310,6 +310,44 @@ def test_gram_operator_products_match_numpy(client):
     np.testing.assert_allclose(op.covariance_moments(), ref.covariance_moments(), rtol=1e-12)
 
 
+def test_tile_operator_puts_x_on_the_workers_only_when_a_product_reads_it(client):
+    """The tile pass reads the tile factors only: X (sorted) is replicated on every worker the
+    first time a product that reads it runs (a class block here), not when the operator is
+    made (issue 27: a replica per worker), and the products are the same either way."""
+    X, y = _data(n_per_class=30, seed=9)
+    classes = ClassIndex(y, 3)
+    kern = make_kernel("rbf", n_features=X.shape[1], gamma=0.1)
+    ref = NumpyGramOperator(X, classes, kern)
+    op = DaskGramOperator(X, classes, kern, cache="recompute", tile_rows=16)
+    assert op.uses_tiles
+
+    def held(dask_worker):
+        return sorted(str(k).split("-")[1] for k in dask_worker.data.keys()
+                      if str(k).startswith("catdask-"))
+
+    z = np.random.default_rng(0).standard_normal((3, len(y)))
+    np.testing.assert_allclose(op.class_matmul(z), ref.class_matmul(z), rtol=1e-12,
+                               atol=1e-12)
+    assert all("X" not in names for names in client.run(held).values())
+    np.testing.assert_allclose(op.class_gram(1), ref.class_gram(1), atol=1e-14)
+    assert all("X" in names for names in client.run(held).values())  # every worker
+    key = op._x_key()
+    np.testing.assert_allclose(op.class_gram(2), ref.class_gram(2), atol=1e-14)
+    assert op._x_key() == key  # put once
+    op.close()
+    deadline = time.monotonic() + 10  # the workers drop released keys asynchronously
+    while (any("X" in names for names in client.run(held).values())
+           and time.monotonic() < deadline):
+        time.sleep(0.05)
+    assert all("X" not in names for names in client.run(held).values())
+    # an operator without tiles (a user's kernel) still puts X at once
+    rows = DaskGramOperator(X, classes, make_kernel(lambda a, b: float(a @ b),
+                                                     n_features=X.shape[1]),
+                            cache="recompute")
+    assert not rows.uses_tiles and rows._Xd is not None
+    rows.close()
+
+
 @pytest.mark.parametrize("precision", ["float64", "float32"])
 def test_gram_tile_pass_matches_numpy_and_dense(client, precision):
     """The Dask tile pass (tile pairs in groups on the workers, their partial sums added on
@@ -670,20 +708,21 @@ def test_worker_killed_mid_kernel_fit(client):
 
 
 def test_catdask_workers_import_the_task_modules_as_they_start(client):
-    """The worker preload imports what the first Gram pass unpickles (dask.array, the block
-    functions, the kernels), so a fresh cluster's first fit does not pay for it (about 120 ms)."""
+    """The worker preload imports what the first Gram pass unpickles (the block functions,
+    the kernels), so a fresh cluster's first fit does not pay for it (about 50 ms)."""
     def loaded(dask_worker):
         import sys
 
-        return {m: m in sys.modules
-                for m in ("dask.array", "catdask.operators.blocks", "catdask.kernels")}
+        return {m: m in sys.modules for m in ("catdask.operators.blocks", "catdask.kernels")}
 
     assert all(all(v.values()) for v in client.run(loaded).values())
 
 
 def test_the_worker_preload_imports_what_its_caller_names():
-    """catdask.distributed names only dask.array; catdask.operators adds its task modules (so
-    distributed imports no operator). The user's configured preloads keep their arguments."""
+    """catdask.distributed names no module of its own, not even dask.array (25 MiB per worker,
+    needed only where an input chunk is read; issue 27); catdask.operators adds its task
+    modules (so distributed imports no operator). The user's configured preloads keep their
+    arguments."""
     import dask
 
     from catdask.distributed.preloads import (
@@ -693,7 +732,7 @@ def test_the_worker_preload_imports_what_its_caller_names():
         worker_preloads,
     )
 
-    assert worker_imports()[0] == "dask.array"
+    assert "dask.array" not in worker_imports()
     assert {"catdask.kernels", "catdask.operators.blocks"} <= set(worker_imports())
     with dask.config.set({"distributed.worker.preload": ["mine", "theirs"],
                           "distributed.worker.preload-argv": ["--flag"]}):

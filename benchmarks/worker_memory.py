@@ -1,0 +1,339 @@
+"""Peak memory of a Dask kernel fit: the driver and every worker, this code against a baseline.
+
+    python benchmarks/worker_memory.py [--quick] [--layouts 2x1,16x1] [--n 50000]
+                                       [--max-iter 3] [--baseline-ref main] [--passes]
+                                       [--json PATH]
+
+Issue 27 asks the peak RSS of driver + workers at N = 50,000 (D = 20, K = 5, RBF) to stay
+<= 3 GiB with 16 workers. Each measurement runs in a fresh interpreter: a LocalCluster of the
+layout (``WORKERSxTHREADS``, made like the embedded one: ``start_local_cluster``), then
+``KernelCategorySpace(certify=False, max_iter=...)`` on a Dask array, the RSS of the driver
+and of every worker process sampled every 50 ms (the sum's peak, each process's peak). A
+child not yet exec'd (a worker being spawned, still a (v)fork whose RSS reads as the driver's)
+is left out (``_common.PeakRSS`` says why); the peak counting it, the former measure, is
+printed beside. What a worker holds is read on the worker after the start and after the fit
+(``/proc/self/status``: anonymous and file-backed; ``smaps``: THP-mapped regions, the largest
+mappings) with the heavy packages it has imported, so a run on another host shows where its
+per-worker memory sits. The iterations are capped: memory, not convergence, is measured.
+
+The baseline is the code at ``--baseline-ref`` (default ``main``), exported from git into a
+temporary directory and measured by the same child script in the same run, interleaved with
+the working tree's code layout by layout (``--baseline-ref ''`` skips it). ``--passes`` also
+times one float32 ``G Z`` pass on 2 single-thread workers for both codes (alternating
+children, medians), so a memory change is seen not to slow the pass.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import (REPO, blobs, load_average, parse_args, quiet_warnings,  # noqa: E402
+                     rbf_gamma, report)
+
+D, K = 20, 5
+MiB = 1024**2
+GiB = 1024**3
+#: Packages a Gram tile task does not need; listed when a worker has imported them.
+HEAVY = ("scipy", "scipy.linalg", "scipy.sparse", "sklearn", "pandas", "pyarrow", "torch",
+         "jax", "cupy", "numba", "zarr", "prefect", "matplotlib", "dask.array", "pynvml")
+
+
+def _options(ap):
+    ap.add_argument("--layouts", default=None,
+                    help="comma-separated WORKERSxTHREADS (default 2x1,16x1; quick 2x1; "
+                         "'none': only --passes)")
+    ap.add_argument("--n", type=int, default=None, help="samples (default 50,000; quick 4,000)")
+    ap.add_argument("--max-iter", type=int, default=3)
+    ap.add_argument("--baseline-ref", default="main",
+                    help="git ref of the baseline code ('' for none)")
+    ap.add_argument("--passes", action="store_true",
+                    help="also time a float32 pass on 2 workers, baseline against this code")
+    ap.add_argument("--rounds", type=int, default=2, help="pass-timing rounds per code")
+    ap.add_argument("--child", default=None, help="(internal) fit or pass")
+    ap.add_argument("--root", default=None, help="(internal) the code to import")
+
+
+# ------------------------------------------------------------------ measured in a worker
+def worker_memory_state():
+    """This process's memory (MiB, /proc/self/status and smaps), its threads, the heavy
+    packages it has imported, and its largest mappings by resident size."""
+    import threading as _threading
+
+    status, roll = {}, {}
+    # Resident sizes from the kernel's counters (/proc/self/status, what psutil's RSS reads):
+    # smaps' own Rss also counts the shared huge zero page under a read-only THP region (seen
+    # here: a 61 MiB region "resident" while the process's RSS was 88 MiB in all).
+    with open("/proc/self/status") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 3 and parts[-1] == "kB":
+                status[parts[0].rstrip(":")] = int(parts[1]) / 1024
+    with open("/proc/self/smaps_rollup") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 3 and parts[-1] == "kB":
+                roll[parts[0].rstrip(":")] = int(parts[1]) / 1024
+    by_name: dict = {}
+    with open("/proc/self/smaps") as f:
+        name = None
+        for line in f:
+            parts = line.split()
+            if parts and "-" in parts[0] and not parts[0].endswith(":"):
+                name = os.path.basename(parts[5]) if len(parts) > 5 else "[anonymous]"
+            elif parts and parts[0] == "Rss:":
+                by_name[name] = by_name.get(name, 0) + int(parts[1]) / 1024
+    top = sorted(by_name.items(), key=lambda kv: -kv[1])[:8]
+    nvml = sys.modules.get("distributed.diagnostics.nvml")
+    return {"rss": status.get("VmRSS", 0), "anonymous": status.get("RssAnon", 0),
+            "anon_huge_pages": roll.get("AnonHugePages", 0),
+            "file_backed": status.get("RssFile", 0) + status.get("RssShmem", 0),
+            "threads": _threading.active_count(), "modules": len(sys.modules),
+            "heavy_imported": [m for m in HEAVY if m in sys.modules],
+            "nvml_initialised": bool(nvml and getattr(nvml, "is_initialized", lambda: 0)()),
+            "largest_mappings_MiB": {k: round(v, 1) for k, v in top},
+            "catdask": sys.modules["catdask"].__file__ if "catdask" in sys.modules else None}
+
+
+class Sampler:
+    """The summed RSS of this process and its children (workers), sampled; peaks per pid."""
+
+    def __init__(self, interval=0.05):
+        import psutil
+
+        self._me = psutil.Process()
+        self._cmdline = self._me.cmdline()
+        self.interval, self.peak, self.peaks = interval, 0, {}
+        self.unexeced_seen = 0
+        self._unexeced_rss = 0
+        self.peak_counting_unexeced = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def now(self):
+        import psutil
+
+        out = {"driver": self._me.memory_info().rss}
+        for p in self._me.children(recursive=True):
+            try:
+                cmdline = p.cmdline()
+                rss = p.memory_info().rss
+            except psutil.Error:
+                continue
+            if "resource_tracker" in " ".join(cmdline):
+                continue  # multiprocessing's helper, 13 MB, not a worker
+            if cmdline == self._cmdline:
+                # Not exec'd yet: a worker being spawned shares this process's pages until
+                # then, and its RSS reads as this process's (see _common.PeakRSS).
+                self.unexeced_seen += 1
+                self._unexeced_rss += rss
+                continue
+            out[p.pid] = rss
+        return out
+
+    def _sample(self):
+        self._unexeced_rss = 0
+        now = self.now()
+        self.peak = max(self.peak, sum(now.values()))
+        self.peak_counting_unexeced = max(self.peak_counting_unexeced,
+                                          sum(now.values()) + self._unexeced_rss)
+        for k, v in now.items():
+            self.peaks[k] = max(self.peaks.get(k, 0), v)
+
+    def _run(self):
+        while not self._stop.is_set():
+            self._sample()
+            self._stop.wait(self.interval)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+
+def _start(layout):
+    from catdask import operators  # noqa: F401  (what the workers import as they start)
+    from catdask.distributed.cluster import start_local_cluster
+
+    workers, threads = (int(v) for v in layout.split("x"))
+    return start_local_cluster(workers, threads_per_worker=threads, set_as_default=True)
+
+
+def _summary(states):
+    rss = [s["rss"] for s in states]
+    return {"median MiB": round(statistics.median(rss), 1), "max MiB": round(max(rss), 1),
+            "anonymous median MiB": round(statistics.median(s["anonymous"] for s in states), 1),
+            "file-backed median MiB": round(statistics.median(s["file_backed"] for s in states),
+                                            1),
+            "THP-mapped (smaps) median MiB": round(statistics.median(s["anon_huge_pages"]
+                                                             for s in states), 1)}
+
+
+def child_fit(args):
+    """One fit on a fresh cluster of ``--layout``: the figures, as one JSON line."""
+    import dask.array as da
+
+    from catdask import KernelCategorySpace
+
+    X, y = blobs(args.n, D, K, seed=3)
+    with Sampler() as mem:
+        cluster, client = _start(args.layout)
+        try:
+            time.sleep(1.0)  # the workers' start settles
+            started = list(client.run(worker_memory_state).values())
+            at_start = mem.now()
+            t0 = time.perf_counter()
+            est = KernelCategorySpace(gamma=rbf_gamma(D), max_iter=args.max_iter, certify=False,
+                                      random_state=0).fit(da.from_array(X, chunks=(10_000, D)), y)
+            fit_s = time.perf_counter() - t0
+            after = list(client.run(worker_memory_state).values())
+        finally:
+            client.close()
+            cluster.close()
+    workers = [v for k, v in mem.peaks.items() if k != "driver"]
+    return {
+        "catdask imported from": after[0]["catdask"],
+        "peak RSS driver + workers GiB": round(mem.peak / GiB, 3),
+        "driver peak MiB": round(mem.peaks["driver"] / MiB, 1),
+        "worker peak MiB (median, max)": (round(statistics.median(workers) / MiB, 1),
+                                          round(max(workers) / MiB, 1)),
+        "driver + workers after start GiB": round(sum(at_start.values()) / GiB, 3),
+        "workers after start": _summary(started),
+        "workers after fit": _summary(after),
+        "a worker after fit": {k: after[0][k] for k in ("threads", "modules", "heavy_imported",
+                                                         "nvml_initialised",
+                                                         "largest_mappings_MiB")},
+        "fit s": round(fit_s, 1), "objective": est.objective_,
+        "samples of children not yet exec'd (left out)": mem.unexeced_seen,
+        "peak GiB counting them (the former measure)": round(mem.peak_counting_unexeced / GiB, 3),
+    }
+
+
+def child_pass(args):
+    """Median seconds of a float32 ``G Z`` pass on 2 single-thread workers."""
+    import numpy as np
+
+    from catdask.core.classes import ClassIndex
+    from catdask.kernels import make_kernel
+    from catdask.operators import DaskGramOperator
+
+    X, y = blobs(args.n, D, K, seed=3)
+    order = np.argsort(y, kind="stable")
+    cluster, client = _start("2x1")
+    try:
+        op = DaskGramOperator(X[order], ClassIndex(y[order], K),
+                              make_kernel("rbf", n_features=D, gamma=rbf_gamma(D)),
+                              cache="recompute", precision="float32")
+        z = np.random.default_rng(2).normal(size=(5, args.n))
+        op.class_matmul(z)  # warm-up
+        times = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            op.class_matmul(z)
+            times.append(time.perf_counter() - t0)
+        op.close()
+    finally:
+        client.close()
+        cluster.close()
+    return {"pass s": times}
+
+
+# ------------------------------------------------------------------ the parent
+def _export(ref, into):
+    """The tree of ``ref`` (git archive) in directory ``into``; False when git cannot."""
+    try:
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", ref], check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return False
+    return True
+
+
+def _run_child(kind, root, args, layout="2x1"):
+    # The previous child's workers take up to 4 s to be killed after its cluster closes: a
+    # child started at once shared the cores with them (its fit measured up to 1.9x slower).
+    time.sleep(5)
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", kind, "--root", str(root),
+           "--n", str(args.n), "--max-iter", str(args.max_iter), "--layouts", layout]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+    if done.returncode or not lines:
+        return {"failed": (done.stdout + done.stderr)[-2000:]}
+    return json.loads(lines[-1])
+
+
+def main():
+    args = parse_args(__doc__, _options)
+    quiet_warnings()
+    args.n = args.n or (4_000 if args.quick else 50_000)
+    if args.child:
+        # The code under test first on the path (ahead of this tree, which _common added).
+        sys.path.insert(0, args.root)
+        args.layout = args.layouts
+        out = child_fit(args) if args.child == "fit" else child_pass(args)
+        print(json.dumps(out, default=str))
+        return
+    layouts = (args.layouts or ("2x1" if args.quick else "2x1,16x1")).split(",")
+    if args.layouts == "none":  # --passes alone
+        layouts = []
+    results: dict = {"N": args.n, "D": D, "K": K, "max_iter": args.max_iter,
+                     "load average start": load_average()}
+    try:
+        thp = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text().strip()
+    except OSError:
+        thp = "unknown"
+    results["transparent huge pages"] = thp
+    with tempfile.TemporaryDirectory(prefix="catdask-baseline-") as tmp:
+        codes = {"this code": REPO}
+        if args.baseline_ref and _export(args.baseline_ref, tmp):
+            codes = {f"baseline ({args.baseline_ref})": Path(tmp), **codes}
+        elif args.baseline_ref:
+            results["baseline"] = f"git archive {args.baseline_ref} failed: no baseline"
+        for layout in layouts:
+            row = {}
+            for name, root in codes.items():  # baseline then this code, layout by layout
+                row[name] = _run_child("fit", root, args, layout)
+                print(f"  {layout} {name}: {row[name]}", flush=True)
+            base = row.get(f"baseline ({args.baseline_ref})", {})
+            this = row["this code"]
+            key = "peak RSS driver + workers GiB"
+            if key in base and key in this:
+                row["peak ratio this / baseline"] = round(this[key] / base[key], 3)
+                row["worker peak median ratio"] = round(
+                    this["worker peak MiB (median, max)"][0]
+                    / base["worker peak MiB (median, max)"][0], 3)
+            results[f"{layout} workers x threads"] = row
+        if args.passes:
+            times: dict = {name: [] for name in codes}
+            for _ in range(args.rounds):  # alternating children, medians
+                for name, root in codes.items():
+                    out = _run_child("pass", root, args)
+                    times[name] += out.get("pass s", [])
+            results["float32 pass on 2x1, every pass s"] = {
+                name: [round(v, 3) for v in t] for name, t in times.items()}
+            results["float32 pass on 2x1, median s"] = {
+                name: round(statistics.median(t), 3) if t else None
+                for name, t in times.items()}
+            meds = list(results["float32 pass on 2x1, median s"].values())
+            if len(meds) == 2 and all(meds):
+                results["pass time ratio this / baseline"] = round(meds[1] / meds[0], 3)
+    results["load average end"] = load_average()
+    report("peak RSS of a Dask kernel fit, per worker (issue 27)", results, args)
+
+
+if __name__ == "__main__":
+    main()
