@@ -25,7 +25,7 @@ names are the preload's arguments, given by the cluster's starter
 ``add_worker_imports``; :mod:`catdask.operators` adds its task modules), so this package
 imports no layer above it. And it shortens the worker's
 message batching to the scheduler (distributed's 2 ms;
-:func:`catdask.distributed.cluster.shorten_worker_batching`): a Gram pass waits for its tasks'
+:func:`catdask.distributed.batching.shorten_worker_batching`): a Gram pass waits for its tasks'
 "finished" messages.
 
 Loaded by :func:`catdask.distributed.cluster.start_local_cluster` through distributed's worker
@@ -70,7 +70,7 @@ def survive_interrupts() -> bool:
 def dask_setup(worker, modules: tuple[str, ...] = ()) -> None:
     """Distributed's preload hook, called once in each worker process as it starts; its
     arguments (``preload_argv``) are the modules to import."""
-    from .cluster import shorten_worker_batching
+    from .batching import shorten_worker_batching
 
     survive_interrupts()
     shorten_worker_batching(worker)
