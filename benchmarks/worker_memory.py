@@ -31,13 +31,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (REPO, blobs, load_average, parse_args, quiet_warnings,  # noqa: E402
-                     rbf_gamma, report)
+from _common import (REPO, PeakRSS, blobs, load_average, parse_args,  # noqa: E402
+                     quiet_warnings, rbf_gamma, report)
 
 D, K = 20, 5
 MiB = 1024**2
@@ -103,26 +102,20 @@ def worker_memory_state():
             "catdask": sys.modules["catdask"].__file__ if "catdask" in sys.modules else None}
 
 
-class Sampler:
-    """The summed RSS of this process and its children (workers), sampled; peaks per pid."""
+class Sampler(PeakRSS):
+    """:class:`_common.PeakRSS` with the samples by process (``now``) and, beside the peak,
+    the former measure that counted children not yet exec'd (``peak_counting_unexeced``)."""
 
     def __init__(self, interval=0.05):
-        import psutil
-
-        self._me = psutil.Process()
-        self._cmdline = self._me.cmdline()
-        self.interval, self.peak, self.peaks = interval, 0, {}
-        self.unexeced_seen = 0
+        super().__init__(interval)
         self._unexeced_rss = 0
         self.peak_counting_unexeced = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
     def now(self):
         import psutil
 
-        out = {"driver": self._me.memory_info().rss}
-        for p in self._me.children(recursive=True):
+        out = {"driver": self._proc.memory_info().rss}
+        for p in self._proc.children(recursive=True):
             try:
                 cmdline = p.cmdline()
                 rss = p.memory_info().rss
@@ -147,20 +140,6 @@ class Sampler:
                                           sum(now.values()) + self._unexeced_rss)
         for k, v in now.items():
             self.peaks[k] = max(self.peaks.get(k, 0), v)
-
-    def _run(self):
-        while not self._stop.is_set():
-            self._sample()
-            self._stop.wait(self.interval)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-        self._sample()
 
 
 def _start(layout):
