@@ -68,6 +68,40 @@ def require_store(store) -> Path:
     return root
 
 
+def check_store_creatable(store) -> Path:
+    """The store folder of a command that writes it (``ingest``): it exists as a folder, or
+    its nearest existing parent is a folder this process may write in.
+
+    Otherwise the command failed late: inside the flow's task after two retries (10 s, with
+    Prefect's log lines), or where the Prefect home in the store could not be created, with
+    "[Errno 20] Not a directory" naming neither what nor why.
+
+    Raises
+    ------
+    CliError
+        Exit code 3, naming the store, the path in the way and who chose the store.
+    """
+    import os
+
+    root, chosen_by = store_choice(store)
+    check = f"check {chosen_by}" if chosen_by else "the default ./catdask-store; pass --store"
+    if root.exists():
+        if not root.is_dir():
+            raise CliError(f"store {root} is a file, not a folder (a store is the folder that "
+                           "holds datasets/ and models/)")
+        return root
+    parent = root.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise CliError(f"cannot create the store {root}: {parent} is a file, not a folder "
+                       f"({check})")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise CliError(f"cannot create the store {root}: no permission to write in {parent} "
+                       f"({check})")
+    return root
+
+
 def missing_store_note(root: Path) -> str:
     """``" (it does not exist yet; ...)"`` when ``root`` is missing, a note when it is a folder
     that holds no store (a mistyped ``--store`` that names an existing folder: was only "no

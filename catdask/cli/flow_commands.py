@@ -24,6 +24,7 @@ def _ingest_file(args) -> list[dict]:
     if not args.name or args.label_column is None:
         raise usage_error("--file needs --name and --label-column")
     checks.check_table_file(args.file, args.name)
+    checks.check_store_creatable(args.store)
     from catdask.pipeline import ingest_file
 
     return [ingest_file(args.file, args.name, _label_column(args.label_column), args.store,
@@ -37,6 +38,7 @@ def _ingest_catalog(args) -> list[dict]:
         raise usage_error("name data sets (see `catdask datasets`), or --all, or --file")
     checks.check_catalog_names(names)
     checks.check_sources_available(names, args.source_dir, args.store, args.download)
+    checks.check_store_creatable(args.store)
     runtime.check_prefect_api()
     runtime.prepare_prefect(args.store)
     from catdask.orchestration.ingest import ingest  # Prefect: after the checks
