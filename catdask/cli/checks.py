@@ -83,12 +83,9 @@ def check_store_creatable(store) -> Path:
     """
     import os
 
-    root, chosen_by = store_choice(store)
+    root, chosen_by = store_choice(store)  # a store that is a file: resolve_store says so
     check = f"check {chosen_by}" if chosen_by else "the default ./catdask-store; pass --store"
     if root.exists():
-        if not root.is_dir():
-            raise CliError(f"store {root} is a file, not a folder (a store is the folder that "
-                           "holds datasets/ and models/)")
         return root
     parent = root.parent
     while not parent.exists() and parent != parent.parent:
