@@ -81,9 +81,7 @@ def quiet_solvers():
 def current_solver_callback():
     """The listener of the innermost :func:`solver_progress` block plus any watchers, or None
     (always None inside :func:`quiet_solvers`)."""
-    if _QUIET.get():
-        return None
-    listeners = [c for c in (_SOLVER_CALLBACK.get(), *_WATCHERS) if c is not None]
+    listeners = _listeners()
     if not listeners:
         return None
     if len(listeners) == 1:
@@ -111,9 +109,15 @@ def report_stage(text):
         What is running now, in a few words (e.g. "global-optimality test: moment
         relaxation, 300 SCS iterations").
     """
-    if _QUIET.get():
-        return
-    for listener in (_SOLVER_CALLBACK.get(), *_WATCHERS):
+    for listener in _listeners():
         stage = getattr(listener, "stage", None)
         if stage is not None:
             stage(text)
+
+
+def _listeners():
+    """The innermost :func:`solver_progress` block's listener and the watchers; none inside
+    :func:`quiet_solvers`."""
+    if _QUIET.get():
+        return []
+    return [c for c in (_SOLVER_CALLBACK.get(), *_WATCHERS) if c is not None]
