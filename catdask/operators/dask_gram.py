@@ -157,7 +157,7 @@ class DaskGramOperator(BlockGramOperator):
         on 16 single-thread workers otherwise held 16 times (issue 27)."""
         self._Xd: str | None = None
         if not self.uses_tiles:
-            self._Xd = self._runner.put(self._Xs, "X-sorted", everywhere=True)
+            self._x_key()
             return
         values = {}
         for dtype in GRAM_PRECISIONS:
