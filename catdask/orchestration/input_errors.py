@@ -19,7 +19,13 @@ unexpected exception"): three tracebacks of Prefect's engine around one sentence
   console alike (a filter on the logger runs before any of its handlers).
 
 Anything else is a bug or an unforeseen failure: the flow re-raises it and Prefect logs its
-traceback as before.
+traceback as before. One exception: an error raised while Prefect's engine handled a termination
+signal (SIGTERM, which ``catdask serve`` sends its runs when it stops) is the signal's doing, not
+a bug. Prefect turns the signal into :class:`~prefect.exceptions.TerminationSignal` wherever the
+run's main thread happens to be; arriving while a task run is being created, its crash handling
+raised ``ValueError: Task run is not set`` (Prefect 3.8), and the run ended Failed with that
+message and two tracebacks instead of Crashed. :func:`fails_plainly` re-raises the signal
+itself, so the run ends as any terminated run does.
 """
 
 from __future__ import annotations
@@ -77,6 +83,21 @@ def _raised_in_a_task(exc: BaseException) -> bool:
     return False
 
 
+def _termination_behind(exc: BaseException) -> BaseException | None:
+    """The termination signal ``exc`` was raised while handling, if any (its ``__context__``
+    chain; see the module docstring)."""
+    from prefect.exceptions import TerminationSignal
+
+    seen: set[int] = set()
+    cause = exc.__context__
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, TerminationSignal):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__context__
+    return None
+
+
 @contextlib.contextmanager
 def parameter_checks():
     """A ``ValueError`` raised inside (a flow's own checks of its parameters: the model spec,
@@ -111,6 +132,11 @@ def fails_plainly(fn):
                 # The CLI prints the same error in its own words: left off its quiet console.
                 get_run_logger().error(message, extra={CONSOLE_REPEATED: True})
             return Failed(message=message, data=exc)
+        except Exception as exc:
+            signal = _termination_behind(exc)
+            if signal is None:
+                raise
+            raise signal from None
 
     # Prefect builds the run form and checks the parameters from the signature; the flows'
     # modules postpone annotations (strings), which would be resolved in this module's

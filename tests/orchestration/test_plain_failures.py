@@ -151,3 +151,76 @@ def test_a_flow_script_says_a_foreseen_error_in_one_line(capsys, monkeypatch):
         run_as_script(buggy)
     run_as_script(lambda: {"version": "iris-cqs:v1"})
     assert capsys.readouterr().out == "{'version': 'iris-cqs:v1'}\n"
+
+
+TERMINATED_AS_A_TASK_RUN_STARTS = """
+import prefect.task_engine
+from prefect import flow, task
+from prefect.exceptions import TerminationSignal
+
+from catdask.orchestration.input_errors import fails_plainly
+
+
+def terminated(*args, **kwargs):
+    raise TerminationSignal(signal=15)  # what Prefect's SIGTERM handler raises
+
+
+@task
+def review():
+    return "reviewed"
+
+
+@flow(name="terminated-as-a-task-run-starts-{tag}")
+@fails_plainly
+def train_then_review():
+    return review()
+
+
+prefect.task_engine.dynamic_key_for_task_run = terminated
+train_then_review()
+"""
+
+
+def test_a_termination_while_a_task_run_starts_crashes_the_run(prefect_env, tmp_path):
+    """SIGTERM (``catdask serve`` stopping its runs) that lands while Prefect creates a task
+    run: Prefect's crash handling then raised ``ValueError: Task run is not set``, and the run
+    ended Failed with that message and two tracebacks (a flaky serve Ctrl-C test caught it).
+    The flow re-raises the signal, so the run ends Crashed as any terminated run does, and the
+    process ends by SIGTERM as Prefect's engine ends it. (In a subprocess: Prefect re-sends the
+    signal to its own process once the run is reported.)"""
+    import subprocess
+    import uuid
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowFilter, FlowFilterName
+
+    tag = uuid.uuid4().hex[:8]
+    script = tmp_path / "terminated.py"
+    script.write_text(TERMINATED_AS_A_TASK_RUN_STARTS.replace("{tag}", tag))
+    done = subprocess.run([sys.executable, str(script)], env=prefect_env, capture_output=True,
+                          text=True, timeout=120)
+    output = done.stdout + done.stderr
+    assert done.returncode == -15, output  # not 1: the ValueError of Prefect's crash handling
+    assert "Task run is not set" not in output and "Traceback" not in output, output
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(flow_filter=FlowFilter(
+            name=FlowFilterName(any_=[f"terminated-as-a-task-run-starts-{tag}"])))
+    assert [run.state.type.value for run in runs] == ["CRASHED"], [run.state for run in runs]
+
+
+def test_other_errors_during_a_termination_are_still_bugs():
+    """Only the termination's own context turns an error into the signal."""
+    from prefect import flow
+
+    from catdask.orchestration.input_errors import fails_plainly
+
+    @flow
+    @fails_plainly
+    def buggy():
+        try:
+            raise KeyError("handled")
+        except KeyError:
+            raise TypeError("a bug") from None
+
+    with pytest.raises(TypeError, match="a bug"):
+        buggy()
