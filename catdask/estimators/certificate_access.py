@@ -12,6 +12,8 @@ function of what the certification holds, and the certifiers' random numbers are
 
 from __future__ import annotations
 
+import inspect
+
 __all__ = ["CERTIFIED_ATTRIBUTES", "CertificateOnAccess"]
 
 #: The fitted attributes that report the certificate test: set when it has run.
@@ -58,6 +60,19 @@ class CertificateOnAccess:
                 self._take_certificates(pending, deferred=True)
             if name in self.__dict__:  # set here, or by another thread meanwhile
                 return self.__dict__[name]
+        # A class attribute whose descriptor refused (``available_if``: ``predict_proba`` with
+        # ``classifier="angle"``) lands here too, and Python drops its reason: ask it again so
+        # the error says why ("classifier='angle' gives no probabilities; ..."), not only
+        # "no attribute 'predict_proba'".
+        descriptor = inspect.getattr_static(type(self), name, None)
+        if descriptor is not None and hasattr(descriptor, "__get__"):
+            try:
+                return descriptor.__get__(self, type(self))
+            except AttributeError as exc:  # scikit-learn keeps the check's reason as the cause
+                if not isinstance(exc.__cause__, AttributeError):
+                    raise
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute "
+                                     f"{name!r}: {exc.__cause__}", name=name, obj=self) from None
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __getstate__(self):
