@@ -99,6 +99,55 @@ def check_store_creatable(store) -> Path:
     return root
 
 
+def unwritable_reason(path: Path) -> str | None:
+    """Why this process cannot write in the existing folder ``path`` (``"Read-only file
+    system"``, ``"Permission denied"``), or None when it can."""
+    import errno
+    import os
+
+    if os.access(path, os.W_OK | os.X_OK):
+        return None
+    try:
+        read_only = bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):  # pragma: no cover - no statvfs (Windows)
+        read_only = False
+    return os.strerror(errno.EROFS if read_only else errno.EACCES)
+
+
+def check_store_writable(store, writes: str, subfolders=()) -> Path:
+    """The store folder of a command that writes it: creatable (:func:`check_store_creatable`)
+    or, when it exists, writable here, and so are those of its ``subfolders`` that exist.
+
+    Was, on a read-only mount or another user's store: "error: OSError: [Errno 30] Read-only
+    file system: '<store>/.prefect/temporary-server.log' (run with -v for the traceback)",
+    exit 1, after Prefect's imports; a read-only store still answers ``datasets``, ``models``,
+    ``predict``, ``plot`` and ``check``, and ``train`` its cached fits, which only read.
+
+    Parameters
+    ----------
+    writes : str
+        What the command writes there, for the message: ``"`catdask ingest` writes data
+        sets"``.
+
+    Raises
+    ------
+    CliError
+        Exit code 3, naming the folder, why it cannot be written and what to do.
+    """
+    root = check_store_creatable(store)
+    for folder in (root, *(root / sub for sub in subfolders)):
+        reason = unwritable_reason(folder) if folder.is_dir() else None
+        if reason:
+            _, chosen_by = store_choice(store)
+            where = f"check {chosen_by}" if chosen_by else "pass --store"
+            inside = f" in {folder}" if folder != root else ""
+            raise CliError(f"the store {root} cannot be written ({reason}{inside}): "
+                           f"{writes} there. Use a writable store ({where}), or run it as the "
+                           "store's owner; reading it (`catdask models`, `predict`, `plot`, "
+                           "`check`) still works")
+    return root
+
+
 def missing_store_note(root: Path) -> str:
     """``" (it does not exist yet; ...)"`` when ``root`` is missing, a note when it is a folder
     that holds no store (a mistyped ``--store`` that names an existing folder: was only "no

@@ -13,6 +13,11 @@ from .exits import EXIT_OK, EXIT_UNCERTIFIED, CliError, usage_error
 from .output import note, print_json, progress
 
 
+#: What ``ingest`` and ``train`` write in the store, for the error on a store they cannot write.
+INGEST_WRITES = "`catdask ingest` writes data sets"
+TRAIN_WRITES = "`catdask train` registers models and writes plots"
+
+
 def _label_column(text: str):
     return int(text) if text.lstrip("-").isdigit() else text
 
@@ -24,7 +29,7 @@ def _ingest_file(args) -> list[dict]:
     if not args.name or args.label_column is None:
         raise usage_error("--file needs --name and --label-column")
     checks.check_table_file(args.file, args.name)
-    checks.check_store_creatable(args.store)
+    checks.check_store_writable(args.store, INGEST_WRITES, ["datasets"])
     from catdask.pipeline import ingest_file
 
     return [ingest_file(args.file, args.name, _label_column(args.label_column), args.store,
@@ -38,7 +43,7 @@ def _ingest_catalog(args) -> list[dict]:
         raise usage_error("name data sets (see `catdask datasets`), or --all, or --file")
     checks.check_catalog_names(names)
     checks.check_sources_available(names, args.source_dir, args.store, args.download)
-    checks.check_store_creatable(args.store)
+    checks.check_store_writable(args.store, INGEST_WRITES, ["datasets", ".prefect"])
     runtime.check_prefect_api()
     runtime.prepare_prefect(args.store)
     from catdask.orchestration.ingest import ingest  # Prefect: after the checks
@@ -166,6 +171,8 @@ def cmd_train(args) -> int:
              "content with this spec and this catdask; not refitted (--refit fits again)")
         print_json(cached)
         return EXIT_OK
+    # After the cache: a store this process cannot write still answers a repeated train.
+    checks.check_store_writable(args.store, TRAIN_WRITES, ["models", "plots", ".prefect"])
     scheduler = runtime.scheduler_address(args.scheduler)
     device_checks.check_gpu_workers(args.device, scheduler,
                                     runtime.check_scheduler(scheduler))
@@ -213,6 +220,9 @@ def default_evaluation_dir(store) -> str:
 def cmd_evaluate(args) -> int:
     """The paper's protocol; tables under ``--out`` (default: in the store)."""
     checks.check_evaluation_datasets(args.store, args.datasets)
+    if not args.out:
+        checks.check_store_writable(args.store, "`catdask evaluate` writes its tables",
+                                    ["evaluations", ".prefect"])
     out_dir = args.out or default_evaluation_dir(args.store)
     runtime.check_prefect_api()
     runtime.prepare_prefect(args.store)
