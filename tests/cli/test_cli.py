@@ -1306,7 +1306,11 @@ def test_predict_writes_predictions_and_coordinates(capsys, tmp_path, two_versio
     header, rows = _read_csv(stdout)
     assert header == ["prediction", "class_name"] + [f"axis_{n}" for n in names]
     assert [int(r[0]) for r in rows] == v1.predict(X[:5]).tolist()
-    assert err.strip() == f"iris-cqs:v1 on file {features}: 5 rows"
+    assert err.splitlines() == [  # iris was stored with scikit-learn's feature names
+        f"the header of file {features} (a, b, c, d) names none of the features iris-cqs:v1 "
+        "was trained on (sepal length (cm), sepal width (cm), petal length (cm), petal width "
+        "(cm)): its columns are taken in order",
+        f"iris-cqs:v1 on file {features}: 5 rows"]
 
     # Labels given as display names in a named column: matched to the predicted names.
     labelled = tmp_path / "labelled.csv"

@@ -107,3 +107,71 @@ def test_a_store_write_error_reads_as_its_sentence():
     assert str(exc) == "the store /s cannot be written: gc changed nothing."
     assert exc.errno == errno.EROFS and exc.filename == "/s"
     assert str(StoreWriteError("plain")) == "plain"
+
+
+# ----------------------------------------------------------------- predict: columns by name
+def test_align_features_reorders_by_name_and_refuses_a_partial_match():
+    import numpy as np
+
+    from catdask.pipeline.scoring import align_features
+
+    X = np.array([[1.0, 2.0, 3.0]])
+    kw = dict(model_label="m:v1", data="file f.csv")
+    assert align_features(X, ["a", "b", "c"], ["a", "b", "c"], **kw)[1] is None
+    assert align_features(X, None, ["a", "b", "c"], **kw)[1] is None  # no header: by position
+    assert align_features(X, ["a", "b", "c"], None, **kw)[1] is None  # no names recorded
+    out, note = align_features(X, ["c", "a", "b"], ["a", "b", "c"], **kw)
+    np.testing.assert_array_equal(out, [[2.0, 3.0, 1.0]])
+    assert note == ("the columns of file f.csv were taken by name, in the order m:v1 was "
+                    "trained on (the header lists them in another order)")
+    out, note = align_features(X, ["x", "y", "z"], ["a", "b", "c"], **kw)
+    assert out is X and note == ("the header of file f.csv (x, y, z) names none of the "
+                                 "features m:v1 was trained on (a, b, c): its columns are "
+                                 "taken in order")
+    with pytest.raises(ValueError, match=r"^the header of file f.csv does not match the features "
+                                         r"m:v1 was trained on \(missing c; not a training "
+                                         r"feature: d\); give the columns a, b, c \(in any "
+                                         r"order with a header, in this order without one\)$"):
+        align_features(X, ["a", "b", "d"], ["a", "b", "c"], **kw)
+    with pytest.raises(ValueError, match=r"\(missing c\)"):
+        align_features(X[:, :2], ["b", "a"], ["a", "b", "c"], **kw)
+
+
+def test_predict_takes_a_reordered_header_by_name(capsys, tmp_path):
+    """Was: a header listing the training features in another order was predicted on the
+    columns as they stood, silently wrong (the header was read and dropped)."""
+    import numpy as np
+
+    from catdask.pipeline import ingest_file
+    from catdask.store import load_estimator, register_estimator
+
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(c, 0.5, size=(20, 3)) * [1, 3, 9] for c in range(3)]).tolist()
+    y = np.repeat(["p", "q", "r"], 20)
+    table = tmp_path / "train.csv"
+    table.write_text("a,b,c,label\n" + "".join(f"{a!r},{b!r},{c!r},{t}\n"
+                                               for (a, b, c), t in zip(X, y)))
+    store = tmp_path / "store"
+    ingest_file(table, "abc", "label", store)
+    from catdask import CategorySpace
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    register_estimator(store, "abc-cqs", make_pipeline(StandardScaler(), CategorySpace(
+        n_restarts=1, random_state=0)).fit(X, y), meta={"dataset": "abc"})
+    expected = load_estimator(store, "abc-cqs").predict(np.array(X)).tolist()
+    swapped = tmp_path / "swapped.csv"
+    swapped.write_text("c,a,b\n" + "".join(f"{c!r},{a!r},{b!r}\n" for a, b, c in X))
+    code, out, err = run_cli(capsys, "--store", store, "predict", "abc-cqs", "--file", swapped)
+    assert code == 0, err
+    assert [line.split(",")[0] for line in out.splitlines()[1:]] == expected
+    assert err.splitlines()[0].startswith(f"the columns of file {swapped} were taken by name")
+    partial = tmp_path / "partial.csv"
+    partial.write_text("a,b,d\n1,2,3\n")
+    code, out, err = run_cli(capsys, "--store", store, "predict", "abc-cqs", "--file", partial,
+                             "--out", tmp_path / "p.csv")
+    assert code == EXIT_INPUT and out == "" and not (tmp_path / "p.csv").exists()
+    assert err.splitlines() == [
+        f"catdask predict: error: the header of file {partial} does not match the features "
+        "abc-cqs:v1 was trained on (missing c; not a training feature: d); give the columns "
+        "a, b, c (in any order with a header, in this order without one)"]
