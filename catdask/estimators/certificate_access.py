@@ -12,8 +12,6 @@ function of what the certification holds, and the certifiers' random numbers are
 
 from __future__ import annotations
 
-import inspect
-
 __all__ = ["CERTIFIED_ATTRIBUTES", "CertificateOnAccess"]
 
 #: The fitted attributes that report the certificate test: set when it has run.
@@ -64,15 +62,17 @@ class CertificateOnAccess:
         # ``classifier="angle"``) lands here too, and Python drops its reason: ask it again so
         # the error says why ("classifier='angle' gives no probabilities; ..."), not only
         # "no attribute 'predict_proba'".
-        descriptor = inspect.getattr_static(type(self), name, None)
+        # Only the classes' own attributes (not the metaclass's: `__name__` is type's).
+        descriptor = next((k.__dict__[name] for k in type(self).__mro__ if name in k.__dict__),
+                          None)
         if descriptor is not None and hasattr(descriptor, "__get__"):
             try:
                 return descriptor.__get__(self, type(self))
             except AttributeError as exc:  # scikit-learn keeps the check's reason as the cause
-                if not isinstance(exc.__cause__, AttributeError):
-                    raise
-                raise AttributeError(f"{type(self).__name__!r} object has no attribute "
-                                     f"{name!r}: {exc.__cause__}", name=name, obj=self) from None
+                if isinstance(exc.__cause__, AttributeError):
+                    raise AttributeError(f"{type(self).__name__!r} object has no attribute "
+                                         f"{name!r}: {exc.__cause__}", name=name,
+                                         obj=self) from None
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __getstate__(self):

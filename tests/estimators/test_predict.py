@@ -122,6 +122,9 @@ def test_probabilities_and_scores_agree_with_predict(fitted, classifier):
                                r"classifier='angle' gives no probabilities; predict_proba "
                                r"needs one of \['qda', 'lda', 'nearest-mean'\]"):
                 getattr(est, method)(X)
+        # Only the classes' own descriptors are asked again, not the metaclass's: an
+        # instance has no `__name__` (a caller's getattr(obj, "__name__", None) broke).
+        assert getattr(est, "__name__", None) is None
         return
     proba = est.predict_proba(X)
     assert proba.shape == (len(X), 3) and np.all(proba >= 0)
