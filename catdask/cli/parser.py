@@ -228,10 +228,12 @@ def _store_commands(sub):
     s.add_argument("--dry-run", action="store_true", help="only list what would be removed")
     s.add_argument("--keep-last", type=non_negative_int, default=0, metavar="N",
                    help="also keep the N snapshots before the current one")
-    s = _add(sub, "models", "list, show or compare registered models")
-    # The metavar names the choices in "the following arguments are required: ..." (was the
-    # internal "models_cmd"); the help shows the same.
-    msub = s.add_subparsers(dest="models_cmd", required=True, metavar="{list,show,compare}")
+    s = _add(sub, "models", "list, show or compare registered models (alone: list)")
+    # Alone, `catdask models` lists, as `catdask datasets` does (was a usage error, "the
+    # following arguments are required: {list,show,compare}"). The metavar names the choices
+    # in the help.
+    msub = s.add_subparsers(dest="models_cmd", required=False, metavar="{list,show,compare}")
+    s.set_defaults(name=None)  # what `models list` without NAME has
     m = _add(msub, "list", "registered model versions")
     m.add_argument("name", nargs="?", help="only this model (default: every model)")
     m = _add(msub, "show", "one model version: status, certificate, restarts, metrics")

@@ -175,10 +175,10 @@ def _list_models(args) -> None:
 
 
 def cmd_models(args) -> int:
-    """``models list`` / ``show`` / ``compare``."""
+    """``models list`` / ``show`` / ``compare``; ``models`` alone lists."""
     from catdask.store import compare_versions, load_model_version
 
-    if args.models_cmd == "list":
+    if args.models_cmd in (None, "list"):
         _list_models(args)
         return EXIT_OK
     checks.require_store(args.store)

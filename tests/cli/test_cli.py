@@ -96,8 +96,6 @@ def run_cli(capsys, *args):
     (["train"], "required: dataset"),
     (["train", "iris", "--method", "nope"], "invalid choice: 'nope'"),
     (["train", "iris", "--restarts", "many"], "invalid int value"),
-    (["models"], "catdask models: error: the following arguments are required: "
-                 "{list,show,compare}"),
     # A misspelt option before the command (was: "invalid choice: 'x'", "required: command").
     (["--stroe", "x", "models", "list"],
      "catdask: error: unrecognized arguments: --stroe; did you mean '--store'?"),

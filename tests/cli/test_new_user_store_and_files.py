@@ -175,3 +175,22 @@ def test_predict_takes_a_reordered_header_by_name(capsys, tmp_path):
         f"catdask predict: error: the header of file {partial} does not match the features "
         "abc-cqs:v1 was trained on (missing c; not a training feature: d); give the columns "
         "a, b, c (in any order with a header, in this order without one)"]
+
+
+def test_models_alone_lists_as_datasets_does(capsys, iris_store):
+    """Was: "catdask models: error: the following arguments are required: {list,show,compare}"
+    (exit 2), where `catdask datasets` alone lists."""
+    from sklearn.datasets import load_iris
+
+    from catdask import CategorySpace
+    from catdask.store import register_estimator
+
+    X, y = load_iris(return_X_y=True)
+    register_estimator(iris_store, "iris-cqs", CategorySpace(n_restarts=1).fit(X, y),
+                       meta={"dataset": "iris"})
+    code, alone, err = run_cli(capsys, "--store", iris_store, "models")
+    assert code == 0, err
+    code, listed, _ = run_cli(capsys, "--store", iris_store, "models", "list")
+    assert alone == listed and "iris-cqs:v1" in alone
+    code, _, err = run_cli(capsys, "models", "--store", iris_store, "lst")
+    assert code == 2 and "did you mean 'list'?" in err, err
