@@ -235,7 +235,7 @@ def check_method_fits_dataset(store, name: str, method: str) -> None:
     if info.n_classes > info.n_features:
         raise CliError(f"--method {method} needs at most as many classes as features, and data "
                        f"set {name!r} has {info.n_classes} classes and {info.n_features} "
-                       f"features (K orthonormal axes do not fit in D dimensions); use "
+                       f"feature{'s' * (info.n_features != 1)} (K orthonormal axes do not fit in D dimensions); use "
                        f"--method {' or '.join(KERNEL_METHODS)}")
 
 

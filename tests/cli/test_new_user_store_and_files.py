@@ -194,3 +194,15 @@ def test_models_alone_lists_as_datasets_does(capsys, iris_store):
     assert alone == listed and "iris-cqs:v1" in alone
     code, _, err = run_cli(capsys, "models", "--store", iris_store, "lst")
     assert code == 2 and "did you mean 'list'?" in err, err
+
+
+def test_one_feature_is_not_called_features(capsys, tmp_path):
+    """Was: "data set 'd1' has 2 classes and 1 features"."""
+    from catdask.pipeline import ingest_file
+
+    table = tmp_path / "d1.csv"
+    table.write_text("a,label\n1,x\n2,x\n3,y\n4,y\n")
+    ingest_file(table, "d1", "label", tmp_path / "store")
+    code, _, err = run_cli(capsys, "--store", tmp_path / "store", "train", "d1")
+    assert code == EXIT_INPUT
+    assert "data set 'd1' has 2 classes and 1 feature (K orthonormal axes" in err, err
