@@ -36,7 +36,7 @@ from ..core.classes import ClassIndex
 from ..core.engine import CERTIFY_AT, SolverOptions
 from ..distributed.inputs import is_distributed_input, load_training_data
 from ..distributed.options import compute_context
-from ..core.validation import check_data_scale, encode_class_labels
+from ..core.validation import check_data_scale, check_missing_labels, encode_class_labels
 from ..method_names import MAX_RESTARTS
 from .certificate_access import CertificateOnAccess
 from .classify import (
@@ -134,7 +134,11 @@ class BaseCategorySpace(
             if to_memory:
                 X = check_array(np.asarray(X.compute()), dtype=np.float64, ensure_min_samples=2)
         else:
-            X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
+            try:
+                X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
+            except (TypeError, ValueError):
+                check_missing_labels(y)  # a missing label: say so, whatever failed on it
+                raise
             check_data_scale(X)
         classes_, codes = encode_class_labels(y, n_features=X.shape[1], linear=linear,
                                               origin=self.origin)
