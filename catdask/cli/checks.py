@@ -148,6 +148,35 @@ def check_store_writable(store, writes: str, subfolders=()) -> Path:
     return root
 
 
+def check_output_writable(path, what: str) -> None:
+    """The file or folder ``path`` a command will write (``--out``; ``plot``'s default name in
+    the current folder) can be made here: its nearest existing folder is writable.
+
+    Was found only when writing, as "OSError: [Errno 30] Read-only file system:
+    '<folder>/.p.csv.bjd45s_j.tmp'" (exit 1, naming a temporary file), for ``evaluate --out``
+    after the whole evaluation had run.
+
+    Parameters
+    ----------
+    what : str
+        Who named the path, for the message: ``"--out p.csv"``, ``"the plot p.png"``.
+
+    Raises
+    ------
+    CliError
+        Exit code 3, naming the path, the folder and why.
+    """
+    folder = Path(path).absolute().parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise CliError(f"{what}: cannot be written: {folder} is a file, not a folder")
+    reason = unwritable_reason(folder)
+    if reason:
+        raise CliError(f"{what}: cannot write in {folder} ({reason}); choose a folder you can "
+                       "write in")
+
+
 def missing_store_note(root: Path) -> str:
     """``" (it does not exist yet; ...)"`` when ``root`` is missing, a note when it is a folder
     that holds no store (a mistyped ``--store`` that names an existing folder: was only "no

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 from datetime import datetime, timezone
+from pathlib import Path
 
 from . import checks, device_checks, runtime
 from .exits import EXIT_OK, EXIT_UNCERTIFIED, CliError, usage_error
@@ -220,7 +221,9 @@ def default_evaluation_dir(store) -> str:
 def cmd_evaluate(args) -> int:
     """The paper's protocol; tables under ``--out`` (default: in the store)."""
     checks.check_evaluation_datasets(args.store, args.datasets)
-    if not args.out:
+    if args.out:  # before the evaluation runs, not after it
+        checks.check_output_writable(Path(args.out) / "table", f"--out {args.out}")
+    else:
         checks.check_store_writable(args.store, "`catdask evaluate` writes its tables",
                                     ["evaluations", ".prefect"])
     out_dir = args.out or default_evaluation_dir(args.store)

@@ -206,3 +206,47 @@ def test_one_feature_is_not_called_features(capsys, tmp_path):
     code, _, err = run_cli(capsys, "--store", tmp_path / "store", "train", "d1")
     assert code == EXIT_INPUT
     assert "data set 'd1' has 2 classes and 1 feature (K orthonormal axes" in err, err
+
+
+@pytest.fixture
+def iris_model_store(iris_store):
+    from sklearn.datasets import load_iris
+
+    from catdask import CategorySpace
+    from catdask.store import register_estimator
+
+    X, y = load_iris(return_X_y=True)
+    register_estimator(iris_store, "iris-cqs", CategorySpace(n_restarts=1).fit(X, y),
+                       meta={"dataset": "iris"})
+    return iris_store
+
+
+@pytest.mark.parametrize("args, what", [
+    (["predict", "iris-cqs", "--out", "ro/sub/p.csv"], "--out ro/sub/p.csv"),
+    (["plot", "iris-cqs", "--out", "ro/p.png"], "--out ro/p.png"),
+    (["evaluate", "iris", "--out", "ro/tables"], "--out ro/tables"),
+])
+def test_an_output_path_that_cannot_be_written_is_refused_first(
+        capsys, tmp_path, iris_model_store, unwritable, args, what):
+    """Was: "OSError: [Errno 30] Read-only file system: '<folder>/.p.csv.bjd45s_j.tmp' (run
+    with -v for the traceback)", exit 1, naming a temporary file; for evaluate after the whole
+    evaluation had run."""
+    (tmp_path / "ro").mkdir()
+    unwritable(tmp_path / "ro")
+    code, out, err = run_cli(capsys, "--store", iris_model_store, *args)
+    assert code == EXIT_INPUT and out == "", err
+    assert err.splitlines() == [f"catdask {args[0]}: error: {what}: cannot write in "
+                                f"{tmp_path / 'ro'} (Permission denied); choose a folder you "
+                                "can write in"]
+    assert list((tmp_path / "ro").iterdir()) == []
+
+
+def test_plot_into_a_current_folder_that_cannot_be_written_says_so(
+        capsys, tmp_path, iris_model_store, unwritable):
+    unwritable(tmp_path)  # cli_env: the current folder
+    code, _, err = run_cli(capsys, "--store", iris_model_store, "plot", "iris-cqs")
+    assert code == EXIT_INPUT
+    assert err.splitlines() == [
+        "catdask plot: error: the plot iris-cqs-v1.png (in the current folder; --out names "
+        f"another): cannot write in {tmp_path} (Permission denied); choose a folder you can "
+        "write in"]
