@@ -33,11 +33,18 @@ def cmd_datasets(args) -> int:
              "stored")
     stored = {d.name: d for d in list_datasets(args.store)}
     rows = []
+    # Features and classes beside the samples: what decides the method (the linear ones need
+    # K <= D); a catalog set not stored yet shows the shape it will have.
     for name, entry in sorted(load_catalog().items()):
         d = stored.get(name)
+        expected = entry.expected or {}
         rows.append({"name": name, "stored": d is not None,
-                     "n_samples": getattr(d, "n_samples", None), "description": entry.description})
-    rows += [{"name": n, "stored": True, "n_samples": d.n_samples, "description": "(not in catalog)"}
+                     **{k: getattr(d, k) if d is not None else expected.get(k)
+                        for k in ("n_samples", "n_features", "n_classes")},
+                     "description": entry.description})
+    rows += [{"name": n, "stored": True, "n_samples": d.n_samples, "n_features": d.n_features,
+              "n_classes": d.n_classes,
+              "description": "(not in the catalog: ingested from a file)"}
              for n, d in stored.items() if n not in {r["name"] for r in rows}]
     print_table(rows)
     return EXIT_OK

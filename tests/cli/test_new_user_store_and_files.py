@@ -250,3 +250,19 @@ def test_plot_into_a_current_folder_that_cannot_be_written_says_so(
         "catdask plot: error: the plot iris-cqs-v1.png (in the current folder; --out names "
         f"another): cannot write in {tmp_path} (Permission denied); choose a folder you can "
         "write in"]
+
+
+def test_datasets_shows_features_and_classes(capsys, tmp_path):
+    """What decides the method (linear: K <= D) was not shown: only the samples."""
+    from catdask.pipeline import ingest_file
+
+    table = tmp_path / "mine.csv"
+    table.write_text("a,label\n1,x\n2,x\n3,y\n4,y\n5,z\n6,z\n")
+    ingest_file(table, "mine", "label", tmp_path / "store")
+    code, out, err = run_cli(capsys, "--store", tmp_path / "store", "datasets")
+    assert code == 0, err
+    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]]
+            for line in out.splitlines() if line.startswith("│") and line.split("│")[1].strip()}
+    assert rows["mine"][:4] == ["True", "6", "1", "3"]
+    assert rows["mine"][4] == "(not in the catalog: ingested from a file)"
+    assert rows["wine"][:4] == ["False", "178", "13", "3"]  # the shape it will have
