@@ -25,6 +25,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._available_if import available_if
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import (
+    _check_feature_names_in,
     check_array,
     check_is_fitted,
     check_random_state,
@@ -415,6 +416,20 @@ class BaseCategorySpace(
     @property
     def _n_features_out(self):
         return len(self.classes_)
+
+    def get_feature_names_out(self, input_features=None):
+        """``axis_<class>`` for each output column (``axis_setosa``): column k of
+        :meth:`transform` is the axis of ``classes_[k]``, named as ``catdask predict`` names
+        it (was scikit-learn's ``categoryspace0``, which does not say which class).
+
+        Parameters
+        ----------
+        input_features : array-like of str, optional
+            Checked against ``feature_names_in_`` as scikit-learn does; not used.
+        """
+        check_is_fitted(self, "classes_")
+        _check_feature_names_in(self, input_features, generate_names=False)
+        return np.asarray([f"axis_{c}" for c in self.classes_], dtype=object)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
