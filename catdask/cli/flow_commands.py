@@ -9,7 +9,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import checks, device_checks, runtime
+from . import checks, device_checks, runtime, writable
 from .exits import EXIT_OK, EXIT_UNCERTIFIED, CliError, usage_error
 from .output import note, print_json, progress
 
@@ -30,7 +30,7 @@ def _ingest_file(args) -> list[dict]:
     if not args.name or args.label_column is None:
         raise usage_error("--file needs --name and --label-column")
     checks.check_table_file(args.file, args.name)
-    checks.check_store_writable(args.store, INGEST_WRITES, ["datasets"])
+    writable.check_store_writable(args.store, INGEST_WRITES, ["datasets"])
     from catdask.pipeline import ingest_file
 
     return [ingest_file(args.file, args.name, _label_column(args.label_column), args.store,
@@ -44,7 +44,7 @@ def _ingest_catalog(args) -> list[dict]:
         raise usage_error("name data sets (see `catdask datasets`), or --all, or --file")
     checks.check_catalog_names(names)
     checks.check_sources_available(names, args.source_dir, args.store, args.download)
-    checks.check_store_writable(args.store, INGEST_WRITES, ["datasets", ".prefect"])
+    writable.check_store_writable(args.store, INGEST_WRITES, ["datasets", ".prefect"])
     runtime.check_prefect_api()
     runtime.prepare_prefect(args.store)
     from catdask.orchestration.ingest import ingest  # Prefect: after the checks
@@ -173,7 +173,7 @@ def cmd_train(args) -> int:
         print_json(cached)
         return EXIT_OK
     # After the cache: a store this process cannot write still answers a repeated train.
-    checks.check_store_writable(args.store, TRAIN_WRITES, ["models", "plots", ".prefect"])
+    writable.check_store_writable(args.store, TRAIN_WRITES, ["models", "plots", ".prefect"])
     scheduler = runtime.scheduler_address(args.scheduler)
     device_checks.check_gpu_workers(args.device, scheduler,
                                     runtime.check_scheduler(scheduler))
@@ -222,9 +222,9 @@ def cmd_evaluate(args) -> int:
     """The paper's protocol; tables under ``--out`` (default: in the store)."""
     checks.check_evaluation_datasets(args.store, args.datasets)
     if args.out:  # before the evaluation runs, not after it
-        checks.check_output_writable(Path(args.out) / "table", f"--out {args.out}")
+        writable.check_output_writable(Path(args.out) / "table", f"--out {args.out}")
     else:
-        checks.check_store_writable(args.store, "`catdask evaluate` writes its tables",
+        writable.check_store_writable(args.store, "`catdask evaluate` writes its tables",
                                     ["evaluations", ".prefect"])
     out_dir = args.out or default_evaluation_dir(args.store)
     runtime.check_prefect_api()

@@ -193,7 +193,7 @@ def prepare_prefect(store) -> None:
                      if "PREFECT_HOME" in updates else "chosen by $PREFECT_HOME")
             raise CliError(f"cannot create Prefect's home folder {home} ({where}): "
                            f"{exc.strerror or exc}") from None
-        from .checks import unwritable_reason
+        from .writable import unwritable_reason
 
         reason = unwritable_reason(Path(home).expanduser())
         if reason:  # was: "OSError: [Errno 30] ...: '<home>/temporary-server.log'", exit 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
-from . import checks
+from . import checks, writable
 from .exits import EXIT_INPUT, EXIT_OK, CliError, usage_error
 from .output import note, print_json, print_table
 
@@ -227,12 +227,12 @@ def cmd_plot(args) -> int:
             plot_format(args.out)
         except ValueError as exc:
             raise usage_error(f"--out: {exc}") from None
-        checks.check_output_writable(args.out, f"--out {args.out}")
+        writable.check_output_writable(args.out, f"--out {args.out}")
     name, version = _checked_model_and_data(args)
     _, meta = load_model_version(args.store, name, version)
     if not args.out:
         default = f"{name}-v{meta['version']}.png"
-        checks.check_output_writable(default, f"the plot {default} (in the current folder; "
+        writable.check_output_writable(default, f"the plot {default} (in the current folder; "
                                               "--out names another)")
     _require_training_data(args, meta, "--dataset")
     # matplotlib and the estimators take seconds to import: only once the model is found.
@@ -331,7 +331,7 @@ def cmd_predict(args) -> int:
         raise usage_error(f"--out {args.out} is a folder; give the file to write, e.g. "
                           f"{os.path.join(args.out, 'predictions.csv')}")
     if args.out and args.out != "-":
-        checks.check_output_writable(args.out, f"--out {args.out}")
+        writable.check_output_writable(args.out, f"--out {args.out}")
     name, version = _checked_model_and_data(args)
     parsed = _parse_predict_file(args) if args.file else None
     from catdask.pipeline.reports import check_feature_count
