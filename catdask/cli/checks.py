@@ -356,6 +356,32 @@ def check_model_name(name: str | None) -> None:
     validate_name(name, kind="model")
 
 
+def file_dataset_name(path, name: str | None) -> str:
+    """The data-set name of ``ingest --file``: ``--name``, else the file's name without its
+    extension (``good.csv`` -> ``good``) when that is a valid name. A catalog data set's name
+    is refused: the table would pass for the catalog set (its description in ``catdask
+    datasets``, the paper's protocol in ``evaluate``).
+
+    Raises
+    ------
+    CliError
+        Exit code 2: no ``--name`` and the file's name is not a data-set name, or the name
+        of a catalog data set.
+    """
+    from catdask.names import is_valid_name
+
+    given = name is not None
+    if not given:
+        name = Path(path).stem
+        if not is_valid_name(name):
+            raise usage_error(f"--file {path}: {name!r} is not a data-set name; pass --name NAME")
+    if name in catalog_names():
+        whose = f"--name {name}" if given else f"--file {path}: its name {name!r}"
+        raise usage_error(f"{whose} is a catalog data set's name; give your table another "
+                          f"--name (the catalog's {name}: `catdask ingest {name}`)")
+    return name
+
+
 def check_table_file(path, name: str) -> None:
     """``ingest --file``: a safe data-set name and a regular, readable file, checked before
     the ingest pipeline (pandas, scikit-learn, zarr: seconds of imports) is loaded.

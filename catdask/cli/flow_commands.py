@@ -27,8 +27,10 @@ def _ingest_file(args) -> list[dict]:
     """``ingest --file``: one table, no flow (and so no Prefect)."""
     if args.name is not None and not args.name.strip():
         raise usage_error("argument --name: the data-set name is empty")
-    if not args.name or args.label_column is None:
-        raise usage_error("--file needs --name and --label-column")
+    if args.label_column is None:
+        raise usage_error("--file needs --label-column: the column of class labels (its "
+                          "header name, or its 0-based index)")
+    args.name = checks.file_dataset_name(args.file, args.name)
     checks.check_table_file(args.file, args.name)
     writable.check_store_writable(args.store, INGEST_WRITES, ["datasets"])
     from catdask.pipeline import ingest_file

@@ -140,7 +140,8 @@ def _ingest(sub):
     s.add_argument("--replace", action="store_true",
                    help="replace a stored data set of the same name whose content differs")
     s.add_argument("--file", help="a CSV or whitespace table to ingest instead of a catalog set")
-    s.add_argument("--name", help="data-set name for --file")
+    s.add_argument("--name", help="data-set name for --file (default: the file's name "
+                                  "without its extension)")
     s.add_argument("--label-column", help="label column (name or 0-based index) for --file")
     s.add_argument("--delimiter", help="column delimiter for --file (default: detected)")
     return s

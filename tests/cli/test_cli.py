@@ -113,7 +113,8 @@ def run_cli(capsys, *args):
     (["train", "iris", "--name", ""], "the model name is empty"),
     (["evaluate", "--splits", "1"], "argument --splits: must be >= 2"),
     (["ingest"], "name data sets"),
-    (["ingest", "--file", "data.csv"], "--name and --label-column"),
+    (["ingest", "--file", "data.csv"], "--file needs --label-column: the column of class "
+                                       "labels (its header name, or its 0-based index)"),
     # Options that do not apply are refused, not silently ignored (and recorded).
     (["train", "iris", "--gamma", "0.5"],
      "argument --gamma: applies only to --method kcqs or kcas"),

@@ -266,3 +266,32 @@ def test_datasets_shows_features_and_classes(capsys, tmp_path):
     assert rows["mine"][:4] == ["True", "6", "1", "3"]
     assert rows["mine"][4] == "(not in the catalog: ingested from a file)"
     assert rows["wine"][:4] == ["False", "178", "13", "3"]  # the shape it will have
+
+
+def test_ingest_file_names_the_data_set_after_the_file(capsys, tmp_path):
+    """Was: "--file needs --name and --label-column" (exit 2) without --name."""
+    table = tmp_path / "my-plants.csv"
+    table.write_text("a,b,label\n1,2,x\n2,1,x\n3,5,y\n4,4,y\n")
+    code, out, err = run_cli(capsys, "--store", tmp_path / "store", "ingest", "--file", table,
+                             "--label-column", "label")
+    assert code == 0, err
+    assert err.splitlines()[-1] == "my-plants: stored as snapshot s1 (4 x 2, 2 classes)"
+
+
+@pytest.mark.parametrize("name_args, message", [
+    (["--name", "wine"], "--name wine is a catalog data set's name; give your table another "
+                         "--name (the catalog's wine: `catdask ingest wine`)"),
+    ([], "--file {file}: its name 'iris' is a catalog data set's name; give your table another "
+         "--name (the catalog's iris: `catdask ingest iris`)"),
+])
+def test_ingest_file_refuses_a_catalog_data_sets_name(capsys, tmp_path, name_args, message):
+    """Was: `ingest --file t.csv --name wine` stored the table as 'wine', which `datasets`
+    then described as the UCI wine set and `evaluate` ran as the paper's."""
+    table = tmp_path / "iris.csv"
+    table.write_text("a,b,label\n1,2,x\n2,1,x\n3,5,y\n4,4,y\n")
+    store = tmp_path / "store"
+    code, out, err = run_cli(capsys, "--store", store, "ingest", "--file", table,
+                             "--label-column", "label", *name_args)
+    assert code == 2 and out == "", err
+    assert err.splitlines() == [f"catdask ingest: error: {message.format(file=table)}"]
+    assert not store.exists()
