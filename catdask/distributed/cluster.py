@@ -35,6 +35,7 @@ from .preloads import (
     worker_preloads,
 )
 from .probe import probe_scheduler
+from .spawn_guard import SPAWN_GUARD_HINT, importing_main_in_a_child, started_with_hint
 
 __all__ = [
     "ENV_SCHEDULER",
@@ -146,43 +147,6 @@ def default_threads_per_worker(cores=None):
     return 1 if cores < 8 else 4
 
 
-#: Why a script's fit must sit under ``if __name__ == "__main__":`` (said in both processes).
-SPAWN_GUARD_HINT = ("the local Dask cluster's worker processes start by importing your script "
-                    "again (Python's spawn), so a fit at its top level runs again in each of "
-                    "them: put the code that fits under `if __name__ == \"__main__\":`, as "
-                    "with multiprocessing")
-
-
-def _importing_main_in_a_child() -> bool:
-    """True while a process that multiprocessing's spawn started imports the parent's script
-    (run as ``__mp_main__``, which is what makes the ``__main__`` guard work): a worker that
-    reached a fit at the script's top level. Read from the calling frames, the one reliable
-    sign (in a Dask worker, ``sys.modules["__main__"]`` and ``parent_process()`` say nothing)."""
-    import sys
-
-    frame = sys._getframe(1)
-    while frame is not None:
-        if frame.f_globals.get("__name__") == "__mp_main__":
-            return True
-        frame = frame.f_back
-    return False
-
-
-def _started_with_hint(start):
-    """``start()``, the cluster's start; when its worker processes fail to start and this is a
-    script, the error says the likely reason (was: 500 lines of tracebacks ending in
-    "RuntimeError: Nanny failed to start.", for a fit at a script's top level)."""
-    import sys
-
-    try:
-        return start()
-    except RuntimeError as exc:
-        if "failed to start" not in str(exc) or not getattr(sys.modules.get("__main__"),
-                                                              "__file__", None):
-            raise
-        raise RuntimeError(f"{exc} Likely reason: {SPAWN_GUARD_HINT}.") from exc
-
-
 def embedded_cluster(*, n_workers=None, threads_per_worker=None, processes=True,
                      memory_limit="auto", dashboard_port=8787):
     """Start (once per process) and return the embedded LocalCluster's client.
@@ -208,14 +172,14 @@ def embedded_cluster(*, n_workers=None, threads_per_worker=None, processes=True,
             threads_per_worker = default_threads_per_worker()
         if n_workers is None:
             n_workers = max(1, (os.cpu_count() or 1) // threads_per_worker)
-        if processes and _importing_main_in_a_child():
+        if processes and importing_main_in_a_child():
             # One line in the worker, not a nested cluster's bootstrapping error.
             raise SystemExit(f"catdask: {SPAWN_GUARD_HINT}.")
         dash = (
             f"127.0.0.1:{dashboard_port}" if _port_free("127.0.0.1", dashboard_port)
             else "127.0.0.1:0"
         )
-        cluster, client = _started_with_hint(lambda: start_local_cluster(
+        cluster, client = started_with_hint(lambda: start_local_cluster(
             n_workers, threads_per_worker=threads_per_worker, processes=processes,
             memory_limit=memory_limit, dashboard_address=dash,
         ))

@@ -11,12 +11,12 @@ import textwrap
 
 import pytest
 
-from catdask.distributed import cluster
+from catdask.distributed import spawn_guard
 
 
 def test_a_reimport_of_the_main_script_is_recognised():
-    assert not cluster._importing_main_in_a_child()
-    namespace = {"__name__": "__mp_main__", "check": cluster._importing_main_in_a_child}
+    assert not spawn_guard.importing_main_in_a_child()
+    namespace = {"__name__": "__mp_main__", "check": spawn_guard.importing_main_in_a_child}
     exec("seen = check()", namespace)  # as the script's top level runs in a spawned worker
     assert namespace["seen"] is True
 
@@ -28,9 +28,9 @@ def test_a_worker_start_failure_in_a_script_names_the_guard(monkeypatch):
     monkeypatch.setattr(sys.modules["__main__"], "__file__", "/x/script.py", raising=False)
     with pytest.raises(RuntimeError, match=r"^Nanny failed to start. Likely reason: .* put the "
                                            r"code that fits under `if __name__ == \"__main__\":`"):
-        cluster._started_with_hint(start)
+        spawn_guard.started_with_hint(start)
     with pytest.raises(RuntimeError, match=r"^other$"):  # other errors pass unchanged
-        cluster._started_with_hint(lambda: (_ for _ in ()).throw(RuntimeError("other")))
+        spawn_guard.started_with_hint(lambda: (_ for _ in ()).throw(RuntimeError("other")))
 
 
 @pytest.mark.slow
