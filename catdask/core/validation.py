@@ -6,7 +6,10 @@ from numbers import Number
 
 import numpy as np
 
-__all__ = ["CodedLabels", "check_missing_labels", "encode_class_labels"]
+__all__ = [
+    "CodedLabels", "check_missing_labels", "check_numeric_columns", "encode_class_labels",
+    "explain_invalid_input",
+]
 
 
 class CodedLabels:
@@ -91,6 +94,29 @@ def _check_label_kinds(y):
             f"Class labels mix numbers and strings (e.g. {number!r} and {text!r}); use one kind "
             "for every label, e.g. y.astype(str)."
         )
+
+
+def check_numeric_columns(X):
+    """A DataFrame with non-numeric columns gets a ValueError naming them; was scikit-learn's
+    "could not convert string to float: 'red'", which names neither the column nor what to do.
+    Called where validating X already failed (no cost otherwise)."""
+    dtypes = getattr(X, "dtypes", None)
+    if dtypes is None or not hasattr(dtypes, "items"):
+        return
+    bad = [repr(str(c)) for c, t in dtypes.items() if getattr(t, "kind", "O") not in "biuf"]
+    if bad:
+        listed = ", ".join(bad[:5]) + (f", ... ({len(bad)} in all)" if len(bad) > 5 else "")
+        raise ValueError(
+            f"X has non-numeric column(s) {listed}: the category space needs numbers; encode "
+            "them (e.g. OneHotEncoder in a ColumnTransformer) or drop them."
+        )
+
+
+def explain_invalid_input(X, y=None):
+    """Where validating ``(X, y)`` failed: raise the clearer error of a missing label or a text
+    column of X when that is the reason (else return, and the caller re-raises its own)."""
+    check_missing_labels(y)
+    check_numeric_columns(X)
 
 
 def check_missing_labels(y):

@@ -37,7 +37,7 @@ from ..core.classes import ClassIndex
 from ..core.engine import CERTIFY_AT, SolverOptions
 from ..distributed.inputs import is_distributed_input, load_training_data
 from ..distributed.options import compute_context
-from ..core.validation import check_data_scale, check_missing_labels, encode_class_labels
+from ..core.validation import check_data_scale, encode_class_labels, explain_invalid_input
 from ..method_names import MAX_RESTARTS
 from .certificate_access import CertificateOnAccess
 from .classify import (
@@ -137,8 +137,8 @@ class BaseCategorySpace(
         else:
             try:
                 X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
-            except (TypeError, ValueError):
-                check_missing_labels(y)  # a missing label: say so, whatever failed on it
+            except (TypeError, ValueError):  # a missing label or a text column: say which
+                explain_invalid_input(X, y)
                 raise
             check_data_scale(X)
         classes_, codes = encode_class_labels(y, n_features=X.shape[1], linear=linear,
@@ -447,4 +447,8 @@ class BaseCategorySpace(
 
     def _check_fitted_X(self, X):
         check_is_fitted(self)
-        return validate_data(self, X, reset=False, dtype=np.float64)
+        try:
+            return validate_data(self, X, reset=False, dtype=np.float64)
+        except (TypeError, ValueError):
+            explain_invalid_input(X)
+            raise

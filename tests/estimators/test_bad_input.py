@@ -339,3 +339,21 @@ def test_kernel_params_with_a_built_in_kernel_are_refused():
         KernelCategorySpace(kernel_params={"gamma": 0.5}).fit(X, y)
     KernelCategorySpace(n_restarts=1, kernel=lambda A, B, scale: A @ B.T * scale,
                         kernel_params={"scale": 0.5}).fit(X, y)
+
+
+@pytest.mark.parametrize("make", [CategorySpace, KernelCategorySpace])
+def test_a_text_column_of_a_dataframe_is_named(make):
+    """Was scikit-learn's "could not convert string to float: 'red'" (fit) and the same in
+    predict, naming neither the column nor what to do."""
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.normal(size=(12, 3)), columns=["a", "b", "c"])
+    y = np.repeat([0, 1, 2], 4)
+    bad = X.assign(color="red", kind=pd.Categorical(["p", "q"] * 6))
+    with pytest.raises(ValueError, match=r"^X has non-numeric column\(s\) 'color', 'kind': the "
+                                         r"category space needs numbers; encode them"):
+        make(n_restarts=1).fit(bad, y)
+    model = make(n_restarts=1).fit(X, y)
+    with pytest.raises(ValueError, match=r"^X has non-numeric column\(s\) 'b'"):
+        model.predict(X.assign(b="x"))
