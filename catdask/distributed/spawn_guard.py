@@ -6,6 +6,7 @@ fit. The worker says so in one line and stops; the driver's start error names th
 from __future__ import annotations
 
 import sys
+from types import FrameType
 
 __all__ = ["SPAWN_GUARD_HINT", "importing_main_in_a_child", "started_with_hint"]
 
@@ -22,7 +23,7 @@ def importing_main_in_a_child() -> bool:
     (run as ``__mp_main__``, which is what makes the ``__main__`` guard work): a worker that
     reached a fit at the script's top level. Read from the calling frames, the one reliable
     sign (in a Dask worker, ``sys.modules["__main__"]`` and ``parent_process()`` say nothing)."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         if frame.f_globals.get("__name__") == "__mp_main__":
             return True
