@@ -162,6 +162,11 @@ class StoreWriteError(CatdaskError, OSError):
     temporary directory has been removed and what was in the store before is untouched.
     """
 
+    def __str__(self) -> str:
+        # The message is a sentence that names the path; OSError's "[Errno 30] <sentence>:
+        # '<path>'" wrapped it in the number and the path again.
+        return self.strerror if self.errno is not None and self.strerror else super().__str__()
+
 
 
 class ServiceStartError(CatdaskError, OSError):

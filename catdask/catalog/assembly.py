@@ -142,7 +142,8 @@ def parse_table(
     label_column : int or str
         Column index (negative counts from the end) or header name.
     delimiter : str or None
-        None: comma if the first data line has one, else any whitespace. ``"whitespace"`` or
+        None: comma if the first data line has one, else semicolon if it has one, else any
+        whitespace (a ``.csv`` whose first line has neither: comma). ``"whitespace"`` or
         ``" "``: any run of spaces/tabs. Any other single character: CSV with that delimiter.
     header : {"infer", True, False}
         "infer": the first line is a header when none of its cells is a number.
@@ -250,15 +251,21 @@ def _format_for(path: Path, delimiter, skip_lines: int, member):
                 f"delimiter must be one character, 'whitespace' or None, got {delimiter!r}"
             )
         return "csv", delimiter
-    if path.suffix.lower() == ".csv":
-        return "csv", ","
-    # Sniff: the first line after the skipped ones decides.
+    # Sniff: the first line after the skipped ones decides. A ".csv" without a comma there is
+    # most often semicolon separated (a spreadsheet's export where the decimal mark is a
+    # comma: was one column, "label column 'species' not found in the header; columns are
+    # ['a;b;c;species']; did you mean 'a;b;c;species'?") or tab separated.
+    default = ("csv", ",") if path.suffix.lower() == ".csv" else ("whitespace", None)
     open_stream, _info, _where = open_source(path, member)
     with open_stream() as stream:
         for lineno, line in iter_lines(stream):
             if lineno > skip_lines and line.strip():
-                return ("csv", ",") if "," in line else ("whitespace", None)
-    return "whitespace", None
+                if "," in line:
+                    return "csv", ","
+                if ";" in line:
+                    return "csv", ";"
+                return ("whitespace", None) if "\t" in line or " " in line.strip() else default
+    return default
 
 
 def _load_sklearn(entry: CatalogEntry):

@@ -37,6 +37,8 @@ __all__ = [
 ]
 
 INT_PATTERN = re.compile(r"[+-]?[0-9]+")
+#: A number written with a decimal comma ("0,942", "-1,5e3").
+DECIMAL_COMMA = re.compile(r"[+-]?[0-9]*,[0-9]+([eE][+-]?[0-9]+)?")
 #: Longest line read (bytes): bounds the memory of one line's cells (~25x its length).
 MAX_LINE_BYTES = 16 * 2**20
 #: Most columns in a table: pandas' parser needs ~5 s for 5 rows of 100,000 columns and grows
@@ -144,7 +146,10 @@ def _check_header(header: list, where, lineno: int) -> None:
     seen = {}
     for i, name in enumerate(header):
         if name == "":
-            raise ParseError(f"header column {i} has an empty name", where, lineno)
+            # Column 0 unnamed: most often the index pandas' to_csv writes by default.
+            hint = (" (the index column pandas' to_csv writes? write the file with index=False, "
+                    "or name the column)" if i == 0 else "")
+            raise ParseError(f"header column {i} has an empty name{hint}", where, lineno)
         if name in seen:
             raise ParseError(
                 f"duplicate column name {name!r} in the header (columns {seen[name]} and {i})",
@@ -247,7 +252,11 @@ def _check_cell(cell: str, name: str, where, lineno: int) -> None:
     try:
         value = float(cell)
     except ValueError:
-        raise ParseError(f"non-numeric value {cell!r} in feature {name}", where, lineno) from None
+        # "0,942": a decimal comma (a spreadsheet's export in a comma-decimal locale).
+        hint = ("; numbers need a decimal point, not a decimal comma"
+                if DECIMAL_COMMA.fullmatch(cell.strip()) else "")
+        raise ParseError(f"non-numeric value {cell!r} in feature {name}{hint}", where,
+                         lineno) from None
     if not np.isfinite(value):
         raise ParseError(f"non-finite value {cell!r} in {name}", where, lineno)
 

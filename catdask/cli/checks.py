@@ -186,7 +186,7 @@ def check_method_fits_dataset(store, name: str, method: str) -> None:
     if info.n_classes > info.n_features:
         raise CliError(f"--method {method} needs at most as many classes as features, and data "
                        f"set {name!r} has {info.n_classes} classes and {info.n_features} "
-                       f"features (K orthonormal axes do not fit in D dimensions); use "
+                       f"feature{'s' * (info.n_features != 1)} (K orthonormal axes do not fit in D dimensions); use "
                        f"--method {' or '.join(KERNEL_METHODS)}")
 
 
@@ -354,6 +354,32 @@ def check_model_name(name: str | None) -> None:
     from catdask.names import validate_name
 
     validate_name(name, kind="model")
+
+
+def file_dataset_name(path, name: str | None) -> str:
+    """The data-set name of ``ingest --file``: ``--name``, else the file's name without its
+    extension (``good.csv`` -> ``good``) when that is a valid name. A catalog data set's name
+    is refused: the table would pass for the catalog set (its description in ``catdask
+    datasets``, the paper's protocol in ``evaluate``).
+
+    Raises
+    ------
+    CliError
+        Exit code 2: no ``--name`` and the file's name is not a data-set name, or the name
+        of a catalog data set.
+    """
+    from catdask.names import is_valid_name
+
+    given = name is not None
+    if not given:
+        name = Path(path).stem
+        if not is_valid_name(name):
+            raise usage_error(f"--file {path}: {name!r} is not a data-set name; pass --name NAME")
+    if name in catalog_names():
+        whose = f"--name {name}" if given else f"--file {path}: its name {name!r}"
+        raise usage_error(f"{whose} is a catalog data set's name; give your table another "
+                          f"--name (the catalog's {name}: `catdask ingest {name}`)")
+    return name
 
 
 def check_table_file(path, name: str) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from catdask import settings
 
-from . import checks, runtime
+from . import checks, runtime, writable
 from .exits import EXIT_OK
 from .output import console, print_table, progress
 
@@ -64,6 +64,8 @@ def cmd_demo(args) -> int:
     runtime.check_scheduler(address)
     runtime.check_prefect_api()
     checks.check_source_dir(args.source_dir)
+    writable.check_store_writable(args.store, "`catdask demo` ingests, trains and plots",
+                                ["datasets", "models", "plots", ".prefect"])
     notes = console()
     names = _available_datasets(args.source_dir, notes, args.quick)
     notes.print(f"store: {resolve_store(args.store).resolve()}")

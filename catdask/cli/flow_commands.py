@@ -7,10 +7,16 @@ from __future__ import annotations
 
 import sys
 from datetime import datetime, timezone
+from pathlib import Path
 
-from . import checks, device_checks, runtime
+from . import checks, device_checks, runtime, writable
 from .exits import EXIT_OK, EXIT_UNCERTIFIED, CliError, usage_error
 from .output import note, print_json, progress
+
+
+#: What ``ingest`` and ``train`` write in the store, for the error on a store they cannot write.
+INGEST_WRITES = "`catdask ingest` writes data sets"
+TRAIN_WRITES = "`catdask train` registers models and writes plots"
 
 
 def _label_column(text: str):
@@ -21,10 +27,12 @@ def _ingest_file(args) -> list[dict]:
     """``ingest --file``: one table, no flow (and so no Prefect)."""
     if args.name is not None and not args.name.strip():
         raise usage_error("argument --name: the data-set name is empty")
-    if not args.name or args.label_column is None:
-        raise usage_error("--file needs --name and --label-column")
+    if args.label_column is None:
+        raise usage_error("--file needs --label-column: the column of class labels (its "
+                          "header name, or its 0-based index)")
+    args.name = checks.file_dataset_name(args.file, args.name)
     checks.check_table_file(args.file, args.name)
-    checks.check_store_creatable(args.store)
+    writable.check_store_writable(args.store, INGEST_WRITES, ["datasets"])
     from catdask.pipeline import ingest_file
 
     return [ingest_file(args.file, args.name, _label_column(args.label_column), args.store,
@@ -38,7 +46,7 @@ def _ingest_catalog(args) -> list[dict]:
         raise usage_error("name data sets (see `catdask datasets`), or --all, or --file")
     checks.check_catalog_names(names)
     checks.check_sources_available(names, args.source_dir, args.store, args.download)
-    checks.check_store_creatable(args.store)
+    writable.check_store_writable(args.store, INGEST_WRITES, ["datasets", ".prefect"])
     runtime.check_prefect_api()
     runtime.prepare_prefect(args.store)
     from catdask.orchestration.ingest import ingest  # Prefect: after the checks
@@ -166,6 +174,8 @@ def cmd_train(args) -> int:
              "content with this spec and this catdask; not refitted (--refit fits again)")
         print_json(cached)
         return EXIT_OK
+    # After the cache: a store this process cannot write still answers a repeated train.
+    writable.check_store_writable(args.store, TRAIN_WRITES, ["models", "plots", ".prefect"])
     scheduler = runtime.scheduler_address(args.scheduler)
     device_checks.check_gpu_workers(args.device, scheduler,
                                     runtime.check_scheduler(scheduler))
@@ -213,6 +223,11 @@ def default_evaluation_dir(store) -> str:
 def cmd_evaluate(args) -> int:
     """The paper's protocol; tables under ``--out`` (default: in the store)."""
     checks.check_evaluation_datasets(args.store, args.datasets)
+    if args.out:  # before the evaluation runs, not after it
+        writable.check_output_writable(Path(args.out) / "table", f"--out {args.out}")
+    else:
+        writable.check_store_writable(args.store, "`catdask evaluate` writes its tables",
+                                    ["evaluations", ".prefect"])
     out_dir = args.out or default_evaluation_dir(args.store)
     runtime.check_prefect_api()
     runtime.prepare_prefect(args.store)

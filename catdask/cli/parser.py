@@ -140,7 +140,8 @@ def _ingest(sub):
     s.add_argument("--replace", action="store_true",
                    help="replace a stored data set of the same name whose content differs")
     s.add_argument("--file", help="a CSV or whitespace table to ingest instead of a catalog set")
-    s.add_argument("--name", help="data-set name for --file")
+    s.add_argument("--name", help="data-set name for --file (default: the file's name "
+                                  "without its extension)")
     s.add_argument("--label-column", help="label column (name or 0-based index) for --file")
     s.add_argument("--delimiter", help="column delimiter for --file (default: detected)")
     return s
@@ -228,10 +229,12 @@ def _store_commands(sub):
     s.add_argument("--dry-run", action="store_true", help="only list what would be removed")
     s.add_argument("--keep-last", type=non_negative_int, default=0, metavar="N",
                    help="also keep the N snapshots before the current one")
-    s = _add(sub, "models", "list, show or compare registered models")
-    # The metavar names the choices in "the following arguments are required: ..." (was the
-    # internal "models_cmd"); the help shows the same.
-    msub = s.add_subparsers(dest="models_cmd", required=True, metavar="{list,show,compare}")
+    s = _add(sub, "models", "list, show or compare registered models (alone: list)")
+    # Alone, `catdask models` lists, as `catdask datasets` does (was a usage error, "the
+    # following arguments are required: {list,show,compare}"). The metavar names the choices
+    # in the help.
+    msub = s.add_subparsers(dest="models_cmd", required=False, metavar="{list,show,compare}")
+    s.set_defaults(name=None)  # what `models list` without NAME has
     m = _add(msub, "list", "registered model versions")
     m.add_argument("name", nargs="?", help="only this model (default: every model)")
     m = _add(msub, "show", "one model version: status, certificate, restarts, metrics")

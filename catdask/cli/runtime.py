@@ -193,6 +193,13 @@ def prepare_prefect(store) -> None:
                      if "PREFECT_HOME" in updates else "chosen by $PREFECT_HOME")
             raise CliError(f"cannot create Prefect's home folder {home} ({where}): "
                            f"{exc.strerror or exc}") from None
+        from .writable import unwritable_reason
+
+        reason = unwritable_reason(Path(home).expanduser())
+        if reason:  # was: "OSError: [Errno 30] ...: '<home>/temporary-server.log'", exit 1
+            raise CliError(f"Prefect's home folder {home} cannot be written ({reason}); "
+                           "Prefect keeps its database and logs there: use a writable store, "
+                           "or set PREFECT_HOME to a writable folder")
 
 
 def scheduler_address(given: str | None) -> str | None:

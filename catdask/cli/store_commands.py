@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
-from . import checks
+from . import checks, writable
 from .exits import EXIT_INPUT, EXIT_OK, CliError, usage_error
 from .output import note, print_json, print_table
 
@@ -33,11 +33,18 @@ def cmd_datasets(args) -> int:
              "stored")
     stored = {d.name: d for d in list_datasets(args.store)}
     rows = []
+    # Features and classes beside the samples: what decides the method (the linear ones need
+    # K <= D); a catalog set not stored yet shows the shape it will have.
     for name, entry in sorted(load_catalog().items()):
         d = stored.get(name)
+        expected = entry.expected or {}
         rows.append({"name": name, "stored": d is not None,
-                     "n_samples": getattr(d, "n_samples", None), "description": entry.description})
-    rows += [{"name": n, "stored": True, "n_samples": d.n_samples, "description": "(not in catalog)"}
+                     **{k: getattr(d, k) if d is not None else expected.get(k)
+                        for k in ("n_samples", "n_features", "n_classes")},
+                     "description": entry.description})
+    rows += [{"name": n, "stored": True, "n_samples": d.n_samples, "n_features": d.n_features,
+              "n_classes": d.n_classes,
+              "description": "(not in the catalog: ingested from a file)"}
              for n, d in stored.items() if n not in {r["name"] for r in rows}]
     print_table(rows)
     return EXIT_OK
@@ -175,10 +182,10 @@ def _list_models(args) -> None:
 
 
 def cmd_models(args) -> int:
-    """``models list`` / ``show`` / ``compare``."""
+    """``models list`` / ``show`` / ``compare``; ``models`` alone lists."""
     from catdask.store import compare_versions, load_model_version
 
-    if args.models_cmd == "list":
+    if args.models_cmd in (None, "list"):
         _list_models(args)
         return EXIT_OK
     checks.require_store(args.store)
@@ -220,8 +227,13 @@ def cmd_plot(args) -> int:
             plot_format(args.out)
         except ValueError as exc:
             raise usage_error(f"--out: {exc}") from None
+        writable.check_output_writable(args.out, f"--out {args.out}")
     name, version = _checked_model_and_data(args)
     _, meta = load_model_version(args.store, name, version)
+    if not args.out:
+        default = f"{name}-v{meta['version']}.png"
+        writable.check_output_writable(default, f"the plot {default} (in the current folder; "
+                                              "--out names another)")
     _require_training_data(args, meta, "--dataset")
     # matplotlib and the estimators take seconds to import: only once the model is found.
     from catdask.pipeline.reports import (
@@ -262,25 +274,32 @@ def _parse_predict_file(args):
 
     column = None if args.label_column is None else _label_column(args.label_column)
     try:
-        X, y, _names = parse_features(args.file, label_column=column, delimiter=args.delimiter)
+        X, y, names = parse_features(args.file, label_column=column, delimiter=args.delimiter)
     except ParseError as exc:
         # Most often the table the model was trained from, labels included: say how to skip them.
         if column is None and exc.problem.startswith("non-numeric value"):
             raise CliError(f"{exc}; if that column holds the labels, pass --label-column "
                            "COLUMN (its name or index)") from None
         raise
-    return X, y
+    return X, y, names
 
 
 def _predict_input(args, meta, parsed=None):
-    """``(X, y, class_names, source)`` of ``predict``: a table file (``parsed``, from
-    :func:`_parse_predict_file`) or a stored snapshot."""
+    """``(X, y, class_names, source, feature_names, trained_feature_names)`` of ``predict``:
+    a table file (``parsed``, from :func:`_parse_predict_file`) or a stored snapshot; the
+    names are None where not recorded."""
     from catdask.pipeline.reports import class_names_of
+    from catdask.pipeline.scoring import feature_names_of
     from catdask.store import read_dataset
 
+    trained_names = meta.get("feature_names_in")  # a model fitted from Python on a DataFrame
     if args.dataset:
         ds = read_dataset(args.store, args.dataset)
-        return ds.X, ds.y, class_names_of(ds), f"data set {ds.name}"
+        if trained_names is None and "dataset" in meta:
+            trained_names = feature_names_of(read_dataset(
+                args.store, meta["dataset"], snapshot=meta.get("dataset_snapshot")))
+        return (ds.X, ds.y, class_names_of(ds), f"data set {ds.name}", feature_names_of(ds),
+                trained_names)
     # The snapshot the model was trained on: the data by default, the display names for a
     # file (which has none). A model registered from Python may record none.
     if not args.file:
@@ -289,10 +308,12 @@ def _predict_input(args, meta, parsed=None):
                   if "dataset" in meta else None)
     if not args.file:
         return (trained_on.X, trained_on.y, class_names_of(trained_on),
-                f"data set {trained_on.name}")
-    X, y = parsed if parsed is not None else _parse_predict_file(args)
+                f"data set {trained_on.name}", None, None)
+    X, y, feature_names = parsed if parsed is not None else _parse_predict_file(args)
     names = class_names_of(trained_on) if trained_on is not None else None
-    return X, y, names, f"file {args.file}"
+    if trained_names is None and trained_on is not None:
+        trained_names = feature_names_of(trained_on)
+    return X, y, names, f"file {args.file}", feature_names, trained_names
 
 
 def cmd_predict(args) -> int:
@@ -309,20 +330,25 @@ def cmd_predict(args) -> int:
     if args.out and args.out != "-" and os.path.isdir(args.out):  # before the model is read
         raise usage_error(f"--out {args.out} is a folder; give the file to write, e.g. "
                           f"{os.path.join(args.out, 'predictions.csv')}")
+    if args.out and args.out != "-":
+        writable.check_output_writable(args.out, f"--out {args.out}")
     name, version = _checked_model_and_data(args)
     parsed = _parse_predict_file(args) if args.file else None
     from catdask.pipeline.reports import check_feature_count
-    from catdask.pipeline.scoring import predict_table, write_predictions
+    from catdask.pipeline.scoring import align_features, predict_table, write_predictions
     from catdask.store import load_estimator, load_model_version
 
     _, meta = load_model_version(args.store, name, version)
     label = f"{name}:v{meta['version']}"
-    X, y, class_names, source = _predict_input(args, meta, parsed)
+    X, y, class_names, source, names, trained_names = _predict_input(args, meta, parsed)
+    X, aligned = align_features(X, names, trained_names, model_label=label, data=source)
+    if aligned:
+        note(aligned)
     model = load_estimator(args.store, name, version)
     check_feature_count(model, X.shape[1], model_label=label, data=source)
     table = predict_table(model, X, class_names=class_names, y=y)
     written = write_predictions(table, args.out)
-    summary = f"{label} on {source}: {table.n_samples} rows"
+    summary = f"{label} on {source}: {table.n_samples} row{'s' * (table.n_samples != 1)}"
     if table.accuracy is not None:
         summary += f", accuracy {table.accuracy:.4f}"
     note(summary + (f" -> {written}" if written else ""))

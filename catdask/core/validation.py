@@ -6,7 +6,10 @@ from numbers import Number
 
 import numpy as np
 
-__all__ = ["CodedLabels", "encode_class_labels"]
+__all__ = [
+    "CodedLabels", "check_missing_labels", "check_numeric_columns", "encode_class_labels",
+    "explain_invalid_input",
+]
 
 
 class CodedLabels:
@@ -93,6 +96,48 @@ def _check_label_kinds(y):
         )
 
 
+def check_numeric_columns(X):
+    """A DataFrame with non-numeric columns gets a ValueError naming them; was scikit-learn's
+    "could not convert string to float: 'red'", which names neither the column nor what to do.
+    Called where validating X already failed (no cost otherwise)."""
+    dtypes = getattr(X, "dtypes", None)
+    if dtypes is None or not hasattr(dtypes, "items"):
+        return
+    bad = [repr(str(c)) for c, t in dtypes.items() if getattr(t, "kind", "O") not in "biuf"]
+    if bad:
+        listed = ", ".join(bad[:5]) + (f", ... ({len(bad)} in all)" if len(bad) > 5 else "")
+        raise ValueError(
+            f"X has non-numeric column(s) {listed}: the category space needs numbers; encode "
+            "them (e.g. OneHotEncoder in a ColumnTransformer) or drop them."
+        )
+
+
+def explain_invalid_input(X, y=None):
+    """Where validating ``(X, y)`` failed: raise the clearer error of a missing label or a text
+    column of X when that is the reason (else return, and the caller re-raises its own)."""
+    check_missing_labels(y)
+    check_numeric_columns(X)
+
+
+def check_missing_labels(y):
+    """A missing label (None, NaN or pandas' NA) gets a ValueError naming it and its index.
+
+    Called where label validation failed, so the common path pays nothing: was the sort's
+    TypeError "'<' not supported between instances of 'NoneType' and 'str'", pandas' "boolean
+    value of NA is ambiguous" or scikit-learn's "Input contains NaN" (which does not say y).
+    """
+    if y is None:
+        return
+    arr = np.asarray(y, dtype=object).ravel()
+    missing = next((i for i, v in enumerate(arr) if v is None or (isinstance(v, float) and v != v)
+                    or type(v).__name__ in ("NAType", "NaTType")), None)
+    if missing is not None:
+        raise ValueError(
+            f"y has a missing label ({arr[missing]!r} at index {missing}); every sample needs "
+            "its class: drop the unlabelled samples first."
+        )
+
+
 def encode_class_labels(y, *, n_features=None, linear=False, origin="class"):
     """Validate class labels and code them ``0..K-1``: returns ``(classes, codes)``.
 
@@ -121,8 +166,12 @@ def encode_class_labels(y, *, n_features=None, linear=False, origin="class"):
     # validate labels; scikit-learn with SciPy and pandas is ~140 MiB and 2 s per worker.
     from sklearn.utils.multiclass import check_classification_targets
 
-    check_classification_targets(y)
-    classes, codes = np.unique(y, return_inverse=True)
+    try:
+        check_classification_targets(y)
+        classes, codes = np.unique(y, return_inverse=True)
+    except TypeError:  # labels that do not sort: looked at only then (no cost otherwise)
+        check_missing_labels(y)
+        raise
     K = classes.shape[0]
     if K < 2:
         raise ValueError(

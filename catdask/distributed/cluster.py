@@ -35,6 +35,7 @@ from .preloads import (
     worker_preloads,
 )
 from .probe import probe_scheduler
+from .spawn_guard import SPAWN_GUARD_HINT, importing_main_in_a_child, started_with_hint
 
 __all__ = [
     "ENV_SCHEDULER",
@@ -171,14 +172,17 @@ def embedded_cluster(*, n_workers=None, threads_per_worker=None, processes=True,
             threads_per_worker = default_threads_per_worker()
         if n_workers is None:
             n_workers = max(1, (os.cpu_count() or 1) // threads_per_worker)
+        if processes and importing_main_in_a_child():
+            # One line in the worker, not a nested cluster's bootstrapping error.
+            raise SystemExit(f"catdask: {SPAWN_GUARD_HINT}.")
         dash = (
             f"127.0.0.1:{dashboard_port}" if _port_free("127.0.0.1", dashboard_port)
             else "127.0.0.1:0"
         )
-        cluster, client = start_local_cluster(
+        cluster, client = started_with_hint(lambda: start_local_cluster(
             n_workers, threads_per_worker=threads_per_worker, processes=processes,
             memory_limit=memory_limit, dashboard_address=dash,
-        )
+        ))
         _EMBEDDED.update(cluster=cluster, client=client, n_workers=n_workers)
         logger.info("started embedded Dask cluster %s, dashboard %s",
                     cluster.scheduler_address, client.dashboard_link)

@@ -25,6 +25,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._available_if import available_if
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import (
+    _check_feature_names_in,
     check_array,
     check_is_fitted,
     check_random_state,
@@ -36,7 +37,7 @@ from ..core.classes import ClassIndex
 from ..core.engine import CERTIFY_AT, SolverOptions
 from ..distributed.inputs import is_distributed_input, load_training_data
 from ..distributed.options import compute_context
-from ..core.validation import check_data_scale, encode_class_labels
+from ..core.validation import check_data_scale, encode_class_labels, explain_invalid_input
 from ..method_names import MAX_RESTARTS
 from .certificate_access import CertificateOnAccess
 from .classify import (
@@ -134,7 +135,11 @@ class BaseCategorySpace(
             if to_memory:
                 X = check_array(np.asarray(X.compute()), dtype=np.float64, ensure_min_samples=2)
         else:
-            X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
+            try:
+                X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
+            except (TypeError, ValueError):  # a missing label or a text column: say which
+                explain_invalid_input(X, y)
+                raise
             check_data_scale(X)
         classes_, codes = encode_class_labels(y, n_features=X.shape[1], linear=linear,
                                               origin=self.origin)
@@ -412,6 +417,20 @@ class BaseCategorySpace(
     def _n_features_out(self):
         return len(self.classes_)
 
+    def get_feature_names_out(self, input_features=None):
+        """``axis_<class>`` for each output column (``axis_setosa``): column k of
+        :meth:`transform` is the axis of ``classes_[k]``, named as ``catdask predict`` names
+        it (was scikit-learn's ``categoryspace0``, which does not say which class).
+
+        Parameters
+        ----------
+        input_features : array-like of str, optional
+            Checked against ``feature_names_in_`` as scikit-learn does; not used.
+        """
+        check_is_fitted(self, "classes_")
+        _check_feature_names_in(self, input_features, generate_names=False)
+        return np.asarray([f"axis_{c}" for c in self.classes_], dtype=object)
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.required = True
@@ -428,4 +447,8 @@ class BaseCategorySpace(
 
     def _check_fitted_X(self, X):
         check_is_fitted(self)
-        return validate_data(self, X, reset=False, dtype=np.float64)
+        try:
+            return validate_data(self, X, reset=False, dtype=np.float64)
+        except (TypeError, ValueError):
+            explain_invalid_input(X)
+            raise

@@ -58,6 +58,21 @@ class CertificateOnAccess:
                 self._take_certificates(pending, deferred=True)
             if name in self.__dict__:  # set here, or by another thread meanwhile
                 return self.__dict__[name]
+        # A class attribute whose descriptor refused (``available_if``: ``predict_proba`` with
+        # ``classifier="angle"``) lands here too, and Python drops its reason: ask it again so
+        # the error says why ("classifier='angle' gives no probabilities; ..."), not only
+        # "no attribute 'predict_proba'".
+        # Only the classes' own attributes (not the metaclass's: `__name__` is type's).
+        descriptor = next((k.__dict__[name] for k in type(self).__mro__ if name in k.__dict__),
+                          None)
+        if descriptor is not None and hasattr(descriptor, "__get__"):
+            try:
+                return descriptor.__get__(self, type(self))
+            except AttributeError as exc:  # scikit-learn keeps the check's reason as the cause
+                if isinstance(exc.__cause__, AttributeError):
+                    raise AttributeError(f"{type(self).__name__!r} object has no attribute "
+                                         f"{name!r}: {exc.__cause__}", name=name,
+                                         obj=self) from None
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __getstate__(self):

@@ -59,7 +59,8 @@ class KernelCategorySpace(BaseCategorySpace):
     degree : int, default=3
     coef0 : float, default=1
     kernel_params : dict, default=None
-        Extra parameters for a callable kernel.
+        Extra parameters for a callable kernel (refused with a built-in one, whose parameters
+        are ``gamma``, ``degree`` and ``coef0``).
     objective, origin, eps, n_restarts, tol, max_iter, random_state, certify, verbose, \
             classifier
         As in :class:`CategorySpace` (``origin="global"`` and ``classifier="qda"`` by
@@ -217,6 +218,14 @@ class KernelCategorySpace(BaseCategorySpace):
         self.device = device
 
     def _make_kernel(self, n_features):
+        if self.kernel_params and not callable(self.kernel):
+            # Was ignored silently: kernel_params={"gamma": 0.5} with kernel="rbf" fitted
+            # gamma's default.
+            own = {"rbf": "gamma", "poly": "gamma, degree and coef0", "linear": "none"}
+            raise ValueError(
+                f"kernel_params={self.kernel_params!r} is for a callable kernel; "
+                f"kernel={self.kernel!r} takes its parameters as the estimator's own "
+                f"({own.get(self.kernel, 'none')}), e.g. KernelCategorySpace(gamma=0.5).")
         gamma = self.gamma
         if gamma is None and self.kernel == "rbf":
             gamma = RBF_GAMMA_SCALE / n_features

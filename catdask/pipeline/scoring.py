@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["Predictions", "predict_table", "write_predictions"]
+__all__ = ["Predictions", "align_features", "feature_names_of", "predict_table", "write_predictions"]
 
 
 @dataclass
@@ -40,6 +40,75 @@ class Predictions:
     columns: list
     n_samples: int
     accuracy: float | None
+
+
+def feature_names_of(dataset):
+    """The feature names a stored data set recorded (a table's header, scikit-learn's
+    ``feature_names``), or None."""
+    names = (dataset.attrs.get("provenance") or {}).get("feature_names")
+    return [str(n) for n in names] if names else None
+
+
+def _listed(names, most=6):
+    shown = ", ".join(map(str, names[:most]))
+    return shown + (f", ... ({len(names)} in all)" if len(names) > most else "")
+
+
+def align_features(X, names, expected, *, model_label, data):
+    """``X``'s columns in the order of the model's training features, matched by name.
+
+    A header that holds the training features in another order would otherwise be predicted
+    on silently mixed-up columns (the columns were taken by position only).
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+    names : list of str or None
+        ``X``'s column names (a file's header); None: taken by position.
+    expected : list of str or None
+        The training features' names; None: taken by position.
+    model_label, data : str
+        For the messages: ``"iris-cqs:v1"``, ``"file new.csv"``.
+
+    Returns
+    -------
+    X : ndarray
+        Reordered when the names are the training features in another order.
+    note : str or None
+        What was done, for the user: the columns were reordered, or the header names none of
+        the training features and the columns are taken by position.
+
+    Raises
+    ------
+    ValueError
+        The header names some training features but not all, or others beside them.
+    """
+    if not names or not expected or list(names) == list(expected):
+        return X, None
+    names, expected = [str(n) for n in names], [str(n) for n in expected]
+    known = set(expected)
+    if not known & set(names):
+        if len(names) != len(expected):  # the feature count's own error says it better
+            return X, None
+        return X, (f"the header of {data} ({_listed(names)}) names none of the features "
+                   f"{model_label} was trained on ({_listed(expected)}): its columns are "
+                   "taken in order")
+    missing = [n for n in expected if n not in names]
+    unknown = [n for n in names if n not in known]
+    if missing or unknown or len(names) != len(expected):
+        problems = ([f"missing {_listed(missing)}"] if missing else []) + (
+            [f"not a training feature: {_listed(unknown)}"] if unknown else [])
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            problems.append(f"repeated: {_listed(repeated)}")
+        raise ValueError(f"the header of {data} does not match the features {model_label} was "
+                         f"trained on ({'; '.join(problems)}); give the columns "
+                         f"{_listed(expected, most=len(expected))} (in any order with a header, "
+                         "in this order without one)")
+    order = [names.index(n) for n in expected]
+    return (np.asarray(X)[:, order],
+            f"the columns of {data} were taken by name, in the order {model_label} was trained "
+            "on (the header lists them in another order)")
 
 
 def _matches(predicted, names, truth):
@@ -69,6 +138,12 @@ def predict_table(model, X, *, class_names=None, y=None):
     Predictions
     """
     X = np.asarray(X, dtype=float)
+    n_samples = X.shape[0]
+    names_in = getattr(model, "feature_names_in_", None)
+    if names_in is not None:  # fitted on a DataFrame: its names, else a warning per call
+        import pandas as pd
+
+        X = pd.DataFrame(X, columns=names_in)
     predicted = np.asarray(model.predict(X))
     coords = np.asarray(model.transform(X))
     classes = list(model.classes_)
@@ -93,7 +168,7 @@ def predict_table(model, X, *, class_names=None, y=None):
         accuracy = float(np.mean(_matches(predicted, predicted_names, y))) if len(y) else None
     header += [f"axis_{name}" for name in axis_names]
     columns += [coords[:, k] for k in range(coords.shape[1])]
-    return Predictions(header, columns, int(X.shape[0]), accuracy)
+    return Predictions(header, columns, int(n_samples), accuracy)
 
 
 def _write_rows(stream, table: Predictions):

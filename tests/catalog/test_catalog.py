@@ -842,3 +842,29 @@ def test_parse_features_reads_a_table_without_labels(tmp_path):
     p.write_text("1,2,3\n4,,6\n")
     with pytest.raises(ParseError, match=r"line 2.*column 1"):
         parse_features(p)
+
+
+# A spreadsheet user's exports (third new-user pass).
+@pytest.mark.parametrize("content", [
+    "a;b;label\n1.5;2;x\n3;4.25;x\n5;6;y\n7;8;y\n",     # semicolons (comma-decimal locales)
+    "a\tb\tlabel\n1.5\t2\tx\n3\t4.25\tx\n5\t6\ty\n7\t8\ty\n",  # tabs
+    "a b label\n1.5 2 x\n3 4.25 x\n5 6 y\n7 8 y\n",      # spaces
+])
+def test_a_csv_file_separated_otherwise_is_detected(tmp_path, content):
+    """Was: a ".csv" was always split on commas: one column, and "label column 'label' not
+    found in the header; columns are ['a;b;label']; did you mean 'a;b;label'?"."""
+    X, y, _names, _provenance = parse_table(write(tmp_path / "t.csv", content), "label")
+    np.testing.assert_array_equal(X, [[1.5, 2], [3, 4.25], [5, 6], [7, 8]])
+    assert list(y) == ["x", "x", "y", "y"]
+
+
+def test_a_decimal_comma_is_named(tmp_path):
+    bad(tmp_path, "a;b;label\n1,5;2;x\n3;4;x\n5;6;y\n7;8;y\n",
+        r"line 2: non-numeric value '1,5' in feature column 0 \('a'\); numbers need a decimal "
+        r"point, not a decimal comma$", label="label", fname="d.csv")
+
+
+def test_an_unnamed_first_column_suggests_the_pandas_index(tmp_path):
+    bad(tmp_path, ",a,label\n0,1,x\n1,2,x\n2,3,y\n3,4,y\n",
+        r"line 1: header column 0 has an empty name \(the index column pandas' to_csv writes\? "
+        r"write the file with index=False, or name the column\)", label="label", fname="i.csv")

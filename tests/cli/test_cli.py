@@ -96,8 +96,6 @@ def run_cli(capsys, *args):
     (["train"], "required: dataset"),
     (["train", "iris", "--method", "nope"], "invalid choice: 'nope'"),
     (["train", "iris", "--restarts", "many"], "invalid int value"),
-    (["models"], "catdask models: error: the following arguments are required: "
-                 "{list,show,compare}"),
     # A misspelt option before the command (was: "invalid choice: 'x'", "required: command").
     (["--stroe", "x", "models", "list"],
      "catdask: error: unrecognized arguments: --stroe; did you mean '--store'?"),
@@ -115,7 +113,8 @@ def run_cli(capsys, *args):
     (["train", "iris", "--name", ""], "the model name is empty"),
     (["evaluate", "--splits", "1"], "argument --splits: must be >= 2"),
     (["ingest"], "name data sets"),
-    (["ingest", "--file", "data.csv"], "--name and --label-column"),
+    (["ingest", "--file", "data.csv"], "--file needs --label-column: the column of class "
+                                       "labels (its header name, or its 0-based index)"),
     # Options that do not apply are refused, not silently ignored (and recorded).
     (["train", "iris", "--gamma", "0.5"],
      "argument --gamma: applies only to --method kcqs or kcas"),
@@ -1306,7 +1305,11 @@ def test_predict_writes_predictions_and_coordinates(capsys, tmp_path, two_versio
     header, rows = _read_csv(stdout)
     assert header == ["prediction", "class_name"] + [f"axis_{n}" for n in names]
     assert [int(r[0]) for r in rows] == v1.predict(X[:5]).tolist()
-    assert err.strip() == f"iris-cqs:v1 on file {features}: 5 rows"
+    assert err.splitlines() == [  # iris was stored with scikit-learn's feature names
+        f"the header of file {features} (a, b, c, d) names none of the features iris-cqs:v1 "
+        "was trained on (sepal length (cm), sepal width (cm), petal length (cm), petal width "
+        "(cm)): its columns are taken in order",
+        f"iris-cqs:v1 on file {features}: 5 rows"]
 
     # Labels given as display names in a named column: matched to the predicted names.
     labelled = tmp_path / "labelled.csv"

@@ -311,3 +311,49 @@ def test_more_restarts_than_the_bound_are_refused_before_the_fit(est, Xy):
                                          rf"must be an int in the range \[1, {MAX_RESTARTS}\]\. "
                                          r"Got 100000 instead"):
         clone(est).set_params(n_restarts=100_000).fit(X, y)
+
+
+@pytest.mark.parametrize("missing", ["None", "nan", "pd.NA"])
+@pytest.mark.parametrize("make", [CategorySpace, KernelCategorySpace])
+def test_a_missing_label_is_named_with_its_index(make, missing):
+    """Was: TypeError "'<' not supported between instances of 'NoneType' and 'str'" (None),
+    TypeError "boolean value of NA is ambiguous" (pandas' NA), "Input contains NaN" (NaN)."""
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(12, 4))
+    y = pd.Series(np.repeat(["a", "b", "c"], 4), dtype="string" if missing == "pd.NA" else object)
+    y[5] = {"None": None, "nan": np.nan, "pd.NA": pd.NA}[missing]
+    with pytest.raises(ValueError, match=r"^y has a missing label \((None|nan|<NA>) at index 5\); "
+                                         r"every sample needs its class"):
+        make(n_restarts=1).fit(X, y if missing == "pd.NA" else y.to_numpy())
+
+
+def test_kernel_params_with_a_built_in_kernel_are_refused():
+    """Was ignored silently: kernel_params={"gamma": 0.5} with kernel="rbf" fitted the
+    default gamma."""
+    X, y = np.random.default_rng(0).normal(size=(12, 3)), np.repeat([0, 1, 2], 4)
+    with pytest.raises(ValueError, match=r"kernel_params=\{'gamma': 0.5\} is for a callable "
+                                         r"kernel; kernel='rbf' takes its parameters as the "
+                                         r"estimator's own \(gamma\)"):
+        KernelCategorySpace(kernel_params={"gamma": 0.5}).fit(X, y)
+    KernelCategorySpace(n_restarts=1, kernel=lambda A, B, scale: A @ B.T * scale,
+                        kernel_params={"scale": 0.5}).fit(X, y)
+
+
+@pytest.mark.parametrize("make", [CategorySpace, KernelCategorySpace])
+def test_a_text_column_of_a_dataframe_is_named(make):
+    """Was scikit-learn's "could not convert string to float: 'red'" (fit) and the same in
+    predict, naming neither the column nor what to do."""
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.normal(size=(12, 3)), columns=["a", "b", "c"])
+    y = np.repeat([0, 1, 2], 4)
+    bad = X.assign(color="red", kind=pd.Categorical(["p", "q"] * 6))
+    with pytest.raises(ValueError, match=r"^X has non-numeric column\(s\) 'color', 'kind': the "
+                                         r"category space needs numbers; encode them"):
+        make(n_restarts=1).fit(bad, y)
+    model = make(n_restarts=1).fit(X, y)
+    with pytest.raises(ValueError, match=r"^X has non-numeric column\(s\) 'b'"):
+        model.predict(X.assign(b="x"))

@@ -50,7 +50,8 @@ def test_fitted_attributes_and_restart_records(estimator):
     assert {"objective", "n_iter", "converged", "certified", "gap"} <= set(rec)
     assert est.objective_ == max(r.objective for r in est.restarts_)
     assert est.converged_ and est.n_iter_ > 0
-    assert est.get_feature_names_out().tolist() == [f"{type(est).__name__.lower()}{k}" for k in range(3)]
+    # One name per class axis, as `catdask predict` names them (was "categoryspace0", ...).
+    assert est.get_feature_names_out().tolist() == [f"axis_{c}" for c in est.classes_]
 
 
 def test_sign_convention_each_class_positive_on_its_axis(estimator):
