@@ -30,6 +30,11 @@ D = 20, K = 5, R = 5), the figures that carry over from this machine to a many-c
 On a 2-core machine 16 workers share 2 cores: wall times and the timeline stretch, the CPU
 seconds, task counts, bytes and the straggler share by work do not.
 
+The same passes with **empty tasks** (each returns a result of its real shape at once,
+:func:`empty_tasks`) give the driver's, scheduler's and comms' fixed cost per pass at any
+number of workers on any machine: the wall time is then short, so the idle polling adds
+little.
+
 Each (code, layout) runs in a fresh interpreter (a cluster of its own) with one warm-up pass,
 then ``--passes`` measured ones; the baseline is the code at ``--baseline-ref`` (git archive
 into a temporary directory; ``''`` for none), interleaved with this tree's code child by child,
@@ -38,6 +43,7 @@ into a temporary directory; ``''`` for none), interleaved with this tree's code 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import statistics
@@ -48,6 +54,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import numpy as np  # noqa: E402
 from _common import REPO, class_sorted_blobs, default_rbf, load_average, parse_args, report  # noqa: E402
 
 D, K, R = 20, 5, 5
@@ -206,10 +213,46 @@ def measure_pass(op, z, client, n_threads, probe=None, idle=None):
     return out
 
 
-def child(args):
-    """One cluster of ``args.child``, a warm-up pass, ``args.passes`` measured passes."""
-    import numpy as np
+def _empty_band(left, right, pairs, offsets, zt, kernel):
+    """The former task's result, ``(lo, band)``, of the right shape, with no tile computed."""
+    N, R = zt.shape
+    lo = int(pairs[:, 0].min())
+    return lo, np.zeros((len(offsets) - 1, N - lo, R), dtype=zt.dtype)
 
+
+def _empty_part(left, right, pairs, offsets, zt, kernel):
+    """The current task's result, ``(lo, hi, head, k0, tail)``, of the right shape, with no
+    tile computed."""
+    N, R = zt.shape
+    lo, hi = int(pairs[:, 0].min()), int(pairs[:, 1].max())
+    own = [k for k in range(len(offsets) - 1)
+           if min(hi, offsets[k + 1]) > max(lo, offsets[k])]
+    return (lo, hi, np.zeros((len(offsets) - 1, hi - lo, R), dtype=zt.dtype), own[0],
+            np.zeros((len(own), N - hi, R), dtype=zt.dtype))
+
+
+@contextlib.contextmanager
+def empty_tasks():
+    """The tile pass with every task returning a result of its real shape at once: what a pass
+    costs the driver, the scheduler and the comms with (almost) no wall time for the
+    driver's idle polling to add to it."""
+    import cloudpickle
+
+    from catdask.operators import blocks
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    real = blocks.gram_symmetric_class_product
+    blocks.gram_symmetric_class_product = (
+        _empty_part if hasattr(blocks, "add_class_product_part") else _empty_band)
+    try:
+        yield
+    finally:
+        blocks.gram_symmetric_class_product = real
+
+
+def child(args):
+    """One cluster of ``args.child``, a warm-up pass, ``args.passes`` measured passes; then
+    as many with empty tasks (:func:`empty_tasks`)."""
     from catdask.core.classes import ClassIndex
     from catdask.distributed.cluster import start_local_cluster
     from catdask.operators import DaskGramOperator
@@ -228,13 +271,17 @@ def child(args):
         rows = [{**measure_pass(op, z, client, n_workers * threads, probe, idle), **idle}
                 for _ in range(args.passes)]
         again = op.class_matmul(z)
+        with empty_tasks():
+            op.class_matmul(z)  # warm-up
+            empty = [measure_pass(op, z, client, n_workers * threads, probe, idle)
+                     for _ in range(args.passes)]
         op.close()
     finally:
         client.close()
         cluster.close()
     import catdask
 
-    return {"catdask": catdask.__file__, "passes": rows,
+    return {"catdask": catdask.__file__, "passes": rows, "empty passes": empty,
             "G Z checksum": float(np.abs(first).sum()),
             "repeat max rel diff": float(np.abs(first - again).max() / np.abs(first).max()),
             "G Z sample": first[:, :3, :].ravel().tolist()}
@@ -261,6 +308,14 @@ def _run_child(root, layout, args):
     if done.returncode or not lines:
         return {"failed": (done.stdout + done.stderr)[-2000:]}
     return json.loads(lines[-1])
+
+
+#: What the passes with empty tasks (:func:`empty_tasks`) report.
+EMPTY_FIGURES = ("wall s", "driver CPU s", "driver main-thread CPU s",
+                 "driver other-threads CPU s (scheduler, comms, nannies)", "driver add s",
+                 "driver CPU net of idle s", "tasks", "results to driver MB",
+                 "submitted to first task start s", "spread of task starts s",
+                 "last task end to result s", "worker event-loop CPU s (summed)")
 
 
 def _medians(rows):
@@ -298,6 +353,7 @@ def main():
             results["baseline"] = f"git archive {args.baseline_ref} failed: no baseline"
         for layout in layouts:
             passes: dict = {name: [] for name in codes}
+            empty: dict = {name: [] for name in codes}
             checks: dict = {name: [] for name in codes}
             for _ in range(args.rounds):
                 for name, root in codes.items():
@@ -307,6 +363,7 @@ def main():
                         print(f"  {layout} {name} failed: {out['failed']}", flush=True)
                         continue
                     passes[name] += out["passes"]
+                    empty[name] += out["empty passes"]
                     checks[name].append(out)
                     print(f"  {layout} {name}: wall {[round(p['wall s'], 3) for p in out['passes']]}"
                           f" load {load_average()}", flush=True)
@@ -314,19 +371,24 @@ def main():
             for name in codes:
                 if passes[name]:
                     row[name] = _medians(passes[name])
-            if len(row) == 2:
-                (a, ra), (b, rb) = row.items()
+                    row[name + ", empty tasks"] = {
+                        k: v for k, v in _medians(empty[name]).items() if k in EMPTY_FIGURES}
+            if len(codes) == 2 and all(passes.values()):
+                a, b = codes
+                ra, rb = row[a], row[b]
                 for key in ("wall s", "driver CPU s", "driver CPU net of idle s",
                             "driver main-thread CPU s", "driver add s",
                             "results to driver MB", "last task end to result s",
                             "loss vs even split s"):
                     if ra.get(key):
                         row[f"{key}: this / baseline"] = round(rb[key] / ra[key], 3)
+                ea, eb = row[a + ", empty tasks"], row[b + ", empty tasks"]
+                for key in ("wall s", "driver CPU s", "driver main-thread CPU s"):
+                    if ea.get(key):
+                        row[f"empty tasks, {key}: this / baseline"] = round(eb[key] / ea[key], 3)
                 sa = [c["G Z sample"] for c in checks[a]]
                 sb = [c["G Z sample"] for c in checks[b]]
                 if sa and sb:
-                    import numpy as np
-
                     x, y = np.asarray(sa[0]), np.asarray(sb[0])
                     row["G Z sample max rel diff this vs baseline"] = float(
                         np.abs(x - y).max() / np.abs(x).max())

@@ -423,8 +423,10 @@ def gram_symmetric_class_product(left, right, pairs, offsets, zt, kernel):
             split = min(max(hi, c), d)  # rows c:split in the head, split:d in the tail
             for k, s0, s1 in ranges[a, b]:
                 np.matmul(T[s0 - a : s1 - a].T, zt[s0:s1], out=cols)
-                head[k, c - lo : split - lo] += cols[: split - c]
-                tail[k - k0, split - hi : d - hi] += cols[split - c :]
+                if c < hi:
+                    head[k, c - lo : split - lo] += cols[: split - c]
+                if d > hi:
+                    tail[k - k0, split - hi : d - hi] += cols[split - c :]
     return lo, hi, head.astype(zt.dtype, copy=False), k0, tail.astype(zt.dtype, copy=False)
 
 
