@@ -9,9 +9,9 @@ This script measures, per pass (``DaskGramOperator.class_matmul``, float32, the 
 D = 20, K = 5, R = 5), the figures that carry over from this machine to a many-core host:
 
 - **driver CPU**: ``time.process_time`` of the driver process (the LocalCluster's scheduler
-  runs in it), split by thread (psutil): the main thread (graph, submission, adding the
-  results: ``add`` is timed on its own) and the event loop / other threads (scheduler,
-  client and scheduler comms, deserialising results);
+  and nannies run in it), split into the main thread's (``time.thread_time``: graph,
+  submission, adding the results; ``add`` is timed on its own) and the other threads' (the
+  event loop: scheduler, comms, deserialising results, the nannies' polling);
 - **tasks and bytes**: tasks per pass, bytes of results the driver receives (the task
   stream's ``nbytes``), bytes of the graph the driver sends (its pickled size), worker-to-worker
   transfers;
@@ -27,8 +27,9 @@ D = 20, K = 5, R = 5), the figures that carry over from this machine to a many-c
 - **worker CPU**: the workers' process CPU per pass, and their event loops' share (comms,
   (de)serialising, bookkeeping), against the tasks' summed compute time.
 
-On a 2-core machine 16 workers share 2 cores: wall times and the timeline stretch, the CPU
-seconds, task counts, bytes and the straggler share by work do not.
+On a 2-core machine 16 workers share 2 cores: wall times, the timeline, the tasks' compute
+times (so the straggler share) and the driver's idle polling over them stretch; task counts,
+bytes, the idle rates and the empty-task figures do not.
 
 The same passes with **empty tasks** (each returns a result of its real shape at once,
 :func:`empty_tasks`) give the driver's, scheduler's and comms' fixed cost per pass at any
@@ -55,7 +56,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
-from _common import REPO, class_sorted_blobs, default_rbf, load_average, parse_args, report  # noqa: E402
+from _common import (REPO, class_sorted_blobs, default_rbf, load_average,  # noqa: E402
+                     parse_args, report)
 
 D, K, R = 20, 5, 5
 
@@ -365,7 +367,8 @@ def main():
                     passes[name] += out["passes"]
                     empty[name] += out["empty passes"]
                     checks[name].append(out)
-                    print(f"  {layout} {name}: wall {[round(p['wall s'], 3) for p in out['passes']]}"
+                    walls = [round(p["wall s"], 3) for p in out["passes"]]
+                    print(f"  {layout} {name}: wall {walls}"
                           f" load {load_average()}", flush=True)
             row: dict = {}
             for name in codes:
