@@ -329,11 +329,13 @@ PASS_FIGURES = ("driver CPU s", "driver CPU net of idle s", "driver main-thread 
 def _cores_iteration(X, y, n_workers, threads, rounds=3):
     """One float32 ``G Z`` pass on a fresh cluster with the default tile (``GRAM_TILE``) and
     the previous one (512), interleaved round by round: median seconds, the workers' busy
-    share and :data:`PASS_FIGURES` (medians) for each; the driver's and a worker's idle CPU;
+    share and :data:`PASS_FIGURES` (medians) for each; the default tile's pass with empty tasks
+    (``pass_overhead.empty_tasks``: results of their real shape, and of no rows); the
+    driver's and a worker's idle CPU;
     the operators' set-up; the peak RSS of this process, the workers and their nannies
     (sampled: ``ru_maxrss`` of a spawned worker reports its parent's peak, since Linux keeps
     it across exec)."""
-    from pass_overhead import PassProbe, idle_rates, measure_pass
+    from pass_overhead import EMPTY_FIGURES, PassProbe, empty_tasks, idle_rates, measure_pass
 
     from catdask.operators import DaskGramOperator
     from catdask.operators.gram_base import GRAM_TILE
@@ -358,6 +360,15 @@ def _cores_iteration(X, y, n_workers, threads, rounds=3):
                 for name, op in ops.items():
                     passes[name].append(measure_pass(op, z, client, n_workers * threads,
                                                      probes[name], idle))
+            # The default tile's pass with empty tasks (results of their real shape, then of
+            # no rows, at once): the driver's, scheduler's and comms' fixed cost on this host.
+            default = next(iter(ops))
+            empty: dict = {}
+            for kind in ("real shapes", "none"):
+                with empty_tasks(kind):
+                    ops[default].class_matmul(z)  # warm-up
+                    empty[kind] = [measure_pass(ops[default], z, client, n_workers * threads,
+                                                probes[default], idle) for _ in range(rounds)]
             for op in ops.values():
                 op.close()
         finally:
@@ -375,6 +386,9 @@ def _cores_iteration(X, y, n_workers, threads, rounds=3):
                          p["compute summed s"] / (p["wall s"] * n_workers * threads)
                          for p in passes[name]), 3)}
         out[name].update({k: round(med(name, k), 4) for k in PASS_FIGURES})
+    for kind, rows in empty.items():
+        out[f"{default}, empty tasks, results: {kind}"] = {
+            k: round(statistics.median(p[k] for p in rows), 4) for k in EMPTY_FIGURES}
     out.update({k: round(v, 4) for k, v in idle.items()})
     out.update({"set-up s": round(setup, 1),
                 "peak RSS driver+workers+nannies GiB": round(mem.peak / GiB, 2),

@@ -17,7 +17,8 @@ D = 20, K = 5, R = 5), the figures that carry over from this machine to a many-c
   transfers;
 - **timeline**: from the call to the graph's submission, submission to the first task's
   start, the first to the last task end, the last task end to the result in the driver's
-  hands (task stream times; one host, one clock);
+  hands (task stream times: the workers' clocks corrected by distributed's estimate of their
+  offset from the scheduler's, so a few ms off; a tail below zero is that error);
 - **idle**: the driver's and a worker's CPU while no task runs (the nannies of a LocalCluster
   live in the driver and poll their workers: this grows with the workers), and the driver's
   CPU per pass net of it;
@@ -34,7 +35,8 @@ bytes, the idle rates and the empty-task figures do not.
 The same passes with **empty tasks** (each returns a result of its real shape at once,
 :func:`empty_tasks`) give the driver's, scheduler's and comms' fixed cost per pass at any
 number of workers on any machine: the wall time is then short, so the idle polling adds
-little.
+little. The same once more with results of no rows (this code's format only): what is
+left is the cost per task.
 
 Each (code, layout) runs in a fresh interpreter (a cluster of its own) with one warm-up pass,
 then ``--passes`` measured ones; the baseline is the code at ``--baseline-ref`` (git archive
@@ -171,6 +173,8 @@ def measure_pass(op, z, client, n_threads, probe=None, idle=None):
             elif s.get("action") == "transfer":
                 transfers += 1
                 transfer_s += s["stop"] - s["start"]
+        if str(t["key"]).startswith(("catdask-z-", "catdask-V-")):
+            continue  # a per-pass input held on the workers (its bytes are the graph's)
         nb = t.get("nbytes") or 0
         nbytes += sum(nb.values()) if isinstance(nb, dict) else nb
     busy = [per_worker.get(w, 0.0) for w in wcpu0]
@@ -233,19 +237,31 @@ def _empty_part(left, right, pairs, offsets, zt, kernel):
             np.zeros((len(own), N - hi, R), dtype=zt.dtype))
 
 
+def _no_part(left, right, pairs, offsets, zt, kernel):
+    """A current task's result with no rows at all (nothing to send or add)."""
+    R = zt.shape[1]
+    lo = int(pairs[:, 0].min())
+    return (lo, lo, np.zeros((len(offsets) - 1, 0, R), dtype=zt.dtype), 0,
+            np.zeros((0, 0, R), dtype=zt.dtype))
+
+
 @contextlib.contextmanager
-def empty_tasks():
+def empty_tasks(results="real shapes"):
     """The tile pass with every task returning a result of its real shape at once: what a pass
     costs the driver, the scheduler and the comms with (almost) no wall time for the
-    driver's idle polling to add to it."""
+    driver's idle polling to add to it. ``results="none"``: results with no rows (the current
+    code's format), so that what is left is the per-task cost."""
     import cloudpickle
 
     from catdask.operators import blocks
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     real = blocks.gram_symmetric_class_product
+    current = hasattr(blocks, "add_class_product_part")
+    if results == "none" and not current:
+        raise ValueError("results='none' needs the current part format")
     blocks.gram_symmetric_class_product = (
-        _empty_part if hasattr(blocks, "add_class_product_part") else _empty_band)
+        _no_part if results == "none" else _empty_part if current else _empty_band)
     try:
         yield
     finally:
@@ -277,6 +293,14 @@ def child(args):
             op.class_matmul(z)  # warm-up
             empty = [measure_pass(op, z, client, n_workers * threads, probe, idle)
                      for _ in range(args.passes)]
+        none = []
+        from catdask.operators import blocks
+
+        if hasattr(blocks, "add_class_product_part"):
+            with empty_tasks("none"):
+                op.class_matmul(z)
+                none = [measure_pass(op, z, client, n_workers * threads, probe, idle)
+                        for _ in range(args.passes)]
         op.close()
     finally:
         client.close()
@@ -284,6 +308,7 @@ def child(args):
     import catdask
 
     return {"catdask": catdask.__file__, "passes": rows, "empty passes": empty,
+            "empty passes, no rows": none,
             "G Z checksum": float(np.abs(first).sum()),
             "repeat max rel diff": float(np.abs(first - again).max() / np.abs(first).max()),
             "G Z sample": first[:, :3, :].ravel().tolist()}
@@ -356,6 +381,7 @@ def main():
         for layout in layouts:
             passes: dict = {name: [] for name in codes}
             empty: dict = {name: [] for name in codes}
+            none: dict = {name: [] for name in codes}
             checks: dict = {name: [] for name in codes}
             for _ in range(args.rounds):
                 for name, root in codes.items():
@@ -366,6 +392,7 @@ def main():
                         continue
                     passes[name] += out["passes"]
                     empty[name] += out["empty passes"]
+                    none[name] += out.get("empty passes, no rows", [])
                     checks[name].append(out)
                     walls = [round(p["wall s"], 3) for p in out["passes"]]
                     print(f"  {layout} {name}: wall {walls}"
@@ -376,6 +403,9 @@ def main():
                     row[name] = _medians(passes[name])
                     row[name + ", empty tasks"] = {
                         k: v for k, v in _medians(empty[name]).items() if k in EMPTY_FIGURES}
+                if none[name]:
+                    row[name + ", empty tasks with no rows"] = {
+                        k: v for k, v in _medians(none[name]).items() if k in EMPTY_FIGURES}
             if len(codes) == 2 and all(passes.values()):
                 a, b = codes
                 ra, rb = row[a], row[b]

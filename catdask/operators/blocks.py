@@ -389,7 +389,7 @@ def gram_symmetric_class_product(left, right, pairs, offsets, zt, kernel):
     get only ``T^T Z_I`` with I among the task's row tiles, so only the classes ``k0:k0 +
     len(tail)`` present in rows ``lo:hi`` (``tail``, one or two of K classes, sorted rows): the
     rest of that band is exact zeros. The parts travel to the driver, which adds them as they
-    arrive; the whole band (K, N - lo, R) made 57 MB per pass on 16 workers at N = 50,000, K = 5
+    arrive; the whole band (K, N - lo, R) made 56 MB per pass on 16 workers at N = 50,000, K = 5
     (benchmarks/pass_overhead.py), mostly zeros, all of it received and added after the last
     tile task (issue 27). A float32 part adds one float32 rounding of a sum that float32 tiles
     made already; float64 passes stay float64.
