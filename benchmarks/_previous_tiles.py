@@ -124,7 +124,14 @@ def previous_symmetric_moments(left, right, pairs, kernel):
 
 
 def previous_symmetric_class_product(left, right, pairs, offsets, zt, kernel):
-    """``blocks.gram_symmetric_class_product`` before issue 27's pass work."""
+    """``blocks.gram_symmetric_class_product`` before issue 27's pass work, its ``(lo, band)``
+    returned as the current part (``lo, N, band, 0, nothing``) that the driver adds."""
+    lo, band = _previous_band(left, right, pairs, offsets, zt, kernel)
+    N, R = zt.shape
+    return lo, N, band, 0, np.zeros((0, 0, R), dtype=band.dtype)
+
+
+def _previous_band(left, right, pairs, offsets, zt, kernel):
     N, R = zt.shape
     K = len(offsets) - 1
     pairs = np.asarray(pairs).reshape(-1, 4)

@@ -17,6 +17,9 @@ Parts (each prints its figures as it ends, and the JSON is rewritten after each)
 - ``cores``: one float32 ``G Z`` pass at N = 50,000 on 2 and 16 single-thread workers and on
   the embedded default's shape (4 x 4 from 8 cores on), with the default tile (384) and the
   previous one (512) interleaved in one cluster, median of 3; the task stream's busy share;
+  what each pass costs outside the tile arithmetic (benchmarks/pass_overhead.py's figures:
+  driver CPU per pass, tasks, bytes to the driver, the tail after the last task, the
+  straggler share);
   peak RSS of driver + workers; the N = 200,000 fit to convergence on the default shape
   (polish share).
 - ``pipeline``: ``fit_on_dataset`` (what ``catdask train --device`` runs) on a zarr data set
@@ -315,13 +318,24 @@ def part_dask_gpu(args):
 PREVIOUS_TILE = 512
 
 
+#: The figures of benchmarks/pass_overhead.py that part ``cores`` prints for each pass shape:
+#: where a 16-worker pass loses against an even split of its compute.
+PASS_FIGURES = ("driver CPU s", "driver CPU net of idle s", "driver main-thread CPU s",
+                "driver add s", "tasks", "results to driver MB", "submitted to first task start s",
+                "last task end to result s", "loss vs even split s",
+                "straggler share (max worker busy / mean)", "task max / median")
+
+
 def _cores_iteration(X, y, n_workers, threads, rounds=3):
     """One float32 ``G Z`` pass on a fresh cluster with the default tile (``GRAM_TILE``) and
-    the previous one (512), interleaved round by round: median seconds and the workers' busy
-    share for each; the operators' set-up; the peak RSS of this process, the workers and their
-    nannies (sampled: ``ru_maxrss`` of a spawned worker reports its parent's peak, since Linux
-    keeps it across exec)."""
-    from distributed import get_task_stream
+    the previous one (512), interleaved round by round: median seconds, the workers' busy
+    share and :data:`PASS_FIGURES` (medians) for each; the default tile's pass with empty tasks
+    (``pass_overhead.empty_tasks``: results of their real shape, and of no rows); the
+    driver's and a worker's idle CPU;
+    the operators' set-up; the peak RSS of this process, the workers and their nannies
+    (sampled: ``ru_maxrss`` of a spawned worker reports its parent's peak, since Linux keeps
+    it across exec)."""
+    from pass_overhead import EMPTY_FIGURES, PassProbe, empty_tasks, idle_rates, measure_pass
 
     from catdask.operators import DaskGramOperator
     from catdask.operators.gram_base import GRAM_TILE
@@ -336,31 +350,46 @@ def _cores_iteration(X, y, n_workers, threads, rounds=3):
                                           precision="float32", tile_rows=t)
                    for name, t in tiles.items()}
             setup = (time.perf_counter() - t0) / len(ops)
+            probes = {name: PassProbe(op) for name, op in ops.items()}
             z = np.random.default_rng(2).normal(size=(R, X.shape[0]))
-            times: dict = {name: [] for name in ops}
-            busy: dict = {name: [] for name in ops}
+            passes: dict = {name: [] for name in ops}
             for op in ops.values():
                 op.class_matmul(z)  # warm-up
+            idle = idle_rates(client)
             for _ in range(rounds):
                 for name, op in ops.items():
-                    with get_task_stream(client) as ts:
-                        t1 = time.perf_counter()
-                        op.class_matmul(z)
-                        wall = time.perf_counter() - t1
-                    times[name].append(wall)
-                    busy[name].append(sum(s["stop"] - s["start"] for t in ts.data
-                                          for s in t.get("startstops", ())
-                                          if s.get("action") == "compute")
-                                      / (wall * n_workers * threads))
+                    passes[name].append(measure_pass(op, z, client, n_workers * threads,
+                                                     probes[name], idle))
+            # The default tile's pass with empty tasks (results of their real shape, then of
+            # no rows, at once): the driver's, scheduler's and comms' fixed cost on this host.
+            default = next(iter(ops))
+            empty: dict = {}
+            for kind in ("real shapes", "none"):
+                with empty_tasks(kind):
+                    ops[default].class_matmul(z)  # warm-up
+                    empty[kind] = [measure_pass(ops[default], z, client, n_workers * threads,
+                                                probes[default], idle) for _ in range(rounds)]
             for op in ops.values():
                 op.close()
         finally:
             client.close()
             cluster.close()
     others = [v for (pid, name), v in mem.peaks.items() if name != "driver"]
-    out: dict = {name: {"iteration s (median)": round(statistics.median(times[name]), 3),
-                        "busy share": round(statistics.median(busy[name]), 3)}
-                 for name in ops}
+
+    def med(name, key):
+        return statistics.median(p[key] for p in passes[name])
+
+    out: dict = {}
+    for name in ops:
+        out[name] = {"iteration s (median)": round(med(name, "wall s"), 3),
+                     "busy share": round(statistics.median(
+                         p["compute summed s"] / (p["wall s"] * n_workers * threads)
+                         for p in passes[name]), 3)}
+        out[name].update({k: round(med(name, k), 4) for k in PASS_FIGURES})
+    for kind, rows in empty.items():
+        out[f"{default}, empty tasks, results: {kind}"] = {
+            k: round(statistics.median(p[k] for p in rows), 4) for k in EMPTY_FIGURES}
+    out.update({k: round(v, 4) for k, v in idle.items()})
     out.update({"set-up s": round(setup, 1),
                 "peak RSS driver+workers+nannies GiB": round(mem.peak / GiB, 2),
                 "largest worker/nanny process GiB": round(max(others, default=0) / GiB, 3)})

@@ -222,14 +222,19 @@ def _phases(ts, t_submit, t_return):
 
 
 def _sum_row_bands(*parts):
-    """The former tree's combine: ``(lo, band)`` partial sums added in float64 into the band
-    of the smallest ``lo``, returned in the parts' dtype."""
+    """The former tree's combine: partial sums (``gram_symmetric_class_product``'s parts)
+    added in float64 into the band ``lo:`` of the smallest ``lo``, returned as one part in the
+    parts' dtype (the former tasks returned that whole band)."""
+    from catdask.operators import blocks
+
     lo = min(p[0] for p in parts)
-    first = parts[0][1]
-    out = np.zeros((first.shape[0], first.shape[1] + parts[0][0] - lo, first.shape[2]))
-    for start, band in parts:
-        out[:, start - lo :] += band
-    return lo, out.astype(first.dtype, copy=False)
+    head = parts[0][2]
+    K, R = head.shape[0], head.shape[2]
+    N = parts[0][1] + parts[0][4].shape[1]
+    out = np.zeros((K, N, R))
+    for p in parts:
+        blocks.add_class_product_part(out, p)
+    return lo, N, out[:, lo:].astype(head.dtype), 0, np.zeros((0, 0, R), head.dtype)
 
 
 def _former(op):

@@ -38,6 +38,7 @@ __all__ = [
     "gram_submatrix",
     "symmetric_tile_pairs",
     "gram_symmetric_class_product",
+    "add_class_product_part",
     "class_diagonal_tile_pairs",
     "gram_symmetric_moments",
 ]
@@ -371,8 +372,8 @@ def _class_ranges(offsets, a, b):
 
 
 def gram_symmetric_class_product(left, right, pairs, offsets, zt, kernel):
-    """The contribution of the tiles ``pairs`` to ``G Z``: ``(lo, band)``, the rows ``lo:``
-    of the (K, N, R) sum in the tile dtype (rows above ``lo`` get nothing from these tiles).
+    """The contribution of the tiles ``pairs`` to ``G Z``: a part ``(lo, hi, head, k0, tail)``
+    of the (K, N, R) sum, in the tile dtype (:func:`add_class_product_part` adds it up).
 
     ``left``, ``right`` (N, D') are the kernel's tile factors
     (:meth:`catdask.kernels.Kernel.tile_factors`) in the tile dtype, ``zt`` (N, R) the restarts'
@@ -383,19 +384,26 @@ def gram_symmetric_class_product(left, right, pairs, offsets, zt, kernel):
     row, so column k of ``G Z`` only reads the class-k part of a tile (docs/design.md §3). A
     tile's products are formed in the tile dtype and accumulated in float64 across tiles.
 
-    Upper-triangle tiles from row ``lo`` on touch only rows ``lo:``, so a task returns that band
-    (the driver adds bands as they arrive), in the tile dtype: on 16 Dask workers the partial sums
-    moved between workers were the pass's idle time (measured at N = 50,000: 16 float64
-    partials of 10 MB per pass, the workers busy 59% of a pass). A float32 partial adds one
-    float32 rounding of a sum that float32 tiles made already; float64 passes stay float64.
+    What the part holds: the tasks' row tiles span rows ``lo:hi`` (upper-triangle tiles touch
+    no row above ``lo``); those rows get every class (``head``, (K, hi - lo, R)). Rows ``hi:``
+    get only ``T^T Z_I`` with I among the task's row tiles, so only the classes ``k0:k0 +
+    len(tail)`` present in rows ``lo:hi`` (``tail``, one or two of K classes, sorted rows): the
+    rest of that band is exact zeros. The parts travel to the driver, which adds them as they
+    arrive; the whole band (K, N - lo, R) made 56 MB per pass on 16 workers at N = 50,000, K = 5
+    (benchmarks/pass_overhead.py), mostly zeros, all of it received and added after the last
+    tile task (issue 27). A float32 part adds one float32 rounding of a sum that float32 tiles
+    made already; float64 passes stay float64.
     """
     N, R = zt.shape
     K = len(offsets) - 1
     pairs = np.asarray(pairs).reshape(-1, 4)
     if pairs.shape[0] == 0:
-        return N, np.zeros((K, 0, R), dtype=zt.dtype)
-    lo = int(pairs[:, 0].min())
-    acc = np.zeros((K, N - lo, R))
+        return N, N, np.zeros((K, 0, R), dtype=zt.dtype), 0, np.zeros((0, 0, R), zt.dtype)
+    lo, hi = int(pairs[:, 0].min()), int(pairs[:, 1].max())
+    own = _class_ranges(offsets, lo, hi)
+    k0, k1 = own[0][0], own[-1][0] + 1
+    head = np.zeros((K, hi - lo, R))
+    tail = np.zeros((k1 - k0, N - hi, R))
     spans = pairs[:, 1::2] - pairs[:, 0::2]
     buf = np.empty((int(spans[:, 0].max()), int(spans[:, 1].max())), dtype=left.dtype)
     # Products into one reused buffer, class ranges once per tile bound (0.95-1.0x per entry).
@@ -409,13 +417,26 @@ def gram_symmetric_class_product(left, right, pairs, offsets, zt, kernel):
         rows = part[: b - a]
         for k, s0, s1 in ranges[c, d]:
             np.matmul(T[:, s0 - c : s1 - c], zt[s0:s1], out=rows)
-            acc[k, a - lo : b - lo] += rows
+            head[k, a - lo : b - lo] += rows
         if c != a:
             cols = part[: d - c]
+            split = min(max(hi, c), d)  # rows c:split in the head, split:d in the tail
             for k, s0, s1 in ranges[a, b]:
                 np.matmul(T[s0 - a : s1 - a].T, zt[s0:s1], out=cols)
-                acc[k, c - lo : d - lo] += cols
-    return lo, acc.astype(zt.dtype, copy=False)
+                if c < hi:
+                    head[k, c - lo : split - lo] += cols[: split - c]
+                if d > hi:
+                    tail[k - k0, split - hi : d - hi] += cols[split - c :]
+    return lo, hi, head.astype(zt.dtype, copy=False), k0, tail.astype(zt.dtype, copy=False)
+
+
+def add_class_product_part(acc, part):
+    """Add a part of :func:`gram_symmetric_class_product` into ``acc`` (K, N, R) float64."""
+    lo, hi, head, k0, tail = part
+    acc[:, lo:hi] += head
+    if tail.size:
+        acc[k0 : k0 + tail.shape[0], hi:] += tail
+    return acc
 
 
 def gram_symmetric_moments(left, right, pairs, kernel):

@@ -131,9 +131,8 @@ class BlockGramOperator(GramOperator):
         K, (R, N) = len(self._offsets) - 1, zs.shape
         acc = np.zeros((K, N, R))  # (K, N, R) float64, whatever the tiles' dtype
 
-        def add(part):
-            lo, band = part  # rows lo: of the task's partial sum, in the tile dtype
-            acc[:, lo:] += band
+        def add(part):  # a task's rows and classes of the sum, in the tile dtype
+            blocks.add_class_product_part(acc, part)
 
         self._add_results(tasks, "gram-tiles", add, extra)
         # (R, N, K) as a view of an (R, K, N) array, the layout of the stored-Gram product
