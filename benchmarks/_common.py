@@ -135,6 +135,20 @@ class PeakRSS:
         self._sample()
 
 
+def export_git_tree(ref, into):
+    """The tree of git revision ``ref`` (``git archive``) extracted into the folder ``into``, for
+    a baseline measured in the same run; False when git cannot (no repository, unknown ref)."""
+    import subprocess
+
+    try:
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", ref], check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return False
+    return True
+
+
 @contextmanager
 def timed(record, key):
     t0 = time.perf_counter()

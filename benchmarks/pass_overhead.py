@@ -58,8 +58,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
-from _common import (REPO, class_sorted_blobs, default_rbf, load_average,  # noqa: E402
-                     parse_args, report)
+from _common import (REPO, class_sorted_blobs, default_rbf, export_git_tree,  # noqa: E402
+                     load_average, parse_args, report)
 
 D, K, R = 20, 5, 5
 
@@ -315,15 +315,6 @@ def child(args):
 
 
 # ------------------------------------------------------------------ the parent
-def _export(ref, into):
-    try:
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", ref], check=True,
-                                 capture_output=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    except (OSError, subprocess.CalledProcessError):
-        return False
-    return True
-
 
 def _run_child(root, layout, args):
     time.sleep(3)  # the previous child's workers are gone before this one starts
@@ -374,7 +365,7 @@ def main():
                      "cpus": os.cpu_count()}
     with tempfile.TemporaryDirectory(prefix="catdask-baseline-") as tmp:
         codes = {"this code": REPO}
-        if args.baseline_ref and _export(args.baseline_ref, tmp):
+        if args.baseline_ref and export_git_tree(args.baseline_ref, tmp):
             codes = {f"baseline ({args.baseline_ref})": Path(tmp), **codes}
         elif args.baseline_ref:
             results["baseline"] = f"git archive {args.baseline_ref} failed: no baseline"

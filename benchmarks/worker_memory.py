@@ -35,8 +35,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (REPO, PeakRSS, blobs, load_average, parse_args,  # noqa: E402
-                     quiet_warnings, rbf_gamma, report)
+from _common import (REPO, PeakRSS, blobs, export_git_tree, load_average,  # noqa: E402
+                     parse_args, quiet_warnings, rbf_gamma, report)
 
 D, K = 20, 5
 MiB = 1024**2
@@ -230,16 +230,6 @@ def child_pass(args):
 
 
 # ------------------------------------------------------------------ the parent
-def _export(ref, into):
-    """The tree of ``ref`` (git archive) in directory ``into``; False when git cannot."""
-    try:
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", ref], check=True,
-                                 capture_output=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    except (OSError, subprocess.CalledProcessError):
-        return False
-    return True
-
 
 def _run_child(kind, root, args, layout="2x1"):
     # The previous child's workers take up to 4 s to be killed after its cluster closes: a
@@ -278,7 +268,7 @@ def main():
     results["transparent huge pages"] = thp
     with tempfile.TemporaryDirectory(prefix="catdask-baseline-") as tmp:
         codes = {"this code": REPO}
-        if args.baseline_ref and _export(args.baseline_ref, tmp):
+        if args.baseline_ref and export_git_tree(args.baseline_ref, tmp):
             codes = {f"baseline ({args.baseline_ref})": Path(tmp), **codes}
         elif args.baseline_ref:
             results["baseline"] = f"git archive {args.baseline_ref} failed: no baseline"
