@@ -91,6 +91,17 @@ def _params(meta: dict) -> dict:
     return {k: ("" if v is None else str(v))[:500] for k, v in spec.items()}
 
 
+def _input_names(recorded, n_features):
+    """The signature's input columns: the names the model was fitted with (a DataFrame's
+    columns) or its data set recorded (a table's header, the catalog's names, as ``catdask
+    predict`` matches them), else ``x0, x1, ...`` (also when recorded names are not one
+    distinct name per feature)."""
+    names = [str(n) for n in recorded or ()]
+    if len(names) == n_features and len(set(names)) == n_features:
+        return names
+    return [f"x{j}" for j in range(n_features)]
+
+
 def _signature(feature_names, class_names, model):
     """Inputs: one double column per feature; outputs: the predict table's columns."""
     import numpy as np
@@ -143,20 +154,22 @@ def export_to_mlflow(store, name: str, version=None, *, tracking_uri: str,
     from mlflow.entities import Metric, Param
 
     from ..pipeline.reports import class_names_of
+    from ..pipeline.scoring import feature_names_of
     from ..store import load_estimator, load_model_version, read_dataset
     from .bundle import ARTIFACT_KEY, write_bundle
 
     arrays, meta = load_model_version(store, name, version)
     model = load_estimator(store, name, version)
-    class_names = None
+    class_names = dataset_features = None
     if "dataset" in meta:
         try:
             ds = read_dataset(store, meta["dataset"], snapshot=meta.get("dataset_snapshot"))
             class_names = class_names_of(ds)
+            dataset_features = feature_names_of(ds)
         except (FileNotFoundError, LookupError):  # the snapshot was collected: no names
             class_names = None
     n_features = int(meta["n_features_in"])
-    features = list(meta.get("feature_names_in") or [f"x{j}" for j in range(n_features)])
+    features = _input_names(meta.get("feature_names_in") or dataset_features, n_features)
     label = f"{name}:v{meta['version']}"
     registered_name = registered_name or name
     certified = bool(meta.get("certificate", {}).get("certified"))

@@ -109,13 +109,19 @@ def _round_trip(store, name, url):
 
     from catdask.store import load_model_version, read_dataset
 
+    from catdask.pipeline.scoring import feature_names_of
+
     _, meta = load_model_version(store, name)
-    X = read_dataset(store, meta["dataset"], snapshot=meta["dataset_snapshot"]).X
+    ds = read_dataset(store, meta["dataset"], snapshot=meta["dataset_snapshot"])
+    X = ds.X
+    # The inputs are named as the data set names its features (iris: 'sepal length (cm)', ...),
+    # as `catdask predict` matches a file's header; x0, x1, ... only where it records none.
+    columns = feature_names_of(ds) or [f"x{j}" for j in range(X.shape[1])]
     mlflow.set_tracking_uri(url)
     with _NoPickle():
         loaded = mlflow.pyfunc.load_model(info["model_uri"])
-        frame = loaded.predict(
-            __import__("pandas").DataFrame(X, columns=[f"x{j}" for j in range(X.shape[1])]))
+        assert loaded.metadata.get_input_schema().input_names() == columns
+        frame = loaded.predict(__import__("pandas").DataFrame(X, columns=columns))
     for j, column in enumerate(header):
         if column == "label":  # catdask predict on the stored set adds the known labels
             continue
