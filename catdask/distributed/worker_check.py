@@ -24,11 +24,10 @@ def software_versions() -> dict:
     import distributed
     import numpy
 
-    from ..pipeline.model_cache import code_version
+    from ..versions import installed_version, source_sha256
 
-    code = code_version()
-    return {"python": platform.python_version(), "catdask": code["catdask"],
-            "catdask sources sha256": code["source_sha256"][:12], "dask": dask.__version__,
+    return {"python": platform.python_version(), "catdask": installed_version(),
+            "catdask sources sha256": source_sha256()[:12], "dask": dask.__version__,
             "distributed": distributed.__version__, "numpy": numpy.__version__}
 
 
