@@ -224,8 +224,16 @@ def _dask_client(scheduler, dashboard_port):
     from .distributed.cluster import connect_scheduler, embedded_cluster
 
     if scheduler:
+        from .distributed.worker_check import check_worker_software
+
         _note(f"using the Dask scheduler at {scheduler}")
-        return connect_scheduler(scheduler), True
+        client = connect_scheduler(scheduler)
+        try:  # refused now rather than in every served run
+            check_worker_software(client, scheduler)
+        except BaseException:
+            client.close()
+            raise
+        return client, True
     _note("starting the Dask cluster ...")
     return embedded_cluster(dashboard_port=dashboard_port), False
 

@@ -64,3 +64,26 @@ def test_serve_checks_before_it_serves():
 
     source = inspect.getsource(serve.serve)
     assert source.index("_refuse_work_pool_clash(") < source.index("add_preloaded_deployment(")
+
+
+def test_serve_refuses_a_cluster_whose_workers_run_other_software(monkeypatch):
+    """`catdask serve --scheduler` checks the workers at start (one line, the client closed)
+    rather than failing every served run (opspass)."""
+    from catdask import serve
+    from catdask.distributed import cluster, worker_check
+    from catdask.errors import WorkerEnvironmentError
+
+    closed = []
+
+    class Client:
+        def close(self):
+            closed.append(True)
+
+    def refuse(client, address):
+        raise WorkerEnvironmentError(f"1 of the 1 Dask workers of {address} run dask 0.1")
+
+    monkeypatch.setattr(cluster, "connect_scheduler", lambda address: Client())
+    monkeypatch.setattr(worker_check, "check_worker_software", refuse)
+    with pytest.raises(WorkerEnvironmentError, match="tcp://h:1 run dask 0.1"):
+        serve._dask_client("tcp://h:1", 8787)
+    assert closed == [True]
