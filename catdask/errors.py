@@ -26,6 +26,7 @@ __all__ = [
     "ServiceStartError",
     "ServiceLostError",
     "SchedulerConnectionError",
+    "WorkerEnvironmentError",
     "ParameterError",
 ]
 
@@ -183,6 +184,12 @@ class SchedulerConnectionError(CatdaskError, ConnectionError):
     answer as a Dask scheduler. Not retried by the flows: the address is the user's to fix."""
 
 
+class WorkerEnvironmentError(CatdaskError, RuntimeError):
+    """The workers of a user-given Dask scheduler cannot run catdask's tasks as the driver
+    would: catdask not importable there, or another catdask, dask, distributed, numpy or Python
+    than the driver's. Not retried: the cluster is the user's to fix."""
+
+
 class ParameterError(CatdaskError, ValueError):
     """A flow run's parameter that the flow refuses (out of range, or one the method does not
     take), found by the flow's own checks before it reads data or starts a cluster."""
@@ -197,4 +204,5 @@ PERMANENT_ERRORS = (ValueError, TypeError, LookupError, FileNotFoundError, NotAD
 def is_transient(exc: BaseException) -> bool:
     """True when retrying may help: lost connections, killed workers, timeouts, other I/O
     errors (a full disk may have been cleared). Used by the flows' task retries."""
-    return not isinstance(exc, (*PERMANENT_ERRORS, SchedulerConnectionError))
+    return not isinstance(exc, (*PERMANENT_ERRORS, SchedulerConnectionError,
+                                WorkerEnvironmentError))

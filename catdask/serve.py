@@ -181,6 +181,42 @@ def served_deployments(store=None, *, scheduler=None, retrain_cron=NIGHTLY_RETRA
     ]
 
 
+def work_pool_deployments(names):
+    """Those of ``names`` (``"flow/deployment"``) that the Prefect server of
+    ``PREFECT_API_URL`` already has as work-pool deployments (``prefect deploy`` of
+    ``deploy/prefect.yaml`` makes four of serve's five names), as ``"name (work pool P)"``.
+
+    Serving would replace them (their pull step, parameters and pool's runs) and, when serve
+    stops, pause them: measured on one server, the work pool's nightly retrain, weekly
+    evaluation, train and retrain-on-new-snapshot were left paused.
+    """
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+
+    found = []
+    with get_client(sync_client=True) as client:
+        for name in names:
+            try:
+                deployment = client.read_deployment_by_name(name)
+            except ObjectNotFound:
+                continue
+            if deployment.work_pool_name:
+                found.append(f"{name} (work pool {deployment.work_pool_name})")
+    return found
+
+
+def _refuse_work_pool_clash(names, api_url):
+    clash = work_pool_deployments(names)
+    if clash:
+        from .errors import ServiceStartError
+
+        raise ServiceStartError(
+            f"the Prefect server at {api_url} already has work-pool deployments of the same "
+            f"names: {', '.join(clash)}; serving would replace them and pause them when serve "
+            "stops. Serve on another Prefect server (unset PREFECT_API_URL, or another "
+            "PREFECT_HOME), or delete them first (prefect deployment delete NAME)")
+
+
 def _dask_client(scheduler, dashboard_port):
     """``(client, owned)``: a client of the given scheduler (closed by the caller), else of
     the embedded local cluster (started here, closed with :func:`close_embedded_cluster`)."""
@@ -188,8 +224,16 @@ def _dask_client(scheduler, dashboard_port):
     from .distributed.cluster import connect_scheduler, embedded_cluster
 
     if scheduler:
+        from .distributed.worker_check import check_worker_software
+
         _note(f"using the Dask scheduler at {scheduler}")
-        return connect_scheduler(scheduler), True
+        client = connect_scheduler(scheduler)
+        try:  # refused now rather than in every served run
+            check_worker_software(client, scheduler)
+        except BaseException:
+            client.close()
+            raise
+        return client, True
     _note("starting the Dask cluster ...")
     return embedded_cluster(dashboard_port=dashboard_port), False
 
@@ -283,6 +327,9 @@ def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, lim
         When the Prefect server started here exits while serving.
     catdask.errors.SchedulerConnectionError
         When ``scheduler`` does not answer as a Dask scheduler.
+    catdask.errors.ServiceStartError
+        When the Prefect server already has work-pool deployments of the served names
+        (:func:`work_pool_deployments`); nothing is served.
     UnauthenticatedBindError
         When ``host`` is not loopback and ``PREFECT_SERVER_API_AUTH_STRING`` is not set
         (:func:`api_auth_for_bind`); nothing is started.
@@ -330,11 +377,12 @@ def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, lim
             # As prefect.serve, but the deployments exist before the summary says how to run
             # them, and the summary names this server (Prefect's own start message suggests a
             # bare `prefect deployment run`, which would look for them in another server).
+            deployments = served_deployments(store_path, scheduler=scheduler_address)
+            names = [f"{d.flow_name}/{d.name}" for d in deployments]
+            _refuse_work_pool_clash(names, api_url)
             runner = ServeRunner(limit=limit, query_seconds=_poll_seconds())
-            names = []
-            for deployment in served_deployments(store_path, scheduler=scheduler_address):
+            for deployment in deployments:
                 runner.add_preloaded_deployment(deployment)
-                names.append(f"{deployment.flow_name}/{deployment.name}")
             print(serving_summary(api_url, client.dashboard_link, scheduler_address,
                                   store_path, limit, names), flush=True)
             try:

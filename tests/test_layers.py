@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "catdask"
 
 #: Bottom to top. A unit may import only units of lower layers (docs/architecture.md draws it).
 LAYERS = [
-    {"errors", "settings", "lazy"},  # settings: every environment variable read, stdlib only
+    {"errors", "settings", "lazy", "versions"},  # settings: every environment variable read, stdlib only
     {"names", "method_names"},
     {"kernels", "catalog", "plotting"},
     {"core"},  # the solver core and the operator interfaces it is written against

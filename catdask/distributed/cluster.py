@@ -396,9 +396,11 @@ def dask_client_context(address=None, *, security=None, **cluster_kwargs):
 
     address = address or settings.SCHEDULER.get()
     if address:
+        from .worker_check import check_worker_software
+
         client = connect_scheduler(address, security=security)
         try:
-            client.run(limit_blas_threads, 1)
+            check_worker_software(client, address)
             with client.as_current():
                 yield client
         finally:

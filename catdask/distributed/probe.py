@@ -8,9 +8,33 @@ event loop of its own under ``asyncio.wait_for``, and names what answered instea
 
 from __future__ import annotations
 
+import socket
 import threading
 
 __all__ = ["probe_scheduler"]
+
+
+def _refusal(address, timeout):
+    """Why a plain TCP connection to ``address`` fails at once (``Connection refused``, no
+    route), or None (it connects, times out, or is not a TCP address: the handshake decides).
+
+    distributed's ``connect()`` retries a refused connection until its timeout, so a run whose
+    ``CATDASK_SCHEDULER`` names a port where nothing listens failed after 10 s with "no Dask
+    handshake within 10 s", which reads as "something answers but is not Dask" (opspass).
+    """
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    try:
+        scheme, location = parse_address(address)
+        if scheme not in ("tcp", "tls"):
+            return None
+        host, port = parse_host_port(location)
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            return None
+    except (ValueError, TypeError, socket.timeout):
+        return None
+    except OSError as exc:
+        return exc.strerror or str(exc)
 
 
 def _identity(address, security, timeout):
@@ -71,6 +95,9 @@ def probe_scheduler(address, *, security=None, timeout=10.0):
     from .cluster import ENV_SCHEDULER, address_problem
 
     problem = address_problem(address, security)
+    refused = _refusal(address, timeout) if problem is None else None
+    if refused:
+        problem = f"nothing listens there ({refused})"
     if problem is None:
         try:
             reply = _identity(address, security, timeout)

@@ -6,19 +6,17 @@ import datetime as _dt
 import hashlib
 import json
 import math
-from importlib.metadata import PackageNotFoundError, version
 
 import numpy as np
+
+from ..versions import installed_version
 
 __all__ = ["to_json_safe", "json_sha256", "catdask_version", "utc_now"]
 
 
 def catdask_version() -> str:
     """Installed catdask version, or ``"0+unknown"`` when running from a bare source tree."""
-    try:
-        return version("catdask")
-    except PackageNotFoundError:
-        return "0+unknown"
+    return installed_version()
 
 
 def utc_now() -> str:

@@ -221,3 +221,23 @@ def test_servers_started_by_the_tests_die_with_a_killed_test_run(tmp_path):
         runner.kill()
         with contextlib.suppress(Exception):
             child.kill()
+
+
+def test_connect_scheduler_names_a_refused_port_at_once():
+    """A deployment's CATDASK_SCHEDULER naming a port where nothing listens: the run failed
+    after 10 s with "no Dask handshake within 10 s" (distributed retries a refused connect
+    until its timeout), which reads as a non-Dask server answering (opspass)."""
+    import socket
+
+    from catdask.distributed.cluster import connect_scheduler
+    from catdask.errors import SchedulerConnectionError
+
+    with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
+        s.bind((LOCALHOST, 0))
+        port = s.getsockname()[1]
+    start = time.monotonic()
+    with pytest.raises(SchedulerConnectionError,
+                       match=f"at tcp://{LOCALHOST}:{port}: nothing listens there "
+                             r"\(Connection refused\)"):
+        connect_scheduler(f"tcp://{LOCALHOST}:{port}", timeout=10)
+    assert time.monotonic() - start < 3

@@ -1,0 +1,76 @@
+"""Check that a user-given cluster's workers run the driver's software, before any work.
+
+A worker started from another environment fails catdask's first task with distributed's
+``Exception('ModuleNotFoundError("No module named \\'catdask...\\'")')`` (the CLI's "exit 1,
+anything unexpected"), and a worker with another catdask, dask or numpy would compute with code
+the model's recorded ``code_version`` does not describe. One ``Client.run`` on every worker
+(which also sets their BLAS threads, as before) reports what each runs; a difference is one
+line naming the workers and the versions (deploy/dask/README.md, Requirements on the workers).
+"""
+
+from __future__ import annotations
+
+__all__ = ["software_versions", "check_worker_software"]
+
+#: What must match between the driver and every worker.
+_COMPARED = ("python", "catdask", "catdask sources sha256", "dask", "distributed", "numpy")
+
+
+def software_versions() -> dict:
+    """The versions :func:`check_worker_software` compares, for this process."""
+    import platform
+
+    import dask
+    import distributed
+    import numpy
+
+    from ..versions import installed_version, source_sha256
+
+    return {"python": platform.python_version(), "catdask": installed_version(),
+            "catdask sources sha256": source_sha256()[:12], "dask": dask.__version__,
+            "distributed": distributed.__version__, "numpy": numpy.__version__}
+
+
+def _set_up_worker(n_threads):
+    # Runs on each worker; unpickling it imports catdask there, which is the first check.
+    from .cluster import limit_blas_threads
+
+    limit_blas_threads(n_threads)
+    return software_versions()
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def check_worker_software(client, address, n_threads=1) -> dict:
+    """Set every worker of ``client`` to ``n_threads`` BLAS threads and check that each runs
+    the driver's Python, catdask (version and sources), dask, distributed and numpy.
+
+    Returns ``{worker address: versions}``. Raises
+    :class:`catdask.errors.WorkerEnvironmentError` naming the workers that cannot import
+    catdask, or the first differing version and the workers that have it.
+    """
+    from ..errors import WorkerEnvironmentError
+
+    where = f"the {{}} Dask workers of {address}"
+    hint = ("every worker needs the driver's Python environment: the same catdask, dask, "
+            "distributed and numpy (deploy/dask/README.md, Requirements on the workers)")
+    replies = client.run(_set_up_worker, n_threads, on_error="return")
+    failed = {w: r for w, r in replies.items() if isinstance(r, BaseException)}
+    if failed:
+        worker, exc = sorted(failed.items())[0]
+        raise WorkerEnvironmentError(
+            f"{len(failed)} of {where.format(len(replies))} cannot run catdask's set-up task "
+            f"({worker}: {_short(exc)}); {hint}")
+    mine = software_versions()
+    for key in _COMPARED:
+        other = sorted({(v.get(key), w) for w, v in replies.items() if v.get(key) != mine[key]})
+        if other:
+            theirs = sorted({v for v, _ in other})
+            workers = ", ".join(w for _, w in other[:3]) + (" ..." if len(other) > 3 else "")
+            raise WorkerEnvironmentError(
+                f"{len(other)} of {where.format(len(replies))} run {key} "
+                f"{' / '.join(map(str, theirs))}, the driver {mine[key]} ({workers}); {hint}")
+    return replies
