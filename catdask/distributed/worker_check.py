@@ -14,6 +14,16 @@ __all__ = ["software_versions", "check_worker_software"]
 
 #: What must match between the driver and every worker.
 _COMPARED = ("python", "catdask", "catdask sources sha256", "dask", "distributed", "numpy")
+#: Compared by major.minor only: a patch release of Python or NumPy changes neither what a task
+#: pickles nor the arithmetic catdask relies on, and clusters built from images of different
+#: dates often differ there (distributed itself only warns about it).
+_MINOR_ONLY = ("python", "numpy")
+
+
+def _compared(key, version):
+    if key in _MINOR_ONLY and isinstance(version, str):
+        return ".".join(version.split(".")[:2])
+    return version
 
 
 def software_versions() -> dict:
@@ -46,7 +56,8 @@ def _short(exc: BaseException) -> str:
 
 def check_worker_software(client, address, n_threads=1) -> dict:
     """Set every worker of ``client`` to ``n_threads`` BLAS threads and check that each runs
-    the driver's Python, catdask (version and sources), dask, distributed and numpy.
+    the driver's Python and numpy (major.minor), catdask (version and sources), dask and
+    distributed.
 
     Returns ``{worker address: versions}``. Raises
     :class:`catdask.errors.WorkerEnvironmentError` naming the workers that cannot import
@@ -66,7 +77,8 @@ def check_worker_software(client, address, n_threads=1) -> dict:
             f"({worker}: {_short(exc)}); {hint}")
     mine = software_versions()
     for key in _COMPARED:
-        other = sorted({(v.get(key), w) for w, v in replies.items() if v.get(key) != mine[key]})
+        other = sorted({(v.get(key), w) for w, v in replies.items()
+                        if _compared(key, v.get(key)) != _compared(key, mine[key])})
         if other:
             theirs = sorted({v for v, _ in other})
             workers = ", ".join(w for _, w in other[:3]) + (" ..." if len(other) > 3 else "")

@@ -58,6 +58,14 @@ def test_a_worker_with_other_software_is_refused(key):
         worker_check.check_worker_software(client, "tcp://h:8786")
 
 
+@pytest.mark.parametrize("key", ["python", "numpy"])
+def test_a_patch_release_of_python_or_numpy_is_not_refused(key):
+    major_minor = ".".join(_mine()[key].split(".")[:2])
+    other = {**_mine(), key: major_minor + ".99"}
+    client = _FakeClient({"tcp://w1:1": _mine(), "tcp://w2:2": other})
+    assert worker_check.check_worker_software(client, "tcp://h:8786") == client.replies
+
+
 def test_a_real_cluster_of_the_same_environment_passes(dask_scheduler):
     from catdask.distributed import dask_client_context
 
