@@ -149,6 +149,18 @@ def export_git_tree(ref, into):
     return True
 
 
+def codes_to_compare(baseline_ref, into, results):
+    """``{name: source root}`` of the code trees a same-run comparison measures: the baseline
+    ``baseline_ref`` exported into ``into`` (first, when given and git can export it) and this
+    checkout; a failed export is recorded in ``results``."""
+    codes = {"this code": REPO}
+    if baseline_ref and export_git_tree(baseline_ref, into):
+        codes = {f"baseline ({baseline_ref})": Path(into), **codes}
+    elif baseline_ref:
+        results["baseline"] = f"git archive {baseline_ref} failed: no baseline"
+    return codes
+
+
 @contextmanager
 def timed(record, key):
     t0 = time.perf_counter()

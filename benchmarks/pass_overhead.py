@@ -58,7 +58,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
-from _common import (REPO, class_sorted_blobs, default_rbf, export_git_tree,  # noqa: E402
+from _common import (class_sorted_blobs, codes_to_compare, default_rbf,  # noqa: E402
                      load_average, parse_args, report)
 
 D, K, R = 20, 5, 5
@@ -364,11 +364,7 @@ def main():
     results: dict = {"N": args.n, "D": D, "K": K, "R": R, "load average start": load_average(),
                      "cpus": os.cpu_count()}
     with tempfile.TemporaryDirectory(prefix="catdask-baseline-") as tmp:
-        codes = {"this code": REPO}
-        if args.baseline_ref and export_git_tree(args.baseline_ref, tmp):
-            codes = {f"baseline ({args.baseline_ref})": Path(tmp), **codes}
-        elif args.baseline_ref:
-            results["baseline"] = f"git archive {args.baseline_ref} failed: no baseline"
+        codes = codes_to_compare(args.baseline_ref, tmp, results)
         for layout in layouts:
             passes: dict = {name: [] for name in codes}
             empty: dict = {name: [] for name in codes}

@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (REPO, PeakRSS, blobs, export_git_tree, load_average,  # noqa: E402
+from _common import (PeakRSS, blobs, codes_to_compare, load_average,  # noqa: E402
                      parse_args, quiet_warnings, rbf_gamma, report)
 
 D, K = 20, 5
@@ -267,11 +267,7 @@ def main():
         thp = "unknown"
     results["transparent huge pages"] = thp
     with tempfile.TemporaryDirectory(prefix="catdask-baseline-") as tmp:
-        codes = {"this code": REPO}
-        if args.baseline_ref and export_git_tree(args.baseline_ref, tmp):
-            codes = {f"baseline ({args.baseline_ref})": Path(tmp), **codes}
-        elif args.baseline_ref:
-            results["baseline"] = f"git archive {args.baseline_ref} failed: no baseline"
+        codes = codes_to_compare(args.baseline_ref, tmp, results)
         for layout in layouts:
             row = {}
             for name, root in codes.items():  # baseline then this code, layout by layout
