@@ -161,6 +161,24 @@ def codes_to_compare(baseline_ref, into, results):
     return codes
 
 
+def run_child_json(script, root, child_args, settle_seconds=5.0):
+    """Run ``script --child ... --root ROOT`` with ``root`` first on ``PYTHONPATH`` (the code
+    under test) after ``settle_seconds`` (a previous child's workers take up to 4 s to be
+    killed; a child started at once shared the cores with them, up to 1.9x slower), and return
+    the last JSON line it printed, or ``{"failed": output tail}``."""
+    import subprocess
+
+    time.sleep(settle_seconds)
+    cmd = [sys.executable, str(Path(script).resolve()), *map(str, child_args), "--root",
+           str(root)]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+    if done.returncode or not lines:
+        return {"failed": (done.stdout + done.stderr)[-2000:]}
+    return json.loads(lines[-1])
+
+
 @contextmanager
 def timed(record, key):
     t0 = time.perf_counter()

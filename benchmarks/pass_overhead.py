@@ -50,7 +50,6 @@ import contextlib
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -59,7 +58,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
 from _common import (class_sorted_blobs, codes_to_compare, default_rbf,  # noqa: E402
-                     load_average, parse_args, report)
+                     load_average, parse_args, report, run_child_json)
 
 D, K, R = 20, 5, 5
 
@@ -317,15 +316,8 @@ def child(args):
 # ------------------------------------------------------------------ the parent
 
 def _run_child(root, layout, args):
-    time.sleep(3)  # the previous child's workers are gone before this one starts
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", layout, "--root", str(root),
-           "--n", str(args.n), "--passes", str(args.passes)]
-    env = {**os.environ, "PYTHONPATH": str(root)}
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
-    if done.returncode or not lines:
-        return {"failed": (done.stdout + done.stderr)[-2000:]}
-    return json.loads(lines[-1])
+    return run_child_json(__file__, root, ["--child", layout, "--n", args.n,
+                                           "--passes", args.passes], settle_seconds=3)
 
 
 #: What the passes with empty tasks (:func:`empty_tasks`) report.

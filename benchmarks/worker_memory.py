@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (PeakRSS, blobs, codes_to_compare, load_average,  # noqa: E402
-                     parse_args, quiet_warnings, rbf_gamma, report)
+                     parse_args, quiet_warnings, rbf_gamma, report, run_child_json)
 
 D, K = 20, 5
 MiB = 1024**2
@@ -232,17 +231,8 @@ def child_pass(args):
 # ------------------------------------------------------------------ the parent
 
 def _run_child(kind, root, args, layout="2x1"):
-    # The previous child's workers take up to 4 s to be killed after its cluster closes: a
-    # child started at once shared the cores with them (its fit measured up to 1.9x slower).
-    time.sleep(5)
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", kind, "--root", str(root),
-           "--n", str(args.n), "--max-iter", str(args.max_iter), "--layouts", layout]
-    env = {**os.environ, "PYTHONPATH": str(root)}
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
-    if done.returncode or not lines:
-        return {"failed": (done.stdout + done.stderr)[-2000:]}
-    return json.loads(lines[-1])
+    return run_child_json(__file__, root, ["--child", kind, "--n", args.n, "--max-iter",
+                                           args.max_iter, "--layouts", layout])
 
 
 def main():
