@@ -337,7 +337,8 @@ def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, lim
     from prefect.exceptions import TerminationSignal
     from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
 
-    from .distributed.cluster import ENV_SCHEDULER, close_embedded_cluster
+    from .distributed.cluster import (ENV_SCHEDULER, close_embedded_cluster,
+                                      quiet_embedded_workers)
     from .orchestration.preloaded_runs import ServeRunner, stop_fork_server, stop_run_processes
     from .orchestration.served import pin_served_runs
     from .store import resolve_store
@@ -391,6 +392,7 @@ def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, lim
                 pass  # the normal way to stop: clean up below
     finally:
         _note("stopping ...")
+        quiet_embedded_workers()  # as Ctrl-C does (their logs would follow "stopping")
         stop_run_processes()  # before the server: the runs report their crash to it
         stop_fork_server()
         if owned_client is not None:

@@ -470,6 +470,39 @@ def test_ctrl_c_of_serve_from_a_terminal_exits_0_at_once_and_quietly(tmp_path, m
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("moment", ["idle", "mid-run"])
+def test_sigterm_of_serve_stops_it_as_ctrl_c_does(tmp_path, moment):
+    """SIGTERM to serve's process alone (``systemctl stop``, ``docker stop``, Kubernetes):
+    exit 0 within seconds, nothing left, the same two lines as Ctrl-C (was: Prefect's runner
+    printed "coroutine 'Runner.astop' was never awaited" and, with a run in flight, about 40
+    lines of asyncio tracebacks over a 10.5 s stop)."""
+    X, y = make_blobs(n_per_class=1000, n_features=6, n_classes=3, seed=1)
+    write_dataset(tmp_path / "store", "blobs", X, y)
+    proc = _serve(tmp_path)
+    try:
+        if moment == "mid-run":
+            _start_served_train(proc, tmp_path / "store", tmp_path)
+            time.sleep(1.0)
+        mark = len(proc.text())
+        t0 = time.monotonic()
+        clean = proc.stop(signal.SIGTERM, timeout=INTERRUPT_SECONDS, group=False)
+        seconds = time.monotonic() - t0
+        after = [line for line in proc.text()[mark:].splitlines() if line.strip()]
+    finally:
+        proc.kill()
+    print(f"\nSIGTERM of serve ({moment}): exit {proc.proc.returncode} after {seconds:.1f} s; "
+          f"after it: {after}")
+    assert proc.proc.returncode == 0, proc.tail()
+    assert clean, f"processes outlived catdask serve:\n{proc.tail()}"
+    assert seconds < INTERRUPT_SECONDS
+    assert after[0] == "catdask serve: stopping ..." and after[-1] == "catdask serve: stopped"
+    assert "never awaited" not in proc.text() and "Traceback" not in proc.text(), proc.tail()
+    # A run in progress reports its crash (a few lines from its process), nothing else.
+    assert all("Crash" in line for line in after[1:-1]), proc.tail()
+
+
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_serve_stops_saying_so_when_its_prefect_server_dies(tmp_path):
     """The Prefect server child killed while serving: serve names it and exits 3 within

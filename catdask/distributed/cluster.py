@@ -44,6 +44,7 @@ __all__ = [
     "dask_client_context",
     "embedded_cluster",
     "close_embedded_cluster",
+    "quiet_embedded_workers",
     "start_local_cluster",
     "limit_blas_threads",
     "connect_scheduler",
@@ -193,6 +194,30 @@ async def _close_workers(cluster, timeout):
     await asyncio.gather(*(worker.close(timeout=timeout)
                            for worker in list(cluster.workers.values())),
                          return_exceptions=True)
+
+
+def quiet_embedded_workers() -> int:
+    """Mute the embedded cluster's worker processes as a terminal's Ctrl-C does (SIGINT: their
+    logging below CRITICAL for a while, :mod:`.worker_setup`); returns how many.
+
+    For a command that stops on another signal (SIGTERM to ``catdask serve`` alone): a worker
+    whose task is released as the run that submitted it dies logged distributed's "Async
+    instruction ... ended with CancelledError" after serve's "stopping" line.
+    """
+    import signal
+
+    cluster = _EMBEDDED["cluster"]
+    pids = [getattr(worker, "pid", None)
+            for worker in list(getattr(cluster, "workers", {}).values())]
+    quieted = 0
+    for pid in pids:
+        if pid:
+            try:
+                os.kill(pid, signal.SIGINT)
+                quieted += 1
+            except OSError:  # gone already
+                pass
+    return quieted
 
 
 def close_embedded_cluster(worker_timeout=None):

@@ -345,6 +345,21 @@ class ServeRunner(_runner_base()):
         self._fork_context = None
         self.preloaded = False  # True once runs start from the fork server
 
+    def handle_sigterm(self, signum=signal.SIGTERM, frame=None):
+        """SIGTERM (``systemctl stop``, ``docker stop``, Kubernetes) stops serve as Ctrl-C does.
+
+        Prefect's handler calls the async ``stop`` without awaiting it ("coroutine
+        'Runner.astop' was never awaited") and raises ``SystemExit`` inside the event loop:
+        with a run in flight, about 40 lines of asyncio tracebacks and a 10.5 s stop (measured
+        under ``catdask serve``). Here the SIGINT handler runs instead: ``asyncio.run``'s own
+        cancels the main task, and serve's clean-up stops the runs, the cluster and the server.
+        """
+        handler = signal.getsignal(signal.SIGINT)
+        if callable(handler):
+            handler(signum, frame)
+        else:  # SIGINT ignored or default: stop as an uncaught Ctrl-C would
+            raise KeyboardInterrupt(f"signal {signum}")
+
     def add_preloaded_deployment(self, deployment):
         """Register ``deployment`` (as :meth:`add_deployment`); its runs start preloaded."""
         deployment_id = self.add_deployment(deployment)
