@@ -186,8 +186,8 @@ def check_method_fits_dataset(store, name: str, method: str) -> None:
     if info.n_classes > info.n_features:
         raise CliError(f"--method {method} needs at most as many classes as features, and data "
                        f"set {name!r} has {info.n_classes} classes and {info.n_features} "
-                       f"feature{'s' * (info.n_features != 1)} (K orthonormal axes do not fit in D dimensions); use "
-                       f"--method {' or '.join(KERNEL_METHODS)}")
+                       f"feature{'s' * (info.n_features != 1)} (K orthonormal axes do not fit "
+                       f"in D dimensions); use --method {' or '.join(KERNEL_METHODS)}")
 
 
 def check_evaluation_datasets(store, names) -> None:

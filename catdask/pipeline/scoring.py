@@ -18,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["Predictions", "align_features", "feature_names_of", "predict_table", "write_predictions"]
+__all__ = ["Predictions", "align_features", "feature_names_of", "predict_table",
+           "write_predictions"]
 
 
 @dataclass
