@@ -118,7 +118,9 @@ def _measure(store, dataset, url):
     loaded = mlflow.pyfunc.load_model(done.model_uri)
     import pandas as pd
 
-    frame = loaded.predict(pd.DataFrame(ds.X, columns=[f"x{j}" for j in range(ds.n_features)]))
+    # The inputs as the export names them (the data set's feature names, else x0, x1, ...).
+    columns = loaded.metadata.get_input_schema().input_names()
+    frame = loaded.predict(pd.DataFrame(ds.X, columns=columns))
     identical = all(np.array_equal(np.asarray(frame[h]), np.asarray(c))
                     for h, c in zip(table.header, table.columns))
     a, b = statistics.median(ours), statistics.median(theirs)
