@@ -370,13 +370,46 @@ def test_kill_9_of_a_flow_command_leaves_no_orphans(tmp_path, kill_when):
 INTERRUPT_SECONDS = 20.0  # measured 1.2-2.5 s on the shared 2-core machine (was 146 s)
 
 
-def _interrupt_group(proc):
-    """Ctrl-C to the group; returns (clean, seconds to exit, lines printed after the ^C)."""
+def _signal_and_watch(proc, sig, *, group):
+    """Send ``sig`` (to the group or the process alone); returns (clean, seconds to exit,
+    lines printed after the signal)."""
     mark = len(proc.text())
     t0 = time.monotonic()
-    clean = proc.stop(signal.SIGINT, timeout=INTERRUPT_SECONDS, group=True)
+    clean = proc.stop(sig, timeout=INTERRUPT_SECONDS, group=group)
     seconds = time.monotonic() - t0
     return clean, seconds, [line for line in proc.text()[mark:].splitlines() if line.strip()]
+
+
+def _interrupt_group(proc):
+    """Ctrl-C to the group; returns (clean, seconds to exit, lines printed after the ^C)."""
+    return _signal_and_watch(proc, signal.SIGINT, group=True)
+
+
+def _serve_blobs(tmp_path, moment):
+    """``catdask serve`` on a store holding blobs; for ``moment="mid-run"`` with a served
+    K-CQS fit running."""
+    X, y = make_blobs(n_per_class=1000, n_features=6, n_classes=3, seed=1)
+    write_dataset(tmp_path / "store", "blobs", X, y)
+    proc = _serve(tmp_path)
+    if moment == "mid-run":
+        try:
+            _start_served_train(proc, tmp_path / "store", tmp_path)
+        except BaseException:
+            proc.kill()
+            raise
+        time.sleep(1.0)
+    return proc
+
+
+def _assert_serve_stopped_quietly(proc, clean, seconds, after):
+    """Exit 0 within seconds, nothing left, serve's two lines around at most the crash lines
+    of a run in progress."""
+    assert proc.proc.returncode == 0, proc.tail()
+    assert clean, f"processes outlived catdask serve:\n{proc.tail()}"
+    assert seconds < INTERRUPT_SECONDS
+    assert after[0] == "catdask serve: stopping ..." and after[-1] == "catdask serve: stopped"
+    # A run in progress reports its crash (a few lines from its process), nothing else.
+    assert all("Crash" in line for line in after[1:-1]), proc.tail()
 
 
 @pytest.mark.slow
@@ -447,13 +480,8 @@ def test_ctrl_c_of_serve_from_a_terminal_exits_0_at_once_and_quietly(tmp_path, m
     """SIGINT to serve's process group, idle or with a served fit running: exit 0 within
     seconds, nothing left (issue: 70 s, ~170 lines of tracebacks, exit 1 on a dead Prefect
     API; with a run in progress, serve then waited for the run process at exit)."""
-    X, y = make_blobs(n_per_class=1000, n_features=6, n_classes=3, seed=1)
-    write_dataset(tmp_path / "store", "blobs", X, y)
-    proc = _serve(tmp_path)
+    proc = _serve_blobs(tmp_path, moment)
     try:
-        if moment == "mid-run":
-            _start_served_train(proc, tmp_path / "store", tmp_path)
-            time.sleep(1.0)
         tree = proc.tree()
         assert len(tree) >= 4, [_cmdline(p)[:4] for p in tree]  # server, 2 workers, fork server
         clean, seconds, after = _interrupt_group(proc)
@@ -461,12 +489,7 @@ def test_ctrl_c_of_serve_from_a_terminal_exits_0_at_once_and_quietly(tmp_path, m
         proc.kill()
     print(f"\nCtrl-C of serve ({moment}): exit {proc.proc.returncode} after {seconds:.1f} s; "
           f"after it: {after}")
-    assert proc.proc.returncode == 0, proc.tail()
-    assert clean, f"processes outlived catdask serve:\n{proc.tail()}"
-    assert seconds < INTERRUPT_SECONDS
-    assert after[0] == "catdask serve: stopping ..." and after[-1] == "catdask serve: stopped"
-    # A run in progress reports its crash (a few lines from its process), nothing else.
-    assert all("Crash" in line for line in after[1:-1]), proc.tail()
+    _assert_serve_stopped_quietly(proc, clean, seconds, after)
 
 
 @pytest.mark.slow
@@ -477,29 +500,15 @@ def test_sigterm_of_serve_stops_it_as_ctrl_c_does(tmp_path, moment):
     exit 0 within seconds, nothing left, the same two lines as Ctrl-C (was: Prefect's runner
     printed "coroutine 'Runner.astop' was never awaited" and, with a run in flight, about 40
     lines of asyncio tracebacks over a 10.5 s stop)."""
-    X, y = make_blobs(n_per_class=1000, n_features=6, n_classes=3, seed=1)
-    write_dataset(tmp_path / "store", "blobs", X, y)
-    proc = _serve(tmp_path)
+    proc = _serve_blobs(tmp_path, moment)
     try:
-        if moment == "mid-run":
-            _start_served_train(proc, tmp_path / "store", tmp_path)
-            time.sleep(1.0)
-        mark = len(proc.text())
-        t0 = time.monotonic()
-        clean = proc.stop(signal.SIGTERM, timeout=INTERRUPT_SECONDS, group=False)
-        seconds = time.monotonic() - t0
-        after = [line for line in proc.text()[mark:].splitlines() if line.strip()]
+        clean, seconds, after = _signal_and_watch(proc, signal.SIGTERM, group=False)
     finally:
         proc.kill()
     print(f"\nSIGTERM of serve ({moment}): exit {proc.proc.returncode} after {seconds:.1f} s; "
           f"after it: {after}")
-    assert proc.proc.returncode == 0, proc.tail()
-    assert clean, f"processes outlived catdask serve:\n{proc.tail()}"
-    assert seconds < INTERRUPT_SECONDS
-    assert after[0] == "catdask serve: stopping ..." and after[-1] == "catdask serve: stopped"
+    _assert_serve_stopped_quietly(proc, clean, seconds, after)
     assert "never awaited" not in proc.text() and "Traceback" not in proc.text(), proc.tail()
-    # A run in progress reports its crash (a few lines from its process), nothing else.
-    assert all("Crash" in line for line in after[1:-1]), proc.tail()
 
 
 @pytest.mark.slow
