@@ -69,6 +69,14 @@ def _options(ap):
     ap.add_argument("--cores-fit-only", action="store_true",
                     help="part cores: only the fit to convergence, not the per-shape passes "
                          "(benchmarks/cores_ceiling.py times the passes)")
+    ap.add_argument("--cores-shapes", default="2x1,allx1,default",
+                    help="part cores: the cluster shapes WORKERSxTHREADS whose pass is timed "
+                         "('all' = this machine's cores, 'default' = the embedded default's "
+                         "shape); 2x1 is the reference of the speed-ups")
+    ap.add_argument("--cores-fit-shape", default="default",
+                    help="part cores: the shape of the N = 200,000 fit: 'default' (the embedded "
+                         "default's), 'fastest' (the shape whose default-tile pass was fastest "
+                         "above) or WORKERSxTHREADS")
 
 
 def _say(*a):
@@ -396,6 +404,12 @@ def _cores_iteration(X, y, n_workers, threads, rounds=3):
     return out
 
 
+def _gram_tile():
+    from catdask.operators.gram_base import GRAM_TILE
+
+    return GRAM_TILE
+
+
 def part_cores(args):
     """One float32 pass per cluster shape and tile size (2 single-thread workers the
     reference), then the fit to convergence on the embedded default's shape."""
@@ -408,7 +422,15 @@ def part_cores(args):
     X, y = _sorted_blobs(N)
     cpus = os.cpu_count() or 2
     threads = default_threads_per_worker(cpus)
-    shapes = dict.fromkeys([(2, 1), (cpus, 1), (max(1, cpus // threads), threads)])
+    default_shape = (max(1, cpus // threads), threads)
+
+    def shape(text):
+        if text == "default":
+            return default_shape
+        w, t = text.split("x")
+        return (cpus if w == "all" else int(w), int(t))
+
+    shapes = dict.fromkeys(shape(s) for s in args.cores_shapes.split(","))
     out: dict = {"N": N}
     if args.cores_fit_only:
         shapes = {}
@@ -420,13 +442,19 @@ def part_cores(args):
     for key, row in out.items() if base else ():
         if isinstance(row, dict) and key != "2 workers x 1 threads":
             for name, r in row.items():
-                if isinstance(r, dict):
+                if isinstance(r, dict) and "iteration s (median)" in r:
                     r["speed-up vs 2 workers, same tile"] = round(
                         base[name]["iteration s (median)"] / r["iteration s (median)"], 2)
+    fit_shape = default_shape
+    if args.cores_fit_shape == "fastest" and shapes and not args.cores_fit_only:
+        fit_shape = min(shapes, key=lambda wt: out[f"{wt[0]} workers x {wt[1]} threads"]
+                        [f"tile {_gram_tile()} (default)"]["iteration s (median)"])
+    elif args.cores_fit_shape not in ("default", "fastest"):
+        fit_shape = shape(args.cores_fit_shape)
     for n in [N] if args.quick else [200_000]:  # N = 50,000: polish share measured before
         Xn, yn = blobs(n, D, K, seed=0)
         with PeakRSS() as mem:
-            cluster, client = local_cluster(max(1, cpus // threads), threads_per_worker=threads)
+            cluster, client = local_cluster(fit_shape[0], threads_per_worker=fit_shape[1])
             try:
                 t0 = time.perf_counter()
                 model = KernelCategorySpace(random_state=0, certify=False).fit(
@@ -435,7 +463,8 @@ def part_cores(args):
             finally:
                 client.close()
                 cluster.close()
-        row = {"shape": f"{cpus // threads} workers x {threads} threads (the embedded default)",
+        row = {"shape": f"{fit_shape[0]} workers x {fit_shape[1]} threads"
+                        + (" (the embedded default)" if fit_shape == default_shape else ""),
                "peak RSS driver+workers+nannies GiB": round(mem.peak / GiB, 2),
                "wall s": round(wall, 1), "objective": model.objective_,
                "n_iter": int(model.n_iter_),
@@ -558,6 +587,7 @@ def _separately(name, args):
         cmd = [sys.executable, __file__, "--parts", name, "--json", str(path),
                "--budget", str(args.budget)] + (["--quick"] if args.quick else [])
         cmd += ["--cores-fit-only"] if args.cores_fit_only else []
+        cmd += ["--cores-shapes", args.cores_shapes, "--cores-fit-shape", args.cores_fit_shape]
         subprocess.run(cmd, check=True, timeout=max(60, args.budget))
         return json.loads(path.read_text())[name]
 
