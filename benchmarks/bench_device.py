@@ -15,7 +15,7 @@ Parts (each prints its figures as it ends, and the JSON is rewritten after each)
   an independent float64 evaluation of the model's coordinates.
 - ``dask_gpu``: the same N = 50,000 fit on a Dask cluster of one GPU worker.
 - ``cores``: one float32 ``G Z`` pass at N = 50,000 on 2 and 16 single-thread workers and on
-  the embedded default's shape (4 x 4 from 8 cores on), with the default tile (384) and the
+  the embedded default's shape (8 x 2 on 16 cores), with the default tile (384) and the
   previous one (512) interleaved in one cluster, median of 3; the task stream's busy share;
   what each pass costs outside the tile arithmetic (benchmarks/pass_overhead.py's figures:
   driver CPU per pass, tasks, bytes to the driver, the tail after the last task, the

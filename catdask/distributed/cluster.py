@@ -138,14 +138,15 @@ def start_local_cluster(n_workers, *, threads_per_worker=1, processes=True,
 def default_threads_per_worker(cores=None):
     """Threads per worker process of the embedded cluster on a machine of ``cores`` cores.
 
-    One per process up to 7 cores; 4 from 8 cores on. Measured on a 16-core host (N = 50,000,
-    one float32 Gram pass; benchmarks/bench_device.py): 16 processes x 1 thread 0.349 s and
-    6.66 GiB peak RSS (driver, workers, nannies), 4 processes x 4 threads 0.348 s and 2.21 GiB.
-    The tile tasks spend their time in BLAS and numpy ufuncs, which release the GIL, so threads
-    lose no speed, and every process (with its nanny) costs ~0.2 GiB before it holds any data.
+    One per process up to 7 cores; 2 from 8 cores on. Measured on a 16-core host (N = 50,000,
+    one float32 Gram pass, median of 3, one run; benchmarks/bench_device.py, 2026-11-27):
+    16 processes x 1 thread 0.266 s and 2.92 GiB peak RSS (driver, workers, nannies),
+    8 x 2 0.267 s and 1.78 GiB, 4 x 4 0.332 s and 1.20 GiB. The tile tasks spend their time in
+    BLAS and numpy ufuncs, which release the GIL, so two threads share a process at no cost
+    and save a process (~0.14 GiB with its nanny); four lost 25% of the speed.
     """
     cores = (os.cpu_count() or 1) if cores is None else cores
-    return 1 if cores < 8 else 4
+    return 1 if cores < 8 else 2
 
 
 def embedded_cluster(*, n_workers=None, threads_per_worker=None, processes=True,
@@ -157,7 +158,7 @@ def embedded_cluster(*, n_workers=None, threads_per_worker=None, processes=True,
     n_workers : int, optional
         Default: one worker thread per core (``threads_per_worker`` threads per process).
     threads_per_worker : int, optional
-        Default :func:`default_threads_per_worker`: 1 below 8 cores, else 4.
+        Default :func:`default_threads_per_worker`: 1 below 8 cores, else 2.
     processes : bool, default=True
         Worker processes (the GIL-free default); ``False`` runs worker threads in this process.
     memory_limit : str or int, default="auto"

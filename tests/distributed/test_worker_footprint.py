@@ -1,8 +1,8 @@
 """What a Dask worker costs before it holds data: its imports, and the embedded cluster's shape.
 
-Measured on a 16-core host (benchmarks/bench_device.py): 16 single-thread worker processes
-with their nannies held 6.6 GiB at N = 50,000, 4 processes of 4 threads 2.1 GiB at the same
-speed; an idle worker that imported scikit-learn (with SciPy's stats and pandas) was 226 MiB,
+Measured on a 16-core host (benchmarks/bench_device.py, 2026-11-27, N = 50,000): 16
+single-thread worker processes with their nannies held 2.92 GiB, 8 processes of 2 threads
+1.78 GiB at the same speed (4 of 4: 1.20 GiB, 25% slower); an idle worker that imported scikit-learn (with SciPy's stats and pandas) was 226 MiB,
 without it 95 MiB.
 """
 
@@ -27,4 +27,4 @@ def test_worker_imports_leave_out_scikit_learn():
 
 
 def test_default_threads_per_worker():
-    assert [default_threads_per_worker(c) for c in (1, 2, 7, 8, 16, 64)] == [1, 1, 1, 4, 4, 4]
+    assert [default_threads_per_worker(c) for c in (1, 2, 7, 8, 16, 64)] == [1, 1, 1, 2, 2, 2]
