@@ -182,6 +182,54 @@ def test_planted_local_maximum_of_a_kernel_with_leftover_is_never_certified(back
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_the_dense_test_decides_where_the_lift_keeps_the_gap_open(monkeypatch, backend):
+    """Above CERTIFICATE_DENSE_MAX_SAMPLES and up to CERTIFICATE_MAX_RANK samples, a gap that
+    the low-rank test's lift leaves open (its compressed relaxation tight) goes to the test
+    through the exact factor: the planted local maximum stays refuted, the global one is
+    certified, and neither outcome is better than the dense test's own; above
+    CERTIFICATE_MAX_RANK the low-rank outcome stands."""
+    from functools import partial
+
+    from catdask.certificate import kernel as kernel_module
+
+    op, F, R, optima, values = wide_rbf_optima(backend)
+    best = values.max()
+    # One landmark: the compressed test certifies, only the lift keeps a gap (see above).
+    coarse = partial(certify_kernel_lowrank, max_rank=1, probe_rank=0)
+    monkeypatch.setattr(kernel_module, "certify_kernel_lowrank", coarse)
+    monkeypatch.setattr(kernel_module, "CERTIFICATE_DENSE_MAX_SAMPLES", 4)
+    for W in (optima[int(np.argmin(values))], optima[int(np.argmax(values))]):
+        A = coefficients(F, W)
+        low, res = coarse(op, "class", A, details=True)
+        assert not low.certified and res.compressed.certified
+        dense = certify_global_optimum(R, W)
+        cert = kernel_module.certify_kernel_axes(op, op.classes, "class", A)
+        assert "the exact Gram factor decided" in cert.reason
+        assert cert.certified == dense.certified == (W is optima[int(np.argmax(values))])
+        assert cert.gap == pytest.approx(dense.gap, rel=1e-6, abs=1e-9) and cert.gap < low.gap
+        assert cert.verified_upper_bound >= best - 1e-9
+    monkeypatch.setattr(kernel_module, "CERTIFICATE_MAX_RANK", 4)
+    kept = kernel_module.certify_kernel_axes(op, op.classes, "class", A)
+    assert not kept.certified and "exact Gram factor" not in kept.reason
+
+
+def test_only_a_gap_the_lift_leaves_goes_to_the_dense_test():
+    from types import SimpleNamespace as NS
+
+    from catdask.certificate.kernel import lift_keeps_gap_open
+
+    def case(gap, compressed_certified, compressed_gap):
+        cert = NS(applicable=True, gap=gap)
+        return cert, NS(compressed=NS(certified=compressed_certified, gap=compressed_gap))
+
+    assert lift_keeps_gap_open(*case(2e-2, True, 0.0))  # high-rank blobs, class origin
+    assert lift_keeps_gap_open(*case(2e-3, False, 4e-4))
+    assert not lift_keeps_gap_open(*case(5.1e-3, False, 5.1e-3))  # the relaxation's own gap
+    assert not lift_keeps_gap_open(*case(1e-3, False, 6e-4))
+    assert not lift_keeps_gap_open(case(1e-3, True, 0.0)[0], None)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("origin", ["class", "global"])
 def test_bounds_at_low_rank_lie_above_the_best_of_100_restarts(origin, backend):
     X, y = make_blobs(n_per_class=12, n_features=3, n_classes=3, seed=3, spread=1.0)
