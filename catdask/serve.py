@@ -58,10 +58,10 @@ SERVER_WATCH_SECONDS = 1.0
 
 def default_run_limit(cores=None, memory_bytes=None):
     """Concurrent flow runs for this machine: ``max(1, min(cores, memory_GiB // 2))``."""
-    import psutil
+    from .distributed.host import usable_cores, usable_memory_bytes
 
-    cores = (os.cpu_count() or 1) if cores is None else cores
-    memory_bytes = psutil.virtual_memory().total if memory_bytes is None else memory_bytes
+    cores = usable_cores() if cores is None else cores
+    memory_bytes = usable_memory_bytes() if memory_bytes is None else memory_bytes
     return max(1, min(int(cores), int(memory_bytes // (GIB_PER_RUN * 2**30))))
 
 

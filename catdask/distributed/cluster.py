@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from .. import settings
+from .host import usable_cores
 from .batching import MESSAGE_BATCH_SECONDS, reduce_message_batching, shorten_worker_batching
 from .preloads import (
     WORKER_PRELOAD,
@@ -145,7 +146,7 @@ def default_threads_per_worker(cores=None):
     BLAS and numpy ufuncs, which release the GIL, so two threads share a process at no cost
     and save a process (~0.14 GiB with its nanny); four lost 25% of the speed.
     """
-    cores = (os.cpu_count() or 1) if cores is None else cores
+    cores = usable_cores() if cores is None else cores
     return 1 if cores < 8 else 2
 
 
@@ -173,7 +174,7 @@ def embedded_cluster(*, n_workers=None, threads_per_worker=None, processes=True,
         if threads_per_worker is None:
             threads_per_worker = default_threads_per_worker()
         if n_workers is None:
-            n_workers = max(1, (os.cpu_count() or 1) // threads_per_worker)
+            n_workers = max(1, usable_cores() // threads_per_worker)
         if processes and importing_main_in_a_child():
             # One line in the worker, not a nested cluster's bootstrapping error.
             raise SystemExit(f"catdask: {SPAWN_GUARD_HINT}.")

@@ -15,8 +15,9 @@ threaded scheduler and persisted data are plain in-memory values.
 from __future__ import annotations
 
 import itertools
-import os
 import uuid
+
+from .host import available_memory_bytes, usable_cores
 
 __all__ = ["BlockRunner", "current_client", "cluster_resources", "workers_with_resource",
            "count_with_resource"]
@@ -216,8 +217,8 @@ class BlockRunner:
 def cluster_resources():
     """``(threads, memory_bytes)`` of the cluster the current Dask client talks to.
 
-    Without a distributed client: this machine's cores and available memory (the threaded
-    scheduler runs in this process).
+    Without a distributed client: the cores and available memory this process may use
+    (:mod:`.host`; the threaded scheduler runs in this process).
     """
     try:
         from distributed import default_client
@@ -230,8 +231,8 @@ def cluster_resources():
         memory = sum(w.get("memory_limit") or 0 for w in info.values())
         if memory:
             return max(threads, 1), int(memory)
-        return max(threads, 1), _available_memory()
-    return os.cpu_count() or 1, _available_memory()
+        return max(threads, 1), available_memory_bytes()
+    return usable_cores(), available_memory_bytes()
 
 
 def workers_with_resource(client, resource):
@@ -248,7 +249,3 @@ def count_with_resource(workers, resource):
     return sum(1 for w in workers.values() if (w.get("resources") or {}).get(resource))
 
 
-def _available_memory():
-    import psutil
-
-    return int(psutil.virtual_memory().available)
