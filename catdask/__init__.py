@@ -5,15 +5,14 @@ Reduction" (CQS, CAS and their kernel versions) with a global-optimality test on
 K-CQS fit (certified, or a bounded gap; CAS is never certified). See ``README.md`` and ``docs/``.
 """
 
-from importlib.metadata import PackageNotFoundError, version
+# First, so that ``versions.IMPORTED_AT_NS`` is when this process imported catdask (the Dask
+# workers' check that their sources were not upgraded under them, ``distributed.worker_check``).
+from .versions import installed_version
 
 from .lazy import lazy_attributes
 
 
-try:
-    __version__ = version("catdask")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0+unknown"
+__version__ = installed_version()
 
 __all__ = [
     "CategorySpace",

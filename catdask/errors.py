@@ -186,8 +186,9 @@ class SchedulerConnectionError(CatdaskError, ConnectionError):
 
 class WorkerEnvironmentError(CatdaskError, RuntimeError):
     """The workers of a user-given Dask scheduler cannot run catdask's tasks as the driver
-    would: catdask not importable there, or another catdask, dask, distributed, numpy or Python
-    than the driver's. Not retried: the cluster is the user's to fix."""
+    would: catdask not importable there, another catdask, dask, distributed, numpy or Python
+    than the driver's, or catdask sources rewritten on disk after the worker imported them.
+    Not retried: the cluster is the user's to fix."""
 
 
 class ParameterError(CatdaskError, ValueError):

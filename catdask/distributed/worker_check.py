@@ -6,6 +6,9 @@ anything unexpected"), and a worker with another catdask, dask or numpy would co
 the model's recorded ``code_version`` does not describe. One ``Client.run`` on every worker
 (which also sets their BLAS threads, as before) reports what each runs; a difference is one
 line naming the workers and the versions (deploy/dask/README.md, Requirements on the workers).
+A worker whose catdask sources were written after it imported catdask (``pip install -U`` or
+``git pull`` under a long-lived worker) reports the new files' version and sha256 while it runs
+the old code, so it is refused too, with "restart those workers".
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ _COMPARED = ("python", "catdask", "catdask sources sha256", "dask", "distributed
 #: pickles nor the arithmetic catdask relies on, and clusters built from images of different
 #: dates often differ there (distributed itself only warns about it).
 _MINOR_ONLY = ("python", "numpy")
+#: A worker's ``True`` here refuses it whatever the driver's value (see check_worker_software).
+_STALE = "catdask sources changed since import"
 
 
 def _compared(key, version):
@@ -34,11 +39,12 @@ def software_versions() -> dict:
     import distributed
     import numpy
 
-    from ..versions import installed_version, source_sha256
+    from ..versions import installed_version, source_sha256, sources_changed_since_import
 
     return {"python": platform.python_version(), "catdask": installed_version(),
             "catdask sources sha256": source_sha256()[:12], "dask": dask.__version__,
-            "distributed": distributed.__version__, "numpy": numpy.__version__}
+            "distributed": distributed.__version__, "numpy": numpy.__version__,
+            _STALE: sources_changed_since_import()}
 
 
 def _set_up_worker(n_threads):
@@ -61,7 +67,8 @@ def check_worker_software(client, address, n_threads=1) -> dict:
 
     Returns ``{worker address: versions}``. Raises
     :class:`catdask.errors.WorkerEnvironmentError` naming the workers that cannot import
-    catdask, or the first differing version and the workers that have it.
+    catdask, whose catdask sources changed on disk after they imported it, or the first
+    differing version and the workers that have it.
     """
     from ..errors import WorkerEnvironmentError
 
@@ -75,6 +82,16 @@ def check_worker_software(client, address, n_threads=1) -> dict:
         raise WorkerEnvironmentError(
             f"{len(failed)} of {where.format(len(replies))} cannot run catdask's set-up task "
             f"({worker}: {_short(exc)}); {hint}")
+    # Before the versions: a stale worker's versions describe its files, not the code it runs.
+    # Only the workers: this check asks whether they compute with the driver's code; whether
+    # the driver runs what its own files say is not a property of the cluster it connects to.
+    stale = sorted(w for w, v in replies.items() if v.get(_STALE) is True)
+    if stale:
+        workers = ", ".join(stale[:3]) + (" ..." if len(stale) > 3 else "")
+        raise WorkerEnvironmentError(
+            f"{len(stale)} of {where.format(len(replies))} had their catdask sources changed "
+            f"on disk after they imported catdask ({workers}); restart those workers: they run "
+            "the catdask they imported before the change, not the one installed now")
     mine = software_versions()
     for key in _COMPARED:
         other = sorted({(v.get(key), w) for w, v in replies.items()

@@ -3,10 +3,20 @@
 Found by running the deploy docs by hand: a `dask worker` started from an environment without
 catdask made `catdask train --scheduler ...` exit 1 with distributed's
 ``Exception('ModuleNotFoundError(...)')`` after a retry; a worker with edited catdask sources
-computed silently with code the model's ``code_version`` does not describe.
+computed silently with code the model's ``code_version`` does not describe. Review then found
+that a long-lived worker whose sources were upgraded on disk after it imported catdask hashed
+the new files and passed while running the old code: it is refused now (stalecheck).
 """
 
+import os
+import shutil
+import subprocess
+import sys
+import time
+
 import pytest
+
+from catdask import versions
 
 from catdask.distributed import worker_check
 from catdask.errors import WorkerEnvironmentError, is_transient
@@ -73,3 +83,67 @@ def test_a_real_cluster_of_the_same_environment_passes(dask_scheduler):
         replies = worker_check.check_worker_software(client, dask_scheduler)
     assert len(replies) == 2
     assert all(v == worker_check.software_versions() for v in replies.values())
+
+
+_STALE = "catdask sources changed since import"
+
+
+def test_catdask_notes_its_import_time_as_it_is_imported():
+    # The import time must be taken at ``import catdask``, not when the check first asks.
+    code = "import sys, catdask; print('catdask.versions' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert out.stdout.strip() == "True"
+
+
+@pytest.fixture
+def package_copy(tmp_path, monkeypatch):
+    """A copy of the catdask sources as ``versions._PACKAGE`` (the real files are never
+    touched), imported "now": after the copy was written, as a worker started right after
+    ``pip install``."""
+    copy = tmp_path / "catdask"
+    shutil.copytree(versions._PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(versions, "_PACKAGE", copy)
+    monkeypatch.setattr(versions, "IMPORTED_AT_NS", time.time_ns())
+    return copy
+
+
+def test_sources_written_before_the_import_are_not_changed(package_copy):
+    assert versions.sources_changed_since_import() is False
+    # A writer's clock 1 s ahead (an NFS server) is within the tolerance.
+    second_ahead = versions.IMPORTED_AT_NS + 1_000_000_000
+    os.utime(package_copy / "versions.py", ns=(second_ahead, second_ahead))
+    assert versions.sources_changed_since_import() is False
+
+
+def test_a_source_modified_after_the_import_is_changed(package_copy):
+    later = versions.IMPORTED_AT_NS + 60 * 1_000_000_000
+    os.utime(package_copy / "core" / "solver.py", ns=(later, later))
+    assert versions.sources_changed_since_import() is True
+
+
+def test_a_copy_that_keeps_old_modification_times_is_changed(package_copy, monkeypatch):
+    # ``rsync -a`` / ``cp -p`` after the import: old mtimes, but the kernel's ctime is now.
+    monkeypatch.setattr(versions, "IMPORTED_AT_NS", time.time_ns() - 60 * 1_000_000_000)
+    hour_ago = time.time_ns() - 3600 * 1_000_000_000
+    for path in package_copy.rglob("*.py"):
+        os.utime(path, ns=(hour_ago, hour_ago))
+    assert versions.sources_changed_since_import() is True
+
+
+def test_a_worker_whose_sources_changed_after_import_is_refused():
+    client = _FakeClient({"tcp://w1:1": _mine(), "tcp://w2:2": {**_mine(), _STALE: True}})
+    with pytest.raises(WorkerEnvironmentError) as info:
+        worker_check.check_worker_software(client, "tcp://h:8786")
+    text = str(info.value)
+    assert text.startswith("1 of the 2 Dask workers of tcp://h:8786 had their catdask sources "
+                           "changed on disk after they imported catdask (tcp://w2:2)")
+    assert "restart those workers" in text and "tcp://w1:1" not in text and "\n" not in text
+    assert not is_transient(info.value)
+
+
+def test_only_the_workers_staleness_is_checked(monkeypatch):
+    client = _FakeClient({"tcp://w1:1": _mine(), "tcp://w2:2": _mine()})
+    assert not any(v[_STALE] for v in client.replies.values())
+    monkeypatch.setattr(versions, "sources_changed_since_import", lambda: True)  # the driver
+    assert worker_check.check_worker_software(client, "tcp://h:8786") == client.replies
