@@ -188,3 +188,19 @@ def test_a_foreseen_catdask_error_is_one_line_on_the_run_console():
     assert one_line.filter(plain)
     assert out.getvalue().splitlines() == [
         "catdask serve: flow run 'iris-cqs': ServedParameterError: refused: another store"]
+
+
+def test_serve_says_once_that_catdask_changed_under_it(monkeypatch, caplog):
+    """Files rewritten after serve imported catdask: one warning naming the fix, then quiet."""
+    from catdask import versions
+    from catdask.orchestration import preloaded_runs
+
+    monkeypatch.setattr(preloaded_runs, "_UPGRADE_WARNED", __import__("threading").Event())
+    monkeypatch.setattr(versions, "sources_changed_since_import", lambda: False)
+    assert preloaded_runs.warn_if_upgraded_under_serve() is False
+    monkeypatch.setattr(versions, "sources_changed_since_import", lambda: True)
+    with caplog.at_level("WARNING", logger="catdask.serve"):
+        assert preloaded_runs.warn_if_upgraded_under_serve() is True
+        assert preloaded_runs.warn_if_upgraded_under_serve() is False
+    warned = [r.getMessage() for r in caplog.records if "changed on disk" in r.getMessage()]
+    assert len(warned) == 1 and "restart `catdask serve`" in warned[0]

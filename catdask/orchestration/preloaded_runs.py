@@ -20,7 +20,8 @@ in memory) and reports states, logs and crashes as usual.
   and every run when the installed Prefect lacks the runner internals this relies on (checked
   at start; they exist in Prefect 3.8), start as Prefect starts them.
 - The flows' code is what was imported when the fork server started: restart ``catdask serve``
-  after upgrading catdask (as with any long-running server).
+  after upgrading catdask (as with any long-running server). Serve logs a warning once when it
+  starts a run after catdask's files changed on disk (:func:`warn_if_upgraded_under_serve`).
 """
 
 from __future__ import annotations
@@ -257,6 +258,24 @@ def stop_fork_server(grace=2.0):
     return True
 
 
+_UPGRADE_WARNED = threading.Event()
+
+
+def warn_if_upgraded_under_serve():
+    """Log once (per ``catdask serve``) that catdask's sources changed on disk after serve
+    imported them: the runs keep using the code the fork server imported, and models record
+    the version of the files (``versions.sources_changed_since_import``: stat only, ~1 ms)."""
+    from ..versions import sources_changed_since_import
+
+    if _UPGRADE_WARNED.is_set() or not sources_changed_since_import():
+        return False
+    _UPGRADE_WARNED.set()
+    logger.warning("catdask's files changed on disk after `catdask serve` started (an upgrade "
+                   "or an edit): its flow runs still use the code it imported; restart "
+                   "`catdask serve` to run the new code")
+    return True
+
+
 class PreloadedRunStarter:
     """Start one flow run in a process forked from the preloaded fork server.
 
@@ -298,6 +317,7 @@ class PreloadedRunStarter:
         import anyio
         from prefect.runner._process_manager import ProcessHandle
 
+        warn_if_upgraded_under_serve()
         control_env = {}
         if self._control_channel is not None:
             try:
