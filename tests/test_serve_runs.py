@@ -204,3 +204,21 @@ def test_serve_says_once_that_catdask_changed_under_it(monkeypatch, caplog):
         assert preloaded_runs.warn_if_upgraded_under_serve() is False
     warned = [r.getMessage() for r in caplog.records if "changed on disk" in r.getMessage()]
     assert len(warned) == 1 and "restart `catdask serve`" in warned[0]
+
+
+def test_the_fork_server_pins_the_code_hash_its_runs_record():
+    """The fork server imports served_code last, which computes the sources' hash there, so a
+    run forked from it records the hash of the code it runs, not of files changed later."""
+    import subprocess
+    import sys
+
+    from catdask.orchestration.preloaded_runs import PRELOADED_MODULES
+
+    assert PRELOADED_MODULES[-1] == "catdask.orchestration.served_code"
+    code = ("import catdask.versions as v; assert v.source_sha256.cache_info().currsize == 0;"
+            "import catdask.orchestration.served_code as s;"
+            "assert v.source_sha256.cache_info().currsize == 1;"
+            "assert s.SERVED_SOURCE_SHA256 == v.source_sha256(); print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.stdout.strip() == "ok", out.stderr

@@ -21,7 +21,9 @@ in memory) and reports states, logs and crashes as usual.
   at start; they exist in Prefect 3.8), start as Prefect starts them.
 - The flows' code is what was imported when the fork server started: restart ``catdask serve``
   after upgrading catdask (as with any long-running server). Serve logs a warning once when it
-  starts a run after catdask's files changed on disk (:func:`warn_if_upgraded_under_serve`).
+  starts a run after catdask's files changed on disk (:func:`warn_if_upgraded_under_serve`),
+  and the runs record the hash of the code they run, taken in the fork server
+  (:mod:`.served_code`), not of the files on disk.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ PRELOADED_MODULES = (
     "distributed",
     "matplotlib.pyplot",
     "catdask.plotting",
+    "catdask.orchestration.served_code",  # last: the code hash the forked runs record
 )
 #: Seconds a run process gets to report its crash after ``catdask serve`` died (SIGTERM),
 #: before it kills itself.
