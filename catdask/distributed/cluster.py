@@ -157,7 +157,8 @@ def embedded_cluster(*, n_workers=None, threads_per_worker=None, processes=True,
     Parameters
     ----------
     n_workers : int, optional
-        Default: one worker thread per core (``threads_per_worker`` threads per process).
+        Default: one worker thread per core this process may use (:func:`.host.usable_cores`;
+        ``threads_per_worker`` threads per process).
     threads_per_worker : int, optional
         Default :func:`default_threads_per_worker`: 1 below 8 cores, else 2.
     processes : bool, default=True
