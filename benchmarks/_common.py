@@ -171,7 +171,8 @@ def run_child_json(script, root, child_args, settle_seconds=5.0):
     time.sleep(settle_seconds)
     cmd = [sys.executable, str(Path(script).resolve()), *map(str, child_args), "--root",
            str(root)]
-    env = {**os.environ, "PYTHONPATH": str(root)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        filter(None, [str(root), os.environ.get("PYTHONPATH", "")]))}
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
     if done.returncode or not lines:
