@@ -41,6 +41,7 @@ from .spawn_guard import SPAWN_GUARD_HINT, importing_main_in_a_child, started_wi
 __all__ = [
     "ENV_SCHEDULER",
     "BLAS_ENV",
+    "WORKER_CONFIG",
     "default_threads_per_worker",
     "dask_client_context",
     "embedded_cluster",
@@ -67,6 +68,15 @@ ENV_SCHEDULER = settings.SCHEDULER.name
 
 # One BLAS thread per worker thread; set before the worker process loads numpy.
 BLAS_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+# Dask settings of a catdask LocalCluster's worker processes (their nannies hand them over):
+# no NVML. On a host with an NVIDIA driver every worker otherwise initialises NVML at start
+# (loading the driver's library) and polls the GPUs for the dashboard twice a second; these
+# workers compute on the CPU (GPU work goes to workers started with a GPU resource,
+# deploy/gpu-cluster.md). Seen on the H100 host: 16 CPU workers at 96 MiB after start, with
+# NVML initialised and pynvml imported, against 65 MiB on a host without a GPU; how much of the
+# difference NVML is was not measured. (An environment variable would not do: the nanny sets
+# its own whole configuration in the worker after the environment, NVML on included.)
+WORKER_CONFIG = {"distributed.diagnostics.nvml": False}  # dotted: the nanny merges shallowly
 
 _EMBEDDED: dict[str, Any] = {"cluster": None, "client": None, "n_workers": 0}
 
@@ -115,7 +125,8 @@ def start_local_cluster(n_workers, *, threads_per_worker=1, processes=True,
     from distributed import Client, LocalCluster
 
     modules = worker_imports() if worker_modules is None else list(worker_modules)
-    process_kwargs = {"env": dict(BLAS_ENV), "preload": worker_preloads(),
+    process_kwargs = {"env": dict(BLAS_ENV), "config": WORKER_CONFIG,
+                      "preload": worker_preloads(),
                       "preload_argv": worker_preload_argv(modules)} if processes else {}
     with dask.config.set(SCHEDULER_CONFIG):  # read once, when the scheduler starts
         cluster = LocalCluster(

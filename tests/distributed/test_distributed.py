@@ -958,3 +958,15 @@ def test_catdask_clusters_batch_messages_briefly(client):
     plugin.add_worker(scheduler=joining, worker="tcp://new")
     assert joining.stream_comms["tcp://new"].interval <= MESSAGE_BATCH_SECONDS
     assert reduce_message_batching(SimpleNamespace()) == 0  # nothing to shorten: no error
+
+
+def test_catdask_cpu_workers_leave_nvml_alone(client):
+    """The workers of a catdask LocalCluster compute on the CPU: NVML diagnostics are off there
+    (a GPU host's driver library is not loaded, its GPUs not polled), BLAS at one thread."""
+    import os
+
+    import dask
+
+    seen = client.run(lambda: (dask.config.get("distributed.diagnostics.nvml"),
+                               os.environ.get("OPENBLAS_NUM_THREADS")))
+    assert seen and all(v == (False, "1") for v in seen.values())
