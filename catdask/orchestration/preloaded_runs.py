@@ -266,8 +266,9 @@ _UPGRADE_WARNED = threading.Event()
 
 def warn_if_upgraded_under_serve():
     """Log once (per ``catdask serve``) that catdask's sources changed on disk after serve
-    imported them: the runs keep using the code the fork server imported, and models record
-    the version of the files (``versions.sources_changed_since_import``: stat only, ~1 ms)."""
+    imported them: the runs keep using the code the fork server imported (and record its hash,
+    :mod:`.served_code`) until serve restarts (``versions.sources_changed_since_import``: stat
+    only, ~1 ms)."""
     from ..versions import sources_changed_since_import
 
     if _UPGRADE_WARNED.is_set() or not sources_changed_since_import():

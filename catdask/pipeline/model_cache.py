@@ -40,14 +40,10 @@ CACHE_MISSES = (CatdaskError, LookupError, ValueError, OSError)
 CACHE_KEY_FORMAT = 1
 
 
-def _source_sha256() -> str:
-    """sha256 over the package's ``*.py`` sources (:func:`catdask.versions.source_sha256`)."""
-    return source_sha256()
-
-
 def code_version() -> dict:
-    """``{"catdask": <version>, "source_sha256": <hash of the package's sources>}``."""
-    return {"catdask": installed_version(), "source_sha256": _source_sha256()}
+    """``{"catdask": <version>, "source_sha256": <hash of the package's sources>}``
+    (:mod:`catdask.versions`)."""
+    return {"catdask": installed_version(), "source_sha256": source_sha256()}
 
 
 def cache_key(dataset_sha256: str, spec: dict, code: dict | None = None) -> str:

@@ -9,14 +9,7 @@ import math
 
 import numpy as np
 
-from ..versions import installed_version
-
-__all__ = ["to_json_safe", "json_sha256", "catdask_version", "utc_now"]
-
-
-def catdask_version() -> str:
-    """Installed catdask version, or ``"0+unknown"`` when running from a bare source tree."""
-    return installed_version()
+__all__ = ["to_json_safe", "json_sha256", "utc_now"]
 
 
 def utc_now() -> str:

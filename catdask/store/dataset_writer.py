@@ -35,7 +35,8 @@ from ._atomic import (
     remove_folder_if_only,
     remove_tree,
 )
-from ._json import catdask_version, json_sha256, to_json_safe, utc_now
+from ..versions import installed_version
+from ._json import json_sha256, to_json_safe, utc_now
 from .content import FORMAT, check_data, content_sha256, label_names_for, source_sha256
 from .layout import NAME_LOCK, space_hint
 from .pointer import resolve_folder
@@ -194,7 +195,7 @@ def write_dataset(
         "provenance": provenance,
         "chunk_rows": chunk_rows,
         "created": utc_now(),
-        "catdask_version": catdask_version(),
+        "catdask_version": installed_version(),
     }
     meta["attrs_sha256"] = json_sha256(meta)
 

@@ -41,7 +41,8 @@ from ._atomic import (
     remove_tree,
     rename_no_replace,
 )
-from ._json import catdask_version, json_sha256, to_json_safe, utc_now
+from ..versions import installed_version
+from ._json import json_sha256, to_json_safe, utc_now
 from .layout import MODEL_LOCK, entry_path, models_dir, numbered_folders, resolve_store, space_hint
 
 __all__ = [
@@ -199,7 +200,7 @@ def register_model(
             f"run_key must be a non-empty str of at most 1024 characters, got {run_key!r}."
         )
     meta = to_json_safe(dict(meta), "meta")
-    meta.update(created=utc_now(), catdask_version=catdask_version(), run_key=run_key)
+    meta.update(created=utc_now(), catdask_version=installed_version(), run_key=run_key)
 
     if run_key is not None:
         found = _find_run_key(model_dir, name, run_key)

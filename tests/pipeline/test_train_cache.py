@@ -65,7 +65,7 @@ def test_another_spec_another_model_or_other_code_misses(registered, monkeypatch
     assert _find(store, ModelSpec(n_restarts=1, allow_uncertified=True)) is None
     assert _find(store, name="other") is None
     # Any edit of catdask's sources (or another version) is another key.
-    monkeypatch.setattr(model_cache, "_source_sha256", lambda: "0" * 64)
+    monkeypatch.setattr(model_cache, "source_sha256", lambda: "0" * 64)
     assert _find(store) is None
 
 
