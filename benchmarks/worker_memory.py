@@ -2,7 +2,7 @@
 
     python benchmarks/worker_memory.py [--quick] [--layouts 2x1,16x1] [--n 50000]
                                        [--max-iter 3] [--baseline-ref main] [--passes]
-                                       [--json PATH]
+                                       [--nvml-compare] [--repeats 1] [--json PATH]
 
 Issue 27 asks the peak RSS of driver + workers at N = 50,000 (D = 20, K = 5, RBF) to stay
 <= 3 GiB with 16 workers. Each measurement runs in a fresh interpreter: a LocalCluster of the
@@ -21,6 +21,12 @@ temporary directory and measured by the same child script in the same run, inter
 the working tree's code layout by layout (``--baseline-ref ''`` skips it). ``--passes`` also
 times one float32 ``G Z`` pass on 2 single-thread workers for both codes (alternating
 children, medians), so a memory change is seen not to slow the pass.
+
+``--nvml-compare`` measures this code twice per layout, interleaved ``--repeats`` times: its
+workers as made (``distributed.diagnostics.nvml`` off, ``catdask.distributed.cluster.
+WORKER_CONFIG``) and with NVML on, Dask's default, which initialises NVML in every worker on a
+host with a GPU (what the embedded cluster did before; no difference is expected on a host
+without one). Medians of the peaks and of the workers' RSS after start are printed.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from _common import (PeakRSS, blobs, codes_to_compare, load_average,  # noqa: E4
                      parse_args, quiet_warnings, rbf_gamma, report, run_child_json)
 
 D, K = 20, 5
+REPO_ROOT = Path(__file__).resolve().parent.parent
 MiB = 1024**2
 GiB = 1024**3
 #: Packages a Gram tile task does not need; listed when a worker has imported them.
@@ -56,6 +63,10 @@ def _options(ap):
     ap.add_argument("--passes", action="store_true",
                     help="also time a float32 pass on 2 workers, baseline against this code")
     ap.add_argument("--rounds", type=int, default=2, help="pass-timing rounds per code")
+    ap.add_argument("--nvml-compare", action="store_true",
+                    help="also measure this code with the workers' NVML diagnostics on")
+    ap.add_argument("--repeats", type=int, default=1, help="children per code and layout")
+    ap.add_argument("--worker-nvml", default="off", help="(internal) on: Dask's default")
     ap.add_argument("--child", default=None, help="(internal) fit or pass")
     ap.add_argument("--root", default=None, help="(internal) the code to import")
 
@@ -141,9 +152,13 @@ class Sampler(PeakRSS):
             self.peaks[k] = max(self.peaks.get(k, 0), v)
 
 
-def _start(layout):
+def _start(layout, worker_nvml="off"):
     from catdask import operators  # noqa: F401  (what the workers import as they start)
+    from catdask.distributed import cluster as cluster_module
     from catdask.distributed.cluster import start_local_cluster
+
+    if worker_nvml == "on":  # Dask's default: NVML initialised in workers on a GPU host
+        cluster_module.WORKER_CONFIG = {"distributed.diagnostics.nvml": True}
 
     workers, threads = (int(v) for v in layout.split("x"))
     return start_local_cluster(workers, threads_per_worker=threads, set_as_default=True)
@@ -167,7 +182,7 @@ def child_fit(args):
 
     X, y = blobs(args.n, D, K, seed=3)
     with Sampler() as mem:
-        cluster, client = _start(args.layout)
+        cluster, client = _start(args.layout, args.worker_nvml)
         try:
             time.sleep(1.0)  # the workers' start settles
             started = list(client.run(worker_memory_state).values())
@@ -230,9 +245,35 @@ def child_pass(args):
 
 # ------------------------------------------------------------------ the parent
 
-def _run_child(kind, root, args, layout="2x1"):
+def _run_child(kind, root, args, layout="2x1", worker_nvml="off"):
     return run_child_json(__file__, root, ["--child", kind, "--n", args.n, "--max-iter",
-                                           args.max_iter, "--layouts", layout])
+                                           args.max_iter, "--layouts", layout,
+                                           "--worker-nvml", worker_nvml])
+
+
+def _median_of(runs, key, index=None):
+    values = [r[key] if index is None else r[key][index] for r in runs if key in r]
+    return round(statistics.median(values), 3) if values else None
+
+
+def nvml_comparison(layout, args):
+    """This code's fit on ``layout`` with the workers' NVML off (as made) and on, interleaved
+    ``args.repeats`` times: every run and the medians."""
+    runs: dict = {"nvml off (as made)": [], "nvml on (Dask's default)": []}
+    for _ in range(args.repeats):
+        for name, flag in (("nvml off (as made)", "off"), ("nvml on (Dask's default)", "on")):
+            out = _run_child("fit", REPO_ROOT, args, layout, flag)
+            print(f"  {layout} {name}: {out}", flush=True)
+            runs[name].append(out)
+    medians = {name: {
+        "peak RSS GiB": _median_of(rs, "peak RSS driver + workers GiB"),
+        "worker peak median MiB": _median_of(rs, "worker peak MiB (median, max)", 0),
+        "worker peak max MiB": _median_of(rs, "worker peak MiB (median, max)", 1),
+        "driver + workers after start GiB": _median_of(rs, "driver + workers after start GiB"),
+        "nvml initialised in a worker": [r.get("a worker after fit", {}).get("nvml_initialised")
+                                         for r in rs],
+        "fit s": _median_of(rs, "fit s")} for name, rs in runs.items()}
+    return {"runs": runs, "medians": medians}
 
 
 def main():
@@ -272,6 +313,8 @@ def main():
                     this["worker peak MiB (median, max)"][0]
                     / base["worker peak MiB (median, max)"][0], 3)
             results[f"{layout} workers x threads"] = row
+            if args.nvml_compare:
+                results[f"{layout} NVML off against on"] = nvml_comparison(layout, args)
         if args.passes:
             times: dict = {name: [] for name in codes}
             for _ in range(args.rounds):  # alternating children, medians

@@ -72,9 +72,10 @@ BLAS_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREAD
 # no NVML. On a host with an NVIDIA driver every worker otherwise initialises NVML at start
 # (loading the driver's library) and polls the GPUs for the dashboard twice a second; these
 # workers compute on the CPU (GPU work goes to workers started with a GPU resource,
-# deploy/gpu-cluster.md). Seen on the H100 host: 16 CPU workers at 96 MiB after start, with
-# NVML initialised and pynvml imported, against 65 MiB on a host without a GPU; how much of the
-# difference NVML is was not measured. (An environment variable would not do: the nanny sets
+# deploy/gpu-cluster.md). Measured on the H100 host (benchmarks/worker_memory.py
+# --nvml-compare, N = 50,000 to convergence on 16 x 1, medians of 2 interleaved): a worker
+# 76 MiB after start with NVML off against 95 MiB on, the whole fit's peak 2.71 GiB against
+# 3.00 GiB, the same fit time. (An environment variable would not do: the nanny sets
 # its own whole configuration in the worker after the environment, NVML on included.)
 WORKER_CONFIG = {"distributed.diagnostics.nvml": False}  # dotted: the nanny merges shallowly
 
