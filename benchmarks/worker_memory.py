@@ -14,7 +14,8 @@ is left out (``_common.PeakRSS`` says why); the peak counting it, the former mea
 printed beside. What a worker holds is read on the worker after the start and after the fit
 (``/proc/self/status``: anonymous and file-backed; ``smaps``: THP-mapped regions, the largest
 mappings) with the heavy packages it has imported, so a run on another host shows where its
-per-worker memory sits. The iterations are capped: memory, not convergence, is measured.
+per-worker memory sits; for the largest worker after the fit also the Dask data it still holds
+(bytes, keys, task groups), which tells data from memory the process kept. The iterations are capped: memory, not convergence, is measured.
 
 The baseline is the code at ``--baseline-ref`` (default ``main``), exported from git into a
 temporary directory and measured by the same child script in the same run, interleaved with
@@ -112,6 +113,22 @@ def worker_memory_state():
             "catdask": sys.modules["catdask"].__file__ if "catdask" in sys.modules else None}
 
 
+def worker_data_held(dask_worker):
+    """What a worker's data store holds (Dask's own count of result sizes): bytes in all and
+    the largest key groups (task-name prefixes), so that a worker far above the others can
+    be told holding data from holding freed memory its allocator kept."""
+    from dask.utils import key_split
+
+    tasks = dask_worker.state.tasks
+    sizes = {k: tasks[k].get_nbytes() for k in list(dask_worker.data) if k in tasks}
+    groups: dict = {}
+    for key, n in sizes.items():
+        groups[key_split(key)] = groups.get(key_split(key), 0) + n
+    top = sorted(groups.items(), key=lambda kv: -kv[1])[:4]
+    return {"MiB held": round(sum(groups.values()) / MiB, 1), "keys": len(dask_worker.data),
+            "largest groups MiB": {k: round(v / MiB, 1) for k, v in top}}
+
+
 class Sampler(PeakRSS):
     """:class:`_common.PeakRSS` with the samples by process (``now``) and, beside the peak,
     the former measure that counted children not yet exec'd (``peak_counting_unexeced``)."""
@@ -191,12 +208,23 @@ def child_fit(args):
             est = KernelCategorySpace(gamma=rbf_gamma(D), max_iter=args.max_iter, certify=False,
                                       random_state=0).fit(da.from_array(X, chunks=(10_000, D)), y)
             fit_s = time.perf_counter() - t0
-            after = list(client.run(worker_memory_state).values())
+            after_by = client.run(worker_memory_state)
+            after = list(after_by.values())
+            held = client.run(worker_data_held)
         finally:
             client.close()
             cluster.close()
     workers = [v for k, v in mem.peaks.items() if k != "driver"]
+    big = max(after_by, key=lambda a: after_by[a]["rss"])
     return {
+        # Dask data it holds (none after a fit: the estimator keeps no Dask array) against
+        # its memory: anonymous memory beyond the data is what the process kept.
+        "largest worker after fit": {
+            "rss MiB": round(after_by[big]["rss"], 1),
+            "anonymous MiB": round(after_by[big]["anonymous"], 1), **held.get(big, {}),
+            "largest_mappings_MiB": after_by[big]["largest_mappings_MiB"]},
+        "median worker data held MiB": round(statistics.median(h["MiB held"]
+                                                               for h in held.values()), 1),
         "catdask imported from": after[0]["catdask"],
         "peak RSS driver + workers GiB": round(mem.peak / GiB, 3),
         "driver peak MiB": round(mem.peaks["driver"] / MiB, 1),
