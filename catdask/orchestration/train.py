@@ -55,7 +55,7 @@ from ..pipeline.reports import (
 )
 from ..pipeline.run_names import retrain_run_name, train_run_name
 from ..core.progress import CONSOLE_NOTE, CONSOLE_REPEATED, solver_progress
-from ..store import read_dataset
+from ..store import read_dataset, training_lease
 from .artifacts import SolverProgress, model_artifact_key
 from .events import emit_model_event
 from .input_errors import fails_plainly, parameter_checks
@@ -239,6 +239,42 @@ def _rejection_message(summary: dict) -> str:
             f"whatever the gap, marked as uncertified{moment})")
 
 
+def _cached_state(looked_up: dict, dataset: str):
+    """The run's end on a train-cache hit: Completed, named Cached, with the version's
+    summary."""
+    cached = looked_up["summary"]
+    message = (f"cached: {cached['version']} was fitted on {dataset} "
+               f"(sha256 {looked_up['dataset_sha256'][:12]}) with the same spec and code; not "
+               "refitted (refit=True fits again)")
+    get_run_logger().info(message)
+    return Completed(name=CACHED_STATE_NAME, message=message, data=cached)
+
+
+def _look_up_again(store, model_name: str, dataset: str, spec: dict) -> dict:
+    """The cache lookup once the training lease is held: a run that trained the model since
+    this run's first lookup has registered it by now. Not a task of its own (the first
+    lookup is); a lookup that cannot be made is a miss, as there."""
+    try:
+        sha, summary = look_up_fit(store, model_name, dataset, spec)
+    except CACHE_MISSES:
+        return {"dataset_sha256": None, "summary": None}
+    return {"dataset_sha256": sha, "summary": summary}
+
+
+def _waiting_for_lease(model_name: str):
+    """``on_wait`` for :func:`~catdask.store.lease`: says, on the run's log and the
+    CLI's console, which run trains the model and that this one waits for it."""
+    def on_wait(other: dict, waited: float) -> None:
+        who = other.get("holder") or "another run"
+        where = (f" (pid {other['pid']} on {other['host']}, since {other['since']})"
+                 if {"pid", "host", "since"} <= other.keys() else "")
+        get_run_logger().info(
+            "model %s is being trained by %s%s; waiting for it to finish (%.0f s so far), then "
+            "the train cache decides whether to fit again", model_name, who, where, waited,
+            extra={CONSOLE_NOTE: True})
+    return on_wait
+
+
 def _train_run_name() -> str:
     p = flow_run.parameters or {}
     return train_run_name(p.get("dataset"), p.get("method", ModelSpec.method),
@@ -273,7 +309,10 @@ def train(
 
     When the model's latest version was fitted on the data set's current content with this
     spec and this catdask code, that version is returned instead (``cached`` True in the
-    summary, run state ``Cached``); ``refit`` fits anyway.
+    summary, run state ``Cached``); ``refit`` fits anyway. A run that would fit holds the
+    model's training lease (:func:`~catdask.store.lease`) until it has registered: a
+    second run of the same model meanwhile waits, saying for which run, and then returns the
+    first one's version the same way.
 
     The parameters named like :class:`~catdask.pipeline.ModelSpec`'s fields make the spec
     recorded with the version (the nightly retrain passes it back whole). ``run_key`` makes
@@ -304,44 +343,49 @@ def train(
     model_name = validate_name(model_name or f"{dataset}-{method}", kind="model")
     if not refit:
         looked_up = find_registered(store, model_name, dataset, spec.to_dict())
-        cached = looked_up["summary"]
-        if cached is not None:
-            message = (f"cached: {cached['version']} was fitted on {dataset} "
-                       f"(sha256 {looked_up['dataset_sha256'][:12]}) with the same spec and "
-                       "code; not refitted (refit=True fits again)")
-            get_run_logger().info(message)
-            return Completed(name=CACHED_STATE_NAME, message=message, data=cached)
+        if looked_up["summary"] is not None:
+            return _cached_state(looked_up, dataset)
     info = describe_dataset(store, dataset)
     with parameter_checks():  # before the cluster
         spec.check_data_shape(dataset, info["n_features"], info["n_classes"])
-    outcome = fit_restarts(store, dataset, spec.to_dict(), scheduler)
-    ok, status = review_certificates(outcome, spec.allow_uncertified, spec.max_gap)
-    version = None
-    if ok:
-        policy = {"max_gap": spec.max_gap, "allow_uncertified": spec.allow_uncertified}
-        version = register(store, model_name, outcome, status,
-                           run_key or f"flow-run:{flow_run.id}", policy)
-    plot = publish_reports(store, outcome, version, status, max_gap)
-    cert = outcome.certificate
-    summary = {
-        "dataset": info["name"], "method": method, "origin": origin, "version": version,
-        "status": status, "certified": bool(cert.certified),
-        # Certified: the verified margin (``gap`` itself is rounded to 0); else the bound's gap.
-        "gap": reported_gap(cert),
-        "why_not_certified": None if cert.certified else cert.reason,
-        "objective": float(outcome.estimator.objective_),
-        "n_iter": int(outcome.estimator.n_iter_), "seconds": outcome.seconds, "plot": plot,
-        "metrics": outcome.metrics, "max_gap": spec.max_gap, "cached": False,
-        "device": spec.device, "device_placement": outcome.device_placement,
-    }
-    emit_model_event(summary, model_name, dataset_sha256=outcome.dataset_sha256,
-                     snapshot=outcome.dataset_snapshot, spec=spec.to_dict(), store=store)
-    if version is None:
-        message = _rejection_message(summary)
-        get_run_logger().warning(message, extra={CONSOLE_REPEATED: True})
-        return Failed(name=REJECTED_STATE_NAME, message=message,
-                      data=ModelRejectedError(message, summary))
-    return summary
+    # One training of a model at a time (store/lease.py says why): a second run
+    # waits here, then looks the cache up again and finds the first one's version. Taken once
+    # the data set is known to be there, so a run refused above leaves nothing in the store.
+    with training_lease(store, model_name, holder=f"flow run {flow_run.id}",
+                        on_wait=_waiting_for_lease(model_name)):
+        if not refit:
+            looked_up = _look_up_again(store, model_name, dataset, spec.to_dict())
+            if looked_up["summary"] is not None:
+                return _cached_state(looked_up, dataset)
+        outcome = fit_restarts(store, dataset, spec.to_dict(), scheduler)
+        ok, status = review_certificates(outcome, spec.allow_uncertified, spec.max_gap)
+        version = None
+        if ok:
+            policy = {"max_gap": spec.max_gap, "allow_uncertified": spec.allow_uncertified}
+            version = register(store, model_name, outcome, status,
+                               run_key or f"flow-run:{flow_run.id}", policy)
+        plot = publish_reports(store, outcome, version, status, max_gap)
+        cert = outcome.certificate
+        summary = {
+            "dataset": info["name"], "method": method, "origin": origin, "version": version,
+            "status": status, "certified": bool(cert.certified),
+            # Certified: the verified margin (``gap`` itself is rounded to 0); else the
+            # bound's gap.
+            "gap": reported_gap(cert),
+            "why_not_certified": None if cert.certified else cert.reason,
+            "objective": float(outcome.estimator.objective_),
+            "n_iter": int(outcome.estimator.n_iter_), "seconds": outcome.seconds, "plot": plot,
+            "metrics": outcome.metrics, "max_gap": spec.max_gap, "cached": False,
+            "device": spec.device, "device_placement": outcome.device_placement,
+        }
+        emit_model_event(summary, model_name, dataset_sha256=outcome.dataset_sha256,
+                         snapshot=outcome.dataset_snapshot, spec=spec.to_dict(), store=store)
+        if version is None:
+            message = _rejection_message(summary)
+            get_run_logger().warning(message, extra={CONSOLE_REPEATED: True})
+            return Failed(name=REJECTED_STATE_NAME, message=message,
+                          data=ModelRejectedError(message, summary))
+        return summary
 
 
 def run_train(**parameters) -> dict:

@@ -5,12 +5,14 @@
     <root>/datasets/<name>/s<N>/   an immutable data-set snapshot (X, y codes, JSON attributes)
     <root>/datasets/<name>/zarr.json   the pointer naming the current snapshot
     <root>/models/<name>/v<N>/     an immutable model version (numeric arrays, JSON metadata)
+    <root>/.training/<name>.lock   a model's training lease, while a run trains it
 
 ``<root>`` is an explicit path, else ``$CATDASK_STORE``, else ``./catdask-store``.
 See :mod:`catdask.store.datasets` (read), :mod:`catdask.store.dataset_writer` (write),
 :mod:`catdask.store.snapshots` (snapshots), :mod:`catdask.store.pointer` (the pointer's format
 and the readers' lock, the one place they are spelled), :mod:`catdask.store.registry`
-(models) and :mod:`catdask.store.check` and :mod:`catdask.store.gc`.
+(models), :mod:`catdask.store.lease` (one training of a model at a time) and
+:mod:`catdask.store.check` and :mod:`catdask.store.gc`.
 """
 
 from .datasets import (
@@ -35,8 +37,10 @@ from .registry_read import (
     load_model_version,
     registered_model_names,
 )
+from .lease import training_lease
 
 __all__ = [
+    "training_lease",
     "resolve_store",
     "evaluation_dir",
     "cleanup_temporaries",

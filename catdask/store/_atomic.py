@@ -32,6 +32,7 @@ __all__ = [
     "fsync_tree",
     "remove_tree",
     "file_lock",
+    "open_lock_file",
     "is_temporary",
     "remove_temporaries",
     "crash_point",
@@ -265,7 +266,7 @@ def try_lock(path: Path):
         os.close(fd)
 
 
-def _open_lock_file(path: Path):
+def open_lock_file(path: Path):
     """The lock file opened for locking; None on a store that cannot be written where it does
     not exist (no writer can run there, so there is nothing to exclude)."""
     try:
@@ -294,7 +295,7 @@ def file_lock(path: Path, shared: bool = False):
     skipped if it does not exist: no writer can run there.
     """
     while True:
-        fh = _open_lock_file(path)
+        fh = open_lock_file(path)
         if fh is None:
             yield
             return

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextvars
 import json
+import logging
 import os
 import re
 import shutil
@@ -549,30 +550,52 @@ def test_transient_and_permanent_errors_are_told_apart():
 
 
 # ----------------------------------------------------------------------------- concurrency
-def test_concurrent_train_runs_register_distinct_versions(iris_store, dask_scheduler):
-    _, train_mod, _ = _flows()
+def _train_twice_at_once(train_mod, **kwargs):
+    """Two ``train(**kwargs)`` flows started together in two threads: their summaries, and
+    the run log's messages meanwhile (get_run_logger's logger does not propagate)."""
     results, errors = [None, None], []
     barrier = threading.Barrier(2)
 
     def run(i):
         try:
             barrier.wait(timeout=30)
-            # refit: the second run must not find the first one's version in the train cache
-            # (which it may, when its lookup comes after the first registration).
-            results[i] = train_mod.train("iris", method="cqs", n_restarts=2,
-                                         store=str(iris_store), scheduler=dask_scheduler,
-                                         model_name="shared", refit=True)
+            results[i] = train_mod.train(**kwargs)
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
     threads = [threading.Thread(target=contextvars.copy_context().run, args=(run, i))
                for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=240)
+    seen = _Collect()
+    run_logs = logging.getLogger("prefect.flow_runs")
+    run_logs.addHandler(seen)
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=240)
+    finally:
+        run_logs.removeHandler(seen)
     assert not any(t.is_alive() for t in threads), "a train flow hung"
     assert errors == []
+    return results, seen.messages
+
+
+class _Collect(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.messages: list = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+def test_concurrent_train_runs_register_distinct_versions(iris_store, dask_scheduler):
+    _, train_mod, _ = _flows()
+    # refit: the second run must not take the first one's version from the train cache
+    # (which it does once it has waited for the first's training lease).
+    results, _ = _train_twice_at_once(train_mod, dataset="iris", method="cqs", n_restarts=2,
+                                      store=str(iris_store), scheduler=dask_scheduler,
+                                      model_name="shared", refit=True)
     assert sorted(r["version"] for r in results) == ["shared:v1", "shared:v2"]
     versions = list_models(iris_store, "shared")
     assert [(v.version, v.problem) for v in versions] == [(1, None), (2, None)]
@@ -581,6 +604,30 @@ def test_concurrent_train_runs_register_distinct_versions(iris_store, dask_sched
     p1 = load_estimator(iris_store, "shared", 1).predict(ds.X)
     p2 = load_estimator(iris_store, "shared", 2).predict(ds.X)
     np.testing.assert_array_equal(p1, p2)  # same data and spec: the same model
+    _assert_no_temporaries(iris_store)
+
+
+def test_concurrent_train_runs_of_one_model_fit_it_once(iris_store, dask_scheduler,
+                                                        monkeypatch):
+    """Two runs of the same model at once (a scheduled retrain overlapping a triggered one):
+    the second waits for the first's training lease, then finds its version in the train
+    cache. Without the lease both looked the cache up before either registered, and both fit."""
+    _, train_mod, _ = _flows()
+    fit = train_mod.fit_on_dataset
+
+    def slow_fit(*args, **kwargs):  # a fit long enough for the two runs to overlap
+        time.sleep(3.0)
+        return fit(*args, **kwargs)
+
+    monkeypatch.setattr(train_mod, "fit_on_dataset", slow_fit)
+    results, messages = _train_twice_at_once(train_mod, dataset="iris", method="cqs",
+                                             n_restarts=2, store=str(iris_store),
+                                             scheduler=dask_scheduler, model_name="once")
+    assert sorted((r["version"], r["cached"]) for r in results) == [
+        ("once:v1", False), ("once:v1", True)]
+    assert [v.version for v in list_models(iris_store, "once")] == [1]
+    waiting = [m for m in messages if "is being trained by flow run" in m]
+    assert waiting and "model once" in waiting[0], "the waiting run did not say for whom"
     _assert_no_temporaries(iris_store)
 
 
