@@ -250,19 +250,8 @@ def _cached_state(looked_up: dict, dataset: str):
     return Completed(name=CACHED_STATE_NAME, message=message, data=cached)
 
 
-def _look_up_again(store, model_name: str, dataset: str, spec: dict) -> dict:
-    """The cache lookup once the training lease is held: a run that trained the model since
-    this run's first lookup has registered it by now. Not a task of its own (the first
-    lookup is); a lookup that cannot be made is a miss, as there."""
-    try:
-        sha, summary = look_up_fit(store, model_name, dataset, spec)
-    except CACHE_MISSES:
-        return {"dataset_sha256": None, "summary": None}
-    return {"dataset_sha256": sha, "summary": summary}
-
-
 def _waiting_for_lease(model_name: str):
-    """``on_wait`` for :func:`~catdask.store.lease`: says, on the run's log and the
+    """``on_wait`` for :func:`~catdask.store.training_lease`: says, on the run's log and the
     CLI's console, which run trains the model and that this one waits for it."""
     def on_wait(other: dict, waited: float) -> None:
         who = other.get("holder") or "another run"
@@ -310,7 +299,7 @@ def train(
     When the model's latest version was fitted on the data set's current content with this
     spec and this catdask code, that version is returned instead (``cached`` True in the
     summary, run state ``Cached``); ``refit`` fits anyway. A run that would fit holds the
-    model's training lease (:func:`~catdask.store.lease`) until it has registered: a
+    model's training lease (:func:`~catdask.store.training_lease`) until it has registered: a
     second run of the same model meanwhile waits, saying for which run, and then returns the
     first one's version the same way.
 
@@ -348,13 +337,15 @@ def train(
     info = describe_dataset(store, dataset)
     with parameter_checks():  # before the cluster
         spec.check_data_shape(dataset, info["n_features"], info["n_classes"])
-    # One training of a model at a time (store/lease.py says why): a second run
-    # waits here, then looks the cache up again and finds the first one's version. Taken once
-    # the data set is known to be there, so a run refused above leaves nothing in the store.
+    # One training of a model at a time, fit to registration (store/lease.py says why): a
+    # second run waits here, then looks the cache up again and finds the first one's version.
+    # Taken once the data set is known to be there: a run refused above leaves no trace.
     with training_lease(store, model_name, holder=f"flow run {flow_run.id}",
                         on_wait=_waiting_for_lease(model_name)):
         if not refit:
-            looked_up = _look_up_again(store, model_name, dataset, spec.to_dict())
+            # The same lookup, not a task run of its own this time: a run that trained the
+            # model since the first lookup has registered it by now.
+            looked_up = find_registered.fn(store, model_name, dataset, spec.to_dict())
             if looked_up["summary"] is not None:
                 return _cached_state(looked_up, dataset)
         outcome = fit_restarts(store, dataset, spec.to_dict(), scheduler)
@@ -364,28 +355,27 @@ def train(
             policy = {"max_gap": spec.max_gap, "allow_uncertified": spec.allow_uncertified}
             version = register(store, model_name, outcome, status,
                                run_key or f"flow-run:{flow_run.id}", policy)
-        plot = publish_reports(store, outcome, version, status, max_gap)
-        cert = outcome.certificate
-        summary = {
-            "dataset": info["name"], "method": method, "origin": origin, "version": version,
-            "status": status, "certified": bool(cert.certified),
-            # Certified: the verified margin (``gap`` itself is rounded to 0); else the
-            # bound's gap.
-            "gap": reported_gap(cert),
-            "why_not_certified": None if cert.certified else cert.reason,
-            "objective": float(outcome.estimator.objective_),
-            "n_iter": int(outcome.estimator.n_iter_), "seconds": outcome.seconds, "plot": plot,
-            "metrics": outcome.metrics, "max_gap": spec.max_gap, "cached": False,
-            "device": spec.device, "device_placement": outcome.device_placement,
-        }
-        emit_model_event(summary, model_name, dataset_sha256=outcome.dataset_sha256,
-                         snapshot=outcome.dataset_snapshot, spec=spec.to_dict(), store=store)
-        if version is None:
-            message = _rejection_message(summary)
-            get_run_logger().warning(message, extra={CONSOLE_REPEATED: True})
-            return Failed(name=REJECTED_STATE_NAME, message=message,
-                          data=ModelRejectedError(message, summary))
-        return summary
+    plot = publish_reports(store, outcome, version, status, max_gap)
+    cert = outcome.certificate
+    summary = {
+        "dataset": info["name"], "method": method, "origin": origin, "version": version,
+        "status": status, "certified": bool(cert.certified),
+        # Certified: the verified margin (``gap`` itself is rounded to 0); else the bound's gap.
+        "gap": reported_gap(cert),
+        "why_not_certified": None if cert.certified else cert.reason,
+        "objective": float(outcome.estimator.objective_),
+        "n_iter": int(outcome.estimator.n_iter_), "seconds": outcome.seconds, "plot": plot,
+        "metrics": outcome.metrics, "max_gap": spec.max_gap, "cached": False,
+        "device": spec.device, "device_placement": outcome.device_placement,
+    }
+    emit_model_event(summary, model_name, dataset_sha256=outcome.dataset_sha256,
+                     snapshot=outcome.dataset_snapshot, spec=spec.to_dict(), store=store)
+    if version is None:
+        message = _rejection_message(summary)
+        get_run_logger().warning(message, extra={CONSOLE_REPEATED: True})
+        return Failed(name=REJECTED_STATE_NAME, message=message,
+                      data=ModelRejectedError(message, summary))
+    return summary
 
 
 def run_train(**parameters) -> dict:
