@@ -414,7 +414,10 @@ def dask_client_context(address=None, *, security=None, **cluster_kwargs):
     Inside the ``with`` block the client is the current one, so ``dask.compute`` and
     ``.persist()`` run on it. A client connected here (``address`` / ``CATDASK_SCHEDULER``)
     is closed on exit; a client that was already current and the embedded cluster are left
-    running.
+    running. The workers of a scheduler connected here are checked to run the driver's
+    software before the block (:mod:`catdask.distributed.worker_check`), and those that
+    joined during it when it ends, so a block that ends normally may still raise
+    :class:`~catdask.errors.WorkerEnvironmentError`.
 
     Parameters
     ----------
@@ -436,13 +439,15 @@ def dask_client_context(address=None, *, security=None, **cluster_kwargs):
 
     address = address or settings.SCHEDULER.get()
     if address:
-        from .worker_check import check_worker_software
+        from .worker_check import check_worker_software, check_workers_that_joined
 
         client = connect_scheduler(address, security=security)
         try:
-            check_worker_software(client, address)
+            checked = check_worker_software(client, address)
             with client.as_current():
                 yield client
+            # Before the caller uses the work's result: workers that joined meanwhile.
+            check_workers_that_joined(client, address, checked)
         finally:
             client.close()
         return

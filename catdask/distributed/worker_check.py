@@ -8,12 +8,14 @@ the model's recorded ``code_version`` does not describe. One ``Client.run`` on e
 line naming the workers and the versions (deploy/dask/README.md, Requirements on the workers).
 A worker whose catdask sources were written after it imported catdask (``pip install -U`` or
 ``git pull`` under a long-lived worker) reports the new files' version and sha256 while it runs
-the old code, so it is refused too, with "restart those workers".
+the old code, so it is refused too, with "restart those workers". Workers that join while the
+work runs (an autoscaling cluster) are checked the same way when the work ends, before its
+result is used (:func:`check_workers_that_joined`).
 """
 
 from __future__ import annotations
 
-__all__ = ["software_versions", "check_worker_software"]
+__all__ = ["software_versions", "check_worker_software", "check_workers_that_joined"]
 
 #: What must match between the driver and every worker.
 _COMPARED = ("python", "catdask", "catdask sources sha256", "dask", "distributed", "numpy")
@@ -60,10 +62,10 @@ def _short(exc: BaseException) -> str:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
-def check_worker_software(client, address, n_threads=1) -> dict:
-    """Set every worker of ``client`` to ``n_threads`` BLAS threads and check that each runs
-    the driver's Python and numpy (major.minor), catdask (version and sources), dask and
-    distributed.
+def check_worker_software(client, address, n_threads=1, workers=None) -> dict:
+    """Set every worker of ``client`` (or those in ``workers``: the ones that joined during
+    the work) to ``n_threads`` BLAS threads and check that each runs the driver's Python and
+    numpy (major.minor), catdask (version and sources), dask and distributed.
 
     Returns ``{worker address: versions}``. Raises
     :class:`catdask.errors.WorkerEnvironmentError` naming the workers that cannot import
@@ -72,10 +74,13 @@ def check_worker_software(client, address, n_threads=1) -> dict:
     """
     from ..errors import WorkerEnvironmentError
 
-    where = f"the {{}} Dask workers of {address}"
+    where = (f"the {{}} Dask workers of {address}" if workers is None else
+             f"the {{}} Dask workers that joined {address} during this work (its result is "
+             "not used)")
     hint = ("every worker needs the driver's Python environment: the same catdask, dask, "
             "distributed and numpy (deploy/dask/README.md, Requirements on the workers)")
-    replies = client.run(_set_up_worker, n_threads, on_error="return")
+    some = {} if workers is None else {"workers": list(workers)}
+    replies = client.run(_set_up_worker, n_threads, on_error="return", **some)
     failed = {w: r for w, r in replies.items() if isinstance(r, BaseException)}
     if failed:
         worker, exc = sorted(failed.items())[0]
@@ -103,3 +108,16 @@ def check_worker_software(client, address, n_threads=1) -> dict:
                 f"{len(other)} of {where.format(len(replies))} run {key} "
                 f"{' / '.join(map(str, theirs))}, the driver {mine[key]} ({workers}); {hint}")
     return replies
+
+
+def check_workers_that_joined(client, address, checked, n_threads=1) -> dict:
+    """Check, as :func:`check_worker_software` does, the workers ``client``'s scheduler has
+    now that are not in ``checked`` (the workers checked before the work): called when the
+    work ends, so that a worker that joined meanwhile with other software fails the work
+    instead of having computed part of a result its ``code_version`` does not describe. A
+    worker that joined and left again during the work cannot be asked. Returns their
+    versions (``{}`` when none joined)."""
+    joined = sorted(set(client.scheduler_info(n_workers=-1)["workers"]) - set(checked))
+    if not joined:
+        return {}
+    return check_worker_software(client, address, n_threads, workers=joined)

@@ -147,3 +147,72 @@ def test_only_the_workers_staleness_is_checked(monkeypatch):
     assert not any(v[_STALE] for v in client.replies.values())
     monkeypatch.setattr(versions, "sources_changed_since_import", lambda: True)  # the driver
     assert worker_check.check_worker_software(client, "tcp://h:8786") == client.replies
+
+
+# ------------------------------------------------------------- workers that join during work
+def test_no_worker_joined_asks_nothing():
+    class _Client(_FakeClient):
+        def scheduler_info(self, n_workers):
+            assert n_workers == -1  # every worker, not the first five
+            return {"workers": {"tcp://w1:1": {}, "tcp://w2:2": {}}}
+
+    client = _Client({})
+    assert worker_check.check_workers_that_joined(client, "tcp://h:8786",
+                                                  {"tcp://w1:1": {}, "tcp://w2:2": {}}) == {}
+    assert client.calls == []
+
+
+def _joining_cluster():
+    """A one-worker cluster in this process: its workers run the check's function here, where
+    the test can give a joining worker other software."""
+    from distributed import LocalCluster
+
+    return LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                        dashboard_address=None)
+
+
+@pytest.mark.timeout(120)
+def test_a_worker_that_joins_during_the_work_is_checked_when_it_ends(monkeypatch):
+    """An autoscaling cluster adds a worker mid-fit; it runs other software (here: another
+    catdask, reported on that worker only). The work's ``with`` block ends in the refusal,
+    before its result is used; the same join with the driver's software is accepted, and
+    the joined worker was asked."""
+    from catdask.distributed import cluster as cluster_module
+    from catdask.distributed import dask_client_context
+
+    # In-process workers: the check must not set this test process's BLAS threads.
+    monkeypatch.setattr(cluster_module, "limit_blas_threads", lambda n: None)
+    real = worker_check.software_versions
+    asked = {}
+
+    def spy(*args, **kwargs):
+        asked.update(joined_check(*args, **kwargs))
+        return asked
+
+    joined_check = worker_check.check_workers_that_joined
+    monkeypatch.setattr(worker_check, "check_workers_that_joined", spy)
+    with _joining_cluster() as cluster:
+        address = cluster.scheduler_address
+        with pytest.raises(WorkerEnvironmentError) as info:
+            with dask_client_context(address) as client:
+                # From here on a worker answers with another catdask: only a worker that
+                # joins is asked again.
+                monkeypatch.setattr(worker_check, "_set_up_worker",
+                                    lambda n: {**real(), "catdask": "0.0.1-other"})
+                cluster.scale(2)  # the autoscaler, mid-fit
+                client.wait_for_workers(2, timeout=60)
+        text = str(info.value)
+        assert text.startswith("1 of the 1 Dask workers that joined ") and \
+            "during this work (its result is not used) run catdask 0.0.1-other" in text, text
+        assert "\n" not in text and not is_transient(info.value)
+
+        monkeypatch.undo()  # the driver's software everywhere again; the spy is gone too
+        monkeypatch.setattr(cluster_module, "limit_blas_threads", lambda n: None)
+        monkeypatch.setattr(worker_check, "check_workers_that_joined", spy)
+        asked.clear()
+        with dask_client_context(address) as client:
+            before = set(client.scheduler_info()["workers"])
+            cluster.scale(3)
+            client.wait_for_workers(3, timeout=60)
+        assert len(asked) == 1 and set(asked).isdisjoint(before)
+        assert list(asked.values())[0] == real()
