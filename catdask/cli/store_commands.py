@@ -179,6 +179,18 @@ def _list_models(args) -> None:
         print_table(rows)
     else:
         print(f"no models in {root}{checks.missing_store_note(root)}")
+    _print_training_now(args.store, args.name)
+
+
+def _print_training_now(store, name) -> None:
+    """One line per model a run is training now (its lease, catdask.store.lease): a version
+    may be on its way, and another train of it would wait for that run."""
+    from catdask.store.lease import models_in_training
+
+    for t in models_in_training(store):
+        if name is None or t["model"] == name:
+            print(f"training now: {t['model']} by {t.get('holder') or 'a run'} (pid {t['pid']} "
+                  f"on {t.get('host')}, since {t.get('since')})")
 
 
 def cmd_models(args) -> int:

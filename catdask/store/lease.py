@@ -35,7 +35,8 @@ from ._atomic import open_lock_file, flock_fd
 from ._json import utc_now
 from .layout import resolve_store
 
-__all__ = ["TRAINING_LEASES", "training_lease", "training_lease_path", "lease_holder"]
+__all__ = ["TRAINING_LEASES", "training_lease", "training_lease_path", "lease_holder",
+           "models_in_training"]
 
 #: The folder, in the store's root, of the training leases held now.
 TRAINING_LEASES = ".training"
@@ -55,6 +56,34 @@ def lease_holder(path: Path) -> dict:
     except (OSError, ValueError):
         return {}
     return holder if isinstance(holder, dict) else {}
+
+
+def models_in_training(store) -> list[dict]:
+    """The models a run trains now, by what their lease files say: ``{"model", "holder",
+    "pid", "host", "since"}`` each, by name. Read without locking (a lock taken to look would
+    make a starting run wait for nothing); a file whose holder is a process of this host that
+    no longer exists (a killed run) is left out, one from another host is listed as it says.
+    """
+    folder = resolve_store(store) / TRAINING_LEASES
+    found = []
+    for path in sorted(folder.glob("*.lock")) if folder.is_dir() else []:
+        holder = lease_holder(path)
+        if not holder.get("pid"):  # being written, or a waiter's file: nobody holds it yet
+            continue
+        if holder.get("host") == socket.gethostname() and not _alive(holder["pid"]):
+            continue
+        found.append({"model": path.stem, **holder})
+    return found
+
+
+def _alive(pid) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, ValueError, OverflowError):
+        return True  # another user's process: it exists
+    return True
 
 
 def _describe_self(holder: str) -> str:

@@ -237,6 +237,21 @@ def test_a_named_store_that_does_not_exist_exit_3(capsys, tmp_path, monkeypatch,
     assert not missing.exists()
 
 
+def test_models_list_says_which_models_are_being_trained(capsys, tmp_path):
+    """While a run trains a model (its lease held), ``models list`` says so under the table:
+    a version may be on its way, and another ``train`` of it would wait."""
+    from catdask.store import training_lease
+
+    store = tmp_path / "store"
+    store.mkdir()
+    with training_lease(store, "wine-kcqs", holder="flow run 1234"):
+        code, out, err = run_cli(capsys, "--store", store, "models", "list")
+        assert code == EXIT_OK, err
+        assert f"training now: wine-kcqs by flow run 1234 (pid {os.getpid()} on " in out
+    code, out, _ = run_cli(capsys, "--store", store, "models", "list")
+    assert "training now" not in out
+
+
 def test_the_default_store_may_be_missing_and_is_named(capsys, tmp_path):
     """Nothing ingested yet in ./catdask-store: the read-only commands work and say where
     they looked."""

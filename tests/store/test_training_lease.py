@@ -163,3 +163,29 @@ def test_the_store_check_passes_while_a_lease_is_held(tmp_path):
         assert check_store(tmp_path).ok, check_store(tmp_path).problems
         assert gc_store(tmp_path).removed == []
     assert check_store(tmp_path).ok
+
+
+def test_models_in_training_lists_the_held_leases_only(tmp_path):
+    from catdask.store.lease import models_in_training
+
+    assert models_in_training(tmp_path / "no-store") == []
+    with training_lease(tmp_path, "m", holder="flow run 1"):
+        (held,) = models_in_training(tmp_path)
+        assert held["model"] == "m" and held["holder"] == "flow run 1"
+        assert held["pid"] == os.getpid()
+    assert models_in_training(tmp_path) == []
+    # What a killed run leaves: its description, its process gone (this host), or a holder
+    # on another host, which cannot be asked and is listed as it says.
+    folder = tmp_path / ".training"
+    folder.mkdir()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    import json
+    import socket
+
+    (folder / "a.lock").write_text(json.dumps({"holder": "killed", "pid": dead.pid,
+                                               "host": socket.gethostname(), "since": "t"}))
+    (folder / "b.lock").write_text(json.dumps({"holder": "far", "pid": 1, "host": "elsewhere",
+                                               "since": "t"}))
+    (folder / "c.lock").write_text("")  # a waiter's empty file
+    assert [m["model"] for m in models_in_training(tmp_path)] == ["b"]
