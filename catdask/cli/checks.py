@@ -128,6 +128,13 @@ def check_registered_model(store, name: str) -> None:
     if not root.exists():
         raise CliError(f"No model {name!r}: the store {root} does not exist yet (`catdask "
                        "ingest` creates it, `catdask train` registers models in it)")
+    from catdask.store.lease import models_in_training
+
+    training = [t for t in models_in_training(store) if t["model"] == name]
+    if training:  # its first version is on its way
+        raise CliError(f"No model {name!r} in the registry at {root} yet: "
+                       f"{training[0].get('holder') or 'a run'} is training it now (since "
+                       f"{training[0].get('since')})")
     raise CliError(f"No model {name!r} in the registry at {root}{did_you_mean(name, known)} "
                    f"(registered: {', '.join(known) or 'none'})")
 

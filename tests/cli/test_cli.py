@@ -248,6 +248,11 @@ def test_models_list_says_which_models_are_being_trained(capsys, tmp_path):
         code, out, err = run_cli(capsys, "--store", store, "models", "list")
         assert code == EXIT_OK, err
         assert f"training now: wine-kcqs by flow run 1234 (pid {os.getpid()} on " in out
+        # Its first version is on its way: not "no such model, did you mean ...".
+        code, _, err = run_cli(capsys, "--store", store, "models", "show", "wine-kcqs")
+        assert code == EXIT_INPUT
+        assert "No model 'wine-kcqs' in the registry at" in err
+        assert "yet: flow run 1234 is training it now (since " in err
     code, out, _ = run_cli(capsys, "--store", store, "models", "list")
     assert "training now" not in out
 
