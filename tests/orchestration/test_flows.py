@@ -550,9 +550,10 @@ def test_transient_and_permanent_errors_are_told_apart():
 
 
 # ----------------------------------------------------------------------------- concurrency
-def _train_twice_at_once(train_mod, **kwargs):
+def _train_twice_at_once(train_mod, seen=None, **kwargs):
     """Two ``train(**kwargs)`` flows started together in two threads: their summaries, and
-    the run log's messages meanwhile (get_run_logger's logger does not propagate)."""
+    the run log's messages meanwhile (``seen``, a :class:`_Collect`; get_run_logger's logger
+    does not propagate)."""
     results, errors = [None, None], []
     barrier = threading.Barrier(2)
 
@@ -565,14 +566,14 @@ def _train_twice_at_once(train_mod, **kwargs):
 
     threads = [threading.Thread(target=contextvars.copy_context().run, args=(run, i))
                for i in range(2)]
-    seen = _Collect()
+    seen = seen or _Collect()
     run_logs = logging.getLogger("prefect.flow_runs")
     run_logs.addHandler(seen)
     try:
         for t in threads:
             t.start()
         for t in threads:
-            t.join(timeout=240)
+            t.join(timeout=400)
     finally:
         run_logs.removeHandler(seen)
     assert not any(t.is_alive() for t in threads), "a train flow hung"
@@ -581,12 +582,20 @@ def _train_twice_at_once(train_mod, **kwargs):
 
 
 class _Collect(logging.Handler):
-    def __init__(self):
+    """The run log's messages; ``seen[text]`` is set once a message containing ``text``
+    arrives."""
+
+    def __init__(self, *texts):
         super().__init__(logging.INFO)
         self.messages: list = []
+        self.seen = {text: threading.Event() for text in texts}
 
     def emit(self, record):
-        self.messages.append(record.getMessage())
+        message = record.getMessage()
+        self.messages.append(message)
+        for text, event in self.seen.items():
+            if text in message:
+                event.set()
 
 
 def test_concurrent_train_runs_register_distinct_versions(iris_store, dask_scheduler):
@@ -607,6 +616,7 @@ def test_concurrent_train_runs_register_distinct_versions(iris_store, dask_sched
     _assert_no_temporaries(iris_store)
 
 
+@pytest.mark.timeout(600)
 def test_concurrent_train_runs_of_one_model_fit_it_once(iris_store, dask_scheduler,
                                                         monkeypatch):
     """Two runs of the same model at once (a scheduled retrain overlapping a triggered one):
@@ -614,14 +624,21 @@ def test_concurrent_train_runs_of_one_model_fit_it_once(iris_store, dask_schedul
     cache. Without the lease both looked the cache up before either registered, and both fit."""
     _, train_mod, _ = _flows()
     fit = train_mod.fit_on_dataset
+    waiting_text = "is being trained by flow run"
+    seen = _Collect(waiting_text)
 
-    def slow_fit(*args, **kwargs):  # a fit long enough for the two runs to overlap
-        time.sleep(3.0)
+    def held_fit(*args, **kwargs):
+        # The first run's fit goes on once the second run waits for the lease, or after
+        # 180 s: then the assertions below say what happened. (A CI run's Prefect server once
+        # started the second flow a minute late, its database locked; with a fixed 3 s fit
+        # the second run then found the first's version at its first lookup and never
+        # waited.) Without the lease both runs get here, after 180 s both fit and register.
+        seen.seen[waiting_text].wait(180)
         return fit(*args, **kwargs)
 
-    monkeypatch.setattr(train_mod, "fit_on_dataset", slow_fit)
-    results, messages = _train_twice_at_once(train_mod, dataset="iris", method="cqs",
-                                             n_restarts=2, store=str(iris_store),
+    monkeypatch.setattr(train_mod, "fit_on_dataset", held_fit)
+    results, messages = _train_twice_at_once(train_mod, seen=seen, dataset="iris",
+                                             method="cqs", n_restarts=2, store=str(iris_store),
                                              scheduler=dask_scheduler, model_name="once")
     assert sorted((r["version"], r["cached"]) for r in results) == [
         ("once:v1", False), ("once:v1", True)]
