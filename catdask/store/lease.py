@@ -128,9 +128,12 @@ def training_lease(store, model_name: str, *, holder: str = "", on_wait=None,
         if fh is None:  # a store that cannot be written: nothing to exclude
             yield 0.0
             return
-        if _locked_and_current(fh, path):
-            break
-        fh.close()
+        if flock_fd(fh.fileno(), wait=False):
+            if _is_current(fh, path):
+                break
+            fh.close()  # the file its last holder removed as it let go: open the new one
+            continue
+        fh.close()  # another run holds it
         now = time.monotonic()
         if on_wait is not None and now >= next_report:
             on_wait(lease_holder(path), now - start)
@@ -165,12 +168,9 @@ def _open(path: Path):
     return open_lock_file(path)
 
 
-def _locked_and_current(fh, path: Path) -> bool:
-    """Take the lock of ``fh`` without waiting; True if taken and ``fh`` is still the file at
-    ``path`` (its holder removes it before letting go: a file locked after that is not the
-    lease any more)."""
-    if not flock_fd(fh.fileno(), wait=False):
-        return False
+def _is_current(fh, path: Path) -> bool:
+    """Whether the locked ``fh`` is still the file at ``path``: its holder removes it before
+    letting go, so a file locked after that is not the lease any more."""
     try:
         return os.path.samestat(os.fstat(fh.fileno()), os.stat(path))
     except FileNotFoundError:

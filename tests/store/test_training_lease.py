@@ -114,33 +114,44 @@ def test_a_killed_holder_frees_the_model_at_once(tmp_path):
         proc.wait()
 
 
-def test_a_file_locked_after_its_holder_removed_it_is_not_the_lease(tmp_path):
+def test_a_file_locked_after_its_holder_removed_it_is_not_the_lease(tmp_path, monkeypatch):
     """A waiter opens the lease file; its holder removes it as it lets go; a third run takes
     the lease on a new file. The waiter's lock on the removed file is free, and taking it
-    must not count as holding the lease, or two runs would fit at once."""
-    from catdask.store.lease import _locked_and_current
+    must not count as holding the lease, or two runs would fit at once: the waiter opens
+    the new file and waits for the third run."""
+    from catdask.store import lease
 
     path = training_lease_path(tmp_path, "m")
     with training_lease(tmp_path, "m", holder="first"):
-        stale = open(path, "a+b")  # a waiter's open, before its lock
-    third_in, release = threading.Event(), threading.Event()
+        stale = open(path, "a+b")  # the waiter's open, before its lock
+    third_in, release, entered = threading.Event(), threading.Event(), threading.Event()
 
     def third():
         with training_lease(tmp_path, "m", holder="third"):
             third_in.set()
             release.wait(10)
 
-    t = threading.Thread(target=third)
-    t.start()
+    def waiter():
+        with training_lease(tmp_path, "m", poll_seconds=0.01):
+            entered.set()
+
+    opened = [stale]
+    real_open = lease._open
+    monkeypatch.setattr(lease, "_open", lambda p: opened.pop() if opened else real_open(p))
+    t3 = threading.Thread(target=third)
+    t3.start()
+    assert third_in.wait(10)
+    tw = threading.Thread(target=waiter)
+    tw.start()
+    time.sleep(0.3)
     try:
-        assert third_in.wait(10)
-        with stale:
-            assert not _locked_and_current(stale, path)  # the old file's lock, not the lease
-        with open(path, "a+b") as current:
-            assert not _locked_and_current(current, path)  # the third run holds it
+        assert opened == [] and stale.closed  # it had the removed file, and let it go
+        assert not entered.is_set(), "the waiter held a removed file as the lease"
     finally:
         release.set()
-        t.join(10)
+        t3.join(10)
+        tw.join(10)
+    assert entered.is_set()
 
 
 def test_the_lease_never_creates_a_store(tmp_path):
