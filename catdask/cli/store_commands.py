@@ -185,12 +185,11 @@ def _list_models(args) -> None:
 def _print_training_now(store, name) -> None:
     """One line per model a run is training now (its lease, catdask.store.lease): a version
     may be on its way, and another train of it would wait for that run."""
-    from catdask.store.lease import models_in_training
+    from catdask.store.lease import holder_description, models_in_training
 
     for t in models_in_training(store):
         if name is None or t["model"] == name:
-            print(f"training now: {t['model']} by {t.get('holder') or 'a run'} (pid {t['pid']} "
-                  f"on {t.get('host')}, since {t.get('since')})")
+            print(f"training now: {t['model']} by {holder_description(t, 'a run')}")
 
 
 def cmd_models(args) -> int:

@@ -56,6 +56,7 @@ from ..pipeline.reports import (
 from ..pipeline.run_names import retrain_run_name, train_run_name
 from ..core.progress import CONSOLE_NOTE, CONSOLE_REPEATED, solver_progress
 from ..store import read_dataset, training_lease
+from ..store.lease import holder_description
 from .artifacts import SolverProgress, model_artifact_key
 from .events import emit_model_event
 from .input_errors import fails_plainly, parameter_checks
@@ -254,13 +255,10 @@ def _waiting_for_lease(model_name: str):
     """``on_wait`` for :func:`~catdask.store.training_lease`: says, on the run's log and the
     CLI's console, which run trains the model and that this one waits for it."""
     def on_wait(other: dict, waited: float) -> None:
-        who = other.get("holder") or "another run"
-        where = (f" (pid {other['pid']} on {other['host']}, since {other['since']})"
-                 if {"pid", "host", "since"} <= other.keys() else "")
         get_run_logger().info(
-            "model %s is being trained by %s%s; waiting for it to finish (%.0f s so far), then "
-            "the train cache decides whether to fit again", model_name, who, where, waited,
-            extra={CONSOLE_NOTE: True})
+            "model %s is being trained by %s; waiting for it to finish (%.0f s so far), then "
+            "the train cache decides whether to fit again", model_name,
+            holder_description(other), waited, extra={CONSOLE_NOTE: True})
     return on_wait
 
 

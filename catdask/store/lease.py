@@ -36,7 +36,7 @@ from ._json import utc_now
 from .layout import resolve_store
 
 __all__ = ["TRAINING_LEASES", "training_lease", "training_lease_path", "lease_holder",
-           "models_in_training"]
+           "holder_description", "models_in_training"]
 
 #: The folder, in the store's root, of the training leases held now.
 TRAINING_LEASES = ".training"
@@ -56,6 +56,14 @@ def lease_holder(path: Path) -> dict:
     except (OSError, ValueError):
         return {}
     return holder if isinstance(holder, dict) else {}
+
+
+def holder_description(holder: dict, unknown: str = "another run") -> str:
+    """``"flow run <id> (pid P on HOST, since T)"`` from what a lease file says (the part in
+    brackets only when it says all three; ``unknown`` when it names no holder)."""
+    where = (f" (pid {holder['pid']} on {holder['host']}, since {holder['since']})"
+             if {"pid", "host", "since"} <= holder.keys() else "")
+    return f"{holder.get('holder') or unknown}{where}"
 
 
 def models_in_training(store) -> list[dict]:
