@@ -250,16 +250,22 @@ def _first_bytes(sock, timeout: float) -> bytes | None:
         return b""
 
 
-def _greeting_problem(greeting: bytes | None) -> str | None:
-    """Why a TCP server's first bytes are not a Dask scheduler's (None: they may be).
+def _greeting_problem(greeting: bytes | None, target: tuple[str, int]) -> str | None:
+    """Why the first bytes of the TCP server at ``target`` are not a Dask scheduler's (None:
+    they may be).
 
     A Dask server writes its handshake as soon as it accepts a connection (distributed's
     ``Listener.on_connection``: a binary frame count first); an HTTP server waits for a request
-    and says nothing; SSH, SMTP and the like greet in text.
+    and says nothing (it is then asked one, which names the scheduler when the port is a Dask
+    dashboard's); SSH, SMTP and the like greet in text.
     """
     if greeting is None:
+        from catdask.distributed.probe import web_server_note
+
+        note = web_server_note(*target)
         return (f"it accepts connections but sends no Dask handshake within "
-                f"{SCHEDULER_GREETING_TIMEOUT:g} s (a web server or another service?)")
+                f"{SCHEDULER_GREETING_TIMEOUT:g} s"
+                + (f": {note}" if note else " (a web server or another service?)"))
     if greeting == b"":
         return "it closed the connection without a Dask handshake"
     if greeting[:1].isalpha() and greeting[:4].isascii():  # "HTTP/1.0 400", "SSH-2.0", "220 "
@@ -299,7 +305,7 @@ def check_scheduler(address: str | None, timeout: float = SCHEDULER_PROBE_TIMEOU
         raise CliError(f"cannot reach the Dask scheduler at {address}: {reason} "
                        f"(check --scheduler / ${ENV_SCHEDULER})") from None
     if not tls:
-        problem = _greeting_problem(greeting)
+        problem = _greeting_problem(greeting, target)
         if problem:  # before distributed is imported: a few seconds saved on the way out
             raise CliError(f"cannot connect to the Dask scheduler at {address}: {problem}; "
                            f"check --scheduler / ${ENV_SCHEDULER}")

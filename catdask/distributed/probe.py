@@ -8,10 +8,29 @@ event loop of its own under ``asyncio.wait_for``, and names what answered instea
 
 from __future__ import annotations
 
+import json
+import re
 import socket
 import threading
 
-__all__ = ["probe_scheduler"]
+__all__ = ["probe_scheduler", "web_server_note"]
+
+# What a web server's reply may be read up to: a dashboard's identity lists every worker.
+_HTTP_REPLY_MAX_BYTES = 1 << 20
+
+
+def _tcp_target(address):
+    """``(host, port)`` of a tcp:// or tls:// address (or host:port); None for others."""
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    try:
+        scheme, location = parse_address(address)
+        if scheme not in ("tcp", "tls"):
+            return None
+        host, port = parse_host_port(location)
+        return host, int(port)
+    except (ValueError, TypeError):
+        return None
 
 
 def _refusal(address, timeout):
@@ -22,19 +41,57 @@ def _refusal(address, timeout):
     ``CATDASK_SCHEDULER`` names a port where nothing listens failed after 10 s with "no Dask
     handshake within 10 s", which reads as "something answers but is not Dask" (opspass).
     """
-    from distributed.comm.addressing import parse_address, parse_host_port
-
+    target = _tcp_target(address)
+    if target is None:
+        return None
     try:
-        scheme, location = parse_address(address)
-        if scheme not in ("tcp", "tls"):
+        with socket.create_connection(target, timeout=timeout):
             return None
-        host, port = parse_host_port(location)
-        with socket.create_connection((host, int(port)), timeout=timeout):
-            return None
-    except (ValueError, TypeError, socket.timeout):
+    except (ValueError, socket.timeout):
         return None
     except OSError as exc:
         return exc.strerror or str(exc)
+
+
+def web_server_note(host, port, timeout=2.0):
+    """What answers HTTP at ``host:port``, for an address that sent no Dask handshake; None
+    when nothing answers HTTP there.
+
+    The commonest wrong address is the dashboard's port (8787) for the scheduler's (8786): a
+    scheduler's HTTP server (its dashboard, or the health and metrics routes it serves even
+    with ``--no-dashboard``) answers ``GET /json/identity.json`` with the scheduler's own
+    address, which the message then names. Only plain HTTP is asked: no TLS handshake.
+    """
+    request = f"GET /json/identity.json HTTP/1.0\r\nHost: {host}\r\n\r\n".encode()
+    data = b""
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            sock.settimeout(timeout)
+            sock.sendall(request)
+            while len(data) < _HTTP_REPLY_MAX_BYTES:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+    except OSError:  # socket.timeout included: judge what came
+        pass
+    head, _, body = data.partition(b"\r\n\r\n")
+    status = head.split(b"\r\n", 1)[0].decode("ascii", "replace")
+    if not status.startswith("HTTP/"):
+        return None
+    scheduler = None
+    try:
+        identity = json.loads(body)
+        if isinstance(identity, dict) and identity.get("type") == "Scheduler":
+            scheduler = identity.get("address")
+    except ValueError:  # not JSON, or cut at the limit: its opening still names the address
+        if re.match(rb'\s*\{"type":\s*"Scheduler"', body):
+            found = re.search(rb'"address":\s*"([^"]{1,200})"', body[:4096])
+            scheduler = found.group(1).decode("utf-8", "replace") if found else None
+    if isinstance(scheduler, str) and scheduler:
+        return (f"it is the dashboard (HTTP) of the Dask scheduler at {scheduler}; give that "
+                "address instead")
+    return f"a web server answers there ({status[:60]}), not a Dask scheduler"
 
 
 def _identity(address, security, timeout):
@@ -103,6 +160,10 @@ def probe_scheduler(address, *, security=None, timeout=10.0):
             reply = _identity(address, security, timeout)
         except TimeoutError:  # asyncio's too, since Python 3.11
             problem = f"no Dask handshake within {timeout:g} s"
+            target = _tcp_target(address) if not str(address).startswith("tls://") else None
+            note = web_server_note(*target) if target else None
+            if note:
+                problem = f"{problem}: {note}"
         except (OSError, MemoryError, ValueError, TypeError, EOFError) as exc:
             problem = ("the reply is not the Dask protocol"
                        if isinstance(exc, (MemoryError, ValueError, TypeError, EOFError))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import subprocess
 import sys
 import time
@@ -69,6 +70,7 @@ def test_a_scheduler_port_that_speaks_http_fails_fast_in_one_line(iris_store, tm
     assert r.stderr.startswith(f"catdask {command[0]}: error: cannot connect to the Dask "
                                f"scheduler at {address}: it accepts connections but sends no "
                                "Dask handshake"), r.stderr
+    assert "a web server answers there (HTTP/1.0 404" in r.stderr, r.stderr
     print(f"{' '.join(command)} --scheduler <http.server>: exit {r.returncode} in {wall:.2f} s "
           f"(load {os.getloadavg()[0]:.1f})")
     assert wall < SCHEDULER_EXIT_SECONDS, f"{wall:.2f} s"
@@ -84,6 +86,65 @@ def test_connect_scheduler_gives_up_on_a_silent_port_within_its_timeout(http_ser
     with pytest.raises(SchedulerConnectionError, match="no Dask handshake within 2 s"):
         connect_scheduler(f"tcp://{LOCALHOST}:{http_server}", timeout=2)
     assert time.monotonic() - start < 6
+
+
+def test_the_dashboard_port_names_the_scheduler_address(dask_scheduler):
+    """The commonest wrong address: the dashboard's port (8787) for the scheduler's (8786).
+    Both probes name the scheduler's address, which its HTTP server reports."""
+    from distributed import Client
+
+    from catdask.cli.exits import CliError
+    from catdask.cli.runtime import check_scheduler
+    from catdask.distributed.probe import probe_scheduler
+    from catdask.errors import SchedulerConnectionError
+
+    with Client(dask_scheduler, set_as_default=False) as client:
+        port = client.scheduler_info()["services"]["dashboard"]
+    wrong = f"tcp://{LOCALHOST}:{port}"
+    expected = f"it is the dashboard (HTTP) of the Dask scheduler at {dask_scheduler}; give"
+    with pytest.raises(CliError, match=re.escape(expected)):
+        check_scheduler(wrong)
+    with pytest.raises(SchedulerConnectionError, match=re.escape(expected)):
+        probe_scheduler(wrong, timeout=2)
+
+
+def test_a_dashboard_reply_cut_at_the_read_limit_still_names_the_scheduler(monkeypatch):
+    """A large cluster's identity JSON may exceed what is read: its opening names it."""
+    import socket
+    import threading
+
+    from catdask.distributed import probe
+
+    monkeypatch.setattr(probe, "_HTTP_REPLY_MAX_BYTES", 4096)
+    body = (b'{"type": "Scheduler", "id": "Scheduler-1", "address": "tcp://10.1.2.3:8786", '
+            b'"workers": {' + b", ".join(b'"w%d": {}' % i for i in range(20_000)) + b"}}")
+    server = socket.create_server((LOCALHOST, 0))
+    port = server.getsockname()[1]
+
+    def serve(reply):
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(4096)
+            with contextlib.suppress(OSError):
+                conn.sendall(reply)
+
+    try:
+        for reply, expected in [
+                (b"HTTP/1.1 200 OK\r\n\r\n" + body,
+                 "it is the dashboard (HTTP) of the Dask scheduler at tcp://10.1.2.3:8786"),
+                (b"HTTP/1.1 200 OK\r\n\r\n" + body.replace(b"Scheduler", b"Worker", 1),
+                 "a web server answers there (HTTP/1.1 200 OK), not a Dask scheduler"),
+                (b"SSH-2.0-OpenSSH_9.6\r\n", None)]:
+            thread = threading.Thread(target=serve, args=(reply,), daemon=True)
+            thread.start()
+            note = probe.web_server_note(LOCALHOST, port, timeout=5)
+            thread.join(10)
+            if expected is None:  # not HTTP: nothing to say
+                assert note is None, note
+            else:
+                assert note is not None and note.startswith(expected), note
+    finally:
+        server.close()
 
 
 def test_a_real_scheduler_passes_both_probes(dask_scheduler):
