@@ -53,6 +53,7 @@ __all__ = [
     "MAX_MOMENTS",
     "MAX_SOLVE_SECONDS",
     "MOMENT_HINT",
+    "moment_install_note",
     "moment_hint",
 ]
 
@@ -195,7 +196,17 @@ def moment_hint(R, max_block=MAX_PSD_BLOCK):
     if size["largest_block"] > max_block or size["n_moments"] > MAX_MOMENTS:
         return ""
     return (f"the level-2 moment relaxation ({MOMENT_HINT}: {size['n_moments']:,} moments, "
-            f"largest PSD block {size['largest_block']}) may prove it")
+            f"largest PSD block {size['largest_block']}) may prove it"
+            + (f" ({note})" if (note := moment_install_note()) else ""))
+
+
+def moment_install_note() -> str:
+    """``""`` when SCS, the moment level's solver, can be imported; else how to install it,
+    for the hints that suggest the moment level (a user who follows one would otherwise be
+    refused next)."""
+    import importlib.util
+
+    return "" if importlib.util.find_spec("scs") else "it needs SCS: pip install 'catdask[sdp]'"
 
 
 def _svec_map(ident):

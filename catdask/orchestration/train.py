@@ -36,7 +36,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.runtime import flow_run
 from prefect.states import Completed, Failed
 
-from ..certificate.moment import MOMENT_HINT
+from ..certificate.moment import MOMENT_HINT, moment_install_note
 from ..distributed.cluster import dask_client_context
 from ..errors import CatdaskError, DatasetNotFoundError
 from ..method_names import METHOD_NAMES
@@ -233,6 +233,7 @@ def _rejection_message(summary: dict) -> str:
         why += f" > max_gap = {summary['max_gap']:.3g}"
     # The linear test's strongest level is opt-in (slower); say so where it may prove W.
     moment = ("; certify=moment tries the level-2 moment relaxation, which may prove it"
+              + (f" ({note})" if (note := moment_install_note()) else "")
               if MOMENT_HINT in (summary["why_not_certified"] or "") else "")
     return (f"rejected: {summary['dataset']} {summary['method']} not certified "
             f"({why}); nothing registered "

@@ -371,3 +371,18 @@ def test_the_sdp_dual_level_says_when_the_moment_level_may_prove_w():
     wide = np.stack([a @ a.T for a in rng.standard_normal((5, 50, 60))])  # block 6,376 > 800
     assert moment_hint(wide) == ""
     assert moment_hint(np.zeros((10, 784, 784))) == ""  # no eigendecomposition at this size
+
+
+def test_the_moment_hint_says_how_to_install_its_solver_when_it_is_missing(monkeypatch):
+    """A hint to use the moment level, where SCS is not installed, says how to install it
+    (following the hint alone would be refused: `--certify moment` needs SCS)."""
+    import sys
+
+    from catdask.certificate.moment import moment_hint, moment_install_note
+
+    R = _competing_classes(376)
+    assert moment_install_note() == ""
+    assert moment_hint(R).endswith("may prove it")
+    monkeypatch.setitem(sys.modules, "scs", None)  # find_spec then answers None
+    assert moment_install_note() == "it needs SCS: pip install 'catdask[sdp]'"
+    assert moment_hint(R).endswith("may prove it (it needs SCS: pip install 'catdask[sdp]')")
