@@ -196,17 +196,18 @@ def moment_hint(R, max_block=MAX_PSD_BLOCK):
     if size["largest_block"] > max_block or size["n_moments"] > MAX_MOMENTS:
         return ""
     return (f"the level-2 moment relaxation ({MOMENT_HINT}: {size['n_moments']:,} moments, "
-            f"largest PSD block {size['largest_block']}) may prove it"
-            + (f" ({note})" if (note := moment_install_note()) else ""))
+            f"largest PSD block {size['largest_block']}) may prove it{moment_install_note()}")
 
 
-def moment_install_note() -> str:
-    """``""`` when SCS, the moment level's solver, can be imported; else how to install it,
-    for the hints that suggest the moment level (a user who follows one would otherwise be
-    refused next)."""
+def moment_install_note(template: str = " ({})") -> str:
+    """``""`` when SCS, the moment level's solver, can be imported; else how to install it, in
+    ``template``: for the hints that suggest the moment level (a user who follows one would
+    otherwise be refused next)."""
     import importlib.util
 
-    return "" if importlib.util.find_spec("scs") else "it needs SCS: pip install 'catdask[sdp]'"
+    if importlib.util.find_spec("scs"):
+        return ""
+    return template.format("it needs SCS: pip install 'catdask[sdp]'")
 
 
 def _svec_map(ident):

@@ -202,9 +202,8 @@ def cmd_train(args) -> int:
         if result.get("max_gap") is not None and result["gap"] is not None:
             gap = gap[:-1] + f" > --max-gap {result['max_gap']:.3g})"
         # The linear test's strongest level is opt-in (slower); say so where it may prove W.
-        install = "; " + moment_install_note() if moment_install_note() else ""
         moment = ("; --certify moment tries the level-2 moment relaxation, which may prove it "
-                  f"(slower: minutes at tens of features{install})"
+                  f"(slower: minutes at tens of features{moment_install_note('; {}')})"
                   if MOMENT_HINT in (result["why_not_certified"] or "") else "")
         print(f"not registered: {result['status']}{gap}; pass --max-gap GAP to register it "
               "when its gap is at most GAP, or --allow-uncertified to register it marked as "

@@ -233,7 +233,7 @@ def _rejection_message(summary: dict) -> str:
         why += f" > max_gap = {summary['max_gap']:.3g}"
     # The linear test's strongest level is opt-in (slower); say so where it may prove W.
     moment = ("; certify=moment tries the level-2 moment relaxation, which may prove it"
-              + (f" ({note})" if (note := moment_install_note()) else "")
+              + moment_install_note()
               if MOMENT_HINT in (summary["why_not_certified"] or "") else "")
     return (f"rejected: {summary['dataset']} {summary['method']} not certified "
             f"({why}); nothing registered "

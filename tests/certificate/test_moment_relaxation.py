@@ -384,5 +384,6 @@ def test_the_moment_hint_says_how_to_install_its_solver_when_it_is_missing(monke
     assert moment_install_note() == ""
     assert moment_hint(R).endswith("may prove it")
     monkeypatch.setitem(sys.modules, "scs", None)  # find_spec then answers None
-    assert moment_install_note() == "it needs SCS: pip install 'catdask[sdp]'"
+    assert moment_install_note() == " (it needs SCS: pip install 'catdask[sdp]')"
+    assert moment_install_note("; {}") == "; it needs SCS: pip install 'catdask[sdp]'"
     assert moment_hint(R).endswith("may prove it (it needs SCS: pip install 'catdask[sdp]')")
