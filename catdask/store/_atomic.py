@@ -33,6 +33,7 @@ __all__ = [
     "remove_tree",
     "file_lock",
     "open_lock_file",
+    "is_current_lock_file",
     "is_temporary",
     "remove_temporaries",
     "crash_point",
@@ -281,6 +282,15 @@ def open_lock_file(path: Path):
         return None
 
 
+def is_current_lock_file(fh, path: Path) -> bool:
+    """Whether the open (locked) ``fh`` is still the file at ``path``: a holder may unlink its
+    lock file before letting go, and a file locked after that excludes nobody."""
+    try:
+        return os.path.samestat(os.fstat(fh.fileno()), os.stat(path))
+    except FileNotFoundError:
+        return False
+
+
 @contextlib.contextmanager
 def file_lock(path: Path, shared: bool = False):
     """Advisory lock on ``path`` (created if missing), released on exit; exclusive unless
@@ -319,11 +329,7 @@ def file_lock(path: Path, shared: bool = False):
                     msvcrt.locking(fh.fileno(), msvcrt.LK_UNLCK, 1)
                 return
             fcntl.flock(fh.fileno(), fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
-            try:
-                same = os.path.samestat(os.fstat(fh.fileno()), os.stat(path))
-            except FileNotFoundError:
-                same = False
-            if not same:  # unlinked by its previous holder: lock the file there now
+            if not is_current_lock_file(fh, path):  # unlinked by its previous holder: lock the file there now
                 fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
                 continue
             try:

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 from ..names import validate_name
-from ._atomic import open_lock_file, flock_fd
+from ._atomic import flock_fd, is_current_lock_file, open_lock_file
 from ._json import utc_now
 from .layout import resolve_store
 
@@ -137,7 +137,7 @@ def training_lease(store, model_name: str, *, holder: str = "", on_wait=None,
             yield 0.0
             return
         if flock_fd(fh.fileno(), wait=False):
-            if _is_current(fh, path):
+            if is_current_lock_file(fh, path):
                 break
             fh.close()  # the file its last holder removed as it let go: open the new one
             continue
@@ -175,11 +175,3 @@ def _open(path: Path):
             continue
     return open_lock_file(path)
 
-
-def _is_current(fh, path: Path) -> bool:
-    """Whether the locked ``fh`` is still the file at ``path``: its holder removes it before
-    letting go, so a file locked after that is not the lease any more."""
-    try:
-        return os.path.samestat(os.fstat(fh.fileno()), os.stat(path))
-    except FileNotFoundError:
-        return False
