@@ -26,23 +26,60 @@ def _is_os_environ(node):
             and isinstance(node.value, ast.Name) and node.value.id == "os")
 
 
+def _environ_aliases(tree):
+    """Names bound to ``os.environ`` itself (``env = os.environ``, ``env = os.environ if e is
+    None else e``): a read through one is a read of the environment too. A copy
+    (``dict(os.environ)``) is not an alias."""
+    aliases = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            value = node.value
+            branches = (value.body, value.orelse) if isinstance(value, ast.IfExp) else (value,)
+            if any(_is_os_environ(branch) for branch in branches):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                aliases |= {t.id for t in targets if isinstance(t, ast.Name)}
+    return aliases
+
+
 def _environment_reads(tree):
     """``(line, variable)`` for each ``os.environ.get(X)``, ``os.getenv(X)`` and
-    ``os.environ[X]`` read in ``tree`` (X as written: a literal or a name)."""
+    ``os.environ[X]`` read in ``tree``, and the same reads through a name bound to
+    ``os.environ`` (X as written: a literal or a name)."""
+    aliases = _environ_aliases(tree)
+
+    def is_environ(node):
+        return _is_os_environ(node) or (isinstance(node, ast.Name) and node.id in aliases)
+
     for node in ast.walk(tree):
         key = None
         if isinstance(node, ast.Call) and node.args:
             func = node.func
             if ((isinstance(func, ast.Attribute) and func.attr == "get"
-                 and _is_os_environ(func.value))
+                 and is_environ(func.value))
                     or (isinstance(func, ast.Attribute) and func.attr == "getenv"
                         and isinstance(func.value, ast.Name) and func.value.id == "os")):
                 key = node.args[0]
-        elif (isinstance(node, ast.Subscript) and _is_os_environ(node.value)
+        elif (isinstance(node, ast.Subscript) and is_environ(node.value)
               and isinstance(node.ctx, ast.Load)):
             key = node.slice
         if key is not None:
             yield node.lineno, (key.value if isinstance(key, ast.Constant) else ast.unparse(key))
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("import os\nos.environ.get('A')", [(2, "A")]),
+    ("import os\nos.getenv('A')", [(2, "A")]),
+    ("import os\nos.environ['A']", [(2, "A")]),
+    ("import os\nenv = os.environ\nenv.get('A')", [(3, "A")]),
+    ("import os\ndef f(e=None):\n    e = os.environ if e is None else e\n    return e[K]",
+     [(4, "K")]),
+    ("import os\nenv = dict(os.environ)\nenv['A'] = '1'\nenv.get('A')", []),
+    ("import os\nenv = os.environ\nenv['A'] = '1'", []),
+])
+def test_the_check_sees_direct_reads_and_reads_through_an_alias(source, expected):
+    """The scan below would miss a slip it cannot see: it must find reads through an alias of
+    ``os.environ`` (served.py read one that way) and leave copies and writes alone."""
+    assert sorted(_environment_reads(ast.parse(source))) == expected
 
 
 def test_no_module_but_settings_reads_the_environment():

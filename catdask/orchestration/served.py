@@ -87,8 +87,7 @@ def served_output_dir(out_dir, store, environ=None):
     ServedParameterError
         Under ``catdask serve``, when ``out_dir`` is outside the store's evaluations folder.
     """
-    environ = os.environ if environ is None else environ
-    if environ.get(ENV_SERVED_STORE) is None or out_dir in (None, ""):
+    if settings.SERVED_STORE.get(environ) is None or out_dir in (None, ""):
         return out_dir
     allowed = Path(os.path.realpath(str(store))) / "evaluations"
     target = Path(os.path.realpath(os.path.expanduser(str(out_dir))))
