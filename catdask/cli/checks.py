@@ -1,8 +1,8 @@
 """Argument checks that run before Prefect or Dask is imported, so a mistake is reported in
 well under a second: data-set names against the catalog and the store (with a "did you
 mean"), model names against the registry, the store folder the user named, options that do
-not apply to the chosen method or mode, whether a catalog set's source files can be found, and
-the values argparse cannot range-check by type alone.
+not apply to the chosen method or mode, and whether a catalog set's source files can be found.
+The range checks of single values are argparse types, in :mod:`.argtypes`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import difflib
 from pathlib import Path
 
 from catdask import settings
-from catdask.method_names import CERTIFY_LEVELS, KERNEL_METHODS, MAX_RESTARTS, QUADRATIC_METHODS
+from catdask.method_names import CERTIFY_LEVELS, KERNEL_METHODS, QUADRATIC_METHODS
 
 from .exits import CliError, usage_error
 
@@ -408,49 +408,3 @@ def check_readable_file(path) -> None:
     from catdask.catalog.tables import _open_regular
 
     _open_regular(Path(path)).close()
-
-
-# ----------------------------------------------------------------------------- argparse types
-def _number(kind, text, minimum, strict, maximum=None):
-    try:
-        value = kind(text)
-    except ValueError:
-        raise ValueError(f"invalid {kind.__name__} value: {text!r}") from None
-    if value != value or (value <= minimum if strict else value < minimum):
-        bound = f"> {minimum:g}" if strict else f">= {minimum:g}"
-        raise ValueError(f"must be {bound}, got {text}")
-    if value == float("inf"):  # --max-gap inf failed after the whole fit (JSON has no inf)
-        raise ValueError(f"must be a finite number, got {text}")
-    if maximum is not None and value > maximum:
-        raise ValueError(f"must be at most {maximum:g}, got {text}")
-    return value
-
-
-def _argtype(kind, minimum, strict=False, maximum=None):
-    import argparse
-
-    def parse(text):
-        try:
-            return _number(kind, text, minimum, strict, maximum)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    parse.__name__ = kind.__name__
-    return parse
-
-
-#: Restarts of one fit: 1 to MAX_RESTARTS, as the estimators' ``n_restarts`` (the restarts
-#: run as one batch: ``--restarts 100000`` on digits asks for about 40 minutes, extrapolated
-#: from 23 s for 1000; see :data:`catdask.method_names.MAX_RESTARTS`).
-restart_count = _argtype(int, 1, maximum=MAX_RESTARTS)
-#: An integer >= 0 (random seeds, seconds).
-non_negative_int = _argtype(int, 0)
-#: A float > 0 (kernel gamma).
-positive_float = _argtype(float, 0.0, strict=True)
-#: A float >= 0 (ages in seconds).
-non_negative_float = _argtype(float, 0.0)
-#: Cross-validation splits: an integer >= 2.
-split_count = _argtype(int, 2)
-#: A TCP port: 0 (any free one) to 65535 (was: --port 99999 started serve, then failed with
-#: "OverflowError: bind(): port must be 0-65535", exit 1).
-port_number = _argtype(int, 0, maximum=65535)

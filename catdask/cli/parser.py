@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .checks import (
-    did_you_mean,
+from .argtypes import (
     non_negative_float,
     non_negative_int,
     port_number,
@@ -14,6 +13,7 @@ from .checks import (
     restart_count,
     split_count,
 )
+from .checks import did_you_mean
 from catdask.method_names import (
     CERTIFY_LEVELS,
     KERNEL_METHODS,
