@@ -18,7 +18,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 DEPLOY = REPO / "deploy"
 PREFECT_YAML = DEPLOY / "prefect.yaml"
-DOCS = [REPO / "README.md", REPO / "docs" / "operations.md", DEPLOY / "README.md",
+DOCS = [REPO / "README.md", REPO / "docs" / "user-guide.md", REPO / "docs" / "operations.md",
+        DEPLOY / "README.md",
         DEPLOY / "dask" / "README.md"]
 
 

@@ -45,7 +45,7 @@ class CategorySpace(BaseCategorySpace):
         (mean for CQS, smoothed median for CAS), so only within-class spread counts.
         ``"global"`` is the default because it classifies better: standardised, 5-fold CV, it
         matched or beat ``"class"`` on every data set measured (e.g. wine 0.97 vs 0.76 with
-        LDA on the coordinates; see the README's estimator section).
+        LDA on the coordinates; see docs/user-guide.md, *Defaults, and why*).
     eps : float, default=0.1
         CAS smoothing length, relative to the data scale ``s = sqrt(tr(C^2) / tr(C))`` (C the
         total covariance; s^2 is the eigenvalue-weighted mean variance). The absolute length
