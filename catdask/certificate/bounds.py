@@ -21,12 +21,9 @@ import numpy as np
 
 from .eigen import NumericalFailure, sym, top_eig
 
-__all__ = ["MAX_SDP_DIM", "full_sdp_bound", "reduced_bound", "relative_gap", "trivial_bound",
+__all__ = ["full_sdp_bound", "reduced_bound", "relative_gap", "trivial_bound",
            "want_full_sdp"]
 
-# Full SDP relaxation (cvxpy + Clarabel) only up to this D when ``full_sdp="auto"``: measured
-# D <= 18 in 0.1 s, D = 40 (K = 4) 16 s, and over 21 GB at D = 100 (docs/design.md 3c).
-MAX_SDP_DIM = 20
 # Projected subgradient steps that polish the reduced bound.
 _REDUCED_STEPS = 15
 
