@@ -15,11 +15,14 @@ is one more class with this interface, placed in its ladder's tuple where it bel
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
 
 from .budget import CertificateBudget
+
+logger = logging.getLogger("catdask.certificate")
 
 __all__ = ["CERTIFIED", "FAILED", "GAP", "NEXT", "NOT_ATTEMPTED", "REFUTED", "Level", "Outcome",
            "climb"]
@@ -81,7 +84,8 @@ def climb(ladder: Sequence[Level], budget: CertificateBudget, state: Any,
     """Walk ``ladder`` from ``start`` (its first level by default) and return the trail.
 
     A level that does not apply is passed over (``not_attempted``, recorded); the walk goes
-    where each outcome's ``next`` says and ends at None or past the last level.
+    where each outcome's ``next`` says and ends at None or past the last level. With the
+    ``catdask.certificate`` logger at DEBUG, each level's estimate is logged before it runs.
     """
     names = [level.name for level in ladder]
     trail: list[Outcome] = []
@@ -89,6 +93,9 @@ def climb(ladder: Sequence[Level], budget: CertificateBudget, state: Any,
     while at < len(ladder):
         level = ladder[at]
         if level.applies(budget, state):
+            if logger.isEnabledFor(logging.DEBUG):
+                logger.debug("certificate level %s: %s", level.name,
+                             level.estimate(budget, state))
             outcome = level.run(budget, state)
         else:
             outcome = Outcome(level.name, NOT_ATTEMPTED)
