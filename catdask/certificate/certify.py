@@ -196,6 +196,7 @@ def _render(state, trail, t0):
                 f"{(verified - f) * unit:.1e}"
             )
     elif state.search_bound:
+        state.stage = "the upper bound"
         upper, bound_method, reason = _searched_bound(state, trail)
         verified = upper
     else:

@@ -25,9 +25,10 @@ from typing import Any
 import numpy as np
 
 from ..kernels.gram_factor import pivoted_cholesky
+from ..operators import blocks
 from .budget import DEFAULT_BUDGET
 from .certify import certify_global_optimum
-from .kernel_lowrank import certify_kernel_lowrank, class_matrices
+from .kernel_lowrank import certify_kernel_lowrank
 from .ladder import CERTIFIED, GAP, NOT_ATTEMPTED, Outcome, climb
 from .record import not_applicable
 
@@ -200,5 +201,5 @@ def lift_keeps_gap_open(cert, result):
 
 def equivalent_class_matrices(L, classes, origin):
     """Class matrices of the linear problem on the rows of the Gram factor L (sorted rows)."""
-    members = [np.asarray(classes.members(k)) for k in range(classes.n_classes)]
-    return class_matrices(L, members, origin)
+    stats = blocks.block_class_stats(L, classes.codes, classes.n_classes)
+    return blocks.class_second_moments(stats, np.zeros(L.shape[1]), origin)

@@ -48,8 +48,7 @@ from .lift import _delta, lifted_dual_bound, sqrt_lift_bound  # noqa: F401 (re-e
 from .record import Certificate, not_certified
 from .subspace_factor import SubspaceFactor
 
-__all__ = ["LowRankResult", "certify_kernel_lowrank", "class_matrices", "lifted_dual_bound",
-           "sqrt_lift_bound"]
+__all__ = ["LowRankResult", "certify_kernel_lowrank", "lifted_dual_bound", "sqrt_lift_bound"]
 
 _EPS = np.finfo(float).eps
 
@@ -71,8 +70,8 @@ class LowRankResult:
     gamma2: np.ndarray | None = None  # the axes' leak into T (Lemma 2'), when computed
 
 
-def class_matrices(L, members, origin):
-    """Class matrices ``R_k^S`` of the features whose coordinates are the rows of L (N, m)."""
+def _class_matrices(L, members, origin):
+    """Compressed class matrices ``R_k^S`` from the coordinates L (N, m)."""
     out = []
     for idx in members:
         Lk = L[idx]
@@ -256,7 +255,7 @@ def _subspace_test(operator, origin, fac, members, f, frobenius, spectral, round
     L = fac.L[:, : fac.m]
     lo = fac.leftover()
     eps = np.array([float(lo[idx].sum()) for idx in members])  # Lemma 1: tr D_k
-    R_S = class_matrices(L, members, origin)
+    R_S = _class_matrices(L, members, origin)
     W_S = fac.LW[:, : fac.m].T
     dual_point: dict = {}
     comp = certify_global_optimum(R_S, W_S, dual_out=dual_point, **compressed)
