@@ -148,12 +148,8 @@ def certify_kernel_axes(operator, classes, origin, A, *, full_sdp="auto", moment
     Returns
     -------
     Certificate
-        Up to ``dense_max_samples`` samples the probe's certificate when it certifies, else
-        the exact factor's (not attempted when G's numerical rank exceeds
-        ``exact_factor_max_rank``); above, the low-rank test's certificate or rigorous gap,
-        except that up to ``exact_factor_max_rank`` samples, where that gap is the lift's
-        rather than the relaxation's, the exact factor runs too and the better outcome is
-        returned (certified, else the smaller gap).
+        The ladder's (see the module docstring); where the exact factor runs after the
+        low-rank test, the better outcome (certified, else the smaller gap).
     """
     state = KernelState(operator, classes, origin, A, full_sdp, moment, rng, projections)
     return _render(climb(KERNEL_LADDER, budget, state))
