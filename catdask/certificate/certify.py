@@ -100,24 +100,10 @@ def certify_global_optimum(
 
     Notes
     -----
-    Verification of the nu-test at W (docs/design.md section 4, 3c). ``M_k(nu) w_k`` equals the
-    stationarity residual ``r_k`` for every nu, so M_k has a (near) zero eigenvalue along w_k.
-    Writing ``x = a w_k + Q y`` (Q an orthonormal basis of the complement of w_k),
-    ``lambda_max(M_k) <= lambda_max([[alpha, beta], [beta, gamma]])`` with
-    ``alpha = w_k^T M_k w_k``, ``beta = ||Q^T M_k w_k||`` and ``gamma = lambda_max(Q^T M_k Q)``,
-    which is what is checked; an inexact stationary point therefore only passes when its
-    residual is below the tolerance. If the margins are ``-e_a`` (for (a)) and ``-e_b`` (for
-    (b)), ``Y = W (S + e_a I) W^T`` with ``nu + e_b`` is dual feasible, so
-    ``max f <= f(W) + K (e_a + e_b) / 2``: that bound is ``verified_upper_bound``.
-
-    A necessary condition is ``nu_k in [lambda_max(P R_k P), Lambda_kk]`` with P the projector on
-    the complement of W (``q^T M_k q = q^T R_k q - nu_k`` for q orthogonal to W and
-    ``e_k^T S e_k = Lambda_kk - nu_k``). An empty interval proves W is not a global maximiser:
-    replacing w_k by the top eigenvector of ``P R_k P`` raises f.
-
-    Cutting planes use Rayleigh quotients of the eigen-solver's vectors, so they stay valid for
-    inexact eigenvectors; only the verification needs upper bounds on eigenvalues
-    (:func:`catdask.certificate.eigen.verified_top`).
+    How the nu-test is verified at an inexact stationary point (a 2 x 2 bound per class), the
+    bound its margins give (``verified_upper_bound``), the necessary nu interval whose emptiness
+    refutes W, and why the cutting planes stay valid for inexact eigenvectors: docs/design.md
+    section 4 and :mod:`.sdp_dual`.
 
     References
     ----------
