@@ -35,6 +35,14 @@ class CertificateBudget:
     #: The full SDP (cvxpy + Clarabel) up to this D under full_sdp="auto": D <= 18 in 0.1 s,
     #: D = 40 (K = 4) 16 s, over 21 GB at D = 100 (docs/design.md §3c).
     max_sdp_dim: int = 20
+    #: Kelley cutting-plane iterations for nu at most (8-25 measured, docs/design.md §3c).
+    kelley_max_iter: int = 200
+    #: Projected-subgradient steps that polish the reduced bound.
+    reduced_steps: int = 15
+    #: Rounds of the subspace dual bound's growth, and L-BFGS iterations per smoothing width
+    #: (a second round from the first's T and s lowered the gap on all six problems measured).
+    subspace_rounds: int = 2
+    subspace_model_iterations: int = 120
     #: The subspace dual bound refines only a cheap bound whose relative gap is above this
     #: (blobs, D = 50, K = 10: 1.6 s for 6.4e-4 -> 5.4e-4; benchmarks/subspace_skip.py).
     subspace_min_gap: float = 1e-3

@@ -21,9 +21,6 @@ from .kelley_lp import solve_kelley_lp
 
 __all__ = ["sdp_dual_test", "verify_nu"]
 
-# Kelley cutting-plane iterations for nu (8-25 measured, docs/design.md 3c).
-_KELLEY_MAX_ITER = 200
-
 
 def _complement_top(point, k):
     """lambda_max(P R_k P) on the complement of W (Rayleigh quotient of a unit q with
@@ -156,7 +153,7 @@ def _kelley(point, lo, hi):
     best_t, best_nu, upper = -np.inf, nu.copy(), np.inf
     best_pairs, best_low = None, None
     s_cap = float(np.max(hi - lo)) + point.scale + 1.0
-    for it in range(_KELLEY_MAX_ITER):
+    for it in range(point.budget.kelley_max_iter):
         t, cuts, pairs = _margin_pieces(point, nu, v0s)
         if t > best_t:
             best_t, best_nu, best_pairs = t, nu.copy(), pairs
