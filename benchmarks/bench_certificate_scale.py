@@ -39,8 +39,8 @@ from catdask import KernelCategorySpace
 from catdask.certificate.certifiers import CERTIFIER_SEED
 from catdask.certificate.kernel_lowrank import certify_kernel_lowrank
 from catdask.core.classes import ClassIndex
-from catdask.certificate.kernel import (CERTIFICATE_DENSE_MAX_SAMPLES, CERTIFICATE_MAX_RANK,
-                                        dense_kernel_test, lift_keeps_gap_open)
+from catdask.certificate.budget import DEFAULT_BUDGET, CertificateBudget
+from catdask.certificate.kernel import dense_kernel_test, lift_keeps_gap_open
 from catdask.evaluation.data import PAPER_DATASETS, load_xy
 from catdask.operators import CentredGramOperator, NumpyGramOperator
 
@@ -109,8 +109,9 @@ def measure(name, X, y, origin, restarts, max_rank, overhead_reps=3, dense_basel
         t0 = time.perf_counter()
         # The estimator's seed (its Lanczos start vectors): the verdicts and gaps users get,
         # the same from one run to the next (unseeded, blobs N = 20,000 moved by 5%).
-        out = certify_kernel_lowrank(op, origin, A, max_rank=max_rank, details=True,
-                                     projections=P, rng=CERTIFIER_SEED)
+        out = certify_kernel_lowrank(op, origin, A, details=True, projections=P,
+                                     rng=CERTIFIER_SEED,
+                                     budget=CertificateBudget(lowrank_max_rank=max_rank))
         return out, time.perf_counter() - t0
 
     # Times without tracemalloc (it made the test 2.7-3.5x slower: wine, seeds, vehicle) and,
@@ -132,7 +133,7 @@ def measure(name, X, y, origin, restarts, max_rank, overhead_reps=3, dense_basel
     low_rank = dict(certified=bool(cert.certified), gap=float(
         cert.verified_gap if cert.certified else cert.gap), seconds=cert_s,
         limited_by=_limited_by(cert, cert.gap, comp_gap))
-    if CERTIFICATE_DENSE_MAX_SAMPLES < len(y) <= CERTIFICATE_MAX_RANK \
+    if DEFAULT_BUDGET.dense_max_samples < len(y) <= DEFAULT_BUDGET.exact_factor_max_rank \
             and not cert.certified and lift_keeps_gap_open(cert, res):
         # What the estimator then does (catdask.certificate.kernel.certify_kernel_axes): the
         # test through the exact factor, kept where it is better; its time is the test's too.
@@ -153,7 +154,7 @@ def measure(name, X, y, origin, restarts, max_rank, overhead_reps=3, dense_basel
                compressed_gap=comp_gap, norm=res.norm if res else None,
                limited_by=_limited_by(cert, gap, comp_gap),
                load_average=os.getloadavg()[0])
-    if len(y) <= CERTIFICATE_MAX_RANK and overhead_reps:
+    if len(y) <= DEFAULT_BUDGET.exact_factor_max_rank and overhead_reps:
         # What users pay: the estimator's own fit with and without its test, interleaved.
         with_test, without = [], []
         for _ in range(overhead_reps):
@@ -167,7 +168,7 @@ def measure(name, X, y, origin, restarts, max_rank, overhead_reps=3, dense_basel
         row["fit_with_test_s"] = float(np.median(with_test))
         row["test_share"] = (row["fit_with_test_s"] - row["fit_without_test_s"]) / row[
             "fit_without_test_s"]
-    if len(y) <= CERTIFICATE_MAX_RANK and dense_baseline:
+    if len(y) <= DEFAULT_BUDGET.exact_factor_max_rank and dense_baseline:
         t0 = time.perf_counter()
         dense = dense_kernel_test(op, classes, origin, A)
         row["dense_s"] = time.perf_counter() - t0

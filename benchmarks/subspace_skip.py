@@ -6,8 +6,9 @@ The in-memory case of ``benchmarks/bench_linear.py --quick`` (blobs, N = 100,000
 K = 10, seed 4; its certificate is not certified: the SDP relaxation is not tight there).
 Interleaved, ``--reps`` times each: scikit-learn's ``LinearDiscriminantAnalysis().fit`` (the
 baseline), ``CategorySpace(random_state=0).fit`` with the subspace bound always run
-(``SUBSPACE_MIN_GAP = 0``: the behaviour before the skip), and with the default skip (the
-subspace bound runs only when the cheap bounds leave a gap above ``SUBSPACE_MIN_GAP``).
+(``subspace_min_gap = 0``: the behaviour before the skip), and with the default skip (the
+subspace bound runs only when the cheap bounds leave a gap above the budget's
+``subspace_min_gap``).
 Printed: medians, ratios to LDA, the certificate's gap and time, the load average. Nothing is
 asserted.
 """
@@ -23,8 +24,8 @@ import numpy as np
 from _common import blobs, quiet_warnings
 from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 
-import catdask.certificate.certify as certify_module
 from catdask import CategorySpace
+from catdask.certificate.budget import DEFAULT_BUDGET, CertificateBudget, budget_scope
 
 
 def main(argv=None):
@@ -34,7 +35,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     quiet_warnings()
     X, y = blobs(args.n, 50, 10, seed=4)
-    default = certify_module.SUBSPACE_MIN_GAP
+    default = DEFAULT_BUDGET.subspace_min_gap
     print(f"load average at start {os.getloadavg()}; N = {args.n}, D = 50, K = 10", flush=True)
     times = {"lda": [], "always": [], "skip": []}
     certs = {}
@@ -43,12 +44,11 @@ def main(argv=None):
         LinearDiscriminantAnalysis().fit(X, y)
         times["lda"].append(time.perf_counter() - t0)
         for name, threshold in (("always", 0.0), ("skip", default)):
-            certify_module.SUBSPACE_MIN_GAP = threshold
             t0 = time.perf_counter()
-            est = CategorySpace(random_state=0).fit(X, y)
+            with budget_scope(CertificateBudget(subspace_min_gap=threshold)):
+                est = CategorySpace(random_state=0).fit(X, y)
             times[name].append(time.perf_counter() - t0)
             certs[name] = est.certificate_
-    certify_module.SUBSPACE_MIN_GAP = default
     med = {k: float(np.median(v)) for k, v in times.items()}
     for name, label in (("always", "subspace bound always"), ("skip", "default (skip)")):
         c = certs[name]

@@ -15,18 +15,22 @@ At a point W returned by a solver, :func:`certify_global_optimum` runs, in order
    (:mod:`.moment`), whose rigorous bound proves most of the remaining optima; its dual data
    are kept with the certificate and :func:`verify_certificate` re-checks the bound from them.
 
-Kernel fits are tested as the linear problem on a Gram factor's rows (:mod:`.kernel`); the fit
-engine reaches each method's test through a certifier (:mod:`.certifiers`).
+These are the levels of an ordered ladder (:mod:`.ladder`, :mod:`.levels`) walked under a
+:class:`CertificateBudget` (:mod:`.budget`: every threshold, with its measurement). Kernel fits
+are tested as the linear problem on a Gram factor's rows (:mod:`.kernel`); the fit engine
+reaches each method's test through a certifier (:mod:`.certifiers`).
 
 The result is a :class:`Certificate` (:mod:`.record`). All objective values and bounds are on the
 estimators' scale ``1/2 sum_k w_k^T R_k w_k``; tolerances are relative to
 ``scale = max_k ||R_k||_2``.
 """
 
+from .budget import CertificateBudget
 from .certify import certify_global_optimum
 from .point import ClassMatrixOperator
 from .record import Certificate, not_applicable, not_certified
 from .verify import CertificateVerificationError, verify_certificate
 
-__all__ = ["Certificate", "CertificateVerificationError", "ClassMatrixOperator",
-           "certify_global_optimum", "not_applicable", "not_certified", "verify_certificate"]
+__all__ = ["Certificate", "CertificateBudget", "CertificateVerificationError",
+           "ClassMatrixOperator", "certify_global_optimum", "not_applicable", "not_certified",
+           "verify_certificate"]

@@ -21,14 +21,9 @@ import numpy as np
 
 from .eigen import NumericalFailure, sym, top_eig
 
-__all__ = ["MAX_SDP_DIM", "full_sdp_bound", "reduced_bound", "relative_gap", "trivial_bound",
+__all__ = ["full_sdp_bound", "reduced_bound", "relative_gap", "trivial_bound",
            "want_full_sdp"]
 
-# Full SDP relaxation (cvxpy + Clarabel) only up to this D when ``full_sdp="auto"``: measured
-# D <= 18 in 0.1 s, D = 40 (K = 4) 16 s, and over 21 GB at D = 100 (docs/design.md 3c).
-MAX_SDP_DIM = 20
-# Projected subgradient steps that polish the reduced bound.
-_REDUCED_STEPS = 15
 
 
 def trivial_bound(point):
@@ -84,14 +79,16 @@ def _dual_value_verified(point, T, V):
     return total + point.K * point.round_guard()
 
 
-def reduced_bound(point, nu, directions, steps=_REDUCED_STEPS, out=None):
+def reduced_bound(point, nu, directions, steps=None, out=None):
     """Cheap bound: dual value of ``Y = V T V^T`` minimised over PSD T (small).
 
     Projected subgradient with Polyak steps towards ``2 f(W)`` (a lower bound on the optimum),
     started at ``(Lambda - diag nu)_+`` on the W block. Every iterate is dual feasible; the
     best one is re-evaluated with verified eigenvalues, which is the bound returned. ``out``
-    (a dict), when given, receives that point: ``V`` and ``T`` (caller's units).
+    (a dict), when given, receives that point: ``V`` and ``T`` (caller's units). ``steps``:
+    the budget's ``reduced_steps`` by default.
     """
+    steps = point.budget.reduced_steps if steps is None else steps
     V = _subspace(point, directions)
     m = V.shape[1]
     if nu is None:

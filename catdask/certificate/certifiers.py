@@ -8,17 +8,20 @@ all: every restart gets the same not-applicable certificate.
 The test's random numbers (Lanczos start vectors, the subspace search of the dual) come from
 the fixed seed :data:`CERTIFIER_SEED`, so a fit's certificate is a function of the fit alone:
 the same whether the test runs inside ``fit`` or later, on first access (issue 26), and from
-one run to the next.
+one run to the next. Each certifier keeps the :class:`~.budget.CertificateBudget` in force
+where it was built (:func:`~.budget.budget_scope`), so a deferred test spends what the fit's
+would have.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
 
+from .budget import CertificateBudget, current_budget
 from .certify import certify_global_optimum
 from .kernel import certify_kernel_axes
 from .moment import moment_hint
@@ -45,18 +48,20 @@ class LinearCertifier:
 
     class_matrices: np.ndarray | None
     unavailable: str = "not attempted: the class matrices exceed the memory budget"
+    budget: CertificateBudget = field(default_factory=current_budget)
     applies: ClassVar[bool] = True
 
     def certify(self, W, *, full_sdp="auto", moment=False) -> Certificate:
         if self.class_matrices is None:
             return not_applicable(self.unavailable)
         cert = certify_global_optimum(self.class_matrices, W, full_sdp=full_sdp, moment=moment,
-                                      rng=CERTIFIER_SEED)
+                                      rng=CERTIFIER_SEED, budget=self.budget)
         if cert.certified or moment or not np.isfinite(cert.gap):
             return cert
         # The strongest level is opt-in (minutes at tens of features): say where it may prove W.
-        hint = moment_hint(self.class_matrices)
-        return dataclasses.replace(cert, reason=f"{cert.reason}; {hint}") if hint else cert
+        hint = moment_hint(self.class_matrices, self.budget)
+        return dataclasses.replace(cert, reason=f"{cert.reason}; {hint}",
+                                   next_level="moment") if hint else cert
 
 
 @dataclass(frozen=True)
@@ -64,12 +69,13 @@ class KernelCertifier:
     """K-CQS: the Gram operator the problem was solved on, tested at the coefficients A (K, N).
 
     One call of :func:`catdask.certificate.kernel.certify_kernel_axes` (through an exact
-    pivoted-Cholesky factor of G up to 300 samples, the low-rank test above).
+    pivoted-Cholesky factor of G up to ``budget.dense_max_samples``, the low-rank test above).
     """
 
     operator: Any
     classes: Any
     origin: str
+    budget: CertificateBudget = field(default_factory=current_budget)
     applies: ClassVar[bool] = True
 
     def certify(self, A, *, full_sdp="auto", moment=False) -> Certificate:
@@ -79,14 +85,14 @@ class KernelCertifier:
         A = getattr(A, "A", A)
         return certify_kernel_axes(self.operator, self.classes, self.origin, A,
                                    full_sdp=full_sdp, moment=moment, rng=CERTIFIER_SEED,
-                                   projections=projections)
+                                   projections=projections, budget=self.budget)
 
 
 @dataclass(frozen=True)
 class NoCertifier:
-    """No test (CAS, or ``certify=False``): ``reason`` says why."""
+    """No test: CAS (``reason`` None: not applicable), or ``certify=False`` (``reason``)."""
 
-    reason: str
+    reason: str | None
     applies: ClassVar[bool] = False
 
     def certify(self, point=None, *, full_sdp="auto", moment=False) -> Certificate:

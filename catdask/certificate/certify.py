@@ -1,40 +1,26 @@
-"""The entry point: :func:`certify_global_optimum` runs the tests in order and records them."""
+"""The entry point: :func:`certify_global_optimum` climbs the linear ladder (:mod:`.levels`)
+and renders the certificate, its reason included, once from the trail of outcomes."""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import time
 
 import numpy as np
 
-from .bounds import (
-    MAX_SDP_DIM,
-    full_sdp_bound,
-    reduced_bound,
-    relative_gap,
-    trivial_bound,
-    want_full_sdp,
-)
-from .eigen import DENSE_MAX_DIM, weakest_check
-from .moment import MAX_PSD_BLOCK, RelaxationTooLarge, moment_relaxation_bound
+from .bounds import relative_gap, trivial_bound
+from .budget import DEFAULT_BUDGET, CertificateBudget
+from .eigen import weakest_check
+from .ladder import CERTIFIED, climb
+from .levels import LINEAR_LADDER, LinearState
 from .point import CannotTest, ClassMatrixOperator, StationaryPoint, read_inputs
-from .rapcsak import rapcsak_lambda_max
 from .record import Certificate, not_certified
 from .resources import estimated_seconds, numerical_failures, one_blas_thread, size_guard
-from .sdp_dual import sdp_dual_test
-from .subspace_dual import have_small_sdp_solver, subspace_dual_bound
 
 __all__ = ["certify_global_optimum", "estimated_seconds", "numerical_failures", "one_blas_thread"]
 
 logger = logging.getLogger("catdask.certificate")
-
-#: Default of ``max_seconds``: a larger estimated cost is not attempted.
-MAX_SECONDS = 300.0
-#: The subspace dual bound (seconds of L-BFGS) refines only a cheap bound whose relative gap is
-#: above this (blobs, D = 50, K = 10: 1.6 s for 6.4e-4 -> 5.4e-4, docs/design.md §4).
-SUBSPACE_MIN_GAP = 1e-3
 
 
 def certify_global_optimum(
@@ -43,12 +29,9 @@ def certify_global_optimum(
     *,
     tol: float = 1e-6,
     full_sdp: bool | str = "auto",
-    max_sdp_dim: int = MAX_SDP_DIM,
-    dense_max_dim: int = DENSE_MAX_DIM,
     rng: None | int | np.random.Generator = None,
     moment: bool = False,
-    max_moment_block: int = MAX_PSD_BLOCK,
-    max_seconds: float = MAX_SECONDS,
+    budget: CertificateBudget = DEFAULT_BUDGET,
     dual_out: dict | None = None,
     search_bound: bool = True,
 ) -> Certificate:
@@ -66,7 +49,8 @@ def certify_global_optimum(
     scatter : ndarray of shape (K, D, D) or ClassMatrixOperator
         The class matrices R_k (symmetric PSD), or a :class:`~.point.ClassMatrixOperator`:
         attributes ``n_features`` (D), ``n_classes`` (K) and a method ``apply(k, V)``
-        returning ``R_k @ V`` for V of shape (D, m). Operators with ``D <= dense_max_dim`` are materialised (K products with I_D).
+        returning ``R_k @ V`` for V of shape (D, m). Operators with
+        ``D <= budget.dense_max_dim`` are materialised (K products with I_D).
     W : ndarray of shape (D, K)
         The point, with orthonormal columns. If ``1e-10 < ||W^T W - I||_2 <= 1e-2``, W is
         replaced by its polar factor (the reason says so); a larger error is reported as not
@@ -78,17 +62,7 @@ def certify_global_optimum(
         ``f(W') <= verified_upper_bound <= f(W) + K * tol * scale``.
     full_sdp : {"auto", True, False}, default="auto"
         Whether, when W is not certified, to bound ``max f`` with the full SDP relaxation
-        (needs cvxpy and clarabel). ``"auto"`` does so when ``D <= max_sdp_dim``.
-    max_sdp_dim : int, default=20
-        Largest D for the full SDP under ``"auto"`` (memory grows fast: >21 GB at D = 100).
-    dense_max_dim : int, default=200
-        Largest D for dense eigendecompositions in the search (Kelley cutting planes, reduced
-        bound); larger problems search with Lanczos. Verified bounds use dense ``eigh`` up to
-        D = 1000 and a Cholesky-proved Lanczos estimate above it, or above 200 where the search
-        holds the estimate, whenever the R_k are arrays (``eigen_check`` records which); only
-        operators with ``D > dense_max_dim`` rely on Lanczos alone. Above ``dense_max_dim``
-        the trivial bound and the SDP-dual test's bound at nu are proved only where a proved
-        lower bound on them is below the best bound (the reason names those skipped).
+        (needs cvxpy and clarabel). ``"auto"`` does so when ``D <= budget.max_sdp_dim``.
     rng : None, int or numpy.random.Generator
         Seeds the Lanczos start vectors.
     moment : bool, default=False
@@ -96,16 +70,17 @@ def certify_global_optimum(
         (:mod:`.moment`; needs cvxpy): W is certified (``method="moment"``) when its rigorous
         bound is within ``tol`` of f(W), relative; otherwise the bound is used if it is the
         tightest. Needs the class matrices as arrays. The reason records the solver and time.
-    max_moment_block : int, default=800
-        Size guard of the moment relaxation: a larger PSD block is not attempted (the reason
-        gives the size it would need).
-    max_seconds : float, default=300
-        Size guard for large D: when the class matrices are arrays with D > ``dense_max_dim``,
-        the test's time is estimated first (:func:`estimated_seconds`, about ten D x D
-        factorisations per class, timed on this machine at a smaller size); above
-        ``max_seconds`` the test is not attempted and the certificate says so ("not
-        attempted: D too large (estimated ... s)"), instead of a silent wait. ``math.inf``
-        turns the guard off.
+    budget : CertificateBudget
+        The thresholds (:mod:`.budget`). ``dense_max_dim``: largest D for dense
+        eigendecompositions in the search (larger problems search with Lanczos; verified bounds
+        use dense ``eigh`` up to ``verify_dense_max_dim`` and a Cholesky-proved Lanczos
+        estimate above, whenever the R_k are arrays: ``eigen_check`` records which; above
+        ``dense_max_dim`` the trivial bound and the SDP-dual bound at nu are proved only where
+        they could beat the best bound, the reason names those skipped). ``max_sdp_dim``:
+        largest D for the full SDP under ``"auto"``. ``max_moment_block``: the moment level's
+        size guard. ``max_seconds``: for arrays with D > ``dense_max_dim`` the test's time is
+        estimated first (:func:`estimated_seconds`); above it the certificate is "not
+        attempted: D too large (estimated ... s)" (``math.inf`` turns the guard off).
     dual_out : dict, optional
         When W is not certified, receives the cheap bound's dual point ``Y = V T V^T`` as
         ``V`` and ``T`` (used by the low-rank kernel test to lift it, docs/design.md §4c).
@@ -125,24 +100,10 @@ def certify_global_optimum(
 
     Notes
     -----
-    Verification of the nu-test at W (docs/design.md section 4, 3c). ``M_k(nu) w_k`` equals the
-    stationarity residual ``r_k`` for every nu, so M_k has a (near) zero eigenvalue along w_k.
-    Writing ``x = a w_k + Q y`` (Q an orthonormal basis of the complement of w_k),
-    ``lambda_max(M_k) <= lambda_max([[alpha, beta], [beta, gamma]])`` with
-    ``alpha = w_k^T M_k w_k``, ``beta = ||Q^T M_k w_k||`` and ``gamma = lambda_max(Q^T M_k Q)``,
-    which is what is checked; an inexact stationary point therefore only passes when its
-    residual is below the tolerance. If the margins are ``-e_a`` (for (a)) and ``-e_b`` (for
-    (b)), ``Y = W (S + e_a I) W^T`` with ``nu + e_b`` is dual feasible, so
-    ``max f <= f(W) + K (e_a + e_b) / 2``: that bound is ``verified_upper_bound``.
-
-    A necessary condition is ``nu_k in [lambda_max(P R_k P), Lambda_kk]`` with P the projector on
-    the complement of W (``q^T M_k q = q^T R_k q - nu_k`` for q orthogonal to W and
-    ``e_k^T S e_k = Lambda_kk - nu_k``). An empty interval proves W is not a global maximiser:
-    replacing w_k by the top eigenvector of ``P R_k P`` raises f.
-
-    Cutting planes use Rayleigh quotients of the eigen-solver's vectors, so they stay valid for
-    inexact eigenvectors; only the verification needs upper bounds on eigenvalues
-    (:func:`catdask.certificate.eigen.verified_top`).
+    How the nu-test is verified at an inexact stationary point (a 2 x 2 bound per class), the
+    bound its margins give (``verified_upper_bound``), the necessary nu interval whose emptiness
+    refutes W, and why the cutting planes stay valid for inexact eigenvectors: docs/design.md
+    section 4 and :mod:`.sdp_dual`.
 
     References
     ----------
@@ -164,49 +125,44 @@ def certify_global_optimum(
         raise ValueError(f"full_sdp must be 'auto', True or False. Got {full_sdp!r} instead.")
     if not (np.isfinite(tol) and 0 < tol < 1):
         raise ValueError(f"tol must be in (0, 1). Got tol = {tol!r} instead.")
-    if not (max_seconds > 0):
-        raise ValueError(f"max_seconds must be > 0. Got max_seconds = {max_seconds!r} instead.")
+    if not (budget.max_seconds > 0):
+        raise ValueError(f"max_seconds must be > 0. Got max_seconds = {budget.max_seconds!r} "
+                         "instead.")
     rng = np.random.default_rng(rng)
-    inputs = read_inputs(scatter, W, int(dense_max_dim))
-    stage = "reading the class matrices"
-    point = None
+    inputs = read_inputs(scatter, W, int(budget.dense_max_dim))
+    state = LinearState(None, full_sdp, moment, dual_out, search_bound)
     blas = one_blas_thread()  # the size guard's probe too: it times what the test will run
     try:
-        refused = size_guard(inputs, int(dense_max_dim), max_seconds, tol, t0)
+        refused = size_guard(inputs, int(budget.dense_max_dim), budget.max_seconds, tol, t0)
         if refused is not None:
             return refused
-        point = StationaryPoint(inputs, tol=tol, dense_max_dim=int(dense_max_dim), rng=rng)
-        stage = "Rapcsák's test"
-        rap_lmax, rap_check = rapcsak_lambda_max(point)
-        stage = "the SDP-dual test"
-        sdp = sdp_dual_test(point)
-        stage = "the upper bound"
-        cert = _record(point, rap_lmax, rap_check, sdp, full_sdp, max_sdp_dim, t0, dual_out,
-                       search_bound)
+        state.point = StationaryPoint(inputs, tol=tol, budget=budget, rng=rng)
         # One BLAS thread for the moment level too (SCS has its own; docs/design.md §4b).
-        if moment and not cert.certified:
-            stage = "the moment relaxation"
-            cert = _moment_level(point, cert, int(max_moment_block), t0)
-        return cert
+        trail = climb(LINEAR_LADDER, budget, state)
+        return _render(state, trail, t0)
     except CannotTest as exc:
         why = str(exc)
     except numerical_failures() as exc:  # never crash a fit on a numerical failure
         why = f"{type(exc).__name__}: {exc}"
     finally:
         blas.restore_original_limits()
+    point = state.point
     objective = np.nan if point is None else point.f * point.unit
     return not_certified(
-        f"not certified: the test could not run ({stage}: {why})",
+        f"not certified: the test could not run ({state.stage}: {why})",
         objective=objective, tol=tol, seconds=time.perf_counter() - t0,
     )
 
 
-def _record(point, rap_lmax, rap_check, sdp, full_sdp, max_sdp_dim, t0, dual_out=None,
-            search_bound=True):
-    """The Certificate of a completed test, in the caller's units."""
+def _render(state, trail, t0):
+    """The Certificate of a completed climb, in the caller's units: the SDP-dual level's
+    verdict, the bound levels' smallest bound and the moment level's; the reason is each
+    level's clause, joined in the order the levels ran."""
+    point, sdp = state.point, state.sdp
     tau, f, unit = point.tau, point.f, point.unit
+    rap_lmax = state.rap_lmax
     rapcsak = bool(rap_lmax <= tau)
-    certified = sdp["passed"] or rapcsak
+    certified = state.certified
     method = "sdp-dual" if sdp["passed"] else ("rapcsak" if rapcsak else None)
     if certified:
         # Reported bound = f(W) (gap 0); the verified bound includes the tolerance's slack.
@@ -225,8 +181,9 @@ def _record(point, rap_lmax, rap_check, sdp, full_sdp, max_sdp_dim, t0, dual_out
                 f"* scale <= tol = {point.tol:.0e}, so every orthonormal W' has f(W') <= f(W) + "
                 f"{(verified - f) * unit:.1e}"
             )
-    elif search_bound:
-        upper, bound_method, reason = _upper_bound(point, sdp, full_sdp, max_sdp_dim, dual_out)
+    elif state.search_bound:
+        state.stage = "the upper bound"
+        upper, bound_method, reason = _searched_bound(state, trail)
         verified = upper
     else:
         bounds = [trivial_bound(point)] + ([sdp["bound"]] if sdp["bound"] is not None else [])
@@ -235,10 +192,10 @@ def _record(point, rap_lmax, rap_check, sdp, full_sdp, max_sdp_dim, t0, dual_out
     gap = 0.0 if certified else relative_gap(upper, f, tau)
     checks = list(point.eigen_checks)  # after the bound, which may have proved more
     if method == "rapcsak":
-        checks.append(rap_check)
+        checks.append(state.rap_check)
     if point.notes:
         reason += "; " + "; ".join(point.notes)
-    return Certificate(
+    cert = Certificate(
         applicable=True,
         certified=bool(certified),
         method=method,
@@ -258,157 +215,52 @@ def _record(point, rap_lmax, rap_check, sdp, full_sdp, max_sdp_dim, t0, dual_out
         reason=reason,
         verified_upper_bound=float(verified * unit),
         eigen_check=weakest_check(checks),
+        status=trail[0].status,
     )
+    moment = [o for o in trail if o.level == "moment"]
+    return _with_moment(point, cert, moment[0], t0) if moment and moment[0].note else cert
 
 
-def _moment_level(point, cert, max_block, t0):
-    """Level 2 of the hierarchy, tried only after the SDP-dual test failed (docs/design.md §4)."""
-    if point.R_all is None:
-        note = "moment relaxation skipped: it needs the class matrices as arrays"
-        return dataclasses.replace(cert, reason=f"{cert.reason}; {note}")
+def _searched_bound(state, trail):
+    """(bound, where from, reason) when W is not certified: the smallest valid bound. The
+    pending cheap bounds whose proved lower bound is below it are proved now; the reason
+    names the others."""
+    point, f = state.point, state.point.f
+    state.settle(lambda low: low < state.best())
+    upper, bound_method = min(state.bounds, key=lambda b: b[0])
+    upper = max(upper, f)  # a valid bound is never below an attained value
+    clauses = [state.sdp["reason"]]
+    clauses += [o.note for o in trail[1:] if o.note and o.level != "moment"]
+    for name, low, _ in state.pending:
+        clauses.append(f"{name} not proved: it is >= {low * point.unit:.10g} (relative gap "
+                       f"{relative_gap(max(low, f), f, point.tau):.1e})")
+    return upper, bound_method, "; ".join(clauses)
+
+
+def _with_moment(point, cert, outcome, t0):
+    """``cert`` with the moment level's outcome: its proof, its tighter bound, or its clause."""
+    seconds = time.perf_counter() - t0
+    mb = outcome.evidence
+    if mb is None:  # not attempted: the reason says why
+        return dataclasses.replace(cert, reason=f"{cert.reason}; {outcome.note}")
     f, unit = point.f, point.unit
-    try:
-        mb = moment_relaxation_bound(point.R_all, W=point.W, max_psd_block=max_block,
-                                     target_gap=point.tol)
-        if mb.dual.anchor is not None and not mb.upper_bound - f <= point.tol * abs(f):
-            # The anchored basis did not prove W: the full basis may (slower; docs 4b).
-            full = moment_relaxation_bound(point.R_all, W=point.W, anchor="full",
-                                           max_psd_block=max_block, target_gap=point.tol)
-            mb = min((mb, full), key=lambda b: b.upper_bound)
-    except (RelaxationTooLarge, ImportError) as exc:
-        return dataclasses.replace(cert, reason=f"{cert.reason}; moment relaxation skipped: {exc}")
     # The proof data in the caller's units (unit is a power of two: the scaling is exact), kept
     # with the certificate so that it can be re-verified without re-solving.
     dual = dataclasses.replace(mb.dual, scale=mb.dual.scale * unit,
                                class_matrices=point.R_all * unit)
-    plain = cert
-    cert = dataclasses.replace(cert, moment_dual=dual)  # kept only where its bound is used
-    gap = max(0.0, (mb.upper_bound - f) / abs(f)) if f else math.inf
-    how = (f"level-2 moment relaxation ({mb.solver}, {mb.n_moments:,} moments, largest PSD "
-           f"block {max(mb.block_sizes)}, {mb.iterations} iterations, {mb.seconds:.1f} s): "
-           f"rigorous bound "
-           f"{mb.upper_bound * unit:.10g}, relative gap {gap:.1e}"
-           + ("" if mb.status in ("optimal", "solved") else f", solver status {mb.status}"))
-    seconds = time.perf_counter() - t0
-    if gap <= point.tol:
+    if outcome.status == CERTIFIED:
         return dataclasses.replace(
             cert, certified=True, method="moment", upper_bound=float(f * unit),
-            bound_method="certificate", gap=0.0,
+            bound_method="certificate", gap=0.0, moment_dual=dual, status=CERTIFIED,
             verified_upper_bound=float(max(mb.upper_bound, f) * unit), seconds=seconds,
-            reason=f"certified by the {how} <= tol = {point.tol:.0e}; {cert.reason}",
+            reason=f"certified by the {outcome.note} <= tol = {point.tol:.0e}; {cert.reason}",
         )
+    reason = f"{cert.reason}; not certified by the {outcome.note}"
     if mb.upper_bound * unit < cert.upper_bound:
         upper = max(mb.upper_bound, f)
         return dataclasses.replace(
-            cert, upper_bound=float(upper * unit), bound_method="moment",
+            cert, upper_bound=float(upper * unit), bound_method="moment", moment_dual=dual,
             gap=float(relative_gap(upper, f, point.tau)),
-            verified_upper_bound=float(upper * unit), seconds=seconds,
-            reason=f"{cert.reason}; not certified by the {how}",
+            verified_upper_bound=float(upper * unit), seconds=seconds, reason=reason,
         )
-    return dataclasses.replace(plain, seconds=seconds,
-                               reason=f"{cert.reason}; not certified by the {how}")
-
-
-def _upper_bound(point, sdp, full_sdp, max_sdp_dim, dual_out=None):
-    """(bound, where from, reason) when W is not certified: the smallest valid bound.
-
-    Above ``dense_max_dim`` two bounds cost K eigenvalue proofs of order D each (the trivial
-    bound, the SDP-dual test's bound at its nu) and are held *pending* with a proved lower
-    bound on their value (Rayleigh quotients): one is proved only where it could decide
-    something, i.e. where its lower bound is below the smallest proved bound (or within
-    ``SUBSPACE_MIN_GAP``, where it decides whether the subspace bound runs). Skipping one
-    whose lower bound is already beaten leaves the result unchanged (docs/design.md §4).
-    """
-    f = point.f
-    bounds, pending, skipped = [], [], []
-    if point.dense:
-        bounds.append((trivial_bound(point), "reduced"))
-    else:
-        low = 0.5 * float(np.sum(point.lam_low_R)) - point.K * point.round_guard()
-        pending.append(("trivial bound", low, lambda: trivial_bound(point)))
-    if sdp["bound"] is not None:
-        bounds.append((sdp["bound"], "reduced"))
-    elif sdp.get("verify") is not None:
-        def nu_bound():
-            verified = sdp["verify"]()
-            sdp["margin"] = verified["margin"]  # reported as verified from now on
-            return verified["bound"]
-        pending.append(("SDP-dual bound at nu", sdp["bound_low"], nu_bound))
-
-    def settle(could_matter):
-        """Prove the pending bounds whose lower bound ``could_matter``; keep the others."""
-        for item in list(pending):
-            if could_matter(item[1]):
-                pending.remove(item)
-                bounds.append((item[2](), "reduced"))
-
-    def best():
-        return min((b for b, _ in bounds), default=math.inf)
-
-    use_sdp, why_not = want_full_sdp(full_sdp, point.D, max_sdp_dim)
-    subspace_note = None
-    reduced_done = False
-    if point.dense:
-        # Dense eigendecompositions: the projected-subgradient bound costs a few K eigh of
-        # order D (0.06 s at D = 50, K = 10), the subspace bound ~20x that (docs/design.md §4).
-        bounds.append((reduced_bound(point, sdp["nu"], sdp["directions"], out=dual_out),
-                       "reduced"))
-        reduced_done = True
-    # A pending bound within SUBSPACE_MIN_GAP may make the subspace bound unnecessary.
-    settle(lambda low: relative_gap(max(low, f), f, point.tau) <= SUBSPACE_MIN_GAP)
-    cheap_gap = relative_gap(max(best(), f), f, point.tau)
-    wants_subspace = (not use_sdp and full_sdp is not False and point.R_all is not None
-                      and point.K < point.D)
-    if wants_subspace and cheap_gap <= SUBSPACE_MIN_GAP:
-        wants_subspace = False
-        subspace_note = (f"subspace dual bound skipped: the cheap bound's relative gap "
-                         f"{cheap_gap:.1e} is already <= {SUBSPACE_MIN_GAP:g}")
-    if wants_subspace and have_small_sdp_solver():
-        # Too large for the full SDP: its dual restricted to a growing subspace (still a
-        # "reduced" bound, Y = V T V^T, T from a small model; docs/design.md §4). Arrays only:
-        # an operator keeps to matvecs (the projected-subgradient bound).
-        try:
-            bound, info = subspace_dual_bound(point, sdp["directions"], sdp["nu"])
-            bounds.append((bound, "reduced"))
-            subspace_note = _subspace_note(point, bound, info)
-            if dual_out is not None:  # its dual point, in the caller's units, for the lifts
-                dual_out["subspace"] = (info["V"], info["T"] * point.unit)
-        except numerical_failures() as exc:  # solver failure: the projected-subgradient bound
-            subspace_note = f"subspace dual bound failed ({type(exc).__name__}: {exc})"
-    if not reduced_done and (subspace_note is None or subspace_note.startswith(
-            "subspace dual bound failed") or dual_out is not None):
-        # (the low-rank kernel test lifts this bound's dual point: dual_out)
-        bounds.append((reduced_bound(point, sdp["nu"], sdp["directions"], out=dual_out),
-                       "reduced"))
-    if use_sdp:
-        try:
-            bounds.append((full_sdp_bound(point), "sdp"))
-        except numerical_failures() as exc:  # fall back to the cheap bound, say why
-            why_not = f"the full SDP failed ({type(exc).__name__}: {exc})"
-    settle(lambda low: low < best())
-    skipped = [(name, low) for name, low, _ in pending]
-    upper, bound_method = min(bounds, key=lambda b: b[0])
-    upper = max(upper, f)  # a valid bound is never below an attained value
-    reason = sdp["reason"]
-    if why_not:
-        reason += f"; full SDP bound skipped: {why_not}"
-    if subspace_note:
-        reason += f"; {subspace_note}"
-    for name, low in skipped:
-        reason += (f"; {name} not proved: it is >= {low * point.unit:.10g} (relative gap "
-                   f"{relative_gap(max(low, f), f, point.tau):.1e})")
-    return upper, bound_method, reason
-
-
-def _subspace_note(point, bound, info):
-    """What the subspace dual bound found, in the caller's units, with the relaxation's floor."""
-    f, unit = point.f, point.unit
-    gap = relative_gap(max(bound, f), f, point.tau)
-    note = (f"relaxation's dual in a {info['m']}-dimensional subspace ({info['rounds']} rounds, "
-            f"{info['seconds']:.1f} s): bound {bound * unit:.10g}, relative gap {gap:.1e}")
-    low = info["floor"]
-    if low is not None and low > f + point.tau:
-        note += (f"; the SDP relaxation is not tight at W: a feasible point of it has value "
-                 f"{low * unit:.10g} > f(W) (relative {(low - f) / abs(f):.1e}), so no nu "
-                 "can pass and no bound from this relaxation is below it")
-    return note
+    return dataclasses.replace(cert, seconds=seconds, reason=reason)

@@ -26,44 +26,31 @@ import math
 
 import numpy as np
 
+from .budget import DEFAULT_BUDGET
 from .certify import one_blas_thread
 from .eigen import sym, verified_top
 
-__all__ = ["class_block_leftover", "frobenius_leftover", "SPECTRAL_MAX_CLASS_BYTES"]
+__all__ = ["class_block_leftover"]
 
 _EPS = np.finfo(float).eps
-#: The spectral bound keeps one class block ``Delta_kk`` (``8 n_k^2`` bytes) in memory; larger
-#: classes get the Frobenius bound only (n_k <= 4,096 at 128 MiB: with the verification's
-#: copy and the factor, blobs at N = 20,000 peaked at 666 MiB beyond the fit before the block
-#: was centred in place).
-SPECTRAL_MAX_CLASS_BYTES = 128 * 1024**2
-#: Gram columns fetched per request in the class-block pass: each request is an N x BLOCK
-#: array (and the centred operator's two copies of it), 51 MB at N = 50,000.
-BLOCK = 128
-#: Classes whose block ``G^_kk`` takes at most this many bytes get it whole from the operator
-#: (``class_gram``: ``n_k^2`` kernel entries) instead of as ``N x BLOCK`` columns whose rows
-#: outside the class are discarded (``N n_k`` entries, K times more). A block the spectral
-#: bound keeps (up to :data:`SPECTRAL_MAX_CLASS_BYTES`) is always asked for whole: it is held
-#: anyway, and the numpy operators build it without a temporary of its size. Measured: blobs
-#: N = 5,000, D = 20, K = 5, class origin, the pass took 0.46 s of a 0.58 s test (CPU time)
-#: through columns; N = 20,000, global origin (blocks of 4,000), the kept blocks through
-#: columns 5.2 s of CPU, whole 1.3 s.
-CLASS_GRAM_MAX_BYTES = 32 * 1024**2
-#: Entries of one slab of rows of a class block too large to hold (``class_gram_rows``):
-#: 32 MB of float64, and the centred operator's temporary of the same size.
-SLAB_ENTRIES = 4 * 1024**2
+# The pass's sizes are the budget's (:mod:`.budget`): ``spectral_max_class_bytes`` (a class
+# block kept for the spectral bound), ``class_gram_max_bytes`` (blocks asked for whole through
+# ``class_gram``: n_k^2 kernel entries instead of the N n_k of columns, K times fewer; a kept
+# block is always asked for whole), ``slab_entries`` (rows of a block too large to hold) and
+# ``class_block_columns`` (Gram columns per request otherwise).
 
 
-def _class_block(operator, L, idx, block, keep, k=None):
+def _class_block(operator, L, idx, keep, budget, rows_of, k=None):
     """``Delta_kk = G^_kk - L_k L_k^T`` entry by entry (no cancellation between large sums):
     the block itself when ``keep``, the sum of its squared entries and ``max |G^_ij|``.
 
     ``k``: the class, when ``idx`` are its members in the operator's ``class_gram`` order and
-    the block is small enough to ask for whole."""
+    the block is small enough to ask for whole. ``rows_of``: the operator's
+    ``class_gram_rows`` where it makes them, else None."""
     Lk = L[idx]
+    block = budget.class_block_columns
     total, gmax = 0.0, 0.0
-    if (k is not None and (keep or 8 * idx.size**2 <= CLASS_GRAM_MAX_BYTES)
-            and hasattr(operator, "class_gram")):
+    if k is not None and (keep or 8 * idx.size**2 <= budget.class_gram_max_bytes):
         # A kept block is held whole anyway: asked for whole it costs n_k^2 kernel entries
         # instead of N n_k (blobs N = 20,000, K = 5: the pass's kernel work 5x smaller).
         out = _writable(operator.class_gram(k))  # (n_k, n_k)
@@ -75,13 +62,10 @@ def _class_block(operator, L, idx, block, keep, k=None):
             out[:, a : a + block] -= Lk @ Lk[a : a + block].T
         total = float(np.einsum("ij,ij->", out, out))
         return (out if keep else None), total, gmax
-    rows_of = None
-    if k is not None and getattr(operator, "makes_class_gram_rows", True):
-        rows_of = getattr(operator, "class_gram_rows", None)  # slabs where the operator makes them
-    if rows_of is not None and not keep:
+    if k is not None and rows_of is not None and not keep:
         # Too large to hold: slabs of rows of G^_kk (n_k^2 kernel entries in all, not the
         # N n_k of columns; blobs N = 50,000, K = 5: 0.5e9 instead of 2.5e9).
-        step = max(1, SLAB_ENTRIES // max(idx.size, 1))
+        step = max(1, budget.slab_entries // max(idx.size, 1))
         for a in range(0, idx.size, step):
             S = _writable(rows_of(k, a, min(a + step, idx.size)))
             if S.size:
@@ -111,19 +95,7 @@ def _writable(block):
     return np.array(out)  # a view of someone's memory (a stored G, a tensor): copied
 
 
-def frobenius_leftover(operator, L, members, block=BLOCK):
-    """``||Delta_kk||_F`` per class (Lemma 1b), streaming the class blocks.
-
-    One pass of Gram columns over the class blocks (``sum_k N n_k = N^2`` kernel entries, the
-    rows outside the class discarded). Each entry is computed as ``G_ij - L_i . L_j``; its
-    rounding, at most ``e = 4 (m + 2) eps max_i |G^_ij|``, is added as ``n_k e``.
-    """
-    return class_block_leftover(operator, L, members, "global", block=block,
-                                spectral=False)[0]
-
-
-def class_block_leftover(operator, L, members, origin, *, block=BLOCK, spectral=True,
-                         max_class_bytes=SPECTRAL_MAX_CLASS_BYTES):
+def class_block_leftover(operator, L, members, origin, *, spectral=True, budget=DEFAULT_BUDGET):
     """Frobenius (Lemma 1b) and spectral (Lemma 1c) bounds on ``||D_k||``, one class-block pass.
 
     Parameters
@@ -138,7 +110,9 @@ def class_block_leftover(operator, L, members, origin, *, block=BLOCK, spectral=
         ``"class"``: ``D_k``'s spectrum is that of the centred ``E_k Delta_kk E_k``.
     spectral : bool
         Also bound ``lambda_max(E_k Delta_kk E_k)`` for classes whose block fits in
-        ``max_class_bytes`` (the others get ``inf``).
+        ``budget.spectral_max_class_bytes`` (the others get ``inf``).
+    budget : CertificateBudget
+        The pass's sizes (see the note above :func:`_class_block`).
 
     Returns
     -------
@@ -149,22 +123,23 @@ def class_block_leftover(operator, L, members, origin, *, block=BLOCK, spectral=
         was kept, else None.
     """
     with one_blas_thread():  # small eigenproblems: a second BLAS thread under load costs 100x
-        return _class_block_leftover(operator, L, members, origin, block, spectral,
-                                     max_class_bytes)
+        return _class_block_leftover(operator, L, members, origin, spectral, budget)
 
 
-def _class_block_leftover(operator, L, members, origin, block, spectral, max_class_bytes):
+def _class_block_leftover(operator, L, members, origin, spectral, budget):
     m = L.shape[1]
+    # Slabs of a class block's rows: a capability of the operator, checked once.
+    rows_of = operator.class_gram_rows if operator.makes_class_gram_rows else None
     frob = np.empty(len(members))
     spec = np.full(len(members), math.inf)
     cross = [None] * len(members)
     for k, idx in enumerate(members):
         idx = np.asarray(idx)
         n = idx.size
-        keep = spectral and 8 * n * n <= max_class_bytes
+        keep = spectral and 8 * n * n <= budget.spectral_max_class_bytes
         # members(k) is class_gram's row order (catdask.core.classes.ClassIndex.members)
         own = k if np.array_equal(idx, np.asarray(operator.classes.members(k))) else None
-        Delta, total, gmax = _class_block(operator, L, idx, block, keep, own)
+        Delta, total, gmax = _class_block(operator, L, idx, keep, budget, rows_of, own)
         entry = 4.0 * (m + 2) * _EPS * gmax  # rounding of one entry G_ij - L_i . L_j
         frob[k] = math.sqrt(total) + n * entry  # ||error||_2 <= ||error||_F <= n e
         if keep and n:

@@ -6,11 +6,11 @@ Two kinds of answers (docs/design.md section 4):
   operator). The search uses only its eigenvector, through Rayleigh quotients, which are valid
   lower bounds on ``lambda_max`` whatever the solver's accuracy.
 - :func:`verified_top` returns an *upper bound* on ``lambda_max``, which is what makes a test or
-  a dual bound rigorous: dense LAPACK ``eigh`` up to :data:`VERIFY_DENSE_MAX_DIM`; above it a
-  Lanczos estimate ``mu`` proved by a Cholesky factorisation of ``mu I - A`` (Sylvester's law of
-  inertia: it exists only if ``lambda_max(A) < mu``), so the bound does not depend on Lanczos
-  having converged (if the factorisation fails, dense ``eigh`` decides). Operators too large to
-  materialise can only use Lanczos, and say so (``"lanczos"``).
+  a dual bound rigorous: dense LAPACK ``eigh`` up to the budget's ``verify_dense_max_dim``;
+  above it a Lanczos estimate ``mu`` proved by a Cholesky factorisation of ``mu I - A``
+  (Sylvester's law of inertia: it exists only if ``lambda_max(A) < mu``), so the bound does
+  not depend on Lanczos having converged (if the factorisation fails, dense ``eigh`` decides).
+  Operators too large to materialise can only use Lanczos, and say so (``"lanczos"``).
 
 Measured on the 2-core development machine (one thread, dense PSD n x n): top eigenpair by
 ``eigh(subset_by_index)`` 2 ms at n = 200, 10 ms at 400, 50 ms at 800, 120 ms at 1200, 200 ms at
@@ -24,16 +24,11 @@ import numpy as np
 import scipy.linalg
 from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, LinearOperator, eigsh
 
-__all__ = ["DENSE_MAX_DIM", "VERIFY_DENSE_MAX_DIM", "EIGEN_CHECKS", "cholesky_upper", "NumericalFailure",
-           "sym",
-           "top_eig", "verified_top", "weakest_check"]
+from .budget import DEFAULT_BUDGET
 
-# The search (Kelley cutting planes, reduced bound) works on dense D x D matrices up to this D
-# and on matvecs (Lanczos) above it: there warm-started Lanczos beats dense eigh.
-DENSE_MAX_DIM = 200
-# Verified upper bounds use dense eigh up to this n (<= ~0.1 s each, measured above) and a
-# Cholesky-proved Lanczos estimate above it (about half the time of eigh).
-VERIFY_DENSE_MAX_DIM = 1000
+__all__ = ["EIGEN_CHECKS", "cholesky_upper", "NumericalFailure", "sym", "top_eig",
+           "verified_top", "weakest_check"]
+
 # From strongest to weakest; a certificate records the weakest one it relied on.
 EIGEN_CHECKS = ("dense", "lanczos+cholesky", "lanczos")
 # Lanczos accuracy (relative to a shifted, well-separated eigenvalue; see top_eig).
@@ -140,7 +135,8 @@ def cholesky_upper(matrix, estimate, *, shift=0.0):
     return None
 
 
-def verified_top(n, *, matrix=None, matvec=None, shift=0.0, v0=None, estimate=None):
+def verified_top(n, *, matrix=None, matvec=None, shift=0.0, v0=None, estimate=None,
+                 budget=DEFAULT_BUDGET):
     """A verified upper bound on lambda_max of a symmetric matrix or operator.
 
     Parameters
@@ -157,7 +153,7 @@ def verified_top(n, *, matrix=None, matvec=None, shift=0.0, v0=None, estimate=No
         Lanczos start vector.
     estimate : (float, ndarray of shape (n,)), optional
         An estimated top eigenpair already at hand (used for a matrix above
-        :data:`DENSE_MAX_DIM`): proved by :func:`cholesky_upper` without a new Lanczos run or
+        ``budget.dense_max_dim``): proved by :func:`cholesky_upper` without a new Lanczos run or
         eigendecomposition; if the proof fails, the bound is computed as without it.
 
     Returns
@@ -172,12 +168,12 @@ def verified_top(n, *, matrix=None, matvec=None, shift=0.0, v0=None, estimate=No
     if matrix is None:
         upper, v = top_eig(n, matvec=matvec, shift=shift, v0=v0)
         return upper, v, "dense" if n <= 8 else "lanczos"
-    if estimate is not None and n > DENSE_MAX_DIM:
+    if estimate is not None and n > budget.dense_max_dim:
         # One Cholesky (n^3 / 3 flops) instead of a reduction to tridiagonal form (4 n^3 / 3).
         mu = cholesky_upper(matrix, float(estimate[0]), shift=shift)
         if mu is not None:
             return mu, estimate[1], "lanczos+cholesky"
-    if n <= VERIFY_DENSE_MAX_DIM:
+    if n <= budget.verify_dense_max_dim:
         upper, v = top_eig(n, matrix=matrix)
         return upper, v, "dense"
     try:

@@ -4,41 +4,128 @@ With ``G = L L^T`` (pivoted Cholesky, :mod:`catdask.kernels.gram_factor`) the ke
 exactly the linear one on the rows of L, features in an r-dimensional isometric copy of the data
 span (docs/design.md §4, "Kernel version"), so :func:`certify_global_optimum` applies to the
 class matrices of L's rows and the point ``W = L^T A^T``. That needs L to round-off; above
-:data:`CERTIFICATE_DENSE_MAX_SAMPLES` samples the low-rank test of docs/design.md §4c
+``budget.dense_max_samples`` samples the low-rank test of docs/design.md §4c
 (:mod:`.kernel_lowrank`) runs instead: ``O(N r)`` memory whatever G's rank, a certificate where
 the compressed relaxation is tight and a rigorous gap elsewhere.
+
+The kernel ladder (:mod:`.ladder`): ``probe`` (the low-rank test at a few landmarks, up to
+``dense_max_samples``; it ends the climb only when it certifies), ``low-rank`` (above it: the
+rounds with their lifts), ``exact factor`` (the test through ``G = L L^T``: below
+``dense_max_samples`` after the probe, and above it, up to ``exact_factor_max_rank``
+samples, where the low-rank lift, not the relaxation, left the gap open).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ..kernels.gram_factor import pivoted_cholesky
 from ..operators import blocks
+from .budget import DEFAULT_BUDGET
 from .certify import certify_global_optimum
-from . import kernel_lowrank
 from .kernel_lowrank import certify_kernel_lowrank
+from .ladder import CERTIFIED, GAP, NOT_ATTEMPTED, Outcome, climb
 from .record import not_applicable
 
 __all__ = ["certify_kernel_axes", "dense_kernel_test", "lift_keeps_gap_open",
-           "equivalent_class_matrices", "CERTIFICATE_MAX_RANK", "CERTIFICATE_DENSE_MAX_SAMPLES"]
+           "equivalent_class_matrices", "KERNEL_LADDER"]
 
-#: Fits of more samples go to the low-rank test (docs/design.md §4c): it reached the dense
-#: test's verdicts at a fraction of its cost (vehicle, N = 846, global origin: certified in
-#: 3.3 s where the dense test made the fit 25x slower; benchmarks/bench_certificate_scale.py),
-#: and searching for an exact factor of a high-rank G cost 45% of a fit only to give up.
-CERTIFICATE_DENSE_MAX_SAMPLES = 300
 
-# Certify kernel fits through a pivoted-Cholesky factor G = L L^T of at most this rank
-# (docs/design.md §4, "Kernel version"); beyond it the certificate is not attempted.
-CERTIFICATE_MAX_RANK = 1500
+@dataclass
+class KernelState:
+    """The problem the kernel levels share, as :func:`certify_kernel_axes` takes it."""
+
+    operator: Any
+    classes: Any
+    origin: str
+    A: np.ndarray
+    full_sdp: bool | str
+    moment: bool
+    rng: Any
+    projections: Any
+
+
+class Probe:
+    """The low-rank test at ``probe_rank`` landmarks (docs/design.md §4c, "Cost"): a
+    certificate ends the test (wine, global origin: 0.015 s against the dense test's 0.053 s);
+    otherwise the exact factor decides, with its gap."""
+
+    name = "probe"
+
+    def applies(self, budget, state):
+        return state.operator.n_samples <= budget.dense_max_samples
+
+    def estimate(self, budget, state):
+        return {"landmarks": budget.probe_rank, "samples": state.operator.n_samples}
+
+    def run(self, budget, state):
+        probe = certify_kernel_lowrank(state.operator, state.origin, state.A,
+                                       full_sdp=state.full_sdp, rng=state.rng, probe_only=True,
+                                       projections=state.projections, budget=budget)
+        if probe is not None:
+            return Outcome(self.name, CERTIFIED, bound=probe.verified_upper_bound,
+                           evidence=probe, next=None)
+        return Outcome(self.name, GAP, next="exact factor")
+
+
+class LowRank:
+    """The low-rank test's rounds with their lifts (docs/design.md §4c)."""
+
+    name = "low-rank"
+
+    def applies(self, budget, state):
+        return state.operator.n_samples > budget.dense_max_samples
+
+    def estimate(self, budget, state):
+        return {"factor_bytes": budget.lowrank_max_bytes, "samples": state.operator.n_samples}
+
+    def run(self, budget, state):
+        cert, result = certify_kernel_lowrank(
+            state.operator, state.origin, state.A, full_sdp=state.full_sdp,
+            moment=state.moment, rng=state.rng, projections=state.projections, details=True,
+            budget=budget)
+        # Up to exact_factor_max_rank samples an exact factor always exists (rank <= N), and
+        # where the lift, not the relaxation, keeps the gap open the dense test can close it.
+        rescue = (not cert.certified and state.operator.n_samples
+                  <= budget.exact_factor_max_rank and lift_keeps_gap_open(cert, result))
+        return Outcome(self.name, cert.status, bound=cert.verified_upper_bound, evidence=cert,
+                       next="exact factor" if rescue else None)
+
+
+class ExactFactor:
+    """The test through an exact factor ``G = L L^T`` of rank at most
+    ``exact_factor_max_rank`` (docs/design.md §4, "Kernel version")."""
+
+    name = "exact factor"
+
+    def applies(self, budget, state):
+        return True
+
+    def estimate(self, budget, state):
+        return {"max_rank": budget.exact_factor_max_rank, "samples": state.operator.n_samples}
+
+    def run(self, budget, state):
+        dense = dense_kernel_test(state.operator, state.classes, state.origin, state.A,
+                                  state.full_sdp, state.moment, state.rng, budget)
+        if dense is None:
+            return Outcome(self.name, NOT_ATTEMPTED, next=None, note=(
+                "not attempted: the Gram matrix's numerical rank exceeds "
+                f"{budget.exact_factor_max_rank} (pivoted Cholesky did not converge)"))
+        return Outcome(self.name, dense.status, bound=dense.verified_upper_bound,
+                       evidence=dense, next=None)
+
+
+#: The kernel test's levels, in the order they are tried.
+KERNEL_LADDER = (Probe(), LowRank(), ExactFactor())
 
 
 def certify_kernel_axes(operator, classes, origin, A, *, full_sdp="auto", moment=False,
-                        rng=None, projections=None):
+                        rng=None, projections=None, budget=DEFAULT_BUDGET):
     """Certificate of kernel axes ``A`` (K, N) on a Gram operator of class-sorted samples.
 
     Parameters
@@ -55,61 +142,45 @@ def certify_kernel_axes(operator, classes, origin, A, *, full_sdp="auto", moment
         As in :func:`certify_global_optimum`.
     projections : ndarray of shape (K, N), optional
         The fit's ``A G`` in float64 (the low-rank test then makes no product with G).
+    budget : CertificateBudget
+        The thresholds of the ladder (:data:`KERNEL_LADDER`).
 
     Returns
     -------
     Certificate
-        Up to :data:`CERTIFICATE_DENSE_MAX_SAMPLES` samples the low-rank test's probe when it
-        certifies, else the test through the exact factor (not attempted when G's numerical
-        rank exceeds :data:`CERTIFICATE_MAX_RANK`); above, the low-rank test's certificate or
-        rigorous gap, except that up to :data:`CERTIFICATE_MAX_RANK` samples, where that gap
-        is the lift's rather than the relaxation's, the test through the exact factor runs
-        too and the better outcome is returned (certified, else the smaller gap).
+        The ladder's (see the module docstring); where the exact factor runs after the
+        low-rank test, the better outcome (certified, else the smaller gap).
     """
-    if operator.n_samples > CERTIFICATE_DENSE_MAX_SAMPLES:
-        cert, result = certify_kernel_lowrank(operator, origin, A, full_sdp=full_sdp,
-                                              moment=moment, rng=rng, projections=projections,
-                                              details=True)
-        if cert.certified or operator.n_samples > CERTIFICATE_MAX_RANK \
-                or not lift_keeps_gap_open(cert, result):
-            return cert
-        # Up to CERTIFICATE_MAX_RANK samples an exact factor always exists (rank <= N), and
-        # where the lift, not the relaxation, keeps the gap open the dense test can close it
-        # (high-rank blobs, D = 200, N = 1,500, class origin: gap 1.9e-2 -> certified in 2.6 s;
-        # N = 800: 2.2e-2 -> 1.9e-3; docs/design.md §4c).
-        dense = dense_kernel_test(operator, classes, origin, A, full_sdp, moment, rng)
-        if dense is None or not (dense.certified or dense.gap < cert.gap):
-            return cert
-        return dataclasses.replace(dense, reason=(
-            f"{dense.reason}; the exact Gram factor decided: the low-rank test's lift left a "
-            f"gap of {cert.gap:.1e}"), seconds=cert.seconds + dense.seconds)
-    # The low-rank test's probe first (docs/design.md §4c, "Cost"): a certificate at 48
-    # landmarks ends the test (wine, global origin: 0.015 s against the dense test's 0.053 s);
-    # otherwise the dense test decides, with its gap.
-    probe = certify_kernel_lowrank(operator, origin, A, full_sdp=full_sdp, rng=rng,
-                                   probe_rank=kernel_lowrank.PROBE_RANK, probe_only=True,
-                                   projections=projections)
-    if probe is not None:
-        return probe
-    dense = dense_kernel_test(operator, classes, origin, A, full_sdp, moment, rng)
-    if dense is None:
-        return not_applicable(
-            "not attempted: the Gram matrix's numerical rank exceeds "
-            f"{CERTIFICATE_MAX_RANK} (pivoted Cholesky did not converge)"
-        )
-    return dense
+    state = KernelState(operator, classes, origin, A, full_sdp, moment, rng, projections)
+    return _render(climb(KERNEL_LADDER, budget, state))
 
 
-def dense_kernel_test(operator, classes, origin, A, full_sdp="auto", moment=False, rng=None):
+def _render(trail):
+    """The certificate of a climb of :data:`KERNEL_LADDER`, its reason from the trail."""
+    last = trail[-1]
+    low = next((o.evidence for o in trail if o.level == "low-rank"), None)
+    if low is None:
+        return not_applicable(last.note) if last.evidence is None else last.evidence
+    dense = last.evidence if last.level == "exact factor" else None
+    if dense is None or not (dense.certified or dense.gap < low.gap):
+        return low
+    # The exact factor, where the low-rank lift (not the relaxation) left the gap open.
+    return dataclasses.replace(dense, reason=(
+        f"{dense.reason}; the exact Gram factor decided: the low-rank test's lift left a "
+        f"gap of {low.gap:.1e}"), seconds=low.seconds + dense.seconds)
+
+
+def dense_kernel_test(operator, classes, origin, A, full_sdp="auto", moment=False, rng=None,
+                      budget=DEFAULT_BUDGET):
     """The test through an exact factor ``G = L L^T`` (docs/design.md §4, "Kernel version"),
-    or None when G's numerical rank exceeds :data:`CERTIFICATE_MAX_RANK`."""
+    or None when G's numerical rank exceeds ``budget.exact_factor_max_rank``."""
     t0 = time.perf_counter()
     L, _, ok = pivoted_cholesky(operator.diagonal(), operator.columns, rtol=1e-12,
-                                max_rank=CERTIFICATE_MAX_RANK)
+                                max_rank=budget.exact_factor_max_rank)
     if not ok:
         return None
     cert = certify_global_optimum(equivalent_class_matrices(L, classes, origin), L.T @ A.T,
-                                  full_sdp=full_sdp, moment=moment, rng=rng)
+                                  full_sdp=full_sdp, moment=moment, rng=rng, budget=budget)
     return dataclasses.replace(cert, seconds=time.perf_counter() - t0)
 
 

@@ -24,7 +24,8 @@ the span of the fitted axes and of r landmark features -- and its orthogonal com
 
 W is certified when the smaller lifted bound is within ``gap_tol`` of f(W), relative. The rank
 grows (more landmarks) until that holds, the compressed test itself fails, or the budget
-(``max_rank``, ``max_bytes``) is reached. A probe at :data:`PROBE_RANK` landmarks comes first
+(``lowrank_max_rank``, ``lowrank_max_bytes``) is reached. A probe at ``probe_rank`` landmarks
+comes first
 and ends the test only when it certifies W; otherwise the first round runs on the subspace it
 would have had without the probe (docs/design.md §4c, "Cost").
 """
@@ -38,49 +39,17 @@ import time
 import numpy as np
 
 from ..core.progress import report_stage
+from .budget import DEFAULT_BUDGET
 from .certify import certify_global_optimum, one_blas_thread
-from .complement import class_block_leftover, frobenius_leftover  # noqa: F401 (re-exported)
+from .complement import class_block_leftover
 from .eigen import sym
+from .ladder import CERTIFIED, FAILED, GAP, REFUTED
 from .lift import _delta, lifted_dual_bound, sqrt_lift_bound  # noqa: F401 (re-exported)
 from .record import Certificate, not_certified
 from .subspace_factor import SubspaceFactor
 
 __all__ = ["LowRankResult", "certify_kernel_lowrank", "lifted_dual_bound", "sqrt_lift_bound"]
 
-#: Certified when the lifted upper bound is within this relative gap of f(W).
-GAP_TOL = 1e-6
-#: Most landmarks by default: the compressed test works on (K + r) x (K + r) matrices, and the
-#: factor costs N r^2 flops.
-MAX_RANK = 1024
-#: Memory for the factor (N x (K + r) float64) unless told otherwise.
-MAX_FACTOR_BYTES = 512 * 1024**2
-#: Landmarks of the first round (more only where the compressed test is tight, or the lift,
-#: not the relaxation, is what keeps the gap open; doubling each round).
-FIRST_RANK = 128
-#: Where the compressed relaxation is not tight, the landmarks grow at most to this many (more
-#: only narrows a gap that stays open; measured on blobs N = 3,000, class origin: 1,024
-#: landmarks took 7x the fit for a gap of 3.2e-3).
-UNTIGHT_MAX_RANK = 256
-#: First residual target, relative to f(W): sum_k eps_k <= FIRST_TARGET * gap_tol * f(W).
-FIRST_TARGET = 0.1
-#: The lift "limits" (Lemma 2' and the class-block pass are tried) when the lifted gap exceeds
-#: this multiple of the compressed test's own: where the relaxation is not tight, a lift within
-#: 25% of it is kept (wine, class origin: 5.1e-3 against the relaxation's 3.9e-3 before the pass).
-LIFT_SLACK = 1.25
-#: Landmarks of the probe: the whole test (without the compressed test's bound search) on a
-#: subspace of K + 48 dimensions, whose eigenproblems cost ~15x less than at K + 128; a
-#: certificate there ends the test (docs/design.md §4c, "Cost"). Measured on the UCI sets
-#: (CPU time of the test): 16 or 32 landmarks missed vehicle's global-origin certificate
-#: (0.10 s, against 0.03 s at 48), 64 cost 10-40% more than 48 on the small sets.
-PROBE_RANK = 48
-#: The probe runs up to this many samples.
-PROBE_MAX_SAMPLES = 20000
-#: Up to this many samples the probe may also make the class-block pass (Lemmas 1b, 1c; N^2 / K
-#: kernel entries and an n_k^3 eigenvalue bound per class); above, it was wasted where the
-#: probe then failed (blobs N = 5,000, class origin: 0.62 -> 0.88 s of CPU).
-PROBE_BLOCK_PASS_MAX_SAMPLES = 2500
-#: Rounds of growth after the first compressed test.
-MAX_ROUNDS = 3
 _EPS = np.finfo(float).eps
 
 
@@ -148,10 +117,9 @@ def _objective(FW, members, origin):
     return 0.5 * total
 
 
-def certify_kernel_lowrank(operator, origin, A, *, gap_tol=GAP_TOL, full_sdp="auto",
-                           moment=False, max_rank=MAX_RANK, max_bytes=MAX_FACTOR_BYTES,
+def certify_kernel_lowrank(operator, origin, A, *, full_sdp="auto", moment=False,
                            frobenius=True, spectral=True, projections=None, rng=None,
-                           details=False, probe_rank=PROBE_RANK, probe_only=False):
+                           details=False, probe_only=False, budget=DEFAULT_BUDGET):
     """Certify K-CQS coefficients A through a rank-r subspace and a lifted bound (§4c).
 
     Parameters
@@ -162,14 +130,8 @@ def certify_kernel_lowrank(operator, origin, A, *, gap_tol=GAP_TOL, full_sdp="au
     origin : {"class", "global"}
     A : ndarray of shape (K, N)
         Coefficients in the operator's sample order, ``A G A^T = I``.
-    gap_tol : float, default=1e-6
-        Certified when ``(bound - f) / |f| <= gap_tol`` for the lifted bound.
     full_sdp, moment
         Passed to :func:`certify_global_optimum` for the compressed problem.
-    max_rank : int or None, default=1024
-        Most landmarks r (None: as many as ``max_bytes`` allows); never more than N.
-    max_bytes : int
-        Memory for the factor, ``8 N (K + r)`` bytes.
     frobenius : bool, default=True
         When the lift (not the compressed relaxation) is what keeps the gap open, spend one
         more pass of Gram columns (and ``N^2 r / K`` flops) on the class blocks of the
@@ -177,21 +139,23 @@ def certify_kernel_lowrank(operator, origin, A, *, gap_tol=GAP_TOL, full_sdp="au
         spectral norm (Lemma 1c), and lift again.
     spectral : bool, default=True
         In that pass, also the verified top eigenvalue of each class block that fits in
-        :data:`~catdask.certificate.complement.SPECTRAL_MAX_CLASS_BYTES` (``n_k^3`` flops).
+        ``budget.spectral_max_class_bytes`` (``n_k^3`` flops).
     projections : ndarray of shape (K, N), optional
         The fit's training projections ``P = A G^`` (saves the one product with ``G^``); they
         must be those of A in float64.
     rng : None, int or Generator
     details : bool
         Also return a :class:`LowRankResult`.
-    probe_rank : int, default=48
-        Landmarks of the probe, a first try at a few landmarks that ends the test only when it
-        certifies W (up to :data:`PROBE_MAX_SAMPLES` samples; 0: no probe). The first
-        round's subspace is the same with or without it.
     probe_only : bool
         Return the probe's certificate when it certifies W, else None (the rounds do not run):
-        the kernel test below :data:`~.kernel.CERTIFICATE_DENSE_MAX_SAMPLES` tries it before
-        the dense test.
+        the kernel test below ``budget.dense_max_samples`` tries it before the dense test.
+    budget : CertificateBudget
+        ``lowrank_gap_tol`` (certified when ``(bound - f) / |f|`` is at most it for the lifted
+        bound); ``lowrank_max_rank`` (most landmarks r, None: as many as
+        ``lowrank_max_bytes`` allows, ``8 N (K + r)`` bytes; never more than N); the probe's
+        ``probe_rank`` landmarks (up to ``probe_max_samples`` samples, 0: no probe; it ends the
+        test only when it certifies W, and the first round's subspace is the same with or
+        without it); the rounds' ``first_rank``, ``untight_max_rank``, ``max_rounds``.
 
     Returns
     -------
@@ -203,18 +167,19 @@ def certify_kernel_lowrank(operator, origin, A, *, gap_tol=GAP_TOL, full_sdp="au
     # second thread beside busy processes loses up to 100x (eigh of order 300: 0.96 s against
     # 0.008 s on the loaded 2-core host).
     with one_blas_thread():
-        return _certify(operator, origin, A, gap_tol, full_sdp, moment, max_rank, max_bytes,
-                        frobenius, spectral, projections, rng, details, probe_rank,
-                        probe_only)
+        return _certify(operator, origin, A, full_sdp, moment, frobenius, spectral,
+                        projections, rng, details, probe_only, budget)
 
 
-def _certify(operator, origin, A, gap_tol, full_sdp, moment, max_rank, max_bytes, frobenius,
-             spectral, projections, rng, details, probe_rank, probe_only):
+def _certify(operator, origin, A, full_sdp, moment, frobenius, spectral, projections, rng,
+             details, probe_only, budget):
     t0 = time.perf_counter()
+    gap_tol, max_rank, probe_rank = (budget.lowrank_gap_tol, budget.lowrank_max_rank,
+                                     budget.probe_rank)
     A = np.asarray(A, dtype=float)
     K, N = A.shape
     members = [np.asarray(operator.classes.members(k)) for k in range(K)]
-    cap_bytes = max(int(max_bytes // (8 * N)) - K, 1)
+    cap_bytes = max(int(budget.lowrank_max_bytes // (8 * N)) - K, 1)
     r_max = min(N, cap_bytes if max_rank is None else min(int(max_rank), cap_bytes))
     try:
         fac = SubspaceFactor(operator, A, K + r_max, projections)
@@ -225,38 +190,39 @@ def _certify(operator, origin, A, gap_tol, full_sdp, moment, max_rank, max_bytes
                              "A G A^T is not positive definite)", seconds=time.perf_counter() - t0)
         return (cert, None) if details else cert
     f = _objective(fac.FW, members, origin)
-    target = FIRST_TARGET * gap_tol * abs(f)
-    limit = K + min(r_max, FIRST_RANK)
+    target = budget.first_target * gap_tol * abs(f)
+    limit = K + min(r_max, budget.first_rank)
     test = dict(operator=operator, origin=origin, fac=fac, members=members, f=f,
-                gap_tol=gap_tol, frobenius=frobenius, spectral=spectral)
-    if probe_rank and K + probe_rank < limit and N <= PROBE_MAX_SAMPLES:
+                frobenius=frobenius, spectral=spectral, budget=budget)
+    if probe_rank and K + probe_rank < limit and N <= budget.probe_max_samples:
         # The probe (docs/design.md §4c, "Cost"): the same test at a few landmarks, kept only
         # if it certifies; the pending block makes the first round's subspace the same as
         # without it.
         fac.grow(target, K + probe_rank, plan=limit)
         if fac.m == K + probe_rank and (fac.pending() or fac.residual() > target):
             probe, comp, _ = _subspace_test(rounds=0, compressed=dict(
-                full_sdp=full_sdp, rng=rng, search_bound=False), only_certified=True,
-                **dict(test, frobenius=frobenius and N <= PROBE_BLOCK_PASS_MAX_SAMPLES))
-            if probe is not None and _gap(probe, f) <= gap_tol and not _refutes(comp):
+                full_sdp=full_sdp, rng=rng, search_bound=False, budget=budget),
+                only_certified=True, **dict(
+                    test, frobenius=frobenius and N <= budget.probe_block_pass_max_samples))
+            if probe is not None and _gap(probe, f) <= gap_tol and comp.status != REFUTED:
                 cert = _record(probe, f, gap_tol, time.perf_counter() - t0, N)
                 return (cert, probe) if details else cert
     if probe_only:
         return (None, None) if details else None
     result, prev_gap = None, None
-    for rounds in range(1, MAX_ROUNDS + 2):
+    for rounds in range(1, budget.max_rounds + 2):
         report_stage(f"global-optimality test (kernel, N = {N:,}): round {rounds}, up to "
                      f"{limit - K} landmark features")
         fac.grow(target, limit)
         result, comp, eps = _subspace_test(rounds=rounds, compressed=dict(
-            full_sdp=full_sdp, moment=moment, rng=rng), **test)
+            full_sdp=full_sdp, moment=moment, rng=rng, budget=budget), **test)
         comp_gap = _gap_of(comp.verified_upper_bound, f)
         gap = _gap(result, f)
         if gap <= gap_tol or fac.m >= fac.capacity or fac.residual() == 0.0:
             break
         tight = comp_gap <= 0.5 * gap_tol
-        if rounds > MAX_ROUNDS or (not tight and (gap <= 2.0 * comp_gap
-                                                  or fac.m - K >= UNTIGHT_MAX_RANK)):
+        if rounds > budget.max_rounds or (not tight and (
+                gap <= 2.0 * comp_gap or fac.m - K >= budget.untight_max_rank)):
             break  # the relaxation is not tight: a gap, not a certificate, is what can come
         if tight and prev_gap is not None and not _within_reach(prev_gap, gap, gap_tol,
                                                                  fac.m - K, r_max):
@@ -264,7 +230,7 @@ def _certify(operator, origin, A, gap_tol, full_sdp, moment, max_rank, max_bytes
         prev_gap = gap
         limit = min(fac.capacity, K + 2 * (fac.m - K))  # double the landmarks
         if not tight:
-            limit = min(limit, K + UNTIGHT_MAX_RANK)
+            limit = min(limit, K + budget.untight_max_rank)
         if comp_gap <= 0.5 * gap_tol:
             excess = max(min(result.lifted_dual, result.lifted_sqrt)
                          - max(comp.verified_upper_bound, f), 1e-300)
@@ -276,18 +242,13 @@ def _certify(operator, origin, A, gap_tol, full_sdp, moment, max_rank, max_bytes
     return (cert, result) if details else cert
 
 
-def _refutes(comp):
-    """Whether the compressed test found a better point (then W is no global maximiser)."""
-    return "not a global maximiser" in comp.reason
-
-
-def _subspace_test(operator, origin, fac, members, f, gap_tol, frobenius, spectral, rounds,
-                   compressed, only_certified=False):
+def _subspace_test(operator, origin, fac, members, f, frobenius, spectral, rounds,
+                   compressed, budget, only_certified=False):
     """One compressed test on the factor's current subspace and its lifts: ``(result or None,
     compressed certificate, eps)``.
 
-    The lifts run cheapest first and stop once the gap is within ``gap_tol`` or near the
-    compressed relaxation's own: the trace bound (free), Lemma 2' (the axes' leak: one
+    The lifts run cheapest first and stop once the gap is within ``lowrank_gap_tol`` or near
+    the compressed relaxation's own: the trace bound (free), Lemma 2' (the axes' leak: one
     class-block product), then the class-block pass (Lemmas 1b, 1c, 2''). ``only_certified``
     (the probe): lift only a certified compressed test, and give up (None) there otherwise.
     """
@@ -303,17 +264,17 @@ def _subspace_test(operator, origin, fac, members, f, gap_tol, frobenius, spectr
     cache: dict = {}  # shared by this compressed test's lifts (same R_S, W_S, comp)
     result = _lift(R_S, W_S, comp, eps, fac, rounds, dual_point=dual_point, cache=cache)
     comp_gap = _gap_of(comp.verified_upper_bound, f)
-    if _gap(result, f) > max(gap_tol, LIFT_SLACK * comp_gap):  # the lift is what limits
+    limits = max(budget.lowrank_gap_tol, budget.lift_slack * comp_gap)
+    if _gap(result, f) > limits:  # the lift is what limits
         # Lemma 2' needs the axes' leak into T: one class-block pass.
         gamma2 = axis_leakage(operator, L, W_S, members, origin)
         result = _lift(R_S, W_S, comp, eps, fac, rounds, gamma2=gamma2,
                        dual_point=dual_point, cache=cache)
-        if frobenius and _gap(result, f) > max(gap_tol, LIFT_SLACK * comp_gap) \
-                and fac.residual() > 0.0:
+        if frobenius and _gap(result, f) > limits and fac.residual() > 0.0:
             # The trace bound is what keeps the gap open: one class-block pass for
             # ||D_k||_F and lambda_max(D_k) (Lemmas 1b, 1c), then lift again.
             frob, spec, cross = class_block_leftover(operator, L, members, origin,
-                                                     spectral=spectral)
+                                                     spectral=spectral, budget=budget)
             better = _lift(R_S, W_S, comp, np.minimum(eps, np.minimum(frob, spec)), fac,
                            rounds, gamma2=gamma2, dual_point=dual_point, cross=cross,
                            cache=cache)
@@ -395,7 +356,7 @@ def _record(res, f, gap_tol, seconds, N):
     norm = res.norm
     where = (f"{res.rank} landmarks and the K axes of N = {N} points, complement {norm} bound "
              f"{res.residual:.2e}, {res.columns} Gram columns")
-    refuted = _refutes(comp)
+    refuted = comp.status == REFUTED
     certified = bool(gap <= gap_tol) and not refuted
     if certified:
         reason = (f"certified by the low-rank test (docs/design.md §4c; {where}): every "
@@ -409,5 +370,6 @@ def _record(res, f, gap_tol, seconds, N):
         objective=float(f), upper_bound=float(f if certified else upper),
         bound_method="certificate" if certified else "lowrank",
         gap=0.0 if certified else float(gap), seconds=float(seconds), reason=reason,
-        verified_upper_bound=float(upper),
+        verified_upper_bound=float(upper), status=CERTIFIED if certified else (
+            REFUTED if refuted else (GAP if math.isfinite(upper) else FAILED)),
     )

@@ -38,6 +38,7 @@ import numpy as np
 from scipy.sparse.linalg import lsqr
 
 from ..core.progress import report_stage
+from .budget import DEFAULT_BUDGET
 from .eigen import NumericalFailure
 from .moment_dual import MomentDual, dual_bound, reduction_basis
 from .moment_polish import polish as slackness_polish
@@ -49,40 +50,10 @@ __all__ = [
     "RelaxationTooLarge",
     "moment_relaxation_bound",
     "moment_relaxation_size",
-    "MAX_PSD_BLOCK",
-    "MAX_MOMENTS",
-    "MAX_SOLVE_SECONDS",
     "MOMENT_HINT",
     "moment_install_note",
     "moment_hint",
 ]
-
-# Size guard: SCS's cost per iteration is an eigendecomposition of the largest block.
-MAX_PSD_BLOCK = 800
-MAX_MOMENTS = 300_000
-# Anchor the Gram basis only from this block size on: below it the solver's iterations, not the
-# eigendecomposition of the block, dominate (wine, block 274 -> 109: the same CPU time, 6x the
-# iterations, a looser bound).
-ANCHOR_MIN_BLOCK = 400
-# SCS's initial primal/dual scale (it adapts it during the solve). Measured (iterations to
-# eps = 1e-8, class origin): vehicle, anchored (block 265): 3,675 at 0.1 (SCS's default),
-# 1,775 at 0.03 (gap 1.6e-9), 2,150 at 0.01 (gap 6e-12), 3,225 at 3e-3, 2,350 at 1e-3, 4,925
-# at 1e-4 (an irregular landscape, one data set: 0.01 for the smallest gap); wine, full (block 274): 175 at 0.1, 275 at 0.01,
-# 675 at 1e-3, 200 at 0.3; segmentation, full (block 736): 975 at 0.1, 900 at 0.01, 950 at 1e-3.
-# The solver's settings only decide how tight the proved bound is, never whether it holds.
-ANCHORED_SCS_SCALE = 0.01
-FULL_SCS_SCALE = 0.1
-# Solver time limit (s). A solve stopped by it still gives a rigorous (looser) bound.
-MAX_SOLVE_SECONDS = 900.0
-# Staged solve with the complementary-slackness polish (docs/design.md 4b): SCS stops after
-# this many iterations, then after twice as many in all, and so on (150, 300, 600, ...); after
-# each stage the polish tries to prove the target gap from the iterate. Measured (class
-# origin): segmentation proved at 300 iterations (950 to convergence), wine at 150 (175);
-# vehicle's anchored solve needed its full run, its polish attempts cost 0.3 s each.
-POLISH_FIRST_ITERS = 150
-# The polish stops early only with this fraction of the target gap to spare.
-POLISH_MARGIN = 0.5
-
 
 class RelaxationTooLarge(ValueError):
     """The relaxation would exceed the size guard; the message says what it would cost."""
@@ -170,30 +141,28 @@ def moment_relaxation_size(R):
             "largest_block": max(sizes)}
 
 
-#: The phrase of :func:`moment_hint`: what the CLI and the train flow look for to suggest the
-#: moment level in their own words.
+#: The option :func:`moment_hint` names (a certificate with the hint has ``next_level =
+#: "moment"``: what the CLI and the train flow read to suggest it in their own words).
 MOMENT_HINT = "certify='moment'"
-# D above which the hint is not worked out: the reduced dimension needs an eigendecomposition
-# of sum_k R_k (a third of the test's time at D = 784), and there the relaxation is far over
-# the size guard anyway unless the data are rank deficient.
-_HINT_MAX_DIM = 200
 
 
-def moment_hint(R, max_block=MAX_PSD_BLOCK):
+def moment_hint(R, budget=DEFAULT_BUDGET):
     """A clause saying the opt-in moment level may prove W, or "" where it would not run.
 
     Parameters
     ----------
     R : ndarray of shape (K, D, D)
         The class matrices of a test that did not certify W at the SDP-dual level.
-    max_block : int
-        The moment level's size guard (largest PSD block).
+    budget : CertificateBudget
+        The moment level's size guard; above ``moment_hint_max_dim`` the reduced dimension
+        (an eigh of sum_k R_k) is worked out only where the full one could fit the guard.
     """
     K, D = R.shape[0], R.shape[1]
-    if block_sizes(K, D)[0] > max_block and D > _HINT_MAX_DIM:
+    max_block = budget.max_moment_block
+    if block_sizes(K, D)[0] > max_block and D > budget.moment_hint_max_dim:
         return ""
     size = moment_relaxation_size(R)
-    if size["largest_block"] > max_block or size["n_moments"] > MAX_MOMENTS:
+    if size["largest_block"] > max_block or size["n_moments"] > budget.max_moments:
         return ""
     return (f"the level-2 moment relaxation ({MOMENT_HINT}: {size['n_moments']:,} moments, "
             f"largest PSD block {size['largest_block']}) may prove it{moment_install_note()}")
@@ -268,23 +237,22 @@ def _closed(ident, dual, f_vec):
                       dual.multipliers + parts[-1], dual.anchor)
 
 
-def _anchor(anchor, W, K, r):
+def _anchor(anchor, W, K, r, min_block):
     """The anchor of the Gram basis (None: full) for the option ``anchor``."""
     if anchor == "full" or W is None:
         return None
     if anchor == "auto":
         full, anchored = block_sizes(K, r)[0], block_sizes(K, r, K)[0]
-        return K if full >= ANCHOR_MIN_BLOCK and 2 * anchored <= full else None
+        return K if full >= min_block and 2 * anchored <= full else None
     anchor = int(anchor)
     if not K <= anchor <= r:
         raise ValueError(f"anchor must be in [K, r] = [{K}, {r}]. Got {anchor} instead.")
     return None if anchor == r else anchor
 
 
-def moment_relaxation_bound(R, *, W=None, eps=1e-8, max_iters=20_000,
-                            max_seconds=MAX_SOLVE_SECONDS, max_psd_block=MAX_PSD_BLOCK,
-                            max_moments=MAX_MOMENTS, verbose=False, anchor="auto",
-                            scs_options=None, target_gap=None, polish=True):
+def moment_relaxation_bound(R, *, W=None, eps=1e-8, max_iters=20_000, budget=DEFAULT_BUDGET,
+                            verbose=False, anchor="auto", scs_options=None, target_gap=None,
+                            polish=True):
     """Rigorous upper bound on ``max 1/2 sum_k w_k^T R_k w_k`` over orthonormal W (level 2).
 
     Parameters
@@ -297,7 +265,7 @@ def moment_relaxation_bound(R, *, W=None, eps=1e-8, max_iters=20_000,
     anchor : {"auto", "full"} or int, default="auto"
         Gram basis of the block ``[1, y_ki y_kj]``: ``"full"`` every ``i <= j``; an int ``a``
         only ``i < a`` in coordinates whose first K axes span W (:mod:`.moment_sos`). ``"auto"``
-        anchors at K when W is given, the full block has at least ``ANCHOR_MIN_BLOCK`` rows and
+        anchors at K when W is given, the full block has ``budget.anchor_min_block`` rows and
         anchoring halves it (vehicle, class origin: block 685 -> 265, about 6x the iterations at
         1/17 of the cost each; segmentation, 736 -> 540, and wine, 274 -> 109, were not
         faster).
@@ -308,21 +276,22 @@ def moment_relaxation_bound(R, *, W=None, eps=1e-8, max_iters=20_000,
         ``tol``) for hardly fewer iterations (150 against 175).
     max_iters : int, default=20000
         SCS iteration limit.
-    max_seconds : float, default=MAX_SOLVE_SECONDS
-        Solver time limit; a solve stopped by it still gives a rigorous bound, only looser.
-    max_psd_block, max_moments : int
-        Size guard: larger relaxations raise :class:`RelaxationTooLarge` before anything is built.
+    budget : CertificateBudget
+        ``max_solve_seconds``: the solver's time limit (a solve stopped by it still gives a
+        rigorous, looser bound); ``max_moment_block``, ``max_moments``: the size guard (larger
+        relaxations raise :class:`RelaxationTooLarge` before anything is built); the SCS
+        scales and the staged solve's ``polish_first_iters`` and ``polish_margin``.
     verbose : bool, default=False
         Show the solver's log.
     scs_options : dict, optional
         Further SCS settings (e.g. ``{"scale": 10}``), passed through; they override the
-        initial ``scale`` chosen here (``ANCHORED_SCS_SCALE`` for an anchored basis,
-        ``FULL_SCS_SCALE`` for the full one).
+        initial ``scale`` chosen here (``budget.anchored_scs_scale`` for an anchored basis,
+        ``budget.full_scs_scale`` for the full one).
     target_gap : float, optional
         With W given and ``polish``: the relative gap ``(bound - f(W)) / f(W)`` to prove. SCS
-        then runs in stages (``POLISH_FIRST_ITERS``, doubling) and after each stage the
+        then runs in stages (``polish_first_iters``, doubling) and after each stage the
         complementary-slackness polish (:mod:`.moment_polish`) tries to prove
-        ``POLISH_MARGIN * target_gap`` from the iterate; the first data that do are returned.
+        ``polish_margin * target_gap`` from the iterate; the first data that do are returned.
         When none do, SCS runs to ``eps`` and the bound is proved as without a target.
     polish : bool, default=True
         ``False`` skips the staged solve and the polish (one SCS run to ``eps``).
@@ -342,6 +311,8 @@ def moment_relaxation_bound(R, *, W=None, eps=1e-8, max_iters=20_000,
     R = _as_stack(R)
     K, D, _ = R.shape
     size = moment_relaxation_size(R)
+    max_psd_block, max_moments = budget.max_moment_block, budget.max_moments
+    max_seconds, margin = budget.max_solve_seconds, budget.polish_margin
     if size["largest_block"] > max_psd_block or size["n_moments"] > max_moments:
         raise RelaxationTooLarge(
             f"the level-2 moment relaxation would need {size['n_moments']:,} moments and a PSD "
@@ -360,7 +331,7 @@ def moment_relaxation_bound(R, *, W=None, eps=1e-8, max_iters=20_000,
     scale = float(max(np.linalg.norm(Rk, 2) for Rk in R)) or 1.0
     basis = reduction_basis(R, K)
     r = basis.shape[1]
-    anchor = _anchor(anchor, W, K, r)
+    anchor = _anchor(anchor, W, K, r, budget.anchor_min_block)
     if anchor is not None:
         Y = basis.T @ np.asarray(W, dtype=float)
         U = np.linalg.qr(np.column_stack([Y, np.eye(r)]))[0]
@@ -380,7 +351,8 @@ def moment_relaxation_bound(R, *, W=None, eps=1e-8, max_iters=20_000,
     b = np.zeros(A_scs.shape[0])
     b[0] = 1.0
     cones = {"z": 1 + n_mult, "s": ident.sizes()}
-    settings = {"scale": ANCHORED_SCS_SCALE if anchor is not None else FULL_SCS_SCALE,
+    settings = {"scale": budget.anchored_scs_scale if anchor is not None
+                else budget.full_scs_scale,
                 **(scs_options or {})}
     if W is not None:
         x0 = ident.moment_vector(basis.T @ np.asarray(W, dtype=float))
@@ -396,7 +368,7 @@ def moment_relaxation_bound(R, *, W=None, eps=1e-8, max_iters=20_000,
             bound = dual_bound(R, data, ident)
             return (bound.upper_bound - f_W) / abs(f_W) if f_W else math.inf, bound
 
-    total, stage = 0, POLISH_FIRST_ITERS if staged else int(max_iters)
+    total, stage = 0, budget.polish_first_iters if staged else int(max_iters)
     while True:
         left = max(max_seconds - (time.perf_counter() - t0), 1e-3)
         solver = scs.SCS({"A": A_scs, "b": b, "c": -f_vec}, cones, eps_abs=eps, eps_rel=eps,
@@ -413,10 +385,10 @@ def moment_relaxation_bound(R, *, W=None, eps=1e-8, max_iters=20_000,
         raw = _unpack_gram(z[1 + n_mult:], ident)
         gap, best, data, rounds = slackness_polish(
             ident, MomentDual(basis, scale, float(z[0]), tuple(raw), -z[1:1 + n_mult], anchor),
-            f_vec, system, prove, POLISH_MARGIN * target_gap)
+            f_vec, system, prove, margin * target_gap)
         report_stage(f"global-optimality test: moment relaxation, {total} SCS iterations, "
                      f"proved gap {gap:.1e} (target {target_gap:.0e})")
-        if gap <= POLISH_MARGIN * target_gap:
+        if gap <= margin * target_gap:
             return MomentBound(
                 upper_bound=float(best.upper_bound), solver_value=scale * float(z[0]),
                 residual_charge=best.residual_charge, residual_l1=best.residual_l1,

@@ -18,7 +18,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import scipy.linalg
 
-from .eigen import VERIFY_DENSE_MAX_DIM, top_eig, verified_top, weakest_check
+from .eigen import top_eig, verified_top, weakest_check
 
 __all__ = ["CannotTest", "ClassMatrixOperator", "StationaryPoint", "read_inputs"]
 
@@ -98,8 +98,8 @@ class StationaryPoint:
     ----------
     inputs : tuple
         ``(R, operator, W)`` from :func:`read_inputs`.
-    dense_max_dim : int
-        As in :func:`~catdask.certificate.certify_global_optimum`.
+    budget : CertificateBudget
+        Its ``dense_max_dim`` (dense search) and ``verify_dense_max_dim`` (dense proofs).
     tol : float
         Relative tolerance; ``tau = tol * scale``.
     rng : numpy.random.Generator
@@ -112,10 +112,11 @@ class StationaryPoint:
         orthonormal W exists), or W far from orthonormal.
     """
 
-    def __init__(self, inputs, *, tol, dense_max_dim, rng):
+    def __init__(self, inputs, *, tol, budget, rng):
         self.notes = []
         self.rng = rng
-        self.dense_max_dim = dense_max_dim
+        self.budget = budget
+        dense_max_dim = budget.dense_max_dim
         self.eigen_checks = []
         R, self._operator, W = inputs
         D, K = W.shape
@@ -257,14 +258,14 @@ class StationaryPoint:
         matrix = matrix_of() if self.R_all is not None else None
         upper, v, check = verified_top(
             n, matrix=matrix, matvec=matvec, shift=shift, v0=self.rng.standard_normal(n),
-            estimate=estimate,
+            estimate=estimate, budget=self.budget,
         )
         self.eigen_checks.append(check)
         return upper, v
 
     def verifies_dense(self, n):
         """Whether :meth:`top_upper` of an n x n matrix is a dense ``eigh`` (``top_eig``)."""
-        return self.R_all is not None and n <= VERIFY_DENSE_MAX_DIM
+        return self.R_all is not None and n <= self.budget.verify_dense_max_dim
 
     def top_upper_known(self, pair):
         """:meth:`top_upper` of a matrix whose dense top pair ``top_eig`` gave already

@@ -13,10 +13,6 @@ from .eigen import verified_top
 
 __all__ = ["rapcsak_lambda_max"]
 
-# The K D x K D matrix is formed (and its top eigenvalue verified) up to this order; above it,
-# and for operators, Lanczos on matvecs.
-RAPCSAK_DENSE_MAX = 2000
-
 
 def rapcsak_lambda_max(point):
     """Upper bound on ``lambda_max(blockdiag(R_k) - Lambda (x) I_D)`` (normalised scale).
@@ -44,10 +40,11 @@ def rapcsak_lambda_max(point):
     diagonal = float(np.max(point.lam_low_R - np.diag(Lam)))
     if diagonal > point.tau:
         return diagonal, None
-    if point.R_all is not None and n <= RAPCSAK_DENSE_MAX:
+    if point.R_all is not None and n <= point.budget.rapcsak_dense_max:
         matrix = scipy.linalg.block_diag(*point.R_all) - np.kron(Lam, np.eye(D))
         value, _, check = verified_top(n, matrix=matrix, v0=point.rng.standard_normal(n),
-                                       shift=2.0 * (point.scale + point.lam_norm))
+                                       shift=2.0 * (point.scale + point.lam_norm),
+                                       budget=point.budget)
         return value, check
 
     def matvec(v):

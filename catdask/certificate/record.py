@@ -8,7 +8,9 @@ from dataclasses import dataclass, field, fields
 __all__ = ["Certificate", "not_applicable", "not_certified"]
 
 _BOOL_FIELDS = ("applicable", "certified", "rapcsak")
-_OPTIONAL_STR_FIELDS = ("method", "bound_method", "eigen_check")
+_OPTIONAL_STR_FIELDS = ("method", "bound_method", "eigen_check", "status", "next_level")
+#: The reason of :func:`not_applicable` by default: the CAS objective has no test.
+_NOT_QUADRATIC = "not applicable: the absolute-value objective (CAS) is not quadratic"
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,14 @@ class Certificate:
         dense LAPACK ``eigh``; a Lanczos estimate proved an upper bound by a Cholesky
         factorisation of ``mu I - A`` (independent of Lanczos converging); or Lanczos alone
         (trusting ARPACK's convergence; only for operators too large to materialise).
+    status : str
+        The ladder's verdict (:mod:`.ladder`): ``certified``, ``refuted`` (a better point
+        exists), ``gap`` (a bound, no proof), ``failed`` (the test could not run),
+        ``not_attempted`` or ``not_applicable`` (CAS: no test exists). What code decides on,
+        never ``reason``.
+    next_level : str or None
+        A stronger level that may prove W where this one did not (``"moment"``: the opt-in
+        moment relaxation fits its size guard), else None.
     moment_dual : MomentDual or None
         The dual data a moment-level bound was proved from (:mod:`.moment_dual`), with the class
         matrices it was proved for: :func:`catdask.certificate.verify_certificate` re-checks the
@@ -100,6 +110,8 @@ class Certificate:
     reason: str
     verified_upper_bound: float = math.nan
     eigen_check: str | None = None
+    status: str | None = None
+    next_level: str | None = None
     moment_dual: object = field(default=None, compare=False, repr=False)
 
     @property
@@ -168,37 +180,49 @@ class Certificate:
             else:
                 value = math.nan if value is None else float(value)
             kwargs[field_.name] = value
+        if kwargs["status"] is None:  # a record from before the field: from the flags
+            kwargs["status"] = _status_of(kwargs)
         return cls(**kwargs)
 
 
-def _empty(*, applicable, reason, objective=math.nan, tol=math.nan, seconds=0.0):
+def _status_of(fields_):
+    """The status of a record without one, from its flags and bound (never its prose)."""
+    if fields_["certified"]:
+        return "certified"
+    if not fields_["applicable"]:
+        return "not_attempted"
+    return "gap" if math.isfinite(fields_["upper_bound"]) else "failed"
+
+
+def _empty(*, applicable, reason, status, objective=math.nan, tol=math.nan, seconds=0.0):
     nan = math.nan
     return Certificate(
         applicable=applicable, certified=False, method=None, objective=float(objective),
         upper_bound=nan, bound_method=None, gap=nan, rapcsak=False, rapcsak_lambda_max=nan,
         sdp_margin=nan, nu=None, first_order=nan, asymmetry=nan, stationarity=nan,
-        tol=float(tol), seconds=float(seconds), reason=str(reason),
+        tol=float(tol), seconds=float(seconds), reason=str(reason), status=status,
     )
 
 
-def not_applicable(
-    reason="not applicable: the absolute-value objective (CAS) is not quadratic",
-):
+def not_applicable(reason=None):
     """A certificate that does not apply (CAS, or not attempted); never certified.
 
     Parameters
     ----------
-    reason : str
-        Why the test does not apply.
+    reason : str, optional
+        Why the test was not attempted (status ``not_attempted``); None: the CAS objective is
+        not quadratic (status ``not_applicable``).
 
     Returns
     -------
     Certificate
     """
-    return _empty(applicable=False, reason=reason)
+    if reason is None:
+        return _empty(applicable=False, reason=_NOT_QUADRATIC, status="not_applicable")
+    return _empty(applicable=False, reason=reason, status="not_attempted")
 
 
-def not_certified(reason, *, objective=math.nan, tol=math.nan, seconds=0.0):
+def not_certified(reason, *, objective=math.nan, tol=math.nan, seconds=0.0, status="failed"):
     """A test that ran but could not reach a verdict (an internal failure, named in ``reason``).
 
     Parameters
@@ -211,10 +235,13 @@ def not_certified(reason, *, objective=math.nan, tol=math.nan, seconds=0.0):
         The requested tolerance.
     seconds : float, optional
         Wall time until the failure.
+    status : str
+        ``failed``, or ``not_attempted`` for a test refused by its budget.
 
     Returns
     -------
     Certificate
         ``applicable=True, certified=False``, no bound.
     """
-    return _empty(applicable=True, reason=reason, objective=objective, tol=tol, seconds=seconds)
+    return _empty(applicable=True, reason=reason, status=status, objective=objective, tol=tol,
+                  seconds=seconds)

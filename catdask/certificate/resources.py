@@ -112,4 +112,4 @@ def size_guard(inputs, dense_max_dim, max_seconds, tol, t0):
     logger.warning("global-optimality certificate %s", reason)
     objective = 0.5 * float(sum(W[:, k] @ R[k] @ W[:, k] for k in range(K)))
     return not_certified(reason, objective=objective, tol=tol,
-                         seconds=time.perf_counter() - t0)
+                         seconds=time.perf_counter() - t0, status="not_attempted")

@@ -21,9 +21,6 @@ from .kelley_lp import solve_kelley_lp
 
 __all__ = ["sdp_dual_test", "verify_nu"]
 
-# Kelley cutting-plane iterations for nu (8-25 measured, docs/design.md 3c).
-_KELLEY_MAX_ITER = 200
-
 
 def _complement_top(point, k):
     """lambda_max(P R_k P) on the complement of W (Rayleigh quotient of a unit q with
@@ -83,7 +80,7 @@ def _margin_pieces(point, nu, v0s):
 
     Returns ``(t, cuts, pairs)`` with cuts ``(c, g)`` meaning ``t(nu') <= c + g @ nu'`` for all
     nu', and ``pairs`` the estimated top pair (value, vector) of each restricted M_k(nu) (what
-    :func:`verify_nu` proves by Cholesky above ``DENSE_MAX_DIM``). The cuts are Rayleigh
+    :func:`verify_nu` proves by Cholesky above ``dense_max_dim``). The cuts are Rayleigh
     quotients, so they are valid even for inexact eigenvectors.
     """
     W = point.W
@@ -156,7 +153,7 @@ def _kelley(point, lo, hi):
     best_t, best_nu, upper = -np.inf, nu.copy(), np.inf
     best_pairs, best_low = None, None
     s_cap = float(np.max(hi - lo)) + point.scale + 1.0
-    for it in range(_KELLEY_MAX_ITER):
+    for it in range(point.budget.kelley_max_iter):
         t, cuts, pairs = _margin_pieces(point, nu, v0s)
         if t > best_t:
             best_t, best_nu, best_pairs = t, nu.copy(), pairs
@@ -199,14 +196,15 @@ def sdp_dual_test(point):
         ``passed``, ``margin`` (normalised scale: verified, or estimated while the
         verification is deferred), ``nu``, ``bound`` (the verified dual bound on ``max f`` at
         nu, or None), ``bound_low`` and ``verify`` (None unless deferred), ``reason``,
-        ``iterations`` and ``directions`` (the top complement direction of each R_k).
+        ``iterations``, ``directions`` (the top complement direction of each R_k) and
+        ``refuted`` (the nu interval is empty: a better W exists).
     """
     lo, hi, witness, directions = _nu_box(point)
     if witness is not None:
         k, excess = witness
         return {
             "passed": False, "margin": -excess, "nu": None, "bound": None, "iterations": 0,
-            "directions": directions, "bound_low": None, "verify": None,
+            "directions": directions, "bound_low": None, "verify": None, "refuted": True,
             "reason": (
                 f"nu interval empty for class {k}: a direction orthogonal to W raises "
                 f"w_{k}^T R_{k} w_{k} by {excess * point.unit:.3g}, so a better W exists (W is "
@@ -216,7 +214,7 @@ def sdp_dual_test(point):
     lo = np.minimum(lo, hi)
     best_nu, upper, iterations, pairs, rayleigh = _kelley(point, lo, hi)
     result = {"nu": best_nu, "iterations": iterations, "directions": directions,
-              "bound_low": None, "verify": None}
+              "bound_low": None, "verify": None, "refuted": False}
     if upper < -point.tau and not point.dense and pairs is not None and point.D > 1:
         # No nu passes: verifying this one (K eigenvalue bounds of order D) can only give its
         # dual bound, which often cannot beat the subspace bound; let the caller decide.

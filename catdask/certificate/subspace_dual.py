@@ -38,12 +38,8 @@ from .eigen import sym
 
 __all__ = ["subspace_dual_bound", "have_small_sdp_solver"]
 
-#: Rounds of subspace growth (each adds the top eigenvector of every ``R_k - V T V^T``).
-SUBSPACE_ROUNDS = 2
 #: Smoothing widths (relative to the scale) of the model's maxima, one L-BFGS run each.
 SMOOTHING = (1e-2, 1e-3, 1e-4)
-#: L-BFGS iterations per smoothing width.
-MODEL_ITERATIONS = 120
 
 
 def have_small_sdp_solver():
@@ -144,7 +140,8 @@ def _small_dual(point, V, betas, RV, T0, sigma0=None, smoothing=SMOOTHING):
 
     for mu in smoothing:
         res = minimize(value_grad, x, args=(mu * unit,), jac=True, method="L-BFGS-B",
-                       options={"maxiter": MODEL_ITERATIONS, "gtol": 1e-10})
+                       options={"maxiter": point.budget.subspace_model_iterations,
+                                "gtol": 1e-10})
         x = res.x
     L = x[: m * m].reshape(m, m)
     return L @ L.T, x[m * m:]
@@ -183,7 +180,7 @@ def _primal_floor(point, V, RV):
     return value / max(1.0, top) - K * point.round_guard()
 
 
-def subspace_dual_bound(point, directions, nu=None, *, rounds=SUBSPACE_ROUNDS, floor=False):
+def subspace_dual_bound(point, directions, nu=None, *, rounds=None, floor=False):
     """Upper bound on ``max f`` from the relaxation's dual restricted to a growing subspace.
 
     Parameters
@@ -193,8 +190,9 @@ def subspace_dual_bound(point, directions, nu=None, *, rounds=SUBSPACE_ROUNDS, f
         The top direction of each R_k orthogonal to W (from the SDP-dual test's nu box).
     nu : ndarray of shape (K,), optional
         The SDP-dual test's best multipliers (warm start ``Y = W (Lambda - diag nu)_+ W^T``).
-    rounds : int
-        Subspace growth rounds.
+    rounds : int, optional
+        Subspace growth rounds (each adds the top eigenvector of every ``R_k - V T V^T``;
+        default: the budget's ``subspace_rounds``).
     floor : bool
         Also compute the primal floor of the relaxation in the final subspace (an
         interior-point SDP with K blocks of order m: seconds at m = 20, for studies).
@@ -221,6 +219,7 @@ def subspace_dual_bound(point, directions, nu=None, *, rounds=SUBSPACE_ROUNDS, f
     v0s = [None] * K
     b0s = [None] * K
     sigma = None
+    rounds = point.budget.subspace_rounds if rounds is None else rounds
     for r in range(max(1, rounds)):
         RV = [point.apply(k, V) for k in range(K)]
         betas = np.empty(K)

@@ -195,7 +195,7 @@ def cmd_train(args) -> int:
                        f"{result['status']}{cached})")
     print_json(result)
     if result["version"] is None:
-        from catdask.certificate.moment import MOMENT_HINT, moment_install_note
+        from catdask.certificate.moment import moment_install_note
 
         gap = (f" ({result['why_not_certified']})" if result["gap"] is None
                else f" (optimality gap <= {result['gap']:.3g})")
@@ -204,7 +204,7 @@ def cmd_train(args) -> int:
         # The linear test's strongest level is opt-in (slower); say so where it may prove W.
         moment = ("; --certify moment tries the level-2 moment relaxation, which may prove it "
                   f"(slower: minutes at tens of features{moment_install_note('; {}')})"
-                  if MOMENT_HINT in (result["why_not_certified"] or "") else "")
+                  if result.get("next_level") == "moment" else "")
         print(f"not registered: {result['status']}{gap}; pass --max-gap GAP to register it "
               "when its gap is at most GAP, or --allow-uncertified to register it marked as "
               f"uncertified{moment}", file=sys.stderr)

@@ -373,6 +373,7 @@ def _dominated_certificate(reference, objective, best_index):
         asymmetry=np.nan,
         stationarity=np.nan,
         seconds=0.0,
+        status="refuted",
         reason=(
             f"not a global maximiser: restart {best_index} reaches a higher objective "
             f"({reference.objective:.10g} > {objective:.10g})"

@@ -111,6 +111,10 @@ class GramOperator(_SampleOperator, Protocol):
         product stays float64.
     precision : {"float32", "float64"}
         The precision :meth:`class_matmul` currently evaluates tiles in.
+    makes_class_gram_rows : bool
+        An optional capability: True when :meth:`class_gram_rows` makes a class block's rows
+        in slabs (the certificate's class-block pass then reads ``n_k^2`` kernel entries
+        instead of ``N n_k`` through :meth:`columns`). False by default.
     """
 
     matvec_without_class_block: bool
@@ -149,6 +153,16 @@ class GramOperator(_SampleOperator, Protocol):
     def class_gram(self, k: int) -> np.ndarray:
         """The dense class block ``G[C_k, C_k]`` (n_k, n_k), rows in ``classes.members(k)``
         order."""
+
+    @property
+    def makes_class_gram_rows(self) -> bool:
+        """Whether :meth:`class_gram_rows` works (an optional capability; False here)."""
+        return False
+
+    def class_gram_rows(self, k: int, start: int, stop: int) -> np.ndarray:
+        """Rows ``start:stop`` of :meth:`class_gram`, a fresh array. Here through the whole
+        block; operators that make them without it say so (:attr:`makes_class_gram_rows`)."""
+        return np.array(self.class_gram(k)[start:stop])
 
     @abstractmethod
     def class_matvec(self, k: int, V: np.ndarray) -> np.ndarray:

@@ -161,8 +161,7 @@ class BaseCategorySpace(
         """``certifier`` when this fit is to be certified, else a :class:`NoCertifier` that
         says why not (CAS is not quadratic; ``certify=False``)."""
         if self.objective != "quadratic":
-            return NoCertifier("not applicable: the absolute-value objective (CAS) is not "
-                               "quadratic")
+            return NoCertifier(None)  # CAS: not applicable (the objective is not quadratic)
         if not self.certify:
             return NoCertifier("not requested (certify=False)")
         return certifier

@@ -90,13 +90,12 @@ class CentredGramOperator(GramOperator):
     @property
     def makes_class_gram_rows(self) -> bool:
         """Whether :meth:`class_gram_rows` works: where the base operator makes row slabs."""
-        return hasattr(self.base, "class_gram_rows")
+        return self.base.makes_class_gram_rows
 
     def class_gram_rows(self, k: int, start: int, stop: int) -> np.ndarray:
         """Rows ``start:stop`` of :meth:`class_gram`, entry by entry as there (only where
         :attr:`makes_class_gram_rows`)."""
-        base_rows = getattr(self.base, "class_gram_rows")
-        return self._centred_rows(base_rows(k, start, stop), k, start)
+        return self._centred_rows(self.base.class_gram_rows(k, start, stop), k, start)
 
     def class_matvec(self, k: int, V: np.ndarray) -> np.ndarray:
         # Same block as class_gram(k), applied to V: G_kk V - g_k (1^T V) / N - 1 (g_k^T V) / N

@@ -54,6 +54,7 @@ class BlockGramOperator(GramOperator):
     """
 
     matvec_without_class_block = False
+    makes_class_gram_rows: bool = True  # class_gram_rows below
     # Plain attributes here (read-only properties of the interface); _init_blocks sets them.
     gram_passes: int = 0
     uses_tiles: bool = False

@@ -36,7 +36,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.runtime import flow_run
 from prefect.states import Completed, Failed
 
-from ..certificate.moment import MOMENT_HINT, moment_install_note
+from ..certificate.moment import moment_install_note
 from ..distributed.cluster import dask_client_context
 from ..errors import CatdaskError, DatasetNotFoundError
 from ..method_names import METHOD_NAMES
@@ -234,7 +234,7 @@ def _rejection_message(summary: dict) -> str:
     # The linear test's strongest level is opt-in (slower); say so where it may prove W.
     moment = ("; certify=moment tries the level-2 moment relaxation, which may prove it"
               + moment_install_note()
-              if MOMENT_HINT in (summary["why_not_certified"] or "") else "")
+              if summary.get("next_level") == "moment" else "")
     return (f"rejected: {summary['dataset']} {summary['method']} not certified "
             f"({why}); nothing registered "
             "(max_gap=G registers it when its gap is at most G; allow_uncertified=True "
@@ -362,6 +362,7 @@ def train(
         # Certified: the verified margin (``gap`` itself is rounded to 0); else the bound's gap.
         "gap": reported_gap(cert),
         "why_not_certified": None if cert.certified else cert.reason,
+        "next_level": cert.next_level,  # "moment": the opt-in level that may prove it
         "objective": float(outcome.estimator.objective_),
         "n_iter": int(outcome.estimator.n_iter_), "seconds": outcome.seconds, "plot": plot,
         "metrics": outcome.metrics, "max_gap": spec.max_gap, "cached": False,

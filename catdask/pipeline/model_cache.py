@@ -118,6 +118,7 @@ def cached_summary(version, store=None) -> dict:
         "version": str(version), "status": meta.get("registration_status"),
         "certified": certified, "gap": meta.get("gap"),
         "why_not_certified": None if certified else (meta.get("certificate") or {}).get("reason"),
+        "next_level": (meta.get("certificate") or {}).get("next_level"),
         "objective": meta.get("objective"), "n_iter": meta.get("n_iter"),
         "seconds": meta.get("fit_seconds"), "plot": str(plot) if plot.is_file() else None,
         "metrics": meta.get("metrics"), "cached": True,

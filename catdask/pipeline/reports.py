@@ -213,7 +213,7 @@ def rejection_note(certificate):
     """
     if not certificate.applicable:
         # CAS has no test; a K-CQS fit whose Gram rank was too large was not tested.
-        return ("rejected: no optimality test (CAS)" if "(CAS)" in certificate.reason
+        return ("rejected: no optimality test (CAS)" if certificate.status == "not_applicable"
                 else "rejected: optimality not tested")
     gap = reported_gap(certificate)
     return "rejected: not certified" + (f", gap <= {gap:.1e}" if gap is not None else "")

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from catdask.certificate import Certificate, certify_global_optimum, not_applicable
+from catdask.certificate.budget import CertificateBudget
 from tests.helpers.stiefel import (  # noqa: F401
     maximise,
     objective,
@@ -222,7 +223,7 @@ def test_reduced_bound_reason_when_sdp_is_skipped(monkeypatch):
     rng = np.random.default_rng(6)
     R = random_problem(rng, 8, 6)
     W = maximise(R, random_stiefel(rng, 8, 6))
-    big = certify_global_optimum(R, W, max_sdp_dim=5)
+    big = certify_global_optimum(R, W, budget=CertificateBudget(max_sdp_dim=5))
     if not big.certified:
         assert big.bound_method == "reduced" and "too large" in big.reason
     monkeypatch.setitem(sys.modules, "cvxpy", None)  # import cvxpy -> ImportError
@@ -250,7 +251,8 @@ def test_operator_matches_dense():
     W = Ws[int(np.argmax(f))]
     dense = certify_global_optimum(R, W, full_sdp=False)
     op = Operator(R)
-    lanczos = certify_global_optimum(op, W, full_sdp=False, dense_max_dim=10, rng=0)
+    lanczos = certify_global_optimum(op, W, full_sdp=False,
+                                     budget=CertificateBudget(dense_max_dim=10), rng=0)
     assert op.widest == 1  # never materialised: Lanczos on matvecs only
     assert lanczos.certified == dense.certified
     assert lanczos.objective == pytest.approx(dense.objective, rel=1e-12)
@@ -424,7 +426,7 @@ def test_internal_failures_become_not_certified(monkeypatch):
     def boom(point):
         raise np.linalg.LinAlgError("Eigenvalues did not converge")
 
-    monkeypatch.setattr("catdask.certificate.certify.sdp_dual_test", boom)
+    monkeypatch.setattr("catdask.certificate.levels.sdp_dual_test", boom)
     cert = certify_global_optimum(TWO_OPTIMA, np.eye(3)[:, [1, 0]])
     assert cert.applicable and not cert.certified
     assert "LinAlgError" in cert.reason and "SDP-dual" in cert.reason
@@ -445,7 +447,7 @@ def test_a_bug_inside_the_test_propagates(monkeypatch):
     def bug(point):
         raise TypeError("unsupported operand type(s)")
 
-    monkeypatch.setattr("catdask.certificate.certify.sdp_dual_test", bug)
+    monkeypatch.setattr("catdask.certificate.levels.sdp_dual_test", bug)
     with pytest.raises(TypeError, match="unsupported operand"):
         certify_global_optimum(TWO_OPTIMA, np.eye(3)[:, [1, 0]])
 
@@ -453,7 +455,7 @@ def test_a_bug_inside_the_test_propagates(monkeypatch):
 @pytest.mark.parametrize("failure", ["NumericalFailure", "TypeError"])
 def test_full_sdp_failure_falls_back_to_the_cheap_bound_but_a_bug_propagates(monkeypatch,
                                                                             failure):
-    from catdask.certificate import certify as certify_module
+    from catdask.certificate import levels
     from catdask.certificate.eigen import NumericalFailure
 
     exc = {"NumericalFailure": NumericalFailure, "TypeError": TypeError}[failure]
@@ -461,8 +463,8 @@ def test_full_sdp_failure_falls_back_to_the_cheap_bound_but_a_bug_propagates(mon
     def fails(point):
         raise exc("Clarabel returned status infeasible")
 
-    monkeypatch.setattr(certify_module, "full_sdp_bound", fails)
-    monkeypatch.setattr(certify_module, "want_full_sdp", lambda *args: (True, ""))
+    monkeypatch.setattr(levels, "full_sdp_bound", fails)
+    monkeypatch.setattr(levels, "want_full_sdp", lambda *args: (True, ""))
     W = np.eye(3)[:, [0, 2]]  # a local, not global, maximiser: the upper bound is needed
     if exc is TypeError:
         with pytest.raises(TypeError):
@@ -530,34 +532,33 @@ def test_old_records_without_new_fields_still_load():
 
 
 def test_cholesky_proves_the_bound_above_the_dense_limit(monkeypatch):
-    """Above VERIFY_DENSE_MAX_DIM the Lanczos estimate is proved by a Cholesky factorisation;
+    """Above verify_dense_max_dim the Lanczos estimate is proved by a Cholesky factorisation;
     a wrong (too low) estimate is caught and dense eigh decides."""
     from catdask.certificate import eigen
 
-    monkeypatch.setattr(eigen, "VERIFY_DENSE_MAX_DIM", 10)
+    budget = CertificateBudget(verify_dense_max_dim=10)
     rng = np.random.default_rng(14)
     A = rng.standard_normal((60, 60))
     A = A + A.T
     top = np.linalg.eigvalsh(A)[-1]
-    upper, v, check = eigen.verified_top(60, matrix=A, v0=rng.standard_normal(60))
+    upper, v, check = eigen.verified_top(60, matrix=A, v0=rng.standard_normal(60),
+                                         budget=budget)
     assert check == "lanczos+cholesky" and top <= upper <= top + 1e-8 * abs(top)
 
     second = np.linalg.eigh(A)[1][:, -2]
     monkeypatch.setattr(eigen, "_lanczos_top", lambda *args: second)  # converged to the wrong one
-    upper, _, check = eigen.verified_top(60, matrix=A)
+    upper, _, check = eigen.verified_top(60, matrix=A, budget=budget)
     assert check == "dense" and upper >= top
 
 
-def test_large_dense_problem_is_verified_without_trusting_lanczos(monkeypatch):
-    from catdask.certificate import eigen
-
-    monkeypatch.setattr(eigen, "VERIFY_DENSE_MAX_DIM", 50)
+def test_large_dense_problem_is_verified_without_trusting_lanczos():
+    budget = CertificateBudget(verify_dense_max_dim=50, dense_max_dim=40)
     rng = np.random.default_rng(9)
     D, K = 120, 3
     R, W = dominant_axes_problem(rng, D, K, 5.0)
-    cert = certify_global_optimum(R, W, dense_max_dim=40, rng=0)
+    cert = certify_global_optimum(R, W, budget=budget, rng=0)
     assert cert.certified and cert.eigen_check == "lanczos+cholesky"
-    lanczos = certify_global_optimum(Operator(R), W, dense_max_dim=40, rng=0)
+    lanczos = certify_global_optimum(Operator(R), W, budget=budget, rng=0)
     assert lanczos.certified and lanczos.eigen_check == "lanczos"
 
 

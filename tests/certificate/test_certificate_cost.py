@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from catdask.certificate import certify_global_optimum
-from catdask.certificate import complement
+from catdask.certificate.budget import CertificateBudget
 from catdask.certificate.complement import class_block_leftover
 from catdask.certificate.kernel_lowrank import certify_kernel_lowrank, lifted_dual_bound
 from catdask.certificate.subspace_factor import SubspaceFactor
@@ -44,10 +44,11 @@ def test_the_probe_never_skips_a_refutation_and_certifies_only_what_the_full_tes
     assert not certify_global_optimum(R, local).certified
     probed = 0
     for probe in (0, 1, 2, 4, 8):
-        cert = certify_kernel_lowrank(op, "class", coefficients(F, local), probe_rank=probe)
+        budget = CertificateBudget(probe_rank=probe)
+        cert = certify_kernel_lowrank(op, "class", coefficients(F, local), budget=budget)
         assert not cert.certified
         assert cert.verified_upper_bound >= best - 1e-9
-        cert, res = certify_kernel_lowrank(op, "class", coefficients(F, glob), probe_rank=probe,
+        cert, res = certify_kernel_lowrank(op, "class", coefficients(F, glob), budget=budget,
                                            details=True)
         assert cert.certified and cert.verified_upper_bound >= best - 1e-9
         probed += res.rounds == 0  # certified by the probe itself
@@ -98,12 +99,13 @@ def test_a_dual_point_whose_lifts_are_skipped_could_not_have_done_better():
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("origin", ["class", "global"])
-def test_class_blocks_from_class_gram_match_those_from_columns(origin, backend, monkeypatch):
+def test_class_blocks_from_class_gram_match_those_from_columns(origin, backend):
     op, _, _, _, _, L = leftover_case(origin, backend)
     members = [np.asarray(op.classes.members(k)) for k in range(3)]
-    whole = class_block_leftover(op, L, members, origin, block=5)
-    monkeypatch.setattr(complement, "CLASS_GRAM_MAX_BYTES", 0)  # Gram columns only
-    columns = class_block_leftover(op, L, members, origin, block=5)
+    budget = CertificateBudget(class_block_columns=5)
+    whole = class_block_leftover(op, L, members, origin, budget=budget)
+    columns = class_block_leftover(op, L, members, origin, budget=CertificateBudget(
+        class_block_columns=5, class_gram_max_bytes=0))  # Gram columns only
     np.testing.assert_allclose(whole[0], columns[0], rtol=1e-9)
     np.testing.assert_allclose(whole[1], columns[1], rtol=1e-9)
     for a, b in zip(whole[2], columns[2]):
@@ -111,23 +113,23 @@ def test_class_blocks_from_class_gram_match_those_from_columns(origin, backend, 
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_below_the_dense_cap_the_probe_certifies_only_what_the_dense_test_does(backend,
-                                                                               monkeypatch):
+def test_below_the_dense_cap_the_probe_certifies_only_what_the_dense_test_does(backend):
     """Up to 300 samples the probe runs before the dense test (``certify_kernel_axes``): the
     planted local maximum is still refuted, the global one certified (here by the probe)."""
-    from catdask.certificate import kernel_lowrank
     from catdask.certificate.kernel import certify_kernel_axes
 
     op, F, R, optima, values = wide_rbf_optima(backend)
     best = values.max()
     by_probe = 0
     for probe in (1, 2, 4, 8):  # 40 samples: probes below the Gram rank
-        monkeypatch.setattr(kernel_lowrank, "PROBE_RANK", probe)
+        budget = CertificateBudget(probe_rank=probe)
         local = certify_kernel_axes(op, op.classes, "class",
-                                    coefficients(F, optima[int(np.argmin(values))]))
+                                    coefficients(F, optima[int(np.argmin(values))]),
+                                    budget=budget)
         assert not local.certified and local.verified_upper_bound >= best - 1e-9
         glob = certify_kernel_axes(op, op.classes, "class",
-                                   coefficients(F, optima[int(np.argmax(values))]))
+                                   coefficients(F, optima[int(np.argmax(values))]),
+                                   budget=budget)
         assert glob.certified and glob.verified_upper_bound >= best - 1e-9
         by_probe += "low-rank test" in glob.reason
     assert by_probe  # some of those certificates were the probe's

@@ -13,6 +13,7 @@ import pytest
 
 from catdask import KernelCategorySpace
 from catdask.certificate import certify_global_optimum
+from catdask.certificate.budget import CertificateBudget, budget_scope
 from catdask.certificate.complement import class_block_leftover
 from catdask.certificate.kernel_lowrank import (
     _delta,
@@ -171,8 +172,8 @@ def test_planted_local_maximum_of_a_kernel_with_leftover_is_never_certified(back
     assert objective(R, local) < 0.9 * best  # the planted local maximum was reached
     assert not certify_global_optimum(R, local).certified  # the dense test refutes it
     for rank in (1, 2, 4, 8):
-        cert, res = certify_kernel_lowrank(op, "class", coefficients(F, local), max_rank=rank,
-                                           details=True)
+        cert, res = certify_kernel_lowrank(op, "class", coefficients(F, local), details=True,
+                                           budget=CertificateBudget(lowrank_max_rank=rank))
         assert not cert.certified
         assert cert.verified_upper_bound >= best - 1e-9
         if rank == 1:  # the compressed test alone would certify: only the lift refutes
@@ -182,34 +183,32 @@ def test_planted_local_maximum_of_a_kernel_with_leftover_is_never_certified(back
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_the_dense_test_decides_where_the_lift_keeps_the_gap_open(monkeypatch, backend):
-    """Above CERTIFICATE_DENSE_MAX_SAMPLES and up to CERTIFICATE_MAX_RANK samples, a gap that
+def test_the_dense_test_decides_where_the_lift_keeps_the_gap_open(backend):
+    """Above dense_max_samples and up to exact_factor_max_rank samples, a gap that
     the low-rank test's lift leaves open (its compressed relaxation tight) goes to the test
     through the exact factor: the planted local maximum stays refuted, the global one is
     certified, and neither outcome is better than the dense test's own; above
-    CERTIFICATE_MAX_RANK the low-rank outcome stands."""
-    from functools import partial
+    exact_factor_max_rank the low-rank outcome stands."""
+    import dataclasses
 
     from catdask.certificate import kernel as kernel_module
 
     op, F, R, optima, values = wide_rbf_optima(backend)
     best = values.max()
     # One landmark: the compressed test certifies, only the lift keeps a gap (see above).
-    coarse = partial(certify_kernel_lowrank, max_rank=1, probe_rank=0)
-    monkeypatch.setattr(kernel_module, "certify_kernel_lowrank", coarse)
-    monkeypatch.setattr(kernel_module, "CERTIFICATE_DENSE_MAX_SAMPLES", 4)
+    coarse = CertificateBudget(lowrank_max_rank=1, probe_rank=0, dense_max_samples=4)
     for W in (optima[int(np.argmin(values))], optima[int(np.argmax(values))]):
         A = coefficients(F, W)
-        low, res = coarse(op, "class", A, details=True)
+        low, res = certify_kernel_lowrank(op, "class", A, details=True, budget=coarse)
         assert not low.certified and res.compressed.certified
         dense = certify_global_optimum(R, W)
-        cert = kernel_module.certify_kernel_axes(op, op.classes, "class", A)
+        cert = kernel_module.certify_kernel_axes(op, op.classes, "class", A, budget=coarse)
         assert "the exact Gram factor decided" in cert.reason
         assert cert.certified == dense.certified == (W is optima[int(np.argmax(values))])
         assert cert.gap == pytest.approx(dense.gap, rel=1e-6, abs=1e-9) and cert.gap < low.gap
         assert cert.verified_upper_bound >= best - 1e-9
-    monkeypatch.setattr(kernel_module, "CERTIFICATE_MAX_RANK", 4)
-    kept = kernel_module.certify_kernel_axes(op, op.classes, "class", A)
+    kept = kernel_module.certify_kernel_axes(
+        op, op.classes, "class", A, budget=dataclasses.replace(coarse, exact_factor_max_rank=4))
     assert not kept.certified and "exact Gram factor" not in kept.reason
 
 
@@ -243,8 +242,9 @@ def test_bounds_at_low_rank_lie_above_the_best_of_100_restarts(origin, backend):
     passes = 0
     for W in (W_best, W_rand):
         for rank in (2, 6, 15):  # large leftovers: both lifts carry real weight
-            cert, res = certify_kernel_lowrank(op, origin, coefficients(F, W), max_rank=rank,
-                                               details=True, frobenius=rank != 2)
+            cert, res = certify_kernel_lowrank(op, origin, coefficients(F, W), details=True,
+                                               frobenius=rank != 2,
+                                               budget=CertificateBudget(lowrank_max_rank=rank))
             passes += res.frobenius
             assert res.residual > 0 and not (W is W_rand and cert.certified)
             assert cert.objective == pytest.approx(objective(R, W), rel=1e-8)
@@ -386,7 +386,8 @@ def test_complement_norms_bound_the_explicit_complement(origin, backend):
     Frobenius one and the trace."""
     op, y, F, R, S, L = leftover_case(origin, backend)
     members = [np.flatnonzero(y == k) for k in range(3)]
-    frob, spec, cross = class_block_leftover(op, L, members, origin, block=5)
+    frob, spec, cross = class_block_leftover(op, L, members, origin,
+                                             budget=CertificateBudget(class_block_columns=5))
     P_perp = np.eye(F.shape[1]) - S @ S.T
     for k in range(3):
         D_k = P_perp @ R[k] @ P_perp
@@ -403,19 +404,18 @@ def test_complement_norms_bound_the_explicit_complement(origin, backend):
         np.testing.assert_allclose(Z, C_k @ C_k.T, atol=1e-10 * np.abs(Z).max())
         assert np.linalg.eigvalsh(Z + a * np.eye(len(Z)) - C_k @ C_k.T)[0] >= -1e-13
     # A class block above the memory cap gets the Frobenius bound only.
-    frob2, spec2, cross2 = class_block_leftover(op, L, members, origin, max_class_bytes=8)
+    frob2, spec2, cross2 = class_block_leftover(
+        op, L, members, origin, budget=CertificateBudget(spectral_max_class_bytes=8))
     np.testing.assert_allclose(frob2, frob, rtol=1e-12)
     assert np.all(np.isinf(spec2)) and all(c is None for c in cross2)
 
 
-def test_estimator_uses_the_low_rank_test_above_the_cap(monkeypatch):
-    from catdask.certificate import kernel as kernel_module
-
+def test_estimator_uses_the_low_rank_test_above_the_cap():
     X, y = make_blobs(n_per_class=15, n_features=4, n_classes=3, seed=2)
     kw = dict(gamma=0.1, n_restarts=2, random_state=0)
     dense = KernelCategorySpace(**kw).fit(X, y)
-    monkeypatch.setattr(kernel_module, "CERTIFICATE_DENSE_MAX_SAMPLES", 20)
-    low = KernelCategorySpace(**kw).fit(X, y)
+    with budget_scope(CertificateBudget(dense_max_samples=20)):  # the fit's certifier keeps it
+        low = KernelCategorySpace(**kw).fit(X, y)
     assert "low-rank test" in low.certificate_.reason
     assert low.certificate_.certified == dense.certificate_.certified
     assert low.objective_ == pytest.approx(dense.objective_, rel=1e-12)
@@ -458,12 +458,11 @@ def test_fit_hands_its_projections_to_the_test(monkeypatch, origin):
     """The estimator's low-rank test takes the fit's ``P = A G`` (a KernelPoint) instead of a
     product with G, and reaches what the test reaches on A alone: the same verdict and bound
     (the projections equal ``G A^T`` to rounding)."""
-    from catdask.certificate import kernel as kernel_module
     from catdask.certificate import subspace_factor
     from catdask.certificate.certifiers import CERTIFIER_SEED
     from catdask.certificate.kernel import certify_kernel_axes
 
-    monkeypatch.setattr(kernel_module, "CERTIFICATE_DENSE_MAX_SAMPLES", 20)
+    budget = CertificateBudget(dense_max_samples=20)
     X, y = make_blobs(n_per_class=40, n_features=4, n_classes=3, seed=3)
     products = []
     real = subspace_factor.SubspaceFactor.__init__
@@ -473,13 +472,14 @@ def test_fit_hands_its_projections_to_the_test(monkeypatch, origin):
         real(self, operator, A, capacity, projections)
 
     monkeypatch.setattr(subspace_factor.SubspaceFactor, "__init__", spy)
-    est = KernelCategorySpace(origin=origin, gamma=0.1, n_restarts=2, random_state=0,
-                              certify_at="fit").fit(X, y)
+    with budget_scope(budget):
+        est = KernelCategorySpace(origin=origin, gamma=0.1, n_restarts=2, random_state=0,
+                                  certify_at="fit").fit(X, y)
     assert products == [False]  # the fit's projections, no product with G
     order = np.argsort(y, kind="stable")
     op = gram_operator(X[order], y[order], est.kernel_, origin, "numpy")
     alone = certify_kernel_axes(op, op.classes, origin, est.dual_coef_[:, order],
-                                rng=CERTIFIER_SEED)
+                                rng=CERTIFIER_SEED, budget=budget)
     assert products == [False, True]
     cert = est.certificate_
     assert "low-rank test" in cert.reason and cert.certified == alone.certified
@@ -492,19 +492,17 @@ def test_class_blocks_too_large_to_hold_come_in_row_slabs(monkeypatch, origin, b
     """A class block above the memory caps is read as slabs of its own rows
     (``class_gram_rows``: ``n_k^2`` entries) and gives the Frobenius bound the ``N x block``
     columns gave, to rounding."""
-    from catdask.certificate import complement
-
     X, y = make_blobs(n_per_class=25, n_features=3, n_classes=3, seed=5, spread=1.0)
     op = gram_operator(X, y, make_kernel("rbf", n_features=3, gamma=0.5), origin, backend)
     L = np.random.default_rng(0).standard_normal((len(y), 6)) * 0.1
     members = [np.flatnonzero(y == k) for k in range(3)]
-    monkeypatch.setattr(complement, "CLASS_GRAM_MAX_BYTES", 0)
-    monkeypatch.setattr(complement, "SLAB_ENTRIES", 7 * 25)  # 7 rows a slab, 4 slabs
+    budget = CertificateBudget(class_gram_max_bytes=0, slab_entries=7 * 25)  # 7 rows a slab
     asked = []
     real = op.class_gram_rows
     monkeypatch.setattr(op, "class_gram_rows", lambda k, a, b: asked.append(b - a) or real(k, a, b))
-    slabs = class_block_leftover(op, L, members, origin, spectral=False)[0]
+    slabs = class_block_leftover(op, L, members, origin, spectral=False, budget=budget)[0]
     assert asked and max(asked) == 7 and sum(asked) == len(y)
     monkeypatch.setattr(op, "class_gram_rows", None)  # as an operator without slabs
-    columns = class_block_leftover(op, L, members, origin, spectral=False, block=4)[0]
+    columns = class_block_leftover(op, L, members, origin, spectral=False, budget=(
+        CertificateBudget(class_gram_max_bytes=0, class_block_columns=4)))[0]
     np.testing.assert_allclose(slabs, columns, rtol=1e-12)

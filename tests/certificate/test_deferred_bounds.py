@@ -14,6 +14,7 @@ import pytest
 
 import catdask.certificate.resources as resources_module
 from catdask.certificate import certify_global_optimum
+from catdask.certificate.budget import CertificateBudget
 from catdask.certificate.bounds import trivial_bound
 from catdask.certificate.point import StationaryPoint, read_inputs
 from catdask.certificate.sdp_dual import sdp_dual_test, verify_nu
@@ -35,13 +36,16 @@ def test_a_skipped_bound_would_not_have_improved_the_result():
         R = _untight(rng, D, K)
         Ws, f = restarts(R, rng, 4)
         W = Ws[int(np.argmax(f))]
-        for options in ({"full_sdp": False}, {"max_sdp_dim": 2}):
-            cert = certify_global_optimum(R, W, dense_max_dim=8, rng=0, **options)
+        for options in ({"full_sdp": False},
+                        {"budget": CertificateBudget(dense_max_dim=8, max_sdp_dim=2)}):
+            options = {"budget": CertificateBudget(dense_max_dim=8), **options}
+            cert = certify_global_optimum(R, W, rng=0, **options)
             if cert.certified:
                 continue
             # Every bound computed in full, by dense eigenvalues (caller's units).
             trivial = 0.5 * sum(np.linalg.eigvalsh(r)[-1] for r in R)
-            point = StationaryPoint(read_inputs(R, W, 8), tol=1e-6, dense_max_dim=8,
+            point = StationaryPoint(read_inputs(R, W, 8), tol=1e-6,
+                                    budget=CertificateBudget(dense_max_dim=8),
                                     rng=np.random.default_rng(0))
             nu_bound = verify_nu(point, np.array(cert.nu) / point.unit)["bound"] * point.unit
             assert cert.upper_bound >= f.max() - 1e-9 * abs(f.max())
@@ -63,7 +67,8 @@ def test_lower_bounds_of_pending_bounds_are_below_their_proved_values():
         R = _untight(rng, D, K)
         Ws, f = restarts(R, rng, 3)
         for W in (Ws[int(np.argmax(f))], random_stiefel(rng, D, K)):
-            point = StationaryPoint(read_inputs(R, W, 8), tol=1e-6, dense_max_dim=8,
+            point = StationaryPoint(read_inputs(R, W, 8), tol=1e-6,
+                                    budget=CertificateBudget(dense_max_dim=8),
                                     rng=np.random.default_rng(0))
             low = 0.5 * float(np.sum(point.lam_low_R)) - point.K * point.round_guard()
             assert low <= trivial_bound(point)
@@ -83,10 +88,12 @@ def test_size_guard_does_not_probe_when_the_ceiling_fits(monkeypatch):
     rng = np.random.default_rng(2)
     R = _untight(rng, 30, 3)
     W = restarts(R, rng, 2)[0][0]
-    cert = certify_global_optimum(R, W, dense_max_dim=8, full_sdp=False)
+    cert = certify_global_optimum(R, W, budget=CertificateBudget(dense_max_dim=8),
+                                  full_sdp=False)
     assert "not attempted" not in cert.reason
     with pytest.raises(AssertionError, match="probed"):  # a ceiling above the limit: probe
-        certify_global_optimum(R, W, dense_max_dim=8, max_seconds=1e-12)
+        certify_global_optimum(R, W, budget=CertificateBudget(dense_max_dim=8,
+                                                              max_seconds=1e-12))
 
 
 def test_solver_lookup_does_not_import_cvxpy():

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import catdask.certificate.certify as certify_module
 from catdask.certificate import certify_global_optimum
+from catdask.certificate.budget import CertificateBudget
 from catdask.certificate.eigen import cholesky_upper, top_eig, verified_top
 from catdask.core.problems import ClassMatrixProblem
 from catdask.core.starts import top_eigenvector
@@ -59,7 +59,7 @@ def test_cholesky_upper_is_an_upper_bound(kind):
 @pytest.mark.parametrize("kind", ["psd", "indefinite", "clustered"])
 def test_verified_top_matches_eigh_with_and_without_estimate(kind):
     rng = np.random.default_rng(1)
-    for n in (9, 150, 260):  # dense, and above DENSE_MAX_DIM (Cholesky route)
+    for n in (9, 150, 260):  # dense, and above dense_max_dim (Cholesky route)
         A = _random_symmetric(rng, n, kind)
         top = np.linalg.eigvalsh(A)[-1]
         scale = max(1.0, np.abs(A).max())
@@ -120,12 +120,12 @@ def test_class_matrix_problem_products():
 
 
 # ------------------------------------------------------------------------- soundness of bounds
-def test_subspace_bound_is_sound_and_between_floor_and_reduced(monkeypatch):
+def test_subspace_bound_is_sound_and_between_floor_and_reduced():
     """Above max_sdp_dim the bound comes from the dual in a subspace: it must be >= the best of
     many restarts, never looser than the projected-subgradient bound by more than rounding,
     and the relaxation's floor must lie below it."""
     pytest.importorskip("cvxpy")
-    monkeypatch.setattr(certify_module, "SUBSPACE_MIN_GAP", 0.0)  # always refine
+    refine = CertificateBudget(subspace_min_gap=0.0)  # always refine
     rng = np.random.default_rng(11)
     checked = 0
     for _ in range(8):
@@ -133,11 +133,13 @@ def test_subspace_bound_is_sound_and_between_floor_and_reduced(monkeypatch):
         K = int(rng.integers(D - 3, D))
         R, Ws, f, best = problem_and_best(rng, D, K, n_restarts=12, n_random=3000)
         W = Ws[int(np.argmax(f))]
-        old = certify_global_optimum(R, W, full_sdp=False)
+        old = certify_global_optimum(R, W, full_sdp=False, budget=refine)
         if old.certified:
             continue
-        new = certify_global_optimum(R, W, max_sdp_dim=2)  # D > max_sdp_dim: subspace bound
-        full = certify_global_optimum(R, W, full_sdp=True)
+        # D > max_sdp_dim: subspace bound
+        new = certify_global_optimum(R, W, budget=CertificateBudget(max_sdp_dim=2,
+                                                                    subspace_min_gap=0.0))
+        full = certify_global_optimum(R, W, full_sdp=True, budget=refine)
         checked += 1
         assert not new.certified and new.bound_method == "reduced"
         assert "subspace" in new.reason
@@ -148,8 +150,8 @@ def test_subspace_bound_is_sound_and_between_floor_and_reduced(monkeypatch):
     assert checked >= 3
 
 
-def test_skipping_the_subspace_bound_changes_no_verdict(monkeypatch):
-    """The subspace bound is skipped when the cheap bounds' gap is <= SUBSPACE_MIN_GAP: the
+def test_skipping_the_subspace_bound_changes_no_verdict():
+    """The subspace bound is skipped when the cheap bounds' gap is <= subspace_min_gap: the
     verdict is the same as with it (never certified where the full path refutes), every bound
     stays above the best restart, and a skipped refinement's gap is within the threshold."""
     pytest.importorskip("cvxpy")
@@ -160,12 +162,10 @@ def test_skipping_the_subspace_bound_changes_no_verdict(monkeypatch):
         K = int(rng.integers(2, D))
         R, Ws, f, best = problem_and_best(rng, D, K, n_restarts=10, n_random=2000)
         for W in (Ws[int(np.argmax(f))], Ws[int(np.argmin(f))]):  # a global and a worse one
-            monkeypatch.setattr(certify_module, "SUBSPACE_MIN_GAP", 0.0)
-            full = certify_global_optimum(R, W, max_sdp_dim=2)
-            monkeypatch.setattr(certify_module, "SUBSPACE_MIN_GAP", 1e-3)
-            cert = certify_global_optimum(R, W, max_sdp_dim=2)
-            monkeypatch.setattr(certify_module, "SUBSPACE_MIN_GAP", np.inf)  # always skip
-            cheap = certify_global_optimum(R, W, max_sdp_dim=2)
+            full, cert, cheap = (  # np.inf: always skip
+                certify_global_optimum(R, W, budget=CertificateBudget(max_sdp_dim=2,
+                                                                      subspace_min_gap=gap))
+                for gap in (0.0, 1e-3, np.inf))
             assert cert.certified == full.certified == cheap.certified
             for c in (full, cert, cheap):
                 assert c.upper_bound >= best - 1e-9 * abs(best)
@@ -187,7 +187,7 @@ def test_subspace_bound_sound_at_moderate_dimension():
     R = np.stack([a @ a.T for a in rng.standard_normal((K, D, 3))]) + 0.05 * np.eye(D)
     Ws, f = restarts(R, rng, 30)
     W = Ws[int(np.argmax(f))]
-    cert = certify_global_optimum(R, W, dense_max_dim=10)
+    cert = certify_global_optimum(R, W, budget=CertificateBudget(dense_max_dim=10))
     probes = objective(R, random_stiefel(rng, D, K, n=2000))
     assert cert.upper_bound >= max(f.max(), probes.max()) - 1e-9 * f.max()
     if not cert.certified:
@@ -199,12 +199,13 @@ def test_size_guard_says_not_attempted():
     rng = np.random.default_rng(4)
     R = random_problem(rng, 12, 3)
     W = maximise(R, random_stiefel(rng, 12, 3))
-    cert = certify_global_optimum(R, W, max_seconds=1e-9, dense_max_dim=5)
+    cert = certify_global_optimum(R, W, budget=CertificateBudget(max_seconds=1e-9,
+                                                                 dense_max_dim=5))
     assert not cert.certified and cert.reason.startswith("not attempted: D too large")
     assert "estimated" in cert.reason and "max_seconds" in cert.reason
     assert cert.objective == pytest.approx(objective(R, W), rel=1e-12)
     with pytest.raises(ValueError, match="max_seconds"):
-        certify_global_optimum(R, W, max_seconds=0)
+        certify_global_optimum(R, W, budget=CertificateBudget(max_seconds=0))
 
 
 def test_covariance_moments_from_class_statistics():
@@ -235,7 +236,8 @@ def test_relaxation_floor_lies_below_every_dual_bound():
         R = random_problem(rng, D, K)
         Ws, f = restarts(R, rng, 6)
         W = Ws[int(np.argmax(f))]
-        point = StationaryPoint(read_inputs(R, W, 200), tol=1e-6, dense_max_dim=200,
+        point = StationaryPoint(read_inputs(R, W, 200), tol=1e-6,
+                                budget=CertificateBudget(dense_max_dim=200),
                                 rng=np.random.default_rng(0))
         sdp = sdp_dual_test(point)
         bound, info = subspace_dual_bound(point, sdp["directions"], sdp["nu"], floor=True)

@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("scs", reason="the moment relaxation needs the sdp extra (SCS)")
 
-from catdask.certificate import moment as moment_mod  # noqa: E402
+from catdask.certificate.budget import CertificateBudget  # noqa: E402
 from catdask.certificate.moment import moment_relaxation_bound  # noqa: E402
 from catdask.certificate.moment_dual import dual_bound  # noqa: E402
 from catdask.certificate.moment_polish import basis_values, slackness_system  # noqa: E402
@@ -27,10 +27,10 @@ def _random_values(R, n, seed):
 
 
 @pytest.fixture
-def early_stages(monkeypatch):
+def early_stages():
     # The small cases converge within SCS's first 150 iterations; stop after 20 so that the
     # polish, not SCS's convergence, decides.
-    monkeypatch.setattr(moment_mod, "POLISH_FIRST_ITERS", 20)
+    return CertificateBudget(polish_first_iters=20)
 
 
 def test_slackness_rows_are_gram_times_the_point_values():
@@ -62,9 +62,10 @@ def test_slackness_rows_are_gram_times_the_point_values():
 def test_polished_bound_proves_the_optimum_and_is_valid(early_stages):
     R = _competing_classes(376)  # D = 4, K = 2; the SDP dual is not tight here
     f, W = _best_local_optimum(R, seed=376)
-    mb = moment_relaxation_bound(R, W=W, target_gap=1e-6)
+    mb = moment_relaxation_bound(R, W=W, target_gap=1e-6, budget=early_stages)
     assert mb.polish_rounds >= 1 and mb.solver == "SCS + slackness polish"
-    assert mb.iterations < moment_relaxation_bound(R, W=W, polish=False).iterations
+    assert mb.iterations < moment_relaxation_bound(R, W=W, polish=False,
+                                                   budget=early_stages).iterations
     assert f <= mb.upper_bound <= f * (1 + 1e-6)
     assert max(_random_values(R, 100, 1)) <= mb.upper_bound
     # The data re-prove the same bound without a solver.
@@ -81,7 +82,7 @@ def test_planted_non_optimal_point_is_not_certified_and_falls_back(early_stages,
     rng = np.random.default_rng(seed)
     W = _polar(rng.standard_normal((R.shape[1], R.shape[0])))
     assert _objective(R, W) < f * (1 - 1e-3)
-    mb = moment_relaxation_bound(R, W=W, target_gap=1e-6)
+    mb = moment_relaxation_bound(R, W=W, target_gap=1e-6, budget=early_stages)
     assert mb.polish_rounds == 0 and mb.solver == "SCS"
     assert (mb.upper_bound - _objective(R, W)) > 1e-3 * f  # W not certified
     assert f <= mb.upper_bound <= f * (1 + 1e-6)  # the relaxation still bounds max f tightly
@@ -134,7 +135,7 @@ def test_the_staged_solve_reports_its_size_and_each_stage(early_stages):
     _, W = _best_local_optimum(R, seed=376)
     listener = Listener()
     with solver_progress(listener):
-        mb = moment_relaxation_bound(R, W=W, target_gap=1e-6)
+        mb = moment_relaxation_bound(R, W=W, target_gap=1e-6, budget=early_stages)
     assert listener.stages[0].startswith(
         f"global-optimality test: level-2 moment relaxation, {mb.n_moments:,} moments, "
         f"largest PSD block {max(mb.block_sizes)}")

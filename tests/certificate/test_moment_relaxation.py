@@ -6,6 +6,7 @@ import pytest
 pytest.importorskip("scs", reason="the moment relaxation needs the sdp extra (SCS)")
 
 from catdask.certificate import certify_global_optimum  # noqa: E402
+from catdask.certificate.budget import CertificateBudget  # noqa: E402
 from catdask.certificate.moment import (  # noqa: E402
     RelaxationTooLarge,
     moment_relaxation_bound,
@@ -131,7 +132,8 @@ def test_certificate_moment_level_proves_what_the_dual_cannot():
 def test_certificate_moment_level_refused_by_size_says_so():
     R = _competing_classes(376)
     f, W = _best_local_optimum(R, seed=376)
-    cert = certify_global_optimum(R, W, moment=True, max_moment_block=5)
+    cert = certify_global_optimum(R, W, moment=True,
+                                  budget=CertificateBudget(max_moment_block=5))
     assert not cert.certified
     assert "moment relaxation skipped" in cert.reason and "PSD block of size 21" in cert.reason
 
@@ -159,7 +161,7 @@ def test_a_solve_stopped_by_the_time_limit_still_bounds_rigorously():
     R = _competing_classes(376)
     f, _ = _best_local_optimum(R, seed=376)
     full = moment_relaxation_bound(R)
-    early = moment_relaxation_bound(R, max_seconds=1e-4)
+    early = moment_relaxation_bound(R, budget=CertificateBudget(max_solve_seconds=1e-4))
     assert early.upper_bound >= f
     assert early.upper_bound >= full.upper_bound - 1e-9 * f
     rng = np.random.default_rng(376)
