@@ -32,7 +32,8 @@ from ..distributed.preloads import add_worker_imports
 
 # What the operators' tasks unpickle on a worker: local clusters' workers import it as they
 # start (catdask.distributed.worker_setup), not the first tasks of the first fit.
-add_worker_imports("catdask.kernels", "catdask.operators.blocks", "catdask.operators.dask_gram")
+add_worker_imports("catdask.kernels", "catdask.operators.blocks", "catdask.operators.gram_tiles",
+                   "catdask.operators.dask_gram")
 
 __all__ = [
     "CentredGramOperator",

@@ -11,7 +11,7 @@ from catdask import KernelCategorySpace
 from catdask.core.classes import ClassIndex
 from catdask.kernels import make_kernel
 from catdask.operators import CentredGramOperator, NumpyGramOperator
-from catdask.operators.blocks import class_diagonal_tile_pairs, gram_symmetric_moments
+from catdask.operators.gram_tiles import class_diagonal_tile_pairs, gram_symmetric_moments
 from catdask.core.class_eigen import class_block_top_eigenpairs
 from tests.helpers.data import make_blobs
 

@@ -29,7 +29,7 @@ from catdask.distributed.cluster import ENV_SCHEDULER, start_local_cluster  # no
 from catdask.distributed.inputs import is_distributed_input  # noqa: E402
 from catdask.kernels import make_kernel  # noqa: E402
 from catdask.operators import DaskGramOperator, NumpyGramOperator  # noqa: E402
-from catdask.operators import blocks  # noqa: E402
+from catdask.operators import gram_tiles  # noqa: E402
 
 from tests.helpers.data import make_blobs  # noqa: E402
 
@@ -388,7 +388,7 @@ def test_tile_tasks_grow_with_their_band_not_only_with_their_work(client):
     op.tile_task_entries = 1_000
 
     def n_tasks():
-        tasks, _ = op._tile_tasks(blocks.gram_symmetric_class_product, op._tile_pairs,
+        tasks, _ = op._tile_tasks(gram_tiles.gram_symmetric_class_product, op._tile_pairs,
                                   "float32", op._offsets, zt=zt)
         return len(tasks)
 
