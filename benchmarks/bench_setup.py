@@ -99,7 +99,7 @@ def part_pieces(args, N):
     """The set-up's passes on one operator, previous and current interleaved."""
     from catdask.core import starts
     from catdask.core.classes import ClassIndex
-    from catdask.estimators.kernel import _driver_blas_threads
+    from catdask.estimators.target import ComputeTarget
     from catdask.operators import CentredGramOperator, DaskGramOperator
 
     X, y = _sorted_blobs(N)
@@ -118,7 +118,7 @@ def part_pieces(args, N):
     passes: dict = {v: [] for v in VARIANTS}
     # The driver at one BLAS thread, as in a fit (estimators/kernel.py): the Lanczos' own
     # products on the driver must not compete with the workers for the cores.
-    with _driver_blas_threads(True):
+    with ComputeTarget(distributed=True).driver_blas_threads():
         try:
             op.set_precision("float32")
             op.class_matmul(z)  # warm-up: the workers' first tasks

@@ -14,13 +14,8 @@ import numpy as np
 
 from .blocks import column_blocks
 
-__all__ = [
-    "symmetric_tile_pairs",
-    "class_diagonal_tile_pairs",
-    "gram_symmetric_class_product",
-    "add_class_product_part",
-    "gram_symmetric_moments",
-]
+__all__ = ["symmetric_tile_pairs", "class_diagonal_tile_pairs", "gram_symmetric_class_product",
+           "add_class_product_part", "gram_symmetric_moments"]
 
 
 def symmetric_tile_pairs(N, tile):

@@ -144,24 +144,19 @@ def test_linear_cqs_streaming_form_matches_numpy(client, monkeypatch, origin):
     _assert_same_fit(got, ref, "components_")
 
 
-def test_make_operator_sends_dask_inputs_to_the_dask_operators(client):
-    from catdask.operators import (
-        DaskDataOperator,
-        DataOperator,
-        GramOperator,
-        make_operator,
-    )
+def test_the_dask_target_makes_the_dask_operators(client):
+    from catdask.estimators.target import ComputeTarget
+    from catdask.operators import DaskDataOperator, DataOperator, GramOperator
 
     X, y = _data()
     classes = ClassIndex(y, 3)
-    op = make_operator(da.from_array(X, chunks=(16, -1)), classes)
-    assert type(op) is DaskDataOperator and isinstance(op, DataOperator)
-    kern = make_kernel("rbf", n_features=X.shape[1], gamma=0.1)
-    gram = make_operator(X, classes, kern, distributed=True)
-    assert type(gram) is DaskGramOperator and isinstance(gram, GramOperator)
-    assert gram.matvec_without_class_block
-    gram.close()
-    op.close()
+    with ComputeTarget(distributed=True) as target:  # closes both operators as it ends
+        op = target.data_operator(da.from_array(X, chunks=(16, -1)), classes)
+        assert type(op) is DaskDataOperator and isinstance(op, DataOperator)
+        kern = make_kernel("rbf", n_features=X.shape[1], gamma=0.1)
+        gram = target.gram_operator(X, classes, kern, max_gram_bytes=2 * 1024**3)
+        assert type(gram) is DaskGramOperator and isinstance(gram, GramOperator)
+        assert gram.matvec_without_class_block
 
 
 def test_linear_scatter_path_reads_data_once(client):
