@@ -282,6 +282,8 @@ def test_the_architecture_diagram_is_the_layer_order():
     """docs/architecture.md's diagram is :func:`layer_diagram` of ``LAYERS`` (regenerate it with
     ``python tests/test_layers.py``)."""
     text = DIAGRAM_DOC.read_text()
+    assert DIAGRAM_BEGIN in text and DIAGRAM_END in text, (
+        f"docs/architecture.md draws no layer diagram between {DIAGRAM_BEGIN} and {DIAGRAM_END}")
     drawn = text.split(DIAGRAM_BEGIN, 1)[1].split(DIAGRAM_END, 1)[0].strip()
     assert drawn == layer_diagram(), ("docs/architecture.md's layer diagram differs from LAYERS; "
                                       "replace it with:\n" + layer_diagram())
