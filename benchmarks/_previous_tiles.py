@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 
-from catdask.operators import blocks
+from catdask.operators import gram_tiles
 
 
 @contextlib.contextmanager
@@ -25,15 +25,15 @@ def previous_code():
     from catdask.core import starts
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    saved = (blocks.gram_symmetric_moments, blocks.gram_symmetric_class_product,
+    saved = (gram_tiles.gram_symmetric_moments, gram_tiles.gram_symmetric_class_product,
              starts.class_block_top_eigenpairs)
-    blocks.gram_symmetric_moments = previous_symmetric_moments
-    blocks.gram_symmetric_class_product = previous_symmetric_class_product
+    gram_tiles.gram_symmetric_moments = previous_symmetric_moments
+    gram_tiles.gram_symmetric_class_product = previous_symmetric_class_product
     starts.class_block_top_eigenpairs = previous_class_block_top_eigenpairs
     try:
         yield
     finally:
-        (blocks.gram_symmetric_moments, blocks.gram_symmetric_class_product,
+        (gram_tiles.gram_symmetric_moments, gram_tiles.gram_symmetric_class_product,
          starts.class_block_top_eigenpairs) = saved
 
 
@@ -96,7 +96,7 @@ def _lanczos_top_pairs(matmul, members, *, tol=1e-10, max_steps=200, seed=0):
 
 
 def previous_symmetric_moments(left, right, pairs, kernel):
-    """``blocks.gram_symmetric_moments`` before issue 27's set-up work (numpy reductions and
+    """``gram_tiles.gram_symmetric_moments`` before issue 27's set-up work (numpy reductions and
     einsum)."""
     N = left.shape[0]
     out = np.zeros(2 * N + 1)
@@ -124,7 +124,7 @@ def previous_symmetric_moments(left, right, pairs, kernel):
 
 
 def previous_symmetric_class_product(left, right, pairs, offsets, zt, kernel):
-    """``blocks.gram_symmetric_class_product`` before issue 27's pass work, its ``(lo, band)``
+    """``gram_tiles.gram_symmetric_class_product`` before issue 27's pass work, its ``(lo, band)``
     returned as the current part (``lo, N, band, 0, nothing``) that the driver adds."""
     lo, band = _previous_band(left, right, pairs, offsets, zt, kernel)
     N, R = zt.shape
@@ -145,9 +145,9 @@ def _previous_band(left, right, pairs, offsets, zt, kernel):
         T = buf[: b - a, : d - c]
         np.matmul(left[a:b], right[c:d].T, out=T)
         kernel.finish_tile(T, clip=a == c)  # x = y pairs lie on diagonal tiles only
-        for k, s0, s1 in blocks._class_ranges(offsets, c, d):
+        for k, s0, s1 in gram_tiles._class_ranges(offsets, c, d):
             acc[k, a - lo : b - lo] += T[:, s0 - c : s1 - c] @ zt[s0:s1]
         if c != a:
-            for k, s0, s1 in blocks._class_ranges(offsets, a, b):
+            for k, s0, s1 in gram_tiles._class_ranges(offsets, a, b):
                 acc[k, c - lo : d - lo] += T[s0 - a : s1 - a].T @ zt[s0:s1]
     return lo, acc.astype(zt.dtype, copy=False)

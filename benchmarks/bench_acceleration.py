@@ -54,12 +54,12 @@ def kernel_case(N, origin, *, readme=False, seed=0):
 def linear_case(N, origin, *, seed=0):
     """(problem, start state, labels) of the linear CQS on blobs (class-matrix problem)."""
     from catdask.core.classes import ClassIndex
-    from catdask.operators import make_operator
+    from catdask.operators import NumpyDataOperator
     from catdask.core.problems import ClassMatrixProblem
     from catdask.core.starts import linear_starts, start_labels
 
     X, y = blobs(N, D, K, seed=N)
-    op = make_operator(X, ClassIndex(y, K))
+    op = NumpyDataOperator(X, ClassIndex(y, K))
     problem = ClassMatrixProblem(op.class_second_moments(origin))
     labels = start_labels("auto", N_RESTARTS, kernel=False)
     W0 = linear_starts(labels, class_matrices=problem.class_matrices,

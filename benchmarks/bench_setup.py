@@ -66,18 +66,18 @@ def part_tile(args):
     """ns per tile entry of one float32 pass on one core (BLAS on one thread)."""
     from threadpoolctl import threadpool_limits
 
-    from catdask.operators import blocks
+    from catdask.operators import gram_tiles
 
     N = 2048 if args.quick else 8192
     X, y = _sorted_blobs(N)
     offsets = tuple(int(v) for v in np.searchsorted(y, np.arange(K + 1)))
     kern = _kernel()
-    pairs = blocks.symmetric_tile_pairs(N, 384)
+    pairs = gram_tiles.symmetric_tile_pairs(N, 384)
     left, right = kern.tile_factors(X, "float32")
     zt = np.random.default_rng(0).normal(size=(N, R)).astype("float32")
     funcs = {"previous": previous_symmetric_class_product,
-             "current": blocks.gram_symmetric_class_product}
-    ref, got = (blocks.add_class_product_part(np.zeros((K, N, R)),
+             "current": gram_tiles.gram_symmetric_class_product}
+    ref, got = (gram_tiles.add_class_product_part(np.zeros((K, N, R)),
                                               funcs[v](left, right, pairs, offsets, zt, kern))
                 for v in ("previous", "current"))
     times: dict = {v: [] for v in VARIANTS}
@@ -99,7 +99,7 @@ def part_pieces(args, N):
     """The set-up's passes on one operator, previous and current interleaved."""
     from catdask.core import starts
     from catdask.core.classes import ClassIndex
-    from catdask.estimators.kernel import _driver_blas_threads
+    from catdask.estimators.target import ComputeTarget
     from catdask.operators import CentredGramOperator, DaskGramOperator
 
     X, y = _sorted_blobs(N)
@@ -118,7 +118,7 @@ def part_pieces(args, N):
     passes: dict = {v: [] for v in VARIANTS}
     # The driver at one BLAS thread, as in a fit (estimators/kernel.py): the Lanczos' own
     # products on the driver must not compete with the workers for the cores.
-    with _driver_blas_threads(True):
+    with ComputeTarget(distributed=True).driver_blas_threads():
         try:
             op.set_precision("float32")
             op.class_matmul(z)  # warm-up: the workers' first tasks

@@ -8,7 +8,7 @@ Issue 27 asks one float32 ``G Z`` pass at N = 50,000 on 16 single-thread Dask wo
 - ``topology``: logical CPUs, physical cores (``/proc/cpuinfo``), the affinity mask and the
   cgroup's CPU quota: 16 logical CPUs may be 8 cores with two hardware threads each.
 - ``ceiling``: the same pass with no Dask at all: the tile groups a 16-worker pass would run
-  (``blocks.gram_symmetric_class_product``, the task function itself) split over P forked
+  (``gram_tiles.gram_symmetric_class_product``, the task function itself) split over P forked
   processes with one BLAS thread each, started together; the wall time until the last one
   ends. P = 2 against P = 16 is the most any scheduler could get from these cores. The same
   for the pass's two ingredients alone (the tiles' BLAS product, and ``exp`` over a tile), to
@@ -88,7 +88,7 @@ def _problem(N):
     """Sorted blobs, the kernel's float32 tile factors, z and class offsets, and the tile
     pairs cut into equal-work groups as ``DaskGramOperator._tile_tasks`` cuts them for 16
     threads."""
-    from catdask.operators.blocks import symmetric_tile_pairs
+    from catdask.operators.gram_tiles import symmetric_tile_pairs
     from catdask.operators.gram_base import GRAM_TILE
 
     X, y = class_sorted_blobs(N, D, K)
@@ -111,7 +111,7 @@ _SHARED: dict = {}  # the problem, inherited by the forked processes
 
 
 def _work(kind, groups):
-    from catdask.operators.blocks import gram_symmetric_class_product
+    from catdask.operators.gram_tiles import gram_symmetric_class_product
 
     left, right, zt, offsets, kernel = (_SHARED[k] for k in
                                         ("left", "right", "zt", "offsets", "kernel"))
@@ -225,7 +225,7 @@ def _sum_row_bands(*parts):
     """The former tree's combine: partial sums (``gram_symmetric_class_product``'s parts)
     added in float64 into the band ``lo:`` of the smallest ``lo``, returned as one part in the
     parts' dtype (the former tasks returned that whole band)."""
-    from catdask.operators import blocks
+    from catdask.operators import gram_tiles
 
     lo = min(p[0] for p in parts)
     head = parts[0][2]
@@ -233,7 +233,7 @@ def _sum_row_bands(*parts):
     N = parts[0][1] + parts[0][4].shape[1]
     out = np.zeros((K, N, R))
     for p in parts:
-        blocks.add_class_product_part(out, p)
+        gram_tiles.add_class_product_part(out, p)
     return lo, N, out[:, lo:].astype(head.dtype), 0, np.zeros((0, 0, R), head.dtype)
 
 

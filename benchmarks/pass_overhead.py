@@ -252,19 +252,19 @@ def empty_tasks(results="real shapes"):
     code's format), so that what is left is the per-task cost."""
     import cloudpickle
 
-    from catdask.operators import blocks
+    from catdask.operators import gram_tiles
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    real = blocks.gram_symmetric_class_product
-    current = hasattr(blocks, "add_class_product_part")
+    real = gram_tiles.gram_symmetric_class_product
+    current = hasattr(gram_tiles, "add_class_product_part")
     if results == "none" and not current:
         raise ValueError("results='none' needs the current part format")
-    blocks.gram_symmetric_class_product = (
+    gram_tiles.gram_symmetric_class_product = (
         _no_part if results == "none" else _empty_part if current else _empty_band)
     try:
         yield
     finally:
-        blocks.gram_symmetric_class_product = real
+        gram_tiles.gram_symmetric_class_product = real
 
 
 def child(args):
@@ -293,9 +293,9 @@ def child(args):
             empty = [measure_pass(op, z, client, n_workers * threads, probe, idle)
                      for _ in range(args.passes)]
         none = []
-        from catdask.operators import blocks
+        from catdask.operators import gram_tiles
 
-        if hasattr(blocks, "add_class_product_part"):
+        if hasattr(gram_tiles, "add_class_product_part"):
             with empty_tasks("none"):
                 op.class_matmul(z)
                 none = [measure_pass(op, z, client, n_workers * threads, probe, idle)

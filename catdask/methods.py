@@ -5,15 +5,15 @@ The names and what each method is (kernel or not, objective) live in
 scikit-learn is loaded); this module adds the estimator classes.
 
 Used by the training pipeline (``ModelSpec.method``), the evaluation protocol
-(:func:`catdask.evaluation.compared_methods.paper_methods`) and the model files
-(:mod:`catdask.model_io`, by class name through :data:`ESTIMATOR_CLASSES`).
+(:func:`catdask.evaluation.compared_methods.paper_methods`); the model files find the classes by
+name in :data:`catdask.estimators.ESTIMATOR_CLASSES` (re-exported here).
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from .estimators import CategorySpace, KernelCategorySpace
+from .estimators import ESTIMATOR_CLASSES, CategorySpace, KernelCategorySpace
 from .method_names import METHOD_NAMES, MethodName, method_name
 
 __all__ = ["METHODS", "ESTIMATOR_CLASSES", "RegisteredMethod", "make_estimator", "method_name"]
@@ -41,9 +41,6 @@ METHODS = {
     name: RegisteredMethod(KernelCategorySpace if entry.kernel else CategorySpace, entry.objective)
     for name, entry in METHOD_NAMES.items()
 }
-
-# Estimator classes by class name, as recorded in model files.
-ESTIMATOR_CLASSES = {cls.__name__: cls for cls in (CategorySpace, KernelCategorySpace)}
 
 
 def make_estimator(method, **params):

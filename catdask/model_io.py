@@ -15,9 +15,9 @@ from sklearn.preprocessing import StandardScaler
 
 from .certificate import Certificate
 from .certificate.moment_dual import MomentDual
-from .kernels import make_kernel
-from .methods import ESTIMATOR_CLASSES
 from .core.solver import RestartResult
+from .estimators import ESTIMATOR_CLASSES
+from .kernels import make_kernel
 
 __all__ = ["export_model", "import_model"]
 

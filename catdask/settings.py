@@ -68,7 +68,7 @@ nowhere else:
   cache on Dask data (``distributed.options.gram_cache_settings``; set them for a block of code
   with ``distributed.gram_options``);
 - ``scheduler``: a local scheduler chosen explicitly (``dask.config.set(scheduler="threads")``)
-  keeps a fit off the distributed client (``distributed.options.compute_context``,
+  keeps a fit off the distributed client (``estimators.target.ComputeTarget``,
   ``distributed.execute.current_client``);
 - ``distributed.worker.preload``: carried over to the embedded cluster's workers
   (``distributed.cluster.worker_preloads``).

@@ -16,18 +16,21 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "catdask"
 
 #: Bottom to top. A unit may import only units of lower layers (docs/architecture.md draws it).
-LAYERS = [
+#: The library (what ``fit`` needs) comes first; the platform above it (the store, the data-set
+#: catalog, the flows, the CLI) may use the library, never the other way round.
+LIBRARY_LAYERS = [
     {"errors", "settings", "lazy", "versions"},  # settings: every environment variable read, stdlib only
     {"names", "method_names"},
-    {"kernels", "catalog", "plotting"},
+    {"kernels", "plotting"},
     {"core"},  # the solver core and the operator interfaces it is written against
     {"distributed"},  # how a pass runs on Dask; knows no operator
     {"operators"},  # numpy and Dask implementations of core's interfaces
     {"certificate"},  # the test on class matrices, and the certifiers that build them
     {"estimators"},
-    {"methods"},
-    {"model_io"},
-    {"store"},
+    {"methods", "model_io"},  # the method registry; a model as arrays and JSON
+]
+PLATFORM_LAYERS = [
+    {"store", "catalog"},
     {"pipeline"},
     {"evaluation", "export"},
     {"orchestration"},
@@ -35,6 +38,7 @@ LAYERS = [
     {"cli"},
     {"__main__"},
 ]
+LAYERS = LIBRARY_LAYERS + PLATFORM_LAYERS
 
 
 def _units():
@@ -174,3 +178,116 @@ def test_lower_layers_load_no_operator_at_run_time():
                          cwd=PACKAGE.parent, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+# ------------------------------------------------------------------ cycles inside a package
+def module_imports():
+    """``{module: {modules it imports}}`` over catdask's modules (dotted names; a package is its
+    ``__init__``). ``from a import b`` counts as an import of ``a.b`` where that is a module,
+    else of ``a``."""
+    modules = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts, is_package = _module_name(path)
+        modules[".".join(parts)] = (path, parts, is_package)
+    graph = {}
+    for name, (path, parts, is_package) in modules.items():
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets |= {a.name for a in node.names if a.name in modules}
+            elif isinstance(node, ast.ImportFrom):
+                *names, base = _imported_modules(node, parts, is_package)
+                found = {n for n in names if n in modules}
+                targets |= found
+                if len(found) < len(names) and base in modules:
+                    targets.add(base)
+        graph[name] = targets - {name}
+    return graph
+
+
+def _package(module, graph):
+    """The package a module belongs to (a package's ``__init__`` belongs to itself)."""
+    is_package = any(m.startswith(module + ".") for m in graph)
+    return module if is_package else module.rpartition(".")[0]
+
+
+def import_cycles(graph, same_group=lambda a, b: True):
+    """The strongly connected sets of more than one module (Tarjan), following only the edges
+    for which ``same_group(a, b)``; sorted lists."""
+    index, low, stack, on_stack, cycles = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if not same_group(v, w):
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            members = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                members.append(w)
+                if w == v:
+                    break
+            if len(members) > 1:
+                cycles.append(sorted(members))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return cycles
+
+
+def test_no_import_cycle_inside_a_package():
+    """No two modules of one package import each other, directly or round a loop (every import
+    statement counts, as above; no exceptions)."""
+    graph = module_imports()
+    assert "catdask.distributed.probe" in graph["catdask.distributed.cluster"]  # the walk sees
+    cycles = import_cycles(graph, lambda a, b: _package(a, graph) == _package(b, graph))
+    assert not cycles, "import cycles inside a package:\n" + "\n".join(
+        " <-> ".join(c) for c in cycles)
+
+
+def test_the_cycle_finder_finds_cycles():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert import_cycles(graph) == [["a", "b", "c"]]
+    assert import_cycles({"a": {"b"}, "b": set()}) == []
+
+
+# ------------------------------------------------------------------ the diagram of the layers
+DIAGRAM_DOC = PACKAGE.parent / "docs" / "architecture.md"
+DIAGRAM_BEGIN, DIAGRAM_END = "<!-- layers: begin -->", "<!-- layers: end -->"
+
+
+def layer_diagram():
+    """The layers as docs/architecture.md draws them: top to bottom, a unit imports only from
+    the lines below its own."""
+    def rows(name, layers):
+        lines = [" ".join(sorted(layer)) for layer in reversed(layers)]
+        return [f"{name if i == 0 else '':<10}{line}" for i, line in enumerate(lines)]
+
+    return "\n".join(["```text", *rows("platform", PLATFORM_LAYERS),
+                      "-" * 10 + "  (nothing below this line imports anything above it)",
+                      *rows("library", LIBRARY_LAYERS), "```"])
+
+
+def test_the_architecture_diagram_is_the_layer_order():
+    """docs/architecture.md's diagram is :func:`layer_diagram` of ``LAYERS`` (regenerate it with
+    ``python tests/test_layers.py``)."""
+    text = DIAGRAM_DOC.read_text()
+    assert DIAGRAM_BEGIN in text and DIAGRAM_END in text, (
+        f"docs/architecture.md draws no layer diagram between {DIAGRAM_BEGIN} and {DIAGRAM_END}")
+    drawn = text.split(DIAGRAM_BEGIN, 1)[1].split(DIAGRAM_END, 1)[0].strip()
+    assert drawn == layer_diagram(), ("docs/architecture.md's layer diagram differs from LAYERS; "
+                                      "replace it with:\n" + layer_diagram())
+
+
+if __name__ == "__main__":
+    print(layer_diagram())

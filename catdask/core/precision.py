@@ -22,7 +22,7 @@ from .problems import put_restarts, take_restarts
 from .solver import solve
 
 __all__ = ["AnchoredProducts", "FLOAT32_PHASE_TOL", "FLOAT64", "Float64Throughout",
-           "Float32ThenFloat64", "PrecisionSchedule", "ScheduledRun", "precision_schedule"]
+           "Float32ThenFloat64", "PrecisionSchedule", "ScheduledRun"]
 
 # precision="auto": the float32 phase stops at this RKHS step (never below ``tol``), then the
 # polish iterates on anchored products to ``tol``. The float32 map's fixed point is about 1e-6
@@ -257,13 +257,3 @@ class Float32ThenFloat64:
 #: options)``).
 PrecisionSchedule = Union[Float64Throughout, Float32ThenFloat64]
 
-
-def precision_schedule(precision, operator) -> PrecisionSchedule:
-    """The schedule of ``KernelCategorySpace(precision=...)`` on ``operator``.
-
-    ``"auto"``: float32 tiles then the float64 polish where the products are recomputed by
-    tiles (``operator.uses_tiles``: G not stored, a built-in kernel); float64 otherwise.
-    """
-    if precision == "auto" and operator.uses_tiles:
-        return Float32ThenFloat64(operator)
-    return FLOAT64

@@ -15,7 +15,7 @@ Modules
 - ``inputs``: Dask / zarr inputs and labels, turned into row-chunked Dask arrays
 - ``cluster``: :func:`dask_client_context` and the embedded cluster
 - ``execute``: ``BlockRunner`` (one pass as one small graph) and ``cluster_resources``
-- ``options``: :func:`gram_options` and where a fit computes (``compute_context``)
+- ``options``: :func:`gram_options`, the Gram cache of a Dask fit
 - ``transform``: blockwise ``transform`` of Dask inputs
 """
 

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from .. import settings
-from .host import usable_cores
+from .host import limit_blas_threads, usable_cores
 from .batching import MESSAGE_BATCH_SECONDS, reduce_message_batching, shorten_worker_batching
 from .preloads import (
     WORKER_PRELOAD,
@@ -35,7 +35,7 @@ from .preloads import (
     worker_preload_argv,
     worker_preloads,
 )
-from .probe import probe_scheduler
+from .probe import ENV_SCHEDULER, address_problem, connect_scheduler, probe_scheduler
 from .spawn_guard import SPAWN_GUARD_HINT, importing_main_in_a_child, started_with_hint
 
 __all__ = [
@@ -48,7 +48,6 @@ __all__ = [
     "close_embedded_cluster",
     "quiet_embedded_workers",
     "start_local_cluster",
-    "limit_blas_threads",
     "connect_scheduler",
     "probe_scheduler",
     "address_problem",
@@ -63,8 +62,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("catdask.distributed")
-
-ENV_SCHEDULER = settings.SCHEDULER.name
 
 # One BLAS thread per worker thread; set before the worker process loads numpy.
 BLAS_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -85,14 +82,6 @@ _EMBEDDED: dict[str, Any] = {"cluster": None, "client": None, "n_workers": 0}
 #: (a nanny restarts its worker in 1-5 s on 2 cores; a restart that fails is never retried).
 WORKER_RESTART_GRACE_SECONDS = 20.0
 _LOCK = threading.Lock()
-
-
-def limit_blas_threads(n=1):
-    """Limit BLAS/OpenMP pools of the calling process to ``n`` threads (run on each worker)."""
-    from threadpoolctl import threadpool_limits
-
-    threadpool_limits(limits=n)
-    return n
 
 
 def _port_free(host, port):
@@ -324,87 +313,6 @@ def _current_client():
         return default_client()
     except (ImportError, ValueError):
         return None
-
-
-#: Seconds to wait for a user-given scheduler's handshake (Dask's default is 30 s, and the flows
-#: used to retry it: a port that accepts TCP but is no scheduler cost 69-131 s).
-SCHEDULER_CONNECT_TIMEOUT = 10.0
-
-
-def address_problem(address, security=None) -> str | None:
-    """What makes ``address`` unusable before any connection is tried, or None.
-
-    Two mistakes that Dask reports misleadingly (it raises ValueError / TypeError, which read
-    as "not a Dask scheduler" when something answers at the port): a scheme Dask has no
-    transport for (``tpc://``, ``http://``), and ``tls://`` without TLS settings (no
-    ``security=`` and nothing under ``distributed.comm.tls`` in Dask's configuration).
-    """
-    from distributed.comm.registry import backends
-
-    scheme, sep, _ = str(address).partition("://")
-    if not sep:
-        return None  # host:port, which Dask reads as tcp://
-    if scheme not in backends:
-        known = ", ".join(f"{name}://" for name in sorted(backends))
-        return (f"unknown scheme {scheme!r} (Dask knows {known}; a scheduler started by "
-                "`dask scheduler` listens on tcp://, or tls:// with --protocol tls)")
-    if scheme == "tls":
-        from distributed.security import Security
-
-        if (security or Security()).get_connection_args("client").get("ssl_context") is None:
-            return ("tls:// needs TLS settings: pass security=Security(tls_ca_file=..., "
-                    "tls_client_cert=..., tls_client_key=...) or set distributed.comm.tls "
-                    "(ca-file, client.cert, client.key) in Dask's configuration, e.g. "
-                    "deploy/dask/dask-tls.yaml in ~/.config/dask/")
-    return None
-
-
-def connect_scheduler(address, *, security=None, timeout=SCHEDULER_CONNECT_TIMEOUT):
-    """A :class:`distributed.Client` connected to the scheduler at ``address``.
-
-    Raises
-    ------
-    catdask.errors.SchedulerConnectionError
-        Naming the address, when no Dask scheduler answers there within ``timeout`` seconds
-        (nothing listens, or something that is not a Dask scheduler). The half-opened client
-        is closed at once, so no traceback follows at interpreter exit; the flows do not
-        retry this error.
-    """
-    from distributed import Client
-
-    from ..errors import SchedulerConnectionError
-
-    problem = address_problem(address, security)
-    if problem:
-        raise SchedulerConnectionError(
-            f"cannot connect to the Dask scheduler at {address}: {problem} "
-            f"(check --scheduler / ${ENV_SCHEDULER})")
-
-    class _ClosingClient(Client):
-        # Client.__init__ ends with start(); a failed start otherwise leaves a client whose
-        # __del__ times out at exit with a traceback.
-        def start(self, **kwargs):
-            try:
-                super().start(**kwargs)
-            except BaseException:
-                self.close(timeout=2)
-                raise
-
-    probe_scheduler(address, security=security, timeout=timeout)
-    kwargs = {"security": security} if security is not None else {}
-    try:
-        client = _ClosingClient(address, set_as_default=False, timeout=timeout, **kwargs)
-    except (OSError, TimeoutError, MemoryError, ValueError, TypeError) as exc:
-        reason = ("no Dask handshake within %g s" % timeout
-                  if isinstance(exc, TimeoutError) else
-                  "the reply is not the Dask protocol" if isinstance(exc, (MemoryError, ValueError,
-                                                                            TypeError))
-                  else f"{type(exc).__name__}: {exc}")
-        raise SchedulerConnectionError(
-            f"cannot connect to the Dask scheduler at {address}: {reason} (is a Dask scheduler "
-            f"listening there? check --scheduler / ${ENV_SCHEDULER})") from None
-    reduce_message_batching(client)  # our side only: the scheduler is someone else's
-    return client
 
 
 @contextmanager

@@ -11,7 +11,7 @@ own defaults from them, and so does catdask.
 
 from __future__ import annotations
 
-__all__ = ["usable_cores", "usable_memory_bytes", "available_memory_bytes"]
+__all__ = ["usable_cores", "usable_memory_bytes", "available_memory_bytes", "limit_blas_threads"]
 
 
 def usable_cores() -> int:
@@ -33,3 +33,11 @@ def available_memory_bytes() -> int:
     import psutil
 
     return int(min(psutil.virtual_memory().available, usable_memory_bytes()))
+
+
+def limit_blas_threads(n=1):
+    """Limit BLAS/OpenMP pools of the calling process to ``n`` threads (run on each worker)."""
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=n)
+    return n

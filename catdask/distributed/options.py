@@ -1,4 +1,4 @@
-"""Settings of a Dask fit: where it computes, and how the Gram operator caches its blocks.
+"""Settings of a Dask fit: how the Gram operator caches its blocks.
 
 Gram-cache options for the kernel backend are read from Dask's configuration (so they can also
 come from ``DASK_CATDASK__GRAM__CACHE`` and friends); :func:`gram_options` sets them for a block
@@ -7,14 +7,7 @@ of code, and :func:`gram_cache_settings` reads them as ``DaskGramOperator`` keyw
 
 from __future__ import annotations
 
-import contextlib
-
-from .cluster import dask_client_context
-
-__all__ = ["gram_options", "gram_cache_settings", "compute_context"]
-
-_LOCAL_SCHEDULERS = {"threads", "threading", "sync", "synchronous", "single-threaded",
-                     "processes", "multiprocessing"}
+__all__ = ["gram_options", "gram_cache_settings"]
 
 
 def gram_options(cache=None, store=None, dtype=None, block_rows=None):
@@ -52,12 +45,3 @@ def gram_cache_settings():
         "block_rows": get("catdask.gram.block-rows", None),
     }
 
-
-def compute_context():
-    """Where this fit's Dask work runs: the client from :func:`dask_client_context`, unless the
-    user chose a local scheduler explicitly (``dask.config.set(scheduler="threads")``)."""
-    import dask
-
-    if str(dask.config.get("scheduler", None)).lower() in _LOCAL_SCHEDULERS:
-        return contextlib.nullcontext()
-    return dask_client_context()

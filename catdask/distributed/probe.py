@@ -1,4 +1,8 @@
-"""Is a Dask scheduler answering at an address? Asked under a deadline, in one line if not.
+"""A user-given Dask scheduler: its address checked, probed under a deadline, connected.
+
+:func:`connect_scheduler` refuses an address Dask cannot use (:func:`address_problem`), asks
+whether a scheduler answers there (:func:`probe_scheduler`), then connects; each failure is one
+line. The embedded cluster (:mod:`.cluster`) uses this module, never the other way round.
 
 distributed's ``connect()`` waits for the peer's handshake without any timeout, so a port that
 accepts TCP and then says nothing (an HTTP server waiting for a request) hung ``catdask train
@@ -13,7 +17,14 @@ import re
 import socket
 import threading
 
-__all__ = ["probe_scheduler", "web_server_note"]
+from .. import settings
+from ..errors import SchedulerConnectionError
+from .batching import reduce_message_batching
+
+__all__ = ["SCHEDULER_CONNECT_TIMEOUT", "address_problem", "connect_scheduler", "probe_scheduler",
+           "web_server_note"]
+
+ENV_SCHEDULER = settings.SCHEDULER.name
 
 # What a web server's reply may be read up to: a dashboard's identity lists every worker.
 _HTTP_REPLY_MAX_BYTES = 1 << 20
@@ -148,9 +159,6 @@ def probe_scheduler(address, *, security=None, timeout=10.0):
         One line naming the address and what answered instead (nothing, no Dask handshake,
         another protocol, a Dask worker).
     """
-    from ..errors import SchedulerConnectionError
-    from .cluster import ENV_SCHEDULER, address_problem
-
     problem = address_problem(address, security)
     refused = _refusal(address, timeout) if problem is None else None
     if refused:
@@ -181,3 +189,82 @@ def probe_scheduler(address, *, security=None, timeout=10.0):
             f"cannot connect to the Dask scheduler at {address}: {problem} (is a Dask "
             f"scheduler listening there? check --scheduler / ${ENV_SCHEDULER})")
     return reply
+
+
+#: Seconds to wait for a user-given scheduler's handshake (Dask's default is 30 s, and the flows
+#: used to retry it: a port that accepts TCP but is no scheduler cost 69-131 s).
+SCHEDULER_CONNECT_TIMEOUT = 10.0
+
+
+def address_problem(address, security=None) -> str | None:
+    """What makes ``address`` unusable before any connection is tried, or None.
+
+    Two mistakes that Dask reports misleadingly (it raises ValueError / TypeError, which read
+    as "not a Dask scheduler" when something answers at the port): a scheme Dask has no
+    transport for (``tpc://``, ``http://``), and ``tls://`` without TLS settings (no
+    ``security=`` and nothing under ``distributed.comm.tls`` in Dask's configuration).
+    """
+    from distributed.comm.registry import backends
+
+    scheme, sep, _ = str(address).partition("://")
+    if not sep:
+        return None  # host:port, which Dask reads as tcp://
+    if scheme not in backends:
+        known = ", ".join(f"{name}://" for name in sorted(backends))
+        return (f"unknown scheme {scheme!r} (Dask knows {known}; a scheduler started by "
+                "`dask scheduler` listens on tcp://, or tls:// with --protocol tls)")
+    if scheme == "tls":
+        from distributed.security import Security
+
+        if (security or Security()).get_connection_args("client").get("ssl_context") is None:
+            return ("tls:// needs TLS settings: pass security=Security(tls_ca_file=..., "
+                    "tls_client_cert=..., tls_client_key=...) or set distributed.comm.tls "
+                    "(ca-file, client.cert, client.key) in Dask's configuration, e.g. "
+                    "deploy/dask/dask-tls.yaml in ~/.config/dask/")
+    return None
+
+
+def connect_scheduler(address, *, security=None, timeout=SCHEDULER_CONNECT_TIMEOUT):
+    """A :class:`distributed.Client` connected to the scheduler at ``address``.
+
+    Raises
+    ------
+    catdask.errors.SchedulerConnectionError
+        Naming the address, when no Dask scheduler answers there within ``timeout`` seconds
+        (nothing listens, or something that is not a Dask scheduler). The half-opened client
+        is closed at once, so no traceback follows at interpreter exit; the flows do not
+        retry this error.
+    """
+    from distributed import Client
+
+    problem = address_problem(address, security)
+    if problem:
+        raise SchedulerConnectionError(
+            f"cannot connect to the Dask scheduler at {address}: {problem} "
+            f"(check --scheduler / ${ENV_SCHEDULER})")
+
+    class _ClosingClient(Client):
+        # Client.__init__ ends with start(); a failed start otherwise leaves a client whose
+        # __del__ times out at exit with a traceback.
+        def start(self, **kwargs):
+            try:
+                super().start(**kwargs)
+            except BaseException:
+                self.close(timeout=2)
+                raise
+
+    probe_scheduler(address, security=security, timeout=timeout)
+    kwargs = {"security": security} if security is not None else {}
+    try:
+        client = _ClosingClient(address, set_as_default=False, timeout=timeout, **kwargs)
+    except (OSError, TimeoutError, MemoryError, ValueError, TypeError) as exc:
+        reason = ("no Dask handshake within %g s" % timeout
+                  if isinstance(exc, TimeoutError) else
+                  "the reply is not the Dask protocol" if isinstance(exc, (MemoryError, ValueError,
+                                                                            TypeError))
+                  else f"{type(exc).__name__}: {exc}")
+        raise SchedulerConnectionError(
+            f"cannot connect to the Dask scheduler at {address}: {reason} (is a Dask scheduler "
+            f"listening there? check --scheduler / ${ENV_SCHEDULER})") from None
+    reduce_message_batching(client)  # our side only: the scheduler is someone else's
+    return client

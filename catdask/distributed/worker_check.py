@@ -51,7 +51,7 @@ def software_versions() -> dict:
 
 def _set_up_worker(n_threads):
     # Runs on each worker; unpickling it imports catdask there, which is the first check.
-    from .cluster import limit_blas_threads
+    from .host import limit_blas_threads
 
     limit_blas_threads(n_threads)
     return software_versions()

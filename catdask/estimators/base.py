@@ -26,18 +26,15 @@ from sklearn.utils._available_if import available_if
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import (
     _check_feature_names_in,
-    check_array,
     check_is_fitted,
     check_random_state,
     validate_data,
 )
 
 from ..certificate.certifiers import NoCertifier
-from ..core.classes import ClassIndex
 from ..core.engine import CERTIFY_AT, SolverOptions
-from ..distributed.inputs import is_distributed_input, load_training_data
-from ..distributed.options import compute_context
-from ..core.validation import check_data_scale, encode_class_labels, explain_invalid_input
+from ..core.validation import explain_invalid_input
+from ..distributed.inputs import is_distributed_input
 from ..method_names import MAX_RESTARTS
 from .certificate_access import CertificateOnAccess
 from .classify import (
@@ -120,36 +117,6 @@ class BaseCategorySpace(
             setattr(self, name, value)
 
     # ------------------------------------------------------------------ fitting workflow
-    def _validated_training_data(self, X, y, *, linear, to_memory=False):
-        """Validate a fit's inputs: returns ``(X, classes_, ClassIndex, distributed)``.
-
-        ``distributed`` inputs (Dask arrays, zarr arrays and data sets) stay a row-chunked Dask
-        array unless ``to_memory`` (the kernel method keeps its N x D patterns anyway).
-        """
-        distributed = is_distributed_input(X)
-        if distributed:
-            X, y = load_training_data(X, y)
-            self.n_features_in_ = int(X.shape[1])
-            if hasattr(self, "feature_names_in_"):  # set by an earlier fit on a DataFrame
-                del self.feature_names_in_
-            if to_memory:
-                X = check_array(np.asarray(X.compute()), dtype=np.float64, ensure_min_samples=2)
-        else:
-            try:
-                X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
-            except (TypeError, ValueError):  # a missing label or a text column: say which
-                explain_invalid_input(X, y)
-                raise
-            check_data_scale(X)
-        classes_, codes = encode_class_labels(y, n_features=X.shape[1], linear=linear,
-                                              origin=self.origin)
-        return X, classes_, ClassIndex(codes, len(classes_)), distributed
-
-    @staticmethod
-    def _compute_context(distributed):
-        """The Dask client a distributed fit computes on (nothing for in-memory data)."""
-        return compute_context() if distributed else contextlib.nullcontext()
-
     def _solver_options(self):
         """The solver settings of this estimator's fits (progress: every 50 iterations with
         ``verbose``)."""

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import time
-from contextlib import closing
 from numbers import Integral, Real
 
 import numpy as np
@@ -14,15 +12,15 @@ from sklearn.utils.validation import check_random_state
 
 from ..certificate.certifiers import KernelCertifier
 from ..core.engine import Starts, fit_restarts
-from ..core.precision import precision_schedule
 from ..core.problems import CategoryObjective, KernelProblem
 from ..core.progress import report_stage
 from ..core.starts import kernel_decoupled_z, kernel_random_z
 from ..kernels import make_kernel
-from ..operators import CentredGramOperator, host_arrays, make_operator
+from ..operators import CentredGramOperator
 from .base import SOLVER_PARAMS, BaseCategorySpace, logs_when_verbose
 from .linear import _data_scale
 from .nystroem import fit_nystroem
+from .target import ComputeTarget
 
 __all__ = ["KernelCategorySpace"]
 
@@ -253,7 +251,6 @@ class KernelCategorySpace(BaseCategorySpace):
         self : KernelCategorySpace
         """
         t_start = time.perf_counter()
-        X, y, device = host_arrays(X, y, self.device)
         if self.approximation == "nystroem":
             if self.device is not None:
                 raise ValueError(
@@ -261,17 +258,14 @@ class KernelCategorySpace(BaseCategorySpace):
                     "approximation='nystroem' fits on N x m features on the CPU: leave device "
                     "unset, or drop approximation for an exact fit on the device.")
             return self._fit_nystroem(X, y)
-        X, classes_, caller_classes, distributed = self._validated_training_data(
-            X, y, linear=False, to_memory=True)
+        target, X, classes_, caller_classes = ComputeTarget.for_fit(
+            self, X, y, linear=False, device=self.device, in_memory=True)
         kernel = self._make_kernel(X.shape[1])
-        # The operator works on the samples sorted by class, so every class is a contiguous
-        # block of G; coefficients come back to the caller's order at the end.
-        with self._compute_context(distributed), _driver_blas_threads(distributed), \
-                contextlib.ExitStack() as operator_scope:
-            base = operator_scope.enter_context(closing(make_operator(
-                caller_classes.sort_rows(X), caller_classes.sorted(), kernel,
-                max_gram_bytes=self.max_gram_bytes, distributed=distributed, device=device,
-            )))
+        with target:
+            # The operator works on the samples sorted by class, so every class is a contiguous
+            # block of G; coefficients come back to the caller's order at the end.
+            base = target.gram_operator(caller_classes.sort_rows(X), caller_classes.sorted(),
+                                        kernel, max_gram_bytes=self.max_gram_bytes)
             classes = base.classes
             centred = CentredGramOperator(base)
             op = centred if self.origin == "global" else base
@@ -281,24 +275,16 @@ class KernelCategorySpace(BaseCategorySpace):
             self.eps_ = float(self.eps * _data_scale(centred.covariance_moments(), kernel=True))
             problem = KernelProblem(op, CategoryObjective(self.objective, self.origin, self.eps_))
             certifier = self._certifier(KernelCertifier(op, classes, self.origin))
-            # A deferred test reads this operator later, exactly as the fit left it (closing
-            # a numpy one would switch its products from the stored G to recomputed blocks),
-            # so it stays open until the test has run. A Dask operator never waits: its
-            # blocks live on the cluster, through a client that ends with the fit.
-            deferred = self.certify_at == "access" and not distributed and certifier.applies
             result = fit_restarts(
                 problem, self._starts(problem, op, caller_classes),
                 solver_options=self._solver_options(), certifier=certifier,
                 # Float32 tiles only where they apply (G recomputed); the polish and the
                 # certificate are float64.
-                precision_schedule=precision_schedule(self.precision, base),
+                precision_schedule=target.precision_schedule(self.precision, base),
                 moment=self.certify == "moment", started_at=t_start,
-                certify_at="access" if deferred else "fit",
-                release=base.close if deferred else None,
+                **target.certification(self.certify_at, certifier, reads=base),
             )
             A, offset, coordinates = self._chosen_axes(result, centred)
-            if deferred:
-                operator_scope.pop_all()  # the pending test closes it (release) after it ran
         self.kernel_ = kernel
         self.dual_coef_ = caller_classes.unsort(A)
         self.projection_offset_ = offset
@@ -311,11 +297,11 @@ class KernelCategorySpace(BaseCategorySpace):
         return self
 
     def _fit_nystroem(self, X, y):
-        X, classes_, classes, distributed = self._validated_training_data(X, y, linear=False)
+        target, X, classes_, classes = ComputeTarget.for_fit(self, X, y, linear=False)
         kernel = self._make_kernel(X.shape[1])
         linear_params = {name: getattr(self, name) for name in (*SOLVER_PARAMS, "classifier")
                          if name != "random_state"}  # the landmarks' generator goes on
-        with self._compute_context(distributed):
+        with target:
             result, fitted = fit_nystroem(
                 X, classes, kernel, linear_params=linear_params, n_landmarks=self.n_landmarks,
                 rng=check_random_state(self.random_state),
@@ -383,18 +369,3 @@ class KernelCategorySpace(BaseCategorySpace):
         out -= self.projection_offset_
         return out
 
-
-def _driver_blas_threads(distributed):
-    """One BLAS thread on the driver while a distributed fit runs (nothing otherwise).
-
-    The workers use the cores; the driver's dense work (class-block eigenproblems of the
-    decoupled start, the K x K W-step) is small, and spinning BLAS threads beside busy workers
-    are very slow: measured under load (2 cores, load average 25), ``eigh`` of an 800 x 800
-    class block took 24 s with 2 OpenBLAS threads and 0.6 s with one, and the decoupled start
-    of an N = 4,000 Dask fit 205 s.
-    """
-    if not distributed:
-        return contextlib.nullcontext()
-    from threadpoolctl import threadpool_limits
-
-    return threadpool_limits(limits=1, user_api="blas")

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from contextlib import closing
-
 import numpy as np
 from sklearn.base import _fit_context
 
 from ..certificate.certifiers import LinearCertifier
 from ..core.engine import Starts, fit_restarts
 from ..core.problems import CategoryObjective, ClassMatrixProblem, LinearProblem
-from ..operators import make_operator
 from ..core.starts import linear_starts
 from .base import BaseCategorySpace, logs_when_verbose
 from .classify import ClassStatistics
+from .target import ComputeTarget
 
 __all__ = ["CategorySpace"]
 
@@ -193,11 +191,10 @@ class CategorySpace(BaseCategorySpace):
     def _fit(self, X, y):
         """The fit; returns its :class:`~catdask.core.engine.FitResult` (the Nystroem fit of
         :class:`~catdask.KernelCategorySpace` reads its restarts from it)."""
-        X, classes_, classes, distributed = self._validated_training_data(X, y, linear=True)
+        target, X, classes_, classes = ComputeTarget.for_fit(self, X, y, linear=True)
         K, D = len(classes_), X.shape[1]
-        with self._compute_context(distributed), closing(
-            make_operator(X, classes, distributed=distributed)
-        ) as op:
+        with target:
+            op = target.data_operator(X, classes)
             self.eps_ = float(self.eps * _data_scale(op.covariance_moments()))
             class_matrices = (op.class_second_moments(self.origin) if _class_matrices_fit(K, D)
                               else None)
@@ -207,15 +204,15 @@ class CategorySpace(BaseCategorySpace):
             else:
                 problem = LinearProblem(op, CategoryObjective(self.objective, self.origin,
                                                               self.eps_))
-            certifier = LinearCertifier(class_matrices, unavailable=(
-                f"not attempted: the {K} class matrices ({D} x {D}) exceed the memory budget"))
+            certifier = self._certifier(LinearCertifier(class_matrices, unavailable=(
+                f"not attempted: the {K} class matrices ({D} x {D}) exceed the memory budget")))
             result = fit_restarts(
                 problem, self._starts(problem, op, class_matrices),
-                solver_options=self._solver_options(), certifier=self._certifier(certifier),
+                solver_options=self._solver_options(), certifier=certifier,
                 moment=self.certify == "moment",
                 # The test reads only the class matrices (driver memory): it may run later
                 # whatever the input, after the operator is closed.
-                certify_at=self.certify_at,
+                **target.certification(self.certify_at, certifier),
             )
             W = result.state.W[result.best_index]
             # Class means on their own axes, measured from the centroid, fix the signs (so W

@@ -18,21 +18,22 @@ Modules
   over ``fused_rbf``'s fused Triton kernel for RBF on a GPU; ``dask_torch_gram``: the same
   products split over Dask workers that have a GPU
 - ``centred``: :class:`CentredGramOperator`, ``H G H`` for the global origin
-- ``factory``: :func:`make_operator`, one entry for numpy, Dask and zarr inputs
+
+Which operator a fit uses is decided once, by :class:`catdask.estimators.target.ComputeTarget`.
 """
 
 from .centred import CentredGramOperator
 from .dask_data import DaskDataOperator
 from .dask_gram import DaskGramOperator
-from .factory import make_operator
 from .in_memory import NumpyDataOperator, NumpyGramOperator
-from .torch_gram import TorchGramOperator, host_arrays
+from .torch_gram import TorchGramOperator
 from ..core.protocols import DataOperator, GramOperator
 from ..distributed.preloads import add_worker_imports
 
 # What the operators' tasks unpickle on a worker: local clusters' workers import it as they
 # start (catdask.distributed.worker_setup), not the first tasks of the first fit.
-add_worker_imports("catdask.kernels", "catdask.operators.blocks", "catdask.operators.dask_gram")
+add_worker_imports("catdask.kernels", "catdask.operators.blocks", "catdask.operators.gram_tiles",
+                   "catdask.operators.dask_gram")
 
 __all__ = [
     "CentredGramOperator",
@@ -43,7 +44,5 @@ __all__ = [
     "NumpyDataOperator",
     "NumpyGramOperator",
     "TorchGramOperator",
-    "host_arrays",
-    "make_operator",
 ]
 

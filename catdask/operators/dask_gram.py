@@ -45,7 +45,7 @@ _TASK_ENTRIES = 10**8
 # that to ~2% of the task. Without it the bytes a pass moves grow as N^3: at N = 200,000 on
 # 16 threads (K = R = 5), 10**8 entries per task made 208 tasks and ~2 GB of bands per pass;
 # with it, 48 tasks. (The rule counts the whole band, K N R; a task now returns less: every
-# class for its own rows, only its own classes below them, blocks.gram_symmetric_class_product.)
+# class for its own rows, only its own classes below them, gram_tiles.gram_symmetric_class_product.)
 _TILE_ENTRIES_PER_BAND_ENTRY = 100
 
 

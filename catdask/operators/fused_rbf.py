@@ -11,7 +11,7 @@ softmax normalisation (the RBF entries need none).
 The kernel reads the tile factors of :meth:`catdask.kernels.Kernel.tile_factors`
 (``left[i] . right[j] = -gamma ||x_i - x_j||^2``, X centred), padded with zero columns to a
 power of two, so one product gives the exponent with the norms folded in (the CPU tiles do the
-same, :func:`catdask.operators.blocks.gram_symmetric_class_product`).
+same, :func:`catdask.operators.gram_tiles.gram_symmetric_class_product`).
 
 Precision. In float64 every product is IEEE float64 (the exact passes). In float32 the products
 run as ``"tf32x3"`` (three TF32 tensor-core products that carry float32's mantissa) or

@@ -10,7 +10,7 @@ contiguous slice and no product permutes a Gram block; results go back to the ca
 (``classes.unsort``), which costs O(N K) per product.
 
 In recompute mode with a built-in (symmetric) kernel, ``G Z`` is instead one pass over the
-square tiles of G's upper triangle (:func:`.blocks.gram_symmetric_class_product`), evaluated
+square tiles of G's upper triangle (:func:`.gram_tiles.gram_symmetric_class_product`), evaluated
 in :attr:`BlockGramOperator.precision` (float32 halves the bytes and doubles the SIMD width of
 the kernel evaluation; every other product stays float64). The centring moments (``G 1``, the
 diagonal, ``||G||_F^2``) then come from one float64 pass over the same tiles, and the class
@@ -25,7 +25,7 @@ import numpy as np
 
 from ..core.classes import ClassIndex
 from ..core.protocols import GramOperator
-from . import blocks
+from . import blocks, gram_tiles
 
 if TYPE_CHECKING:
     from ..kernels import Kernel
@@ -77,7 +77,7 @@ class BlockGramOperator(GramOperator):
         self.uses_tiles = False  # subclasses: True when G Z runs on symmetric tiles
         self.precision = "float64"
         self.tile_rows = int(tile_rows or GRAM_TILE)
-        self._tile_pairs = blocks.symmetric_tile_pairs(N, self.tile_rows)
+        self._tile_pairs = gram_tiles.symmetric_tile_pairs(N, self.tile_rows)
         # dtype name -> (left, right) (or their keys on a cluster)
         self._tile_factors: dict[str, tuple[Any, Any]] = {}
         # the class blocks' tiles (class_block_matmul)
@@ -127,13 +127,13 @@ class BlockGramOperator(GramOperator):
             self.gram_passes += 1
             pairs = self._tile_pairs
         zt = np.ascontiguousarray(zs.T, dtype=self.precision)
-        tasks, extra = self._tile_tasks(blocks.gram_symmetric_class_product, pairs,
+        tasks, extra = self._tile_tasks(gram_tiles.gram_symmetric_class_product, pairs,
                                         self.precision, self._offsets, zt=zt)
         K, (R, N) = len(self._offsets) - 1, zs.shape
         acc = np.zeros((K, N, R))  # (K, N, R) float64, whatever the tiles' dtype
 
         def add(part):  # a task's rows and classes of the sum, in the tile dtype
-            blocks.add_class_product_part(acc, part)
+            gram_tiles.add_class_product_part(acc, part)
 
         self._add_results(tasks, "gram-tiles", add, extra)
         # (R, N, K) as a view of an (R, K, N) array, the layout of the stored-Gram product
@@ -159,7 +159,7 @@ class BlockGramOperator(GramOperator):
                     out[a:b] = self._range_matmul((a, b), (a, b), Vs[a:b])
             return self.classes.unsort(out, 0)
         if self._class_tile_pairs is None:
-            self._class_tile_pairs = blocks.class_diagonal_tile_pairs(self._offsets,
+            self._class_tile_pairs = gram_tiles.class_diagonal_tile_pairs(self._offsets,
                                                                        self.tile_rows)
         # (m, N, K), one class per row
         B = self._tiled_class_matmul(np.ascontiguousarray(Vs.T), self._class_tile_pairs)
@@ -210,7 +210,7 @@ class BlockGramOperator(GramOperator):
         if self._moments is None and self.uses_tiles:
             # Half of G's entries (symmetric tiles) in float64: the centring and the CAS
             # scale must be exact whatever precision the products use later.
-            tasks, extra = self._tile_tasks(blocks.gram_symmetric_moments, self._tile_pairs,
+            tasks, extra = self._tile_tasks(gram_tiles.gram_symmetric_moments, self._tile_pairs,
                                             "float64")
             self.gram_passes += 1
             N = self.n_samples

@@ -39,7 +39,7 @@ from .gram_base import GRAM_PRECISIONS
 if TYPE_CHECKING:
     from ..kernels import Kernel
 
-__all__ = ["TILE_ENTRIES", "TorchGramOperator", "host_arrays", "import_torch", "torch_device"]
+__all__ = ["TILE_ENTRIES", "TorchGramOperator", "import_torch", "torch_device"]
 
 logger = logging.getLogger("catdask.operators")
 
@@ -106,26 +106,6 @@ def torch_device(device, *, here=True):
             raise ValueError(f"device={device!r}: PyTorch cannot use it here ({reason[:200]}); "
                              "use e.g. 'cuda', 'cuda:0' or 'cpu'.") from None
     return dev
-
-
-def _is_tensor(a):
-    """True for a PyTorch tensor (checked without importing PyTorch)."""
-    return type(a).__module__.split(".")[0] == "torch" and hasattr(a, "device")
-
-
-def host_arrays(X, y, device):
-    """``(X, y, device)`` for a fit: tensors brought to the host as numpy, and the device the
-    products run on (``device``, else a tensor input's own device, else None: the CPU).
-
-    scikit-learn's array API convention: inputs on a device are computed on that device.
-    """
-    if _is_tensor(X):
-        if device is None:
-            device = str(X.device)
-        X = X.detach().cpu().numpy()
-    if _is_tensor(y):
-        y = y.detach().cpu().numpy()
-    return X, y, device
 
 
 class TorchGramOperator(GramOperator):

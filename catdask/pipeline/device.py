@@ -1,7 +1,7 @@
 """Where a training run's Gram products run: ``ModelSpec.device`` (``catdask train --device``).
 
 The pipeline reads its data sets from zarr; the estimator picks its operator from the input it
-is given (:func:`catdask.operators.make_operator`: numpy input and a device ->
+is given (:class:`catdask.estimators.target.ComputeTarget`: numpy input and a device ->
 ``TorchGramOperator`` in this process; Dask input and a device -> ``DaskTorchGramOperator``
 on the workers that declare a GPU). So the pipeline only chooses the input's form, by one rule
 (:func:`device_placement`):

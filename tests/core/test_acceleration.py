@@ -8,7 +8,7 @@ import pytest
 from catdask.core.acceleration import AndersonStepper, PlainStepper, make_stepper
 from catdask.core.classes import ClassIndex
 from catdask.kernels import make_kernel
-from catdask.operators import CentredGramOperator, NumpyGramOperator, make_operator
+from catdask.operators import CentredGramOperator, NumpyDataOperator, NumpyGramOperator
 from catdask.core.problems import (
     CategoryObjective,
     ClassMatrixProblem,
@@ -46,7 +46,7 @@ def _kernel_problem(origin="class", kind="quadratic", n_starts=3, seed=0, **blob
 
 def _linear_problem(origin="class", n_starts=4, seed=0):
     X, classes = _sorted_blobs(n_features=6)
-    op = make_operator(X, classes)
+    op = NumpyDataOperator(X, classes)
     problem = ClassMatrixProblem(op.class_second_moments(origin))
     labels = ["decoupled", "class-means"] + ["random"] * (n_starts - 2)
     W0 = linear_starts(labels, class_matrices=problem.class_matrices,
@@ -221,10 +221,10 @@ def test_kernel_cas_plain_by_default_and_monotone_when_forced():
 
 def test_linear_cas_keeps_the_plain_iteration_by_default():
     X, classes = _sorted_blobs()
-    problem = LinearProblem(make_operator(X, classes), CategoryObjective("absolute", "class", 0.1))
+    problem = LinearProblem(NumpyDataOperator(X, classes), CategoryObjective("absolute", "class", 0.1))
     assert isinstance(make_stepper(problem, 2, "auto"), PlainStepper)
     W0 = linear_starts(["class-means", "random"], class_matrices=None,
-                       class_means=make_operator(X, classes).class_means(),
+                       class_means=NumpyDataOperator(X, classes).class_means(),
                        n_features=X.shape[1], rng=np.random.default_rng(0))
     # Forced, it stays monotone: the safeguard does not depend on the objective.
     forced = _run(problem, lambda: problem.start(W0), "anderson")

@@ -20,7 +20,8 @@ from catdask.core.engine import (
     fit_restarts,
 )
 from catdask.core.manifold import random_stiefel
-from catdask.core.precision import FLOAT64, Float32ThenFloat64, precision_schedule
+from catdask.core.precision import FLOAT64, Float32ThenFloat64
+from catdask.estimators.target import ComputeTarget
 from catdask.core.problems import CategoryObjective, ClassMatrixProblem, KernelProblem
 from catdask.core.progress import solver_progress
 from catdask.core.solver import RestartResult
@@ -159,6 +160,7 @@ def _kernel_problem(n_per_class=40, seed=3):
 
 def test_float32_schedule_runs_starts_and_first_phase_in_float32_then_polishes():
     op, problem = _kernel_problem()
+    precision_schedule = ComputeTarget.precision_schedule
     assert op.uses_tiles and isinstance(precision_schedule("auto", op), Float32ThenFloat64)
     assert precision_schedule("float64", op) is FLOAT64
     z0 = kernel_random_z(2, op.classes, "class", np.random.default_rng(0))

@@ -11,7 +11,7 @@ from catdask import KernelCategorySpace
 from catdask.core.classes import ClassIndex
 from catdask.kernels import make_kernel
 from catdask.operators import CentredGramOperator, NumpyGramOperator
-from catdask.operators.blocks import class_diagonal_tile_pairs, gram_symmetric_moments
+from catdask.operators.gram_tiles import class_diagonal_tile_pairs, gram_symmetric_moments
 from catdask.core.class_eigen import class_block_top_eigenpairs
 from tests.helpers.data import make_blobs
 
@@ -240,14 +240,14 @@ def test_fit_reports_its_phases():
 def test_driver_uses_one_blas_thread_only_during_distributed_fits():
     from threadpoolctl import threadpool_info
 
-    from catdask.estimators.kernel import _driver_blas_threads
+    from catdask.estimators.target import ComputeTarget
 
     def blas_threads():
         return [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
 
     before = blas_threads()
-    with _driver_blas_threads(True):
+    with ComputeTarget(distributed=True).driver_blas_threads():
         assert all(n == 1 for n in blas_threads())
     assert blas_threads() == before
-    with _driver_blas_threads(False):
+    with ComputeTarget(distributed=False).driver_blas_threads():
         assert blas_threads() == before

@@ -371,8 +371,9 @@ def test_rbf_gram_is_the_exactly_symmetric_rbf_kernel(n):
         kernels.rbf_gram(X, -1.0)
 
 
-def test_make_operator_picks_the_in_memory_operators_and_they_meet_the_protocols():
-    """One factory for both methods; every operator offers the whole documented interface."""
+def test_the_numpy_target_makes_the_in_memory_operators_and_they_meet_the_protocols():
+    """One target makes both methods' operators; every operator offers the whole documented
+    interface."""
     from catdask.kernels import make_kernel
     from catdask.operators import (
         CentredGramOperator,
@@ -380,15 +381,17 @@ def test_make_operator_picks_the_in_memory_operators_and_they_meet_the_protocols
         GramOperator,
         NumpyDataOperator,
         NumpyGramOperator,
-        make_operator,
     )
+    from catdask.estimators.target import ComputeTarget
 
     X, y = make_blobs(n_per_class=6, n_features=4, n_classes=3)
     classes = ClassIndex(y, 3)
-    data = make_operator(X, classes)
+    target = ComputeTarget()  # numpy in this process
+    data = target.data_operator(X, classes)
     assert type(data) is NumpyDataOperator and isinstance(data, DataOperator)
     np.testing.assert_allclose(data.center, X.mean(axis=0))
-    gram = make_operator(X, classes, make_kernel("rbf", n_features=4, gamma=0.2))
+    gram = target.gram_operator(X, classes, make_kernel("rbf", n_features=4, gamma=0.2),
+                                max_gram_bytes=2 * 1024**3)
     assert type(gram) is NumpyGramOperator and isinstance(gram, GramOperator)
     centred = CentredGramOperator(gram)
     assert isinstance(centred, GramOperator) and not centred.matvec_without_class_block

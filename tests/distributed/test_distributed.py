@@ -29,7 +29,7 @@ from catdask.distributed.cluster import ENV_SCHEDULER, start_local_cluster  # no
 from catdask.distributed.inputs import is_distributed_input  # noqa: E402
 from catdask.kernels import make_kernel  # noqa: E402
 from catdask.operators import DaskGramOperator, NumpyGramOperator  # noqa: E402
-from catdask.operators import blocks  # noqa: E402
+from catdask.operators import gram_tiles  # noqa: E402
 
 from tests.helpers.data import make_blobs  # noqa: E402
 
@@ -144,24 +144,19 @@ def test_linear_cqs_streaming_form_matches_numpy(client, monkeypatch, origin):
     _assert_same_fit(got, ref, "components_")
 
 
-def test_make_operator_sends_dask_inputs_to_the_dask_operators(client):
-    from catdask.operators import (
-        DaskDataOperator,
-        DataOperator,
-        GramOperator,
-        make_operator,
-    )
+def test_the_dask_target_makes_the_dask_operators(client):
+    from catdask.estimators.target import ComputeTarget
+    from catdask.operators import DaskDataOperator, DataOperator, GramOperator
 
     X, y = _data()
     classes = ClassIndex(y, 3)
-    op = make_operator(da.from_array(X, chunks=(16, -1)), classes)
-    assert type(op) is DaskDataOperator and isinstance(op, DataOperator)
-    kern = make_kernel("rbf", n_features=X.shape[1], gamma=0.1)
-    gram = make_operator(X, classes, kern, distributed=True)
-    assert type(gram) is DaskGramOperator and isinstance(gram, GramOperator)
-    assert gram.matvec_without_class_block
-    gram.close()
-    op.close()
+    with ComputeTarget(distributed=True) as target:  # closes both operators as it ends
+        op = target.data_operator(da.from_array(X, chunks=(16, -1)), classes)
+        assert type(op) is DaskDataOperator and isinstance(op, DataOperator)
+        kern = make_kernel("rbf", n_features=X.shape[1], gamma=0.1)
+        gram = target.gram_operator(X, classes, kern, max_gram_bytes=2 * 1024**3)
+        assert type(gram) is DaskGramOperator and isinstance(gram, GramOperator)
+        assert gram.matvec_without_class_block
 
 
 def test_linear_scatter_path_reads_data_once(client):
@@ -388,7 +383,7 @@ def test_tile_tasks_grow_with_their_band_not_only_with_their_work(client):
     op.tile_task_entries = 1_000
 
     def n_tasks():
-        tasks, _ = op._tile_tasks(blocks.gram_symmetric_class_product, op._tile_pairs,
+        tasks, _ = op._tile_tasks(gram_tiles.gram_symmetric_class_product, op._tile_pairs,
                                   "float32", op._offsets, zt=zt)
         return len(tasks)
 

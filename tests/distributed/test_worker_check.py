@@ -177,11 +177,11 @@ def test_a_worker_that_joins_during_the_work_is_checked_when_it_ends(monkeypatch
     catdask, reported on that worker only). The work's ``with`` block ends in the refusal,
     before its result is used; the same join with the driver's software is accepted, and
     the joined worker was asked."""
-    from catdask.distributed import cluster as cluster_module
+    from catdask.distributed import host as host_module
     from catdask.distributed import dask_client_context
 
     # In-process workers: the check must not set this test process's BLAS threads.
-    monkeypatch.setattr(cluster_module, "limit_blas_threads", lambda n: None)
+    monkeypatch.setattr(host_module, "limit_blas_threads", lambda n: None)
     real = worker_check.software_versions
     asked = {}
 
@@ -207,7 +207,7 @@ def test_a_worker_that_joins_during_the_work_is_checked_when_it_ends(monkeypatch
         assert "\n" not in text and not is_transient(info.value)
 
         monkeypatch.undo()  # the driver's software everywhere again; the spy is gone too
-        monkeypatch.setattr(cluster_module, "limit_blas_threads", lambda n: None)
+        monkeypatch.setattr(host_module, "limit_blas_threads", lambda n: None)
         monkeypatch.setattr(worker_check, "check_workers_that_joined", spy)
         asked.clear()
         with dask_client_context(address) as client:

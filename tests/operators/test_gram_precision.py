@@ -51,7 +51,7 @@ def test_tile_parts_add_up_to_the_dense_product(n_groups, diagonal_only):
     row of tiles): each group's part holds every class for its own rows and only its own
     classes below them, and the parts add up to G @ Z (to the class blocks for the
     class-diagonal tiles)."""
-    from catdask.operators import blocks
+    from catdask.operators import gram_tiles
 
     X, y = _data(n_per_class=50)
     order = np.argsort(y, kind="stable")
@@ -63,19 +63,19 @@ def test_tile_parts_add_up_to_the_dense_product(n_groups, diagonal_only):
     G = kern(Xs, Xs)
     if diagonal_only:
         G = G * (ys[:, None] == ys[None, :])
-        pairs = blocks.class_diagonal_tile_pairs(offsets, 16)
+        pairs = gram_tiles.class_diagonal_tile_pairs(offsets, 16)
     else:
-        pairs = blocks.symmetric_tile_pairs(N, 16)
+        pairs = gram_tiles.symmetric_tile_pairs(N, 16)
     z = np.random.default_rng(1).standard_normal((2, N))
     left, right = kern.tile_factors(Xs, "float64")
     acc = np.zeros((3, N, 2))
     for group in np.array_split(pairs, n_groups):
-        lo, hi, head, k0, tail = blocks.gram_symmetric_class_product(
+        lo, hi, head, k0, tail = gram_tiles.gram_symmetric_class_product(
             left, right, group, offsets, np.ascontiguousarray(z.T), kern)
         assert head.shape == (3, hi - lo, 2) and tail.shape[1:] == (N - hi, 2)
         own = {int(c) for c in ys[lo:hi]}
         assert set(range(k0, k0 + tail.shape[0])) == own
-        blocks.add_class_product_part(acc, part=(lo, hi, head, k0, tail))
+        gram_tiles.add_class_product_part(acc, part=(lo, hi, head, k0, tail))
     want = _dense_product(G, classes, z)  # (R, N, K)
     np.testing.assert_allclose(acc.transpose(2, 1, 0), want, rtol=0,
                                atol=1e-12 * np.abs(want).max())

@@ -1,0 +1,157 @@
+"""Square tiles of G's upper triangle: the recompute-mode products of a built-in kernel.
+
+The products ``G Z`` (:func:`gram_symmetric_class_product`) and the Gram moments
+(:func:`gram_symmetric_moments`) of a built-in kernel work on square tiles of the upper triangle
+of the class-sorted G: each off-diagonal tile is evaluated once, in float32 or float64, and
+serves both ``G[I, J] Z_J`` and ``G[J, I] Z_I``. Like :mod:`.blocks`, the functions know
+nothing about Dask: the in-memory and the Dask Gram operators (:mod:`.gram_base`) run the same
+ones, in this process or as tasks on the workers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .blocks import column_blocks
+
+__all__ = ["symmetric_tile_pairs", "class_diagonal_tile_pairs", "gram_symmetric_class_product",
+           "add_class_product_part", "gram_symmetric_moments"]
+
+
+def symmetric_tile_pairs(N, tile):
+    """The tiles ``(a, b, c, d)`` (rows a:b, columns c:d, a <= c) of G's upper triangle.
+
+    Returned as an int array of shape (n_pairs, 4), ordered by row tile, so that a contiguous
+    run of pairs keeps one row panel in cache and a task's argument is one small array.
+    """
+    bounds = column_blocks(N, int(tile))
+    pairs = [(*bounds[i], *bounds[j]) for i in range(len(bounds)) for j in range(i, len(bounds))]
+    return np.asarray(pairs, dtype=np.int64).reshape(-1, 4)
+
+
+def class_diagonal_tile_pairs(offsets, tile):
+    """The upper-triangle tiles of the class blocks ``G[C_k, C_k]`` only (sorted positions).
+
+    A pass over them with :func:`gram_symmetric_class_product` gives the block-diagonal
+    product ``diag(G_11, ..., G_KK) V`` for all classes at once (the decoupled start's Lanczos,
+    docs/design.md §3c), at ``sum n_k^2 / 2`` kernel entries instead of ``N^2 / 2``.
+    """
+    parts = [symmetric_tile_pairs(int(b) - int(a), tile) + int(a)
+             for a, b in zip(offsets[:-1], offsets[1:]) if b > a]
+    return np.concatenate(parts) if parts else np.zeros((0, 4), dtype=np.int64)
+
+
+def _class_ranges(offsets, a, b):
+    """``(k, s0, s1)`` for every class k whose sorted rows overlap ``a:b``."""
+    return [(k, max(a, offsets[k]), min(b, offsets[k + 1])) for k in range(len(offsets) - 1)
+            if min(b, offsets[k + 1]) > max(a, offsets[k])]
+
+
+def gram_symmetric_class_product(left, right, pairs, offsets, zt, kernel):
+    """The contribution of the tiles ``pairs`` to ``G Z``: a part ``(lo, hi, head, k0, tail)``
+    of the (K, N, R) sum, in the tile dtype (:func:`add_class_product_part` adds it up).
+
+    ``left``, ``right`` (N, D') are the kernel's tile factors
+    (:meth:`catdask.kernels.Kernel.tile_factors`) in the tile dtype, ``zt`` (N, R) the restarts'
+    z in the same dtype, rows sorted by class (class k at ``offsets[k]:offsets[k+1]``). Each tile
+    ``T = G[I, J]`` is one BLAS product plus the kernel's in-place finish (clip and ``exp`` for
+    RBF); an off-diagonal tile then adds ``T Z_J`` to rows I and ``T^T Z_I`` to rows J (G is
+    symmetric), so the tiles of the upper triangle give all of ``G Z``. Z has one non-zero per
+    row, so column k of ``G Z`` only reads the class-k part of a tile (docs/design.md §3). A
+    tile's products are formed in the tile dtype and accumulated in float64 across tiles.
+
+    What the part holds: the tasks' row tiles span rows ``lo:hi`` (upper-triangle tiles touch
+    no row above ``lo``); those rows get every class (``head``, (K, hi - lo, R)). Rows ``hi:``
+    get only ``T^T Z_I`` with I among the task's row tiles, so only the classes ``k0:k0 +
+    len(tail)`` present in rows ``lo:hi`` (``tail``, one or two of K classes, sorted rows): the
+    rest of that band is exact zeros. The parts travel to the driver, which adds them as they
+    arrive; the whole band (K, N - lo, R) made 56 MB per pass on 16 workers at N = 50,000, K = 5
+    (benchmarks/pass_overhead.py), mostly zeros, all of it received and added after the last
+    tile task (issue 27). A float32 part adds one float32 rounding of a sum that float32 tiles
+    made already; float64 passes stay float64.
+    """
+    N, R = zt.shape
+    K = len(offsets) - 1
+    pairs = np.asarray(pairs).reshape(-1, 4)
+    if pairs.shape[0] == 0:
+        return N, N, np.zeros((K, 0, R), dtype=zt.dtype), 0, np.zeros((0, 0, R), zt.dtype)
+    lo, hi = int(pairs[:, 0].min()), int(pairs[:, 1].max())
+    own = _class_ranges(offsets, lo, hi)
+    k0, k1 = own[0][0], own[-1][0] + 1
+    head = np.zeros((K, hi - lo, R))
+    tail = np.zeros((k1 - k0, N - hi, R))
+    spans = pairs[:, 1::2] - pairs[:, 0::2]
+    buf = np.empty((int(spans[:, 0].max()), int(spans[:, 1].max())), dtype=left.dtype)
+    # Products into one reused buffer, class ranges once per tile bound (0.95-1.0x per entry).
+    part = np.empty((max(buf.shape), R), dtype=np.result_type(buf, zt))
+    bounds = set(map(tuple, pairs[:, 0:2].tolist())) | set(map(tuple, pairs[:, 2:4].tolist()))
+    ranges = {(a, b): _class_ranges(offsets, a, b) for a, b in bounds}
+    for a, b, c, d in pairs.tolist():
+        T = buf[: b - a, : d - c]
+        np.matmul(left[a:b], right[c:d].T, out=T)
+        kernel.finish_tile(T, clip=a == c)  # x = y pairs lie on diagonal tiles only
+        rows = part[: b - a]
+        for k, s0, s1 in ranges[c, d]:
+            np.matmul(T[:, s0 - c : s1 - c], zt[s0:s1], out=rows)
+            head[k, a - lo : b - lo] += rows
+        if c != a:
+            cols = part[: d - c]
+            split = min(max(hi, c), d)  # rows c:split in the head, split:d in the tail
+            for k, s0, s1 in ranges[a, b]:
+                np.matmul(T[s0 - a : s1 - a].T, zt[s0:s1], out=cols)
+                if c < hi:
+                    head[k, c - lo : split - lo] += cols[: split - c]
+                if d > hi:
+                    tail[k - k0, split - hi : d - hi] += cols[split - c :]
+    return lo, hi, head.astype(zt.dtype, copy=False), k0, tail.astype(zt.dtype, copy=False)
+
+
+def add_class_product_part(acc, part):
+    """Add a part of :func:`gram_symmetric_class_product` into ``acc`` (K, N, R) float64."""
+    lo, hi, head, k0, tail = part
+    acc[:, lo:hi] += head
+    if tail.size:
+        acc[k0 : k0 + tail.shape[0], hi:] += tail
+    return acc
+
+
+def gram_symmetric_moments(left, right, pairs, kernel):
+    """The tiles ``pairs``' share of G's row sums, diagonal and squared Frobenius norm.
+
+    Same tiles as :func:`gram_symmetric_class_product` (each off-diagonal tile evaluated once,
+    counted for ``G[I, J]`` and ``G[J, I]``), in the factors' dtype, accumulated in float64.
+    Returns one float64 array ``[row sums (N), diagonal (N), ||G||_F^2 share]`` of length
+    ``2 N + 1``, so that partial results of several tasks simply add up.
+    """
+    N = left.shape[0]
+    out = np.zeros(2 * N + 1)
+    sums, diag = out[:N], out[N : 2 * N]
+    pairs = np.asarray(pairs).reshape(-1, 4)
+    if pairs.shape[0] == 0:
+        return out
+    spans = pairs[:, 1::2] - pairs[:, 0::2]
+    buf = np.empty((int(spans[:, 0].max()), int(spans[:, 1].max())), dtype=left.dtype)
+    # float64 tiles (the centring pass): sums by gemv against ones, the norm by a dot (one
+    # core, N = 8,192: 1.4 -> 0.7 ns per entry); float32 tiles sum in float64 through numpy.
+    blas = left.dtype == np.float64
+    ones = np.ones(max(buf.shape), dtype=left.dtype)
+    fro2 = 0.0
+    for a, b, c, d in pairs.tolist():
+        T = buf[: b - a, : d - c]
+        np.matmul(left[a:b], right[c:d].T, out=T)
+        kernel.finish_tile(T, clip=a == c)  # x = y pairs lie on diagonal tiles only
+        if blas:
+            sums[a:b] += T @ ones[: d - c]
+            flat = T.reshape(-1)  # a view when the tile fills buf's rows, else a copy
+            t2 = float(np.dot(flat, flat))
+        else:
+            sums[a:b] += T.sum(axis=1, dtype=np.float64)
+            t2 = float(np.einsum("ij,ij->", T, T, dtype=np.float64))
+        if c != a:
+            sums[c:d] += ones[: b - a] @ T if blas else T.sum(axis=0, dtype=np.float64)
+            fro2 += 2.0 * t2
+        else:
+            diag[a:b] = np.diagonal(T)
+            fro2 += t2
+    out[2 * N] = fro2
+    return out
