@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from catdask.certificate import burer_park
+from catdask.certificate.lowrank_alm import alm_lifted_bound
 from catdask.certificate.burer_park import (estimated_size, lifted_bound, realign_adjoint,
                                             solve_lifted_dual)
 from tests.certificate.test_certificate import _wine_moments
@@ -134,3 +135,19 @@ def test_lift_is_no_tighter_where_the_block_diagonal_relaxation_is_loose(kroneck
 def test_size_estimate():
     assert estimated_size(19, 7) == (133, 28 + 190, float(133 ** 3 + 19 ** 3))
     assert estimated_size(19, 7, kronecker=True)[0] == 266
+
+
+def test_low_rank_alm_proves_the_relaxations_value(problems):
+    """The ALM's bound (proved by lifted_bound from its multiplier) is valid on random
+    problems (where the relaxation is tight) and close to their maximum."""
+    for R, Ws, f, best in problems:
+        result = alm_lifted_bound(R, Ws[int(np.argmax(f))], outer=15)
+        assert best <= result.bound.upper_bound <= best * (1 + 1e-4) + 1e-9
+
+
+def test_low_rank_alm_reaches_the_relaxations_value_where_it_is_loose():
+    R = _wine_moments("class")
+    Ws, f = restarts(R, np.random.default_rng(11), 30)
+    value = _block_diagonal_value(R)  # wine's loose case: within 1e-6 of the relaxation
+    result = alm_lifted_bound(R, Ws[int(np.argmax(f))], rank=2)
+    assert value * (1 - 1e-7) <= result.bound.upper_bound <= value * (1 + 1e-6)
