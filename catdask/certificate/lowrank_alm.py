@@ -21,6 +21,7 @@ the residual; memory ``O(K D r + D^2)``. No PSD block is ever eigendecomposed ex
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -52,7 +53,7 @@ def _dual_data(A, Z):
 
 
 def alm_lifted_bound(R, W, *, rank=2, sigma=10.0, outer=40, inner=200, tol=1e-10,
-                     seed=0):
+                     seed=0, max_seconds=math.inf):
     """Solve the lifted relaxation by a low-rank ALM warm-started at W; prove its bound.
 
     Parameters
@@ -70,6 +71,8 @@ def alm_lifted_bound(R, W, *, rank=2, sigma=10.0, outer=40, inner=200, tol=1e-10
         Outer (multiplier) iterations and L-BFGS iterations per inner solve.
     tol : float
         Stop when the residual ``||E||_F`` is below it and the proved bound stopped improving.
+    max_seconds : float
+        Stop after the outer iteration that passes this wall time (the bound is still proved).
 
     Returns
     -------
@@ -127,7 +130,7 @@ def alm_lifted_bound(R, W, *, rank=2, sigma=10.0, outer=40, inner=200, tol=1e-10
         if improved:
             best = proved
         norm = float(np.linalg.norm(E))
-        if norm <= tol and not improved:
+        if (norm <= tol and not improved) or time.perf_counter() - t0 > max_seconds:
             break
         if norm > 0.25 * previous_norm:
             sigma = min(2.0 * sigma, 1e6)

@@ -91,10 +91,25 @@ def test_bound_holds_for_data_no_solver_produced(problems, solved):
 def test_dropping_the_residual_charge_is_caught(problems, solved, monkeypatch):
     """The mutation check: a proof that trusts ``lambda_max(-C) <= 0`` is unsound, and the
     soundness check above sees it on shrunk dual data (which leave ``-C`` indefinite)."""
-    data = [(0.8 * plain.Lam, 0.8 * plain.Z, None) for plain, _ in solved]
-    assert violations(problems, data) == []
+    dense = [(0.8 * plain.Lam, 0.8 * plain.Z, None) for plain, _ in solved]
+    # diagonal Lam (what the ALM gives) takes the block-diagonal path of the proof
+    diagonal = [(np.diag(0.8 * np.diag(plain.Lam)), 0.8 * plain.Z, None) for plain, _ in solved]
+    for data in (dense, diagonal):
+        assert violations(problems, data) == []
     monkeypatch.setattr(burer_park, "_proved_top", lambda matrix: 0.0)
-    assert violations(problems, data) != []
+    for data in (dense, diagonal):
+        assert violations(problems, data) != []
+
+
+def test_block_diagonal_proof_agrees_with_the_dense_one(problems, solved):
+    """Diagonal Lam: K factorisations of order D give the dense proof's bound (up to the
+    rounding charges)."""
+    for (R, *_), (plain, _) in zip(problems, solved):
+        Lam = np.diag(np.diag(plain.Lam) + 1.0)
+        fast = lifted_bound(R, Lam, plain.Z).upper_bound
+        Lam_off = Lam.copy()
+        Lam_off[0, 1] = Lam_off[1, 0] = 1e-300  # forces the dense path, same matrix
+        assert fast == pytest.approx(lifted_bound(R, Lam_off, plain.Z).upper_bound, rel=1e-9)
 
 
 def _block_diagonal_value(R):
