@@ -166,3 +166,4 @@ def test_low_rank_alm_reaches_the_relaxations_value_where_it_is_loose():
     value = _block_diagonal_value(R)  # wine's loose case: within 1e-6 of the relaxation
     result = alm_lifted_bound(R, Ws[int(np.argmax(f))], rank=2)
     assert value * (1 - 1e-7) <= result.bound.upper_bound <= value * (1 + 1e-6)
+
