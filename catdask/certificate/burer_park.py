@@ -193,7 +193,8 @@ def lifted_bound(R, Lam, Z, Xi=None):
     ky_fan = float(np.sum(z_evals[-K:])) + K * z_guard
     trace_lam = float(np.trace(Lam))
     total = trace_lam + ky_fan + kron_term + residual
-    rounding = 8.0 * _EPS * (abs(trace_lam) + abs(ky_fan) + abs(kron_term) + abs(residual)
+    # sums of at most K + 4 terms (the trace, the Ky Fan sum, the total)
+    rounding = (K + 8.0) * _EPS * (abs(trace_lam) + abs(ky_fan) + abs(kron_term) + abs(residual)
                              + float(np.sum(np.abs(np.diag(Lam)))))
     return LiftedBound(upper_bound=0.5 * (total + rounding), trace_lam=0.5 * trace_lam,
                        ky_fan_z=0.5 * ky_fan, kronecker=0.5 * kron_term,
