@@ -1,0 +1,134 @@
+"""The lifted (Burer & Park) relaxation against the SDP dual on the linear class-origin cases.
+
+    python benchmarks/bench_relaxations.py [--only wine vehicle segmentation] [--kronecker]
+        [--restarts 8] [--time-limit 120] [--json out.json]
+
+For each data set (standardised, class origin; the UCI files of ``benchmarks/certificate_outcomes.py``,
+skipped, saying why, when they are not found), ``CategorySpace`` (CQS) is fitted without its
+test, and on the best restart's axes it prints: f; the bound of the existing test without the
+moment level (``certify_global_optimum(..., full_sdp=True)``: the SDP dual, and the
+block-diagonal relaxation solved by Clarabel where it does not certify); the lifted
+relaxation's value (SCS's objective) and its bound proved from the dual data
+(:func:`catdask.certificate.burer_park.lifted_bound`), both as relative gaps to f; its PSD
+block, SCS iterations and wall/CPU seconds; the load average. ``--kronecker`` adds the
+realignment constraint (a second PSD block of order 2 D K). ``--alm`` also runs the low-rank
+augmented Lagrangian of :mod:`catdask.certificate.lowrank_alm` (rank 2, warm-started at the
+fitted axes) on the same problem and prints its proved gap, iterations and seconds.
+``--highd N`` runs instead the 784-pixel image set of ``bench_linear_highd.py`` (N rows, K = 10,
+default origin): the existing test and the ALM only (the lift's block, 7,840, is out of SCS's
+reach). Nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import _common  # noqa: F401  (puts the checkout on sys.path)
+from certificate_levels import class_matrices
+from certificate_outcomes import cases
+
+from catdask import CategorySpace
+from catdask.certificate import certify_global_optimum
+from catdask.certificate.burer_park import estimated_size, lifted_bound, solve_lifted_dual
+from catdask.certificate.lowrank_alm import alm_lifted_bound
+
+DEFAULT = ["wine", "vehicle", "segmentation"]
+
+
+def _timed(fn, *args, **kwargs):
+    t, c = time.perf_counter(), time.process_time()
+    out = fn(*args, **kwargs)
+    return out, time.perf_counter() - t, time.process_time() - c
+
+
+def run_case(name, X, y, args):
+    est = CategorySpace(origin="class", n_restarts=args.restarts, random_state=0,
+                        certify=False).fit(X, y)
+    R = class_matrices(X, y, est.classes_, "class")
+    W = est.components_.T
+    f = 0.5 * float(sum(W[:, k] @ R[k] @ W[:, k] for k in range(R.shape[0])))
+    cert, sdp_wall, sdp_cpu = _timed(certify_global_optimum, R, W, full_sdp=True)
+    row = dict(dataset=name, D=R.shape[1], K=R.shape[0], f=f,
+               sdp_bound=float(cert.upper_bound), sdp_gap=(cert.upper_bound - f) / f,
+               sdp_certified=bool(cert.certified), sdp_wall=sdp_wall, sdp_cpu=sdp_cpu,
+               load_before=os.getloadavg()[0])
+    block, unknowns, _ = estimated_size(R.shape[1], R.shape[0], args.kronecker)
+    dual, wall, cpu = _timed(solve_lifted_dual, R, kronecker=args.kronecker,
+                             time_limit=args.time_limit)
+    proved, proof_wall, _ = _timed(lifted_bound, R, dual.Lam, dual.Z, dual.Xi)
+    row.update(block=block, unknowns=unknowns, status=dual.status, iterations=dual.iterations,
+               lift_value=0.5 * dual.value, lift_value_gap=(0.5 * dual.value - f) / f,
+               lift_bound=proved.upper_bound, lift_gap=(proved.upper_bound - f) / f,
+               residual_charge=proved.residual_charge, lift_wall=wall, lift_cpu=cpu,
+               proof_wall=proof_wall, load_after=os.getloadavg()[0])
+    if args.alm:
+        alm, alm_wall, alm_cpu = _timed(alm_lifted_bound, R, W, rank=2)
+        row.update(alm_gap=(alm.bound.upper_bound - f) / f, alm_wall=alm_wall, alm_cpu=alm_cpu,
+                   alm_outer=alm.outer_iterations, alm_inner=alm.inner_iterations,
+                   alm_infeasibility=alm.infeasibility)
+    return row
+
+
+def run_highd(n_samples, seconds):
+    """The existing test and the ALM on the 784-pixel set (``bench_linear_highd.py``)."""
+    from bench_linear_highd import digits784
+
+    X, y = digits784(n_samples)
+    X = (X - X.mean(axis=0)) / X.std(axis=0)
+    est = CategorySpace(n_restarts=1, random_state=0, certify=False).fit(X, y)
+    R = class_matrices(X, y, est.classes_, est.origin)
+    W = est.components_.T
+    f = 0.5 * float(sum(W[:, k] @ R[k] @ W[:, k] for k in range(R.shape[0])))
+    cert, wall, cpu = _timed(certify_global_optimum, R, W)
+    print(f"784-pixel set, N = {n_samples}, origin {est.origin}: f = {f:.6g}; existing test: "
+          f"gap {(cert.upper_bound - f) / f:.2e} ({cert.bound_method}), {wall:.1f} s wall, "
+          f"{cpu:.1f} s cpu", flush=True)
+    alm, wall, cpu = _timed(alm_lifted_bound, R, W, rank=2, max_seconds=seconds)
+    print(f"  ALM: proved gap {(alm.bound.upper_bound - f) / f:.2e}, primal "
+          f"{(alm.primal_value - f) / f:.2e}, residual {alm.infeasibility:.1e}, "
+          f"{alm.outer_iterations} outer / {alm.inner_iterations} L-BFGS iterations, "
+          f"{wall:.1f} s wall, {cpu:.1f} s cpu; load {os.getloadavg()[0]:.1f}", flush=True)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", nargs="*", default=DEFAULT)
+    ap.add_argument("--restarts", type=int, default=8)
+    ap.add_argument("--kronecker", action="store_true")
+    ap.add_argument("--alm", action="store_true")
+    ap.add_argument("--highd", type=int, default=None, metavar="N")
+    ap.add_argument("--time-limit", type=float, default=120.0)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    args.no_kernel = True
+    print(f"load average at start {os.getloadavg()}; gaps are (bound - f) / f", flush=True)
+    if args.highd:
+        return run_highd(args.highd, args.time_limit)
+    print(f"{'data':<13} {'D':>3} {'K':>2} {'f':>12} {'sdp gap':>9} {'lift val':>9} "
+          f"{'lift gap':>9} {'block':>5} {'iters':>6} {'wall s':>7} {'cpu s':>7} {'load':>5}",
+          flush=True)
+    rows = []
+    for name, _, X, y in cases(args):
+        r = run_case(name, X, y, args)
+        rows.append(r)
+        print(f"{name:<13} {r['D']:>3} {r['K']:>2} {r['f']:12.6g} {r['sdp_gap']:9.2e} "
+              f"{r['lift_value_gap']:9.2e} {r['lift_gap']:9.2e} {r['block']:>5} "
+              f"{r['iterations'] if r['iterations'] is not None else '-':>6} "
+              f"{r['lift_wall']:7.2f} {r['lift_cpu']:7.2f} {r['load_after']:5.1f}  "
+              f"({r['status']}; SDP-dual test {r['sdp_wall']:.2f} s)", flush=True)
+        if args.alm:
+            print(f"{'  ALM':<13} proved gap {r['alm_gap']:.2e}, {r['alm_outer']} outer / "
+                  f"{r['alm_inner']} L-BFGS iterations, residual {r['alm_infeasibility']:.1e}, "
+                  f"{r['alm_wall']:.2f} s wall, {r['alm_cpu']:.2f} s cpu", flush=True)
+    print(f"load average at end {os.getloadavg()}")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"benchmark": "bench_relaxations", "kronecker": args.kronecker,
+                       "rows": rows}, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
