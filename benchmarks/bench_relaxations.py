@@ -9,10 +9,10 @@ test, and on the best restart's axes it prints: f; the bound of the existing tes
 moment level (``certify_global_optimum(..., full_sdp=True)``: the SDP dual, and the
 block-diagonal relaxation solved by Clarabel where it does not certify); the lifted
 relaxation's value (SCS's objective) and its bound proved from the dual data
-(:func:`catdask.certificate.burer_park.lifted_bound`), both as relative gaps to f; its PSD
+(:func:`benchmarks.lifted.burer_park.lifted_bound`), both as relative gaps to f; its PSD
 block, SCS iterations and wall/CPU seconds; the load average. ``--kronecker`` adds the
 realignment constraint (a second PSD block of order 2 D K). ``--alm`` also runs the low-rank
-augmented Lagrangian of :mod:`catdask.certificate.lowrank_alm` (rank 2, warm-started at the
+augmented Lagrangian of :mod:`benchmarks.lifted.lowrank_alm` (rank 2, warm-started at the
 fitted axes) on the same problem and prints its proved gap, iterations and seconds.
 ``--highd N`` runs instead the 784-pixel image set of ``bench_linear_highd.py`` (N rows, K = 10,
 default origin): the existing test and the ALM only (the lift's block, 7,840, is out of SCS's
@@ -32,8 +32,8 @@ from certificate_outcomes import cases
 
 from catdask import CategorySpace
 from catdask.certificate import certify_global_optimum
-from catdask.certificate.burer_park import estimated_size, lifted_bound, solve_lifted_dual
-from catdask.certificate.lowrank_alm import alm_lifted_bound
+from benchmarks.lifted.burer_park import estimated_size, lifted_bound, solve_lifted_dual
+from benchmarks.lifted.lowrank_alm import alm_lifted_bound
 
 DEFAULT = ["wine", "vehicle", "segmentation"]
 

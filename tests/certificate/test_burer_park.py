@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from catdask.certificate import burer_park
-from catdask.certificate.lowrank_alm import alm_lifted_bound
-from catdask.certificate.burer_park import (estimated_size, lifted_bound, realign_adjoint,
+from benchmarks.lifted import burer_park
+from benchmarks.lifted.lowrank_alm import alm_lifted_bound
+from benchmarks.lifted.burer_park import (estimated_size, lifted_bound, realign_adjoint,
                                             solve_lifted_dual)
 from tests.certificate.test_certificate import _wine_moments
 from tests.helpers.stiefel import problem_and_best, random_stiefel, restarts

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.optimize
 
-from .burer_park import LiftedBound, lifted_bound
-from .eigen import sym
+from benchmarks.lifted.burer_park import LiftedBound, lifted_bound
+from catdask.certificate.eigen import sym
 
 __all__ = ["AlmResult", "alm_lifted_bound"]
 

@@ -1,5 +1,9 @@
 """The lifted (Burer & Park) relaxation of CQS, with a bound proved from its dual data.
 
+Research code beside its benchmark (bench_relaxations.py), not a rung of the certificate:
+for CQS it proves exactly what the SDP dual proves (docs/design.md §4d), so the library
+does not carry it.
+
 Burer & Park (arXiv:2208.03125) strengthen the block-diagonal relaxation of Gilman, Burer &
 Balzano (the one :mod:`.sdp_dual` and :func:`.bounds.full_sdp_bound` use) by lifting the whole
 vector ``x = vec(W)`` (``x[k D + a] = W[a, k]``): ``Y = x x^T``, one PSD block of order ``D K``
@@ -63,7 +67,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .eigen import NumericalFailure, cholesky_upper, sym
+from catdask.certificate.eigen import NumericalFailure, cholesky_upper, sym
 
 __all__ = ["LiftedBound", "LiftedDual", "estimated_size", "lifted_bound", "realign_adjoint",
            "solve_lifted_dual"]
