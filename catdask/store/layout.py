@@ -16,7 +16,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from .. import settings
 from ..names import validate_name
@@ -49,6 +51,10 @@ MODEL_LOCK = ".registry.lock"
 STORE_ENV = settings.STORE.name
 
 
+#: ``scheme://...``: a URL, not a folder (``C:\\...`` has no ``//`` after its colon).
+_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
 def resolve_store(path=None) -> Path:
     """Absolute path of the store root (not created here; writers create what they need).
 
@@ -56,15 +62,35 @@ def resolve_store(path=None) -> Path:
     ----------
     path : str or os.PathLike, optional
         Explicit root. Defaults to ``$CATDASK_STORE``, then ``./catdask-store``.
+
+    Raises
+    ------
+    ValueError
+        ``path`` is a URL (``s3://bucket/prefix``): the store lives on a file system only, and
+        writing a local folder named ``s3:`` instead would lose the user's data silently.
     """
     if path is None:
         path = settings.STORE.get() or DEFAULT_STORE
+    if isinstance(path, str) and (url := _URL.match(path)):
+        if url.group(1).lower() != "file":
+            raise ValueError(_url_refusal(path, url.group(1)))
+        path = urlsplit(path).path
     root = Path(path).expanduser()
     if root.exists() and not root.is_dir():
         # Worded as the CLI's other store messages ("store X does not exist ...").
         raise NotADirectoryError(f"store {root} is a file, not a folder (a store is the folder "
                                  "that holds datasets/ and models/)")
     return root.resolve()
+
+
+def _url_refusal(url: str, scheme: str) -> str:
+    """The one line that refuses a store URL; it names the URL without credentials or query
+    (``s3://KEY:SECRET@bucket`` or a presigned query must never reach a log)."""
+    parts = urlsplit(url)
+    shown = f"{scheme}://{parts.hostname or ''}{parts.path}"
+    return (f"the store {shown} is an object-store URL, and this catdask keeps its store on a "
+            "file system only (a local folder, or a shared mount on a cluster): give a folder "
+            "path with --store or $CATDASK_STORE")
 
 
 def datasets_dir(root: Path) -> Path:

@@ -295,3 +295,33 @@ def test_ingest_file_refuses_a_catalog_data_sets_name(capsys, tmp_path, name_arg
     assert code == 2 and out == "", err
     assert err.splitlines() == [f"catdask ingest: error: {message.format(file=table)}"]
     assert not store.exists()
+
+
+@pytest.mark.parametrize("args", [
+    ("ingest", "iris"), ("train", "iris"), ("evaluate", "iris"), ("datasets",),
+    ("models", "list"), ("check",), ("gc",), ("plot", "iris"), ("demo", "--quick"),
+    ("export", "m", "--mlflow", "mlruns"), ("predict", "m", "--dataset", "iris"), ("serve",),
+])
+@pytest.mark.parametrize("by_env", [False, True])
+def test_an_object_store_url_is_refused_in_one_line_and_writes_nothing(
+        capsys, tmp_path, monkeypatch, args, by_env):
+    """Was: `CATDASK_STORE=s3://bucket/store catdask ingest iris` exited 0 and wrote a local
+    folder named `s3:`. The store keeps to file systems, so a URL is refused before anything
+    starts, in one line that never repeats a credential written into the URL."""
+    url = "s3://AKIAPLANTED:planted-secret@bucket/store?X-Amz-Signature=planted-sig"
+    if by_env:
+        monkeypatch.setenv("CATDASK_STORE", url)
+        code, out, err = run_cli(capsys, *args)
+    else:
+        code, out, err = run_cli(capsys, "--store", url, *args)
+    assert code == EXIT_INPUT, (args, code, err)
+    assert len(err.splitlines()) == 1, err
+    assert "s3://bucket/store is an object-store URL" in err, err
+    assert "planted" not in err + out
+    assert os.listdir(tmp_path) == [] or "s3:" not in os.listdir(tmp_path)
+
+
+def test_a_file_url_names_the_local_folder(tmp_path):
+    from catdask.store import resolve_store
+
+    assert resolve_store(f"file://{tmp_path}/st") == (tmp_path / "st").resolve()
