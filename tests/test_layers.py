@@ -20,6 +20,7 @@ LAYERS = [
     {"errors", "settings", "lazy", "versions"},  # settings: every environment variable read, stdlib only
     {"names", "method_names"},
     {"kernels", "catalog", "plotting"},
+    {"object_store"},  # a store's bytes on a folder or S3: distributed/ reads data sets through it
     {"core"},  # the solver core and the operator interfaces it is written against
     {"distributed"},  # how a pass runs on Dask; knows no operator
     {"operators"},  # numpy and Dask implementations of core's interfaces
