@@ -42,12 +42,15 @@ __all__ = [
     "changing_store",
     "NAME_LOCK",
     "MODEL_LOCK",
+    "MODEL_COUNTER",
 ]
 
 DEFAULT_STORE = "catdask-store"
 #: The per-name lock of a data-set folder and the registry lock of a model folder.
 NAME_LOCK = ".lock"
 MODEL_LOCK = ".registry.lock"
+#: The highest version number ever reserved under a model name (never given twice).
+MODEL_COUNTER = ".newest-version"
 STORE_ENV = settings.STORE.name
 
 

@@ -325,3 +325,24 @@ def test_a_file_url_names_the_local_folder(tmp_path):
     from catdask.store import resolve_store
 
     assert resolve_store(f"file://{tmp_path}/st") == (tmp_path / "st").resolve()
+
+
+def test_a_damaged_pointer_is_flagged_by_datasets_and_refused_by_ingest(capsys, tmp_path):
+    """Was: with the pointer truncated to 0 bytes, `catdask datasets` listed the set without a
+    word and `catdask ingest` of other content exited 0 ("replaced")."""
+    store = tmp_path / "store"
+    (tmp_path / "t.csv").write_text("a,b,label\n1,2,x\n3,4,y\n5,6,x\n7,8,y\n")
+    (tmp_path / "u.csv").write_text("a,b,label\n1,2,x\n3,4,y\n5,6,x\n7,9,y\n")
+    ingest = ("ingest", "--name", "t", "--label-column", "label", "--store", store, "--file")
+    assert run_cli(capsys, *ingest, tmp_path / "t.csv")[0] == 0
+    (store / "datasets" / "t" / "zarr.json").write_bytes(b"")
+    code, _, err = run_cli(capsys, "datasets", "--store", store)
+    assert code == 0
+    assert [line for line in err.splitlines() if "'t' is damaged" in line and
+            "`catdask check --cleanup`" in line], err
+    code, _, err = run_cli(capsys, *ingest, tmp_path / "u.csv")
+    assert code == EXIT_INPUT, err
+    assert err.splitlines()[-1].startswith("catdask ingest: error: ") and \
+        "damaged" in err and "`catdask check --cleanup`" in err, err
+    assert sorted(p.name for p in (store / "datasets" / "t").iterdir()) == [
+        ".lock", "s1", "zarr.json"]

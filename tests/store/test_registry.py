@@ -53,9 +53,11 @@ def arrays(k=0.0):
 
 
 def version_dirs(store, name="m"):
-    """What a model folder holds besides its registry lock (versions, temporaries)."""
+    """What a model folder holds besides its registry lock and its record of the highest
+    version number given (versions, temporaries)."""
     d = Path(store) / "models" / name
-    return sorted(p.name for p in d.iterdir() if p.name != ".registry.lock") if d.is_dir() else []
+    kept = {".registry.lock", ".newest-version"}
+    return sorted(p.name for p in d.iterdir() if p.name not in kept) if d.is_dir() else []
 
 
 # --------------------------------------------------------------------------- basics
