@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 from .base import Backend, NotFound, ObjectMeta, PreconditionFailed
@@ -19,6 +20,9 @@ from .errors import (AccessDeniedError, BucketNotFoundError, ConditionalWritesUn
                      EndpointUnreachableError, NotAnObjectStoreError, ObjectStoreError,
                      ObjectStoreIOError, StoreURLError)
 from .local import LocalBackend
+
+if TYPE_CHECKING:  # imported on first use (obstore's import costs ~0.1 s)
+    from .s3 import S3Backend
 
 __all__ = [
     "Backend", "ObjectMeta", "NotFound", "PreconditionFailed",
