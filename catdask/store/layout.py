@@ -21,6 +21,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from .. import settings
+from ..object_store import LocalBackend, is_object_store_url, open_backend
 from ..names import validate_name
 from ..errors import StoreWriteError
 from ._atomic import READ_ONLY_ERRNOS, file_lock, remove_temporaries
@@ -54,8 +55,8 @@ MODEL_COUNTER = ".newest-version"
 STORE_ENV = settings.STORE.name
 
 
-#: ``scheme://...``: a URL, not a folder (``C:\\...`` has no ``//`` after its colon).
-_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+#: ``scheme:...``: a URL, not a folder (one letter before the colon is a Windows drive).
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")
 
 
 def resolve_store(path=None) -> Path:
@@ -69,15 +70,17 @@ def resolve_store(path=None) -> Path:
     Raises
     ------
     ValueError
-        ``path`` is a URL (``s3://bucket/prefix``): the store lives on a file system only, and
-        writing a local folder named ``s3:`` instead would lose the user's data silently.
+        ``path`` is a URL other than ``file://`` (``s3://bucket/prefix``, ``s3:/bucket``): the
+        store lives on a file system only so far, and writing a local folder named ``s3:``
+        instead would lose the user's data silently.
     """
     if path is None:
         path = settings.STORE.get() or DEFAULT_STORE
-    if isinstance(path, str) and (url := _URL.match(path)):
-        if url.group(1).lower() != "file":
-            raise ValueError(_url_refusal(path, url.group(1)))
-        path = urlsplit(path).path
+    if isinstance(path, str) and _SCHEME.match(path):
+        if is_object_store_url(path):
+            raise ValueError(_url_refusal(path))
+        # The seam's reading of a URL: file:// names a folder, anything else is one line.
+        path = _local_backend_root(open_backend(path))
     root = Path(path).expanduser()
     if root.exists() and not root.is_dir():
         # Worded as the CLI's other store messages ("store X does not exist ...").
@@ -86,14 +89,20 @@ def resolve_store(path=None) -> Path:
     return root.resolve()
 
 
-def _url_refusal(url: str, scheme: str) -> str:
-    """The one line that refuses a store URL; it names the URL without credentials or query
-    (``s3://KEY:SECRET@bucket`` or a presigned query must never reach a log)."""
+def _url_refusal(url: str) -> str:
+    """The one line that refuses an object-store URL; it names the URL without credentials or
+    query (``s3://KEY:SECRET@bucket`` or a presigned query must never reach a log)."""
     parts = urlsplit(url)
-    shown = f"{scheme}://{parts.hostname or ''}{parts.path}"
+    shown = f"{parts.scheme.lower()}://{parts.hostname or ''}{parts.path}"
     return (f"the store {shown} is an object-store URL, and this catdask keeps its store on a "
             "file system only (a local folder, or a shared mount on a cluster): give a folder "
             "path with --store or $CATDASK_STORE")
+
+
+def _local_backend_root(backend) -> Path:
+    if not isinstance(backend, LocalBackend):  # pragma: no cover - is_object_store_url's job
+        raise ValueError(_url_refusal(backend.url))
+    return backend.root
 
 
 def datasets_dir(root: Path) -> Path:

@@ -327,6 +327,14 @@ def test_a_file_url_names_the_local_folder(tmp_path):
     assert resolve_store(f"file://{tmp_path}/st") == (tmp_path / "st").resolve()
 
 
+@pytest.mark.parametrize("url", ["s3:/bucket/store", "gs://bucket/store", "S3://bucket/store"])
+def test_other_urls_are_refused_and_never_become_a_folder(capsys, tmp_path, url):
+    """`s3:/bucket` (one slash) once became a local folder named `s3:`."""
+    code, out, err = run_cli(capsys, "--store", url, "ingest", "iris")
+    assert code == EXIT_INPUT and len(err.splitlines()) == 1, err
+    assert not any(p.name.endswith(":") for p in tmp_path.iterdir())
+
+
 def test_a_damaged_pointer_is_flagged_by_datasets_and_refused_by_ingest(capsys, tmp_path):
     """Was: with the pointer truncated to 0 bytes, `catdask datasets` listed the set without a
     word and `catdask ingest` of other content exited 0 ("replaced")."""
