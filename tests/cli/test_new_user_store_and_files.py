@@ -321,12 +321,6 @@ def test_an_object_store_url_is_refused_in_one_line_and_writes_nothing(
     assert os.listdir(tmp_path) == [] or "s3:" not in os.listdir(tmp_path)
 
 
-def test_a_file_url_names_the_local_folder(tmp_path):
-    from catdask.store import resolve_store
-
-    assert resolve_store(f"file://{tmp_path}/st") == (tmp_path / "st").resolve()
-
-
 @pytest.mark.parametrize("url", ["s3:/bucket/store", "gs://bucket/store", "S3://bucket/store"])
 def test_other_urls_are_refused_and_never_become_a_folder(capsys, tmp_path, url):
     """`s3:/bucket` (one slash) once became a local folder named `s3:`."""
