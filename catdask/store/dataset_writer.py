@@ -232,7 +232,7 @@ def write_dataset(
                     return current
                 # A concurrent writer may have stored this content meanwhile (then replaced
                 # by another): point at that copy rather than storing it twice.
-                moved = _move_pointer_to_copy(folder, content, naming, name)
+                moved = _move_pointer_to_copy(folder, content, naming, name, replace)
                 if moved is not None:
                     remove_tree(tmp)
                     return moved
@@ -281,13 +281,26 @@ def _commit(tmp: Path, folder: Path, name: str, content: str) -> tuple[str, bool
     return snapshot, replacing
 
 
+def _pointer_damage(folder: Path) -> str | None:
+    """What is wrong with the pointer of ``folder`` (unreadable, or naming a missing
+    snapshot); None when it is sound or absent."""
+    try:
+        pointer = read_pointer(folder)
+    except StoreCorruptError as exc:
+        return exc.problem.rstrip(".")
+    if pointer is None or (folder / pointer.snapshot / "zarr.json").is_file():
+        return None
+    return f"it names snapshot {pointer.snapshot!r}, which is missing"
+
+
 def _refuse_over_damaged_pointer(folder: Path, name: str, replace: bool) -> None:
     """Refuse to commit new content under a damaged pointer unless told to ``replace``.
 
     A pointer that cannot be read (or names a missing snapshot) hides which content is current:
     committing other content over it would replace that content without ``--replace``, and
-    the next gc would then remove its only copy. Content a stored snapshot already holds is
-    not refused (the pointer just names that snapshot again, see :func:`_point_at_stored_copy`).
+    the next gc would then remove its only copy. Only the newest snapshot that verifies (what
+    ``check --cleanup`` restores) may be named again without ``replace``, when it holds this
+    content (:func:`_held_stored_copy`).
 
     Raises
     ------
@@ -295,19 +308,12 @@ def _refuse_over_damaged_pointer(folder: Path, name: str, replace: bool) -> None
         One line naming the damage and ``catdask check --cleanup``, which restores the newest
         committed snapshot that verifies.
     """
-    if replace:
+    damage = None if replace else _pointer_damage(folder)
+    if damage is None:
         return
-    try:
-        pointer = read_pointer(folder)
-    except StoreCorruptError as exc:
-        damage = exc.problem
-    else:
-        if pointer is None or (folder / pointer.snapshot / "zarr.json").is_file():
-            return
-        damage = f"it names snapshot {pointer.snapshot!r}, which is missing"
     raise StoreCorruptError(
         folder,
-        f"the pointer of data set {name!r} is damaged ({damage.rstrip('.')}); nothing was "
+        f"the pointer of data set {name!r} is damaged ({damage}); nothing was "
         "written, so no stored content is replaced: run `catdask check --cleanup` to restore "
         "its newest committed snapshot that verifies, then ingest again (with --replace to "
         "replace that content)",
@@ -356,10 +362,11 @@ def _named_as(attrs: dict, naming: dict) -> bool:
 
 
 @contextlib.contextmanager
-def _held_stored_copy(folder: Path, content: str, naming: dict):
+def _held_stored_copy(folder: Path, content: str, naming: dict, newest_only: bool = False):
     """The id of a snapshot of ``folder`` other than the current one that holds this content
     with these label and feature names and verifies, held (so gc keeps it) while the block
-    runs; None if there is none. The newest such snapshot is preferred."""
+    runs; None if there is none. The newest such snapshot is preferred. ``newest_only``
+    (a damaged pointer, no ``replace``): only the newest snapshot that verifies qualifies."""
     exclude = current_snapshot_id(folder)
     for snapshot in reversed(snapshot_ids(folder)):
         if snapshot == exclude:
@@ -369,7 +376,8 @@ def _held_stored_copy(folder: Path, content: str, naming: dict):
             attrs = snapshot_attrs(path)
         except StoreCorruptError:
             continue
-        if attrs["content_sha256"] != content or not _named_as(attrs, naming):
+        matches = attrs["content_sha256"] == content and _named_as(attrs, naming)
+        if not (matches or newest_only):
             continue
         hold = hold_snapshot(path)
         if hold is None:
@@ -379,6 +387,9 @@ def _held_stored_copy(folder: Path, content: str, naming: dict):
         except StoreCorruptError:
             hold.close()
             continue  # damaged: never point a name at it
+        if not matches:  # the newest good snapshot holds other content: it stays current
+            hold.close()
+            break
         try:
             yield snapshot
         finally:
@@ -393,19 +404,24 @@ def _point_at_stored_copy(folder: Path, content: str, naming: dict, name: str, r
     ``written=False``, or None when no such snapshot exists."""
     if not folder.is_dir():
         return None
-    with _held_stored_copy(folder, content, naming) as snapshot:
+    newest_only = not replace and _pointer_damage(folder) is not None
+    with _held_stored_copy(folder, content, naming, newest_only) as snapshot:
         if snapshot is None:
             return None
         with name_lock(folder):
             current = _current_state(folder, content, naming, name, replace)
             if current is not None:  # a concurrent writer committed this content meanwhile
                 return current
+            if not (replace or newest_only) and _pointer_damage(folder) is not None:
+                return None  # damaged meanwhile: decided again under the lock
             return _commit_copy(folder, snapshot, content, name)
 
 
-def _move_pointer_to_copy(folder: Path, content: str, naming: dict, name: str):
+def _move_pointer_to_copy(folder: Path, content: str, naming: dict, name: str,
+                          replace: bool):
     """Under the name lock: point at a stored copy of this content if one exists."""
-    with _held_stored_copy(folder, content, naming) as snapshot:
+    newest_only = not replace and _pointer_damage(folder) is not None
+    with _held_stored_copy(folder, content, naming, newest_only) as snapshot:
         return None if snapshot is None else _commit_copy(folder, snapshot, content, name)
 
 

@@ -56,6 +56,21 @@ def test_a_damaged_pointer_makes_a_writer_refuse_and_loses_nothing(store, damage
     assert write_dataset(store, "ds", *table(3.0), replace=True).snapshot == "s3"
 
 
+def test_a_damaged_pointer_does_not_let_older_content_replace_the_newest(store):
+    """Content addressing under a damaged pointer: ingesting A again while B (newer) may be
+    current must not point the name back at A's snapshot without --replace (gc would then
+    remove B); the newest snapshot that verifies may be named again, as check --cleanup would."""
+    write_dataset(store, "ds", *table(1.0))  # s1: A
+    write_dataset(store, "ds", *table(2.0), replace=True)  # s2: B, current
+    (folder_of(store) / "zarr.json").write_bytes(b"")
+    with pytest.raises(StoreCorruptError, match="`catdask check --cleanup`"):
+        write_dataset(store, "ds", *table(1.0))
+    assert on_disk(store) == ["s1", "s2", "zarr.json"]
+    info = write_dataset(store, "ds", *table(2.0))  # B: what check --cleanup restores
+    assert not info.written and info.snapshot == "s2"
+    assert check_store(store).ok
+
+
 def test_replace_over_a_damaged_pointer_is_allowed_and_keeps_the_old_snapshots(store):
     write_dataset(store, "ds", *table(1.0))
     (folder_of(store) / "zarr.json").write_bytes(b"")
