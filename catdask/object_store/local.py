@@ -23,6 +23,7 @@ read from the open file (``fstat``), so ``get`` returns the version of the bytes
 from __future__ import annotations
 
 import os
+import stat
 import time
 import uuid
 from collections.abc import Iterator
@@ -76,7 +77,7 @@ class LocalBackend:
             st = os.stat(self._path(key))
         except (FileNotFoundError, NotADirectoryError):
             return None
-        return _meta(key, st) if os.path.isfile(self._path(key)) else None
+        return _meta(key, st) if stat.S_ISREG(st.st_mode) else None
 
     def list(self, prefix: str) -> Iterator[ObjectMeta]:
         check_prefix(prefix)
