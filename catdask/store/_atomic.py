@@ -39,7 +39,6 @@ __all__ = [
     "try_lock",
     "flock_fd",
     "remove_folder_if_only",
-    "write_file_atomically",
 ]
 
 # errno values of a store that cannot be written: a read-only mount, or files of another user.
@@ -128,23 +127,6 @@ def rename_no_replace(src: Path, dst: Path) -> bool:
             return False
         raise
     return True
-
-
-def write_file_atomically(path: Path, text: str) -> None:
-    """Replace the small file ``path`` with ``text`` in one ``os.replace`` of a flushed
-    temporary beside it: a reader sees the old text or the new, never a part."""
-    tmp = path.parent / f"{TMP_PREFIX}{path.name.lstrip('.')}-{uuid.uuid4().hex}"
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-    fsync_dir(path.parent)
 
 
 def fsync_tree(path: Path) -> None:

@@ -36,6 +36,7 @@ import zarr
 
 from ..errors import StoreCorruptError, StoreWriteError
 from ..names import validate_name
+from ..object_store import LocalBackend, NotFound
 from . import _zarr_io
 from ._atomic import (
     file_lock,
@@ -44,7 +45,6 @@ from ._atomic import (
     locked_temp_dir,
     remove_tree,
     rename_no_replace,
-    write_file_atomically,
 )
 from ..versions import installed_version
 from ._json import json_sha256, to_json_safe, utc_now
@@ -268,7 +268,7 @@ def _claim_version(tmp: Path, group, model_dir: Path, info: dict, meta: dict):
             # Until it is recorded the folder itself says the number is taken; a failure to
             # record (a full disk) leaves that, and the version is registered all the same.
             with contextlib.suppress(OSError):
-                write_file_atomically(model_dir / MODEL_COUNTER, f"{version}\n")
+                _counter_backend(model_dir).put(_counter_key(model_dir), f"{version}\n".encode())
             return version, meta
     raise OSError(
         f"Could not claim a version number under {model_dir}: too many concurrent writers."
@@ -279,11 +279,20 @@ def _next_version(model_dir: Path) -> int:
     """One above every version present and every number given before (call under the
     registry lock)."""
     try:
-        text = (model_dir / MODEL_COUNTER).read_text(encoding="ascii").strip()
+        text = _counter_backend(model_dir).get(_counter_key(model_dir))[0].strip()
         given = int(text) if text.isdigit() else 0
-    except (FileNotFoundError, UnicodeDecodeError):
+    except NotFound:
         given = 0
     return max(max(version_numbers(model_dir), default=0), given) + 1
+
+
+# The record is a small object written through the store's seam (the same key on any medium).
+def _counter_backend(model_dir: Path) -> LocalBackend:
+    return LocalBackend(model_dir.parent.parent)
+
+
+def _counter_key(model_dir: Path) -> str:
+    return f"{model_dir.parent.name}/{model_dir.name}/{MODEL_COUNTER}"
 
 
 def _find_run_key(model_dir: Path, name: str, run_key: str) -> ModelVersion | None:
