@@ -54,13 +54,17 @@ WRITE_ID_ATTRIBUTE = "catdask-write-id"
 #: How long a conditional write keeps resolving ambiguous failures before giving up.
 AMBIGUITY_DEADLINE_S = 10.0
 
-# A closed port is refused at once and a silent host fails its connects in 3 x 2 s: both within
-# 10 s. No read timeout: a busy server may take many seconds to take a 32 MiB chunk (5 s
-# failed uploads on a loaded machine), and a dead connection is caught by the 120 s limit.
+# Data requests: no short limit, a busy server may take many seconds to take a 32 MiB chunk
+# (uploads failed at a 5 s read timeout on a loaded machine); a dead connection ends at 120 s.
 _CLIENT_OPTIONS = {"connect_timeout": "2s", "timeout": "120s"}
-_RETRY: Any = {"max_retries": 2, "retry_timeout": _dt.timedelta(seconds=30),
-          "backoff": {"init_backoff": _dt.timedelta(milliseconds=100),
-                      "max_backoff": _dt.timedelta(seconds=1), "base": 2}}
+_BACKOFF = {"init_backoff": _dt.timedelta(milliseconds=100),
+            "max_backoff": _dt.timedelta(seconds=1), "base": 2}
+_RETRY: Any = {"max_retries": 2, "retry_timeout": _dt.timedelta(seconds=30), "backoff": _BACKOFF}
+# The first request (the access check, one small listing) decides within 10 s: a closed port
+# is refused at once, a silent host or a server that accepts and never answers fails in 2 x 4 s.
+_CHECK_OPTIONS = {"connect_timeout": "2s", "timeout": "4s"}
+_CHECK_RETRY: Any = {"max_retries": 1, "retry_timeout": _dt.timedelta(seconds=5),
+                     "backoff": _BACKOFF}
 _TRUE = {"1", "true", "yes", "on"}
 
 # Checks already passed in this process: (endpoint, bucket, credential digest) -> True.
@@ -134,11 +138,13 @@ class S3Backend:
 
     # -- the client and its one-time checks -------------------------------------------------
 
-    def _make_store(self, prefix: str) -> Any:
+    def _make_store(self, prefix: str, *, check: bool = False) -> Any:
         from obstore.store import S3Store
 
-        options: Any = {"config": self._config, "client_options": self._client_options,
-                        "retry_config": _RETRY, "credential_provider": self._provider}
+        client = {**self._client_options, **(_CHECK_OPTIONS if check else {})}
+        options: Any = {"config": self._config, "client_options": client,
+                        "retry_config": _CHECK_RETRY if check else _RETRY,
+                        "credential_provider": self._provider}
         return S3Store(self.bucket, prefix=prefix or None, **options)
 
     def _store(self) -> Any:
@@ -159,7 +165,8 @@ class S3Backend:
                         import obstore
 
                         try:
-                            obstore.list(store, None, chunk_size=1).__next__()
+                            check = self._make_store(self.prefix, check=True)
+                            obstore.list(check, None, chunk_size=1).__next__()
                         except StopIteration:
                             pass
                         except Exception as exc:  # noqa: BLE001 - classified below

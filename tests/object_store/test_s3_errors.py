@@ -117,6 +117,19 @@ def test_closed_port(s3_server):
     assert url in message
 
 
+def test_endpoint_that_accepts_and_never_answers(s3_server):
+    import socket
+
+    with socket.socket() as silent:
+        silent.bind((LOCALHOST, 0))
+        silent.listen(16)  # the kernel accepts connections; nothing ever answers them
+        url = f"http://{LOCALHOST}:{silent.getsockname()[1]}"
+        backend = _s3(s3_server.env, AWS_ENDPOINT_URL=url)
+        message = _one_line_error(backend, OPERATIONS["get"], EndpointUnreachableError,
+                                  s3_server.secret)
+    assert url in message
+
+
 def test_server_that_ignores_conditional_writes(s3_server):
     """A fake S3 that lists an empty bucket and accepts every PUT, If-None-Match or not."""
     objects: dict[str, bytes] = {}
