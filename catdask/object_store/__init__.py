@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # imported on first use (obstore's import costs ~0.1 s)
 
 __all__ = [
     "Backend", "ObjectMeta", "NotFound", "PreconditionFailed",
-    "LocalBackend", "S3Backend", "open_backend", "is_object_store_url",
+    "LocalBackend", "S3Backend", "open_backend", "is_object_store_url", "url_scheme",
     "ObjectStoreError", "StoreURLError", "BucketNotFoundError", "AccessDeniedError",
     "NotAnObjectStoreError", "EndpointUnreachableError", "ConditionalWritesUnsupportedError",
     "ObjectStoreIOError",
@@ -37,6 +37,13 @@ _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):")
 # S3's bucket naming rules (3-63 characters, lower case, digits, '.', '-').
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _SUPPORTED = "a local folder, file:///path or s3://bucket/prefix"
+
+
+def url_scheme(text: str) -> str | None:
+    """The lower-case scheme of ``text`` (``"s3"``, ``"file"``, ``"gs"``), or None for a path:
+    a scheme has two or more characters, so ``C:\\data`` is a path."""
+    match = _SCHEME.match(text.strip())
+    return match.group(1).lower() if match else None
 
 
 def is_object_store_url(url_or_path: str | os.PathLike[str]) -> bool:
@@ -57,19 +64,19 @@ def open_backend(url_or_path: str | os.PathLike[str]) -> Backend:
         raise StoreURLError(f"The store location is empty ({url_or_path!r}); name "
                             f"{_SUPPORTED}.")
     text = url_or_path.strip()
-    match = _SCHEME.match(text)
-    if match is None:
+    scheme = url_scheme(text)
+    if scheme is None:
         return LocalBackend(Path(os.path.expanduser(text)))
-    scheme = match.group(1).lower()
     if scheme == "file":
         parts = urlsplit(text)
         if parts.netloc not in ("", "localhost") or not parts.path:
-            raise StoreURLError(f"Store URL {text!r}: a file URL names a local path, as "
+            raise StoreURLError(f"Store URL {_redact(text)!r}: a file URL names a local path, as "
                                 "file:///absolute/path.")
         return LocalBackend(Path(unquote(parts.path)), url=text)
     if scheme == "s3":
         return _open_s3(text)
-    hint = "" if "//" in text else f" (a local folder whose name has a colon: write ./{text})"
+    hint = ("" if "//" in text else
+            f" (a local folder whose name has a colon: write ./{_redact(text)})")
     raise StoreURLError(f"Store URL {_redact(text)!r}: scheme {scheme + ':'!r} is not "
                         f"supported; name {_SUPPORTED}{hint}.")
 
@@ -85,22 +92,26 @@ def _open_s3(text: str) -> Backend:
                             "in the URL; set AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and "
                             "AWS_ENDPOINT_URL (or a profile) instead.")
     if not _BUCKET.match(bucket):
-        raise StoreURLError(f"Store URL {text!r}: {bucket!r} is not a valid bucket name "
+        raise StoreURLError(f"Store URL {_redact(text)!r}: {bucket!r} is not a valid bucket name "
                             "(3-63 characters: lower-case letters, digits, '.', '-').")
     if parts.query or parts.fragment:
-        raise StoreURLError(f"Store URL {text!r}: no '?' or '#' part is understood; write "
+        raise StoreURLError(f"Store URL {_redact(text)!r}: no '?' or '#' part is understood; write "
                             "s3://bucket/prefix.")
     prefix = parts.path.strip("/")
     if prefix and any(p in ("", ".", "..") for p in prefix.split("/")):
-        raise StoreURLError(f"Store URL {text!r}: the prefix has an empty, '.' or '..' part.")
+        raise StoreURLError(f"Store URL {_redact(text)!r}: the prefix has an empty, '.' or "
+                            "'..' part.")
     from .s3 import S3Backend
 
     return S3Backend(bucket, prefix)
 
 
 def _redact(text: str) -> str:
-    """``text`` with a ``user:secret@`` part replaced, for an error message."""
-    return re.sub(r"^([^/]*/*)[^/@]*@", r"\1***@", text)
+    """``text`` for an error message: without a ``user:secret@`` part or a query or fragment
+    (``?token=...``, a presigned URL's signature), which may carry secrets."""
+    shown = re.sub(r"^([^/]*/*)[^/@]*@", r"\1***@", text)
+    base = re.split(r"[?#]", shown, maxsplit=1)[0]
+    return base if base == shown else base + "?***"
 
 
 def __getattr__(name: str) -> object:

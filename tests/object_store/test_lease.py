@@ -94,7 +94,7 @@ def test_a_killed_holders_lease_expires(backend, request):
                              stdout=subprocess.PIPE, text=True,
                              env={**os.environ, **env, "PYTHONPATH": str(REPO)})
     try:
-        assert child.stdout.readline().strip() == "held"  # type: ignore[union-attr]
+        assert child.stdout.readline().strip() == "held"
         time.sleep(2 * (TTL + MARGIN))  # its heartbeat keeps it alive meanwhile
         with pytest.raises(LeaseHeldError):
             acquire(backend, "leases/killed", "taker", ttl_s=30, margin_s=MARGIN)
@@ -119,7 +119,7 @@ def test_concurrent_acquirers_have_exactly_one_winner(backend, state):
     winners = [o for o in outcomes if not isinstance(o, Exception)]
     assert len(winners) == 1, outcomes
     assert all(isinstance(o, LeaseHeldError) for o in outcomes if o is not winners[0]), outcomes
-    assert lease_record(backend, key)["holder"] == winners[0].holder  # type: ignore[union-attr]
+    assert lease_record(backend, key)["holder"] == winners[0].holder
 
 
 def test_server_clock_is_close_to_ours(backend):

@@ -71,7 +71,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _answer(self):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
-        status, headers, payload = self.server.respond(self.command, self.path, body)  # type: ignore[attr-defined]
+        status, headers, payload = self.server.respond(self.command, self.path, body)
         self.send_response(status)
         for name, value in headers.items():
             self.send_header(name, value)
@@ -88,7 +88,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 @contextlib.contextmanager
 def _http_server(respond):
     server = http.server.ThreadingHTTPServer((LOCALHOST, 0), _Handler)
-    server.respond = respond  # type: ignore[attr-defined]
+    server.respond = respond
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -164,7 +164,10 @@ def test_plain_http_endpoint_needs_allow_http(s3_server):
 
 @pytest.mark.parametrize("url", ["", "  ", "gs://bucket/x", "s3:/bucket/x", "s3:bucket",
                                  "s3://Bad_Bucket/x", "s3://key:secret@bucket/x",
-                                 "s3://bucket/a/../b", "file://host/x", "foo:bar"])
+                                 "s3://bucket/a/../b", "file://host/x", "foo:bar",
+                                 "gs://h/x?sig=secret", "s3:/b/x?token=secret",
+                                 "s3://bucket/x?token=secret", "s3://bucket/x#secret",
+                                 "file://host/x?secret", "foo:bar?secret"])
 def test_urls_that_cannot_be_opened(url):
     with pytest.raises(StoreURLError) as info:
         open_backend(url)
@@ -172,12 +175,20 @@ def test_urls_that_cannot_be_opened(url):
     assert "\n" not in message and "secret" not in message
 
 
+def test_url_scheme():
+    from catdask.object_store import url_scheme
+
+    assert [url_scheme(u) for u in ("S3://b", "file:///x", "gs://b", "C:\\data", "rel/p",
+                                    "/abs", "foo:bar")] == ["s3", "file", "gs", None, None,
+                                                            None, "foo"]
+
+
 def test_urls_that_open():
     from catdask.object_store import LocalBackend
     from catdask.object_store.s3 import S3Backend
 
     assert isinstance(open_backend("relative/store"), LocalBackend)
-    assert open_backend("file:///tmp/x").root.as_posix() == "/tmp/x"  # type: ignore[attr-defined]
+    assert open_backend("file:///tmp/x").root.as_posix() == "/tmp/x"
     s3 = open_backend("s3://my-bucket/some/prefix/")
     assert isinstance(s3, S3Backend) and s3.url == "s3://my-bucket/some/prefix"
     assert (s3.bucket, s3.prefix) == ("my-bucket", "some/prefix")

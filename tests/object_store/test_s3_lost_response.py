@@ -28,7 +28,7 @@ class _DroppingProxy(http.server.BaseHTTPRequestHandler):
         server = self.server
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
-        upstream = http.client.HTTPConnection(*server.upstream, timeout=30)  # type: ignore[attr-defined]
+        upstream = http.client.HTTPConnection(*server.upstream, timeout=30)
         upstream.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
         for name, value in self.headers.items():
             upstream.putheader(name, value)
@@ -37,11 +37,11 @@ class _DroppingProxy(http.server.BaseHTTPRequestHandler):
         payload = response.read()
         conditional = self.command == "PUT" and (
             "If-None-Match" in self.headers or "If-Match" in self.headers)
-        with server.lock:  # type: ignore[attr-defined]
-            server.log.append((self.command, self.path, response.status, conditional))  # type: ignore[attr-defined]
-            drop = conditional and server.drops > 0  # type: ignore[attr-defined]
+        with server.lock:
+            server.log.append((self.command, self.path, response.status, conditional))
+            drop = conditional and server.drops > 0
             if drop:
-                server.drops -= 1  # type: ignore[attr-defined]
+                server.drops -= 1
         upstream.close()
         if drop:  # the write is done; its answer is lost
             self.close_connection = True
@@ -65,8 +65,8 @@ class _DroppingProxy(http.server.BaseHTTPRequestHandler):
 def _proxy(endpoint: str):
     server = http.server.ThreadingHTTPServer((LOCALHOST, 0), _DroppingProxy)
     parts = urlsplit(endpoint)
-    server.upstream = (parts.hostname, parts.port)  # type: ignore[attr-defined]
-    server.drops, server.log, server.lock = 0, [], threading.Lock()  # type: ignore[attr-defined]
+    server.upstream = (parts.hostname, parts.port)
+    server.drops, server.log, server.lock = 0, [], threading.Lock()
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -33,7 +33,7 @@ def test_server_dies_with_a_killed_parent():
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                env=dict(os.environ, PYTHONPATH=str(REPO)))
     try:
-        line = starter.stdout.readline()  # type: ignore[union-attr]
+        line = starter.stdout.readline()
         assert line.strip().isdigit(), f"the server did not start (starter said {line!r})"
         weed = psutil.Process(int(line))
         assert weed.is_running() and "weed" in weed.name()
