@@ -151,3 +151,48 @@ def test_concurrent_creates_have_exactly_one_winner(backend):
         assert len(winners) == 1, outcomes
         assert sum(isinstance(o, PreconditionFailed) for o in outcomes) == WRITERS - 1, outcomes
         assert backend.get(key) == (f"writer {winners[0]}".encode(), outcomes[winners[0]])
+
+
+RACER = """
+import os, sys, time
+from catdask.object_store import LocalBackend, PreconditionFailed
+root, key, version, go = sys.argv[1:5]
+backend = LocalBackend(root)
+print("ready", flush=True)
+while not os.path.exists(go):
+    time.sleep(0.001)
+try:
+    print("won", backend.put_if_match(key, f"pid {os.getpid()}".encode(), version), flush=True)
+except PreconditionFailed:
+    print("lost", flush=True)
+"""
+
+
+@pytest.mark.slow  # 36 interpreters; the thread races above are the fast proof
+def test_local_compare_and_swap_across_processes(tmp_path):
+    """flock and link(2) exclude processes as they exclude threads: the same race between
+    separate interpreters on one folder."""
+    import os
+    import subprocess
+    import sys
+
+    from catdask.object_store import LocalBackend
+
+    from ..helpers.paths import REPO
+
+    backend = LocalBackend(tmp_path / "store")
+    version = backend.put_new("ptr", b"start")
+    for round_ in range(3):
+        go = tmp_path / f"go-{round_}"
+        racers = [subprocess.Popen([sys.executable, "-c", RACER, str(backend.root), "ptr",
+                                    version, str(go)], cwd=REPO, stdout=subprocess.PIPE,
+                                   text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+                  for _ in range(12)]
+        for racer in racers:
+            assert racer.stdout.readline().strip() == "ready"
+        go.touch()
+        results = [racer.communicate(timeout=60)[0].split() for racer in racers]
+        winners = [r for r in results if r[0] == "won"]
+        assert len(winners) == 1 and sum(r == ["lost"] for r in results) == 11, results
+        data, version = backend.get("ptr")
+        assert version == winners[0][1] and data.startswith(b"pid ")
