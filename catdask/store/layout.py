@@ -16,12 +16,11 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from .. import settings
-from ..object_store import LocalBackend, is_object_store_url, open_backend
+from ..object_store import LocalBackend, is_object_store_url, open_backend, url_scheme
 from ..names import validate_name
 from ..errors import StoreWriteError
 from ._atomic import READ_ONLY_ERRNOS, file_lock, remove_temporaries
@@ -55,8 +54,6 @@ MODEL_COUNTER = ".newest-version"
 STORE_ENV = settings.STORE.name
 
 
-#: ``scheme:...``: a URL, not a folder (one letter before the colon is a Windows drive).
-_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")
 
 
 def resolve_store(path=None) -> Path:
@@ -76,7 +73,7 @@ def resolve_store(path=None) -> Path:
     """
     if path is None:
         path = settings.STORE.get() or DEFAULT_STORE
-    if isinstance(path, str) and _SCHEME.match(path):
+    if isinstance(path, str) and url_scheme(path) is not None:
         if is_object_store_url(path):
             raise ValueError(_url_refusal(path))
         # The seam's reading of a URL: file:// names a folder, anything else is one line.
@@ -100,8 +97,8 @@ def _url_refusal(url: str) -> str:
 
 
 def _local_backend_root(backend) -> Path:
-    if not isinstance(backend, LocalBackend):  # pragma: no cover - is_object_store_url's job
-        raise ValueError(_url_refusal(backend.url))
+    if not isinstance(backend, LocalBackend):  # an s3:// URL written with a leading space
+        raise ValueError(_url_refusal(backend.url.strip()))
     return backend.root
 
 

@@ -36,7 +36,8 @@ def test_the_library_refuses_an_object_store_url_without_repeating_its_secret(
     assert list(tmp_path.iterdir()) == []  # no folder named 's3:'
 
 
-@pytest.mark.parametrize("url", ["s3:/bucket/store", "gs://bucket/store", "ftp://host/x"])
+@pytest.mark.parametrize("url", ["s3:/bucket/store", "gs://bucket/store", "ftp://host/x",
+                                 " s3://bucket/store"])
 def test_any_other_url_is_refused_too(tmp_path, monkeypatch, url):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ValueError):
