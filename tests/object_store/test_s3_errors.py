@@ -71,13 +71,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _answer(self):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
-        status, headers, payload = self.server.respond(self.command, self.path, body)
-        self.send_response(status)
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+        reply(self, *self.server.respond(self.command, self.path, body))
 
     do_GET = do_PUT = do_HEAD = do_DELETE = do_POST = _answer
 
@@ -85,14 +79,28 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         pass
 
 
+def reply(handler, status, headers, payload):
+    """Answer ``handler``'s request (headers: name -> value; hop-by-hop ones are left out)."""
+    handler.send_response(status)
+    for name, value in dict(headers).items():
+        if name.lower() not in ("transfer-encoding", "connection", "content-length"):
+            handler.send_header(name, value)
+    handler.send_header("Content-Length", str(len(payload)))
+    handler.end_headers()
+    handler.wfile.write(payload)
+
+
 @contextlib.contextmanager
-def _http_server(respond):
-    server = http.server.ThreadingHTTPServer((LOCALHOST, 0), _Handler)
-    server.respond = respond
+def http_server(handler, **attributes):
+    """(server, its URL): ``handler`` serving on 127.0.0.1 in a thread; ``attributes`` are set
+    on the server, for the handler to read."""
+    server = http.server.ThreadingHTTPServer((LOCALHOST, 0), handler)
+    for name, value in attributes.items():
+        setattr(server, name, value)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://{LOCALHOST}:{server.server_address[1]}"
+        yield server, f"http://{LOCALHOST}:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()
@@ -102,19 +110,21 @@ def test_endpoint_that_is_not_s3(s3_server):
     def not_found_page(method, path, body):
         return 404, {"Content-Type": "text/html"}, b"<html><body>Not Found</body></html>"
 
-    with _http_server(not_found_page) as url:
-        backend = _s3(s3_server.env, AWS_ENDPOINT_URL=url)
-        message = _one_line_error(backend, OPERATIONS["get"], NotAnObjectStoreError,
-                                  s3_server.secret)
-    assert "not an S3 server" in message and url in message
+    with http_server(_Handler, respond=not_found_page) as (_, url):
+        message = _endpoint_error(s3_server, url, NotAnObjectStoreError)
+    assert "not an S3 server" in message
+
+
+def _endpoint_error(s3_server, url, expected):
+    """The one line of a first request to the endpoint ``url`` (which it names)."""
+    backend = _s3(s3_server.env, AWS_ENDPOINT_URL=url)
+    message = _one_line_error(backend, OPERATIONS["get"], expected, s3_server.secret)
+    assert url in message
+    return message
 
 
 def test_closed_port(s3_server):
-    url = f"http://{LOCALHOST}:{free_port()}"
-    backend = _s3(s3_server.env, AWS_ENDPOINT_URL=url)
-    message = _one_line_error(backend, OPERATIONS["get"], EndpointUnreachableError,
-                              s3_server.secret)
-    assert url in message
+    _endpoint_error(s3_server, f"http://{LOCALHOST}:{free_port()}", EndpointUnreachableError)
 
 
 def test_endpoint_that_accepts_and_never_answers(s3_server):
@@ -123,11 +133,8 @@ def test_endpoint_that_accepts_and_never_answers(s3_server):
     with socket.socket() as silent:
         silent.bind((LOCALHOST, 0))
         silent.listen(16)  # the kernel accepts connections; nothing ever answers them
-        url = f"http://{LOCALHOST}:{silent.getsockname()[1]}"
-        backend = _s3(s3_server.env, AWS_ENDPOINT_URL=url)
-        message = _one_line_error(backend, OPERATIONS["get"], EndpointUnreachableError,
-                                  s3_server.secret)
-    assert url in message
+        _endpoint_error(s3_server, f"http://{LOCALHOST}:{silent.getsockname()[1]}",
+                        EndpointUnreachableError)
 
 
 def test_server_that_ignores_conditional_writes(s3_server):
@@ -148,7 +155,7 @@ def test_server_that_ignores_conditional_writes(s3_server):
             return 200, {"Content-Type": "application/xml"}, b"<DeleteResult></DeleteResult>"
         return 404, {}, b""
 
-    with _http_server(careless_s3) as url:
+    with http_server(_Handler, respond=careless_s3) as (_, url):
         backend = _s3(s3_server.env, AWS_ENDPOINT_URL=url)
         message = _one_line_error(backend, OPERATIONS["put_new"],
                                   ConditionalWritesUnsupportedError, s3_server.secret)

@@ -5,7 +5,6 @@ must report success for it, and still report a loss when the object is someone e
 
 from __future__ import annotations
 
-import contextlib
 import http.client
 import http.server
 import threading
@@ -15,8 +14,8 @@ import pytest
 
 from catdask.object_store import PreconditionFailed
 
-from ..helpers.procs import LOCALHOST
 from ..helpers.s3_server import BUCKET
+from .test_s3_errors import http_server, reply
 
 
 class _DroppingProxy(http.server.BaseHTTPRequestHandler):
@@ -47,13 +46,7 @@ class _DroppingProxy(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
             self.connection.shutdown(2)
             return
-        self.send_response(response.status)
-        for name, value in response.getheaders():
-            if name.lower() not in ("transfer-encoding", "connection", "content-length"):
-                self.send_header(name, value)
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+        reply(self, response.status, response.getheaders(), payload)
 
     do_GET = do_PUT = do_HEAD = do_DELETE = do_POST = _forward
 
@@ -61,26 +54,13 @@ class _DroppingProxy(http.server.BaseHTTPRequestHandler):
         pass
 
 
-@contextlib.contextmanager
-def _proxy(endpoint: str):
-    server = http.server.ThreadingHTTPServer((LOCALHOST, 0), _DroppingProxy)
-    parts = urlsplit(endpoint)
-    server.upstream = (parts.hostname, parts.port)
-    server.drops, server.log, server.lock = 0, [], threading.Lock()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server, f"http://{LOCALHOST}:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 @pytest.fixture
 def proxied(s3_server):
     from catdask.object_store.s3 import S3Backend
 
-    with _proxy(s3_server.endpoint) as (server, url):
+    parts = urlsplit(s3_server.endpoint)
+    with http_server(_DroppingProxy, upstream=(parts.hostname, parts.port), drops=0, log=[],
+                     lock=threading.Lock()) as (server, url):
         backend = S3Backend(BUCKET, "lost-response", environ={**s3_server.env,
                                                               "AWS_ENDPOINT_URL": url})
         backend.put("warm-up", b"")  # access and conditional-write checks, answered normally
