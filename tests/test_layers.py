@@ -22,6 +22,8 @@ LIBRARY_LAYERS = [
     {"errors", "settings", "lazy", "versions"},  # settings: every environment variable read, stdlib only
     {"names", "method_names"},
     {"kernels", "plotting"},
+    {"object_store"},  # a store's bytes on a folder or S3: distributed/ reads data sets through it
+    {"dataset_pointer"},  # a stored data set's pointer and the readers' hold, read by distributed/
     {"core"},  # the solver core and the operator interfaces it is written against
     {"distributed"},  # how a pass runs on Dask; knows no operator
     {"operators"},  # numpy and Dask implementations of core's interfaces
@@ -106,14 +108,6 @@ def package_imports():
     return edges
 
 
-#: The one import allowed against the order, and why: a store data-set path given to ``fit`` is
-#: read through the store's pointer under its lock (one owner of the format); ``store/pointer.py``
-#: is a leaf (standard library, ``errors``, ``store/_atomic.py``, ``store/_node_json.py``), and so
-#: are those two store helpers (standard library and ``errors``), checked below.
-ALLOWED_UPWARD = {("distributed", "store", "catdask/distributed/inputs.py")}
-POINTER_LEAF_IMPORTS = {"catdask.errors", "catdask.store._atomic", "catdask.store._node_json"}
-
-
 def test_every_unit_has_a_layer():
     placed = set().union(*LAYERS)
     missing = _units() - placed
@@ -124,36 +118,8 @@ def test_every_unit_has_a_layer():
 def test_imports_between_packages_point_down():
     level = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
     upward = [f"{a} -> {b} ({where})" for a, b, where in package_imports()
-              if a in level and b in level and level[b] >= level[a]
-              and (a, b, where.rpartition(":")[0]) not in ALLOWED_UPWARD]
+              if a in level and b in level and level[b] >= level[a]]
     assert not upward, "imports against the layer order:\n" + "\n".join(upward)
-
-
-def test_the_allowed_upward_import_reaches_only_the_pointer_leaf():
-    """``distributed/inputs.py`` imports ``store.pointer`` and nothing else of the store, and the
-    pointer module imports nothing of catdask but ``errors``, ``store._atomic`` and
-    ``store._node_json``, which import nothing of catdask but ``errors``."""
-    inputs = PACKAGE / "distributed" / "inputs.py"
-    parts, is_package = _module_name(inputs)
-    store_names = set()
-    for node in ast.walk(ast.parse(inputs.read_text())):
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            store_names |= {n for n in _imported_modules(node, parts, is_package)
-                            if n.startswith("catdask.store")}
-    assert store_names and all(n.startswith("catdask.store.pointer") for n in store_names)
-    for leaf, allowed in (("pointer.py", POINTER_LEAF_IMPORTS),
-                          ("_atomic.py", {"catdask.errors"}),
-                          ("_node_json.py", {"catdask.errors"})):
-        path = PACKAGE / "store" / leaf
-        parts, is_package = _module_name(path)
-        ours = set()
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
-                ours |= {n.rsplit(".", 1)[0] if n.count(".") > 2 else n
-                         for n in _imported_modules(node, parts, is_package)
-                         if n.startswith("catdask")}
-        assert {n for n in ours if n not in allowed
-                and n.rsplit(".", 1)[0] not in allowed} == set(), leaf
 
 
 def test_the_walk_sees_the_imports_it_must_see():

@@ -47,6 +47,11 @@ def cmd_datasets(args) -> int:
               "description": "(not in the catalog: ingested from a file)"}
              for n, d in stored.items() if n not in {r["name"] for r in rows}]
     print_table(rows)
+    for n, d in stored.items():
+        if d.problem is not None:  # listed, not hidden: the user must learn it is damaged
+            note(f"data set {n!r} is damaged ({d.problem.rstrip('.')}): `catdask check` says "
+                 "more, `catdask check --cleanup` restores its newest committed snapshot that "
+                 "verifies")
     return EXIT_OK
 
 

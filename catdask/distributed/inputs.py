@@ -5,7 +5,7 @@
 - a zarr data set: a group (object or path) holding ``X`` (N, D) chunked by rows and ``y``
   (N,) integer codes, with the class labels in its attributes; a catdask store's
   ``<root>/datasets/<name>`` (a pointer to the current snapshot) is resolved through the
-  store's reader, :func:`catdask.store.pointer.resolve_folder`, which holds the readers' lock
+  store's reader, :func:`catdask.dataset_pointer.resolve_folder`, which holds the readers' lock
   on the snapshot while the arrays read from it are in use;
 - any :class:`LabelledArrays` object: arrays ``X`` and ``y_codes`` with the ``classes`` the codes
   index (e.g. the handles from :func:`catdask.store.open_dataset_arrays`).
@@ -127,14 +127,14 @@ def _snapshot_arrays(group):
     a store's pointer once.
 
     A catdask store's ``datasets/<name>`` group is a pointer (its format is read only by
-    :mod:`catdask.store.pointer`): it is resolved once to the current immutable snapshot,
+    :mod:`catdask.dataset_pointer`): it is resolved once to the current immutable snapshot,
     under the readers' shared lock, so gc cannot remove the snapshot and everything read later
     comes from it, whatever happens to the name meanwhile. The lock lives as long as the
     returned X array (and the Dask arrays built on it) does.
     """
     import zarr
 
-    from ..store.pointer import is_pointer_attrs, resolve_folder
+    from ..dataset_pointer import is_pointer_attrs, resolve_folder
 
     if not is_pointer_attrs(dict(group.attrs)):
         return _member(group, "X"), _member(group, "y"), dict(group.attrs)

@@ -9,8 +9,9 @@
 
 ``<root>`` is an explicit path, else ``$CATDASK_STORE``, else ``./catdask-store``.
 See :mod:`catdask.store.datasets` (read), :mod:`catdask.store.dataset_writer` (write),
-:mod:`catdask.store.snapshots` (snapshots), :mod:`catdask.store.pointer` (the pointer's format
-and the readers' lock, the one place they are spelled), :mod:`catdask.store.registry`
+:mod:`catdask.store.snapshots` (snapshots), :mod:`catdask.store.pointer` (the pointer's
+writer; its format and the readers' lock are read in :mod:`catdask.dataset_pointer`),
+:mod:`catdask.store.registry`
 (models), :mod:`catdask.store.lease` (one training of a model at a time) and
 :mod:`catdask.store.check` and :mod:`catdask.store.gc`.
 """

@@ -17,10 +17,8 @@ import time
 import uuid
 from pathlib import Path
 
-try:
-    import fcntl as _fcntl
-except ImportError:  # pragma: no cover - Windows: msvcrt below, no directory locks
-    _fcntl = None
+# The file helpers the local object-store backend shares (it sits below the store).
+from ..object_store._fs import TMP_PREFIX, flock_fd, fsync_dir, is_temporary_name
 
 __all__ = [
     "TMP_PREFIX",
@@ -42,10 +40,6 @@ __all__ = [
     "flock_fd",
     "remove_folder_if_only",
 ]
-
-# Everything the store writes privately starts with this prefix; listings skip it and
-# ``cleanup_temporaries`` removes it. Valid entry names never start with '.' (names.py).
-TMP_PREFIX = ".tmp-"
 
 # errno values of a store that cannot be written: a read-only mount, or files of another user.
 READ_ONLY_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
@@ -69,7 +63,7 @@ def crash_point(label: str) -> None:
 
 def is_temporary(path: Path) -> bool:
     """True for the store's own temporary directories and files."""
-    return path.name.startswith(TMP_PREFIX)
+    return is_temporary_name(path.name)
 
 
 def make_temp_dir(parent: Path, label: str) -> Path:
@@ -151,20 +145,6 @@ def fsync_tree(path: Path) -> None:
         fsync_dir(Path(dirpath))
 
 
-def fsync_dir(path: Path) -> None:
-    """fsync a directory entry (makes a completed rename durable); no-op where unsupported."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def remove_tree(path: Path) -> None:
     """Remove a directory tree, ignoring errors (used on failure paths and for cleanup)."""
     shutil.rmtree(path, ignore_errors=True)
@@ -213,19 +193,6 @@ def remove_temporaries(parent: Path, older_than_seconds: float) -> list[Path]:
                 else:  # could not be removed (permissions): say so rather than claim it
                     raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(entry))
     return removed
-
-
-def flock_fd(fd: int, shared: bool = False, wait: bool = True) -> bool:
-    """flock ``fd``; False if ``wait`` is False and someone else holds it. Where flock does
-    not exist (Windows) this is a no-op that reports success."""
-    if _fcntl is None:  # pragma: no cover - Windows
-        return True
-    flags = (_fcntl.LOCK_SH if shared else _fcntl.LOCK_EX) | (0 if wait else _fcntl.LOCK_NB)
-    try:
-        _fcntl.flock(fd, flags)
-    except BlockingIOError:
-        return False
-    return True
 
 
 @contextlib.contextmanager

@@ -15,7 +15,7 @@ import numpy as np
 import zarr
 
 from ..errors import StoreCorruptError
-from ._node_json import read_zarr_json, relative_to_entry
+from ..dataset_pointer import read_zarr_json, relative_to_entry
 
 __all__ = [
     "NUMERIC_DTYPES",

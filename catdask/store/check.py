@@ -30,6 +30,7 @@ from ..names import is_valid_name
 from ._atomic import file_lock, is_temporary, temporary_age, try_lock
 from .gc import _LateBlocker, model_references, removal_blocker, remove_snapshot
 from .layout import (
+    MODEL_COUNTER,
     MODEL_LOCK,
     NAME_LOCK,
     changing_store,
@@ -351,7 +352,7 @@ def _check_models(root: Path, report: StoreReport) -> None:
         # are allowed by pattern: one may be renamed in while we look.
         with file_lock(folder / MODEL_LOCK):
             found = version_numbers(folder)
-            _strays(folder, lambda c: c.name == MODEL_LOCK
+            _strays(folder, lambda c: c.name in (MODEL_LOCK, MODEL_COUNTER)
                     or (version_number(c.name) is not None and c.is_dir()),
                     report, f"model {name!r}")
         for v in found:

@@ -24,6 +24,7 @@ __all__ = [
     "label_names_for",
     "content_sha256",
     "source_sha256",
+    "feature_names_in",
     "check_data",
     "check_attrs",
     "classes_array",
@@ -139,6 +140,17 @@ def source_sha256(attrs: dict) -> dict:
         if isinstance(f, dict) and f.get("name") and f.get("sha256"):
             out[str(f["name"])] = str(f["sha256"])
     return out
+
+
+def feature_names_in(provenance) -> list | None:
+    """The column names a parser's provenance records (``feature_names``, also when nested
+    under ``"provenance"``), or None."""
+    if not isinstance(provenance, dict):
+        return None
+    names = provenance.get("feature_names")
+    if names is None and isinstance(provenance.get("provenance"), dict):
+        names = provenance["provenance"].get("feature_names")
+    return names if isinstance(names, list) else None
 
 
 def check_data(X, y):

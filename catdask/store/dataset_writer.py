@@ -37,7 +37,14 @@ from ._atomic import (
 )
 from ..versions import installed_version
 from ._json import json_sha256, to_json_safe, utc_now
-from .content import FORMAT, check_data, content_sha256, label_names_for, source_sha256
+from .content import (
+    FORMAT,
+    check_data,
+    content_sha256,
+    feature_names_in,
+    label_names_for,
+    source_sha256,
+)
 from .layout import NAME_LOCK, space_hint
 from .pointer import resolve_folder
 from .snapshots import (
@@ -143,7 +150,8 @@ def write_dataset(
     Returns
     -------
     DatasetInfo
-        ``written`` is False when identical content (X, y, classes and label names) was
+        ``written`` is False when identical content (X, y, classes, label names and the
+        feature names of ``attrs``) was
         already current, or was stored in another snapshot of ``name`` (content addressing:
         the pointer then moves to that snapshot, ``replaced`` is True and nothing is
         written); ``replaced`` is True when different content was replaced.
@@ -162,19 +170,23 @@ def write_dataset(
     names = label_names_for(label_names, classes)
     content = content_sha256(X, codes, classes)
     provenance = to_json_safe(dict(attrs or {}), "attrs")
+    # What a snapshot is named by besides its values: a re-ingest that changes only a header
+    # is new content (a model's feature names come from it).
+    naming = {"label_names": names, "feature_names": feature_names_in(provenance)}
 
     if is_old_layout(folder):
         with name_lock(folder):
             upgrade_old_layout(folder)
-    current = _current_state(folder, content, names, name, replace)
+    current = _current_state(folder, content, naming, name, replace)
     if current is not None:
         return current
     try:
-        moved = _point_at_stored_copy(folder, content, names, name, replace)
+        moved = _point_at_stored_copy(folder, content, naming, name, replace)
     except OSError as exc:
         raise _write_error(name, folder, exc) from exc
     if moved is not None:
         return moved
+    _refuse_over_damaged_pointer(folder, name, replace)
     if chunk_rows is None:
         chunk_rows = _zarr_io.row_chunks(X.shape, 8)[0]
     chunk_rows = int(chunk_rows)
@@ -214,16 +226,17 @@ def write_dataset(
             fsync_tree(tmp)
             crash_point("snapshot-written")
             with name_lock(folder):
-                current = _current_state(folder, content, names, name, replace)
+                current = _current_state(folder, content, naming, name, replace)
                 if current is not None:  # a concurrent writer committed meanwhile
                     remove_tree(tmp)
                     return current
                 # A concurrent writer may have stored this content meanwhile (then replaced
                 # by another): point at that copy rather than storing it twice.
-                moved = _move_pointer_to_copy(folder, content, names, name)
+                moved = _move_pointer_to_copy(folder, content, naming, name, replace)
                 if moved is not None:
                     remove_tree(tmp)
                     return moved
+                _refuse_over_damaged_pointer(folder, name, replace)
                 snapshot, replaced = _commit(tmp, folder, name, content)
     except OSError as exc:
         _discard(tmp, folder if created_folder else None)
@@ -268,7 +281,46 @@ def _commit(tmp: Path, folder: Path, name: str, content: str) -> tuple[str, bool
     return snapshot, replacing
 
 
-def _current_state(folder: Path, content: str, names: list, name: str, replace: bool):
+def _pointer_damage(folder: Path) -> str | None:
+    """What is wrong with the pointer of ``folder`` (unreadable, or naming a missing
+    snapshot); None when it is sound or absent."""
+    try:
+        pointer = read_pointer(folder)
+    except StoreCorruptError as exc:
+        return exc.problem.rstrip(".")
+    if pointer is None or (folder / pointer.snapshot / "zarr.json").is_file():
+        return None
+    return f"it names snapshot {pointer.snapshot!r}, which is missing"
+
+
+def _refuse_over_damaged_pointer(folder: Path, name: str, replace: bool) -> None:
+    """Refuse to commit new content under a damaged pointer unless told to ``replace``.
+
+    A pointer that cannot be read (or names a missing snapshot) hides which content is current:
+    committing other content over it would replace that content without ``--replace``, and
+    the next gc would then remove its only copy. Only the newest snapshot that verifies (what
+    ``check --cleanup`` restores) may be named again without ``replace``, when it holds this
+    content (:func:`_held_stored_copy`).
+
+    Raises
+    ------
+    StoreCorruptError
+        One line naming the damage and ``catdask check --cleanup``, which restores the newest
+        committed snapshot that verifies.
+    """
+    damage = None if replace else _pointer_damage(folder)
+    if damage is None:
+        return
+    raise StoreCorruptError(
+        folder,
+        f"the pointer of data set {name!r} is damaged ({damage}); nothing was "
+        "written, so no stored content is replaced: run `catdask check --cleanup` to restore "
+        "its newest committed snapshot that verifies, then ingest again (with --replace to "
+        "replace that content)",
+    )
+
+
+def _current_state(folder: Path, content: str, naming: dict, name: str, replace: bool):
     """What to do given the current snapshot: a :class:`DatasetInfo` when it already holds
     this content intact (nothing to write), None to go on writing.
 
@@ -290,7 +342,7 @@ def _current_state(folder: Path, content: str, names: list, name: str, replace: 
         except StoreCorruptError:
             return None  # unreadable: nothing readable is lost by writing a new snapshot
         stored = attrs["content_sha256"]
-        if stored == content and attrs.get("label_names") == names:
+        if stored == content and _named_as(attrs, naming):
             try:
                 verify_snapshot(path)
             except StoreCorruptError:
@@ -303,11 +355,18 @@ def _current_state(folder: Path, content: str, names: list, name: str, replace: 
         hold.close()
 
 
+def _named_as(attrs: dict, naming: dict) -> bool:
+    """Whether a snapshot's attributes carry these label names and feature names."""
+    return (attrs.get("label_names") == naming["label_names"]
+            and feature_names_in(attrs.get("provenance")) == naming["feature_names"])
+
+
 @contextlib.contextmanager
-def _held_stored_copy(folder: Path, content: str, names: list):
+def _held_stored_copy(folder: Path, content: str, naming: dict, newest_only: bool = False):
     """The id of a snapshot of ``folder`` other than the current one that holds this content
-    with these label names and verifies, held (so gc keeps it) while the block runs; None if
-    there is none. The newest such snapshot is preferred."""
+    with these label and feature names and verifies, held (so gc keeps it) while the block
+    runs; None if there is none. The newest such snapshot is preferred. ``newest_only``
+    (a damaged pointer, no ``replace``): only the newest snapshot that verifies qualifies."""
     exclude = current_snapshot_id(folder)
     for snapshot in reversed(snapshot_ids(folder)):
         if snapshot == exclude:
@@ -317,7 +376,8 @@ def _held_stored_copy(folder: Path, content: str, names: list):
             attrs = snapshot_attrs(path)
         except StoreCorruptError:
             continue
-        if attrs["content_sha256"] != content or attrs.get("label_names") != names:
+        matches = attrs["content_sha256"] == content and _named_as(attrs, naming)
+        if not (matches or newest_only):
             continue
         hold = hold_snapshot(path)
         if hold is None:
@@ -327,6 +387,9 @@ def _held_stored_copy(folder: Path, content: str, names: list):
         except StoreCorruptError:
             hold.close()
             continue  # damaged: never point a name at it
+        if not matches:  # the newest good snapshot holds other content: it stays current
+            hold.close()
+            break
         try:
             yield snapshot
         finally:
@@ -335,25 +398,30 @@ def _held_stored_copy(folder: Path, content: str, names: list):
     yield None
 
 
-def _point_at_stored_copy(folder: Path, content: str, names: list, name: str, replace: bool):
+def _point_at_stored_copy(folder: Path, content: str, naming: dict, name: str, replace: bool):
     """Content addressing: point the name at a stored snapshot of the same content, if any
     (verified outside the name lock, then committed under it); a :class:`DatasetInfo` with
     ``written=False``, or None when no such snapshot exists."""
     if not folder.is_dir():
         return None
-    with _held_stored_copy(folder, content, names) as snapshot:
+    newest_only = not replace and _pointer_damage(folder) is not None
+    with _held_stored_copy(folder, content, naming, newest_only) as snapshot:
         if snapshot is None:
             return None
         with name_lock(folder):
-            current = _current_state(folder, content, names, name, replace)
+            current = _current_state(folder, content, naming, name, replace)
             if current is not None:  # a concurrent writer committed this content meanwhile
                 return current
+            if not (replace or newest_only) and _pointer_damage(folder) is not None:
+                return None  # damaged meanwhile: decided again under the lock
             return _commit_copy(folder, snapshot, content, name)
 
 
-def _move_pointer_to_copy(folder: Path, content: str, names: list, name: str):
+def _move_pointer_to_copy(folder: Path, content: str, naming: dict, name: str,
+                          replace: bool):
     """Under the name lock: point at a stored copy of this content if one exists."""
-    with _held_stored_copy(folder, content, names) as snapshot:
+    newest_only = not replace and _pointer_damage(folder) is not None
+    with _held_stored_copy(folder, content, naming, newest_only) as snapshot:
         return None if snapshot is None else _commit_copy(folder, snapshot, content, name)
 
 

@@ -167,6 +167,11 @@ def _gc(root: Path, dry_run: bool, keep_last: int) -> GcResult:
                 result.kept += [(folder / s, "no current snapshot") for s in snapshot_ids(folder)]
                 continue
             ids = snapshot_ids(folder)
+            if pointer.snapshot not in ids:  # lost: an older one may be the only good copy
+                result.kept += [(folder / s, f"the pointer names {pointer.snapshot}, which is "
+                                 "missing; `check --cleanup` restores the newest that verifies")
+                                for s in ids]
+                continue
             # Content addressing moves the pointer back to an older snapshot that holds the
             # content again, so "older" means every committed one but the current.
             older = [s for s in ids if s != pointer.snapshot

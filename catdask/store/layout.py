@@ -17,8 +17,10 @@ import contextlib
 import errno
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from .. import settings
+from ..object_store import LocalBackend, is_object_store_url, open_backend, url_scheme
 from ..names import validate_name
 from ..errors import StoreWriteError
 from ._atomic import READ_ONLY_ERRNOS, file_lock, remove_temporaries
@@ -40,13 +42,18 @@ __all__ = [
     "changing_store",
     "NAME_LOCK",
     "MODEL_LOCK",
+    "MODEL_COUNTER",
 ]
 
 DEFAULT_STORE = "catdask-store"
 #: The per-name lock of a data-set folder and the registry lock of a model folder.
 NAME_LOCK = ".lock"
 MODEL_LOCK = ".registry.lock"
+#: The highest version number ever reserved under a model name (never given twice).
+MODEL_COUNTER = ".newest-version"
 STORE_ENV = settings.STORE.name
+
+
 
 
 def resolve_store(path=None) -> Path:
@@ -56,15 +63,43 @@ def resolve_store(path=None) -> Path:
     ----------
     path : str or os.PathLike, optional
         Explicit root. Defaults to ``$CATDASK_STORE``, then ``./catdask-store``.
+
+    Raises
+    ------
+    ValueError
+        ``path`` is a URL other than ``file://`` (``s3://bucket/prefix``, ``s3:/bucket``): the
+        store lives on a file system only so far, and writing a local folder named ``s3:``
+        instead would lose the user's data silently.
     """
     if path is None:
         path = settings.STORE.get() or DEFAULT_STORE
+    if isinstance(path, str) and url_scheme(path) is not None:
+        if is_object_store_url(path):
+            raise ValueError(_url_refusal(path))
+        # The seam's reading of a URL: file:// names a folder, anything else is one line.
+        path = _local_backend_root(open_backend(path))
     root = Path(path).expanduser()
     if root.exists() and not root.is_dir():
         # Worded as the CLI's other store messages ("store X does not exist ...").
         raise NotADirectoryError(f"store {root} is a file, not a folder (a store is the folder "
                                  "that holds datasets/ and models/)")
     return root.resolve()
+
+
+def _url_refusal(url: str) -> str:
+    """The one line that refuses an object-store URL; it names the URL without credentials or
+    query (``s3://KEY:SECRET@bucket`` or a presigned query must never reach a log)."""
+    parts = urlsplit(url)
+    shown = f"{parts.scheme.lower()}://{parts.hostname or ''}{parts.path}"
+    return (f"the store {shown} is an object-store URL, and this catdask keeps its store on a "
+            "file system only (a local folder, or a shared mount on a cluster): give a folder "
+            "path with --store or $CATDASK_STORE")
+
+
+def _local_backend_root(backend) -> Path:
+    if not isinstance(backend, LocalBackend):  # an s3:// URL written with a leading space
+        raise ValueError(_url_refusal(backend.url.strip()))
+    return backend.root
 
 
 def datasets_dir(root: Path) -> Path:

@@ -11,12 +11,16 @@ array per model array and the attributes
 Nothing is ever pickled, and loading refuses object/string dtypes, unknown codecs and any
 file that is not part of the zarr group (docs/design.md section 7).
 
-Versions are claimed lock-free: the version is written in a private ``.tmp-`` directory, then
-renamed onto ``v<N>``; the rename fails if ``v<N>`` exists, and the writer retries with the
-next number. So concurrent registrations (threads or processes) get distinct versions and a
-crash never leaves a half-written version visible. Registrations with a ``run_key`` also take
-a short OS file lock (released by the OS if the process dies) around "look for the key, claim
-a number", so a rerun of the same training run returns the existing version.
+A version is written in a private ``.tmp-`` directory, then renamed onto ``v<N>`` under a
+short OS file lock (released by the OS if the process dies) around "look for the run key,
+pick a number, rename": the number is one above both the highest version present and the
+highest ever given, which ``<name>/.newest-version`` records after the rename, so a number is
+never given twice, even after its version was removed (logs, events and MLflow runs that name
+``model:vN`` stay unambiguous). The rename also refuses an existing ``v<N>`` (a writer of an
+older catdask that does not read the record), and the writer then picks again. So
+concurrent registrations (threads or processes) get distinct versions, a crash never leaves a
+half-written version visible, and a rerun of the same training run returns the existing
+version.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import zarr
 
 from ..errors import StoreCorruptError, StoreWriteError
 from ..names import validate_name
+from ..object_store import LocalBackend, NotFound
 from . import _zarr_io
 from ._atomic import (
     file_lock,
@@ -43,7 +48,7 @@ from ._atomic import (
 )
 from ..versions import installed_version
 from ._json import json_sha256, to_json_safe, utc_now
-from .layout import MODEL_LOCK, entry_path, models_dir, numbered_folders, resolve_store, space_hint
+from .layout import MODEL_COUNTER, MODEL_LOCK, entry_path, models_dir, numbered_folders, resolve_store, space_hint
 
 __all__ = [
     "ModelVersion",
@@ -241,8 +246,7 @@ def _write_and_claim(tmp: Path, model_dir: Path, name: str, arrays, meta, run_ke
     for key, a in arrays.items():
         _zarr_io.write_array(group, key, a)
         info[key] = {"dtype": a.dtype.str, "shape": list(a.shape), "sha256": array_sha256(a)}
-    lock = file_lock(model_dir / _LOCK_NAME) if run_key is not None else contextlib.nullcontext()
-    with lock:
+    with file_lock(model_dir / _LOCK_NAME):
         if run_key is not None:
             found = _find_run_key(model_dir, name, run_key)
             if found is not None:
@@ -252,19 +256,43 @@ def _write_and_claim(tmp: Path, model_dir: Path, name: str, arrays, meta, run_ke
 
 
 def _claim_version(tmp: Path, group, model_dir: Path, info: dict, meta: dict):
-    """Rename ``tmp`` onto the next free ``v<N>``; rewrite its version number on each retry."""
-    version = (max(version_numbers(model_dir), default=0)) + 1
+    """Rename ``tmp`` onto a version number never given before (under the registry lock);
+    rewrite its version number on each retry."""
     for _ in range(10000):
+        version = _next_version(model_dir)
         meta = dict(meta, version=version)
         # The temporary group is private, so updating its attributes before the rename is safe.
         group.attrs.put(_version_attrs(info, meta))
         fsync_tree(tmp)
         if rename_no_replace(tmp, model_dir / f"v{version}"):
+            # Until it is recorded the folder itself says the number is taken; a failure to
+            # record (a full disk) leaves that, and the version is registered all the same.
+            with contextlib.suppress(OSError):
+                _counter_backend(model_dir).put(_counter_key(model_dir), f"{version}\n".encode())
             return version, meta
-        version = max(version + 1, max(version_numbers(model_dir), default=0) + 1)
     raise OSError(
         f"Could not claim a version number under {model_dir}: too many concurrent writers."
     )
+
+
+def _next_version(model_dir: Path) -> int:
+    """One above every version present and every number given before (call under the
+    registry lock)."""
+    try:
+        text = _counter_backend(model_dir).get(_counter_key(model_dir))[0].strip()
+        given = int(text) if text.isdigit() else 0
+    except NotFound:
+        given = 0
+    return max(max(version_numbers(model_dir), default=0), given) + 1
+
+
+# The record is a small object written through the store's seam (the same key on any medium).
+def _counter_backend(model_dir: Path) -> LocalBackend:
+    return LocalBackend(model_dir.parent.parent)
+
+
+def _counter_key(model_dir: Path) -> str:
+    return f"{model_dir.parent.name}/{model_dir.name}/{MODEL_COUNTER}"
 
 
 def _find_run_key(model_dir: Path, name: str, run_key: str) -> ModelVersion | None:

@@ -90,8 +90,19 @@ def current_snapshot_id(folder: Path) -> str | None:
 
 def rename_to_next_snapshot(tmp: Path, folder: Path) -> str:
     """Rename the finished temporary ``tmp`` to the next free ``s<N>`` of ``folder`` (call
-    under the name lock, so no other writer claims N meanwhile); returns the new id."""
-    number = max((snapshot_number(s) or 0 for s in snapshot_ids(folder)), default=0) + 1
+    under the name lock, so no other writer claims N meanwhile); returns the new id.
+
+    N is above every snapshot present and every one ever committed (the pointer's
+    ``newest_committed``): gc may have removed the newest snapshot since, and an id that named
+    other content before would make the logs, events and model metadata naming it ambiguous.
+    """
+    try:
+        pointer = read_pointer(folder)
+    except StoreCorruptError:
+        pointer = None  # damaged: the snapshots present are all that is known
+    newest = pointer.newest_committed if pointer is not None else 0
+    present = max((snapshot_number(s) or 0 for s in snapshot_ids(folder)), default=0)
+    number = max(present, newest) + 1
     snapshot = f"s{number}"
     if not rename_no_replace(tmp, folder / snapshot):
         raise OSError(f"{folder / snapshot} exists although the name lock is held")

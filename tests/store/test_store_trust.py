@@ -1,0 +1,119 @@
+"""What the store must never do, whatever was damaged or removed: replace content behind a
+damaged pointer, give an id twice, or call two tables equal that differ in their header."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from catdask.errors import DatasetExistsError, StoreCorruptError
+from catdask.store import check_store, gc_store, list_datasets, read_dataset, write_dataset
+from catdask.store.registry import register_model
+from catdask.store.snapshots import read_pointer
+
+
+def table(value: float, features=("a", "b", "c")):
+    """A 6 x 3 table holding ``value`` everywhere, two classes, with a header."""
+    return np.full((6, 3), value), ["x", "y"] * 3, None, {"feature_names": list(features)}
+
+
+def folder_of(store, name="ds") -> Path:
+    return Path(store) / "datasets" / name
+
+
+def on_disk(store, name="ds"):
+    return sorted(p.name for p in folder_of(store, name).iterdir() if p.name != ".lock")
+
+
+@pytest.mark.parametrize("damage", ["empty", "missing-snapshot"])
+def test_a_damaged_pointer_makes_a_writer_refuse_and_loses_nothing(store, damage):
+    """Was: with datasets/<name>/zarr.json truncated to 0 bytes, an ingest of other content
+    without --replace committed it ("replaced"), and the next gc removed the only copy of
+    the old content."""
+    write_dataset(store, "ds", *table(1.0))
+    write_dataset(store, "ds", *table(2.0), replace=True)  # s2 current, s1 kept
+    if damage == "empty":
+        (folder_of(store) / "zarr.json").write_bytes(b"")
+    else:
+        shutil.rmtree(folder_of(store) / "s2")
+    before = on_disk(store)
+    with pytest.raises(StoreCorruptError, match=r"damaged.*`catdask check --cleanup`") as err:
+        write_dataset(store, "ds", *table(3.0))
+    assert "\n" not in str(err.value) and "nothing was written" in str(err.value)
+    assert on_disk(store) == before
+    [listed] = list_datasets(store)
+    assert listed.problem  # listed, flagged
+    assert gc_store(store).removed == []  # the old content is not anybody's garbage
+    report = check_store(store, cleanup=True)
+    assert report.ok, report.problems
+    expected = 2.0 if damage == "empty" else 1.0  # the newest committed one that verifies
+    np.testing.assert_array_equal(read_dataset(store, "ds").X, np.full((6, 3), expected))
+    with pytest.raises(DatasetExistsError):  # and now the usual rule: replace needs --replace
+        write_dataset(store, "ds", *table(3.0))
+    assert write_dataset(store, "ds", *table(3.0), replace=True).snapshot == "s3"
+
+
+def test_a_damaged_pointer_does_not_let_older_content_replace_the_newest(store):
+    """Content addressing under a damaged pointer: ingesting A again while B (newer) may be
+    current must not point the name back at A's snapshot without --replace (gc would then
+    remove B); the newest snapshot that verifies may be named again, as check --cleanup would."""
+    write_dataset(store, "ds", *table(1.0))  # s1: A
+    write_dataset(store, "ds", *table(2.0), replace=True)  # s2: B, current
+    (folder_of(store) / "zarr.json").write_bytes(b"")
+    with pytest.raises(StoreCorruptError, match="`catdask check --cleanup`"):
+        write_dataset(store, "ds", *table(1.0))
+    assert on_disk(store) == ["s1", "s2", "zarr.json"]
+    info = write_dataset(store, "ds", *table(2.0))  # B: what check --cleanup restores
+    assert not info.written and info.snapshot == "s2"
+    assert check_store(store).ok
+
+
+def test_replace_over_a_damaged_pointer_is_allowed_and_keeps_the_old_snapshots(store):
+    write_dataset(store, "ds", *table(1.0))
+    (folder_of(store) / "zarr.json").write_bytes(b"")
+    info = write_dataset(store, "ds", *table(2.0), replace=True)
+    assert info.written and info.snapshot == "s2" and on_disk(store) == ["s1", "s2", "zarr.json"]
+
+
+def test_a_snapshot_id_is_never_given_twice_even_after_gc(store):
+    """Was: `d/s2` named content B, gc removed it, and a later ingest named content C `s2`."""
+    write_dataset(store, "ds", *table(1.0))  # s1
+    write_dataset(store, "ds", *table(2.0), replace=True)  # s2
+    assert write_dataset(store, "ds", *table(1.0), replace=True).snapshot == "s1"  # back to s1
+    assert [p.name for p in gc_store(store).removed] == ["s2"]
+    assert on_disk(store) == ["s1", "zarr.json"]
+    info = write_dataset(store, "ds", *table(3.0), replace=True)
+    assert info.snapshot == "s3", info
+    assert read_pointer(folder_of(store)).newest_committed == 3
+    assert check_store(store).ok
+
+
+def test_a_model_version_number_is_never_given_twice_after_removal(store):
+    """Was: `n:v10` removed, then the next fit registered another `n:v10`."""
+    w = {"W": np.eye(3, 2)}
+    assert [register_model(store, "n", w, {}).version for _ in range(3)] == [1, 2, 3]
+    shutil.rmtree(Path(store) / "models" / "n" / "v3")
+    assert register_model(store, "n", w, {}).version == 4
+    for v in (1, 2, 4):
+        shutil.rmtree(Path(store) / "models" / "n" / f"v{v}")
+    assert register_model(store, "n", w, {}).version == 5
+    # The record of the highest number is the store's own file, not a stray (these bare
+    # arrays are no estimator, so the loader's own finding is left aside).
+    assert [p.kind for p in check_store(store).problems] == ["model"]
+
+
+def test_feature_names_are_part_of_the_content(store):
+    """Was: a re-ingest that changed only the header was "unchanged" and the new feature names
+    were dropped."""
+    assert write_dataset(store, "ds", *table(1.0)).snapshot == "s1"
+    renamed = write_dataset(store, "ds", *table(1.0, features=("p", "q", "r")))
+    assert renamed.written and renamed.snapshot == "s2"
+    assert read_dataset(store, "ds").attrs["provenance"]["feature_names"] == ["p", "q", "r"]
+    same = write_dataset(store, "ds", *table(1.0, features=("p", "q", "r")))
+    assert not same.written and same.snapshot == "s2"
+    back = write_dataset(store, "ds", *table(1.0))  # the first header: s1 holds it again
+    assert not back.written and back.snapshot == "s1"
+    assert read_dataset(store, "ds").attrs["provenance"]["feature_names"] == ["a", "b", "c"]
