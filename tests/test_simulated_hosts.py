@@ -60,6 +60,7 @@ def test_a_host_sees_none_of_the_drivers_files(tmp_path):
         shutil.rmtree(outside, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_scheduler_and_two_worker_hosts_form_a_cluster_the_driver_reaches(tmp_path):
     from distributed import Client
 
