@@ -63,6 +63,23 @@ def test_workers_of_an_embedded_cluster_see_the_store(dask_scheduler, tmp_path):
     assert _probes_left(store) == []
 
 
+def test_the_probe_is_locked_while_it_exists_as_a_writers_temporary_is(tmp_path):
+    """The store's ``check`` reports an unlocked ``.tmp-`` entry as a crashed writer's (and gc
+    removes it): the probe must never be one while a check runs beside the fit."""
+    from catdask.distributed.store_visibility import _write_probe
+    from catdask.store._atomic import is_temporary, try_lock
+
+    probe, content, held = _write_probe(tmp_path)
+    try:
+        assert is_temporary(probe) and probe.read_bytes() == content
+        with try_lock(probe) as free:
+            assert not free
+    finally:
+        probe.unlink()
+        held.close()
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.fixture(scope="module")
 def worker_hosts(tmp_path_factory):
     """``tcp://127.0.0.2:PORT``: a scheduler host and two worker hosts without the driver's
