@@ -23,9 +23,8 @@ from pathlib import Path
 import pytest
 
 from .helpers.data import make_blobs
-from .helpers.hosts import Host, host_address, hosts_unavailable
+from .helpers.hosts import dask_cluster_hosts, hosts_unavailable
 from .helpers.paths import REPO
-from .helpers.procs import free_port
 
 pytest.importorskip("distributed")
 
@@ -87,27 +86,8 @@ def worker_hosts(tmp_path_factory):
     reason = hosts_unavailable()
     if reason:
         pytest.skip(reason)
-    logs = tmp_path_factory.mktemp("hosts")
-    address = f"tcp://{host_address(1)}:{free_port(host_address(1))}"
-    _, port = address.rsplit(":", 1)
-    hosts = [Host("scheduler", host_address(1),
-                  [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host",
-                   host_address(1), "--port", port, "--no-dashboard"],
-                  log=logs / "scheduler.log")]
-    try:
-        hosts[0].proc.wait_for(r"Scheduler at:", timeout=120)
-        for index in (2, 3):
-            hosts.append(Host(f"worker{index}", host_address(index),
-                              [sys.executable, "-m", "distributed.cli.dask_worker", address,
-                               "--host", host_address(index), "--nthreads", "1",
-                               "--no-dashboard", "--name", f"w{index}"],
-                              log=logs / f"worker{index}.log"))
-        for host in hosts[1:]:
-            host.proc.wait_for(r"Registered to:", timeout=120)
+    with dask_cluster_hosts(tmp_path_factory.mktemp("hosts")) as (address, _):
         yield address
-    finally:
-        for host in reversed(hosts):
-            host.stop()
 
 
 @pytest.mark.slow

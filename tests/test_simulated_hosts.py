@@ -19,9 +19,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from .helpers.hosts import Host, host_address, require_hosts
+from .helpers.hosts import Host, dask_cluster_hosts, host_address, require_hosts
 from .helpers.paths import REPO
-from .helpers.procs import free_port
 
 pytest.importorskip("distributed")
 
@@ -64,31 +63,17 @@ def test_a_host_sees_none_of_the_drivers_files(tmp_path):
 def test_scheduler_and_two_worker_hosts_form_a_cluster_the_driver_reaches(tmp_path):
     from distributed import Client
 
-    port = free_port(host_address(1))
-    address = f"tcp://{host_address(1)}:{port}"
-    hosts = [Host("scheduler", host_address(1),
-                  [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", host_address(1), "--port", port,
-                   "--no-dashboard"], log=tmp_path / "scheduler.log")]
-    try:
-        hosts[0].proc.wait_for(r"Scheduler at:", timeout=120)
-        for index in (2, 3):
-            hosts.append(Host(f"worker{index}", host_address(index),
-                              [sys.executable, "-m", "distributed.cli.dask_worker", address, "--host", host_address(index),
-                               "--nthreads", "1", "--no-dashboard", "--name", f"w{index}"],
-                              log=tmp_path / f"worker{index}.log"))
-        driver_file = tmp_path / "driver.txt"
-        driver_file.write_text("x")
-        with Client(address, timeout=60) as client:
-            client.wait_for_workers(2, timeout=120)
-            workers = client.scheduler_info()["workers"]
-            assert sorted(w.split(":")[1] for w in workers) == [
-                f"//{host_address(2)}", f"//{host_address(3)}"]
-            seen = client.run(os.path.exists, str(driver_file))
-            assert seen and not any(seen.values()), seen
-            assert client.submit(sum, [1, 2, 3], pure=False).result(timeout=60) == 6
-    finally:
-        for host in reversed(hosts):
-            host.stop()
+    driver_file = tmp_path / "driver.txt"
+    driver_file.write_text("x")
+    with dask_cluster_hosts(tmp_path) as (address, _), Client(address, timeout=60) as client:
+        assert address.startswith(f"tcp://{host_address(1)}:")
+        client.wait_for_workers(2, timeout=120)
+        workers = client.scheduler_info()["workers"]
+        assert sorted(w.split(":")[1] for w in workers) == [
+            f"//{host_address(2)}", f"//{host_address(3)}"]
+        seen = client.run(os.path.exists, str(driver_file))
+        assert seen and not any(seen.values()), seen
+        assert client.submit(sum, [1, 2, 3], pure=False).result(timeout=60) == 6
 
 
 def _group(pgid: int) -> list[psutil.Process]:
@@ -135,7 +120,8 @@ def test_a_host_dies_with_the_driver_even_by_sigkill(tmp_path):
         "import sys, time\n"
         "from pathlib import Path\n"
         "from tests.helpers.hosts import Host\n"
-        f"host = Host('orphan', '127.0.0.6', ['sh', '-c', {TREE!r}], log=Path({str(tmp_path / 'h.log')!r}))\n"
+        f"host = Host('orphan', '127.0.0.6', ['sh', '-c', {TREE!r}],\n"
+        f"            log=Path({str(tmp_path / 'h.log')!r}))\n"
         "print(host.pid, flush=True)\n"
         "time.sleep(600)\n"
     )

@@ -7,10 +7,11 @@ hosts without the store failed after 12-18 s with "Input contains NaN" (with a f
 it would have trained on zeros). So before the fit the driver writes a probe file with a
 unique name and random content beside the snapshot (a ``.tmp-`` name held locked, which the
 store's ``check`` and ``gc`` treat as a running writer's temporary), and one ``Client.run``
-asks every worker whether it reads the same bytes at the same path. Where the driver cannot write there (a
-read-only store), the snapshot's own ``zarr.json`` is the probe instead. One worker that does
-not see it stops the run at once, in one line naming the two fixes. A store that is not a local
-folder (an object-store URL) needs no check: every worker reads it from the object store.
+asks every worker whether it reads the same bytes at the same path. Where the driver cannot
+write there (a read-only store), the snapshot's own ``zarr.json`` is the probe instead. One
+worker that does not see it stops the run at once, in one line naming the two fixes. A store
+that is not a local folder (an object-store URL) needs no check: every worker reads it from
+the object store.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ Where ``unshare`` or ``mount`` is not permitted (not root, a container without C
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shlex
@@ -33,7 +34,7 @@ from pathlib import Path
 
 import pytest
 
-from .procs import Managed
+from .procs import Managed, free_port
 
 UNSHARE = ["unshare", "--mount", "--propagation", "private"]
 READY = "catdask-host: namespace ready"  # printed by the set-up, before the host's command
@@ -78,7 +79,8 @@ def _setup_script(readonly: list[Path], hide: list[Path]) -> str:
         lines += [f"mount --bind {q} {q}", f"mount -o remount,bind,ro {q}"]
     for folder in hide:
         if not _under_tmp(folder):  # those vanish with the private /tmp below
-            lines.append(f"mount -t tmpfs -o size=1m,mode=755 catdask-hidden {shlex.quote(str(folder))}")
+            lines.append("mount -t tmpfs -o size=1m,mode=755 catdask-hidden "
+                         + shlex.quote(str(folder)))
     lines += ["mount -t tmpfs -o size=2g,mode=1777 catdask-host-tmp /tmp",
               "mkdir -p /tmp/home /tmp/work", "cd /tmp/work", f"echo {READY}", 'exec "$@"']
     return "\n".join(lines)
@@ -161,3 +163,30 @@ class Host:
 
     def __exit__(self, *exc) -> None:
         self.proc.kill()
+
+
+@contextlib.contextmanager
+def dask_cluster_hosts(logs: Path, n_workers: int = 2):
+    """A ``dask scheduler`` host on 127.0.0.2 and ``n_workers`` ``dask worker`` hosts (one
+    thread each) on 127.0.0.3, ...; yields ``(scheduler address, [hosts])`` once every worker
+    has registered, and stops them all (trees included) on exit."""
+    scheduler = host_address(1)
+    port = free_port(scheduler)
+    address = f"tcp://{scheduler}:{port}"
+    hosts = [Host("scheduler", scheduler,
+                  [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", scheduler,
+                   "--port", port, "--no-dashboard"], log=logs / "scheduler.log")]
+    try:
+        hosts[0].proc.wait_for(r"Scheduler at:", timeout=120)
+        for index in range(2, 2 + n_workers):
+            ip = host_address(index)
+            hosts.append(Host(f"worker{index}", ip,
+                              [sys.executable, "-m", "distributed.cli.dask_worker", address,
+                               "--host", ip, "--nthreads", "1", "--no-dashboard",
+                               "--name", f"w{index}"], log=logs / f"worker{index}.log"))
+        for host in hosts[1:]:
+            host.proc.wait_for(r"Registered to:", timeout=120)
+        yield address, hosts
+    finally:
+        for host in reversed(hosts):
+            host.stop()
