@@ -1,4 +1,4 @@
-"""Deployment entry point: ``flows/evaluate.py:evaluate``.
+"""``flows/evaluate.py``: the flows of :mod:`catdask.orchestration.evaluate`, run as a script.
 
 The flow lives in :mod:`catdask.orchestration.evaluate`. Run the quick version from a
 checkout: ``python flows/evaluate.py``.

@@ -1,4 +1,4 @@
-"""Deployment entry point: ``flows/ingest.py:ingest``.
+"""``flows/ingest.py``: the flows of :mod:`catdask.orchestration.ingest`, run as a script.
 
 The flow lives in :mod:`catdask.orchestration.ingest`. Run it from a checkout:
 ``python flows/ingest.py iris wine``.

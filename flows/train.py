@@ -1,4 +1,4 @@
-"""Deployment entry point: ``flows/train.py:train`` and ``flows/train.py:retrain_registered``.
+"""``flows/train.py``: the flows of :mod:`catdask.orchestration.train`, run as a script.
 
 The flows live in :mod:`catdask.orchestration.train`. Run one from a checkout:
 ``python flows/train.py iris``.

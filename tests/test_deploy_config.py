@@ -6,7 +6,7 @@ only be parsed here).
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import inspect
 import re
 import shlex
@@ -28,13 +28,13 @@ def _deployments():
 
 
 def _load_entrypoint(entrypoint: str):
-    path, _, name = entrypoint.partition(":")
-    file = REPO / path
-    assert file.is_file(), f"entrypoint file {path} does not exist"
-    spec = importlib.util.spec_from_file_location(f"_deploy_{file.stem}", file)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    assert hasattr(module, name), f"{path} has no {name!r}"
+    """The flow at a module-path entry point (``catdask.orchestration.train.train``), imported
+    as a worker does (no file of the checkout: a worker may have only the installed package)."""
+    module_name, _, name = entrypoint.rpartition(".")
+    assert ":" not in entrypoint and module_name.startswith("catdask."), (
+        f"entrypoint {entrypoint!r} is not a module path of the installed package")
+    module = importlib.import_module(module_name)
+    assert hasattr(module, name), f"{module_name} has no {name!r}"
     return getattr(module, name)
 
 
@@ -62,10 +62,9 @@ def test_prefect_yaml_entrypoints_and_parameters_match_the_flows(deployment):
 
 
 def test_prefect_yaml_pool_and_variables_are_in_the_documented_commands():
-    """The work pool the deployments use is the one the docs create, and every ``{{ $VAR }}``
-    of the file is exported by the documented commands (README and the file's own header);
-    the header once left out CATDASK_REPO, and a worker's run then crashed with
-    FileNotFoundError on /tmp/tmp...prefect/flows/ingest.py."""
+    """The work pool the deployments use is the one the docs create, and the file needs no
+    checkout: no pull step and no ``{{ $VAR }}`` (it once had a set_working_directory step on
+    ``{{ $CATDASK_REPO }}``, so every worker needed the checkout at the same path)."""
     text = PREFECT_YAML.read_text()
     readme = (DEPLOY / "README.md").read_text()
     header = "\n".join(line for line in text.splitlines() if line.startswith("#"))
@@ -74,11 +73,10 @@ def test_prefect_yaml_pool_and_variables_are_in_the_documented_commands():
         for where, doc in (("deploy/README.md", readme), ("prefect.yaml's header", header)):
             assert f"work-pool create {pool} --type process" in doc, where
             assert f"worker start --pool {pool}" in doc, where
-    variables = set(re.findall(r"\{\{\s*\$(\w+)\s*\}\}", text))
-    assert variables == {"CATDASK_REPO"}
-    for var in variables:
-        for where, doc in (("deploy/README.md", readme), ("prefect.yaml's header", header)):
-            assert re.search(rf"export [^\n]*\b{var}=", doc), f"{where} does not export {var}"
+    # An empty list, not an omitted key: without one `prefect deploy` adds a pull step that
+    # points at the folder it was run from.
+    assert yaml.safe_load(text)["pull"] == []
+    assert not re.findall(r"\{\{\s*\$(\w+)\s*\}\}", text)
     assert "--prefect-file deploy/prefect.yaml" in readme
 
 

@@ -11,34 +11,18 @@ virtual environment and runs the CLI from an empty folder, with the checkout off
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import sys
-import sysconfig
 import zipfile
 from pathlib import Path
 
 import pytest
 
+from .helpers.installed import build_wheel, setuptools_builds_this_project, wheel_venv
+
 REPO = Path(__file__).resolve().parents[1]
-# Not copied into the build folder: environments, stores and caches (large, or not source).
-_NOT_SOURCE = shutil.ignore_patterns(".git", ".venv", "venv", "catdask-store", ".prefect",
-                                     "build", "dist", "*.egg-info", "__pycache__",
-                                     ".pytest_cache", ".hypothesis", "*.png", "results")
-
-
-def _setuptools_builds_this_project() -> bool:
-    try:
-        import setuptools
-    except ImportError:
-        return False
-    major = int(setuptools.__version__.split(".")[0])
-    return major >= 77  # the SPDX license string in pyproject.toml
-
 
 pytestmark = pytest.mark.skipif(
-    not _setuptools_builds_this_project(),
+    not setuptools_builds_this_project(),
     reason="needs setuptools >= 77 in this environment (the `test` extra installs it)",
 )
 
@@ -46,17 +30,7 @@ pytestmark = pytest.mark.skipif(
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     """The project's wheel, built from a copy so the checkout gets no build/ or egg-info."""
-    root = tmp_path_factory.mktemp("wheel")
-    source = root / "src"
-    shutil.copytree(REPO, source, ignore=_NOT_SOURCE, symlinks=True)
-    out = root / "dist"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-         "-w", str(out), str(source)],
-        check=True, capture_output=True, text=True, timeout=300,
-    )
-    (path,) = out.glob("catdask-*.whl")
-    return path
+    return build_wheel(tmp_path_factory.mktemp("wheel"))
 
 
 def _names(wheel_path: Path) -> list[str]:
@@ -102,23 +76,7 @@ def test_installed_wheel_runs_without_the_checkout(wheel, tmp_path):
     use it from an empty folder: the catalog, ``datasets``, a refused typo, ``ingest``,
     ``train`` (Prefect's temporary server, a local Dask cluster) and ``predict``."""
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
-                   timeout=120)
-    python = venv / "bin" / "python"
-    site = Path(subprocess.run([str(python), "-c", "import sysconfig; "
-                                "print(sysconfig.get_paths()['purelib'])"],
-                               capture_output=True, text=True, check=True).stdout.strip())
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PYTHONPATH", "CATDASK_", "PREFECT_API_URL"))}
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q",
-                    "--no-deps", "--no-index", str(wheel)],
-                   check=True, capture_output=True, text=True, timeout=300, env=env)
-    # Then the dependencies: this environment's packages, after the venv's own (a venv made
-    # from a venv would see the base interpreter's with --system-site-packages, not these).
-    # Added after the install, or pip would take this environment's catdask for the wheel's;
-    # their .pth files are not run, so an editable catdask installed here stays out of sight.
-    ours = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
-    (site / "_catdask_test_deps.pth").write_text("\n".join(sorted(ours)) + "\n")
+    python, site, env = wheel_venv(wheel, venv)
     work = tmp_path / "empty"
     work.mkdir()
     env.update(PREFECT_HOME=str(tmp_path / "prefect-home"), MPLBACKEND="Agg")

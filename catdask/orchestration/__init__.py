@@ -17,6 +17,8 @@ The flows only orchestrate (retries, artifacts, logging, run states); every comp
 - :mod:`.parent_death`: the launcher that ties a child process's life to its parent.
 
 Nothing is imported here, so ``import catdask.orchestration.server`` does not import Prefect.
-The top-level ``flows/`` folder of the repository holds thin entry points for
-``deploy/prefect.yaml`` that import from here; the library never imports it.
+``deploy/prefect.yaml``'s entry points are the flows' module paths here
+(``catdask.orchestration.train.train``): a Prefect worker needs only the installed package.
+The top-level ``flows/`` folder of the repository holds thin scripts that import from here;
+the library never imports it.
 """

@@ -17,6 +17,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 
 from ..core.progress import quiet_solvers
+from ..distributed.store_visibility import check_workers_see_folder
 from ..methods import METHODS
 from ..store import open_dataset_arrays, register_estimator
 from .device import HOST, device_placement
@@ -98,6 +99,7 @@ def fit_on_dataset(store, dataset, spec, *, client=None):
     # (or the outcome released): between the fit and the registration no version refers to it.
     arrays = open_dataset_arrays(store, dataset, dask=client is not None)
     try:
+        check_workers_see_folder(client, arrays.path)  # a local store the workers lack: stop now
         outcome = _fit_on_arrays(arrays, dataset, spec, client, t0)
     except BaseException:
         arrays.close()

@@ -1,0 +1,192 @@
+"""Simulated hosts on one machine: a process tree that shares no disk with the test (issue 40).
+
+A :class:`Host` runs one command in its own mount namespace (``unshare --mount --propagation
+private``, as root) where
+
+- ``/tmp`` is a private, empty tmpfs (so nothing under the test's ``tmp_path`` is there; the
+  host's working folder, ``$HOME`` and ``$TMPDIR`` are in it),
+- the folders in ``hide`` (the driver's working folder, a local store outside ``/tmp``) are
+  over-mounted with an empty tmpfs,
+- the installed environment (this venv, the checkout on ``PYTHONPATH``, the source an editable
+  install points at) is bind-mounted read-only,
+
+and the servers it starts bind to its own loopback address (``127.0.0.2``, ``127.0.0.3``, ...:
+Linux routes the whole of 127/8 to ``lo``). The network is shared, as between real hosts.
+
+Processes die with the test: the command runs in a session of its own under
+:func:`catdask.orchestration.server.guarded_command` (SIGTERM when the test process dies, even
+by SIGKILL), and :meth:`Host.stop` signals the whole group, waits a bounded time, then SIGKILLs
+the group and every descendant it saw (tests/helpers/procs.py, :class:`Managed`).
+
+Where ``unshare`` or ``mount`` is not permitted (not root, a container without CAP_SYS_ADMIN),
+:func:`require_hosts` skips the test and says why; nothing passes without the isolation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .procs import Managed, free_port
+
+UNSHARE = ["unshare", "--mount", "--propagation", "private"]
+READY = "catdask-host: namespace ready"  # printed by the set-up, before the host's command
+
+
+def host_address(index: int) -> str:
+    """The loopback address of simulated host ``index`` (1 -> 127.0.0.2, 2 -> 127.0.0.3, ...)."""
+    if not 1 <= index <= 253:
+        raise ValueError(f"host index {index} is not in 1..253")
+    return f"127.0.0.{index + 1}"
+
+
+def installed_environment() -> list[Path]:
+    """The folders a host sees read-only: this venv, and the code it imports catdask from."""
+    import catdask
+
+    folders = {Path(sys.prefix).resolve(), Path(catdask.__file__).resolve().parents[1]}
+    folders |= {Path(p).resolve() for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p}
+    # An editable install's source folder (this venv's catdask may live in another checkout).
+    import importlib.metadata
+
+    try:
+        direct = importlib.metadata.distribution("catdask").read_text("direct_url.json") or ""
+    except importlib.metadata.PackageNotFoundError:
+        direct = ""
+    if '"file://' in direct:
+        folders.add(Path(direct.split('"file://', 1)[1].split('"', 1)[0]))
+    return sorted(f for f in folders if f.is_dir() and not _under_tmp(f))
+
+
+def _under_tmp(path: Path) -> bool:
+    return path == Path("/tmp") or Path("/tmp") in path.parents
+
+
+def _setup_script(readonly: list[Path], hide: list[Path]) -> str:
+    """The shell lines run inside the new namespace before ``exec``-ing the host's command."""
+    lines = ["set -e"]
+    for folder in readonly:
+        q = shlex.quote(str(folder))
+        # ``remount,bind``: only this bind mount's flag changes (a remount without ``bind``
+        # would make the file system read-only for every namespace).
+        lines += [f"mount --bind {q} {q}", f"mount -o remount,bind,ro {q}"]
+    for folder in hide:
+        if not _under_tmp(folder):  # those vanish with the private /tmp below
+            lines.append("mount -t tmpfs -o size=1m,mode=755 catdask-hidden "
+                         + shlex.quote(str(folder)))
+    lines += ["mount -t tmpfs -o size=2g,mode=1777 catdask-host-tmp /tmp",
+              "mkdir -p /tmp/home /tmp/work", "cd /tmp/work", f"echo {READY}", 'exec "$@"']
+    return "\n".join(lines)
+
+
+@functools.cache
+def hosts_unavailable() -> str | None:
+    """Why simulated hosts cannot run here, or None when they can (checked once)."""
+    if not sys.platform.startswith("linux"):
+        return f"simulated hosts need Linux mount namespaces (this is {sys.platform})"
+    try:
+        done = subprocess.run([*UNSHARE, "sh", "-c", _setup_script([Path(sys.prefix)], []),
+                               "probe", "ls", "-A", "/tmp"],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"`unshare --mount` could not run: {exc}"
+    if done.returncode != 0:
+        return (f"`unshare --mount` with tmpfs and read-only bind mounts is not permitted here "
+                f"(needs root / CAP_SYS_ADMIN): {done.stderr.strip()[-300:]}")
+    if done.stdout.split() != [*READY.split(), "home", "work"]:
+        return f"the private /tmp of a simulated host was not empty: {done.stdout!r}"
+    return None
+
+
+def require_hosts() -> None:
+    """Skip the calling test, saying why, where simulated hosts are not possible."""
+    reason = hosts_unavailable()
+    if reason:
+        pytest.skip(reason)
+
+
+def host_env(**extra) -> dict:
+    """A host's environment: this one without catdask/Prefect/Dask settings, its home in its
+    private /tmp, and no byte-code written (the code is read-only there)."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("CATDASK_", "PREFECT_API_URL", "DASK_"))}
+    env.update(HOME="/tmp/home", TMPDIR="/tmp", PYTHONDONTWRITEBYTECODE="1",
+               PYTHONUNBUFFERED="1", MPLBACKEND="Agg")
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+class Host:
+    """One simulated host: ``command`` in its own mount namespace, logging to ``log``.
+
+    ``hide``: folders of the driver (or other hosts) this host must not see. ``env``: the
+    host's environment (default :func:`host_env`).
+    """
+
+    def __init__(self, name: str, address: str, command, *, log: Path, hide=(), env=None):
+        self.name, self.address = name, address
+        script = _setup_script(installed_environment(), [Path(h).resolve() for h in hide])
+        self.proc = Managed([*UNSHARE, "sh", "-c", script, name, *map(str, command)], log=log,
+                            env=host_env() if env is None else env, cwd="/")
+        try:
+            self.proc.wait_for(READY, timeout=30)
+        except BaseException:
+            self.proc.kill()
+            raise
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def run(self, command, timeout: float = 60.0) -> subprocess.CompletedProcess:
+        """Run ``command`` on this host (in its mount namespace, from its working folder)."""
+        enter = ["nsenter", f"--target={self.pid}", "--mount", "--wd"]  # the host's own folder
+        done = subprocess.run([*enter, *map(str, command)], capture_output=True, text=True,
+                              timeout=timeout, env=host_env())
+        if done.stderr.startswith("nsenter:"):  # not the command's answer: never read it as one
+            raise AssertionError(f"could not enter host {self.name}: {done.stderr.strip()}")
+        return done
+
+    def stop(self, timeout: float = 15.0) -> bool:
+        """SIGTERM the host's process group, SIGKILL what is left after ``timeout`` s."""
+        return self.proc.stop(timeout=timeout)
+
+    def __enter__(self) -> Host:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.proc.kill()
+
+
+@contextlib.contextmanager
+def dask_cluster_hosts(logs: Path, n_workers: int = 2):
+    """A ``dask scheduler`` host on 127.0.0.2 and ``n_workers`` ``dask worker`` hosts (one
+    thread each) on 127.0.0.3, ...; yields ``(scheduler address, [hosts])`` once every worker
+    has registered, and stops them all (trees included) on exit."""
+    scheduler = host_address(1)
+    port = free_port(scheduler)
+    address = f"tcp://{scheduler}:{port}"
+    hosts = [Host("scheduler", scheduler,
+                  [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", scheduler,
+                   "--port", port, "--no-dashboard"], log=logs / "scheduler.log")]
+    try:
+        hosts[0].proc.wait_for(r"Scheduler at:", timeout=120)
+        for index in range(2, 2 + n_workers):
+            ip = host_address(index)
+            hosts.append(Host(f"worker{index}", ip,
+                              [sys.executable, "-m", "distributed.cli.dask_worker", address,
+                               "--host", ip, "--nthreads", "1", "--no-dashboard",
+                               "--name", f"w{index}"], log=logs / f"worker{index}.log"))
+        for host in hosts[1:]:
+            host.proc.wait_for(r"Registered to:", timeout=120)
+        yield address, hosts
+    finally:
+        for host in reversed(hosts):
+            host.stop()
