@@ -28,8 +28,8 @@ from .helpers.paths import REPO
 
 pytest.importorskip("distributed")
 
-FIXES = ("use an object-store URL for --store (s3://bucket/prefix), or a shared file system "
-         "mounted at the same path on every worker")
+FIXES = ("mount a shared file system at the same path on every worker (a store on object "
+         "storage, s3://, is not supported yet")
 
 
 def _store_with_blobs(root: Path) -> Path:

@@ -122,6 +122,6 @@ def check_workers_see_folder(client, folder) -> None:
     raise WorkerEnvironmentError(
         f"{len(blind)} of the {len(replies)} Dask workers of {client.scheduler.address} cannot "
         f"see the stored data set at {local} ({named}), and the workers read it "
-        "themselves: use an object-store URL for --store (s3://bucket/prefix), or a shared file "
-        "system mounted at the same path on every worker"
+        "themselves: mount a shared file system at the same path on every worker (a store on "
+        "object storage, s3://, is not supported yet: docs/operations.md, Object storage)"
     )
