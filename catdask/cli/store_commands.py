@@ -96,18 +96,23 @@ def check_rows(report) -> list[dict]:
 
 
 def cmd_gc(args) -> int:
-    """Remove data-set snapshots that no model version and no running reader refers to."""
+    """Remove the rejected fits nothing can use any more, then the data-set snapshots that no
+    model version and no running reader refers to."""
+    from catdask.pipeline.candidates import gc_candidates
     from catdask.store import gc_store
 
     root = checks.require_store(args.store)
     if not root.exists():
         note(f"nothing to remove: store {root} does not exist yet")
         return EXIT_OK
+    candidates = gc_candidates(root, dry_run=args.dry_run)
     result = gc_store(root, dry_run=args.dry_run, keep_last=args.keep_last)
     verb = "would remove" if args.dry_run else "removed"
     doomed = result.would_remove if args.dry_run else result.removed
     rows = [{"snapshot": _relative(p, root), "action": verb} for p in doomed]
     rows += [{"snapshot": _relative(p, root), "action": f"kept: {why}"} for p, why in result.kept]
+    rows += [{"snapshot": _relative(p, root), "action": f"{verb} rejected fit: {why}"}
+             for p, why in candidates]
     print_table(rows)
     return EXIT_OK
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 import time
 
 import numpy as np
@@ -24,7 +23,7 @@ from .reports import reported_gap
 from .spec import ModelSpec
 
 __all__ = ["METHODS", "ModelSpec", "FitOutcome", "fit_on_dataset", "training_metrics",
-           "registration_decision", "register_outcome"]
+           "registration_decision", "register_outcome", "outcome_meta"]
 
 @dataclasses.dataclass
 class FitOutcome:
@@ -231,30 +230,20 @@ def registration_decision(outcome, *, allow_uncertified=False, max_gap=None):
         at most ``max_gap``); ``"uncertified-allowed"`` (registered because the caller allowed
         it, and marked so); ``"rejected-uncertified"`` (not registered).
     """
-    cert = outcome.certificate
-    if cert.certified:
-        return True, "certified"
-    if METHODS[outcome.spec.method].objective != "quadratic":
-        return True, "certificate-not-applicable"
-    if max_gap is not None and cert.applicable and math.isfinite(cert.gap) \
-            and cert.gap <= max_gap:
-        return True, "gap-within-tolerance"
-    if allow_uncertified:
-        return True, "uncertified-allowed"
-    return False, "rejected-uncertified"
+    policy = dataclasses.replace(outcome.spec, allow_uncertified=allow_uncertified,
+                                 max_gap=max_gap)
+    return policy.registration_decision(outcome.certificate)
 
 
-def register_outcome(store, name, outcome, *, status, run_key=None, extra=None):
-    """Register a fitted outcome as a new immutable version (idempotent per ``run_key``).
-
-    The version records the train cache's key of its fit (``cache_key``: data-set checksum,
-    spec, code version; :mod:`catdask.pipeline.model_cache`) and the code version itself.
-    """
+def outcome_meta(outcome, *, status, extra=None) -> dict:
+    """What a fit's record says besides its arrays: data set, spec, status, certificate
+    summary, metrics, code version and the train cache's key (a registered version's and a
+    rejected candidate's, :mod:`catdask.pipeline.candidates`)."""
     from .model_cache import cache_key, code_version
 
     cert = outcome.certificate
     code = code_version()
-    meta = {
+    return {
         "dataset": outcome.dataset,
         "dataset_sha256": outcome.dataset_sha256,
         "dataset_snapshot": outcome.dataset_snapshot,
@@ -270,6 +259,16 @@ def register_outcome(store, name, outcome, *, status, run_key=None, extra=None):
         "device_placement": outcome.device_placement,
         **(extra or {}),
     }
+
+
+def register_outcome(store, name, outcome, *, status, run_key=None, extra=None):
+    """Register a fitted outcome as a new immutable version (idempotent per ``run_key``).
+
+    The version records the train cache's key of its fit (``cache_key``: data-set checksum,
+    the spec's identity, code version; :mod:`catdask.pipeline.model_cache`) and the code
+    version itself.
+    """
+    meta = outcome_meta(outcome, status=status, extra=extra)
     version = register_estimator(store, name, outcome.model, meta, run_key=run_key)
     outcome.release()  # the version refers to the snapshot now
     return version
