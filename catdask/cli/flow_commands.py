@@ -176,18 +176,24 @@ def _fit_progress(bar, step, title):
     stage of the global-optimality test (:func:`catdask.core.progress.report_stage`)."""
     import time
 
+    from catdask.core.progress import SOLVER_PHASES
+
     every_seconds = 1.0 if getattr(bar, "live", False) else 10.0
     last = [0.0]
+    phase = [""]  # the solver's phase, named beside its iteration count (which restarts)
 
     def update(iteration, objective, step_sizes, active):
         now = time.monotonic()
         if now - last[0] < every_seconds:
             return
         last[0] = now
-        bar.update(step, f"{title}: iteration {iteration}, best objective {max(objective):.6g}, "
-                         f"{int(sum(active))}/{len(active)} restarts running")
+        bar.update(step, f"{title}: {phase[0]}iteration {iteration}, best objective "
+                         f"{max(objective):.6g}, {int(sum(active))}/{len(active)} restarts "
+                         "running")
 
     def stage(text):
+        phase[0] = f"{text}, " if text in SOLVER_PHASES else ""
+        last[0] = 0.0  # the next iteration is shown at once, under its phase
         bar.update(step, f"{title}: {text}")
 
     update.stage = stage  # type: ignore[attr-defined]

@@ -46,7 +46,7 @@ def cmd_datasets(args) -> int:
               "n_classes": d.n_classes,
               "description": "(not in the catalog: ingested from a file)"}
              for n, d in stored.items() if n not in {r["name"] for r in rows}]
-    print_table(rows)
+    print_table(rows, wrap="description")
     return EXIT_OK
 
 
@@ -64,7 +64,7 @@ def cmd_check(args) -> int:
                        "(`catdask ingest` creates it)")
     report = check_store(args.store, cleanup=args.cleanup, older_than_seconds=args.older_than)
     root = report.root
-    print_table(check_rows(report))
+    print_table(check_rows(report), wrap="status")
     if not report.ok:
         print(f"catdask check: {len(report.errors)} problem(s) in {root}", file=sys.stderr)
         return EXIT_INPUT
@@ -175,9 +175,10 @@ def _list_models(args) -> None:
     root = checks.require_store(args.store)
     if args.name is not None:
         checks.check_registered_model(args.store, args.name)
-    rows = [{"model": str(v), "dataset": v.meta.get("dataset"), "method": method_key(v.meta),
-             "origin": _origin(v.meta), "status": v.meta.get("registration_status"),
-             "gap": v.meta.get("gap"), "objective": v.meta.get("objective"),
+    # The essential columns first: a narrow terminal leaves out the rightmost ones.
+    rows = [{"model": str(v), "status": v.meta.get("registration_status"),
+             "gap": v.meta.get("gap"), "method": method_key(v.meta), "origin": _origin(v.meta),
+             "dataset": v.meta.get("dataset"), "objective": v.meta.get("objective"),
              "created": v.created, "problem": v.problem}
             for v in list_models(args.store, args.name)]
     if rows:

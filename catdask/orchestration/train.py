@@ -88,6 +88,7 @@ from .train_states import (
     REJECTED_STATE_NAME,
     ModelRejectedError,
     cached_state,
+    cancelled_if_interrupted,
     keep_candidate,
     rejection_message,
 )
@@ -237,7 +238,8 @@ def _train_run_name() -> str:
                           p.get("model_name"), p.get("origin"))
 
 
-@flow(name="catdask-train", flow_run_name=_train_run_name, log_prints=True)
+@flow(name="catdask-train", flow_run_name=_train_run_name, log_prints=True,
+      on_crashed=[cancelled_if_interrupted])  # Ctrl-C: Cancelled in the UI, not Crashed
 @fails_plainly  # a misspelt data set, a refused parameter: Failed, one line, no traceback
 @documented(TRAIN_HELP)  # the UI's run form: a description per parameter
 def train(
@@ -375,7 +377,8 @@ def _retrain_run_name() -> str:
     return retrain_run_name(_scheduled_night(), (flow_run.parameters or {}).get("dataset"))
 
 
-@flow(name="catdask-retrain", flow_run_name=_retrain_run_name, log_prints=True)
+@flow(name="catdask-retrain", flow_run_name=_retrain_run_name, log_prints=True,
+      on_crashed=[cancelled_if_interrupted])
 @fails_plainly
 @documented(RETRAIN_HELP)
 def retrain_registered(store: str | None = None, scheduler: str | None = None,

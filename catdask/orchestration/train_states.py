@@ -13,7 +13,10 @@ from ..errors import CatdaskError
 from ..pipeline.candidates import save_candidate
 
 __all__ = ["REJECTED_STATE_NAME", "CACHED_STATE_NAME", "ModelRejectedError",
-           "rejection_message", "cached_state", "keep_candidate"]
+           "rejection_message", "cached_state", "keep_candidate", "cancelled_if_interrupted"]
+
+#: What Prefect's crashed state says of a KeyboardInterrupt (prefect.states).
+INTERRUPT_MESSAGE = "aborted by an interrupt signal"
 
 REJECTED_STATE_NAME = "Rejected"
 #: The name of a train run's Completed state when it returned a registered version instead of
@@ -85,3 +88,17 @@ def keep_candidate(store, model_name: str, outcome, plot: str) -> None:
         return
     get_run_logger().info("rejected fit kept as candidate %s: a rerun with max_gap or "
                           "allow_uncertified registers it without a refit", kept.path)
+
+
+def cancelled_if_interrupted(flow, flow_run, state) -> None:
+    """``on_crashed`` hook: a run stopped by Ctrl-C is the user's cancellation, so the UI
+    records it Cancelled, not Crashed (Prefect calls a KeyboardInterrupt a crash). Other
+    crashes stay Crashed."""
+    if INTERRUPT_MESSAGE not in (state.message or ""):
+        return
+    from prefect.client.orchestration import get_client
+    from prefect.states import Cancelled
+
+    with get_client(sync_client=True) as client:
+        client.set_flow_run_state(flow_run.id, Cancelled(
+            message="interrupted (Ctrl-C): cancelled by the user"), force=True)

@@ -538,7 +538,7 @@ def test_demo_ingests_trains_certifies_registers_and_plots(capsys, tmp_path, flo
     assert code == EXIT_OK, err
     messages = " ".join(err.split())  # progress and notes go to stderr, wrapped by rich
     assert "K-CQS not trained on wine" in messages
-    assert "3 models registered" in messages
+    assert "3 models: 3 fitted and registered" in messages  # issue 43: says what it did
 
     versions = {name: list_models(store, name) for name in ("iris-cqs", "iris-kcqs", "wine-cqs")}
     assert all(len(v) == 1 for v in versions.values()), versions
