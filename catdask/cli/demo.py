@@ -44,8 +44,10 @@ def _available_datasets(source_dir, notes, quick: bool) -> list[str]:
 def _action(r: dict) -> str:
     """What the demo did for one model: fitted it, reused a registered version (nothing
     fitted), or registered a kept fit that an earlier policy rejected."""
+    if r["version"] is None:
+        return "rejected"
     if not r.get("cached"):
-        return "fitted" if r["version"] else "rejected"
+        return "fitted"
     return "reused" if r.get("reused") == "registered" else "kept fit registered"
 
 
@@ -58,7 +60,8 @@ def _summary_row(r: dict) -> dict:
     # time, also for a reused version (when it was fitted).
     metrics = r["metrics"]
     cv = metrics.get("cv_accuracy_predict")  # None or NaN: the metrics say why (missing)
-    return {"model": r["version"], "action": _action(r), "certified": r["certified"],
+    return {"model": r["version"] or f"{r['dataset']}-{r['method']} (not registered)",
+            "action": _action(r), "certified": r["certified"],
             "gap": r["gap"], "cv_acc": round(cv, 3) if cv is not None and cv == cv else None,
             "train_acc": round(metrics["train_accuracy_predict"], 3),
             "fit_s": round(r["seconds"], 2), "iterations": r["n_iter"],

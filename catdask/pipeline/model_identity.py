@@ -12,11 +12,13 @@ A registered model's name and its spec agree. The fields of
 
 The default name carries what the CLI's options most often change: ``<dataset>-<method>``,
 plus ``-<origin>`` when the origin is not the default (``wine-cqs`` and ``wine-cqs-class`` are
-two models). A train under an existing name whose identity differs from the model's latest
-version is refused (:func:`spec_conflict`) unless the caller asks to replace the spec, so
-``predict NAME`` and the MLflow aliases never move to a model of another spec unasked. The
-certificate level is the one exception: ``--certify moment`` tries harder to prove the same
-model optimal (what a rejection suggests), so it may register under the same name.
+two models). A train under an existing name whose model differs from the latest version's
+(method, origin, kernel gamma, standardisation, CAS smoothing: what defines the objective) is
+refused (:func:`spec_conflict`) unless the caller asks to replace the spec, so ``predict NAME``
+and the MLflow aliases never move to a model of another spec unasked. The search settings
+(restarts, seed, tolerances, iterations, certificate level) look for the same model harder or
+otherwise, so they may change under one name: ``--certify moment`` is what a rejection
+suggests.
 """
 
 from __future__ import annotations
@@ -25,9 +27,9 @@ __all__ = ["NOT_IDENTITY_FIELDS", "identity", "default_model_name", "spec_confli
 
 #: Spec fields that do not change the fitted model (registration policy, device placement).
 NOT_IDENTITY_FIELDS = ("allow_uncertified", "max_gap", "device")
-#: Identity fields that change how hard the certificate tries, not the model: a new version
-#: under the same name may differ in them.
-CERTIFICATE_FIELDS = ("certify",)
+#: Identity fields that change how the model is searched for and tested, not which model it
+#: is (its objective): a new version under the same name may differ in them.
+SEARCH_FIELDS = ("n_restarts", "random_state", "tol", "max_iter", "certify")
 DEFAULT_ORIGIN = "global"
 
 
@@ -66,7 +68,7 @@ def spec_conflict(store, model_name: str, dataset: str, spec: dict) -> str | Non
                 f"{dataset!r}: train it under another name (--name), or pass --replace-spec "
                 "to make it this model's next version")
     have, want = identity(latest.meta["spec"]), identity(spec)
-    differ = [k for k in want if k not in CERTIFICATE_FIELDS and have.get(k) != want[k]]
+    differ = [k for k in want if k not in SEARCH_FIELDS and have.get(k) != want[k]]
     if not differ:
         return None
     theirs = ", ".join(f"{k}={_shown(have.get(k))}" for k in differ)

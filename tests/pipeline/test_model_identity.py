@@ -70,8 +70,10 @@ def test_another_spec_under_a_name_is_refused_naming_both(blobs):
     store, _ = blobs
     outcome = fit_on_dataset(store, "blobs", ModelSpec(n_restarts=1))
     register_outcome(store, "m", outcome, status="certified")
-    same_model = ModelSpec(n_restarts=1, allow_uncertified=True, max_gap=0.1,
-                           certify="moment").to_dict()
+    # The policy, and the search settings (restarts, seed, tolerances, certificate level),
+    # do not make another model.
+    same_model = ModelSpec(n_restarts=3, random_state=4, tol=1e-6, allow_uncertified=True,
+                           max_gap=0.1, certify="moment").to_dict()
     assert spec_conflict(store, "m", "blobs", same_model) is None
     assert spec_conflict(store, "new", "blobs", ModelSpec(origin="class").to_dict()) is None
     message = spec_conflict(store, "m", "blobs",
@@ -79,6 +81,8 @@ def test_another_spec_under_a_name_is_refused_naming_both(blobs):
     assert "origin='global'" in message and "origin='class'" in message
     assert "m:v1" in message and "--name blobs-cqs-class" in message
     assert "--replace-spec" in message and "\n" not in message
+    message = spec_conflict(store, "m", "blobs", ModelSpec(standardise=False).to_dict())
+    assert "standardise=True" in message and "standardise=False" in message
     message = spec_conflict(store, "m", "other-data", ModelSpec(n_restarts=1).to_dict())
     assert "'blobs'" in message and "'other-data'" in message
 
