@@ -97,3 +97,61 @@ def test_tables_at_80_columns_print_every_model_version_whole(capsys, monkeypatc
     print_table(rows)
     out, err = capsys.readouterr()
     assert rows[0]["plot"] in out and err == "" and "…" not in out
+
+
+def test_models_show_puts_one_certificate_clause_a_line():
+    from catdask.cli.model_summary import model_summary
+
+    reason = ("certified by the level-2 moment relaxation <= tol = 1e-06; solver status "
+              "stopped early; not certified: no nu passes the SDP-dual test")
+    text = model_summary({"registration_status": "certified", "certificate": {
+        "reason": reason, "certified": True, "applicable": True}}, "wine-cqs:v1")
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("  certificate: "))
+    assert lines[start].endswith("certified by the level-2 moment relaxation <= tol = 1e-06")
+    assert lines[start + 1].strip() == "solver status stopped early"
+    assert lines[start + 2].strip() == "not certified: no nu passes the SDP-dual test"
+
+
+def test_the_pairs_plot_says_how_many_axis_pairs_it_left_out():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from catdask.plotting import plot_coordinates
+
+    P = np.random.default_rng(0).normal(size=(70, 7))  # K = 7: 21 axis pairs, 15 drawn
+    axes = plot_coordinates(P, np.repeat(np.arange(7), 10), kind="pairs", title="K = 7")
+    title = axes.flat[0].figure._suptitle.get_text()
+    assert "K = 7" in title and "first 15 of 21 axis pairs shown; 6 left out" in title
+    plt.close("all")
+    axes = plot_coordinates(P[:, :4], np.repeat(np.arange(7), 10), kind="pairs", title="K = 4")
+    assert "left out" not in axes.flat[0].figure._suptitle.get_text()  # all 6 drawn
+    plt.close("all")
+
+
+def test_progress_names_the_solver_phase():
+    """The float64 polish counts its iterations from 1 again: the line says which phase."""
+    from catdask.cli.flow_commands import _fit_progress
+    from catdask.core.progress import report_stage, watch_solvers
+
+    shown = []
+
+    class Bar:
+        live = True
+
+        def update(self, step, text):
+            shown.append(text)
+
+    listener = _fit_progress(Bar(), "s", "train kcqs on big")
+    with watch_solvers(listener):
+        report_stage("float32 phase")
+        listener(15, [1.0, 2.0], None, [1, 1])
+        report_stage("float64 polish")
+        listener(1, [2.5, 2.0], None, [1, 0])
+        report_stage("global-optimality test: SDP dual")
+    assert shown[1].startswith("train kcqs on big: float32 phase, iteration 15, ")
+    assert shown[3].startswith("train kcqs on big: float64 polish, iteration 1, ")
+    assert shown[4] == "train kcqs on big: global-optimality test: SDP dual"
