@@ -190,7 +190,8 @@ def plot_coordinates(P, y=None, ax=None, *, kind="auto", axis_labels=None, draw_
     groups = _groups(y, n, class_names)
 
     if kind == "pairs":
-        pairs = [(a, b) for a in range(d) for b in range(a + 1, d)][:max_pairs]
+        every_pair = [(a, b) for a in range(d) for b in range(a + 1, d)]
+        pairs = every_pair[:max_pairs]
         cols = min(len(pairs), 4)
         rows = -(-len(pairs) // cols)
         width, height = PAIR_PANEL_SIZE
@@ -200,6 +201,11 @@ def plot_coordinates(P, y=None, ax=None, *, kind="auto", axis_labels=None, draw_
             _scatter2d(axk, P[:, [a, b]], groups, [labels[a], labels[b]], draw_axes, point_size)
         for axk in list(axes.flat)[len(pairs):]:
             axk.set_visible(False)
+        left_out = len(every_pair) - len(pairs)
+        if left_out:  # the figure says what it does not show (K = 7: 6 of 21 pairs)
+            title = (f"{title}\n" if title else "") + (
+                f"first {len(pairs)} of {len(every_pair)} axis pairs shown; {left_out} left "
+                f"out (max_pairs={max_pairs})")
         if title:
             fig.suptitle(title)
         fig.tight_layout()

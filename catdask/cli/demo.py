@@ -41,19 +41,50 @@ def _available_datasets(source_dir, notes, quick: bool) -> list[str]:
     return names
 
 
+def _action(r: dict) -> str:
+    """What the demo did for one model: fitted it, reused a registered version (nothing
+    fitted), or registered a kept fit that an earlier policy rejected."""
+    if r["version"] is None:
+        return "rejected"
+    if not r.get("cached"):
+        return "fitted"
+    return "reused" if r.get("reused") == "registered" else "kept fit registered"
+
+
 def _summary_row(r: dict) -> dict:
+    # The essential columns first (a narrow terminal leaves out the rightmost ones).
     # train_acc is the model's own predict on its training data (in-sample); cv_acc the same
     # predict cross-validated (the estimator refitted per fold; `catdask evaluate` runs the
     # paper's held-out protocol); linsvc_on_coords_cv is a LinearSVC cross-validated on the
-    # model's coordinates, a different classifier, so its name says so.
+    # model's coordinates, a different classifier, so its name says so. fit_s is the fit's
+    # time, also for a reused version (when it was fitted).
     metrics = r["metrics"]
-    return {"dataset": r["dataset"], "method": r["method"], "version": r["version"],
-            "certified": r["certified"], "gap": r["gap"], "objective": round(r["objective"], 6),
-            "iterations": r["n_iter"], "fit_s": round(r["seconds"], 2),
+    cv = metrics.get("cv_accuracy_predict")  # None or NaN: the metrics say why (missing)
+    return {"model": r["version"] or f"{r['dataset']}-{r['method']} (not registered)",
+            "action": _action(r), "certified": r["certified"],
+            "gap": r["gap"], "cv_acc": round(cv, 3) if cv is not None and cv == cv else None,
             "train_acc": round(metrics["train_accuracy_predict"], 3),
-            "cv_acc": round(metrics.get("cv_accuracy_predict", float("nan")), 3),
+            "fit_s": round(r["seconds"], 2), "iterations": r["n_iter"],
+            "objective": round(r["objective"], 6),
             "linsvc_on_coords_cv": round(metrics["cv_accuracy_linear_svm_on_category_space"], 3),
             "plot": r["plot"]}
+
+
+def _outcome_line(results: list[dict]) -> str:
+    """What the demo registered, reused or refused, and how many are certified."""
+    count = {a: sum(_action(r) == a for r in results)
+             for a in ("fitted", "reused", "kept fit registered", "rejected")}
+    n_cert = sum(r["certified"] for r in results)
+    if count["reused"] == len(results):
+        head = (f"nothing fitted: all {len(results)} models were registered already with the "
+                "same data, spec and code (reused)")
+    else:
+        parts = [f"{count['fitted']} fitted and registered"]
+        parts += [f"{n} {a}" for a, n in count.items() if a != "fitted" and n]
+        head = f"{len(results)} models: {', '.join(parts)}"
+    others = ("" if n_cert == len(results)
+              else "; the others are registered marked uncertified, with their optimality gap")
+    return f"{head}; {n_cert} certified globally optimal{others}."
 
 
 def cmd_demo(args) -> int:
@@ -96,21 +127,20 @@ def cmd_demo(args) -> int:
         results = []
         for dataset, method in jobs:
             bar.update(step, f"train {method} on {dataset}")
+            # No run key: the train cache makes a second demo reuse every version (any
+            # policy, any version of the same data, spec and code), and a changed catdask or
+            # data set registers a new version rather than hand back the old one.
             results.append(train(dataset=dataset, method=method, store=args.store,
                                  scheduler=args.scheduler, allow_uncertified=True,
-                                 run_key=f"demo:{dataset}:{method}", **restarts))
+                                 **restarts))
             bar.advance(step)
         bar.done(step)
     print_table([_summary_row(r) for r in results])
-    n_cert = sum(r["certified"] for r in results)
     if linear_only:
         notes.print(f"K-CQS not trained on {', '.join(linear_only)} (more than "
                     f"{DEMO_KERNEL_MAX_SAMPLES} samples; the demo keeps to seconds per fit; "
                     "`catdask train <name> --method kcqs` fits it).")
-    others = ("" if n_cert == len(results)
-              else "; the others are registered marked uncertified, with their optimality gap")
-    notes.print(f"{len(results)} models registered, {n_cert} certified globally optimal{others}. "
-                "Next: `catdask models list`, `catdask plot MODEL`, `catdask predict MODEL "
-                "--file new.csv`, `catdask serve` for the UI.",
+    notes.print(_outcome_line(results) + " Next: `catdask models list`, `catdask plot MODEL`, "
+                "`catdask predict MODEL --file new.csv`, `catdask serve` for the UI.",
                 highlight=False)
     return EXIT_OK

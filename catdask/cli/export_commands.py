@@ -31,10 +31,14 @@ def cmd_export(args) -> int:
         print_json({"model_uri": done.model_uri, "run_id": done.run_id,
                     "registered_name": done.registered_name,
                     "mlflow_version": done.mlflow_version, "certified": done.certified,
-                    "alias": done.alias, "seconds": round(done.seconds, 3)})
+                    "alias": done.alias, "alias_reason": done.alias_reason,
+                    "already_exported": done.already_exported,
+                    "seconds": round(done.seconds, 3)})
     else:
-        alias = f", alias @{done.alias}" if done.alias else ""
+        alias = f"alias @{done.alias}: " if done.alias else ""
+        where = (f"{args.mlflow} as {done.registered_name} version {done.mlflow_version} "
+                 f"({alias}{done.alias_reason}; run {done.run_id}, {done.seconds:.1f} s)")
         print(done.model_uri)
-        note(f"exported {args.model} to {args.mlflow} as {done.registered_name} version "
-             f"{done.mlflow_version}{alias} (run {done.run_id}, {done.seconds:.1f} s)")
+        note(f"{args.model} was exported before: nothing logged again; it is at {where}"
+             if done.already_exported else f"exported {args.model} to {where}")
     return EXIT_OK

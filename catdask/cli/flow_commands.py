@@ -101,37 +101,73 @@ def train_kwargs(args, dataset: str) -> dict:
     kwargs = dict(dataset=dataset, method=args.method, standardise=not args.no_standardise,
                   random_state=args.seed, model_name=args.name, store=args.store,
                   scheduler=args.scheduler, allow_uncertified=args.allow_uncertified,
-                  run_key=args.run_key, certify=args.certify, refit=args.refit)
+                  run_key=args.run_key, certify=args.certify, refit=args.refit,
+                  replace_spec=args.replace_spec)
     optional = {"origin": args.origin, "n_restarts": args.restarts, "gamma": args.gamma,
                 "max_gap": args.max_gap, "device": args.device}
     kwargs.update({k: v for k, v in optional.items() if v is not None})
     return kwargs
 
 
-def _registered_fit(args):
-    """The train cache's answer before Prefect or Dask starts: the summary of the model's
-    latest version when it was fitted on the data set's current content with the spec asked for
-    and this catdask (:mod:`catdask.pipeline.model_cache`, the lookup the train flow itself
-    makes first); None to run the flow.
-
-    A repeated ``catdask train`` thus answers in about a second instead of the seconds to a
-    minute that importing Prefect and starting its server take (no flow run is recorded for
-    it: the version's own run is). ``--refit`` and ``--run-key`` always run the flow.
-    """
-    if args.refit or args.run_key:
-        return None
+def _asked_spec(args) -> dict:
     import dataclasses
 
-    from catdask.pipeline.model_cache import CACHE_MISSES, look_up_fit
     from catdask.pipeline.spec import ModelSpec
 
     fields = {f.name for f in dataclasses.fields(ModelSpec)}
-    spec = ModelSpec(**{k: v for k, v in train_kwargs(args, args.dataset).items() if k in fields})
+    return ModelSpec(**{k: v for k, v in train_kwargs(args, args.dataset).items()
+                        if k in fields}).to_dict()
+
+
+def _model_name(args) -> str:
+    from catdask.pipeline.model_identity import default_model_name
+
+    return args.name or default_model_name(args.dataset, args.method, args.origin)
+
+
+def _check_spec_agrees(args) -> None:
+    """The model's name and spec agree (:mod:`catdask.pipeline.model_identity`): a train
+    under a name whose latest version has another spec is refused, naming both (exit 3),
+    unless ``--replace-spec``."""
+    if args.replace_spec:
+        return
+    from catdask.pipeline.model_identity import spec_conflict
+
+    conflict = spec_conflict(args.store, _model_name(args), args.dataset, _asked_spec(args))
+    if conflict is not None:
+        raise CliError(conflict)
+
+
+def _stored_fit(args):
+    """The train cache's answer before Prefect or Dask starts (the lookup the train flow
+    itself makes first, :mod:`catdask.pipeline.model_cache`): a registered version of this
+    content, spec identity and catdask; or a rejected fit of them, registered now if the
+    policy asked for passes it, else rejected again. None to run the flow.
+
+    A repeated ``catdask train``, or one that only changes ``--max-gap`` or
+    ``--allow-uncertified``, thus answers in about a second instead of the seconds to a minute
+    that importing Prefect and starting its server take (no flow run is recorded for it: the
+    fit's own run is). ``--refit`` and ``--run-key`` always run the flow.
+    """
+    if args.refit or args.run_key:
+        return None
+    from catdask.pipeline.model_cache import CACHE_MISSES, look_up_fit
+
     try:
-        return look_up_fit(args.store, args.name or f"{args.dataset}-{args.method}",
-                           args.dataset, spec.to_dict())[1]
+        return look_up_fit(args.store, _model_name(args), args.dataset, _asked_spec(args))[1]
     except CACHE_MISSES:  # the flow reports it
         return None
+
+
+def _stored_fit_note(args, found: dict) -> str:
+    what = f"train {args.method} on {args.dataset}"
+    if found["version"] is None:
+        return f"{what}: this fit was rejected before; not refitted (--refit fits again)"
+    if found.get("reused") == "candidate":
+        return (f"{what}: registered {found['version']} ({found['status']}) from the fit that "
+                "was rejected before; not refitted")
+    return (f"{what}: {found['version']} was fitted on this content with this spec and this "
+            "catdask; not refitted (--refit fits again)")
 
 
 def _fit_progress(bar, step, title):
@@ -140,18 +176,24 @@ def _fit_progress(bar, step, title):
     stage of the global-optimality test (:func:`catdask.core.progress.report_stage`)."""
     import time
 
+    from catdask.core.progress import SOLVER_PHASES
+
     every_seconds = 1.0 if getattr(bar, "live", False) else 10.0
     last = [0.0]
+    phase = [""]  # the solver's phase, named beside its iteration count (which restarts)
 
     def update(iteration, objective, step_sizes, active):
         now = time.monotonic()
         if now - last[0] < every_seconds:
             return
         last[0] = now
-        bar.update(step, f"{title}: iteration {iteration}, best objective {max(objective):.6g}, "
-                         f"{int(sum(active))}/{len(active)} restarts running")
+        bar.update(step, f"{title}: {phase[0]}iteration {iteration}, best objective "
+                         f"{max(objective):.6g}, {int(sum(active))}/{len(active)} restarts "
+                         "running")
 
     def stage(text):
+        phase[0] = f"{text}, " if text in SOLVER_PHASES else ""
+        last[0] = 0.0  # the next iteration is shown at once, under its phase
         bar.update(step, f"{title}: {text}")
 
     update.stage = stage  # type: ignore[attr-defined]
@@ -168,12 +210,12 @@ def cmd_train(args) -> int:
     checks.require_store(args.store)  # a typo in --store: say so, not "ingest it first"
     checks.check_stored_dataset(args.store, args.dataset)
     checks.check_method_fits_dataset(args.store, args.dataset, args.method)
-    cached = _registered_fit(args)
-    if cached is not None:
-        note(f"train {args.method} on {args.dataset}: {cached['version']} was fitted on this "
-             "content with this spec and this catdask; not refitted (--refit fits again)")
-        print_json(cached)
-        return EXIT_OK
+    _check_spec_agrees(args)
+    result = _stored_fit(args)
+    if result is not None:
+        note(_stored_fit_note(args, result))
+        print_json(result)
+        return _not_registered(result) if result["version"] is None else EXIT_OK
     # After the cache: a store this process cannot write still answers a repeated train.
     writable.check_store_writable(args.store, TRAIN_WRITES, ["models", "plots", ".prefect"])
     scheduler = runtime.scheduler_address(args.scheduler)
@@ -194,22 +236,26 @@ def cmd_train(args) -> int:
         bar.done(step, f"(objective {result['objective']:.6g}, {result['n_iter']} iterations, "
                        f"{result['status']}{cached})")
     print_json(result)
-    if result["version"] is None:
-        from catdask.certificate.moment import moment_install_note
+    return _not_registered(result) if result["version"] is None else EXIT_OK
 
-        gap = (f" ({result['why_not_certified']})" if result["gap"] is None
-               else f" (optimality gap <= {result['gap']:.3g})")
-        if result.get("max_gap") is not None and result["gap"] is not None:
-            gap = gap[:-1] + f" > --max-gap {result['max_gap']:.3g})"
-        # The linear test's strongest level is opt-in (slower); say so where it may prove W.
-        moment = ("; --certify moment tries the level-2 moment relaxation, which may prove it "
-                  f"(slower: minutes at tens of features{moment_install_note('; {}')})"
-                  if result.get("next_level") == "moment" else "")
-        print(f"not registered: {result['status']}{gap}; pass --max-gap GAP to register it "
-              "when its gap is at most GAP, or --allow-uncertified to register it marked as "
-              f"uncertified{moment}", file=sys.stderr)
-        return EXIT_UNCERTIFIED
-    return EXIT_OK
+
+def _not_registered(result: dict) -> int:
+    """Say why a fit was not registered and how to register it (no refit needed: the fit is
+    kept as a candidate); exit 4."""
+    from catdask.certificate.moment import moment_install_note
+
+    gap = (f" ({result['why_not_certified']})" if result["gap"] is None
+           else f" (optimality gap <= {result['gap']:.3g})")
+    if result.get("max_gap") is not None and result["gap"] is not None:
+        gap = gap[:-1] + f" > --max-gap {result['max_gap']:.3g})"
+    # The linear test's strongest level is opt-in (slower); say so where it may prove W.
+    moment = ("; --certify moment tries the level-2 moment relaxation, which may prove it "
+              f"(slower: minutes at tens of features{moment_install_note('; {}')})"
+              if result.get("next_level") == "moment" else "")
+    print(f"not registered: {result['status']}{gap}; pass --max-gap GAP to register it "
+          "when its gap is at most GAP, or --allow-uncertified to register it marked as "
+          f"uncertified (the fit is kept: no refit){moment}", file=sys.stderr)
+    return EXIT_UNCERTIFIED
 
 
 def default_evaluation_dir(store) -> str:

@@ -6,6 +6,8 @@ Pure functions of the metadata dicts (no store access), so they are tested on di
 
 from __future__ import annotations
 
+import re
+
 __all__ = ["model_summary", "comparison_summary"]
 
 _CERTIFICATE_METHODS = {"sdp-dual": "SDP dual", "rapcsak": "Rapcsak's condition",
@@ -102,7 +104,9 @@ def model_summary(meta: dict, label: str) -> str:
              f"iterations (stopped: {meta.get('stopping_reason') or 'not recorded'})"]
     cert = meta.get("certificate") if isinstance(meta.get("certificate"), dict) else {}
     if cert.get("reason"):
-        lines.append(f"  certificate: {cert['reason']}")
+        # One clause a line: a certificate that tried several levels says what each found.
+        clauses = [c for c in re.split(r";\s+", str(cert["reason"])) if c]
+        lines += [f"  {'certificate:' if i == 0 else '':<12} {c}" for i, c in enumerate(clauses)]
     lines += _restart_rows(meta)
     metrics = meta.get("metrics") if isinstance(meta.get("metrics"), dict) else {}
     for i, (key, value) in enumerate(metrics.items()):

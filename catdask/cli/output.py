@@ -35,28 +35,75 @@ def print_json(obj) -> None:
     print(json.dumps(json_ready(obj), indent=2, default=str, allow_nan=False))
 
 
-def print_table(rows: list[dict]) -> None:
-    """Rows of one shape as a table on stdout; ``(none)`` when there are none."""
+#: The narrowest a wrapping column (a description, a problem) is made before columns are
+#: left out.
+WRAP_MIN_WIDTH = 24
+
+
+def _cell(value) -> str:
+    return "" if value is None else (f"{value:.3g}" if isinstance(value, float) else str(value))
+
+
+def table_width() -> int | None:
+    """The width a table must fit: ``$COLUMNS`` when set, else the terminal's; None (no limit:
+    nothing cut) when stdout is a file or a pipe."""
+    import os
+
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    return shutil.get_terminal_size((80, 24)).columns if sys.stdout.isatty() else None
+
+
+def fitted_columns(rows: list[dict], width: int | None, wrap: str | None = None):
+    """``(kept, left_out)``: the columns to print, the rightmost left out first until the
+    table fits ``width`` without cutting a cell (the ``wrap`` column may wrap, down to
+    :data:`WRAP_MIN_WIDTH`). Callers put the essential columns first; the first is never
+    left out."""
+    need = {c: max([len(str(c))] + [len(_cell(r[c])) for r in rows]) for c in rows[0]}
+    if wrap in need:
+        need[wrap] = min(need[wrap], WRAP_MIN_WIDTH)
+    kept = list(need)
+    left_out: list[str] = []
+    # rich's box: one border at each end and " | " between cells (3 per column).
+    while width is not None and len(kept) > 1 and sum(need[c] + 3 for c in kept) + 1 > width:
+        drop = next((c for c in reversed(kept[1:]) if c != wrap), None)
+        if drop is None:
+            break
+        kept.remove(drop)
+        left_out.insert(0, drop)
+    return kept, left_out
+
+
+def print_table(rows: list[dict], *, wrap: str | None = None) -> None:
+    """Rows of one shape as a table on stdout; ``(none)`` when there are none.
+
+    Cells are never cut: a table wider than the terminal (``$COLUMNS``) leaves out its
+    rightmost columns, saying which on stderr (``wrap`` names a column that may wrap instead,
+    e.g. a description); in a file or a pipe every column is printed whole.
+    """
     from rich.console import Console
     from rich.table import Table
 
     if not rows:
         print("(none)")
         return
+    width = table_width()
+    kept, left_out = fitted_columns(rows, width, wrap)
     table = Table(show_lines=False)
-    for col in rows[0]:
-        table.add_column(str(col))
+    for col in kept:
+        table.add_column(str(col), no_wrap=col != wrap, overflow="fold")
     for r in rows:
-        table.add_row(*["" if v is None else (f"{v:.3g}" if isinstance(v, float) else str(v))
-                        for v in r.values()])
+        table.add_row(*[_cell(r[c]) for c in kept])
     # Rendered to a string and written here: rich would turn a closed pipe into exit 1.
-    # On a terminal, its width (a 200-column table wraps into a mess in 80 columns); in a
-    # pipe or file, wide enough that rows stay on one line.
     tty = sys.stdout.isatty()
-    width = shutil.get_terminal_size((200, 24)).columns if tty else 200
+    natural = sum(max([len(str(c))] + [len(_cell(r[c])) for r in rows]) + 3 for c in kept) + 1
     buffer = io.StringIO()
-    Console(width=width, file=buffer, force_terminal=tty).print(table)
+    Console(width=width or natural, file=buffer, force_terminal=tty).print(table)
     sys.stdout.write(buffer.getvalue())
+    if left_out:
+        note(f"(left out to fit {width} columns: {', '.join(map(str, left_out))}; a wider "
+             "terminal or COLUMNS=200 shows them)")
 
 
 def note(message: str) -> None:

@@ -173,7 +173,8 @@ def _train(sub):
     s.add_argument("--no-standardise", "--no-standardize", action="store_true",
                    help="fit on the raw features instead of standardised ones")
     s.add_argument("--seed", type=non_negative_int, default=0, help="random seed of the restarts")
-    s.add_argument("--name", help="model name in the registry (default: DATASET-METHOD)")
+    s.add_argument("--name", help="model name in the registry (default: DATASET-METHOD, and "
+                                  "DATASET-METHOD-class for --origin class)")
     s.add_argument("--scheduler", help="Dask scheduler address, e.g. tcp://10.0.0.5:8786 "
                                        "(default: $CATDASK_SCHEDULER, else a local cluster)")
     s.add_argument("--device",
@@ -197,8 +198,12 @@ def _train(sub):
     s.add_argument("--run-key", help="idempotency key for the registration "
                                      "(default: the flow run's id)")
     s.add_argument("--refit", action="store_true",
-                   help="fit even when the model's latest version was fitted on this data with "
-                        "this spec and this catdask (default: return that version, no fit)")
+                   help="fit even when a version (or a rejected fit) of this data, spec and "
+                        "catdask is stored (default: reuse it, no fit)")
+    s.add_argument("--replace-spec", action="store_true",
+                   help="register under --name although the model's latest version has another "
+                        "spec (method, origin, gamma, ...); `predict NAME` then uses the new "
+                        "one (default: refused, naming both specs)")
     return s
 
 

@@ -46,7 +46,7 @@ def cmd_datasets(args) -> int:
               "n_classes": d.n_classes,
               "description": "(not in the catalog: ingested from a file)"}
              for n, d in stored.items() if n not in {r["name"] for r in rows}]
-    print_table(rows)
+    print_table(rows, wrap="description")
     for n, d in stored.items():
         if d.problem is not None:  # listed, not hidden: the user must learn it is damaged
             note(f"data set {n!r} is damaged ({d.problem.rstrip('.')}): `catdask check` says "
@@ -69,7 +69,7 @@ def cmd_check(args) -> int:
                        "(`catdask ingest` creates it)")
     report = check_store(args.store, cleanup=args.cleanup, older_than_seconds=args.older_than)
     root = report.root
-    print_table(check_rows(report))
+    print_table(check_rows(report), wrap="status")
     if not report.ok:
         print(f"catdask check: {len(report.errors)} problem(s) in {root}", file=sys.stderr)
         return EXIT_INPUT
@@ -101,18 +101,23 @@ def check_rows(report) -> list[dict]:
 
 
 def cmd_gc(args) -> int:
-    """Remove data-set snapshots that no model version and no running reader refers to."""
+    """Remove the rejected fits nothing can use any more, then the data-set snapshots that no
+    model version and no running reader refers to."""
+    from catdask.pipeline.candidates import gc_candidates
     from catdask.store import gc_store
 
     root = checks.require_store(args.store)
     if not root.exists():
         note(f"nothing to remove: store {root} does not exist yet")
         return EXIT_OK
+    candidates = gc_candidates(root, dry_run=args.dry_run)
     result = gc_store(root, dry_run=args.dry_run, keep_last=args.keep_last)
     verb = "would remove" if args.dry_run else "removed"
     doomed = result.would_remove if args.dry_run else result.removed
     rows = [{"snapshot": _relative(p, root), "action": verb} for p in doomed]
     rows += [{"snapshot": _relative(p, root), "action": f"kept: {why}"} for p, why in result.kept]
+    rows += [{"snapshot": _relative(p, root), "action": f"{verb} rejected fit: {why}"}
+             for p, why in candidates]
     print_table(rows)
     return EXIT_OK
 
@@ -175,9 +180,10 @@ def _list_models(args) -> None:
     root = checks.require_store(args.store)
     if args.name is not None:
         checks.check_registered_model(args.store, args.name)
-    rows = [{"model": str(v), "dataset": v.meta.get("dataset"), "method": method_key(v.meta),
-             "origin": _origin(v.meta), "status": v.meta.get("registration_status"),
-             "gap": v.meta.get("gap"), "objective": v.meta.get("objective"),
+    # The essential columns first: a narrow terminal leaves out the rightmost ones.
+    rows = [{"model": str(v), "status": v.meta.get("registration_status"),
+             "gap": v.meta.get("gap"), "method": method_key(v.meta), "origin": _origin(v.meta),
+             "dataset": v.meta.get("dataset"), "objective": v.meta.get("objective"),
              "created": v.created, "problem": v.problem}
             for v in list_models(args.store, args.name)]
     if rows:

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple, Union
 import numpy as np
 
 from .problems import put_restarts, take_restarts
+from .progress import SOLVER_PHASES, report_stage
 from .solver import solve
 
 __all__ = ["AnchoredProducts", "FLOAT32_PHASE_TOL", "FLOAT64", "Float64Throughout",
@@ -160,11 +161,13 @@ class Float32ThenFloat64:
 
     def run(self, problem, state, labels, options) -> ScheduledRun:
         t0 = time.perf_counter()
+        report_stage(SOLVER_PHASES[0])
         with self._precision("float32"):
             fast, first = _solve(problem, state, labels, options,
                                  tol=max(options.tol, self.float32_tol),
                                  max_iter=max(1, options.max_iter - 2))
         budget = max(2, options.max_iter - max(a.n_iter for a in first))
+        report_stage(SOLVER_PHASES[1])
         final, restarts, exact_iterations, exact_seconds = self._polish(
             problem, fast, first, labels, options, budget)
         # "polish": the float64 work that makes the result exact (the anchor and check

@@ -12,7 +12,12 @@ import contextlib
 import contextvars
 
 __all__ = ["solver_progress", "current_solver_callback", "watch_solvers", "quiet_solvers",
-           "report_stage", "CONSOLE_NOTE", "CONSOLE_REPEATED"]
+           "report_stage", "CONSOLE_NOTE", "CONSOLE_REPEATED", "SOLVER_PHASES"]
+
+#: The stages :class:`catdask.core.precision.Float32ThenFloat64` reports as its phases begin:
+#: the polish's solver loop counts its iterations from 1 again, so a listener names the phase
+#: beside the iteration count (it went 15 -> 9 without a word).
+SOLVER_PHASES = ("float32 phase", "float64 polish")
 
 #: A run log record with ``extra={CONSOLE_NOTE: True}`` is also shown on the CLI's quiet
 #: console, as one of the command's own lines (e.g. where the Dask dashboard is while a fit

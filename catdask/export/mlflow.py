@@ -13,6 +13,10 @@ One MLflow run per export holds:
 - the model, with a signature (one ``double`` column per feature -> the predict table), in the
   MLflow model registry under the same name; the alias ``certified`` names the newest version
   whose certificate proves global optimality.
+
+Exporting is idempotent: a catdask version (its ``NAME:vN`` and creation time, tagged on the
+MLflow version) already in the MLflow registry is not logged again; its MLflow version is
+returned, and the alias decided again. The result says which alias the version got and why.
 """
 
 from __future__ import annotations
@@ -51,6 +55,11 @@ class MlflowExport:
     certified: bool
     alias: str | None
     seconds: float
+    #: Why the version got its alias, or none ("certified and the newest certified catdask
+    #: version", "not certified", ...).
+    alias_reason: str = ""
+    #: True when this catdask version was exported before: nothing new was logged.
+    already_exported: bool = False
 
 
 def check_tracking_server(uri: str, timeout: float = PROBE_TIMEOUT_S) -> None:
@@ -175,6 +184,16 @@ def export_to_mlflow(store, name: str, version=None, *, tracking_uri: str,
     certified = bool(meta.get("certificate", {}).get("certified"))
 
     mlflow.set_tracking_uri(tracking_uri)
+    created = str(meta.get("created", ""))
+    existing = _exported_version(MlflowClient(), registered_name, label, created)
+    if existing is not None:
+        alias, why = _decide_alias(MlflowClient(), registered_name, existing.version, meta,
+                                   certified, set_alias)
+        return MlflowExport(model_uri=f"models:/{registered_name}/{existing.version}",
+                            run_id=existing.run_id, registered_name=registered_name,
+                            mlflow_version=int(existing.version), certified=certified,
+                            alias=alias, seconds=time.perf_counter() - t0,
+                            alias_reason=why, already_exported=True)
     cert = meta.get("certificate", {})
     tags = {
         "catdask.model": label,
@@ -216,14 +235,49 @@ def export_to_mlflow(store, name: str, version=None, *, tracking_uri: str,
     client.set_model_version_tag(registered_name, str(mv), "catdask.model", label)
     client.set_model_version_tag(registered_name, str(mv), "catdask.certified",
                                  str(certified).lower())
-    alias = None
-    if set_alias and certified and _newest_certified(client, registered_name, meta["version"]):
-        client.set_registered_model_alias(registered_name, CERTIFIED_ALIAS, str(mv))
-        alias = CERTIFIED_ALIAS
+    client.set_model_version_tag(registered_name, str(mv), "catdask.created", created)
+    alias, why = _decide_alias(client, registered_name, mv, meta, certified, set_alias)
     return MlflowExport(model_uri=f"models:/{registered_name}/{mv}", run_id=run.info.run_id,
                         registered_name=registered_name, mlflow_version=mv,
                         certified=certified, alias=alias,
-                        seconds=time.perf_counter() - t0)
+                        seconds=time.perf_counter() - t0, alias_reason=why)
+
+
+def _exported_version(client, registered_name: str, label: str, created: str):
+    """The MLflow version that holds catdask version ``label`` (created at ``created``)
+    already, or None (also when the registered model does not exist yet)."""
+    try:
+        versions = client.search_model_versions(f"name = '{registered_name}'")
+    except Exception as exc:  # MLflow's RestException: no such registered model yet
+        if "RESOURCE_DOES_NOT_EXIST" in str(exc) or "not found" in str(exc).lower():
+            return None
+        raise
+    for mv in sorted(versions, key=lambda v: int(v.version)):
+        if (mv.tags.get("catdask.model") == label
+                and mv.tags.get("catdask.created", "") == created):
+            return mv
+    return None
+
+
+def _decide_alias(client, registered_name: str, mlflow_version, meta: dict, certified: bool,
+                  set_alias: bool) -> tuple[str | None, str]:
+    """Point ``@certified`` at this version when it is due; ``(alias or None, why)``."""
+    if not set_alias:
+        return None, "aliases not set (set_alias=False)"
+    if not certified:
+        return None, (f"no @{CERTIFIED_ALIAS}: not certified globally optimal "
+                      f"({meta.get('registration_status', 'not certified')})")
+    held = _alias_holder(client, registered_name)
+    if held is not None and int(held.version) == int(mlflow_version):
+        return CERTIFIED_ALIAS, f"@{CERTIFIED_ALIAS} already names it"
+    held_label = "" if held is None else held.tags.get("catdask.model", "")
+    held_version = int(held_label.rpartition(":v")[2]) if ":v" in held_label else -1
+    if meta["version"] < held_version:
+        return None, (f"no @{CERTIFIED_ALIAS}: it stays on MLflow version {held.version} "
+                      f"({held_label}, a newer certified catdask version)")
+    client.set_registered_model_alias(registered_name, CERTIFIED_ALIAS, str(mlflow_version))
+    return CERTIFIED_ALIAS, ("certified globally optimal, and the newest certified catdask "
+                             "version exported")
 
 
 @contextlib.contextmanager
@@ -241,14 +295,11 @@ def _quiet_mlflow():
         log.setLevel(level)
 
 
-def _newest_certified(client, registered_name: str, catdask_version: int) -> bool:
-    """Whether no version already under the alias comes from a newer catdask version."""
+def _alias_holder(client, registered_name: str):
+    """The MLflow version ``@certified`` names, or None when the alias is unset."""
     try:
-        current = client.get_model_version_by_alias(registered_name, CERTIFIED_ALIAS)
+        return client.get_model_version_by_alias(registered_name, CERTIFIED_ALIAS)
     except Exception as exc:  # MLflow raises its RestException when the alias is unset
         if "RESOURCE_DOES_NOT_EXIST" in str(exc) or "not found" in str(exc).lower():
-            return True
+            return None
         raise
-    held = current.tags.get("catdask.model", "")
-    held_version = int(held.rpartition(":v")[2]) if ":v" in held else -1
-    return catdask_version >= held_version

@@ -29,7 +29,10 @@ class CatdaskModel(PythonModel):
 
         self._bundle = read_bundle(context.artifacts[ARTIFACT_KEY])
 
-    def predict(self, context, model_input, params=None):
+    # pd.DataFrame: the type MLflow passes (the signature has columns). A hint MLflow takes as
+    # "no schema to infer" (the explicit signature is the schema), which stops the UserWarning
+    # "Add type hints to the `predict` method" on every load_model; a numpy array still works.
+    def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:
         from catdask.pipeline.scoring import predict_table
 
         bundle = self._bundle

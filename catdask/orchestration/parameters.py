@@ -52,7 +52,8 @@ TRAIN_HELP = {
              "standardised features).",
     "standardise": "Standardise the features (zero mean, unit variance) before fitting.",
     "random_state": "Seed of the random restarts (empty: a different draw every run).",
-    "model_name": "Name in the model registry. Empty: DATASET-METHOD, e.g. iris-cqs.",
+    "model_name": "Name in the model registry. Empty: DATASET-METHOD, e.g. iris-cqs "
+                  "(DATASET-METHOD-ORIGIN for origin class: iris-cqs-class).",
     "store": "Store folder (absolute path). Empty: $CATDASK_STORE of the worker, else "
              "catdask-store in its working folder. Fixed under `catdask serve`.",
     "scheduler": "Dask scheduler address, e.g. tcp://10.0.0.5:8786. Empty: $CATDASK_SCHEDULER, "
@@ -68,7 +69,11 @@ TRAIN_HELP = {
     "max_iter": "Most iterations per restart.",
     "max_gap": "Register a cqs / kcqs model that is not certified when its proved relative "
                "optimality gap is at most this. Empty: only certified models.",
-    "refit": "Fit even when the latest version was fitted on this content with this spec.",
+    "refit": "Fit even when a version (or a rejected fit) of this content with this spec is "
+             "stored.",
+    "replace_spec": "Register under model_name although its latest version has another spec "
+                    "(method, origin, gamma, ...): predict MODEL then uses the new one. Off: "
+                    "such a run fails, naming both specs.",
     "device": f"PyTorch device for the Gram products, e.g. cuda, cuda:1, cpu ({_KERNEL} only; "
               "needs catdask[gpu]). Empty: no PyTorch.",
 }

@@ -10,10 +10,16 @@ restart table, metrics and a category-space plot as Prefect artifacts keyed by t
 solver's progress in the task log (and a progress artifact for long fits), and logs the Dask
 dashboard link.
 
-Caching: before fitting, the run asks the registry whether the model's latest version was
-fitted on the data set's current content with the same spec and the same catdask code
-(:mod:`catdask.pipeline.model_cache`); if so it returns that version, fits nothing, and ends
-Completed with the state name ``Cached``. ``refit=True`` fits regardless.
+Model identity: the default name is ``<dataset>-<method>`` (``-<origin>`` added for a
+non-default origin); a run under a name whose latest version has another spec identity fails
+naming both, unless ``replace_spec`` (:mod:`catdask.pipeline.model_identity`).
+
+Caching: before fitting, the run asks whether any version of the model, or a rejected
+candidate, was fitted on the data set's current content with the same spec identity and the
+same catdask code (:mod:`catdask.pipeline.model_cache`); if so it fits nothing and ends
+Completed with the state name ``Cached`` (a candidate that passes the policy asked for now is
+registered first), or Rejected when the candidate still does not pass. ``refit=True`` fits
+regardless. A rejected fit is kept as a candidate (:mod:`catdask.pipeline.candidates`).
 
 Events: ``catdask.model.registered`` / ``catdask.model.rejected`` (:mod:`.events`).
 
@@ -34,9 +40,8 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.runtime import flow_run
-from prefect.states import Completed, Failed
+from prefect.states import Failed
 
-from ..certificate.moment import moment_install_note
 from ..distributed.cluster import dask_client_context
 from ..errors import CatdaskError, DatasetNotFoundError
 from ..method_names import METHOD_NAMES
@@ -44,6 +49,7 @@ from ..names import validate_name
 from ..pipeline import ModelSpec, fit_on_dataset, register_outcome, registration_decision
 from ..pipeline.device import check_device
 from ..pipeline.model_cache import CACHE_MISSES, current_content_sha256, look_up_fit
+from ..pipeline.model_identity import default_model_name, spec_conflict
 from ..pipeline.reports import (
     certificate_summary,
     metrics_table_rows,
@@ -77,31 +83,21 @@ from .parameters import (
 )
 from .retry import retry_if_transient
 from .served import served_store_and_scheduler
+from .train_states import (
+    CACHED_STATE_NAME,
+    REJECTED_STATE_NAME,
+    ModelRejectedError,
+    cached_state,
+    cancelled_if_interrupted,
+    keep_candidate,
+    rejection_message,
+)
 
 __all__ = ["train", "retrain_registered", "run_train", "ModelRejectedError", "RetrainFailedError",
            "REJECTED_STATE_NAME", "CACHED_STATE_NAME"]
 
-REJECTED_STATE_NAME = "Rejected"
-#: The name of a train run's Completed state when it returned a registered version instead of
-#: fitting (Prefect's own name for a cache hit).
-CACHED_STATE_NAME = "Cached"
 # Fits shorter than this publish no progress artifact (the task log has their progress).
 PROGRESS_ARTIFACT_AFTER_SECONDS = 3.0
-
-
-class ModelRejectedError(CatdaskError):
-    """The fitted model was not registered (not certified, uncertified models not allowed).
-
-    Raised by a direct call of the ``catdask-train`` flow; ``summary`` is the run's summary
-    (``version`` None). :func:`run_train` returns the summary instead.
-    """
-
-    def __init__(self, message, summary=None):
-        super().__init__(message)
-        self.summary = summary
-
-    def __reduce__(self):  # Prefect persists the state's data: keep the summary
-        return type(self), (str(self), self.summary)
 
 
 class RetrainFailedError(CatdaskError):
@@ -225,33 +221,6 @@ def publish_reports(store: str | None, outcome, version: str | None, status: str
     return str(path)
 
 
-def _rejection_message(summary: dict) -> str:
-    # CAS has no test at all (its certificate is "not applicable"): say that, not "gap unknown".
-    why = (summary["why_not_certified"] if summary["gap"] is None
-           else f"optimality gap <= {summary['gap']:.3g}")
-    if summary.get("max_gap") is not None and summary["gap"] is not None:
-        why += f" > max_gap = {summary['max_gap']:.3g}"
-    # The linear test's strongest level is opt-in (slower); say so where it may prove W.
-    moment = ("; certify=moment tries the level-2 moment relaxation, which may prove it"
-              + moment_install_note()
-              if summary.get("next_level") == "moment" else "")
-    return (f"rejected: {summary['dataset']} {summary['method']} not certified "
-            f"({why}); nothing registered "
-            "(max_gap=G registers it when its gap is at most G; allow_uncertified=True "
-            f"whatever the gap, marked as uncertified{moment})")
-
-
-def _cached_state(looked_up: dict, dataset: str):
-    """The run's end on a train-cache hit: Completed, named Cached, with the version's
-    summary."""
-    cached = looked_up["summary"]
-    message = (f"cached: {cached['version']} was fitted on {dataset} "
-               f"(sha256 {looked_up['dataset_sha256'][:12]}) with the same spec and code; not "
-               "refitted (refit=True fits again)")
-    get_run_logger().info(message)
-    return Completed(name=CACHED_STATE_NAME, message=message, data=cached)
-
-
 def _waiting_for_lease(model_name: str):
     """``on_wait`` for :func:`~catdask.store.training_lease`: says, on the run's log and the
     CLI's console, which run trains the model and that this one waits for it."""
@@ -266,10 +235,11 @@ def _waiting_for_lease(model_name: str):
 def _train_run_name() -> str:
     p = flow_run.parameters or {}
     return train_run_name(p.get("dataset"), p.get("method", ModelSpec.method),
-                          p.get("model_name"))
+                          p.get("model_name"), p.get("origin"))
 
 
-@flow(name="catdask-train", flow_run_name=_train_run_name, log_prints=True)
+@flow(name="catdask-train", flow_run_name=_train_run_name, log_prints=True,
+      on_crashed=[cancelled_if_interrupted])  # Ctrl-C: Cancelled in the UI, not Crashed
 @fails_plainly  # a misspelt data set, a refused parameter: Failed, one line, no traceback
 @documented(TRAIN_HELP)  # the UI's run form: a description per parameter
 def train(
@@ -292,6 +262,7 @@ def train(
     max_gap: MaxGap = ModelSpec.max_gap,
     refit: bool = False,
     device: str | None = ModelSpec.device,
+    replace_spec: bool = False,
 ):
     """Fit, certify, and register a model; returns a summary of the outcome.
 
@@ -328,11 +299,17 @@ def train(
         validate_name(dataset, kind="data set")
         if spec.device is not None:  # whether this process needs it: known with the client
             check_device(spec.device, here=False)
-    model_name = validate_name(model_name or f"{dataset}-{method}", kind="model")
+    model_name = validate_name(model_name or default_model_name(dataset, method, origin),
+                               kind="model")
+    if not replace_spec:
+        with parameter_checks():
+            conflict = spec_conflict(store, model_name, dataset, spec.to_dict())
+            if conflict is not None:
+                raise ValueError(conflict)
     if not refit:
         looked_up = find_registered(store, model_name, dataset, spec.to_dict())
         if looked_up["summary"] is not None:
-            return _cached_state(looked_up, dataset)
+            return cached_state(looked_up, dataset)
     info = describe_dataset(store, dataset)
     with parameter_checks():  # before the cluster
         spec.check_data_shape(dataset, info["n_features"], info["n_classes"])
@@ -346,7 +323,7 @@ def train(
             # model since the first lookup has registered it by now.
             looked_up = find_registered.fn(store, model_name, dataset, spec.to_dict())
             if looked_up["summary"] is not None:
-                return _cached_state(looked_up, dataset)
+                return cached_state(looked_up, dataset)
         outcome = fit_restarts(store, dataset, spec.to_dict(), scheduler)
         ok, status = review_certificates(outcome, spec.allow_uncertified, spec.max_gap)
         version = None
@@ -355,6 +332,8 @@ def train(
             version = register(store, model_name, outcome, status,
                                run_key or f"flow-run:{flow_run.id}", policy)
     plot = publish_reports(store, outcome, version, status, max_gap)
+    if version is None:
+        keep_candidate(store, model_name, outcome, plot)
     cert = outcome.certificate
     summary = {
         "dataset": info["name"], "method": method, "origin": origin, "version": version,
@@ -365,13 +344,13 @@ def train(
         "next_level": cert.next_level,  # "moment": the opt-in level that may prove it
         "objective": float(outcome.estimator.objective_),
         "n_iter": int(outcome.estimator.n_iter_), "seconds": outcome.seconds, "plot": plot,
-        "metrics": outcome.metrics, "max_gap": spec.max_gap, "cached": False,
+        "metrics": outcome.metrics, "max_gap": spec.max_gap, "cached": False, "reused": None,
         "device": spec.device, "device_placement": outcome.device_placement,
     }
     emit_model_event(summary, model_name, dataset_sha256=outcome.dataset_sha256,
                      snapshot=outcome.dataset_snapshot, spec=spec.to_dict(), store=store)
     if version is None:
-        message = _rejection_message(summary)
+        message = rejection_message(summary)
         get_run_logger().warning(message, extra={CONSOLE_REPEATED: True})
         return Failed(name=REJECTED_STATE_NAME, message=message,
                       data=ModelRejectedError(message, summary))
@@ -399,7 +378,8 @@ def _retrain_run_name() -> str:
     return retrain_run_name(_scheduled_night(), (flow_run.parameters or {}).get("dataset"))
 
 
-@flow(name="catdask-retrain", flow_run_name=_retrain_run_name, log_prints=True)
+@flow(name="catdask-retrain", flow_run_name=_retrain_run_name, log_prints=True,
+      on_crashed=[cancelled_if_interrupted])
 @fails_plainly
 @documented(RETRAIN_HELP)
 def retrain_registered(store: str | None = None, scheduler: str | None = None,

@@ -1,21 +1,24 @@
-"""The train cache: a registered version stands for a fit of the same data, spec and code.
+"""The train cache: a stored fit stands for a fit of the same data, model and code.
 
 A fit is a function of three things: the data set's content (its snapshot's
-``content_sha256``), the whole :class:`~catdask.pipeline.training.ModelSpec` (seed and
-certificate policy included) and catdask's code. :func:`cache_key` hashes the three, and
-:func:`~catdask.pipeline.training.register_outcome` records the key with every version
-(``meta["cache_key"]``, beside ``meta["code_version"]``). Before fitting, the train flow asks
-:func:`find_cached_version` whether the model's **latest** version was registered under the
-same key; if so it returns that version instead of fitting again.
+``content_sha256``), the spec's **identity** (:mod:`catdask.pipeline.model_identity`: every
+:class:`~catdask.pipeline.spec.ModelSpec` field except the registration policy and the device)
+and catdask's code. :func:`cache_key` hashes the three, and every stored fit records it
+(``meta["cache_key"]``, beside ``meta["code_version"]``). Before fitting, the train flow and
+the CLI ask :func:`look_up_fit`, which looks at
 
-The registry is the source of truth, not a separate cache store: nothing is pickled, nothing
-can point at a version that was removed (the lookup reads the registry itself and loads the
-version with full verification; a damaged or missing version is a miss, and the flow refits),
-and the hit is re-checked field by field (data set, checksum, spec), not only by key. Only the
-latest version can hit, so after a hit the model's latest version is always one fitted on the
-data asked for (data set A, then B, then A again refits on A rather than hand back the A
-model while ``predict NAME`` would use the B one). A rejected fit registers nothing and so is
-never cached.
+1. **any** registered version of the model (newest first) fitted on the same content with the
+   same identity and code: returned as is, nothing fitted (``reused`` ``"registered"``);
+2. else a **rejected candidate** (:mod:`catdask.pipeline.candidates`), a fit that an earlier
+   run's policy did not register: decided again under the policy asked for now (``--max-gap``,
+   ``--allow-uncertified``); registered without a refit when it passes (``reused``
+   ``"candidate"``), reported rejected again, still without a refit, when it does not.
+
+So the settings that only change registration never cause a refit. The registry is the source
+of truth, not a separate cache store: nothing is pickled, nothing can point at a version that
+was removed (the lookup loads the version with full verification; a damaged or missing version
+is a miss, and the flow refits), and a hit is re-checked field by field (data set, checksum,
+identity, code), not only by key.
 
 "Code" is catdask's version plus a sha256 of the package's Python sources
 (:func:`code_version`): editing any module of catdask, or upgrading it, invalidates every key.
@@ -30,14 +33,16 @@ from ..errors import CatdaskError
 from ..versions import installed_version, source_sha256
 
 __all__ = ["CACHE_KEY_FORMAT", "code_version", "cache_key", "current_content_sha256",
-           "find_cached_version", "cached_summary", "look_up_fit", "CACHE_MISSES"]
+           "same_fit", "find_stored_fit", "find_cached_version", "cached_summary", "look_up_fit",
+           "CACHE_MISSES"]
 
 #: What a lookup may raise that counts as a miss (no such data set, a damaged snapshot or
 #: registry entry): the fit then runs and reports the problem itself.
 CACHE_MISSES = (CatdaskError, LookupError, ValueError, OSError)
 
 #: Bump when the key's ingredients change (old keys then never match: a refit, not a wrong hit).
-CACHE_KEY_FORMAT = 1
+#: 2: the spec's identity, not the whole spec (the registration policy is not the model's).
+CACHE_KEY_FORMAT = 2
 
 
 def code_version() -> dict:
@@ -47,8 +52,12 @@ def code_version() -> dict:
 
 
 def cache_key(dataset_sha256: str, spec: dict, code: dict | None = None) -> str:
-    """The hex sha256 of (format, data-set content checksum, whole spec, code version)."""
-    record = {"format": CACHE_KEY_FORMAT, "dataset_sha256": dataset_sha256, "spec": spec,
+    """The hex sha256 of (format, data-set content checksum, the spec's identity, code
+    version)."""
+    from .model_identity import identity
+
+    record = {"format": CACHE_KEY_FORMAT, "dataset_sha256": dataset_sha256,
+              "spec": identity(spec),
               "code": code_version() if code is None else code}
     text = json.dumps(record, sort_keys=True, separators=(",", ":"), allow_nan=False)
     return hashlib.sha256(text.encode()).hexdigest()
@@ -63,10 +72,39 @@ def current_content_sha256(store, dataset: str) -> str:
         return arrays.sha256
 
 
+def same_fit(meta: dict, dataset: str, dataset_sha256: str, spec: dict) -> bool:
+    """Whether a stored fit's record is a fit of this content with this identity by this
+    code (the key, and the fields it digests: a key is only a digest of these)."""
+    from .model_identity import identity
+
+    if meta.get("cache_key") != cache_key(dataset_sha256, spec) or "spec" not in meta:
+        return False
+    return (meta.get("dataset") == dataset and meta.get("dataset_sha256") == dataset_sha256
+            and identity(meta["spec"]) == identity(spec))
+
+
+def find_stored_fit(store, model_name: str, dataset: str, dataset_sha256: str, spec: dict):
+    """The newest version of ``model_name`` in ``store`` (the registry, or the candidates'
+    own registry) that is :func:`same_fit` and loads intact; else None."""
+    from ..errors import ModelNotFoundError, StoreCorruptError
+    from ..store import list_models, load_model_version
+
+    for version in reversed(list_models(store, model_name)):
+        if version.problem is not None or not same_fit(version.meta, dataset, dataset_sha256,
+                                                       spec):
+            continue
+        try:  # still there and intact (arrays' sha256 included): otherwise look further
+            load_model_version(store, model_name, version.version, verify=True)
+        except (ModelNotFoundError, StoreCorruptError):
+            continue
+        return version
+    return None
+
+
 def find_cached_version(store, model_name: str, dataset: str, dataset_sha256: str,
                         spec: dict):
-    """The model's latest version when it was fitted on this content with this spec and this
-    code, intact; else None (the caller fits).
+    """Any registered version of the model fitted on this content with this spec's identity
+    and this code, intact (the newest such); else None.
 
     Parameters
     ----------
@@ -81,25 +119,7 @@ def find_cached_version(store, model_name: str, dataset: str, dataset_sha256: st
     -------
     catdask.store.registry.ModelVersion or None
     """
-    from ..errors import ModelNotFoundError, StoreCorruptError
-    from ..store import list_models, load_model_version
-
-    versions = list_models(store, model_name)
-    if not versions:
-        return None
-    latest = versions[-1]
-    meta = latest.meta
-    if latest.problem is not None or meta.get("cache_key") != cache_key(dataset_sha256, spec):
-        return None
-    # The key says it; the record must say it too (a key is only a digest of these).
-    if (meta.get("dataset") != dataset or meta.get("dataset_sha256") != dataset_sha256
-            or meta.get("spec") != spec):
-        return None
-    try:  # still there and intact (arrays' sha256 included): otherwise refit
-        load_model_version(store, model_name, latest.version, verify=True)
-    except (ModelNotFoundError, StoreCorruptError):
-        return None
-    return latest
+    return find_stored_fit(store, model_name, dataset, dataset_sha256, spec)
 
 
 def cached_summary(version, store=None) -> dict:
@@ -126,13 +146,22 @@ def cached_summary(version, store=None) -> dict:
     }
 
 
-def look_up_fit(store, model_name: str, dataset: str, spec: dict):
+def look_up_fit(store, model_name: str, dataset: str, spec: dict, *, run_key=None):
     """The train cache's one lookup (the train flow's first task and the CLI make it):
-    ``(current content sha256, the cached version's summary or None)``.
+    ``(current content sha256, summary or None)``.
+
+    The summary is a registered version's (``reused`` ``"registered"``), or a rejected
+    candidate's decided again under ``spec``'s policy: registered now (``reused``
+    ``"candidate"``, ``version`` set) or rejected again (``version`` None); ``cached`` is True
+    in all three (nothing was fitted). None: fit.
 
     Raises what reading the store raises (a missing data set, a damaged snapshot); callers
     treat that as a miss and let the fit report it.
     """
+    from .candidates import reconsider_candidate
+
     sha = current_content_sha256(store, dataset)
     hit = find_cached_version(store, model_name, dataset, sha, spec)
-    return sha, (None if hit is None else cached_summary(hit, store))
+    if hit is not None:
+        return sha, dict(cached_summary(hit, store), reused="registered")
+    return sha, reconsider_candidate(store, model_name, dataset, sha, spec, run_key=run_key)

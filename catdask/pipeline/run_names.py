@@ -20,7 +20,7 @@ def _listed(names) -> str:
     return shown + (f"-and-{extra}-more" if extra > 0 else "")
 
 
-def train_run_name(dataset, method, model_name=None) -> str:
+def train_run_name(dataset, method, model_name=None, origin=None) -> str:
     """``catdask-train``'s run name: the registry name the model gets, ``"iris-cqs"`` by
     default or the run's ``model_name`` (the name the user looks for in the UI).
 
@@ -30,8 +30,12 @@ def train_run_name(dataset, method, model_name=None) -> str:
         The run's data set and method.
     model_name : str, optional
         The run's registry name, when it sets one.
+    origin : str, optional
+        The run's origin (a non-default one is part of the default name).
     """
-    return model_name or f"{dataset}-{method}"
+    from .model_identity import default_model_name
+
+    return model_name or default_model_name(dataset, method, origin)
 
 
 def ingest_run_name(names) -> str:

@@ -8,6 +8,7 @@ scikit-learn, Prefect or Dask is imported.
 from __future__ import annotations
 
 import dataclasses
+import math
 from numbers import Integral
 
 from ..method_names import CERTIFY_LEVELS, KERNEL_METHODS, MAX_RESTARTS, METHOD_NAMES
@@ -99,6 +100,22 @@ class ModelSpec:
                 f"set {dataset!r} has K = {n_classes} classes and D = {n_features} features (K "
                 f"orthonormal axes do not fit in D dimensions); use a kernel method "
                 f"({' or '.join(map(repr, KERNEL_METHODS))}) instead.")
+
+    def registration_decision(self, cert) -> tuple[bool, str]:
+        """Whether this spec's policy registers a fit with certificate ``cert``, and the
+        status recorded (:func:`catdask.pipeline.training.registration_decision` says what
+        each means). Needs only the certificate: a rejected candidate's recorded one is
+        decided again under a new policy without a refit."""
+        if cert.certified:
+            return True, "certified"
+        if not METHOD_NAMES[self.method].certifiable:
+            return True, "certificate-not-applicable"
+        if self.max_gap is not None and cert.applicable and math.isfinite(cert.gap) \
+                and cert.gap <= self.max_gap:
+            return True, "gap-within-tolerance"
+        if self.allow_uncertified:
+            return True, "uncertified-allowed"
+        return False, "rejected-uncertified"
 
     def estimator(self):
         kw = dict(origin=self.origin, eps=self.eps, n_restarts=self.n_restarts, tol=self.tol,

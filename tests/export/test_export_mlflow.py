@@ -17,6 +17,7 @@ import pickle
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -118,8 +119,12 @@ def _round_trip(store, name, url):
     # as `catdask predict` matches a file's header; x0, x1, ... only where it records none.
     columns = feature_names_of(ds) or [f"x{j}" for j in range(X.shape[1])]
     mlflow.set_tracking_uri(url)
-    with _NoPickle():
+    with _NoPickle(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         loaded = mlflow.pyfunc.load_model(info["model_uri"])
+    # Issue 43: no UserWarning (MLflow's "Add type hints to the `predict` method") on load.
+    assert [str(w.message)[:80] for w in caught if issubclass(w.category, UserWarning)] == []
+    with _NoPickle():
         assert loaded.metadata.get_input_schema().input_names() == columns
         frame = loaded.predict(__import__("pandas").DataFrame(X, columns=columns))
     for j, column in enumerate(header):
@@ -151,11 +156,15 @@ def test_export_round_trip_metrics_alias_and_no_pickles(tmp_path, mlflow_server)
     assert client.get_model_version_by_alias("iris-cqs", "certified").version == "1"
     assert _pickles_under(artifacts) == []
 
-    # A second export of the same version moves the alias to the newer MLflow version.
-    again = json.loads(_cli("export", "iris-cqs", "--mlflow", url, "--json",
-                            store=store).stdout)
-    assert client.get_model_version_by_alias("iris-cqs", "certified").version == str(
-        again["mlflow_version"])
+    assert "newest certified" in info["alias_reason"] and not info["already_exported"]
+    # Issue 43 (was: a second MLflow version): exporting the same catdask version again is
+    # the same MLflow version, nothing logged; the line says which alias it has and why.
+    done = _cli("export", "iris-cqs", "--mlflow", url, store=store)
+    assert done.returncode == 0, done.stderr
+    assert "was exported before" in done.stderr and "alias @certified" in done.stderr
+    assert done.stdout.strip() == info["model_uri"]
+    assert [v.version for v in client.search_model_versions("name = 'iris-cqs'")] == ["1"]
+    assert client.get_model_version_by_alias("iris-cqs", "certified").version == "1"
 
 
 def test_export_refuses_a_bundle_that_was_altered(tmp_path):

@@ -390,14 +390,15 @@ def test_retrain_keeps_every_setting_of_the_recorded_spec(iris_store, dask_sched
                     tol=1e-5, max_iter=4, certify="moment", allow_uncertified=True)
     first = train_mod.train("iris", store=str(iris_store), scheduler=dask_scheduler, **settings)
     # Four iterations do not reach the optimum: registered only by the model's own policy.
-    assert first["version"] == "iris-cqs:v1" and first["status"] == "uncertified-allowed"
+    # (The class origin is in the default name since issue 43.)
+    assert first["version"] == "iris-cqs-class:v1" and first["status"] == "uncertified-allowed"
     # The recorded spec comes back whole: the retrain's train run finds v1 under its key.
     cached = train_mod.retrain_registered(store=str(iris_store), scheduler=dask_scheduler)
-    assert [(r["version"], r["cached"]) for r in cached] == [("iris-cqs:v1", True)]
+    assert [(r["version"], r["cached"]) for r in cached] == [("iris-cqs-class:v1", True)]
     # The nightly flag is off: the recorded allow_uncertified alone registers the retrain.
     results = train_mod.retrain_registered(store=str(iris_store), scheduler=dask_scheduler,
                                            refit=True)
-    assert [(r["version"], r["status"]) for r in results] == [("iris-cqs:v2",
+    assert [(r["version"], r["status"]) for r in results] == [("iris-cqs-class:v2",
                                                                "uncertified-allowed")]
     v1, v2 = list_models(iris_store)
     assert v1.meta["spec"] == v2.meta["spec"] == ModelSpec(**settings).to_dict()
@@ -457,7 +458,7 @@ def test_uncertified_model_is_rejected_unless_allowed(iris_store, dask_scheduler
     assert rejected["version"] is None and rejected["certified"] is False
     assert rejected["gap"] == pytest.approx(1.64e-3, rel=0.01)
     assert list_models(iris_store) == []
-    assert not (iris_store / "models" / "wine-cqs").exists()
+    assert not (iris_store / "models" / "wine-cqs-class").exists()  # its name (issue 43)
     # The run still publishes its plot and artifacts, marked as rejected, keyed by the run:
     # the plot is named by the run, so the next rejected run does not overwrite it.
     assert Path(rejected["plot"]).name == f"wine-cqs-rejected-run-{str(run_id)[:8]}.png"
@@ -470,19 +471,23 @@ def test_uncertified_model_is_rejected_unless_allowed(iris_store, dask_scheduler
     with get_client(sync_client=True) as client:
         stored = client.read_flow_run(run_id).state
     assert (stored.type.value, stored.name) == ("FAILED", "Rejected")
-    # run_train (what the CLI calls) returns the summary of a rejected model.
+    # run_train (what the CLI calls) returns the summary of a rejected model. Issue 43: the
+    # rejected fit was kept, so the same policy rejects it again without a refit (it was a
+    # second fit, with a plot of its own); it shows the kept fit's plot.
     again = train_mod.run_train(dataset="wine", **kw)
     assert again["version"] is None and again["status"] == "rejected-uncertified"
-    assert again["plot"] != rejected["plot"]  # each rejected run keeps its own plot
-    assert Path(again["plot"]).is_file() and Path(rejected["plot"]).is_file()
+    assert again["cached"] and again["reused"] == "candidate"
+    assert again["plot"] == rejected["plot"] and Path(again["plot"]).is_file()
+    assert again["seconds"] == pytest.approx(rejected["seconds"])  # the kept fit's
 
     allowed = train_mod.train("wine", allow_uncertified=True, **kw)
-    assert allowed["status"] == "uncertified-allowed" and allowed["version"] == "wine-cqs:v1"
-    _, meta = load_model_version(iris_store, "wine-cqs")
+    assert allowed["status"] == "uncertified-allowed"
+    assert allowed["version"] == "wine-cqs-class:v1" and allowed["reused"] == "candidate"
+    _, meta = load_model_version(iris_store, "wine-cqs-class")
     assert meta["registration_status"] == "uncertified-allowed"
     assert meta["certified"] is False
     ds = read_dataset(iris_store, "wine")
-    assert load_estimator(iris_store, "wine-cqs").predict(ds.X).shape == (178,)
+    assert load_estimator(iris_store, "wine-cqs-class").predict(ds.X).shape == (178,)
 
 
 def test_cas_has_no_optimality_test_and_is_registered_marked_so(iris_store, dask_scheduler):

@@ -1,0 +1,146 @@
+"""Rejected candidates: fits that a run's policy did not register, kept so that a decision
+can be overturned without a refit.
+
+A CQS / K-CQS fit that is not certified, with its gap above ``max_gap`` and
+``allow_uncertified`` off, registers nothing. Its fit is still good work (14 s for a CQS, minutes
+for a K-CQS on 30,000 rows): the train flow keeps it as a *candidate*, stored exactly like a
+model version (zarr arrays plus JSON, no pickle, written atomically) in the candidates' own
+registry ``<store>/candidates/models/<name>/v<N>/``, which ``predict``, ``models list``, the
+MLflow export and the nightly retrain never read.
+
+When a later train asks for the same fit (same content, same spec identity, same code:
+:func:`catdask.pipeline.model_cache.same_fit`) under another policy, :func:`reconsider_candidate`
+decides again from the recorded certificate: registered now, in about a second (the candidate
+then leaves the candidates' registry), or rejected again, still without a refit.
+
+A candidate is garbage once nothing can use it: ``catdask gc`` removes (like an unreferenced
+data-set snapshot) those whose data set's current content or catdask's code has changed since,
+and those whose fit is already registered (:func:`gc_candidates`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+__all__ = ["CANDIDATES_FOLDER", "candidates_root", "save_candidate", "reconsider_candidate",
+           "gc_candidates"]
+
+#: The candidates' registry, under the store root.
+CANDIDATES_FOLDER = "candidates"
+REJECTED_STATUS = "rejected-uncertified"
+
+
+def candidates_root(store) -> Path:
+    from ..store import resolve_store
+
+    return resolve_store(store) / CANDIDATES_FOLDER
+
+
+def save_candidate(store, model_name: str, outcome, *, plot: str | None = None):
+    """Keep a rejected fit as a candidate for ``model_name``; returns its record
+    (a :class:`~catdask.store.ModelVersion` of the candidates' registry)."""
+    from ..store import register_estimator
+    from .training import outcome_meta
+
+    meta = outcome_meta(outcome, status=REJECTED_STATUS, extra={"plot": plot})
+    return register_estimator(candidates_root(store), model_name, outcome.model, meta)
+
+
+def _remove(path: Path) -> None:
+    """Out of view at once (renamed), then deleted; a concurrent remover wins quietly."""
+    doomed = path.with_name(f".tmp-removed-{path.name}-{uuid.uuid4().hex[:8]}")
+    try:
+        os.rename(path, doomed)
+    except OSError:
+        return
+    shutil.rmtree(doomed, ignore_errors=True)
+
+
+def _candidate_summary(candidate, store, plot) -> dict:
+    from .model_cache import cached_summary
+
+    summary = cached_summary(candidate, store)
+    summary.update(reused="candidate", plot=plot if plot and Path(plot).is_file() else None)
+    return summary
+
+
+def reconsider_candidate(store, model_name: str, dataset: str, dataset_sha256: str,
+                         spec: dict, *, run_key=None) -> dict | None:
+    """The train cache's second look: a candidate fitted on this content with this spec's
+    identity and code, decided again under ``spec``'s policy; None when there is none.
+
+    Returns the summary of the version registered from it (``reused`` ``"candidate"``), or of
+    the candidate rejected again (``version`` None, ``status`` ``"rejected-uncertified"``).
+    ``run_key`` (default: one derived from the candidate) makes the registration idempotent,
+    so two runs promoting the same candidate at once register one version.
+    """
+    from ..certificate import Certificate
+    from ..store import load_model_version, register_model
+    from .model_cache import find_stored_fit
+    from .spec import ModelSpec
+
+    root = candidates_root(store)
+    if not (root / "models").is_dir():
+        return None
+    candidate = find_stored_fit(root, model_name, dataset, dataset_sha256, spec)
+    if candidate is None:
+        return None
+    asked = ModelSpec.from_dict(spec)
+    meta = candidate.meta
+    ok, status = asked.registration_decision(Certificate.from_dict(meta["certificate"]))
+    plot = meta.get("plot")
+    if not ok:
+        return dict(_candidate_summary(candidate, store, plot), version=None, status=status,
+                    max_gap=asked.max_gap)
+    arrays, stored = load_model_version(root, model_name, candidate.version, verify=True)
+    stored = dict(stored, spec=asked.to_dict(), registration_status=status,
+                  registration_policy={"max_gap": asked.max_gap,
+                                       "allow_uncertified": asked.allow_uncertified},
+                  decided_again={"candidate_created": meta.get("created"),
+                                 "fit_seconds": meta.get("fit_seconds")})
+    key = run_key or f"candidate:{meta['cache_key'][:16]}:{meta.get('created')}"
+    version = register_model(store, model_name, arrays, stored, run_key=key)
+    _remove(candidate.path)
+    return dict(_candidate_summary(version, store, plot), max_gap=asked.max_gap)
+
+
+def gc_candidates(store, *, dry_run: bool = False) -> list[tuple[Path, str]]:
+    """Remove the candidates nothing can use any more; ``(path, why)`` for each (with
+    ``dry_run``, those that would be removed): the data set's content or the code changed
+    since (no train can ask for that fit again), or the fit is registered already."""
+    from ..store import list_models
+    from .model_cache import CACHE_MISSES, current_content_sha256, find_stored_fit
+
+    root = candidates_root(store)
+    if not (root / "models").is_dir():
+        return []
+    doomed = []
+    for candidate in list_models(root):
+        meta = candidate.meta
+        try:
+            sha = current_content_sha256(store, meta.get("dataset", ""))
+        except CACHE_MISSES:
+            sha = None
+        if candidate.problem is not None:
+            why = f"unreadable ({candidate.problem})"
+        elif sha != meta.get("dataset_sha256"):
+            why = "its data set has new content (or is gone)"
+        elif not _same_code(meta):
+            why = "fitted by other catdask code"
+        elif find_stored_fit(store, candidate.name, meta["dataset"], sha, meta["spec"]):
+            why = "its fit is registered"
+        else:
+            continue
+        doomed.append((candidate.path, why))
+        if not dry_run:
+            _remove(candidate.path)
+    return doomed
+
+
+def _same_code(meta: dict) -> bool:
+    from .model_cache import code_version
+
+    return meta.get("code_version") == code_version()
