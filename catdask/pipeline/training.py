@@ -15,6 +15,7 @@ import numpy as np
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 
+from ..certificate.budget import aiming_at, budget_scope
 from ..core.progress import quiet_solvers
 from ..distributed.store_visibility import check_workers_see_folder
 from ..methods import METHODS
@@ -132,7 +133,10 @@ def _fit_on_arrays(arrays, dataset, spec, client, t0):
     est = spec.estimator()
     # The estimator computes with dask's current scheduler: make it the given client even when
     # that client is not the process-wide default (the persisted blocks live on its workers).
-    with contextlib.nullcontext() if client is None else client.as_current():
+    # --max-gap G: the certifiers built by this fit try until they prove G (the budget is kept
+    # for a certificate computed later, at the registration decision).
+    with (contextlib.nullcontext() if client is None else client.as_current(),
+          budget_scope(aiming_at(spec.max_gap))):
         est.fit(X, y)
         with quiet_solvers():  # the progress shown is the model's fit, not the CV folds'
             metrics = training_metrics(est, X, y)
