@@ -155,6 +155,10 @@ class StoreCorruptError(CatdaskError, ValueError):
         self.problem = problem
         super().__init__(f"{self.path}: {problem}")
 
+    def __reduce__(self):
+        # Rebuilt from its fields when pickled: a Dask worker's read error reaches the driver.
+        return type(self), (self.path, self.problem)
+
 
 class StoreWriteError(CatdaskError, OSError):
     """Writing to the store failed (disk full, permissions, ...).

@@ -23,7 +23,8 @@ LIBRARY_LAYERS = [
     {"names", "method_names"},
     {"kernels", "plotting"},
     {"object_store"},  # a store's bytes on a folder or S3: distributed/ reads data sets through it
-    {"dataset_pointer"},  # a stored data set's pointer and the readers' hold, read by distributed/
+    # a stored data set's pointer and the readers' hold; its arrays read with every chunk checked
+    {"dataset_pointer", "stored_arrays"},
     {"core"},  # the solver core and the operator interfaces it is written against
     {"distributed"},  # how a pass runs on Dask; knows no operator
     {"operators"},  # numpy and Dask implementations of core's interfaces

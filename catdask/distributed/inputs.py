@@ -25,6 +25,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from ..core.validation import CodedLabels
+from ..stored_arrays import checked_array, dask_array, is_checked
 
 __all__ = [
     "is_distributed_input",
@@ -83,7 +84,9 @@ def as_row_chunked(X):
         if isinstance(X, zarr.Group):
             X = _snapshot_arrays(X)[0]
     if isinstance(X, zarr.Array):
-        X = da.from_zarr(X)
+        # A stored data set's X (opened checked by _snapshot_arrays) is read with every chunk
+        # checked on the workers; a user's own zarr array keeps zarr's fill-value semantics.
+        X = dask_array(X) if is_checked(X) else da.from_zarr(X)
     if not isinstance(X, da.Array):
         X = da.asarray(X)
     if X.ndim != 2:
@@ -134,10 +137,13 @@ def _snapshot_arrays(group):
     """
     import zarr
 
-    from ..dataset_pointer import is_pointer_attrs, resolve_folder
+    from ..dataset_pointer import DATASET_FORMAT_KEY, is_pointer_attrs, resolve_folder
 
-    if not is_pointer_attrs(dict(group.attrs)):
-        return _member(group, "X"), _member(group, "y"), dict(group.attrs)
+    attrs = dict(group.attrs)
+    if not is_pointer_attrs(attrs):
+        # A catdask snapshot given by its own folder is read checked; other groups as zarr does.
+        entry = (_local_folder(group) or group.store) if DATASET_FORMAT_KEY in attrs else None
+        return _member(group, "X", entry), _member(group, "y", entry), attrs
     folder = _local_folder(group)
     if folder is None:
         raise ValueError(
@@ -151,7 +157,8 @@ def _snapshot_arrays(group):
     _snapshot, path, hold = found
     try:
         snapshot = zarr.open_group(str(path), mode="r")
-        X, y, attrs = _member(snapshot, "X"), _member(snapshot, "y"), dict(snapshot.attrs)
+        X, y = _member(snapshot, "X", path), _member(snapshot, "y", path)
+        attrs = dict(snapshot.attrs)
     except BaseException:
         hold.close()
         raise
@@ -162,8 +169,12 @@ def _snapshot_arrays(group):
     return X, y, attrs
 
 
-def _member(group, name):
-    return group[name] if name in group else None
+def _member(group, name, checked_entry=None):
+    """``group[name]`` or None; opened through :func:`checked_array` (a missing chunk is an
+    error) when ``checked_entry`` names the stored data set it belongs to."""
+    if name not in group:
+        return None
+    return group[name] if checked_entry is None else checked_array(group[name], checked_entry)
 
 
 def _local_folder(group) -> Path | None:

@@ -1,10 +1,10 @@
 """Check that every Dask worker sees a local store at the driver's path, before a fit reads it.
 
-A Dask fit on a stored data set reads X on the workers, by path (``dask.array.from_zarr``). A
-worker on another host that does not mount the driver's store finds no chunk files, and zarr
-reads a missing chunk as its fill value: ``catdask train blobs --method kcqs`` on two worker
-hosts without the store failed after 12-18 s with "Input contains NaN" (with a fill value of 0
-it would have trained on zeros). So before the fit the driver writes a probe file with a
+A Dask fit on a stored data set reads X on the workers, by path. A worker on another host that
+does not mount the driver's store finds no chunk files; zarr read a missing chunk as its fill
+value (``catdask train blobs --method kcqs`` on two worker hosts without the store failed after
+12-18 s with "Input contains NaN"), and now the first block read fails naming the chunk
+(:mod:`catdask.stored_arrays`), but only once the fit is under way. So before the fit the driver writes a probe file with a
 unique name and random content beside the snapshot (a ``.tmp-`` name held locked, which the
 store's ``check`` and ``gc`` treat as a running writer's temporary), and one ``Client.run``
 asks every worker whether it reads the same bytes at the same path. Where the driver cannot

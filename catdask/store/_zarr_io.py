@@ -72,6 +72,10 @@ _SAFE_CODECS = frozenset(
 # Zarr writes fill_value into chunks that are absent; writing every chunk explicitly makes
 # "chunk file missing" detectable (nchunks_initialized < nchunks) instead of silently zeros.
 _ARRAY_CONFIG = {"write_empty_chunks": True}
+# zarr's default compression, then a crc32c of each compressed chunk, which zarr checks on every
+# read ("Stored and computed checksum do not match"): a damaged chunk read on a worker is an
+# error (catdask.stored_arrays), not numbers. Arrays written before it have no crc32c and read.
+_COMPRESSORS = (zarr.codecs.ZstdCodec(), zarr.codecs.Crc32cCodec())
 
 
 def read_node_json(node_dir: Path, entry: Path) -> dict:
@@ -179,13 +183,15 @@ def read_array(arr: zarr.Array, entry: Path, name: str) -> np.ndarray:
 
 
 def write_array(group: zarr.Group, name: str, data: np.ndarray, chunks=None, fill_value=None):
-    """Create array ``name`` in ``group`` and write ``data`` (every chunk written explicitly)."""
+    """Create array ``name`` in ``group`` and write ``data`` (every chunk written explicitly,
+    each with a crc32c checksum)."""
     arr = group.create_array(
         name,
         shape=data.shape,
         chunks=chunks if chunks is not None else row_chunks(data.shape, data.dtype.itemsize),
         dtype=data.dtype,
         fill_value=fill_value,
+        compressors=_COMPRESSORS,
         config=_ARRAY_CONFIG,
     )
     if data.size:

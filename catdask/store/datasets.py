@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DatasetNotFoundError, StoreCorruptError
+from ..stored_arrays import dask_array
 from . import _zarr_io
 from .content import classes_array, encode_labels, verify_content
 from .dataset_writer import DatasetInfo, info_from_attrs, write_dataset
@@ -99,7 +100,8 @@ class Dataset:
 
 @dataclasses.dataclass
 class DatasetArrays:
-    """Lazy handles on one immutable snapshot (zarr arrays, or dask arrays with ``dask=True``).
+    """Lazy handles on one immutable snapshot (zarr arrays; with ``dask=True`` X is a Dask
+    array and ``y_codes`` a numpy array).
 
     ``path`` is the snapshot's folder: whoever re-reads the arrays by path (Dask workers) reads
     the same content, even if the name is re-ingested meanwhile. While this object is open it
@@ -223,8 +225,9 @@ def open_dataset_arrays(store, name: str, *, dask: bool = False) -> DatasetArray
     Parameters
     ----------
     dask : bool, default False
-        Return ``dask.array.from_zarr`` arrays (one block per stored chunk) instead of zarr
-        arrays.
+        Return X as a Dask array (one block per stored chunk, read on the workers; a chunk that
+        is missing there or fails its checksum raises :class:`StoreCorruptError`, never reads
+        as a fill value) and ``y_codes`` read into memory, instead of zarr arrays.
 
     Notes
     -----
@@ -237,14 +240,12 @@ def open_dataset_arrays(store, name: str, *, dask: bool = False) -> DatasetArray
         for arr, label in ((Xa, "X"), (ya, "y")):
             _zarr_io.check_chunks(arr, path, label)
         classes = classes_array(attrs, path)
+        X, y = Xa, ya
+        if dask:  # X read on the workers, each chunk checked there; labels (N small ints) here
+            X, y = dask_array(Xa, path), _zarr_io.read_array(ya, path, "y")
     except BaseException:
         hold.close()
         raise
-    X, y = Xa, ya
-    if dask:
-        import dask.array as da
-
-        X, y = da.from_zarr(Xa), da.from_zarr(ya)
     return DatasetArrays(
         attrs["name"], path, X, y, classes, list(attrs["label_names"]), attrs, snapshot, hold
     )
