@@ -151,7 +151,8 @@ def _stored_fit(args):
     """
     if args.refit or args.run_key:
         return None
-    from catdask.pipeline.model_cache import CACHE_MISSES, look_up_fit
+    from catdask.pipeline.candidates import look_up_fit
+    from catdask.pipeline.model_cache import CACHE_MISSES
 
     try:
         return look_up_fit(args.store, _model_name(args), args.dataset, _asked_spec(args))[1]

@@ -48,7 +48,8 @@ from ..method_names import METHOD_NAMES
 from ..names import validate_name
 from ..pipeline import ModelSpec, fit_on_dataset, register_outcome, registration_decision
 from ..pipeline.device import check_device
-from ..pipeline.model_cache import CACHE_MISSES, current_content_sha256, look_up_fit
+from ..pipeline.candidates import look_up_fit
+from ..pipeline.model_cache import CACHE_MISSES, current_content_sha256
 from ..pipeline.model_identity import default_model_name, spec_conflict
 from ..pipeline.reports import (
     certificate_summary,

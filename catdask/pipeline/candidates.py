@@ -26,7 +26,7 @@ import uuid
 from pathlib import Path
 
 __all__ = ["CANDIDATES_FOLDER", "candidates_root", "save_candidate", "reconsider_candidate",
-           "gc_candidates"]
+           "gc_candidates", "look_up_fit"]
 
 #: The candidates' registry, under the store root.
 CANDIDATES_FOLDER = "candidates"
@@ -144,3 +144,24 @@ def _same_code(meta: dict) -> bool:
     from .model_cache import code_version
 
     return meta.get("code_version") == code_version()
+
+
+def look_up_fit(store, model_name: str, dataset: str, spec: dict, *, run_key=None):
+    """The train cache's one lookup (the train flow's first task and the CLI make it):
+    ``(current content sha256, summary or None)``.
+
+    The summary is a registered version's (``reused`` ``"registered"``), or a rejected
+    candidate's decided again under ``spec``'s policy: registered now (``reused``
+    ``"candidate"``, ``version`` set) or rejected again (``version`` None); ``cached`` is True
+    in all three (nothing was fitted). None: fit.
+
+    Raises what reading the store raises (a missing data set, a damaged snapshot); callers
+    treat that as a miss and let the fit report it.
+    """
+    from .model_cache import cached_summary, current_content_sha256, find_cached_version
+
+    sha = current_content_sha256(store, dataset)
+    hit = find_cached_version(store, model_name, dataset, sha, spec)
+    if hit is not None:
+        return sha, dict(cached_summary(hit, store), reused="registered")
+    return sha, reconsider_candidate(store, model_name, dataset, sha, spec, run_key=run_key)

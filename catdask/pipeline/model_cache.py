@@ -5,7 +5,7 @@ A fit is a function of three things: the data set's content (its snapshot's
 :class:`~catdask.pipeline.spec.ModelSpec` field except the registration policy and the device)
 and catdask's code. :func:`cache_key` hashes the three, and every stored fit records it
 (``meta["cache_key"]``, beside ``meta["code_version"]``). Before fitting, the train flow and
-the CLI ask :func:`look_up_fit`, which looks at
+the CLI ask :func:`catdask.pipeline.candidates.look_up_fit`, which looks at
 
 1. **any** registered version of the model (newest first) fitted on the same content with the
    same identity and code: returned as is, nothing fitted (``reused`` ``"registered"``);
@@ -33,7 +33,7 @@ from ..errors import CatdaskError
 from ..versions import installed_version, source_sha256
 
 __all__ = ["CACHE_KEY_FORMAT", "code_version", "cache_key", "current_content_sha256",
-           "same_fit", "find_stored_fit", "find_cached_version", "cached_summary", "look_up_fit",
+           "same_fit", "find_stored_fit", "find_cached_version", "cached_summary",
            "CACHE_MISSES"]
 
 #: What a lookup may raise that counts as a miss (no such data set, a damaged snapshot or
@@ -144,24 +144,3 @@ def cached_summary(version, store=None) -> dict:
         "metrics": meta.get("metrics"), "cached": True,
         "device": spec.get("device"), "device_placement": meta.get("device_placement"),
     }
-
-
-def look_up_fit(store, model_name: str, dataset: str, spec: dict, *, run_key=None):
-    """The train cache's one lookup (the train flow's first task and the CLI make it):
-    ``(current content sha256, summary or None)``.
-
-    The summary is a registered version's (``reused`` ``"registered"``), or a rejected
-    candidate's decided again under ``spec``'s policy: registered now (``reused``
-    ``"candidate"``, ``version`` set) or rejected again (``version`` None); ``cached`` is True
-    in all three (nothing was fitted). None: fit.
-
-    Raises what reading the store raises (a missing data set, a damaged snapshot); callers
-    treat that as a miss and let the fit report it.
-    """
-    from .candidates import reconsider_candidate
-
-    sha = current_content_sha256(store, dataset)
-    hit = find_cached_version(store, model_name, dataset, sha, spec)
-    if hit is not None:
-        return sha, dict(cached_summary(hit, store), reused="registered")
-    return sha, reconsider_candidate(store, model_name, dataset, sha, spec, run_key=run_key)

@@ -20,7 +20,8 @@ from catdask.pipeline.candidates import (
     reconsider_candidate,
     save_candidate,
 )
-from catdask.pipeline.model_cache import current_content_sha256, look_up_fit
+from catdask.pipeline.candidates import look_up_fit
+from catdask.pipeline.model_cache import current_content_sha256
 from catdask.pipeline.model_identity import default_model_name, identity, spec_conflict
 from catdask.store import list_models, load_estimator, write_dataset
 
