@@ -10,6 +10,7 @@ Data sets of the paper that could not be run appear with the reason, never silen
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import math
@@ -214,25 +215,16 @@ def _jsonable(exp_result):
         "title": exp_result.experiment.title,
         "settings": exp_result.settings,
         "skipped": exp_result.skipped,
-        "results": [
-            {
-                "dataset": r.dataset,
-                "method": r.method,
-                "paper_column": r.paper_column,
-                "accuracies": [float(a) for a in r.accuracies],
-                "preprocessing": r.preprocessing,
-                "classifier": r.classifier,
-                "n_samples": r.n_samples,
-                "n_samples_total": r.n_samples_total,
-                "n_features": r.n_features,
-                "n_classes": r.n_classes,
-                "note": r.note,
-                "error": r.error,
-                "splits": r.splits,
-            }
-            for r in exp_result.results
-        ],
+        "results": [_result_record(r) for r in exp_result.results],
     }
+
+
+def _result_record(result):
+    """A :class:`MethodResult` as JSON data, its long per-split list last."""
+    record = dataclasses.asdict(result)
+    record["accuracies"] = [float(a) for a in result.accuracies]
+    record["splits"] = record.pop("splits")
+    return record
 
 
 def _repository_root():
