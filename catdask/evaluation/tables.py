@@ -146,8 +146,8 @@ def result_rows(exp_result, paper_table=None):
     return rows
 
 
-def _fmt(x, spec="{:.2f}"):
-    return "—" if x is None else spec.format(x)
+def _fmt(x):
+    return "—" if x is None else f"{x:.2f}"
 
 
 def markdown_table(exp_result, paper_table=None):
@@ -201,7 +201,7 @@ def markdown_table(exp_result, paper_table=None):
         lines.append(
             f"| {r['dataset']} ({r['n_classes'] or '?'}) | {r['method']} | "
             f"{r['paper_column'] or '—'} | {ours} | {_fmt(r['paper'])} | {diff} | "
-            f"{r['classifier'] or '—'} | {_fmt(r['seconds_per_split'], '{:.2f}')} | {note} |"
+            f"{r['classifier'] or '—'} | {_fmt(r['seconds_per_split'])} | {note} |"
         )
     if exp_result.skipped:
         lines += ["", "Not run:"]
