@@ -179,34 +179,32 @@ def moment_install_note(template: str = " ({})") -> str:
     return template.format("it needs SCS: pip install 'catdask[sdp]'")
 
 
+def _svec_blocks(ident):
+    """Per Gram block, in triu order (i <= j): its entries' rows in SCS's svec of all blocks,
+    and their svec weights (1 on the diagonal, sqrt 2 off it)."""
+    offset = 0
+    for basis in ident.bases:
+        s = len(basis)
+        iu, ju = np.triu_indices(s)  # (i <= j) upper = (j >= i) lower of the symmetric M_b
+        # SCS orders the lower triangle column by column: entry (row j, col i), i <= j.
+        yield (offset + ju - iu + (iu * (2 * s - iu + 1)) // 2,
+               np.where(iu == ju, 1.0, np.sqrt(2.0)))
+        offset += s * (s + 1) // 2
+
+
 def _svec_map(ident):
     """SCS's PSD rows: ``svec(M_b(y))`` (lower triangle by columns, off-diagonals * sqrt 2)."""
     import scipy.sparse as sp
 
-    rows, cols, vals, offset = [], [], [], 0
-    for basis, grow in zip(ident.bases, ident.gram_rows):
-        s = len(basis)
-        iu, ju = np.triu_indices(s)  # (i <= j) upper = (j >= i) lower of the symmetric M_b
-        # SCS orders the lower triangle column by column: entry (row j, col i), i <= j.
-        pos = offset + ju - iu + (iu * (2 * s - iu + 1)) // 2
-        rows.append(pos)
-        cols.append(grow)
-        vals.append(np.where(iu == ju, -1.0, -np.sqrt(2.0)))
-        offset += s * (s + 1) // 2
-    return sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-                         shape=(offset, ident.n)), offset
+    rows, weights = zip(*_svec_blocks(ident))
+    return sp.csr_matrix((-np.concatenate(weights),
+                          (np.concatenate(rows), np.concatenate(ident.gram_rows))),
+                         shape=(sum(len(b) * (len(b) + 1) // 2 for b in ident.bases), ident.n))
 
 
 def _unpack_gram(z, ident):
     """SCS's PSD dual (svec) -> upper triangles of Q_b in triu order."""
-    out, offset = [], 0
-    for basis in ident.bases:
-        s = len(basis)
-        iu, ju = np.triu_indices(s)
-        pos = offset + ju - iu + (iu * (2 * s - iu + 1)) // 2
-        out.append(z[pos] / np.where(iu == ju, 1.0, np.sqrt(2.0)))
-        offset += s * (s + 1) // 2
-    return out
+    return [z[pos] / weights for pos, weights in _svec_blocks(ident)]
 
 
 def _project_psd(t, s):
@@ -345,7 +343,7 @@ def moment_relaxation_bound(R, *, W=None, eps=1e-8, max_iters=20_000, budget=DEF
 
     # Moment side in SCS form (min c^T y, A y + s = b): y_0 = 1 and the localising equalities
     # (zero cone), svec(M_b(y)) PSD. Its dual variables are gamma, -lambda and svec(Q_b).
-    psd_map, _ = _svec_map(ident)
+    psd_map = _svec_map(ident)
     e0 = sp.csr_matrix(([1.0], ([0], [0])), shape=(1, n))
     A_scs = sp.vstack([e0, ident.multipliers.T, psd_map]).tocsc()
     b = np.zeros(A_scs.shape[0])
