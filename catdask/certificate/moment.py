@@ -387,15 +387,9 @@ def moment_relaxation_bound(R, *, W=None, eps=1e-8, max_iters=20_000, budget=DEF
         report_stage(f"global-optimality test: moment relaxation, {total} SCS iterations, "
                      f"proved gap {gap:.1e} (target {target_gap:.0e})")
         if gap <= margin * target_gap:
-            return MomentBound(
-                upper_bound=float(best.upper_bound), solver_value=scale * float(z[0]),
-                residual_charge=best.residual_charge, residual_l1=best.residual_l1,
-                psd_slack=best.psd_charge, nullspace_charge=best.nullspace_charge, n_moments=n,
-                block_sizes=tuple(ident.sizes()), reduced_dim=r,
-                solver="SCS + slackness polish",
-                status=f"stopped early, {rounds} polish rounds proved the target gap",
-                iterations=total, seconds=time.perf_counter() - t0, dual=data,
-                polish_rounds=rounds)
+            return _result(best, data, ident, r, t0, solver_value=scale * float(z[0]),
+                           solver="SCS + slackness polish", iterations=total, polish_rounds=rounds,
+                           status=f"stopped early, {rounds} polish rounds proved the target gap")
         # Continue from the iterate, at the scale SCS had adapted to.
         start = {"x": sol["x"], "y": sol["y"], "s": sol["s"]}
         settings = {**settings, "scale": float(info["scale"])}
@@ -418,12 +412,16 @@ def moment_relaxation_bound(R, *, W=None, eps=1e-8, max_iters=20_000, budget=DEF
                                             anchor), f_vec)]
     proved = [(dual_bound(R, d, ident), d) for d in candidates]
     best, dual = min(proved, key=lambda p: p[0].upper_bound)
+    return _result(best, dual, ident, r, t0, solver_value=scale * gamma, solver="SCS",
+                   status=str(info["status"]), iterations=total)
+
+
+def _result(best, dual, ident, r, t0, **how):
+    """The :class:`MomentBound` of the proof data ``dual``, whose proved bound is ``best``;
+    ``how``: the solver's value, name, status and iterations (and polish rounds)."""
     return MomentBound(
-        upper_bound=float(best.upper_bound), solver_value=scale * gamma,
-        residual_charge=best.residual_charge, residual_l1=best.residual_l1,
-        psd_slack=best.psd_charge,
-        nullspace_charge=best.nullspace_charge, n_moments=n,
-        block_sizes=tuple(ident.sizes()), reduced_dim=r, solver="SCS",
-        status=str(info["status"]), iterations=total,
-        seconds=time.perf_counter() - t0, dual=dual,
-    )
+        upper_bound=float(best.upper_bound), residual_charge=best.residual_charge,
+        residual_l1=best.residual_l1, psd_slack=best.psd_charge,
+        nullspace_charge=best.nullspace_charge, n_moments=ident.n,
+        block_sizes=tuple(ident.sizes()), reduced_dim=r, seconds=time.perf_counter() - t0,
+        dual=dual, **how)
