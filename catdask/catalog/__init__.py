@@ -37,17 +37,9 @@ spaces, doubled tabs, header lines, a missing final newline; everything else wro
 """
 
 from .assembly import check_label_types, parse_dataset, parse_features, parse_table
-from .entries import CATALOG_ENV, DEFAULT_CATALOG, CatalogEntry, get_entry, load_catalog
-from .sources import (
-    SHARED_UCI_DIR,
-    SOURCE_ENV,
-    fetch_sources,
-    file_sha256,
-    locate_sources,
-    obtain_sources,
-    source_folders,
-)
-from .tables import MAX_TABLE_BYTES, MAX_TABLE_BYTES_ENV
+from .entries import DEFAULT_CATALOG, CatalogEntry, get_entry, load_catalog
+from .sources import fetch_sources, locate_sources, obtain_sources, source_folders
+from .tables import MAX_TABLE_BYTES_ENV
 
 __all__ = [
     "CatalogEntry",
@@ -61,11 +53,6 @@ __all__ = [
     "parse_table",
     "parse_features",
     "check_label_types",
-    "file_sha256",
     "DEFAULT_CATALOG",
-    "CATALOG_ENV",
-    "SHARED_UCI_DIR",
-    "SOURCE_ENV",
-    "MAX_TABLE_BYTES",
     "MAX_TABLE_BYTES_ENV",
 ]

@@ -91,7 +91,7 @@ def _row_locator(tables):
     return locate
 
 
-def _check_classes(y: np.ndarray, locate, min_class_size: int, label_names: dict | None):
+def _check_classes(y: np.ndarray, locate, label_names: dict | None):
     check_label_types(y, locate(0)[0])
     classes, first, counts = np.unique(y, return_index=True, return_counts=True)
     if label_names is not None:
@@ -107,11 +107,10 @@ def _check_classes(y: np.ndarray, locate, min_class_size: int, label_names: dict
             f"only one class ({str(classes[0])!r}) in the data; need at least two", locate(0)[0]
         )
     for c, i, n in zip(classes, first, counts):
-        if n < min_class_size:
+        if n < 2:
             raise ParseError(
-                f"class {str(c)!r} has only {n} sample(s); every class needs at least "
-                f"{min_class_size} (the method measures each class's spread, and one sample has "
-                "none)",
+                f"class {str(c)!r} has only {n} sample(s); every class needs at least 2 (the "
+                "method measures each class's spread, and one sample has none)",
                 *locate(i),
             )
     names = [str(label_names[str(c)]) if label_names else str(c) for c in classes]
@@ -131,7 +130,6 @@ def parse_table(
     n_columns: int | None = None,
     comment: str | None = None,
     member: str | None = None,
-    min_class_size: int = 2,
 ):
     """Parse any delimited text table with a label column.
 
@@ -159,8 +157,6 @@ def parse_table(
         Expected number of columns (default: from the header or the first row).
     comment : str, optional
         Lines starting with this are skipped.
-    min_class_size : int, default 2
-        Smallest class accepted (the method needs two samples per class).
 
     Returns
     -------
@@ -192,7 +188,7 @@ def parse_table(
         "comment": comment,
     }
     X, y, locate, infos, feature_names = _parse_files([(path, member)], spec)
-    classes, counts, names = _check_classes(y, locate, min_class_size, label_names)
+    classes, counts, names = _check_classes(y, locate, label_names)
     provenance = {
         "source": "table",
         "files": infos,
@@ -287,7 +283,7 @@ def _load_sklearn(entry: CatalogEntry):
     return X, y, {str(i): n for i, n in enumerate(names)}, provenance
 
 
-def parse_dataset(entry, paths=None, *, min_class_size: int = 2):
+def parse_dataset(entry, paths=None):
     """Parse a catalog data set from its original files and check it against the catalog.
 
     Parameters
@@ -342,7 +338,7 @@ def parse_dataset(entry, paths=None, *, min_class_size: int = 2):
             "parse": entry.parse,
             "feature_names": feature_names,
         }
-    classes, counts, names = _check_classes(y, locate, min_class_size, label_names)
+    classes, counts, names = _check_classes(y, locate, label_names)
     _check_expected(entry, X, classes, counts, provenance)
     provenance.update(
         dataset=entry.name,

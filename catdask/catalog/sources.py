@@ -47,13 +47,10 @@ def _shared_uci_dir() -> Path:
 SHARED_UCI_DIR = _shared_uci_dir()
 
 
-def file_sha256(path, chunk: int = 2**20) -> str:
+def file_sha256(path) -> str:
     """Hex sha256 of a file, read in chunks."""
-    h = hashlib.sha256()
     with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(chunk), b""):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def _local_names(f: dict) -> list[str]:

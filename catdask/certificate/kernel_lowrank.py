@@ -64,10 +64,8 @@ class LowRankResult:
     compressed: Certificate  # the linear certificate of the compressed problem
     columns: int  # Gram columns evaluated (N entries each)
     rounds: int
-    factor_bytes: int
     frobenius: bool = False  # eps_k from a class-block pass (Lemmas 1b, 1c) instead of the trace
     norm: str = "trace"  # which bound on ||D_k|| was smallest: trace, Frobenius or spectral
-    gamma2: np.ndarray | None = None  # the axes' leak into T (Lemma 2'), when computed
 
 
 def _class_matrices(L, members, origin):
@@ -336,8 +334,7 @@ def _lift(R_S, W_S, comp, eps, fac, rounds, gamma2=None, dual_point=None, cross=
     sq = sqrt_lift_bound(comp.verified_upper_bound, eps)
     return LowRankResult(rank=fac.m - fac.K, residual=float(eps.sum()), lifted_dual=dual,
                          lifted_sqrt=sq, compressed=comp, columns=fac.columns_used,
-                         rounds=rounds, factor_bytes=int(fac.L.nbytes + fac.LW.nbytes),
-                         gamma2=gamma2)
+                         rounds=rounds)
 
 
 def _gap_of(upper, f):

@@ -79,9 +79,8 @@ class Level(Protocol):
         """Run it: the outcome, which names the level to try next."""
 
 
-def climb(ladder: Sequence[Level], budget: CertificateBudget, state: Any,
-          start: str | None = None) -> list[Outcome]:
-    """Walk ``ladder`` from ``start`` (its first level by default) and return the trail.
+def climb(ladder: Sequence[Level], budget: CertificateBudget, state: Any) -> list[Outcome]:
+    """Walk ``ladder`` from its first level and return the trail.
 
     A level that does not apply is passed over (``not_attempted``, recorded); the walk goes
     where each outcome's ``next`` says and ends at None or past the last level. With the
@@ -89,7 +88,7 @@ def climb(ladder: Sequence[Level], budget: CertificateBudget, state: Any,
     """
     names = [level.name for level in ladder]
     trail: list[Outcome] = []
-    at = names.index(start) if start is not None else 0
+    at = 0
     while at < len(ladder):
         level = ladder[at]
         if level.applies(budget, state):

@@ -258,17 +258,11 @@ class Moment:
 
 
 def _subspace_note(point, bound, info):
-    """What the subspace dual bound found, in the caller's units, with the relaxation's floor."""
+    """What the subspace dual bound found, in the caller's units."""
     f, unit = point.f, point.unit
     gap = relative_gap(max(bound, f), f, point.tau)
-    note = (f"relaxation's dual in a {info['m']}-dimensional subspace ({info['rounds']} rounds, "
+    return (f"relaxation's dual in a {info['m']}-dimensional subspace ({info['rounds']} rounds, "
             f"{info['seconds']:.1f} s): bound {bound * unit:.10g}, relative gap {gap:.1e}")
-    low = info["floor"]
-    if low is not None and low > f + point.tau:
-        note += (f"; the SDP relaxation is not tight at W: a feasible point of it has value "
-                 f"{low * unit:.10g} > f(W) (relative {(low - f) / abs(f):.1e}), so no nu "
-                 "can pass and no bound from this relaxation is below it")
-    return note
 
 
 #: The linear test's levels, in the order they are tried.

@@ -179,34 +179,32 @@ def moment_install_note(template: str = " ({})") -> str:
     return template.format("it needs SCS: pip install 'catdask[sdp]'")
 
 
+def _svec_blocks(ident):
+    """Per Gram block, in triu order (i <= j): its entries' rows in SCS's svec of all blocks,
+    and their svec weights (1 on the diagonal, sqrt 2 off it)."""
+    offset = 0
+    for basis in ident.bases:
+        s = len(basis)
+        iu, ju = np.triu_indices(s)  # (i <= j) upper = (j >= i) lower of the symmetric M_b
+        # SCS orders the lower triangle column by column: entry (row j, col i), i <= j.
+        yield (offset + ju - iu + (iu * (2 * s - iu + 1)) // 2,
+               np.where(iu == ju, 1.0, np.sqrt(2.0)))
+        offset += s * (s + 1) // 2
+
+
 def _svec_map(ident):
     """SCS's PSD rows: ``svec(M_b(y))`` (lower triangle by columns, off-diagonals * sqrt 2)."""
     import scipy.sparse as sp
 
-    rows, cols, vals, offset = [], [], [], 0
-    for basis, grow in zip(ident.bases, ident.gram_rows):
-        s = len(basis)
-        iu, ju = np.triu_indices(s)  # (i <= j) upper = (j >= i) lower of the symmetric M_b
-        # SCS orders the lower triangle column by column: entry (row j, col i), i <= j.
-        pos = offset + ju - iu + (iu * (2 * s - iu + 1)) // 2
-        rows.append(pos)
-        cols.append(grow)
-        vals.append(np.where(iu == ju, -1.0, -np.sqrt(2.0)))
-        offset += s * (s + 1) // 2
-    return sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-                         shape=(offset, ident.n)), offset
+    rows, weights = zip(*_svec_blocks(ident))
+    return sp.csr_matrix((-np.concatenate(weights),
+                          (np.concatenate(rows), np.concatenate(ident.gram_rows))),
+                         shape=(sum(len(b) * (len(b) + 1) // 2 for b in ident.bases), ident.n))
 
 
 def _unpack_gram(z, ident):
     """SCS's PSD dual (svec) -> upper triangles of Q_b in triu order."""
-    out, offset = [], 0
-    for basis in ident.bases:
-        s = len(basis)
-        iu, ju = np.triu_indices(s)
-        pos = offset + ju - iu + (iu * (2 * s - iu + 1)) // 2
-        out.append(z[pos] / np.where(iu == ju, 1.0, np.sqrt(2.0)))
-        offset += s * (s + 1) // 2
-    return out
+    return [z[pos] / weights for pos, weights in _svec_blocks(ident)]
 
 
 def _project_psd(t, s):
@@ -345,7 +343,7 @@ def moment_relaxation_bound(R, *, W=None, eps=1e-8, max_iters=20_000, budget=DEF
 
     # Moment side in SCS form (min c^T y, A y + s = b): y_0 = 1 and the localising equalities
     # (zero cone), svec(M_b(y)) PSD. Its dual variables are gamma, -lambda and svec(Q_b).
-    psd_map, _ = _svec_map(ident)
+    psd_map = _svec_map(ident)
     e0 = sp.csr_matrix(([1.0], ([0], [0])), shape=(1, n))
     A_scs = sp.vstack([e0, ident.multipliers.T, psd_map]).tocsc()
     b = np.zeros(A_scs.shape[0])
@@ -389,15 +387,9 @@ def moment_relaxation_bound(R, *, W=None, eps=1e-8, max_iters=20_000, budget=DEF
         report_stage(f"global-optimality test: moment relaxation, {total} SCS iterations, "
                      f"proved gap {gap:.1e} (target {target_gap:.0e})")
         if gap <= margin * target_gap:
-            return MomentBound(
-                upper_bound=float(best.upper_bound), solver_value=scale * float(z[0]),
-                residual_charge=best.residual_charge, residual_l1=best.residual_l1,
-                psd_slack=best.psd_charge, nullspace_charge=best.nullspace_charge, n_moments=n,
-                block_sizes=tuple(ident.sizes()), reduced_dim=r,
-                solver="SCS + slackness polish",
-                status=f"stopped early, {rounds} polish rounds proved the target gap",
-                iterations=total, seconds=time.perf_counter() - t0, dual=data,
-                polish_rounds=rounds)
+            return _result(best, data, ident, r, t0, solver_value=scale * float(z[0]),
+                           solver="SCS + slackness polish", iterations=total, polish_rounds=rounds,
+                           status=f"stopped early, {rounds} polish rounds proved the target gap")
         # Continue from the iterate, at the scale SCS had adapted to.
         start = {"x": sol["x"], "y": sol["y"], "s": sol["s"]}
         settings = {**settings, "scale": float(info["scale"])}
@@ -420,12 +412,16 @@ def moment_relaxation_bound(R, *, W=None, eps=1e-8, max_iters=20_000, budget=DEF
                                             anchor), f_vec)]
     proved = [(dual_bound(R, d, ident), d) for d in candidates]
     best, dual = min(proved, key=lambda p: p[0].upper_bound)
+    return _result(best, dual, ident, r, t0, solver_value=scale * gamma, solver="SCS",
+                   status=str(info["status"]), iterations=total)
+
+
+def _result(best, dual, ident, r, t0, **how):
+    """The :class:`MomentBound` of the proof data ``dual``, whose proved bound is ``best``;
+    ``how``: the solver's value, name, status and iterations (and polish rounds)."""
     return MomentBound(
-        upper_bound=float(best.upper_bound), solver_value=scale * gamma,
-        residual_charge=best.residual_charge, residual_l1=best.residual_l1,
-        psd_slack=best.psd_charge,
-        nullspace_charge=best.nullspace_charge, n_moments=n,
-        block_sizes=tuple(ident.sizes()), reduced_dim=r, solver="SCS",
-        status=str(info["status"]), iterations=total,
-        seconds=time.perf_counter() - t0, dual=dual,
-    )
+        upper_bound=float(best.upper_bound), residual_charge=best.residual_charge,
+        residual_l1=best.residual_l1, psd_slack=best.psd_charge,
+        nullspace_charge=best.nullspace_charge, n_moments=ident.n,
+        block_sizes=tuple(ident.sizes()), reduced_dim=r, seconds=time.perf_counter() - t0,
+        dual=dual, **how)

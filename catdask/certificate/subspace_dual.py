@@ -18,10 +18,8 @@ itself is the dual value at ``Y = V T_+ V^T`` with each ``nu_k`` a verified uppe
 ``lambda_max(R_k - Y)`` (:meth:`StationaryPoint.top_upper`), valid whatever the small SDP's
 accuracy, the beta_k estimates or the choice of V.
 
-The same V also gives a *floor*: a feasible point ``X_k = V Z_k V^T`` of the primal relaxation
-(``Z_k PSD, tr Z_k = 1, sum_k Z_k <= I``) has value ``sum_k tr(A_k Z_k) <= max of the
-relaxation``, so when that value exceeds F(W) no dual point, hence no nu of the SDP-dual test,
-can certify W: the relaxation is not tight there, whatever the search.
+The same V also bounds the relaxation from below (a feasible primal point: research code in
+``benchmarks/relaxation_floor.py``, which showed the relaxation is not tight on digits).
 """
 
 from __future__ import annotations
@@ -47,8 +45,8 @@ def have_small_sdp_solver():
 
     Looking the packages up instead of importing them: importing cvxpy took 1.0 s, a fifth of
     the whole test at D = 784, K = 10 (0.9-2 s in the first not-certified kernel test of a
-    process: wine K-CQS, class origin, then 37x the fit), and the bound itself needs it only
-    for the floor.
+    process: wine K-CQS, class origin, then 37x the fit), and the bound itself never imports
+    it.
     """
     for name in ("cvxpy", "clarabel"):
         if name in sys.modules:
@@ -147,40 +145,7 @@ def _small_dual(point, V, betas, RV, T0, sigma0=None, smoothing=SMOOTHING):
     return L @ L.T, x[m * m:]
 
 
-def _primal_floor(point, V, RV):
-    """Value of a feasible primal point ``X_k = V Z_k V^T`` (a lower bound on the relaxation's
-    maximum, on the F = 2 f scale), made exactly feasible after the solver."""
-    import cvxpy as cp
-
-    m, K = V.shape[1], point.K
-    A = [sym(V.T @ RV[k]) for k in range(K)]
-    Z = [cp.Variable((m, m), PSD=True) for _ in range(K)]
-    problem = cp.Problem(
-        cp.Maximize(sum(cp.trace(A[k] @ Z[k]) for k in range(K))),
-        [cp.trace(Z[k]) == 1 for k in range(K)] + [np.eye(m) - sum(Z) >> 0],  # type: ignore[operator]
-    )
-    problem.solve(solver=cp.CLARABEL)
-    if any(z.value is None for z in Z):
-        return None
-    # Repair: PSD part and unit trace; if sum Z_k exceeds I (by the solver's tolerance), use
-    # X_k = V Z_k V^T / top + (1 - 1/top) q_k q_k^T with q_1..q_K orthonormal and orthogonal to
-    # V: feasible, and worth at least value / top since every q_k^T R_k q_k >= 0.
-    Zs = []
-    for z in Z:
-        evals, evecs = np.linalg.eigh(sym(np.asarray(z.value)))
-        zp = (evecs * np.maximum(evals, 0.0)) @ evecs.T
-        tr = float(np.trace(zp))
-        if not tr > 0:
-            return None
-        Zs.append(zp / tr)
-    top = float(np.linalg.eigvalsh(sum(Zs))[-1]) * (1.0 + 1e-12)
-    if top > 1.0 and point.D < m + K:
-        return None
-    value = sum(float(np.sum(A[k] * Zs[k])) for k in range(K))
-    return value / max(1.0, top) - K * point.round_guard()
-
-
-def subspace_dual_bound(point, directions, nu=None, *, rounds=None, floor=False):
+def subspace_dual_bound(point, directions, nu=None, *, rounds=None):
     """Upper bound on ``max f`` from the relaxation's dual restricted to a growing subspace.
 
     Parameters
@@ -193,9 +158,6 @@ def subspace_dual_bound(point, directions, nu=None, *, rounds=None, floor=False)
     rounds : int, optional
         Subspace growth rounds (each adds the top eigenvector of every ``R_k - V T V^T``;
         default: the budget's ``subspace_rounds``).
-    floor : bool
-        Also compute the primal floor of the relaxation in the final subspace (an
-        interior-point SDP with K blocks of order m: seconds at m = 20, for studies).
 
     Returns
     -------
@@ -203,8 +165,7 @@ def subspace_dual_bound(point, directions, nu=None, *, rounds=None, floor=False)
         Verified upper bound on ``max f`` (normalised scale, ``f = F / 2``).
     info : dict
         ``m`` (final subspace dimension), ``rounds``, ``estimates`` (estimated bound after each
-        round), ``floor`` (lower bound on the relaxation's maximum, f scale, or None) and
-        ``seconds``.
+        round), ``seconds`` and the final subspace ``V`` and ``T``.
     """
     t0 = time.perf_counter()
     K, D = point.K, point.D
@@ -265,10 +226,5 @@ def subspace_dual_bound(point, directions, nu=None, *, rounds=None, floor=False)
             shift=shift, estimate=pairs[k],
         )[0]
     bound = 0.5 * (total + K * point.round_guard())
-    low = None
-    if floor:
-        RV = [point.apply(k, V) for k in range(K)]
-        F = _primal_floor(point, V, RV)
-        low = None if F is None else 0.5 * F
     return bound, {"m": V.shape[1], "rounds": len(estimates), "estimates": estimates,
-                   "floor": low, "seconds": time.perf_counter() - t0, "V": V, "T": T}
+                   "seconds": time.perf_counter() - t0, "V": V, "T": T}

@@ -132,8 +132,8 @@ class RestartCertification:
     def _run_once(self):
         if self._certified is None:
             t0 = time.perf_counter()
-            certificates = _certify_point(self.runs, self.best_index, self._point,
-                                          self._certifier, moment=self._moment)
+            certificates = certify_restarts(self.runs, self.best_index, self._point,
+                                            self._certifier, moment=self._moment)
             self._certified = tuple(dataclasses.replace(r, certificate=c)
                                     for r, c in zip(self.runs, certificates))
             self.seconds = time.perf_counter() - t0
@@ -299,16 +299,6 @@ def choose_restart(restarts):
     return max(near, key=lambda r: (r.converged, r.objective)).index
 
 
-def certify_restarts(restarts, best_index, state, certifier, *, moment=False):
-    """Each restart's certificate: one test of the chosen restart, the others derived.
-
-    ``state`` holds every restart's axes (``W``, or ``A`` for a kernel state); only the chosen
-    restart's are tested (``full_sdp="auto"``).
-    """
-    point = _chosen_point(state, best_index) if certifier.applies else None
-    return _certify_point(restarts, best_index, point, certifier, moment=moment)
-
-
 def _chosen_point(state, best_index):
     """The chosen restart's axes: ``W`` (D, K), or a :class:`~.problems.KernelPoint` (kernel
     coefficients ``A`` and projections ``P``, (K, N) each); copies, so a deferred test does
@@ -318,8 +308,9 @@ def _chosen_point(state, best_index):
     return np.array(state.W[best_index])
 
 
-def _certify_point(restarts, best_index, point, certifier, *, moment=False):
-    """:func:`certify_restarts` given the chosen restart's axes ``point``."""
+def certify_restarts(restarts, best_index, point, certifier, *, moment=False):
+    """Each restart's certificate: one test of the chosen restart's axes ``point``
+    (``full_sdp="auto"``; None when the certifier does not apply), the others derived."""
     if not certifier.applies:
         cert = certifier.certify(None)
         return tuple(cert for _ in restarts)

@@ -92,7 +92,6 @@ def solve(
     stall_rtol=1e-15,
     stall_patience=25,
     starts=None,
-    callback=None,
     log_every=50,
     acceleration="auto",
     memory=8,
@@ -115,9 +114,6 @@ def solve(
         reported a rank-deficient ascent matrix).
     starts : list of str, optional
         Labels of the starting points, stored in the results.
-    callback : callable, optional
-        ``callback(iteration, objective, step, active)`` after every iteration, with arrays
-        over all restarts (for progress bars).
     log_every : int
         Log progress at INFO level every that many iterations.
     acceleration : {"auto", "anderson", "none"}
@@ -135,8 +131,7 @@ def solve(
     state : the final state of every restart
     results : list of RestartResult
     """
-    if callback is None:  # a listener set by the caller's context (catdask.core.progress)
-        callback = current_solver_callback()
+    callback = current_solver_callback()  # a listener set by the caller's context (progress)
     R = state.objective.shape[0]
     starts = list(starts) if starts is not None else ["given"] * R
     t0 = time.perf_counter()

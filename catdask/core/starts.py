@@ -64,14 +64,13 @@ def top_eigenvector(M: np.ndarray | None = None, *,
     """
     if M is not None and M.shape[0] <= _DENSE_EIG_MAX:
         n = M.shape[0]
-        if n <= _DENSE_TOP_MAX:
-            lam, V = scipy.linalg.eigh(M, subset_by_index=[n - 1, n - 1], driver="evx")
-            return float(lam[-1]), V[:, -1]
-        try:
-            return _lanczos_top_pair(LinearOperator((n, n), matvec=M.__matmul__, dtype=float))
-        except ArpackNoConvergence:
-            lam, V = scipy.linalg.eigh(M, subset_by_index=[n - 1, n - 1], driver="evx")
-            return float(lam[-1]), V[:, -1]
+        if n > _DENSE_TOP_MAX:
+            try:
+                return _lanczos_top_pair(LinearOperator((n, n), matvec=M.__matmul__, dtype=float))
+            except ArpackNoConvergence:
+                pass  # the selected-eigenvalue driver below
+        lam, V = scipy.linalg.eigh(M, subset_by_index=[n - 1, n - 1], driver="evx")
+        return float(lam[-1]), V[:, -1]
     if matvec is None:
         if M is None:
             raise ValueError("top_eigenvector needs a matrix M or a matvec")

@@ -96,7 +96,7 @@ def category_space_panels(X, y, sigma, axes, *, origins=("class",), n_restarts=3
 
 
 def paper_figure(data, sigma, path, *, origins=("class", "global"), n_restarts=3,
-                 random_state=0, max_samples=600, three_d=True, dpi=80, scaling="minmax"):
+                 random_state=0, max_samples=600, dpi=80, scaling="minmax"):
     """One grid like the paper's figures: rows = data sets, columns = K-CQS, K-PCA, K-MC-FLD.
 
     Parameters
@@ -110,8 +110,6 @@ def paper_figure(data, sigma, path, *, origins=("class", "global"), n_restarts=3
     origins : sequence of {"class", "global"}, default=("class", "global")
         One K-CQS column per origin (``"class"`` is the paper's Algorithm 1, ``"global"`` the
         origin that reproduces Table 1; docs/design.md 3b).
-    three_d : bool, default=True
-        K-CQS as a 3-D scatter; False draws the view along (1, 1, 1).
     dpi : int, default=80
         With a 256-colour palette this keeps a three-row grid near 150 KB.
     scaling : {"minmax", "standardise"}, default="minmax"
@@ -132,7 +130,7 @@ def paper_figure(data, sigma, path, *, origins=("class", "global"), n_restarts=3
     for r, name in enumerate(names):
         X, y = _prepare(*data[name], max_samples, random_state, scaling)
         axes = [fig.add_subplot(len(names), n_cols, n_cols * r + c + 1,
-                                projection="3d" if (three_d and c < len(origins)) else None)
+                                projection="3d" if c < len(origins) else None)
                 for c in range(n_cols)]
         category_space_panels(X, y, sigma, axes, origins=origins, n_restarts=n_restarts,
                               random_state=random_state, name=name)

@@ -131,7 +131,7 @@ def _select(method, X, y, n_classes, preprocessing, seed, *, inner_folds, C_grid
     candidates = _candidates(method, X, preprocessing, gamma_factors)
     Cs = list(C_grid) if method.classifier == "svm" else [None]
     if len(candidates) * len(Cs) == 1:
-        return candidates[0], Cs[0], {}
+        return candidates[0], Cs[0]
     scores = np.zeros((len(candidates), len(Cs)))
     folds = StratifiedKFold(n_splits=inner_folds, shuffle=True, random_state=seed)
     for tr, va in folds.split(X, y):
@@ -149,12 +149,7 @@ def _select(method, X, y, n_classes, preprocessing, seed, *, inner_folds, C_grid
     scores /= inner_folds
     # Ties: the first candidate (smallest gamma factor, smallest C) wins, deterministically.
     i, j = np.unravel_index(np.argmax(scores), scores.shape)
-    table = {
-        (tuple(sorted(candidates[a].items())), Cs[b]): float(scores[a, b])
-        for a in range(len(candidates))
-        for b in range(len(Cs))
-    }
-    return candidates[i], Cs[j], table
+    return candidates[i], Cs[j]
 
 
 def evaluate_split(method, X, y, train, test, *, preprocessing="standardise", seed=0,
@@ -171,7 +166,7 @@ def evaluate_split(method, X, y, train, test, *, preprocessing="standardise", se
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
         t0 = time.perf_counter()
-        params, C, _ = _select(
+        params, C = _select(
             method, X[train], y[train], n_classes, preprocessing, seed,
             inner_folds=inner_folds, C_grid=C_grid, gamma_factors=gamma_factors,
         )
@@ -181,10 +176,7 @@ def evaluate_split(method, X, y, train, test, *, preprocessing="standardise", se
         )
         clf = None if method.classifier == "angle" else _svm(C, seed).fit(Ztr, y[train])
         t2 = time.perf_counter()
-        if clf is None:
-            pred = est.predict(pre.transform(X[test]))
-        else:
-            pred = clf.predict(Zte[0])
+        pred = est.predict(pre.transform(X[test])) if clf is None else clf.predict(Zte[0])
         t3 = time.perf_counter()
     return {
         "accuracy": float(np.mean(pred == y[test])),

@@ -7,7 +7,6 @@ without re-running the others, refusing runs made with a different protocol.
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 
@@ -34,8 +33,7 @@ def read_experiment(json_path, experiment):
     Returns
     -------
     ExperimentResult
-        Feature and class counts missing from older files are taken from the sibling
-        ``<key>.csv``.
+        Fields missing from older files take :class:`MethodResult`'s defaults.
 
     Raises
     ------
@@ -50,23 +48,8 @@ def read_experiment(json_path, experiment):
     if data.get("experiment") != experiment.key:
         raise ValueError(f"{path} holds experiment {data.get('experiment')!r}, not "
                          f"{experiment.key!r}.")
-    counts = {}
-    csv_path = path.with_suffix(".csv")
-    if csv_path.exists():
-        with open(csv_path, newline="") as fh:
-            for row in csv.DictReader(fh):
-                counts[row["dataset"], row["method"]] = (
-                    int(row["n_features"] or 0), int(row["n_classes"] or 0))
-    results = []
-    for r in data["results"]:
-        n_features, n_classes = counts.get((r["dataset"], r["method"]), (0, 0))
-        results.append(MethodResult(
-            r["dataset"], r["method"], r["paper_column"], np.asarray(r["accuracies"], float),
-            splits=r["splits"], preprocessing=r["preprocessing"], classifier=r["classifier"],
-            n_samples=r["n_samples"], n_samples_total=r["n_samples_total"],
-            n_features=r.get("n_features", n_features), n_classes=r.get("n_classes", n_classes),
-            note=r["note"], error=r["error"],
-        ))
+    results = [MethodResult(**{**r, "accuracies": np.asarray(r["accuracies"], float)})
+               for r in data["results"]]
     return ExperimentResult(experiment, results=results, skipped=dict(data["skipped"]),
                             settings=dict(data["settings"]))
 

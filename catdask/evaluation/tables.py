@@ -10,6 +10,7 @@ Data sets of the paper that could not be run appear with the reason, never silen
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import math
@@ -145,8 +146,8 @@ def result_rows(exp_result, paper_table=None):
     return rows
 
 
-def _fmt(x, spec="{:.2f}"):
-    return "—" if x is None else spec.format(x)
+def _fmt(x):
+    return "—" if x is None else f"{x:.2f}"
 
 
 def markdown_table(exp_result, paper_table=None):
@@ -200,7 +201,7 @@ def markdown_table(exp_result, paper_table=None):
         lines.append(
             f"| {r['dataset']} ({r['n_classes'] or '?'}) | {r['method']} | "
             f"{r['paper_column'] or '—'} | {ours} | {_fmt(r['paper'])} | {diff} | "
-            f"{r['classifier'] or '—'} | {_fmt(r['seconds_per_split'], '{:.2f}')} | {note} |"
+            f"{r['classifier'] or '—'} | {_fmt(r['seconds_per_split'])} | {note} |"
         )
     if exp_result.skipped:
         lines += ["", "Not run:"]
@@ -214,25 +215,16 @@ def _jsonable(exp_result):
         "title": exp_result.experiment.title,
         "settings": exp_result.settings,
         "skipped": exp_result.skipped,
-        "results": [
-            {
-                "dataset": r.dataset,
-                "method": r.method,
-                "paper_column": r.paper_column,
-                "accuracies": [float(a) for a in r.accuracies],
-                "preprocessing": r.preprocessing,
-                "classifier": r.classifier,
-                "n_samples": r.n_samples,
-                "n_samples_total": r.n_samples_total,
-                "n_features": r.n_features,
-                "n_classes": r.n_classes,
-                "note": r.note,
-                "error": r.error,
-                "splits": r.splits,
-            }
-            for r in exp_result.results
-        ],
+        "results": [_result_record(r) for r in exp_result.results],
     }
+
+
+def _result_record(result):
+    """A :class:`MethodResult` as JSON data, its long per-split list last."""
+    record = dataclasses.asdict(result)
+    record["accuracies"] = [float(a) for a in result.accuracies]
+    record["splits"] = record.pop("splits")
+    return record
 
 
 def _repository_root():

@@ -5,7 +5,6 @@
 - ``gram_factor``: ``G ~= L L^T`` by pivoted Cholesky (landmarks and the kernel certificate).
 """
 
-from .functions import Kernel, make_kernel, rbf_gram, rbf_kernel
-from .gram_factor import pivoted_cholesky
+from .functions import Kernel, make_kernel
 
-__all__ = ["Kernel", "make_kernel", "pivoted_cholesky", "rbf_gram", "rbf_kernel"]
+__all__ = ["Kernel", "make_kernel"]

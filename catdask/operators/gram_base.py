@@ -269,10 +269,6 @@ class BlockGramOperator(GramOperator):
         V = np.asarray(V, dtype=float)
         return self._range_matmul(ck, ck, V.reshape(ck[1] - ck[0], -1)).reshape(V.shape)
 
-    def class_rows(self, k: int) -> np.ndarray:
-        """``G[C_k, :]`` as a dense (n_k, N) array (columns in the caller's order)."""
-        return self.classes.unsort(self._submatrix(self._class_range(k), (0, self.n_samples)), 1)
-
     def diagonal(self) -> np.ndarray:
         """The diagonal of G (N,), from the moments sweep."""
         return self._gram_moments()[1].copy()

@@ -79,7 +79,7 @@ def test_choice_prefers_the_converged_restart_among_near_ties():
 def test_one_test_speaks_for_the_ties_and_bounds_the_beaten():
     restarts = [_restart(0, 8.0), _restart(1, 10.0), _restart(2, 10.0 * (1 - TIE_RTOL / 2))]
     certifier = _RecordingCertifier(_certificate(True, 10.0, upper_bound=11.0))
-    certs = certify_restarts(restarts, 1, _State(3), certifier, moment=True)
+    certs = certify_restarts(restarts, 1, _State(3).W[1], certifier, moment=True)
     assert len(certifier.calls) == 1  # only the chosen restart is tested ...
     point, full_sdp, moment, _ = certifier.calls[0]
     np.testing.assert_array_equal(point, np.ones((2, 1)))  # ... at its own axes
@@ -96,7 +96,7 @@ def test_one_test_speaks_for_the_ties_and_bounds_the_beaten():
 
 def test_a_tie_with_an_uncertified_test_is_not_certified_either():
     restarts = [_restart(0, 5.0), _restart(1, 5.0)]
-    certs = certify_restarts(restarts, 0, _State(2),
+    certs = certify_restarts(restarts, 0, _State(2).W[0],
                              _RecordingCertifier(_certificate(False, 5.0, math.inf)))
     assert not certs[1].certified and "not certified either" in certs[1].reason
 

@@ -246,7 +246,6 @@ def test_gram_operator_products_against_the_explicit_gram(stored, shuffled):
         idx = classes.members(k)
         np.testing.assert_array_equal(np.sort(idx), np.flatnonzero(y == k))
         np.testing.assert_allclose(op.class_gram(k), G[np.ix_(idx, idx)], atol=1e-12)
-        np.testing.assert_allclose(op.class_rows(k), G[idx], atol=1e-12)
     np.testing.assert_allclose(op.columns([5, 0, 11]), G[:, [5, 0, 11]], atol=1e-12)
     np.testing.assert_allclose(op.diagonal(), np.diag(G), atol=1e-12)
     tr, fro2 = op.covariance_moments()
