@@ -5,9 +5,10 @@ Starts (1) a Prefect server on ``host:port`` unless ``PREFECT_API_URL`` already 
 is given (``scheduler=`` / ``$CATDASK_SCHEDULER``), and (3) the served deployments
 (``flow.serve``-style: scheduled nightly retraining, weekly evaluation, a retrain that a new
 snapshot triggers, and on-demand ingest/train), printing the dashboard URLs. Everything binds
-to 127.0.0.1 unless told otherwise; a Prefect API bound beyond loopback must have
-authentication configured. The store and the Dask scheduler of every served run are fixed here
-(:mod:`catdask.orchestration.served`).
+to 127.0.0.1 unless told otherwise. The Prefect API started here always requires a credential,
+configured or generated and printed (:mod:`catdask.orchestration.api_auth`); beyond loopback it
+must be configured. The store, the Dask scheduler and the code of every served run are fixed
+here (:mod:`catdask.orchestration.served`).
 Ctrl-C (to this process or, from a terminal, to its whole process group) stops all three; the
 Prefect server also stops if this process is killed. If the Prefect server stops by itself,
 serve says so and stops too (:class:`~catdask.errors.ServiceLostError`).
@@ -27,13 +28,16 @@ import asyncio
 import contextlib
 import logging
 import os
+import shlex
 import signal
 import subprocess
 import sys
 import threading
 
 from . import settings
-from .errors import CatdaskError, ServiceLostError
+from .errors import ServiceLostError
+from .orchestration.api_auth import (UnauthenticatedBindError, api_auth_for_bind, is_loopback,
+                                     serve_api_auth)
 from .orchestration.server import default_log_file, start_prefect_server, stop_process
 
 __all__ = ["serve", "served_deployments", "serving_summary", "default_run_limit",
@@ -92,48 +96,6 @@ def _poll_seconds():
     return SERVE_POLL_SECONDS
 
 
-class UnauthenticatedBindError(CatdaskError, ValueError):
-    """``serve --host`` beyond loopback without Prefect API authentication configured."""
-
-
-def is_loopback(host) -> bool:
-    """Whether ``host`` names this machine's loopback only (127.0.0.0/8, ::1, localhost)."""
-    import ipaddress
-
-    host = str(host).strip().strip("[]")
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:  # a host name: it may resolve to any interface
-        return False
-
-
-def api_auth_for_bind(host):
-    """The auth string the served Prefect API requires, checked against ``host``.
-
-    On loopback, authentication is optional (returns the configured string or None). Beyond
-    loopback, Prefect's ``PREFECT_SERVER_API_AUTH_STRING`` must be set (environment or Prefect
-    profile): without it anyone who reaches the port controls the served runs.
-
-    Raises
-    ------
-    UnauthenticatedBindError
-        ``host`` is not loopback and no auth string is configured.
-    """
-    from prefect.settings import get_current_settings
-
-    secret = get_current_settings().server.api.auth_string
-    value = secret.get_secret_value() if secret is not None else None
-    if not value and not is_loopback(host):
-        raise UnauthenticatedBindError(
-            f"refusing to serve the Prefect API on {host}: beyond 127.0.0.1 it needs "
-            "authentication. Set PREFECT_SERVER_API_AUTH_STRING='user:password' (and "
-            "PREFECT_API_AUTH_STRING to the same for clients), or bind 127.0.0.1 and use an "
-            "SSH tunnel")
-    return value or None
-
-
 def _sigterm_to_keyboard_interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -150,8 +112,9 @@ def served_deployments(store=None, *, scheduler=None, retrain_cron=NIGHTLY_RETRA
 
     The store (and ``scheduler``, when given, for the deployments that take one) are frozen
     parameters: the Prefect API refuses a run that names another value (HTTP 409), and the UI
-    shows them read-only. The run processes check again
-    (:mod:`catdask.orchestration.served`), since an API user can edit a deployment.
+    shows them read-only. A parameter the flow does not take is refused too (a closed
+    schema). The run processes check again (:mod:`catdask.orchestration.served`), since an
+    API user can edit a deployment.
     """
     from prefect.types.entrypoint import EntrypointType
     from prefect.utilities.annotations import freeze
@@ -159,6 +122,7 @@ def served_deployments(store=None, *, scheduler=None, retrain_cron=NIGHTLY_RETRA
     from .orchestration.evaluate import evaluate
     from .orchestration.events import retrain_trigger
     from .orchestration.ingest import ingest
+    from .orchestration.served import close_parameter_schema
     from .orchestration.train import retrain_registered, train
     from .store import resolve_store
 
@@ -166,7 +130,7 @@ def served_deployments(store=None, *, scheduler=None, retrain_cron=NIGHTLY_RETRA
     module = {"entrypoint_type": EntrypointType.MODULE_PATH}
     pinned = {"store": freeze(store)}
     computing = dict(pinned, **({"scheduler": freeze(str(scheduler))} if scheduler else {}))
-    return [
+    return [close_parameter_schema(d) for d in [
         retrain_registered.to_deployment(name="nightly-retrain", cron=retrain_cron,
                                          parameters=dict(computing), **module),
         evaluate.to_deployment(name="weekly-evaluation", cron=evaluation_cron,
@@ -178,7 +142,7 @@ def served_deployments(store=None, *, scheduler=None, retrain_cron=NIGHTLY_RETRA
         train.to_deployment(name="train", parameters=dict(computing), **module),
         ingest.to_deployment(name="ingest", parameters={**pinned, "names": ["iris", "wine"]},
                              **module),
-    ]
+    ]]
 
 
 def work_pool_deployments(names):
@@ -348,16 +312,17 @@ def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, lim
     server = client = owned_client = None
     log_file = None
     api_url = settings.PREFECT_API_URL.get()
-    auth = None if api_url else api_auth_for_bind(host)  # before anything starts
+    # Before anything starts: the credential of the server started here (configured or new).
+    auth, generated = (None, False) if api_url else serve_api_auth(host)
     # SIGTERM during start-up (before the Prefect runner installs its own handler) must not
     # kill this process alone and orphan the Prefect server and the Dask workers.
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _sigterm_to_keyboard_interrupt)
     try:
         if not api_url:
-            if auth and not settings.PREFECT_API_AUTH_STRING.get():
-                # serve's runner and its run processes talk to this server too.
-                os.environ["PREFECT_API_AUTH_STRING"] = auth
+            # The server requires it; serve's runner and its run processes present it.
+            os.environ["PREFECT_SERVER_API_AUTH_STRING"] = auth
+            os.environ["PREFECT_API_AUTH_STRING"] = auth
             _note(f"starting the Prefect server on {host}:{port} (10-60 s) ...")
             log_file = default_log_file("server.log")
             server, api_url = start_prefect_server(host, port, log_file=log_file)
@@ -385,7 +350,8 @@ def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, lim
             for deployment in deployments:
                 runner.add_preloaded_deployment(deployment)
             print(serving_summary(api_url, client.dashboard_link, scheduler_address,
-                                  store_path, limit, names), flush=True)
+                                  store_path, limit, names, auth=auth, generated=generated),
+                  flush=True)
             try:
                 asyncio.run(_serve_while_server_runs(runner, server, log_file))
             except (KeyboardInterrupt, TerminationSignal):
@@ -408,12 +374,21 @@ def _note(message):
 
 
 def serving_summary(api_url, dashboard_link, scheduler_address, store_path, limit,
-                    deployment_names=()):
+                    deployment_names=(), *, auth=None, generated=False):
     """What ``catdask serve`` prints once everything is up: where to look, what is served,
     and how to start a run from another shell (which needs this server's API address: a bare
-    ``prefect`` command would talk to a server of its own)."""
+    ``prefect`` command would talk to a server of its own, and ``auth``, the credential of a
+    server serve started: the UI asks for it)."""
+    if auth:
+        where = ("generated for this start; set PREFECT_SERVER_API_AUTH_STRING to choose one"
+                 if generated else "PREFECT_SERVER_API_AUTH_STRING")
+        credential = [f"API credential:  {auth} ({where})"]
+        export_auth = [f"  export PREFECT_API_AUTH_STRING={shlex.quote(auth)}"]
+    else:
+        credential = export_auth = []
     return "\n".join([
         f"Prefect UI:      {api_url.removesuffix('/api')}",
+        *credential,
         f"Dask dashboard:  {dashboard_link}",
         f"Dask scheduler:  {scheduler_address}",
         f"Store:           {store_path}",
@@ -422,6 +397,7 @@ def serving_summary(api_url, dashboard_link, scheduler_address, store_path, limi
         "Deployments being served: " + (", ".join(sorted(deployment_names)) or "none"),
         "Start a run from the UI (Deployments, Run) or from another shell:",
         f"  export PREFECT_API_URL={api_url}",
+        *export_auth,
         "  prefect deployment run catdask-ingest/ingest --param 'names=[\"iris\"]'",
         "  prefect deployment run catdask-train/train --param dataset=iris --param method=cqs",
         "Stop with Ctrl-C.",

@@ -222,3 +222,28 @@ def test_the_fork_server_pins_the_code_hash_its_runs_record():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120)
     assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_a_run_process_imports_the_entry_point_serve_registered(monkeypatch):
+    """Issue 44: the engine loads the flow from ``PREFECT__FLOW_ENTRYPOINT`` (serve's), never
+    from the deployment an API user can PATCH; an inherited value does not win."""
+    pytest.importorskip("prefect")
+    from catdask.orchestration.preloaded_runs import PreloadedRunStarter
+
+    monkeypatch.setenv("PREFECT__FLOW_ENTRYPOINT", "/tmp/evil.py:evil")
+    run = SimpleNamespace(id=uuid.uuid4())
+    env = PreloadedRunStarter(None, entrypoint="catdask.orchestration.train.train",
+                              deployment_name="train").environment(run)
+    assert env["PREFECT__FLOW_ENTRYPOINT"] == "catdask.orchestration.train.train"
+
+
+def test_unknown_parameter_names_are_refused_in_one_line():
+    pytest.importorskip("prefect")
+    from catdask.orchestration.served import unknown_parameters_message
+    from catdask.orchestration.train import train
+
+    assert unknown_parameters_message(train, {"dataset": "iris", "store": "/s"}) is None
+    message = unknown_parameters_message(train, {"dataset": "iris", "Store": 1, "store_": 2})
+    assert message.startswith("refused: flow catdask-train takes no parameter 'Store', "
+                              "'store_' (its parameters: dataset, method,")
+    assert "\n" not in message
