@@ -21,6 +21,7 @@ from ..core.starts import kernel_decoupled_z, kernel_random_z
 from ..kernels import make_kernel
 from ..operators import CentredGramOperator, host_arrays, make_operator
 from .base import SOLVER_PARAMS, BaseCategorySpace, logs_when_verbose
+from .classify import check_class_count_memory
 from .linear import _data_scale
 from .nystroem import fit_nystroem
 
@@ -263,6 +264,7 @@ class KernelCategorySpace(BaseCategorySpace):
             return self._fit_nystroem(X, y)
         X, classes_, caller_classes, distributed = self._validated_training_data(
             X, y, linear=False, to_memory=True)
+        check_class_count_memory(X.shape[0], len(classes_))  # before any set-up
         kernel = self._make_kernel(X.shape[1])
         # The operator works on the samples sorted by class, so every class is a contiguous
         # block of G; coefficients come back to the caller's order at the end.
@@ -312,6 +314,7 @@ class KernelCategorySpace(BaseCategorySpace):
 
     def _fit_nystroem(self, X, y):
         X, classes_, classes, distributed = self._validated_training_data(X, y, linear=False)
+        check_class_count_memory(X.shape[0], len(classes_))
         kernel = self._make_kernel(X.shape[1])
         linear_params = {name: getattr(self, name) for name in (*SOLVER_PARAMS, "classifier")
                          if name != "random_state"}  # the landmarks' generator goes on
