@@ -56,8 +56,10 @@ GIB_PER_RUN = 2
 SERVE_POLL_SECONDS = 2.0
 #: Seconds a Dask worker gets to finish its task when serve stops (then it is killed).
 STOP_WORKER_SECONDS = 1.0
-#: How often serve checks that its Prefect server is still running.
+#: How often serve checks that its Prefect server is still running (and its API answers).
 SERVER_WATCH_SECONDS = 1.0
+#: Seconds a Prefect API that serve did not start may stay unreachable before serve stops.
+API_LOST_SECONDS = 5.0
 
 
 def default_run_limit(cores=None, memory_bytes=None):
@@ -244,26 +246,62 @@ def _mute_console_once_gone(server):
         handler.addFilter(_MutedOnceServerGone(server))
 
 
-async def _serve_while_server_runs(runner, server, log_file=None):
-    """Run ``runner`` until it stops, or until ``server`` (our Prefect server child; None
-    when the API is someone else's) exits: then stop the runner without talking to the dead
-    API and raise :class:`ServiceLostError`.
+def api_answers(api_url, timeout=1.0) -> bool:
+    """Whether the Prefect API at ``api_url`` answers its (unauthenticated) health check."""
+    import urllib.request
 
-    Without the watch, serve kept running with the UI unreachable and said nothing.
+    try:
+        with urllib.request.urlopen(f"{api_url}/health", timeout=timeout) as answer:
+            return answer.status == 200
+    except OSError:
+        return False
+
+
+async def _serve_while_server_runs(runner, server, log_file=None, api_url=None):
+    """Run ``runner`` until it stops, or until ``server`` (our Prefect server child; None
+    when the API is someone else's) exits, or until the API at ``api_url`` that serve did not
+    start has not answered for :data:`API_LOST_SECONDS`: then stop the runner without talking
+    to the dead API and raise :class:`ServiceLostError`. Stopped otherwise (Ctrl-C, SIGTERM)
+    while the API is gone, the runner does not try to pause the deployments either.
+
+    Without the watch, serve kept running with the UI unreachable and said nothing; stopped
+    with its API gone (a killed test run), it retried the API for 75-80 s (issue 44).
     """
+    import time
+
     run = asyncio.ensure_future(runner.start())
-    if server is None:
+    if server is None and api_url is None:
         return await run
-    _mute_console_once_gone(server)
-    while not run.done():
-        await asyncio.wait({run}, timeout=SERVER_WATCH_SECONDS)
-        if not run.done() and server.poll() is not None:
-            # Pausing the deployments needs the API: a runner that tried retried for a minute.
+    if server is not None:
+        _mute_console_once_gone(server)
+    silent_since = None
+    try:
+        while not run.done():
+            await asyncio.wait({run}, timeout=SERVER_WATCH_SECONDS)
+            if run.done():
+                break
+            lost = None
+            if server is not None:
+                lost = _server_gone_message(server, log_file) if server.poll() is not None else None
+            elif await asyncio.to_thread(api_answers, api_url):
+                silent_since = None
+            else:
+                silent_since = silent_since or time.monotonic()
+                if time.monotonic() - silent_since >= API_LOST_SECONDS:
+                    lost = (f"the Prefect API at {api_url} has not answered for "
+                            f"{API_LOST_SECONDS:g} s; the served deployments are unreachable. "
+                            "Start serve again once it answers")
+            if lost:
+                # Pausing the deployments needs the API: a runner that tried retried a minute.
+                runner.pause_on_shutdown = False
+                run.cancel()
+                with contextlib.suppress(BaseException):
+                    await run
+                raise ServiceLostError(lost)
+    except asyncio.CancelledError:  # Ctrl-C or SIGTERM: the runner stops after this
+        if api_url is not None and not await asyncio.to_thread(api_answers, api_url):
             runner.pause_on_shutdown = False
-            run.cancel()
-            with contextlib.suppress(BaseException):
-                await run
-            raise ServiceLostError(_server_gone_message(server, log_file))
+        raise
     return run.result()
 
 
@@ -303,7 +341,8 @@ def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, lim
 
     from .distributed.cluster import (ENV_SCHEDULER, close_embedded_cluster,
                                       quiet_embedded_workers)
-    from .orchestration.preloaded_runs import ServeRunner, stop_fork_server, stop_run_processes
+    from .orchestration.preloaded_runs import (RUN_STOP_GRACE_SECONDS, ServeRunner,
+                                               stop_fork_server, stop_run_processes)
     from .orchestration.served import pin_served_runs
     from .store import resolve_store
 
@@ -353,13 +392,14 @@ def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, lim
                                   store_path, limit, names, auth=auth, generated=generated),
                   flush=True)
             try:
-                asyncio.run(_serve_while_server_runs(runner, server, log_file))
+                asyncio.run(_serve_while_server_runs(runner, server, log_file, api_url))
             except (KeyboardInterrupt, TerminationSignal):
                 pass  # the normal way to stop: clean up below
     finally:
         _note("stopping ...")
         quiet_embedded_workers()  # as Ctrl-C does (their logs would follow "stopping")
-        stop_run_processes()  # before the server: the runs report their crash to it
+        # Before the server: the runs report their crash to it (no time for that without it).
+        stop_run_processes(RUN_STOP_GRACE_SECONDS if api_url and api_answers(api_url) else 1.0)
         stop_fork_server()
         if owned_client is not None:
             owned_client.close()
