@@ -247,3 +247,26 @@ def test_unknown_parameter_names_are_refused_in_one_line():
     assert message.startswith("refused: flow catdask-train takes no parameter 'Store', "
                               "'store_' (its parameters: dataset, method,")
     assert "\n" not in message
+
+
+def test_serve_stops_within_seconds_once_an_api_it_did_not_start_is_gone():
+    """Issue 44: serve against ``PREFECT_API_URL`` kept retrying a dead API for 75-80 s."""
+    import time
+
+    from catdask.errors import ServiceLostError
+    from catdask.serve import API_LOST_SECONDS, _serve_while_server_runs
+
+    from .helpers.procs import free_port
+
+    class Runner:
+        pause_on_shutdown = True
+
+        async def start(self):
+            await asyncio.sleep(3600)
+
+    runner, started = Runner(), time.monotonic()
+    dead_api = f"http://127.0.0.1:{free_port()}/api"  # nothing listens there
+    with pytest.raises(ServiceLostError, match=f"has not answered for {API_LOST_SECONDS:g} s"):
+        asyncio.run(_serve_while_server_runs(runner, None, api_url=dead_api))
+    assert time.monotonic() - started < API_LOST_SECONDS + 5
+    assert runner.pause_on_shutdown is False  # pausing would need the dead API
