@@ -38,7 +38,8 @@ from . import settings
 from .errors import ServiceLostError
 from .orchestration.api_auth import (UnauthenticatedBindError, api_auth_for_bind, is_loopback,
                                      serve_api_auth)
-from .orchestration.server import default_log_file, start_prefect_server, stop_process
+from .orchestration.server import (api_answers_at_once, api_gone, default_log_file,
+                                   start_prefect_server, stop_process)
 
 __all__ = ["serve", "served_deployments", "serving_summary", "default_run_limit",
            "resolve_run_limit", "api_auth_for_bind", "is_loopback", "UnauthenticatedBindError"]
@@ -58,7 +59,7 @@ SERVE_POLL_SECONDS = 2.0
 STOP_WORKER_SECONDS = 1.0
 #: How often serve checks that its Prefect server is still running (and its API answers).
 SERVER_WATCH_SECONDS = 1.0
-#: Seconds a Prefect API that serve did not start may stay unreachable before serve stops.
+#: Seconds a Prefect API that serve did not start may refuse connections before serve stops.
 API_LOST_SECONDS = 5.0
 
 
@@ -246,23 +247,13 @@ def _mute_console_once_gone(server):
         handler.addFilter(_MutedOnceServerGone(server))
 
 
-def api_answers(api_url, timeout=1.0) -> bool:
-    """Whether the Prefect API at ``api_url`` answers its (unauthenticated) health check."""
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(f"{api_url}/health", timeout=timeout) as answer:
-            return answer.status == 200
-    except OSError:
-        return False
-
-
 async def _serve_while_server_runs(runner, server, log_file=None, api_url=None):
     """Run ``runner`` until it stops, or until ``server`` (our Prefect server child; None
     when the API is someone else's) exits, or until the API at ``api_url`` that serve did not
-    start has not answered for :data:`API_LOST_SECONDS`: then stop the runner without talking
+    start has refused connections for :data:`API_LOST_SECONDS`: then stop the runner without talking
     to the dead API and raise :class:`ServiceLostError`. Stopped otherwise (Ctrl-C, SIGTERM)
-    while the API is gone, the runner does not try to pause the deployments either.
+    while the API does not answer at once, the runner does not try to pause the deployments
+    either.
 
     Without the watch, serve kept running with the UI unreachable and said nothing; stopped
     with its API gone (a killed test run), it retried the API for 75-80 s (issue 44).
@@ -283,14 +274,14 @@ async def _serve_while_server_runs(runner, server, log_file=None, api_url=None):
             lost = None
             if server is not None:
                 lost = _server_gone_message(server, log_file) if server.poll() is not None else None
-            elif await asyncio.to_thread(api_answers, api_url):
+            elif not await asyncio.to_thread(api_gone, api_url):
                 silent_since = None
             else:
                 silent_since = silent_since or time.monotonic()
                 if time.monotonic() - silent_since >= API_LOST_SECONDS:
-                    lost = (f"the Prefect API at {api_url} has not answered for "
-                            f"{API_LOST_SECONDS:g} s; the served deployments are unreachable. "
-                            "Start serve again once it answers")
+                    lost = (f"the Prefect API at {api_url} has refused connections for "
+                            f"{API_LOST_SECONDS:g} s (its server is gone); the served "
+                            "deployments are unreachable. Start serve again once it answers")
             if lost:
                 # Pausing the deployments needs the API: a runner that tried retried a minute.
                 runner.pause_on_shutdown = False
@@ -299,7 +290,7 @@ async def _serve_while_server_runs(runner, server, log_file=None, api_url=None):
                     await run
                 raise ServiceLostError(lost)
     except asyncio.CancelledError:  # Ctrl-C or SIGTERM: the runner stops after this
-        if api_url is not None and not await asyncio.to_thread(api_answers, api_url):
+        if api_url is not None and not await asyncio.to_thread(api_answers_at_once, api_url):
             runner.pause_on_shutdown = False
         raise
     return run.result()
@@ -399,7 +390,7 @@ def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, lim
         _note("stopping ...")
         quiet_embedded_workers()  # as Ctrl-C does (their logs would follow "stopping")
         # Before the server: the runs report their crash to it (no time for that without it).
-        stop_run_processes(RUN_STOP_GRACE_SECONDS if api_url and api_answers(api_url) else 1.0)
+        stop_run_processes(RUN_STOP_GRACE_SECONDS if api_answers_at_once(api_url) else 1.0)
         stop_fork_server()
         if owned_client is not None:
             owned_client.close()

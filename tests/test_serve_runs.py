@@ -266,7 +266,7 @@ def test_serve_stops_within_seconds_once_an_api_it_did_not_start_is_gone():
 
     runner, started = Runner(), time.monotonic()
     dead_api = f"http://127.0.0.1:{free_port()}/api"  # nothing listens there
-    with pytest.raises(ServiceLostError, match=f"has not answered for {API_LOST_SECONDS:g} s"):
+    with pytest.raises(ServiceLostError, match=f"has refused connections for {API_LOST_SECONDS:g} s"):
         asyncio.run(_serve_while_server_runs(runner, None, api_url=dead_api))
     assert time.monotonic() - started < API_LOST_SECONDS + 5
     assert runner.pause_on_shutdown is False  # pausing would need the dead API
