@@ -100,6 +100,24 @@ def export_model(estimator):
     return arrays, meta
 
 
+#: Largest entry of ``|C C^T - I|`` a loaded linear model's axes (``components_``, K x D) may
+#: show: fits leave about 1e-12, and axes that are not orthonormal are not a category space.
+#: A forged or damaged version whose checksums were recomputed is refused on load (and by
+#: ``catdask check``, which loads every version).
+ORTHONORMAL_TOLERANCE = 1e-6
+
+
+def _check_orthonormal_axes(components):
+    C = np.asarray(components, dtype=float)
+    if C.ndim != 2 or C.shape[0] > C.shape[1]:
+        raise ValueError(f"Model axes (components_) have shape {C.shape}; expected K x D, K <= D.")
+    error = float(np.max(np.abs(C @ C.T - np.eye(C.shape[0])), initial=0.0))
+    if not error <= ORTHONORMAL_TOLERANCE:  # NaN too
+        raise ValueError(
+            f"Model axes (components_) are not orthonormal: max |W^T W - I| = {error:.1e} > "
+            f"{ORTHONORMAL_TOLERANCE:g}; the model was altered or damaged.")
+
+
 def import_model(arrays, meta):
     """Rebuild a fitted estimator from :func:`export_model` output (no code is executed)."""
     if meta.get("preprocessing") == "standardise":
@@ -127,6 +145,8 @@ def import_model(arrays, meta):
         if arr.dtype.kind not in "fiu":
             raise ValueError(f"Model array {a!r} has non-numeric dtype {arr.dtype}.")
         setattr(est, a, arr.astype(float))
+    if name == "CategorySpace":
+        _check_orthonormal_axes(est.components_)
     if all(a in arrays for a in _CLASSIFIER_ARRAYS):
         for a in _CLASSIFIER_ARRAYS:
             setattr(est, a, np.asarray(arrays[a], dtype=float))

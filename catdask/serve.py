@@ -5,9 +5,10 @@ Starts (1) a Prefect server on ``host:port`` unless ``PREFECT_API_URL`` already 
 is given (``scheduler=`` / ``$CATDASK_SCHEDULER``), and (3) the served deployments
 (``flow.serve``-style: scheduled nightly retraining, weekly evaluation, a retrain that a new
 snapshot triggers, and on-demand ingest/train), printing the dashboard URLs. Everything binds
-to 127.0.0.1 unless told otherwise; a Prefect API bound beyond loopback must have
-authentication configured. The store and the Dask scheduler of every served run are fixed here
-(:mod:`catdask.orchestration.served`).
+to 127.0.0.1 unless told otherwise. The Prefect API started here always requires a credential,
+configured or generated and printed (:mod:`catdask.orchestration.api_auth`); beyond loopback it
+must be configured. The store, the Dask scheduler and the code of every served run are fixed
+here (:mod:`catdask.orchestration.served`).
 Ctrl-C (to this process or, from a terminal, to its whole process group) stops all three; the
 Prefect server also stops if this process is killed. If the Prefect server stops by itself,
 serve says so and stops too (:class:`~catdask.errors.ServiceLostError`).
@@ -27,14 +28,18 @@ import asyncio
 import contextlib
 import logging
 import os
+import shlex
 import signal
 import subprocess
 import sys
 import threading
 
 from . import settings
-from .errors import CatdaskError, ServiceLostError
-from .orchestration.server import default_log_file, start_prefect_server, stop_process
+from .errors import ServiceLostError
+from .orchestration.api_auth import (UnauthenticatedBindError, api_auth_for_bind, is_loopback,
+                                     serve_api_auth)
+from .orchestration.server import (api_answers_at_once, api_gone, default_log_file,
+                                   start_prefect_server, stop_process)
 
 __all__ = ["serve", "served_deployments", "serving_summary", "default_run_limit",
            "resolve_run_limit", "api_auth_for_bind", "is_loopback", "UnauthenticatedBindError"]
@@ -52,8 +57,10 @@ GIB_PER_RUN = 2
 SERVE_POLL_SECONDS = 2.0
 #: Seconds a Dask worker gets to finish its task when serve stops (then it is killed).
 STOP_WORKER_SECONDS = 1.0
-#: How often serve checks that its Prefect server is still running.
+#: How often serve checks that its Prefect server is still running (and its API answers).
 SERVER_WATCH_SECONDS = 1.0
+#: Seconds a Prefect API that serve did not start may refuse connections before serve stops.
+API_LOST_SECONDS = 5.0
 
 
 def default_run_limit(cores=None, memory_bytes=None):
@@ -92,48 +99,6 @@ def _poll_seconds():
     return SERVE_POLL_SECONDS
 
 
-class UnauthenticatedBindError(CatdaskError, ValueError):
-    """``serve --host`` beyond loopback without Prefect API authentication configured."""
-
-
-def is_loopback(host) -> bool:
-    """Whether ``host`` names this machine's loopback only (127.0.0.0/8, ::1, localhost)."""
-    import ipaddress
-
-    host = str(host).strip().strip("[]")
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:  # a host name: it may resolve to any interface
-        return False
-
-
-def api_auth_for_bind(host):
-    """The auth string the served Prefect API requires, checked against ``host``.
-
-    On loopback, authentication is optional (returns the configured string or None). Beyond
-    loopback, Prefect's ``PREFECT_SERVER_API_AUTH_STRING`` must be set (environment or Prefect
-    profile): without it anyone who reaches the port controls the served runs.
-
-    Raises
-    ------
-    UnauthenticatedBindError
-        ``host`` is not loopback and no auth string is configured.
-    """
-    from prefect.settings import get_current_settings
-
-    secret = get_current_settings().server.api.auth_string
-    value = secret.get_secret_value() if secret is not None else None
-    if not value and not is_loopback(host):
-        raise UnauthenticatedBindError(
-            f"refusing to serve the Prefect API on {host}: beyond 127.0.0.1 it needs "
-            "authentication. Set PREFECT_SERVER_API_AUTH_STRING='user:password' (and "
-            "PREFECT_API_AUTH_STRING to the same for clients), or bind 127.0.0.1 and use an "
-            "SSH tunnel")
-    return value or None
-
-
 def _sigterm_to_keyboard_interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -150,8 +115,9 @@ def served_deployments(store=None, *, scheduler=None, retrain_cron=NIGHTLY_RETRA
 
     The store (and ``scheduler``, when given, for the deployments that take one) are frozen
     parameters: the Prefect API refuses a run that names another value (HTTP 409), and the UI
-    shows them read-only. The run processes check again
-    (:mod:`catdask.orchestration.served`), since an API user can edit a deployment.
+    shows them read-only. A parameter the flow does not take is refused too (a closed
+    schema). The run processes check again (:mod:`catdask.orchestration.served`), since an
+    API user can edit a deployment.
     """
     from prefect.types.entrypoint import EntrypointType
     from prefect.utilities.annotations import freeze
@@ -159,6 +125,7 @@ def served_deployments(store=None, *, scheduler=None, retrain_cron=NIGHTLY_RETRA
     from .orchestration.evaluate import evaluate
     from .orchestration.events import retrain_trigger
     from .orchestration.ingest import ingest
+    from .orchestration.served import close_parameter_schema
     from .orchestration.train import retrain_registered, train
     from .store import resolve_store
 
@@ -166,7 +133,7 @@ def served_deployments(store=None, *, scheduler=None, retrain_cron=NIGHTLY_RETRA
     module = {"entrypoint_type": EntrypointType.MODULE_PATH}
     pinned = {"store": freeze(store)}
     computing = dict(pinned, **({"scheduler": freeze(str(scheduler))} if scheduler else {}))
-    return [
+    return [close_parameter_schema(d) for d in [
         retrain_registered.to_deployment(name="nightly-retrain", cron=retrain_cron,
                                          parameters=dict(computing), **module),
         evaluate.to_deployment(name="weekly-evaluation", cron=evaluation_cron,
@@ -178,7 +145,7 @@ def served_deployments(store=None, *, scheduler=None, retrain_cron=NIGHTLY_RETRA
         train.to_deployment(name="train", parameters=dict(computing), **module),
         ingest.to_deployment(name="ingest", parameters={**pinned, "names": ["iris", "wine"]},
                              **module),
-    ]
+    ]]
 
 
 def work_pool_deployments(names):
@@ -280,26 +247,52 @@ def _mute_console_once_gone(server):
         handler.addFilter(_MutedOnceServerGone(server))
 
 
-async def _serve_while_server_runs(runner, server, log_file=None):
+async def _serve_while_server_runs(runner, server, log_file=None, api_url=None):
     """Run ``runner`` until it stops, or until ``server`` (our Prefect server child; None
-    when the API is someone else's) exits: then stop the runner without talking to the dead
-    API and raise :class:`ServiceLostError`.
+    when the API is someone else's) exits, or until the API at ``api_url`` that serve did not
+    start has refused connections for :data:`API_LOST_SECONDS`: then stop the runner without talking
+    to the dead API and raise :class:`ServiceLostError`. Stopped otherwise (Ctrl-C, SIGTERM)
+    while the API does not answer at once, the runner does not try to pause the deployments
+    either.
 
-    Without the watch, serve kept running with the UI unreachable and said nothing.
+    Without the watch, serve kept running with the UI unreachable and said nothing; stopped
+    with its API gone (a killed test run), it retried the API for 75-80 s (issue 44).
     """
+    import time
+
     run = asyncio.ensure_future(runner.start())
-    if server is None:
+    if server is None and api_url is None:
         return await run
-    _mute_console_once_gone(server)
-    while not run.done():
-        await asyncio.wait({run}, timeout=SERVER_WATCH_SECONDS)
-        if not run.done() and server.poll() is not None:
-            # Pausing the deployments needs the API: a runner that tried retried for a minute.
+    if server is not None:
+        _mute_console_once_gone(server)
+    silent_since = None
+    try:
+        while not run.done():
+            await asyncio.wait({run}, timeout=SERVER_WATCH_SECONDS)
+            if run.done():
+                break
+            lost = None
+            if server is not None:
+                lost = _server_gone_message(server, log_file) if server.poll() is not None else None
+            elif not await asyncio.to_thread(api_gone, api_url):
+                silent_since = None
+            else:
+                silent_since = silent_since or time.monotonic()
+                if time.monotonic() - silent_since >= API_LOST_SECONDS:
+                    lost = (f"the Prefect API at {api_url} has refused connections for "
+                            f"{API_LOST_SECONDS:g} s (its server is gone); the served "
+                            "deployments are unreachable. Start serve again once it answers")
+            if lost:
+                # Pausing the deployments needs the API: a runner that tried retried a minute.
+                runner.pause_on_shutdown = False
+                run.cancel()
+                with contextlib.suppress(BaseException):
+                    await run
+                raise ServiceLostError(lost)
+    except asyncio.CancelledError:  # Ctrl-C or SIGTERM: the runner stops after this
+        if api_url is not None and not await asyncio.to_thread(api_answers_at_once, api_url):
             runner.pause_on_shutdown = False
-            run.cancel()
-            with contextlib.suppress(BaseException):
-                await run
-            raise ServiceLostError(_server_gone_message(server, log_file))
+        raise
     return run.result()
 
 
@@ -339,7 +332,8 @@ def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, lim
 
     from .distributed.cluster import (ENV_SCHEDULER, close_embedded_cluster,
                                       quiet_embedded_workers)
-    from .orchestration.preloaded_runs import ServeRunner, stop_fork_server, stop_run_processes
+    from .orchestration.preloaded_runs import (RUN_STOP_GRACE_SECONDS, ServeRunner,
+                                               stop_fork_server, stop_run_processes)
     from .orchestration.served import pin_served_runs
     from .store import resolve_store
 
@@ -348,16 +342,17 @@ def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, lim
     server = client = owned_client = None
     log_file = None
     api_url = settings.PREFECT_API_URL.get()
-    auth = None if api_url else api_auth_for_bind(host)  # before anything starts
+    # Before anything starts: the credential of the server started here (configured or new).
+    auth, generated = (None, False) if api_url else serve_api_auth(host)
     # SIGTERM during start-up (before the Prefect runner installs its own handler) must not
     # kill this process alone and orphan the Prefect server and the Dask workers.
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _sigterm_to_keyboard_interrupt)
     try:
         if not api_url:
-            if auth and not settings.PREFECT_API_AUTH_STRING.get():
-                # serve's runner and its run processes talk to this server too.
-                os.environ["PREFECT_API_AUTH_STRING"] = auth
+            # The server requires it; serve's runner and its run processes present it.
+            os.environ["PREFECT_SERVER_API_AUTH_STRING"] = auth
+            os.environ["PREFECT_API_AUTH_STRING"] = auth
             _note(f"starting the Prefect server on {host}:{port} (10-60 s) ...")
             log_file = default_log_file("server.log")
             server, api_url = start_prefect_server(host, port, log_file=log_file)
@@ -385,15 +380,17 @@ def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, lim
             for deployment in deployments:
                 runner.add_preloaded_deployment(deployment)
             print(serving_summary(api_url, client.dashboard_link, scheduler_address,
-                                  store_path, limit, names), flush=True)
+                                  store_path, limit, names, auth=auth, generated=generated),
+                  flush=True)
             try:
-                asyncio.run(_serve_while_server_runs(runner, server, log_file))
+                asyncio.run(_serve_while_server_runs(runner, server, log_file, api_url))
             except (KeyboardInterrupt, TerminationSignal):
                 pass  # the normal way to stop: clean up below
     finally:
         _note("stopping ...")
         quiet_embedded_workers()  # as Ctrl-C does (their logs would follow "stopping")
-        stop_run_processes()  # before the server: the runs report their crash to it
+        # Before the server: the runs report their crash to it (no time for that without it).
+        stop_run_processes(RUN_STOP_GRACE_SECONDS if api_answers_at_once(api_url) else 1.0)
         stop_fork_server()
         if owned_client is not None:
             owned_client.close()
@@ -408,12 +405,21 @@ def _note(message):
 
 
 def serving_summary(api_url, dashboard_link, scheduler_address, store_path, limit,
-                    deployment_names=()):
+                    deployment_names=(), *, auth=None, generated=False):
     """What ``catdask serve`` prints once everything is up: where to look, what is served,
     and how to start a run from another shell (which needs this server's API address: a bare
-    ``prefect`` command would talk to a server of its own)."""
+    ``prefect`` command would talk to a server of its own, and ``auth``, the credential of a
+    server serve started: the UI asks for it)."""
+    if auth:
+        where = ("generated for this start; set PREFECT_SERVER_API_AUTH_STRING to choose one"
+                 if generated else "PREFECT_SERVER_API_AUTH_STRING")
+        credential = [f"API credential:  {auth} ({where})"]
+        export_auth = [f"  export PREFECT_API_AUTH_STRING={shlex.quote(auth)}"]
+    else:
+        credential = export_auth = []
     return "\n".join([
         f"Prefect UI:      {api_url.removesuffix('/api')}",
+        *credential,
         f"Dask dashboard:  {dashboard_link}",
         f"Dask scheduler:  {scheduler_address}",
         f"Store:           {store_path}",
@@ -422,6 +428,7 @@ def serving_summary(api_url, dashboard_link, scheduler_address, store_path, limi
         "Deployments being served: " + (", ".join(sorted(deployment_names)) or "none"),
         "Start a run from the UI (Deployments, Run) or from another shell:",
         f"  export PREFECT_API_URL={api_url}",
+        *export_auth,
         "  prefect deployment run catdask-ingest/ingest --param 'names=[\"iris\"]'",
         "  prefect deployment run catdask-train/train --param dataset=iris --param method=cqs",
         "Stop with Ctrl-C.",

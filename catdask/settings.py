@@ -53,9 +53,11 @@ them): the CLI sets Prefect's home, telemetry and console defaults before Prefec
 ``DASK_LOGGING__DISTRIBUTED`` (``cli.main``, quiet workers) and
 ``DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT`` (``cli.runtime.check_scheduler``) unless set;
 ``catdask serve`` exports ``CATDASK_SCHEDULER``, ``PREFECT_API_URL``, ``CATDASK_SERVED_STORE`` and
-``CATDASK_SERVED_SCHEDULER`` (``orchestration.served.pin_served_runs``) and, when it binds beyond
-loopback with authentication, ``PREFECT_API_AUTH_STRING`` for its flow-run processes (``serve``, ``orchestration.preloaded_runs`` restores a run's environment in its
-forked process); ``orchestration.server`` exports ``PREFECT_API_URL`` while its temporary
+``CATDASK_SERVED_SCHEDULER`` (``orchestration.served.pin_served_runs``) and, when it starts its
+own Prefect server, that server's credential (configured or generated,
+``orchestration.api_auth``) as ``PREFECT_SERVER_API_AUTH_STRING`` and ``PREFECT_API_AUTH_STRING``
+for the server and its flow-run processes (``serve``; ``orchestration.preloaded_runs`` restores
+a run's environment in its forked process, adding ``PREFECT__FLOW_ENTRYPOINT``); ``orchestration.server`` exports ``PREFECT_API_URL`` while its temporary
 server runs (saving and restoring the previous value) and passes a copy of the environment to
 the server it starts; the embedded cluster's workers get ``OMP_NUM_THREADS``,
 ``OPENBLAS_NUM_THREADS`` and ``MKL_NUM_THREADS`` = 1 (``distributed.cluster.BLAS_ENV``).

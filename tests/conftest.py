@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 
 import numpy as np
 import pytest
@@ -89,10 +90,31 @@ def iris_store(store):
 # Prefect API (SQLite) and a small LocalCluster.
 
 
+class _GuardedSubprocess:
+    """``subprocess`` as Prefect's server module sees it under :func:`prefect_api`: every
+    server it starts gets SIGTERM when this test process dies (``parent_death``).
+
+    Prefect's ``prefect_test_harness`` starts its uvicorn server with ``subprocess.Popen`` and
+    stops it only at a normal exit: after SIGKILL of pytest it was alive 4 minutes later
+    (issue 44). Started from the main thread, as the session fixture is.
+    """
+
+    def __getattr__(self, name):
+        return getattr(subprocess, name)
+
+    @staticmethod
+    def Popen(args, **kwargs):  # noqa: N802 - subprocess's name
+        from catdask.orchestration.server import guarded_command
+
+        return subprocess.Popen(guarded_command(args), **kwargs)
+
+
 @pytest.fixture(scope="session")
 def prefect_api():
-    """One Prefect test server for the session; yields its API URL (for subprocess env)."""
+    """One Prefect test server for the session, which dies with the test run however it ends;
+    yields its API URL (for subprocess env)."""
     pytest.importorskip("prefect")
+    import prefect.server.api.server as prefect_server_module
     import prefect.settings as ps
     from prefect.settings import temporary_settings
     from prefect.testing.utilities import prefect_test_harness
@@ -102,8 +124,13 @@ def prefect_api():
     # before the harness so its global settings (seen by other threads) carry it too.
     if hasattr(ps, "PREFECT_FLOWS_HEARTBEAT_FREQUENCY"):
         updates[ps.PREFECT_FLOWS_HEARTBEAT_FREQUENCY] = None
-    with temporary_settings(updates), prefect_test_harness(server_startup_timeout=120):
-        yield ps.PREFECT_API_URL.value()
+    unguarded = prefect_server_module.subprocess
+    prefect_server_module.subprocess = _GuardedSubprocess()
+    try:
+        with temporary_settings(updates), prefect_test_harness(server_startup_timeout=120):
+            yield ps.PREFECT_API_URL.value()
+    finally:
+        prefect_server_module.subprocess = unguarded
 
 
 @pytest.fixture

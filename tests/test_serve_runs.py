@@ -222,3 +222,51 @@ def test_the_fork_server_pins_the_code_hash_its_runs_record():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120)
     assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_a_run_process_imports_the_entry_point_serve_registered(monkeypatch):
+    """Issue 44: the engine loads the flow from ``PREFECT__FLOW_ENTRYPOINT`` (serve's), never
+    from the deployment an API user can PATCH; an inherited value does not win."""
+    pytest.importorskip("prefect")
+    from catdask.orchestration.preloaded_runs import PreloadedRunStarter
+
+    monkeypatch.setenv("PREFECT__FLOW_ENTRYPOINT", "/tmp/evil.py:evil")
+    run = SimpleNamespace(id=uuid.uuid4())
+    env = PreloadedRunStarter(None, entrypoint="catdask.orchestration.train.train",
+                              deployment_name="train").environment(run)
+    assert env["PREFECT__FLOW_ENTRYPOINT"] == "catdask.orchestration.train.train"
+
+
+def test_unknown_parameter_names_are_refused_in_one_line():
+    pytest.importorskip("prefect")
+    from catdask.orchestration.served import unknown_parameters_message
+    from catdask.orchestration.train import train
+
+    assert unknown_parameters_message(train, {"dataset": "iris", "store": "/s"}) is None
+    message = unknown_parameters_message(train, {"dataset": "iris", "Store": 1, "store_": 2})
+    assert message.startswith("refused: flow catdask-train takes no parameter 'Store', "
+                              "'store_' (its parameters: dataset, method,")
+    assert "\n" not in message
+
+
+def test_serve_stops_within_seconds_once_an_api_it_did_not_start_is_gone():
+    """Issue 44: serve against ``PREFECT_API_URL`` kept retrying a dead API for 75-80 s."""
+    import time
+
+    from catdask.errors import ServiceLostError
+    from catdask.serve import API_LOST_SECONDS, _serve_while_server_runs
+
+    from .helpers.procs import free_port
+
+    class Runner:
+        pause_on_shutdown = True
+
+        async def start(self):
+            await asyncio.sleep(3600)
+
+    runner, started = Runner(), time.monotonic()
+    dead_api = f"http://127.0.0.1:{free_port()}/api"  # nothing listens there
+    with pytest.raises(ServiceLostError, match=f"has refused connections for {API_LOST_SECONDS:g} s"):
+        asyncio.run(_serve_while_server_runs(runner, None, api_url=dead_api))
+    assert time.monotonic() - started < API_LOST_SECONDS + 5
+    assert runner.pause_on_shutdown is False  # pausing would need the dead API

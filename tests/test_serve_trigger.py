@@ -59,13 +59,21 @@ THYROID_FILE = "new-thyroid.csv"
 
 
 @contextlib.contextmanager
-def prefect_client(api_url):
-    from prefect.client.orchestration import get_client
-    from prefect.settings import PREFECT_API_URL, temporary_settings
+def served_settings(served):
+    """Prefect settings of a client of the served API (its address and credential)."""
+    from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
 
-    with temporary_settings(updates={PREFECT_API_URL: api_url}):
-        with get_client(sync_client=True) as client:
-            yield client
+    with temporary_settings(updates={PREFECT_API_URL: served.api,
+                                     PREFECT_API_AUTH_STRING: served.auth}):
+        yield
+
+
+@contextlib.contextmanager
+def prefect_client(served):
+    from prefect.client.orchestration import get_client
+
+    with served_settings(served), get_client(sync_client=True) as client:
+        yield client
 
 
 def _runs_of_flow(client, flow_name):
@@ -125,15 +133,17 @@ def served(tmp_path_factory, shared_dir):
     try:
         proc.wait_for(r"being served", timeout=300)
         api = re.search(r"^Prefect UI:\s+(\S+)", proc.text(), re.M).group(1) + "/api"
-        yield SimpleNamespace(proc=proc, api=api, store=store, source=source, base=base,
-                              env=env)
+        # serve generates its API's credential (issue 44): clients present it.
+        auth = re.search(r"^API credential:\s+(\S+)", proc.text(), re.M).group(1)
+        yield SimpleNamespace(proc=proc, api=api, auth=auth, store=store, source=source,
+                              base=base, env=dict(env, PREFECT_API_AUTH_STRING=auth))
     finally:
         clean = proc.stop(signal.SIGTERM, timeout=60, group=False)
         assert clean, f"processes left after SIGTERM:\n{proc.tail()}"
 
 
 def test_the_retrain_trigger_is_an_automation_of_the_served_deployment(served):
-    with prefect_client(served.api) as client:
+    with prefect_client(served) as client:
         deployment = client.read_deployment_by_name("catdask-retrain/retrain-on-new-snapshot")
         automations = client.read_automations_by_name("catdask: retrain on a new snapshot")
     assert len(automations) == 1
@@ -161,7 +171,7 @@ def test_a_new_snapshot_starts_a_retrain_within_60_s(served):
 
     from prefect.events.filters import EventFilter, EventNameFilter
 
-    with prefect_client(served.api) as client:
+    with prefect_client(served) as client:
         [event] = _wait("the snapshot event", lambda: client.read_events(filter=EventFilter(
             event=EventNameFilter(name=["catdask.snapshot.created"])), limit=50).events,
             timeout=60)
@@ -220,9 +230,8 @@ def test_the_example_automation_flags_a_rejected_model(served):
                               capture_output=True, text=True, timeout=120)
         assert made.returncode == 0, made.stderr[-3000:]
         from prefect.deployments import run_deployment
-        from prefect.settings import PREFECT_API_URL, temporary_settings
 
-        with temporary_settings(updates={PREFECT_API_URL: served.api}):
+        with served_settings(served):
             run = run_deployment("catdask-train/train", timeout=300, parameters={
                 "dataset": "wine", "method": "cqs", "origin": "class", "n_restarts": 1})
         assert (run.state.type.value, run.state.name) == ("FAILED", "Rejected"), run.state

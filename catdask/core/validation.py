@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from numbers import Number
 
 import numpy as np
 
 __all__ = [
-    "CodedLabels", "check_missing_labels", "check_numeric_columns", "encode_class_labels",
-    "explain_invalid_input",
+    "CodedLabels", "check_data_scale", "check_missing_labels", "check_numeric_columns",
+    "check_value_range", "encode_class_labels", "explain_invalid_input",
 ]
 
 
@@ -55,25 +56,40 @@ _UNDERFLOW_SCALE = 1e-75
 
 def check_data_scale(X):
     """Refuse data whose squares overflow (or whose products of squares underflow) float64
-    before any product is formed.
+    before any product is formed (:func:`check_value_range` of ``max |x|``)."""
+    X = np.asarray(X)
+    if X.size == 0:
+        return
+    check_value_range(float(np.max(np.abs(X))), *X.shape)
+
+
+def check_value_range(top, n_samples, n_features, *, squares_only=False):
+    """Refuse values up to ``top = max |x|`` in an ``n_samples x n_features`` table that the
+    arithmetic cannot carry, in the estimators' own sentence.
 
     Scatter matrices, inner products and squared distances all sum N or D squared entries, and
     the SVD of the polar step and the certificate multiply such sums again; measured, fits
     failed with unrelated errors (``LinAlgError: SVD did not converge``, ``OverflowError``) from
-    ``max |x|`` about 1e77 on.
+    ``max |x|`` about 1e77 on. ``squares_only``: refuse only what no computation here survives,
+    a sum of ``max(N, D)`` squares (a standardisation's variance, a squared norm) that is not
+    finite in float64 (ingest, and a fit that standardises first). A non-finite ``top`` is left
+    to the NaN/inf checks.
     """
-    X = np.asarray(X)
-    if X.size == 0:
+    top = float(top)
+    if not math.isfinite(top):
         return
-    top = float(np.max(np.abs(X)))
-    if 0 < top < _UNDERFLOW_SCALE:
-        raise ValueError(
-            f"X has values only up to {top:.1e} in absolute value, too small for float64 here: "
-            "the products of their squares that the solver and the certificate form underflow "
-            "to 0 (measured: a singular matrix from about 1e-80 on). Standardise X first, "
-            "e.g. make_pipeline(StandardScaler(), ...)."
-        )
-    if top * np.sqrt(float(X.shape[0]) * X.shape[1]) > _OVERFLOW_SCALE:
+    if squares_only:
+        too_large = not math.isfinite(top * top * max(n_samples, n_features, 1))
+    else:
+        if 0 < top < _UNDERFLOW_SCALE:
+            raise ValueError(
+                f"X has values only up to {top:.1e} in absolute value, too small for float64 "
+                "here: the products of their squares that the solver and the certificate form "
+                "underflow to 0 (measured: a singular matrix from about 1e-80 on). Standardise "
+                "X first, e.g. make_pipeline(StandardScaler(), ...)."
+            )
+        too_large = top * math.sqrt(float(n_samples) * n_features) > _OVERFLOW_SCALE
+    if too_large:
         raise ValueError(
             f"X has values up to {top:.1e} in absolute value, too large for float64 here: sums of "
             "their squares (class matrices, inner products, distances) and the products the "

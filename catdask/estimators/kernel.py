@@ -18,6 +18,7 @@ from ..core.starts import kernel_decoupled_z, kernel_random_z
 from ..kernels import make_kernel
 from ..operators import CentredGramOperator
 from .base import SOLVER_PARAMS, BaseCategorySpace, logs_when_verbose
+from .classify import check_class_count_memory
 from .linear import _data_scale
 from .nystroem import fit_nystroem
 from .target import ComputeTarget
@@ -260,6 +261,7 @@ class KernelCategorySpace(BaseCategorySpace):
             return self._fit_nystroem(X, y)
         target, X, classes_, caller_classes = ComputeTarget.for_fit(
             self, X, y, linear=False, device=self.device, in_memory=True)
+        check_class_count_memory(X.shape[0], len(classes_))  # before any set-up
         kernel = self._make_kernel(X.shape[1])
         with target:
             # The operator works on the samples sorted by class, so every class is a contiguous
@@ -298,6 +300,7 @@ class KernelCategorySpace(BaseCategorySpace):
 
     def _fit_nystroem(self, X, y):
         target, X, classes_, classes = ComputeTarget.for_fit(self, X, y, linear=False)
+        check_class_count_memory(X.shape[0], len(classes_))
         kernel = self._make_kernel(X.shape[1])
         linear_params = {name: getattr(self, name) for name in (*SOLVER_PARAMS, "classifier")
                          if name != "random_state"}  # the landmarks' generator goes on

@@ -2,8 +2,12 @@
 
 The folder is what an exported model carries to another platform (an MLflow artifact). It holds
 the same arrays and metadata as a store version (:mod:`catdask.model_io`), the display names of
-the classes, and the sha256 of every array; reading it checks every digest and loads arrays with
-``allow_pickle=False``, so a bundle can neither run code nor be altered unnoticed.
+the classes, the sha256 of every array and, in ``meta.json``, the sha256 of everything else it
+says (``document_sha256``: the metadata, the array listing, the names). Reading it checks every
+digest and loads arrays with ``allow_pickle=False``, so a bundle runs no code, and an accidental
+change of an array or of the metadata (``params.classifier`` changes predictions) is refused.
+The digests are not signatures: whoever can write the folder can recompute them (protect it, or
+the MLflow artifact store, from writes as you would the model itself).
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ __all__ = ["ARTIFACT_KEY", "BUNDLE_FORMAT", "ModelBundle", "read_bundle", "write
 
 #: The artifact key under which an exported model's bundle folder travels (MLflow).
 ARTIFACT_KEY = "catdask_model"
-#: Version of the folder layout; :func:`read_bundle` refuses any other.
-BUNDLE_FORMAT = 1
+#: Version of the folder layout; :func:`read_bundle` refuses any other (2: the metadata's
+#: digest, ``document_sha256``).
+BUNDLE_FORMAT = 2
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,13 @@ def _digest(array: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
 
 
+def _document_digest(document: dict) -> str:
+    """sha256 of ``meta.json``'s content but its own digest, in a canonical JSON form."""
+    content = {k: v for k, v in document.items() if k != "document_sha256"}
+    text = json.dumps(content, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def write_bundle(folder, arrays: dict, meta: dict, *, class_names=None, feature_names=None):
     """Write a model's arrays and metadata into ``folder`` (created; must not exist)."""
     folder = Path(folder)
@@ -66,6 +78,7 @@ def write_bundle(folder, arrays: dict, meta: dict, *, class_names=None, feature_
                                               for k, v in class_names.items()]
     document = {"catdask_bundle_format": BUNDLE_FORMAT, "meta": meta, "arrays": listing,
                 "class_names": names, "feature_names": feature_names}
+    document["document_sha256"] = _document_digest(document)
     (folder / "meta.json").write_text(json.dumps(document, indent=1, allow_nan=False))
     return folder
 
@@ -81,15 +94,18 @@ def read_bundle(folder) -> ModelBundle:
     Raises
     ------
     ValueError
-        Unknown format, an array missing, unlisted or altered (sha256 mismatch), an unsafe
-        array name, or an array that is not plain numbers.
+        Unknown format, metadata or an array altered (sha256 mismatch), an array missing or
+        unlisted, an unsafe array name, or an array that is not plain numbers.
     """
     from ..model_io import import_model
 
     folder = Path(folder)
     document = json.loads((folder / "meta.json").read_text())
     if document.get("catdask_bundle_format") != BUNDLE_FORMAT:
-        raise ValueError(f"{folder}: not a catdask model bundle of format {BUNDLE_FORMAT}")
+        raise ValueError(f"{folder}: not a catdask model bundle of format {BUNDLE_FORMAT} "
+                         "(export the model again with `catdask export`)")
+    if document.get("document_sha256") != _document_digest(document):
+        raise ValueError(f"{folder}: meta.json does not match its sha256 (altered)")
     listing = document["arrays"]
     present = {p.stem for p in (folder / "arrays").iterdir()}
     if present != set(listing):

@@ -16,9 +16,11 @@ in memory) and reports states, logs and crashes as usual.
 - A run process watches ``catdask serve`` (its multiprocessing parent sentinel) and terminates
   itself when serve is gone, even after ``kill -9`` (a run process of ``python -m
   prefect.engine`` would be orphaned).
-- Flow runs of deployments that were not added with :meth:`ServeRunner.add_preloaded_deployment`,
-  and every run when the installed Prefect lacks the runner internals this relies on (checked
-  at start; they exist in Prefect 3.8), start as Prefect starts them.
+- A run process imports the entry point serve registered, not the deployment's (which an API
+  user can edit): :func:`.served.served_entrypoint_env`. So serve refuses to start when the
+  installed Prefect lacks the runner internals this relies on (they exist in Prefect 3.8).
+  Flow runs of deployments not added with :meth:`ServeRunner.add_preloaded_deployment` start
+  as Prefect starts them.
 - The flows' code is what was imported when the fork server started: restart ``catdask serve``
   after upgrading catdask (as with any long-running server). Serve logs a warning once when it
   starts a run after catdask's files changed on disk (:func:`warn_if_upgraded_under_serve`),
@@ -192,11 +194,36 @@ def _run_flow_run(env):
         # Settings were read when the fork server imported Prefect: read them again from the
         # runner's environment, as Prefect's own subprocess runs do.
         with SettingsContext(profile=get_settings_context().profile, settings=Settings()):
-            runpy.run_module("prefect.engine", run_name="__main__", alter_sys=True)
+            if not _refused_unknown_parameters(env):
+                runpy.run_module("prefect.engine", run_name="__main__", alter_sys=True)
     finally:
         # A forked multiprocessing child ends with os._exit, which skips atexit: run it, so that
         # Prefect sends its last logs and events and the Dask client closes, as at a normal exit.
         atexit._run_exitfuncs()
+
+
+def _refused_unknown_parameters(env):
+    """Whether the run was refused (ended Failed, one line) for a parameter name its flow does
+    not take: a request or an edited deployment can bypass the API's schema."""
+    from uuid import UUID
+
+    from prefect.client.orchestration import get_client
+    from prefect.flow_engine import load_flow_run
+    from prefect.flows import load_flow_from_entrypoint
+    from prefect.states import Failed
+
+    from .served import unknown_parameters_message
+
+    run_id = UUID(env["PREFECT__FLOW_RUN_ID"])
+    flow_run = load_flow_run(run_id)
+    flow = load_flow_from_entrypoint(env["PREFECT__FLOW_ENTRYPOINT"])
+    message = unknown_parameters_message(flow, flow_run.parameters)
+    if message is None:
+        return False
+    with get_client(sync_client=True) as client:
+        client.set_flow_run_state(run_id, Failed(message=message), force=True)
+    print(f"catdask serve: flow run {flow_run.name!r}: {message}", file=sys.stderr, flush=True)
+    return True
 
 
 def stop_run_processes(grace=RUN_STOP_GRACE_SECONDS):
@@ -296,8 +323,10 @@ class PreloadedRunStarter:
         The runner's channel for cancellation intents (without one, cancellation kills).
     """
 
-    def __init__(self, context, *, deployment_name=None, control_channel=None):
+    def __init__(self, context, *, entrypoint=None, deployment_name=None,
+                 control_channel=None):
         self._context = context
+        self._entrypoint = entrypoint
         self._deployment_name = deployment_name
         self._control_channel = control_channel
 
@@ -305,6 +334,8 @@ class PreloadedRunStarter:
         """The run process's environment: this process's, Prefect's settings, the run's ids."""
         from prefect.settings import get_current_settings
         from prefect.utilities.processutils import sanitize_subprocess_env
+
+        from .served import served_entrypoint_env
 
         env = dict(os.environ)
         env.update(get_current_settings().to_environment_variables(exclude_unset=True))
@@ -314,6 +345,7 @@ class PreloadedRunStarter:
             "PREFECT__ENABLE_CANCELLATION_AND_CRASHED_HOOKS": "false",
             "PREFECT__DEPLOYMENT_NAME": self._deployment_name,
             **dict(control_env),
+            **(served_entrypoint_env(self._entrypoint) if self._entrypoint else {}),
         })
         return sanitize_subprocess_env(env)
 
@@ -365,7 +397,7 @@ class ServeRunner(_runner_base()):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._preloaded_deployment_ids = set()
+        self._preloaded_entrypoints = {}  # deployment id -> the entry point serve registered
         self._fork_context = None
         self.preloaded = False  # True once runs start from the fork server
 
@@ -387,7 +419,7 @@ class ServeRunner(_runner_base()):
     def add_preloaded_deployment(self, deployment):
         """Register ``deployment`` (as :meth:`add_deployment`); its runs start preloaded."""
         deployment_id = self.add_deployment(deployment)
-        self._preloaded_deployment_ids.add(deployment_id)
+        self._preloaded_entrypoints[deployment_id] = deployment.entrypoint
         return deployment_id
 
     async def __aenter__(self):
@@ -395,17 +427,20 @@ class ServeRunner(_runner_base()):
         poller = getattr(self, "_scheduled_run_poller", None)
         default = getattr(poller, "_resolve_starter", None)
         if default is None:
-            logger.warning("this Prefect version offers no process-starter hook: served runs "
-                           "start as new interpreters (slower, more memory)")
-            return self
+            from ..errors import ServiceStartError
+
+            raise ServiceStartError(
+                "this Prefect version offers no process-starter hook (Prefect 3.8 does): its "
+                "served runs would load code from deployments that any API user can edit")
         self._fork_context = start_fork_server()
 
         def resolve_starter(flow_run):
-            if flow_run.deployment_id not in self._preloaded_deployment_ids:
+            if flow_run.deployment_id not in self._preloaded_entrypoints:
                 return default(flow_run)
             registry = self._deployment_registry
             return PreloadedRunStarter(
                 self._fork_context,
+                entrypoint=self._preloaded_entrypoints[flow_run.deployment_id],
                 deployment_name=registry.get_deployment_name(flow_run.deployment_id),
                 control_channel=getattr(self, "_control_channel", None),
             )

@@ -11,6 +11,13 @@ the variables are unset and the flow's arguments are used as given.
 Why: Dask messages carry pickles, so a run that connects to a scheduler someone else runs
 executes that person's code as the serve user; a run pointed at another store reads and writes
 files wherever the parameter says (measured in issue 28: both worked through the API).
+
+The code a served run executes is serve's too: the run process imports the entry point serve
+registered (:func:`served_entrypoint_env`), never the deployment's pull steps, storage, path
+or entry point, which an API user can PATCH (issue 44: a patched pull step ran as the serve
+user). Parameter names the flow does not take are refused by the API (the deployments' schema
+is closed, :func:`close_parameter_schema`) and again by the run process
+(:func:`unknown_parameters_message`), since the schema is advisory for whoever edits it.
 """
 
 from __future__ import annotations
@@ -22,7 +29,8 @@ from .. import settings
 from ..errors import CatdaskError
 
 __all__ = ["ENV_SERVED_STORE", "ENV_SERVED_SCHEDULER", "ServedParameterError",
-           "served_store_and_scheduler", "served_output_dir", "pin_served_runs"]
+           "served_store_and_scheduler", "served_output_dir", "pin_served_runs",
+           "served_entrypoint_env", "close_parameter_schema", "unknown_parameters_message"]
 
 #: Set by ``catdask serve`` in its own environment (and so in every run process it starts).
 ENV_SERVED_STORE = settings.SERVED_STORE.name
@@ -96,3 +104,40 @@ def served_output_dir(out_dir, store, environ=None):
             f"refused: a run served by `catdask serve` writes its tables inside {allowed}; "
             f"out_dir={str(out_dir)!r} is outside it. Leave `out_dir` unset")
     return str(target)
+
+
+def served_entrypoint_env(entrypoint):
+    """The run-process environment that makes Prefect's engine import ``entrypoint`` (what
+    serve registered) instead of loading the flow from the deployment: with
+    ``PREFECT__FLOW_ENTRYPOINT`` set, ``prefect.flow_engine.load_flow`` neither reads the
+    deployment's entry point nor runs its pull steps or storage (Prefect 3.8)."""
+    return {"PREFECT__FLOW_ENTRYPOINT": str(entrypoint)}
+
+
+def close_parameter_schema(deployment):
+    """Make the API refuse (HTTP 409) a run of ``deployment`` with a parameter its flow does
+    not take (``Store``, ``store_``): the schema gets ``additionalProperties: false``."""
+    from prefect.utilities.callables import ParameterSchema
+
+    class ClosedParameterSchema(ParameterSchema):
+        additionalProperties: bool = False  # noqa: N815 (the JSON schema's name)
+
+    schema = deployment._parameter_openapi_schema
+    # Set explicitly: the deployment sends the schema with exclude_unset=True.
+    deployment._parameter_openapi_schema = ClosedParameterSchema(
+        **schema.model_dump(exclude_unset=True), additionalProperties=False)
+    return deployment
+
+
+def unknown_parameters_message(flow, parameters):
+    """One line refusing the ``parameters`` that ``flow`` does not take, or None when all are
+    its own (Prefect's engine would crash on them with two tracebacks instead)."""
+    import inspect
+
+    taken = inspect.signature(flow.fn).parameters
+    unknown = sorted(set(parameters) - set(taken))
+    if not unknown:
+        return None
+    return (f"refused: flow {flow.name} takes no parameter "
+            f"{', '.join(repr(name) for name in unknown)} (its parameters: "
+            f"{', '.join(taken)})")

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 from ..catalog import get_entry, obtain_sources, parse_dataset, parse_table
 from ..catalog.sources import DOWNLOAD_CACHE_DIR
+from ..core.validation import check_value_range
 from ..names import validate_name
 from ..store import resolve_store, write_dataset
 
@@ -17,6 +20,14 @@ def _report(info, source):
     out["path"] = str(info.path)
     out["source"] = source
     return out
+
+
+def _check_arithmetic_range(X):
+    """Refuse values whose squares overflow float64 (near 1e308) before anything is stored:
+    stored, they failed ``train`` ~10 s later with a wrong reason ("no variation")."""
+    X = np.asarray(X)
+    if X.size and X.dtype.kind in "biuf":
+        check_value_range(float(np.max(np.abs(X))), *X.shape, squares_only=True)
 
 
 def ingest_dataset(name, store=None, *, source_dir=None, allow_download=False, cache_dir=None,
@@ -45,6 +56,7 @@ def ingest_dataset(name, store=None, *, source_dir=None, allow_download=False, c
             allow_download=allow_download,
         )
     X, y, label_names, provenance = parse_dataset(entry, paths)
+    _check_arithmetic_range(X)
     info = write_dataset(root, entry.name, X, y, label_names=label_names, attrs=provenance,
                          replace=replace)
     return _report(info, "sklearn" if paths is None else [str(p) for p in paths])
@@ -66,6 +78,7 @@ def ingest_file(path, name, label_column, store=None, *, delimiter=None, header=
     """
     name = validate_name(name, kind="data set")
     X, y, label_names, provenance = parse_table(path, label_column, delimiter=delimiter, header=header)
+    _check_arithmetic_range(X)
     info = write_dataset(resolve_store(store), name, X, y, label_names=label_names,
                          attrs=provenance, replace=replace)
     return _report(info, str(path))

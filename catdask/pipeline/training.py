@@ -17,6 +17,7 @@ from sklearn.preprocessing import StandardScaler
 
 from ..certificate.budget import aiming_at, budget_scope
 from ..core.progress import quiet_solvers
+from ..core.validation import check_value_range
 from ..distributed.store_visibility import check_workers_see_folder
 from ..methods import METHODS
 from ..store import open_dataset_arrays, register_estimator
@@ -116,11 +117,16 @@ def _fit_on_arrays(arrays, dataset, spec, client, t0):
     if client is None:
         X = np.asarray(X[:], dtype=float)
     steps = []
+    # Values the arithmetic cannot carry are refused here, in the estimator's sentence: a Dask
+    # fit does not see them before its passes overflow ("no variation", "contains NaN").
+    top = abs(X).max()
     if spec.standardise:
         if client is None:
+            check_value_range(float(top), *X.shape, squares_only=True)
             mean, std = X.mean(axis=0), X.std(axis=0)
-        else:  # one pass over the blocks on the workers for both moments
-            mean, std = client.compute([X.mean(axis=0), X.std(axis=0)], sync=True)
+        else:  # one pass over the blocks on the workers for the moments and the range
+            top, mean, std = client.compute([top, X.mean(axis=0), X.std(axis=0)], sync=True)
+            check_value_range(float(top), *X.shape, squares_only=True)
         mean, std = np.asarray(mean, dtype=float), np.asarray(std, dtype=float)
         scale = np.where(std > 0, std, 1.0)  # constant columns (segmentation) stay as they are
         X = (X - mean) / scale
@@ -130,6 +136,9 @@ def _fit_on_arrays(arrays, dataset, spec, client, t0):
             # graphs submitting the same keys differently fused make the scheduler warn).
             X = client.persist(X)
         steps.append(("standardise", _fitted_scaler(mean, scale, len(codes))))
+    else:
+        check_value_range(float(top if client is None else client.compute(top, sync=True)),
+                          *X.shape)
     est = spec.estimator()
     # The estimator computes with dask's current scheduler: make it the given client even when
     # that client is not the process-wide default (the persisted blocks live on its workers).

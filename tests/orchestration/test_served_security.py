@@ -154,6 +154,52 @@ def test_a_public_bind_needs_prefect_api_auth(monkeypatch):
         assert api_auth_for_bind("0.0.0.0") == "ops:s3cret"
 
 
+def test_serve_generates_a_credential_unless_one_is_configured(monkeypatch):
+    """Issue 44: serve's API is never open, as Jupyter's token; a configured one is used."""
+    from prefect.settings import PREFECT_SERVER_API_AUTH_STRING, temporary_settings
+
+    from catdask.orchestration.api_auth import serve_api_auth
+    from catdask.serve import serving_summary
+
+    monkeypatch.delenv("PREFECT_SERVER_API_AUTH_STRING", raising=False)
+    (first, generated), (second, _) = serve_api_auth("127.0.0.1"), serve_api_auth("127.0.0.1")
+    user, _, password = first.partition(":")
+    assert generated and user == "catdask" and len(password) >= 32 and first != second
+    with temporary_settings(updates={PREFECT_SERVER_API_AUTH_STRING: "ops:s3cret"}):
+        assert serve_api_auth("0.0.0.0") == ("ops:s3cret", False)
+    text = serving_summary("http://127.0.0.1:4311/api", "d", "tcp://s:1", "/s", 1, ["a/b"],
+                           auth=first, generated=True)
+    assert f"API credential:  {first} (generated" in text
+    assert f"export PREFECT_API_AUTH_STRING={first}" in text
+
+
+@pytest.mark.parametrize("value", [":", "user:", ":password", "nocolon", " : "])
+def test_an_auth_string_needs_a_user_and_a_password(monkeypatch, value):
+    from prefect.settings import PREFECT_SERVER_API_AUTH_STRING, temporary_settings
+
+    from catdask.orchestration.api_auth import AuthStringError
+    from catdask.serve import api_auth_for_bind
+
+    with temporary_settings(updates={PREFECT_SERVER_API_AUTH_STRING: value}):
+        for host in ("127.0.0.1", "0.0.0.0"):
+            with pytest.raises(AuthStringError, match="non-empty user and password"):
+                api_auth_for_bind(host)
+
+
+def test_serve_with_a_colon_for_credential_exits_3_in_one_line(iris_store, tmp_path):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PREFECT_API", "PREFECT_SERVER_API", "CATDASK_"))}
+    env.update(PREFECT_HOME=str(tmp_path / "prefect-home"), PREFECT_SERVER_API_AUTH_STRING=":")
+    r, _, _ = _timed_script(["serve", "--host", "0.0.0.0", "--store", iris_store], env,
+                            tmp_path, tmp_path)
+    assert r.returncode == EXIT_INPUT, r.stderr
+    assert r.stderr.splitlines() == [
+        "catdask serve: error: PREFECT_SERVER_API_AUTH_STRING must be 'user:password' with a "
+        "non-empty user and password (it is the Prefect API's HTTP basic credential); unset "
+        "it to let `catdask serve` generate one"], r.stderr
+    assert not (tmp_path / "prefect-home" / "server.log").exists()
+
+
 @pytest.mark.parametrize("host", ["0.0.0.0", "::"])
 def test_serve_on_a_public_address_without_auth_exits_3_and_starts_nothing(iris_store, tmp_path,
                                                                            host):

@@ -1,0 +1,68 @@
+"""What the checksums of an exported bundle and a stored model catch (issue 44, item 5).
+
+- ``meta.json`` carries the sha256 of everything it says: a changed ``params.classifier``
+  (which changes predictions) is refused on load.
+- A model whose axes are not orthonormal is refused on load even when every checksum was
+  recomputed (a forged or damaged version): ``W^T W = I`` is checked; ``catdask check``,
+  which loads every version, reports it.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_iris
+
+from catdask import CategorySpace
+from catdask.export.bundle import read_bundle, write_bundle
+from catdask.model_io import export_model, import_model
+
+
+@pytest.fixture(scope="module")
+def iris_model():
+    X, y = load_iris(return_X_y=True)
+    return CategorySpace(n_restarts=1, random_state=0).fit(X, y), X
+
+
+def test_a_changed_classifier_in_meta_json_is_refused(iris_model, tmp_path):
+    model, X = iris_model
+    arrays, meta = export_model(model)
+    folder = write_bundle(tmp_path / "b", arrays, meta)
+    assert read_bundle(folder).meta["params"]["classifier"] == "qda"
+    document = json.loads((folder / "meta.json").read_text())
+    document["meta"]["params"]["classifier"] = "angle"
+    (folder / "meta.json").write_text(json.dumps(document, indent=1))
+    with pytest.raises(ValueError, match=r"meta.json does not match its sha256 \(altered\)"):
+        read_bundle(folder)
+
+
+def _forged(model):
+    """The model's arrays with its axes scaled by 1.5: not orthonormal, digests recomputed."""
+    arrays, meta = export_model(model)
+    arrays["components_"] = arrays["components_"] * 1.5
+    return arrays, meta
+
+
+def test_axes_that_are_not_orthonormal_are_refused_on_load(iris_model, tmp_path):
+    model, X = iris_model
+    arrays, meta = export_model(model)
+    np.testing.assert_allclose(import_model(arrays, meta).transform(X), model.transform(X))
+    forged_arrays, forged_meta = _forged(model)
+    with pytest.raises(ValueError, match=r"not orthonormal: max \|W\^T W - I\| = 1\.2e\+00"):
+        import_model(forged_arrays, forged_meta)
+    folder = write_bundle(tmp_path / "forged", forged_arrays, forged_meta)  # digests agree
+    with pytest.raises(ValueError, match="not orthonormal"):
+        read_bundle(folder)
+
+
+def test_check_reports_a_forged_version_with_recomputed_checksums(iris_model, tmp_path):
+    from catdask.store import check_store, register_model
+
+    model, _ = iris_model
+    store = tmp_path / "store"
+    register_model(store, "iris-forged", *_forged(model))
+    report = check_store(store)
+    [problem] = [p for p in report.problems if p.kind == "model"]
+    assert "does not load: Model axes (components_) are not orthonormal" in problem.message
