@@ -397,6 +397,11 @@ def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, lim
         close_embedded_cluster(worker_timeout=STOP_WORKER_SECONDS)
         if server is not None:
             stop_process(server)
+        # A run the runner was still starting when the signal came can be born after the first
+        # sweep; the interpreter's exit joins every run process, and one that reports its crash
+        # to a dead API retries for a minute (a served test run SIGKILLed mid-start-up: serve
+        # alive 80 s later). Nothing is left for it to report to: stop it now.
+        stop_run_processes(0.0)
         _note("stopped")
 
 
