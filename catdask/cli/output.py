@@ -102,6 +102,7 @@ def print_table(rows: list[dict], *, wrap: str | None = None) -> None:
     Console(width=width or natural, file=buffer, force_terminal=tty).print(table)
     sys.stdout.write(buffer.getvalue())
     if left_out:
+        sys.stdout.flush()  # the note (stderr) after the table, also when both go to one file
         note(f"(left out to fit {width} columns: {', '.join(map(str, left_out))}; a wider "
              "terminal or COLUMNS=200 shows them)")
 
