@@ -51,15 +51,8 @@ from ..pipeline.device import check_device
 from ..pipeline.candidates import look_up_fit
 from ..pipeline.model_cache import CACHE_MISSES, current_content_sha256
 from ..pipeline.model_identity import default_model_name, spec_conflict
-from ..pipeline.reports import (
-    certificate_summary,
-    metrics_table_rows,
-    png_markdown,
-    reported_gap,
-    restart_rows,
-    summary_markdown,
-    write_model_plot,
-)
+from ..pipeline.reports import (certificate_summary, metrics_table_rows, png_markdown,
+                                reported_gap, restart_rows, summary_markdown, write_model_plot)
 from ..pipeline.run_names import retrain_run_name, train_run_name
 from ..core.progress import CONSOLE_NOTE, CONSOLE_REPEATED, solver_progress
 from ..store import read_dataset, training_lease
