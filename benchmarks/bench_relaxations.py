@@ -102,8 +102,11 @@ def main(argv=None):
     ap.add_argument("--highd", type=int, default=None, metavar="N")
     ap.add_argument("--time-limit", type=float, default=120.0)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--quick", action="store_true", help="wine only (run_all.py --quick)")
     args = ap.parse_args(argv)
     args.no_kernel = True
+    if args.quick:
+        args.only = ["wine"]
     print(f"load average at start {os.getloadavg()}; gaps are (bound - f) / f", flush=True)
     if args.highd:
         return run_highd(args.highd, args.time_limit)
@@ -126,7 +129,8 @@ def main(argv=None):
     print(f"load average at end {os.getloadavg()}")
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"benchmark": "bench_relaxations", "kronecker": args.kronecker,
+            json.dump({"benchmark": "bench_relaxations", "quick": args.quick,
+                       "kronecker": args.kronecker,
                        "rows": rows}, fh, indent=1)
 
 

@@ -17,6 +17,7 @@ a port is really taken.
 from __future__ import annotations
 
 import errno
+import base64
 import json
 import os
 import re
@@ -459,14 +460,18 @@ def _start_served_train(proc, store, tmp_path):
     import urllib.request
 
     api = re.search(r"export PREFECT_API_URL=(\S+)", proc.text()).group(1)
+    auth = re.search(r"^API credential:\s+(\S+)", proc.text(), re.M).group(1)  # serve's own
     out = subprocess.run([BIN / "prefect", "deployment", "run", "catdask-train/train", "-p",
                           "dataset=blobs", "-p", "method=kcqs"],
-                         env=child_env(tmp_path / "cli-home", api_url=api),
+                         env=child_env(tmp_path / "cli-home", api_url=api,
+                                       PREFECT_API_AUTH_STRING=auth),
                          capture_output=True, text=True, timeout=120)
     run_id = re.search(r"UUID: ([0-9a-f-]{36})", out.stdout).group(1)
     deadline = time.monotonic() + 180
     while True:
-        with urllib.request.urlopen(f"{api}/flow_runs/{run_id}", timeout=10) as r:
+        request = urllib.request.Request(f"{api}/flow_runs/{run_id}", headers={
+            "Authorization": "Basic " + base64.b64encode(auth.encode()).decode()})
+        with urllib.request.urlopen(request, timeout=10) as r:
             if json.load(r)["state"]["type"] == "RUNNING":
                 return
         assert time.monotonic() < deadline and proc.alive(), proc.tail()

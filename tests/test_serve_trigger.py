@@ -238,7 +238,7 @@ def test_the_example_automation_flags_a_rejected_model(served):
         [(t_hook, flag)] = _wait("the webhook's flag", lambda: _Hook.received, timeout=90)
     finally:
         server.shutdown()
-    assert flag["subject"] == "catdask: model wine-cqs rejected"
+    assert flag["subject"] == "catdask: model wine-cqs-class rejected"  # issue 43: the origin in the name
     assert "rejected-uncertified" in flag["body"] and "wine" in flag["body"]
     latency = t_hook - run.end_time.timestamp()
     _record("serve-automation-latency", {"run_end_to_webhook_s": latency,
