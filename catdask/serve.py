@@ -61,6 +61,7 @@ STOP_WORKER_SECONDS = 1.0
 SERVER_WATCH_SECONDS = 1.0
 #: Seconds a Prefect API that serve did not start may refuse connections before serve stops.
 API_LOST_SECONDS = 5.0
+_SIGTERM_SEEN = threading.Event()  # checked again: its KeyboardInterrupt is lost in gc callbacks
 
 
 def default_run_limit(cores=None, memory_bytes=None):
@@ -100,6 +101,7 @@ def _poll_seconds():
 
 
 def _sigterm_to_keyboard_interrupt(signum, frame):
+    _SIGTERM_SEEN.set()
     raise KeyboardInterrupt(f"signal {signum}")
 
 
@@ -339,15 +341,16 @@ def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, lim
 
     limit = resolve_run_limit(limit)
     scheduler = scheduler or settings.SCHEDULER.get()
-    server = client = owned_client = None
-    log_file = None
+    server = client = owned_client = log_file = None
     api_url = settings.PREFECT_API_URL.get()
     # Before anything starts: the credential of the server started here (configured or new).
     auth, generated = (None, False) if api_url else serve_api_auth(host)
     # SIGTERM during start-up (before the Prefect runner installs its own handler) must not
     # kill this process alone and orphan the Prefect server and the Dask workers.
+    parent, previous_sigterm = os.getppid(), None
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _sigterm_to_keyboard_interrupt)
+        _SIGTERM_SEEN.clear()
+        previous_sigterm = signal.signal(signal.SIGTERM, _sigterm_to_keyboard_interrupt)
     try:
         if not api_url:
             # The server requires it; serve's runner and its run processes present it.
@@ -383,14 +386,18 @@ def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, lim
                                   store_path, limit, names, auth=auth, generated=generated),
                   flush=True)
             try:
+                _SIGTERM_SEEN.is_set() and _sigterm_to_keyboard_interrupt(signal.SIGTERM, None)
                 asyncio.run(_serve_while_server_runs(runner, server, log_file, api_url))
             except (KeyboardInterrupt, TerminationSignal):
                 pass  # the normal way to stop: clean up below
     finally:
+        if previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a repeat: a traceback halfway
         _note("stopping ...")
         quiet_embedded_workers()  # as Ctrl-C does (their logs would follow "stopping")
-        # Before the server: the runs report their crash to it (no time for that without it).
-        stop_run_processes(RUN_STOP_GRACE_SECONDS if api_answers_at_once(api_url) else 1.0)
+        # Before the server: the runs report their crash to it, unless it or serve's parent died.
+        stop_run_processes(RUN_STOP_GRACE_SECONDS if api_answers_at_once(api_url) else 1.0,
+                           lambda: os.getppid() == parent and api_answers_at_once(api_url))
         stop_fork_server()
         if owned_client is not None:
             owned_client.close()
@@ -403,6 +410,8 @@ def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, lim
         # alive 80 s later). Nothing is left for it to report to: stop it now.
         stop_run_processes(0.0)
         _note("stopped")
+        if previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, previous_sigterm)
 
 
 def _note(message):

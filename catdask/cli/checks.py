@@ -172,8 +172,9 @@ def check_stored_dataset(store, name: str) -> None:
 
 
 def check_method_fits_dataset(store, name: str, method: str) -> None:
-    """``train``: a linear method needs K <= D (K orthonormal axes in D dimensions), checked
-    on the stored data set's metadata before Prefect or Dask starts (the train flow checks
+    """``train``: a linear method needs K <= D (K orthonormal axes in D dimensions), and a
+    kernel method memory for K x K per class, checked on the stored data set's metadata
+    before Prefect or Dask starts (the train flow checks
     the same, :meth:`catdask.pipeline.ModelSpec.check_data_shape`, for runs started
     elsewhere).
 
@@ -183,18 +184,31 @@ def check_method_fits_dataset(store, name: str, method: str) -> None:
         Exit code 3 (the data set and the method do not go together), naming both numbers
         and the kernel methods.
     """
-    if method in KERNEL_METHODS:
-        return
     from catdask.store import list_datasets
 
     info = next((d for d in list_datasets(store) if d.name == name), None)
     if info is None or info.n_features is None or info.n_classes is None:
         return  # a damaged entry: reading it reports that
-    if info.n_classes > info.n_features:
+    if method in KERNEL_METHODS:
+        _check_kernel_fit_memory(name, method, info)
+    elif info.n_classes > info.n_features:
         raise CliError(f"--method {method} needs at most as many classes as features, and data "
                        f"set {name!r} has {info.n_classes} classes and {info.n_features} "
                        f"feature{'s' * (info.n_features != 1)} (K orthonormal axes do not fit "
                        f"in D dimensions); use --method {' or '.join(KERNEL_METHODS)}")
+
+
+def _check_kernel_fit_memory(name: str, method: str, info) -> None:
+    """A kernel fit holds a K x K covariance per class: refused here, from the metadata, when
+    that exceeds memory (10,000 classes: terabytes), rather than after the cluster started."""
+    if info.n_samples is None:
+        return
+    from catdask.estimators.classify import check_class_count_memory
+
+    try:
+        check_class_count_memory(info.n_samples, info.n_classes)
+    except ValueError as exc:
+        raise CliError(f"--method {method} on data set {name!r}: {exc}") from None
 
 
 def check_evaluation_datasets(store, names) -> None:

@@ -22,7 +22,7 @@ import logging
 import os
 import socket
 import threading
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from .. import settings
@@ -102,6 +102,26 @@ def _port_free(host, port):
 #: runs (deploy/dask/README.md).
 SCHEDULER_CONFIG = {"distributed.scheduler.active-memory-manager.start": False}
 
+
+def _abandon(cluster) -> None:
+    """Kill the worker processes of a cluster whose start was interrupted, and mark it closed.
+
+    distributed's exit hook would otherwise close it, waiting up to 10 s, and print an
+    AssertionError traceback when its workers never left ``Status.init`` (a ``catdask serve``
+    whose test run was SIGKILLed as serve started its cluster).
+    """
+    import signal
+
+    from distributed.core import Status
+
+    for worker in [*getattr(cluster, "_created", ()), *getattr(cluster, "workers", {}).values()]:
+        pid = getattr(worker, "pid", None)  # a Nanny's worker process
+        if pid:
+            with suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+    cluster.status = Status.closed
+
+
 def start_local_cluster(n_workers, *, threads_per_worker=1, processes=True,
                         memory_limit="auto", dashboard_address="127.0.0.1:0",
                         set_as_default=False, worker_modules=None):
@@ -118,17 +138,25 @@ def start_local_cluster(n_workers, *, threads_per_worker=1, processes=True,
     process_kwargs = {"env": dict(BLAS_ENV), "config": WORKER_CONFIG,
                       "preload": worker_preloads(),
                       "preload_argv": worker_preload_argv(modules)} if processes else {}
-    with dask.config.set(SCHEDULER_CONFIG):  # read once, when the scheduler starts
-        cluster = LocalCluster(
-            n_workers=n_workers,
-            threads_per_worker=threads_per_worker,
-            processes=processes,
-            host="127.0.0.1",
-            dashboard_address=dashboard_address,
-            memory_limit=memory_limit,
-            **process_kwargs,
-        )
-    client = Client(cluster, set_as_default=set_as_default)
+    from distributed.deploy.spec import SpecCluster
+
+    before = set(SpecCluster._instances)
+    try:
+        with dask.config.set(SCHEDULER_CONFIG):  # read once, when the scheduler starts
+            cluster = LocalCluster(
+                n_workers=n_workers,
+                threads_per_worker=threads_per_worker,
+                processes=processes,
+                host="127.0.0.1",
+                dashboard_address=dashboard_address,
+                memory_limit=memory_limit,
+                **process_kwargs,
+            )
+        client = Client(cluster, set_as_default=set_as_default)
+    except BaseException:  # a signal mid start-up (serve's parent died): leave nothing behind
+        for half_started in set(SpecCluster._instances) - before:
+            _abandon(half_started)
+        raise
     client.run(limit_blas_threads, 1)
     reduce_message_batching(client, getattr(cluster, "scheduler", None))
     if not processes:  # in-process workers: no preload ran

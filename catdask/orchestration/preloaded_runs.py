@@ -226,14 +226,14 @@ def _refused_unknown_parameters(env):
     return True
 
 
-def stop_run_processes(grace=RUN_STOP_GRACE_SECONDS):
+def stop_run_processes(grace=RUN_STOP_GRACE_SECONDS, worth_waiting=lambda: True):
     """Stop the run processes this process started that are still running: SIGTERM (Prefect's
-    engine marks the run Crashed), SIGKILL after ``grace`` seconds. Returns how many there were.
-
-    Call it while the Prefect API still answers. Needed because the runner does not stop its
-    runs when Ctrl-C ends it, and a run process ignores SIGINT: the interpreter's exit would
-    otherwise wait for every run to finish (multiprocessing joins its children at exit), and
-    a run outlived the server it reports to (measured: serve hung after "stopped").
+    engine marks the run Crashed), SIGKILL after ``grace`` seconds or once ``worth_waiting()``
+    is false (their API gone). Returns how many there were. Call it while the Prefect API
+    still answers. Needed because the runner does not stop its runs when Ctrl-C ends it, and
+    a run process ignores SIGINT: the interpreter's exit would otherwise wait for every run to
+    finish (multiprocessing joins its children at exit), and a run outlived the server it
+    reports to (measured: serve hung after "stopped").
     """
     import time
 
@@ -242,11 +242,11 @@ def stop_run_processes(grace=RUN_STOP_GRACE_SECONDS):
     for process in runs:
         process.terminate()
     deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(p.is_alive() for p in runs) and worth_waiting():
+        time.sleep(0.2)
     for process in runs:
-        process.join(max(0.0, deadline - time.monotonic()))
-        if process.is_alive():
-            process.kill()
-            process.join(5)
+        process.kill()  # those still running (a no-op for the others)
+        process.join(5)
     return len(runs)
 
 

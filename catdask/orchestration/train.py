@@ -306,7 +306,8 @@ def train(
             return cached_state(looked_up, dataset)
     info = describe_dataset(store, dataset)
     with parameter_checks():  # before the cluster
-        spec.check_data_shape(dataset, info["n_features"], info["n_classes"])
+        spec.check_data_shape(dataset, info["n_features"], info["n_classes"],
+                              info["n_samples"])
     # One training of a model at a time, fit to registration (store/lease.py says why): a
     # second run waits here, then looks the cache up again and finds the first one's version.
     # Taken once the data set is known to be there: a run refused above leaves no trace.

@@ -86,14 +86,22 @@ class ModelSpec:
     def is_kernel(self):
         return METHOD_NAMES[self.method].kernel
 
-    def check_data_shape(self, dataset: str, n_features: int, n_classes: int) -> None:
+    def check_data_shape(self, dataset: str, n_features: int, n_classes: int,
+                         n_samples: int | None = None) -> None:
         """Raise ``ValueError`` when the method cannot fit a data set of this shape.
 
         The linear methods need K <= D: K orthonormal axes (a point of the Stiefel manifold
         St(D, K)) do not fit in D dimensions. The kernel methods' axes live in the RKHS, so
-        any K fits. Checked from the data set's metadata, before a cluster is started; the
-        estimator checks the same on the data (in Python terms, ``KernelCategorySpace``).
+        any K fits, memory allowing: with ``n_samples``, a kernel fit whose K x K per-class
+        covariances exceed memory is refused (:func:`~catdask.estimators.classify.
+        check_class_count_memory`). Checked from the data set's metadata, before a cluster is
+        started; the estimator checks the same on the data (in Python terms,
+        ``KernelCategorySpace``).
         """
+        if self.is_kernel and n_samples is not None:
+            from ..estimators.classify import check_class_count_memory
+
+            check_class_count_memory(n_samples, n_classes)
         if not self.is_kernel and n_classes > n_features:
             raise ValueError(
                 f"method {self.method!r} needs at most as many classes as features, and data "

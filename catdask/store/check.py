@@ -33,6 +33,7 @@ from .layout import (
     MODEL_COUNTER,
     MODEL_LOCK,
     NAME_LOCK,
+    SNAPSHOT_COUNTER,
     changing_store,
     cleanup_temporaries,
     datasets_dir,
@@ -264,7 +265,7 @@ def _list_dataset(folder: Path, report: StoreReport):
     on each snapshot so gc keeps it while it is verified."""
     with name_lock(folder):
         ids = snapshot_ids(folder)
-        _strays(folder, lambda c: c.name in {"zarr.json", NAME_LOCK}
+        _strays(folder, lambda c: c.name in {"zarr.json", NAME_LOCK, SNAPSHOT_COUNTER}
                 or (snapshot_number(c.name) is not None and c.is_dir()),
                 report, f"data set {folder.name!r}")
         try:

@@ -43,6 +43,7 @@ __all__ = [
     "NAME_LOCK",
     "MODEL_LOCK",
     "MODEL_COUNTER",
+    "SNAPSHOT_COUNTER",
 ]
 
 DEFAULT_STORE = "catdask-store"
@@ -51,6 +52,8 @@ NAME_LOCK = ".lock"
 MODEL_LOCK = ".registry.lock"
 #: The highest version number ever reserved under a model name (never given twice).
 MODEL_COUNTER = ".newest-version"
+#: The highest snapshot number ever given under a data-set name (never given twice).
+SNAPSHOT_COUNTER = ".newest-snapshot"
 STORE_ENV = settings.STORE.name
 
 

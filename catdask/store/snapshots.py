@@ -6,6 +6,7 @@
                                        current snapshot and its content checksum
     <root>/datasets/<name>/s<N>/       snapshot N: a zarr v3 group (X, y, attributes), never
                                        modified after it is renamed into place
+    <root>/datasets/<name>/.newest-snapshot  the highest N ever given (ids are never reused)
     <root>/datasets/<name>/.lock       the name lock: held by writers while they create their
                                        temporary (shared) and while they claim N and move the
                                        pointer (exclusive), by gc/cleanup while they remove
@@ -21,15 +22,18 @@ a snapshot only when it gets the exclusive lock (no reader) and no model refers 
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from ..errors import DatasetNotFoundError, StoreCorruptError
 from ..names import did_you_mean
+from ..object_store import LocalBackend, NotFound
 from . import _zarr_io
 from ._atomic import file_lock, rename_no_replace
 from .content import check_attrs, verify_content
 from .layout import (
     NAME_LOCK,
+    SNAPSHOT_COUNTER,
     datasets_dir,
     entry_path,
     list_entries,
@@ -92,21 +96,44 @@ def rename_to_next_snapshot(tmp: Path, folder: Path) -> str:
     """Rename the finished temporary ``tmp`` to the next free ``s<N>`` of ``folder`` (call
     under the name lock, so no other writer claims N meanwhile); returns the new id.
 
-    N is above every snapshot present and every one ever committed (the pointer's
-    ``newest_committed``): gc may have removed the newest snapshot since, and an id that named
-    other content before would make the logs, events and model metadata naming it ambiguous.
+    N is above every snapshot present, every one ever committed (the pointer's
+    ``newest_committed``) and every one ever given (``.newest-snapshot``, which survives a
+    damaged pointer, as registry.py's ``.newest-version`` does for model versions): gc may
+    have removed the newest snapshot since, and an id that named other content before would
+    make the logs, events and model metadata naming it ambiguous.
     """
     try:
         pointer = read_pointer(folder)
     except StoreCorruptError:
-        pointer = None  # damaged: the snapshots present are all that is known
+        pointer = None  # damaged: the record and the snapshots present still say what was given
     newest = pointer.newest_committed if pointer is not None else 0
     present = max((snapshot_number(s) or 0 for s in snapshot_ids(folder)), default=0)
-    number = max(present, newest) + 1
+    number = max(present, newest, _newest_given(folder)) + 1
     snapshot = f"s{number}"
     if not rename_no_replace(tmp, folder / snapshot):
         raise OSError(f"{folder / snapshot} exists although the name lock is held")
+    # Until it is recorded the folder itself says the number is taken; a failure to record
+    # (a full disk) leaves that, and the snapshot is written all the same.
+    with contextlib.suppress(OSError):
+        _counter_backend(folder).put(_counter_key(folder), f"{number}\n".encode())
     return snapshot
+
+
+def _newest_given(folder: Path) -> int:
+    try:
+        text = _counter_backend(folder).get(_counter_key(folder))[0].strip()
+    except NotFound:
+        return 0
+    return int(text) if text.isdigit() else 0
+
+
+# The record is a small object written through the store's seam, as the model registry's.
+def _counter_backend(folder: Path) -> LocalBackend:
+    return LocalBackend(folder.parent.parent)
+
+
+def _counter_key(folder: Path) -> str:
+    return f"{folder.parent.name}/{folder.name}/{SNAPSHOT_COUNTER}"
 
 
 def name_lock(folder: Path, *, shared: bool = False):

@@ -75,6 +75,17 @@ def test_model_spec_refuses_a_linear_method_on_more_classes_than_features():
     ModelSpec(method="kcqs").check_data_shape("k3d2", n_features=2, n_classes=3)
 
 
+def test_model_spec_refuses_a_kernel_fit_whose_class_covariances_exceed_memory():
+    """The train flow's check before its cluster (runs started from the UI or the API)."""
+    from catdask.pipeline import ModelSpec
+
+    with pytest.raises(ValueError, match=r"K = 10,000 classes need about .* GiB for a K x K "
+                                         r"covariance per class"):
+        ModelSpec(method="kcqs").check_data_shape("many", n_features=1, n_classes=10_000,
+                                                  n_samples=20_000)
+    ModelSpec(method="kcqs").check_data_shape("iris", n_features=4, n_classes=3, n_samples=150)
+
+
 @pytest.mark.parametrize("args, expect", [
     (["trian", "iris"], "catdask: error: argument command: invalid choice: 'trian' (choose from "
                         "'ingest', 'train', 'evaluate', 'datasets', 'check', 'gc', 'models', "
@@ -340,3 +351,34 @@ def test_a_store_that_is_a_file_or_a_folder_holding_no_store_is_said_so(capsys, 
     assert out.strip() == (f"no models in {folder} (no catdask store there yet: the folder "
                            "holds no datasets/ or models/; check --store / $CATDASK_STORE, or "
                            "`catdask ingest` creates one)")
+
+
+def test_kcqs_on_ten_thousand_classes_is_refused_before_any_cluster(capsys, tmp_path,
+                                                                    monkeypatch):
+    """Was: the Prefect flow and the Dask cluster started, and the estimator's memory guard
+    refused the fit only then. Now the CLI refuses it from the data set's metadata (N, K)."""
+    import time
+
+    import distributed
+
+    from catdask.pipeline import ingest_file
+
+    k = 10_000
+    table = tmp_path / "many.csv"
+    table.write_text("a,label\n" + "".join(f"{i % 7},c{i % k}\n" for i in range(2 * k)))
+    store = tmp_path / "store"
+    ingest_file(table, "many", "label", store)
+
+    def no_cluster(*args, **kwargs):
+        raise AssertionError("a Dask cluster was started")
+
+    monkeypatch.setattr(distributed.LocalCluster, "__init__", no_cluster)
+    start = time.monotonic()
+    code, out, err = run_cli(capsys, "train", "many", "--method", "kcqs", "--store", store)
+    seconds = time.monotonic() - start
+    assert code == EXIT_INPUT, err
+    (line,) = err.splitlines()
+    assert line.startswith("catdask train: error: --method kcqs on data set 'many': K = 10,000 "
+                           "classes need about "), line
+    assert "for a K x K covariance per class" in line and "N = 20,000" in line, line
+    assert out == "" and seconds < 10, seconds

@@ -44,4 +44,12 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    code = main(sys.argv[1:])
+    # As the `catdask` console script ends (catdask.cli.run): the interpreter's teardown waited
+    # on a Prefect worker thread, the helper alive a minute after serve said "stopped".
+    from catdask.cli import runtime
+    from catdask.cli.main import _exit_without_teardown
+
+    if runtime.exit_without_teardown:
+        _exit_without_teardown(code)
+    sys.exit(code)

@@ -70,7 +70,8 @@ def visible(store):
 
 def contents(store, name="toy"):
     """What a data-set folder holds besides its lock: snapshots, pointer, temporaries."""
-    return sorted(p.name for p in (Path(store) / "datasets" / name).iterdir() if p.name != ".lock")
+    return sorted(p.name for p in (Path(store) / "datasets" / name).iterdir()
+                  if p.name not in (".lock", ".newest-snapshot"))
 
 
 def snap(store, name="toy") -> Path:
@@ -573,6 +574,7 @@ def _old_layout(store, name="toy"):
     shutil.copy(current / "zarr.json", folder / "zarr.json")
     shutil.rmtree(current)
     (folder / ".lock").unlink()
+    (folder / ".newest-snapshot").unlink()  # the older versions wrote no record either
 
 
 def test_a_data_set_of_the_older_in_place_layout_is_upgraded(store):

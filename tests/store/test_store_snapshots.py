@@ -203,7 +203,7 @@ def whole(store: Path) -> bool:
     folder = store / "datasets" / "ds"
     if not folder.exists():
         return True
-    names = {p.name for p in folder.iterdir()} - {".lock"}
+    names = {p.name for p in folder.iterdir()} - {".lock", ".newest-snapshot"}
     if any(n != "zarr.json" and not (n[:1] == "s" and n[1:].isdigit()) for n in names):
         return False  # temporaries, old-layout arrays, stray files
     snaps = sorted(int(n[1:]) for n in names if n.startswith("s"))
@@ -306,7 +306,7 @@ def test_gc_keeps_snapshots_models_or_readers_refer_to(tmp_path):
     write_dataset(store, "ds", *table(5.0), replace=True)
     assert gc_store(store).removed == []
     assert sorted(p.name for p in (store / "datasets" / "ds").iterdir()) == [
-        ".lock", "s1", "s4", "s5", "zarr.json"]
+        ".lock", ".newest-snapshot", "s1", "s4", "s5", "zarr.json"]
     assert gc_store(store, keep_last=1, dry_run=True).would_remove == []
 
 

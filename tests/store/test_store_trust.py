@@ -25,7 +25,8 @@ def folder_of(store, name="ds") -> Path:
 
 
 def on_disk(store, name="ds"):
-    return sorted(p.name for p in folder_of(store, name).iterdir() if p.name != ".lock")
+    """The snapshots and the pointer (not the name lock and the ``.newest-snapshot`` record)."""
+    return sorted(p.name for p in folder_of(store, name).iterdir() if not p.name.startswith("."))
 
 
 @pytest.mark.parametrize("damage", ["empty", "missing-snapshot"])
@@ -89,6 +90,21 @@ def test_a_snapshot_id_is_never_given_twice_even_after_gc(store):
     assert info.snapshot == "s3", info
     assert read_pointer(folder_of(store)).newest_committed == 3
     assert check_store(store).ok
+
+
+def test_a_snapshot_id_is_never_given_twice_after_gc_and_a_damaged_pointer(store):
+    """Was: the pointer back at s1, gc removed s2, the pointer then damaged (its
+    ``newest_committed`` lost with it): an ingest with --replace named new content `s2`."""
+    write_dataset(store, "ds", *table(1.0))  # s1
+    write_dataset(store, "ds", *table(2.0), replace=True)  # s2
+    write_dataset(store, "ds", *table(1.0), replace=True)  # back to s1
+    assert [p.name for p in gc_store(store).removed] == ["s2"]
+    (folder_of(store) / "zarr.json").write_bytes(b"")
+    info = write_dataset(store, "ds", *table(3.0), replace=True)
+    assert info.written and info.snapshot == "s3", info
+    assert (folder_of(store) / ".newest-snapshot").read_text() == "3\n"
+    report = check_store(store)
+    assert report.ok, report.problems  # the record is the store's own file, not a stray
 
 
 def test_a_model_version_number_is_never_given_twice_after_removal(store):
