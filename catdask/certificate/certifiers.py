@@ -8,7 +8,10 @@ all: every restart gets the same not-applicable certificate.
 The test's random numbers (Lanczos start vectors, the subspace search of the dual) come from
 the fixed seed :data:`CERTIFIER_SEED`, so a fit's certificate is a function of the fit alone:
 the same whether the test runs inside ``fit`` or later, on first access (issue 26), and from
-one run to the next. Each certifier keeps the :class:`~.budget.CertificateBudget` in force
+one run to the next. One exception: where a kernel fit's compressed relaxation is not tight
+and the lift keeps its gap open, how many landmarks past ``untight_max_rank`` the test buys
+depends on the fit's and its own wall time (``growth_fit_share``); the bound is rigorous
+either way, only its size can differ. Each certifier keeps the :class:`~.budget.CertificateBudget` in force
 where it was built (:func:`~.budget.budget_scope`), so a deferred test spends what the fit's
 would have.
 """
@@ -80,12 +83,14 @@ class KernelCertifier:
 
     def certify(self, A, *, full_sdp="auto", moment=False) -> Certificate:
         """``A`` (K, N), or a :class:`~catdask.core.problems.KernelPoint` whose projections
-        spare the test its one product with G."""
+        spare the test its one product with G and whose fit time sizes its landmarks."""
         projections = getattr(A, "P", None)
+        fit_seconds = getattr(A, "fit_seconds", None)
         A = getattr(A, "A", A)
         return certify_kernel_axes(self.operator, self.classes, self.origin, A,
                                    full_sdp=full_sdp, moment=moment, rng=CERTIFIER_SEED,
-                                   projections=projections, budget=self.budget)
+                                   projections=projections, fit_seconds=fit_seconds,
+                                   budget=self.budget)
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ class KernelState:
     moment: bool
     rng: Any
     projections: Any
+    fit_seconds: float | None = None
 
 
 class Probe:
@@ -88,7 +89,7 @@ class LowRank:
         cert, result = certify_kernel_lowrank(
             state.operator, state.origin, state.A, full_sdp=state.full_sdp,
             moment=state.moment, rng=state.rng, projections=state.projections, details=True,
-            budget=budget)
+            fit_seconds=state.fit_seconds, budget=budget)
         # Up to exact_factor_max_rank samples an exact factor always exists (rank <= N), and
         # where the lift, not the relaxation, keeps the gap open the dense test can close it.
         rescue = (not cert.certified and state.operator.n_samples
@@ -125,7 +126,7 @@ KERNEL_LADDER = (Probe(), LowRank(), ExactFactor())
 
 
 def certify_kernel_axes(operator, classes, origin, A, *, full_sdp="auto", moment=False,
-                        rng=None, projections=None, budget=DEFAULT_BUDGET):
+                        rng=None, projections=None, fit_seconds=None, budget=DEFAULT_BUDGET):
     """Certificate of kernel axes ``A`` (K, N) on a Gram operator of class-sorted samples.
 
     Parameters
@@ -142,6 +143,9 @@ def certify_kernel_axes(operator, classes, origin, A, *, full_sdp="auto", moment
         As in :func:`certify_global_optimum`.
     projections : ndarray of shape (K, N), optional
         The fit's ``A G`` in float64 (the low-rank test then makes no product with G).
+    fit_seconds : float, optional
+        The fit's wall seconds: what the low-rank test may grow its landmarks against
+        (:func:`~.kernel_lowrank.certify_kernel_lowrank`).
     budget : CertificateBudget
         The thresholds of the ladder (:data:`KERNEL_LADDER`).
 
@@ -151,7 +155,8 @@ def certify_kernel_axes(operator, classes, origin, A, *, full_sdp="auto", moment
         The ladder's (see the module docstring); where the exact factor runs after the
         low-rank test, the better outcome (certified, else the smaller gap).
     """
-    state = KernelState(operator, classes, origin, A, full_sdp, moment, rng, projections)
+    state = KernelState(operator, classes, origin, A, full_sdp, moment, rng, projections,
+                        fit_seconds)
     return _render(climb(KERNEL_LADDER, budget, state))
 
 

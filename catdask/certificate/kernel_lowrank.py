@@ -24,8 +24,10 @@ the span of the fitted axes and of r landmark features -- and its orthogonal com
 
 W is certified when the smaller lifted bound is within ``gap_tol`` of f(W), relative. The rank
 grows (more landmarks) until that holds, the compressed test itself fails, or the budget
-(``lowrank_max_rank``, ``lowrank_max_bytes``) is reached. A probe at ``probe_rank`` landmarks
-comes first
+(``lowrank_max_rank``, ``lowrank_max_bytes``) is reached; where the compressed relaxation is
+not tight, until the lifted gap is within twice its own or the rank reaches
+``untight_max_rank``, beyond which only the fit's time buys more (``growth_fit_share``). A
+probe at ``probe_rank`` landmarks comes first
 and ends the test only when it certifies W; otherwise the first round runs on the subspace it
 would have had without the probe (docs/design.md §4c, "Cost").
 """
@@ -117,7 +119,8 @@ def _objective(FW, members, origin):
 
 def certify_kernel_lowrank(operator, origin, A, *, full_sdp="auto", moment=False,
                            frobenius=True, spectral=True, projections=None, rng=None,
-                           details=False, probe_only=False, budget=DEFAULT_BUDGET):
+                           details=False, probe_only=False, fit_seconds=None,
+                           budget=DEFAULT_BUDGET):
     """Certify K-CQS coefficients A through a rank-r subspace and a lifted bound (§4c).
 
     Parameters
@@ -147,6 +150,10 @@ def certify_kernel_lowrank(operator, origin, A, *, full_sdp="auto", moment=False
     probe_only : bool
         Return the probe's certificate when it certifies W, else None (the rounds do not run):
         the kernel test below ``budget.dense_max_samples`` tries it before the dense test.
+    fit_seconds : float, optional
+        The fit's wall seconds. Where the compressed relaxation is not tight and the lift keeps
+        the gap open, landmarks grow past ``untight_max_rank`` while the test, with its next
+        round's estimate, stays within ``growth_fit_share`` of them (None: no growth there).
     budget : CertificateBudget
         ``lowrank_gap_tol`` (certified when ``(bound - f) / |f|`` is at most it for the lifted
         bound); ``lowrank_max_rank`` (most landmarks r, None: as many as
@@ -166,11 +173,11 @@ def certify_kernel_lowrank(operator, origin, A, *, full_sdp="auto", moment=False
     # 0.008 s on the loaded 2-core host).
     with one_blas_thread():
         return _certify(operator, origin, A, full_sdp, moment, frobenius, spectral,
-                        projections, rng, details, probe_only, budget)
+                        projections, rng, details, probe_only, fit_seconds, budget)
 
 
 def _certify(operator, origin, A, full_sdp, moment, frobenius, spectral, projections, rng,
-             details, probe_only, budget):
+             details, probe_only, fit_seconds, budget):
     t0 = time.perf_counter()
     gap_tol, max_rank, probe_rank = (budget.lowrank_gap_tol, budget.lowrank_max_rank,
                                      budget.probe_rank)
@@ -211,6 +218,7 @@ def _certify(operator, origin, A, full_sdp, moment, frobenius, spectral, project
     for rounds in range(1, budget.max_rounds + 2):
         report_stage(f"global-optimality test (kernel, N = {N:,}): round {rounds}, up to "
                      f"{limit - K} landmark features")
+        started = time.perf_counter()
         fac.grow(target, limit)
         result, comp, eps = _subspace_test(rounds=rounds, compressed=dict(
             full_sdp=full_sdp, moment=moment, rng=rng, budget=budget), **test)
@@ -219,16 +227,19 @@ def _certify(operator, origin, A, full_sdp, moment, frobenius, spectral, project
         if gap <= gap_tol or fac.m >= fac.capacity or fac.residual() == 0.0:
             break
         tight = comp_gap <= 0.5 * gap_tol
-        if rounds > budget.max_rounds or (not tight and (
-                gap <= 2.0 * comp_gap or fac.m - K >= budget.untight_max_rank)):
-            break  # the relaxation is not tight: a gap, not a certificate, is what can come
+        if rounds > budget.max_rounds or (not tight and gap <= 2.0 * comp_gap):
+            break  # the relaxation is not tight and its own gap is most of the lifted one
         if tight and prev_gap is not None and not _within_reach(prev_gap, gap, gap_tol,
                                                                  fac.m - K, r_max):
             break  # at the rate the last doubling gave, the budget cannot close the gap
         prev_gap = gap
         limit = min(fac.capacity, K + 2 * (fac.m - K))  # double the landmarks
-        if not tight:
-            limit = min(limit, K + budget.untight_max_rank)
+        if not tight:  # a gap, not a certificate, can come: as many landmarks as affordable
+            now = time.perf_counter()
+            limit = min(limit, K + max(budget.untight_max_rank, _affordable_rank(
+                fac.m - K, now - started, now - t0, fit_seconds, budget)))
+            if limit <= fac.m:
+                break
         if comp_gap <= 0.5 * gap_tol:
             excess = max(min(result.lifted_dual, result.lifted_sqrt)
                          - max(comp.verified_upper_bound, f), 1e-300)
@@ -288,6 +299,20 @@ def _norm_name(trace, frob, spec):
     totals = {"trace": float(np.sum(trace)), "Frobenius": float(np.sum(frob)),
               "spectral": float(np.sum(spec))}
     return min(totals, key=lambda name: totals[name])
+
+
+def _affordable_rank(rank, round_seconds, spent, fit_seconds, budget):
+    """Most landmarks a next round may have within ``growth_fit_share`` of the fit's time,
+    its cost estimated from the last round's (``round_cost_growth`` per doubling); 0 without
+    the fit's time or where it affords less than a quarter more landmarks."""
+    if fit_seconds is None or rank <= 0:
+        return 0
+    left = budget.growth_fit_share * float(fit_seconds) - spent
+    if left <= 0.0:
+        return 0
+    doublings = math.log(left / max(round_seconds, 1e-9)) / math.log(budget.round_cost_growth)
+    affordable = int(rank * 2.0 ** doublings)
+    return affordable if affordable >= 1.25 * rank else 0
 
 
 def _within_reach(prev_gap, gap, gap_tol, rank, r_max):

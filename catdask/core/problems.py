@@ -169,10 +169,13 @@ class KernelPoint:
     the fit's own projections ``P = A G`` (K, N) of the same state. Every precision schedule
     reports a state evaluated from an exact float64 product (:mod:`.precision`), so P is what
     the test would compute with one more pass over G (N^2 kernel entries: at N = 20,000 about
-    as much CPU as the rest of the test), and the test takes it instead."""
+    as much CPU as the rest of the test), and the test takes it instead. ``fit_seconds``: the
+    fit's wall time up to its choice, against which the test may buy landmarks
+    (``CertificateBudget.growth_fit_share``)."""
 
     A: np.ndarray
     P: np.ndarray
+    fit_seconds: float | None = None
 
 
 class KernelProblem:
