@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from dataclasses import replace
 
 import _common  # noqa: F401  (puts the checkout on sys.path)
 import numpy as np
@@ -31,6 +32,7 @@ from bench_linear_highd import digits784
 from sklearn.preprocessing import StandardScaler
 
 from catdask import KernelCategorySpace
+from catdask.certificate.budget import DEFAULT_BUDGET
 from catdask.certificate.certifiers import CERTIFIER_SEED
 from catdask.certificate.kernel_lowrank import certify_kernel_lowrank
 from catdask.core.classes import ClassIndex
@@ -39,7 +41,7 @@ from catdask.operators import CentredGramOperator, NumpyGramOperator
 VARIANTS = ("fixed", "grown")
 
 
-def one_repeat(X, y, origin):
+def one_repeat(X, y, origin, budget):
     """One fit and both tests on its coefficients: {variant: measurements}."""
     est = KernelCategorySpace(origin=origin, random_state=0, certify=False)
     t0 = time.perf_counter()
@@ -54,7 +56,7 @@ def one_repeat(X, y, origin):
         t0 = time.perf_counter()
         cert, res = certify_kernel_lowrank(
             op, origin, est.dual_coef_, details=True, projections=P, rng=CERTIFIER_SEED,
-            fit_seconds=fit_s if variant == "grown" else None)
+            fit_seconds=fit_s if variant == "grown" else None, budget=budget)
         f = cert.objective
         out[variant] = dict(
             gap=0.0 if cert.certified else cert.gap,
@@ -68,23 +70,26 @@ def options(ap):
     ap.add_argument("--n", type=int, default=None, help="samples (default 4,000; quick 1,500)")
     ap.add_argument("--reps", type=int, default=None, help="repeats (default 3; quick 1)")
     ap.add_argument("--origins", nargs="+", default=["global", "class"])
+    ap.add_argument("--share", type=float, default=DEFAULT_BUDGET.growth_fit_share,
+                    help="growth_fit_share of the candidate (default: the budget's)")
 
 
 def main():
     args = parse_args(__doc__.splitlines()[0], options)
     args.n = args.n or (1500 if args.quick else 4000)
     args.reps = args.reps or (1 if args.quick else 3)
+    budget = replace(DEFAULT_BUDGET, growth_fit_share=args.share)
     X, y = digits784(args.n)
     X = StandardScaler().fit_transform(X)
     order = np.argsort(y, kind="stable")
     X, y = X[order], y[order]
-    print(f"digits784: N = {args.n}, D = 784, K = 10; {args.reps} repeats; load average at "
-          f"start {os.getloadavg()}", flush=True)
+    print(f"digits784: N = {args.n}, D = 784, K = 10; {args.reps} repeats; growth_fit_share "
+          f"{args.share}; load average at start {os.getloadavg()}", flush=True)
     keys = ("gap", "own", "complement", "landmarks", "test_s", "fit_s", "load")
     print(f"{'origin':<7}{'variant':<7}" + "".join(f"{k:>12}" for k in keys), flush=True)
     rows = []
     for origin in args.origins:
-        runs = [one_repeat(X, y, origin) for _ in range(args.reps)]
+        runs = [one_repeat(X, y, origin, budget) for _ in range(args.reps)]
         for variant in VARIANTS:
             med = {k: statistics.median(r[variant][k] for r in runs) for k in keys}
             rows.append(dict(origin=origin, variant=variant, **med))
@@ -92,7 +97,8 @@ def main():
                   + f"   gap <= 2x own: {med['gap'] <= 2 * med['own']}, test <= fit: "
                   f"{med['test_s'] <= med['fit_s']} (test/fit {med['test_s'] / med['fit_s']:.2f})",
                   flush=True)
-    report("landmark_growth", {"N": args.n, "reps": args.reps, "rows": rows}, args)
+    report("landmark_growth", {"N": args.n, "reps": args.reps, "share": args.share,
+                               "rows": rows}, args)
 
 
 if __name__ == "__main__":

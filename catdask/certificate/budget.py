@@ -98,6 +98,10 @@ class CertificateBudget:
     #: 42: no test longer than its fit; 784-pixel images, N = 4,000: 256 -> 512 landmarks took
     #: the global-origin gap from 1.7e-2 to 9.9e-3, the relaxation's own 7.5e-3).
     growth_fit_share: float = 0.5
+    #: From this many samples on, the share is at most growth_large_share (issue 42's goal: the
+    #: kernel test at most 10% of the fit from N = 20,000 on; blobs N = 20,000: 6-10% at 128).
+    growth_large_samples: int = 20_000
+    growth_large_share: float = 0.1
     #: A round at twice the landmarks is estimated at this multiple of the last round's time
     #: (images, N = 4,000: 4.5 -> 19 s at 256 -> 512 landmarks, 17 -> 66 s at 512 -> 1,024).
     round_cost_growth: float = 4.0

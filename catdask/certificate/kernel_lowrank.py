@@ -237,7 +237,7 @@ def _certify(operator, origin, A, full_sdp, moment, frobenius, spectral, project
         if not tight:  # a gap, not a certificate, can come: as many landmarks as affordable
             now = time.perf_counter()
             limit = min(limit, K + max(budget.untight_max_rank, _affordable_rank(
-                fac.m - K, now - started, now - t0, fit_seconds, budget)))
+                fac.m - K, now - started, now - t0, fit_seconds, N, budget)))
             if limit <= fac.m:
                 break
         if comp_gap <= 0.5 * gap_tol:
@@ -301,13 +301,17 @@ def _norm_name(trace, frob, spec):
     return min(totals, key=lambda name: totals[name])
 
 
-def _affordable_rank(rank, round_seconds, spent, fit_seconds, budget):
-    """Most landmarks a next round may have within ``growth_fit_share`` of the fit's time,
-    its cost estimated from the last round's (``round_cost_growth`` per doubling); 0 without
-    the fit's time or where it affords less than a quarter more landmarks."""
+def _affordable_rank(rank, round_seconds, spent, fit_seconds, N, budget):
+    """Most landmarks a next round may have within ``growth_fit_share`` of the fit's time
+    (``growth_large_share`` from ``growth_large_samples`` samples on), its cost estimated from
+    the last round's (``round_cost_growth`` per doubling); 0 without the fit's time or where
+    it affords less than a quarter more landmarks."""
     if fit_seconds is None or rank <= 0:
         return 0
-    left = budget.growth_fit_share * float(fit_seconds) - spent
+    share = budget.growth_fit_share
+    if N >= budget.growth_large_samples:
+        share = min(share, budget.growth_large_share)
+    left = share * float(fit_seconds) - spent
     if left <= 0.0:
         return 0
     doublings = math.log(left / max(round_seconds, 1e-9)) / math.log(budget.round_cost_growth)

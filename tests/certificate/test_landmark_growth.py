@@ -67,12 +67,16 @@ def test_growth_stops_once_the_gap_is_the_relaxations_own(untight_case):
 def test_the_next_round_is_sized_to_what_the_fit_time_leaves():
     budget = CertificateBudget(growth_fit_share=0.5, round_cost_growth=4.0)
     # 14 s left, a round of 4 s: 4 * 4^d = 14, d = 0.90 doublings, 256 -> 478 landmarks.
-    assert _affordable_rank(256, 4.0, 6.0, 40.0, budget) == int(256 * 2 ** (np.log(3.5)
-                                                                         / np.log(4.0)))
-    assert _affordable_rank(256, 4.0, 6.0, 20.0, budget) == 0  # 4 s left: not a quarter more
-    assert _affordable_rank(256, 4.0, 25.0, 40.0, budget) == 0  # past the share already
-    assert _affordable_rank(256, 4.0, 6.0, None, budget) == 0  # no fit time: no growth
-    assert _affordable_rank(256, 1.0, 0.0, 32.0, budget) == 1024  # 16 s: two doublings
+    N = 4000
+    assert _affordable_rank(256, 4.0, 6.0, 40.0, N, budget) == int(256 * 2 ** (np.log(3.5)
+                                                                            / np.log(4.0)))
+    assert _affordable_rank(256, 4.0, 6.0, 20.0, N, budget) == 0  # 4 s left: < a quarter more
+    assert _affordable_rank(256, 4.0, 25.0, 40.0, N, budget) == 0  # past the share already
+    assert _affordable_rank(256, 4.0, 6.0, None, N, budget) == 0  # no fit time: no growth
+    assert _affordable_rank(256, 1.0, 0.0, 32.0, N, budget) == 1024  # 16 s: two doublings
+    # From growth_large_samples on, a tenth of the fit: 3.2 s of 32 s, a round of 1 s at 256.
+    assert _affordable_rank(256, 1.0, 0.0, 32.0, 20_000, budget) == int(
+        256 * 2 ** (np.log(3.2) / np.log(4.0)))
 
 
 def test_growth_never_certifies_a_planted_local_maximum():
