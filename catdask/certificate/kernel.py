@@ -86,14 +86,16 @@ class LowRank:
         return {"factor_bytes": budget.lowrank_max_bytes, "samples": state.operator.n_samples}
 
     def run(self, budget, state):
+        # Landmarks bought with the fit's time only where no exact factor can follow: up to
+        # exact_factor_max_rank samples it decides a gap the lift leaves open, exactly.
+        exact_follows = state.operator.n_samples <= budget.exact_factor_max_rank
         cert, result = certify_kernel_lowrank(
             state.operator, state.origin, state.A, full_sdp=state.full_sdp,
             moment=state.moment, rng=state.rng, projections=state.projections, details=True,
-            fit_seconds=state.fit_seconds, budget=budget)
+            fit_seconds=None if exact_follows else state.fit_seconds, budget=budget)
         # Up to exact_factor_max_rank samples an exact factor always exists (rank <= N), and
         # where the lift, not the relaxation, keeps the gap open the dense test can close it.
-        rescue = (not cert.certified and state.operator.n_samples
-                  <= budget.exact_factor_max_rank and lift_keeps_gap_open(cert, result))
+        rescue = not cert.certified and exact_follows and lift_keeps_gap_open(cert, result)
         return Outcome(self.name, cert.status, bound=cert.verified_upper_bound, evidence=cert,
                        next="exact factor" if rescue else None)
 

@@ -100,6 +100,8 @@ def test_growth_never_certifies_a_planted_local_maximum():
 
 
 def test_the_fit_hands_its_time_to_the_test(monkeypatch):
+    """The estimator's fit time reaches the low-rank test where no exact factor follows it
+    (above exact_factor_max_rank samples); below, the exact factor decides an open lift."""
     from catdask.certificate import kernel
 
     seen = []
@@ -111,7 +113,9 @@ def test_the_fit_hands_its_time_to_the_test(monkeypatch):
 
     monkeypatch.setattr(kernel, "certify_kernel_lowrank", spy)
     X, y = make_blobs(n_per_class=40, n_features=4, n_classes=3, seed=3)
-    with budget_scope(CertificateBudget(dense_max_samples=20, probe_rank=0)):
-        KernelCategorySpace(gamma=0.1, n_restarts=2, random_state=0,
-                            certify_at="fit").fit(X, y)
-    assert len(seen) == 1 and seen[0] is not None and seen[0] > 0.0
+    for exact_max in (20, 1500):  # N = 120: above, then below exact_factor_max_rank
+        with budget_scope(CertificateBudget(dense_max_samples=20, probe_rank=0,
+                                            exact_factor_max_rank=exact_max)):
+            KernelCategorySpace(gamma=0.1, n_restarts=2, random_state=0,
+                                certify_at="fit").fit(X, y)
+    assert len(seen) == 2 and seen[0] is not None and seen[0] > 0.0 and seen[1] is None
