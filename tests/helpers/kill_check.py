@@ -128,7 +128,8 @@ def _last_line(output) -> str:
 
 def main(argv: list[str]) -> int:
     if len(argv) < 2:
-        print(__doc__.split("::")[1].split("runs")[0].strip(), file=sys.stderr)
+        print("usage: python -m tests.helpers.kill_check PYTEST_FILE SECONDS [SECONDS...]",
+              file=sys.stderr)
         return 2
     path, moments = argv[0], [float(a) for a in argv[1:]]
     worst = 0
