@@ -1,4 +1,4 @@
-"""No server outlives a test run killed with SIGKILL (issue 44). Slow.
+"""No server outlives a test run killed with SIGKILL (issue 44). Slow, but for the first test.
 
 A pytest run is killed with SIGKILL (only pytest, as ``kill -9`` does); 10 s later no process
 of that run may be alive. They are found by a marker in their environment (every process of the
@@ -16,15 +16,45 @@ deployment tests' Prefect server, busy in SQLAlchemy, more than 22 s.
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
+import time
+
+import psutil
 import pytest
 
 from .helpers.kill_check import CHECKPOINTS, kill_run
-
-pytestmark = pytest.mark.slow
+from .helpers.procs import Managed, child_env
 
 GONE_WITHIN_SECONDS = CHECKPOINTS[-1]
 
 
+def test_a_guarded_child_that_ignores_sigterm_gets_the_death_signal_asked_for(tmp_path):
+    """guarded_command(death_signal=SIGKILL), as the suite's Prefect servers are started: a
+    child whose orderly stop never ends (here: SIGTERM ignored) dies with its parent."""
+    child_code = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                  "time.sleep(600)")
+    code = ("import signal, subprocess, sys, time\n"
+            "from catdask.orchestration.server import guarded_command\n"
+            f"child = subprocess.Popen(guarded_command([sys.executable, '-c', {child_code!r}], "
+            "death_signal=signal.SIGKILL))\n"
+            "print(child.pid, flush=True)\n"
+            "time.sleep(600)\n")
+    parent = Managed([sys.executable, "-c", code], log=tmp_path / "parent.log",
+                     env=child_env(tmp_path))
+    try:
+        child = psutil.Process(int(parent.wait_for(r"^(\d+)$", timeout=60).group(1)))
+        time.sleep(0.5)
+        assert child.cmdline()[-1] == child_code and child.ppid() == parent.pid
+        os.kill(parent.pid, signal.SIGKILL)
+        _, alive = psutil.wait_procs([child], timeout=5)
+        assert alive == [], "the guarded child outlived its SIGKILLed parent"
+    finally:
+        parent.kill()
+
+
+@pytest.mark.slow
 def test_sigkill_of_a_test_run_leaves_no_server_alive(tmp_path):
     ready = tmp_path / "ready"
     result = kill_run("tests/helpers/servers_to_kill.py", 0, ready=ready,
@@ -35,6 +65,7 @@ def test_sigkill_of_a_test_run_leaves_no_server_alive(tmp_path):
     assert not result.alive[GONE_WITHIN_SECONDS], result.line()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path, seconds", [
     ("tests/orchestration/test_flows.py", 40),
     ("tests/test_deployment.py", 40),
