@@ -118,6 +118,58 @@ def _check_orthonormal_axes(components):
             f"{ORTHONORMAL_TOLERANCE:g}; the model was altered or damaged.")
 
 
+#: A kernel model's axes ``w_k = sum_j A[k, j] phi(x_j)`` are orthonormal when ``A G A^T = I_K``
+#: with ``G = k(X_fit_, X_fit_)`` (docs/design.md section 3; the paper's eqs. (10), (31)). For
+#: ``origin="global"`` the stored ``A`` is the centred fit's ``A_c H`` (rows summing to zero),
+#: so ``A G A^T = A_c G_c A_c^T`` is the same constraint. Checking it costs N^2 kernel entries
+#: (a Gram pass of the fit: about 0.5 s at N = 4,000), so it runs up to this many entries: every
+#: Nystroem model (at most 2,000 landmarks) and exact fits up to N = 4,000. Larger exact fits
+#: get only the checks that cost O(K N): shapes, finite values, zero row sums (global origin)
+#: or a zero offset (class origin).
+KERNEL_AXES_CHECK_MAX_ENTRIES = 4000**2
+
+
+def _check_kernel_axes(est):
+    A, X, offset = est.dual_coef_, est.X_fit_, est.projection_offset_
+    K, N = A.shape if A.ndim == 2 else (0, 0)
+    if A.ndim != 2 or not 1 <= K <= N or X.shape[:1] != (N,) or offset.shape != (K,):
+        raise ValueError(
+            f"Kernel model arrays have shapes dual_coef_ {A.shape}, X_fit_ {X.shape}, "
+            f"projection_offset_ {offset.shape}; expected K x N, N x D and K with K <= N.")
+    if not (np.isfinite(A).all() and np.isfinite(X).all() and np.isfinite(offset).all()):
+        raise ValueError("Kernel model arrays hold NaN or infinite values; the model was "
+                         "altered or damaged.")
+    # What the fit leaves exactly zero (_chosen_axes; a Nystroem fit's global origin has an
+    # offset and coefficients on the landmarks that need not sum to zero).
+    if est.origin == "class":
+        structure, error = "projection_offset_ (class origin)", np.max(np.abs(offset))
+    elif est.approximation is None:
+        structure, error = "row sums of dual_coef_ (global origin)", np.max(np.abs(A.sum(1)))
+    else:
+        structure, error = "", 0.0
+    if not error <= ORTHONORMAL_TOLERANCE * max(1.0, float(np.abs(A).sum(axis=1).max())):
+        raise ValueError(f"Kernel model's {structure} are {error:.1e}, not zero; the model was "
+                         "altered or damaged.")
+    if N * N > KERNEL_AXES_CHECK_MAX_ENTRIES:
+        return
+    gram = np.zeros((K, K))  # A G A^T, G in row blocks (never N x N at once)
+    step = max(1, KERNEL_AXES_CHECK_MAX_ENTRIES // 16 // N)
+    largest = 0.0
+    for a in range(0, N, step):
+        block = est.kernel_(X[a : a + step], X)
+        largest = max(largest, float(np.max(np.abs(block))))
+        gram += A[:, a : a + step] @ (block @ A.T)
+    error = float(np.max(np.abs(gram - np.eye(K))))
+    # Round-off of a_k^T G a_k is below N eps ||a_k||_1^2 max|G|: legitimate models with large
+    # coefficients on an ill-conditioned G are not refused (fits leave about 1e-13).
+    roundoff = N * np.finfo(float).eps * float(np.abs(A).sum(axis=1).max()) ** 2 * largest
+    if not error <= max(ORTHONORMAL_TOLERANCE, roundoff):  # NaN too
+        raise ValueError(
+            f"Kernel model axes are not orthonormal: max |A G A^T - I| = {error:.1e} > "
+            f"{ORTHONORMAL_TOLERANCE:g} (G the kernel on X_fit_); the model was altered or "
+            "damaged.")
+
+
 def import_model(arrays, meta):
     """Rebuild a fitted estimator from :func:`export_model` output (no code is executed)."""
     if meta.get("preprocessing") == "standardise":
@@ -191,4 +243,5 @@ def import_model(arrays, meta):
             est.kernel, n_features=est.n_features_in_, gamma=meta.get("kernel_gamma", est.gamma),
             degree=est.degree, coef0=est.coef0, kernel_params=est.kernel_params,
         )
+        _check_kernel_axes(est)
     return est

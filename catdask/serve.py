@@ -250,15 +250,13 @@ def _mute_console_once_gone(server):
 
 
 async def _serve_while_server_runs(runner, server, log_file=None, api_url=None):
-    """Run ``runner`` until it stops, or until ``server`` (our Prefect server child; None
-    when the API is someone else's) exits, or until the API at ``api_url`` that serve did not
-    start has refused connections for :data:`API_LOST_SECONDS`: then stop the runner without talking
-    to the dead API and raise :class:`ServiceLostError`. Stopped otherwise (Ctrl-C, SIGTERM)
-    while the API does not answer at once, the runner does not try to pause the deployments
-    either.
-
-    Without the watch, serve kept running with the UI unreachable and said nothing; stopped
-    with its API gone (a killed test run), it retried the API for 75-80 s (issue 44).
+    """Run ``runner`` until it stops, or until ``server`` (our Prefect server child; None when
+    the API is someone else's) exits, or until the API at ``api_url`` that serve did not start
+    has refused connections for :data:`API_LOST_SECONDS`: then stop the runner without talking
+    to the dead API and raise :class:`ServiceLostError` (without the watch, serve kept running
+    with the UI unreachable; stopped with its API gone, it retried the API for 75-80 s, issue
+    44). Stopped otherwise (Ctrl-C, SIGTERM, also one whose KeyboardInterrupt a gc callback
+    swallowed) while the API does not answer at once, the runner does not pause the deployments.
     """
     import time
 
@@ -273,6 +271,8 @@ async def _serve_while_server_runs(runner, server, log_file=None, api_url=None):
             await asyncio.wait({run}, timeout=SERVER_WATCH_SECONDS)
             if run.done():
                 break
+            if _SIGTERM_SEEN.is_set():  # its KeyboardInterrupt was lost in a gc callback
+                raise asyncio.CancelledError  # stopped as by Ctrl-C (below)
             lost = None
             if server is not None:
                 lost = _server_gone_message(server, log_file) if server.poll() is not None else None
@@ -388,7 +388,7 @@ def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, lim
             try:
                 _SIGTERM_SEEN.is_set() and _sigterm_to_keyboard_interrupt(signal.SIGTERM, None)
                 asyncio.run(_serve_while_server_runs(runner, server, log_file, api_url))
-            except (KeyboardInterrupt, TerminationSignal):
+            except (KeyboardInterrupt, TerminationSignal, asyncio.CancelledError):
                 pass  # the normal way to stop: clean up below
     finally:
         if previous_sigterm is not None:

@@ -10,6 +10,9 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
+import uuid
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -30,6 +33,22 @@ os.environ.setdefault("PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW", "ignore")
 # across exec, so the children start with SIGINT at its default, as from a terminal.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+# Every process this run starts inherits the run's marker; tests/helpers/run_watchdog.py ends
+# them all once pytest is gone, however it ended (a fresh value per run: a pytest run inside a
+# test has its own).
+os.environ["CATDASK_PYTEST_RUN"] = uuid.uuid4().hex
+
+
+_RUN_WATCHDOG: list[subprocess.Popen] = []  # kept: it outlives the run on purpose
+
+
+def pytest_configure(config):
+    _RUN_WATCHDOG.append(subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("helpers") / "run_watchdog.py"),
+         str(os.getpid()), os.environ["CATDASK_PYTEST_RUN"]],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True))
 
 
 @pytest.fixture(autouse=True)
@@ -92,11 +111,12 @@ def iris_store(store):
 
 class _GuardedSubprocess:
     """``subprocess`` as Prefect's server module sees it under :func:`prefect_api`: every
-    server it starts gets SIGTERM when this test process dies (``parent_death``).
+    server it starts gets SIGKILL when this test process dies (``parent_death``).
 
     Prefect's ``prefect_test_harness`` starts its uvicorn server with ``subprocess.Popen`` and
     stops it only at a normal exit: after SIGKILL of pytest it was alive 4 minutes later
-    (issue 44). Started from the main thread, as the session fixture is.
+    (issue 44). SIGKILL, not SIGTERM: its database is thrown away, and uvicorn's orderly stop
+    waits for the requests in flight. Started from the main thread, as the session fixture is.
     """
 
     def __getattr__(self, name):
@@ -106,7 +126,7 @@ class _GuardedSubprocess:
     def Popen(args, **kwargs):  # noqa: N802 - subprocess's name
         from catdask.orchestration.server import guarded_command
 
-        return subprocess.Popen(guarded_command(args), **kwargs)
+        return subprocess.Popen(guarded_command(args, death_signal=signal.SIGKILL), **kwargs)
 
 
 @pytest.fixture(scope="session")

@@ -270,3 +270,30 @@ def test_serve_stops_within_seconds_once_an_api_it_did_not_start_is_gone():
         asyncio.run(_serve_while_server_runs(runner, None, api_url=dead_api))
     assert time.monotonic() - started < API_LOST_SECONDS + 5
     assert runner.pause_on_shutdown is False  # pausing would need the dead API
+
+
+def test_a_sigterm_whose_keyboard_interrupt_was_lost_still_stops_serve(monkeypatch):
+    """Distributed's gc callback swallowed the KeyboardInterrupt of serve's SIGTERM handler
+    ("Exception ignored in ... _gc_callback"): serve served on, 60 s and more. The watch sees
+    the signal within a second and stops the runner as Ctrl-C does (serve catches it)."""
+    import threading
+    import time
+
+    import catdask.serve as serve_mod
+
+    from .helpers.procs import free_port
+
+    class Runner:
+        pause_on_shutdown = True
+
+        async def start(self):
+            await asyncio.sleep(3600)
+
+    seen = threading.Event()
+    seen.set()  # what the handler did before its exception was lost
+    monkeypatch.setattr(serve_mod, "_SIGTERM_SEEN", seen)
+    started = time.monotonic()
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(serve_mod._serve_while_server_runs(
+            Runner(), None, api_url=f"http://127.0.0.1:{free_port()}/api"))
+    assert time.monotonic() - started < serve_mod.API_LOST_SECONDS  # not the lost-API stop

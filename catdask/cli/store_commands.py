@@ -238,11 +238,26 @@ def _checked_model_and_data(args) -> tuple[str, str | None]:
     return name, version
 
 
+def _load_model(store, label):
+    """The estimator of ``label`` (NAME:vN); a version that does not load (forged or damaged
+    arrays: axes that are not orthonormal, a missing array) is named in its one line."""
+    from catdask.errors import StoreCorruptError
+    from catdask.store import load_estimator
+
+    name, version = split_version(label)
+    try:
+        return load_estimator(store, name, version)
+    except StoreCorruptError:
+        raise
+    except ValueError as exc:
+        raise StoreCorruptError(f"model {label}", f"does not load: {exc}") from None
+
+
 def cmd_plot(args) -> int:
     """Save the category-space plot of a registered model (png, pdf or svg, from the
     extension of ``--out``); prints the file's path."""
     from catdask.plotting import plot_format
-    from catdask.store import load_estimator, load_model_version, read_dataset
+    from catdask.store import load_model_version, read_dataset
 
     if args.out:
         try:  # before the model is read: a wrong extension is a command-line mistake
@@ -265,11 +280,11 @@ def cmd_plot(args) -> int:
         save_category_space_plot,
     )
 
-    model = load_estimator(args.store, name, version)
+    label = f"{name}:v{meta['version']}"
+    model = _load_model(args.store, label)
     # By default the snapshot it was trained on, not what the name holds now.
     ds = (read_dataset(args.store, args.dataset) if args.dataset else
           read_dataset(args.store, meta["dataset"], snapshot=meta.get("dataset_snapshot")))
-    label = f"{name}:v{meta['version']}"
     check_feature_count(model, ds.n_features, model_label=label, data=f"data set {ds.name}")
     out = args.out or f"{name}-v{meta['version']}.png"
     title = plot_title(meta.get("spec", {}).get("method", ""), ds.name, version=label)
@@ -358,7 +373,7 @@ def cmd_predict(args) -> int:
     parsed = _parse_predict_file(args) if args.file else None
     from catdask.pipeline.reports import check_feature_count
     from catdask.pipeline.scoring import align_features, predict_table, write_predictions
-    from catdask.store import load_estimator, load_model_version
+    from catdask.store import load_model_version
 
     _, meta = load_model_version(args.store, name, version)
     label = f"{name}:v{meta['version']}"
@@ -366,7 +381,7 @@ def cmd_predict(args) -> int:
     X, aligned = align_features(X, names, trained_names, model_label=label, data=source)
     if aligned:
         note(aligned)
-    model = load_estimator(args.store, name, version)
+    model = _load_model(args.store, label)
     check_feature_count(model, X.shape[1], model_label=label, data=source)
     table = predict_table(model, X, class_names=class_names, y=y)
     written = write_predictions(table, args.out)

@@ -1,7 +1,9 @@
-"""Tie a child process's life to its parent: ``python parent_death.py PID -- COMMAND ...``.
+"""Tie a child process's life to its parent: ``python parent_death.py PID [SIGNUM] -- COMMAND ...``.
 
 Run by path (not ``-m``: nothing of catdask is imported, so it costs a few milliseconds), it
-asks Linux to send the child SIGTERM when its parent dies (``prctl(PR_SET_PDEATHSIG)``), checks
+asks Linux to send the child SIGTERM (or ``SIGNUM``: SIGKILL for a server whose orderly stop
+may take long and protects nothing, as a test's throw-away Prefect server busy with a backlog
+of requests) when its parent dies (``prctl(PR_SET_PDEATHSIG)``), checks
 the parent is still ``PID`` (it may have died before the request), then replaces itself with
 ``COMMAND`` (the request survives ``exec``). So a server started by a CLI command stops even
 when the command is killed with SIGKILL, which leaves it no chance to clean up.
@@ -34,11 +36,11 @@ def _request_parent_death_signal(sig: int) -> None:
         raise OSError(err, f"prctl(PR_SET_PDEATHSIG) failed: {os.strerror(err)}")
 
 
-def _watch_and_run(parent: int, command: list[str]) -> int:
+def _watch_and_run(parent: int, command: list[str], sig: int) -> int:
     child = subprocess.Popen(command)
     while child.poll() is None:
         if os.getppid() != parent:
-            child.terminate()
+            child.send_signal(sig)
             try:
                 return child.wait(timeout=30)
             except subprocess.TimeoutExpired:
@@ -49,18 +51,21 @@ def _watch_and_run(parent: int, command: list[str]) -> int:
 
 
 def main(argv: list[str]) -> int:
+    sig = int(signal.SIGTERM)
+    if len(argv) > 1 and argv[1].isdigit():
+        sig, argv = int(argv[1]), [argv[0], *argv[2:]]
     if len(argv) < 3 or argv[1] != "--":
-        print("usage: parent_death.py PARENT_PID -- COMMAND [ARGS...]", file=sys.stderr)
+        print("usage: parent_death.py PARENT_PID [SIGNUM] -- COMMAND [ARGS...]", file=sys.stderr)
         return 2
     parent, command = int(argv[0]), argv[2:]
     if sys.platform.startswith("linux"):
-        _request_parent_death_signal(signal.SIGTERM)
+        _request_parent_death_signal(sig)
         if os.getppid() != parent:  # the parent died before the request: do not start
             return 1
         os.execvp(command[0], command)  # does not return
     if os.getppid() != parent:
         return 1
-    return _watch_and_run(parent, command)
+    return _watch_and_run(parent, command, sig)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -29,6 +30,7 @@ import urllib.request
 from pathlib import Path
 
 from ..errors import ServiceStartError
+from .prefect_server import STOP_GRACE_SECONDS
 
 __all__ = ["guarded_command", "start_prefect_server", "temporary_prefect_server",
            "wait_for_prefect", "stop_process", "default_log_file", "api_health", "api_gone",
@@ -38,11 +40,12 @@ LOCALHOST = "127.0.0.1"
 _LAUNCHER = Path(__file__).with_name("parent_death.py")
 
 
-def guarded_command(command, parent_pid=None):
-    """``command`` wrapped so that it receives SIGTERM when ``parent_pid`` (default: this
-    process) dies; pass the result to :class:`subprocess.Popen` from this process."""
+def guarded_command(command, parent_pid=None, death_signal=signal.SIGTERM):
+    """``command`` wrapped so that it receives ``death_signal`` when ``parent_pid`` (default:
+    this process) dies; pass the result to :class:`subprocess.Popen` from this process."""
     parent = os.getpid() if parent_pid is None else int(parent_pid)
-    return [sys.executable, str(_LAUNCHER), str(parent), "--", *map(str, command)]
+    return [sys.executable, str(_LAUNCHER), str(parent), str(int(death_signal)), "--",
+            *map(str, command)]
 
 
 def wait_for_prefect(api_url, timeout=90.0, proc=None, log_file=None):
@@ -213,7 +216,8 @@ def temporary_prefect_server(*, timeout=None, log_file=None):
     port = _free_port()
     command = [sys.executable, "-m", "uvicorn", "--factory",
                "prefect.server.api.server:create_app", "--host", LOCALHOST, "--port", str(port),
-               "--log-level", "error", "--lifespan", "on"]
+               "--log-level", "error", "--lifespan", "on",
+               "--timeout-graceful-shutdown", str(STOP_GRACE_SECONDS)]
     if log_file is None:
         log_file = default_log_file("temporary-server.log")
     proc, api_url = _launch(command, _temporary_server_env(), LOCALHOST, port, log_file, timeout)

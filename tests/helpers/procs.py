@@ -59,13 +59,13 @@ def child_env(home: Path, api_url: str | None = None, **extra) -> dict:
 class Managed:
     """A child process in its own process group, logging to ``log``.
 
-    It gets SIGTERM when the test process dies, however it dies
+    It gets ``death_signal`` when the test process dies, however it dies
     (:func:`catdask.orchestration.server.guarded_command`: a killed test run left a served
     store with its Dask workers running for 50 minutes and a Prefect server for 68). Create
     it from the main thread (Linux signals the child when the *thread* that started it ends).
     """
 
-    def __init__(self, args, *, log: Path, env=None, cwd=REPO):
+    def __init__(self, args, *, log: Path, env=None, cwd=REPO, death_signal=signal.SIGTERM):
         from catdask.orchestration.server import guarded_command
 
         self.args = [str(a) for a in args]
@@ -73,7 +73,8 @@ class Managed:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         self._out = open(self.log, "ab")
         self.proc = subprocess.Popen(
-            guarded_command(self.args), env=env, cwd=str(cwd), stdout=self._out, stderr=subprocess.STDOUT,
+            guarded_command(self.args, death_signal=death_signal), env=env, cwd=str(cwd),
+            stdout=self._out, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True,
         )
         self.pid = self.proc.pid
@@ -222,7 +223,11 @@ def seeded_prefect_home(home: Path) -> Path:
         template = Path(tempfile.mkdtemp(prefix="catdask-prefect-template-"))
         atexit.register(shutil.rmtree, template, True)
         try:
-            subprocess.run([BIN / "prefect", "server", "database", "upgrade", "-y"],
+            from catdask.orchestration.server import guarded_command
+
+            # Guarded: a killed test run left it migrating for minutes on a loaded machine.
+            subprocess.run(guarded_command([BIN / "prefect", "server", "database", "upgrade",
+                                            "-y"], death_signal=signal.SIGKILL),
                            env=child_env(template), capture_output=True, timeout=300, check=True)
             if (template / "prefect.db").is_file():
                 _TEMPLATE["db"] = template / "prefect.db"
@@ -247,7 +252,11 @@ def start_prefect_server(home: Path, port: int, log: Path, *, catdask: bool = Fa
                     PREFECT_SERVER_API_PORT=port, **extra_env)
     command = ([BIN / "python", "-m", "catdask.orchestration.prefect_server"] if catdask
                else [BIN / "prefect", "server"])
-    proc = Managed([*command, "start", "--host", LOCALHOST, "--port", port], log=log, env=env)
+    # SIGKILL when the test run dies: a test's server holds nothing worth an orderly stop, and
+    # uvicorn's waits for the requests in flight (a killed tests/test_deployment.py left it
+    # busy in SQLAlchemy more than 22 s).
+    proc = Managed([*command, "start", "--host", LOCALHOST, "--port", port], log=log, env=env,
+                   death_signal=signal.SIGKILL)
     api = f"http://{LOCALHOST}:{port}/api"
     try:
         wait_http(f"{api}/health", timeout=180, proc=proc)
