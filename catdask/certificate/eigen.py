@@ -1,21 +1,12 @@
 """Largest eigenvalues for the certificate: estimates for the search, verified upper bounds.
 
-Two kinds of answers (docs/design.md section 4):
-
-- :func:`top_eig` estimates the top eigenpair (dense ``eigh`` for a matrix, Lanczos for an
-  operator). The search uses only its eigenvector, through Rayleigh quotients, which are valid
-  lower bounds on ``lambda_max`` whatever the solver's accuracy.
-- :func:`verified_top` returns an *upper bound* on ``lambda_max``, which is what makes a test or
-  a dual bound rigorous: dense LAPACK ``eigh`` up to the budget's ``verify_dense_max_dim``;
-  above it a Lanczos estimate ``mu`` proved by a Cholesky factorisation of ``mu I - A``
-  (Sylvester's law of inertia: it exists only if ``lambda_max(A) < mu``), so the bound does
-  not depend on Lanczos having converged (if the factorisation fails, dense ``eigh`` decides).
-  Operators too large to materialise can only use Lanczos, and say so (``"lanczos"``).
-
-Measured on the 2-core development machine (one thread, dense PSD n x n): top eigenpair by
-``eigh(subset_by_index)`` 2 ms at n = 200, 10 ms at 400, 50 ms at 800, 120 ms at 1200, 200 ms at
-1500, 500 ms at 2000; Cholesky 4, 25, 57, 90 and 170 ms at 400, 800, 1200, 1500, 2000; ARPACK
-5-110 ms over the same range.
+- :func:`top_eig` estimates the top eigenpair (dense ``eigh`` or Lanczos). The search uses only
+  its eigenvector, through Rayleigh quotients, which are valid lower bounds on ``lambda_max``.
+- :func:`verified_top` returns an *upper bound* on ``lambda_max``, which makes a test rigorous:
+  dense LAPACK ``eigh`` up to ``verify_dense_max_dim``; above it a Lanczos estimate ``mu``
+  proved by a Cholesky factorisation of ``mu I - A`` (Sylvester's law of inertia), so the bound
+  does not depend on Lanczos having converged. Operators too large to materialise can only use
+  Lanczos, and say so (``"lanczos"``).
 """
 
 from __future__ import annotations

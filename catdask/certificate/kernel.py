@@ -1,18 +1,14 @@
 """The kernel certificate: K-CQS certified as the linear problem on a Gram factor's rows.
 
-With ``G = L L^T`` (pivoted Cholesky, :mod:`catdask.kernels.gram_factor`) the kernel problem is
-exactly the linear one on the rows of L, features in an r-dimensional isometric copy of the data
-span (docs/design.md §4, "Kernel version"), so :func:`certify_global_optimum` applies to the
-class matrices of L's rows and the point ``W = L^T A^T``. That needs L to round-off; above
-``budget.dense_max_samples`` samples the low-rank test of docs/design.md §4c
-(:mod:`.kernel_lowrank`) runs instead: ``O(N r)`` memory whatever G's rank, a certificate where
-the compressed relaxation is tight and a rigorous gap elsewhere.
+With ``G = L L^T`` (pivoted Cholesky) the kernel problem is exactly the linear one on the rows of
+L (docs/design.md §4, "Kernel version"), so :func:`certify_global_optimum` applies to the class
+matrices of L's rows at ``W = L^T A^T``. Above ``budget.dense_max_samples`` the low-rank test of
+§4c (:mod:`.kernel_lowrank`) runs instead, in ``O(N r)`` memory.
 
-The kernel ladder (:mod:`.ladder`): ``probe`` (the low-rank test at a few landmarks, up to
-``dense_max_samples``; it ends the climb only when it certifies), ``low-rank`` (above it: the
-rounds with their lifts), ``exact factor`` (the test through ``G = L L^T``: below
-``dense_max_samples`` after the probe, and above it, up to ``exact_factor_max_rank``
-samples, where the low-rank lift, not the relaxation, left the gap open).
+The kernel ladder: ``probe`` (the low-rank test at a few landmarks; ends the climb only when it
+certifies), ``low-rank`` (the rounds with their lifts), ``exact factor`` (below
+``dense_max_samples`` after the probe, and above it up to ``exact_factor_max_rank`` samples
+where the lift, not the relaxation, left the gap open).
 """
 
 from __future__ import annotations

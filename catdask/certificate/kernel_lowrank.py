@@ -1,33 +1,20 @@
 """A kernel certificate of any rank in O(N r) memory: a compressed test plus a lifted bound.
 
-The K-CQS problem at coefficients A is the linear CQS problem on any feature map whose Gram
-matrix is ``G`` (``H G H`` for ``origin="global"``). Split the feature space into a subspace S --
-the span of the fitted axes and of r landmark features -- and its orthogonal complement T
+Split the feature space into S (the fitted axes and r landmark features) and its complement T
 (docs/design.md §4c):
 
-1. A pivoted-Cholesky factor of the augmented Gram matrix of ``[W, psi_1..psi_N]``, the K axes
-   forced as the first pivots, gives the coordinates of every feature in an orthonormal basis of
-   S (:class:`SubspaceFactor`: the diagonal, one product ``G A^T`` and ``r`` Gram columns,
-   fetched in blocks; memory ``N (K + r)``). Its leftover diagonal is ``||P_T psi_i||^2``, so the
-   complement's part of each class matrix has the exact trace bound
-   ``eps_k = sum_{i in C_k} ||P_T psi_i||^2 >= ||D_k||``.
-2. The linear certificate (:func:`certify_global_optimum`) runs on the compressed class matrices
-   ``R_k^S`` (``(K + r) x (K + r)``) at the fitted point, which lies in S.
-3. Lifting (Lemma 2 of §4c): any dual point ``(Y_S, nu)`` of the compressed SDP relaxation
-   becomes one of the full relaxation with ``nu_k + delta_k``,
-   ``delta_k (nu_k + delta_k - eps_k) = rho_k eps_k`` (``rho_k >= ||R_k^S||``), so
-   ``max f <= (tr Y_S + sum_k (nu_k + delta_k)) / 2``. Lemma 2' uses instead the axes' leak
-   into T (:func:`axis_leakage`, one class-block pass), which is near 0 at a stationary point,
-   so a margin of the compressed certificate absorbs the complement at no cost. Any upper bound
-   ``U_S`` on the compressed problem gives ``max f <= (sqrt(2 U_S) + sqrt(sum_k eps_k))^2 / 2``
-   (Lemma 3).
+1. A pivoted-Cholesky factor of the Gram matrix of ``[W, psi_1..psi_N]``, the axes first
+   (:class:`SubspaceFactor`, memory ``N (K + r)``), gives every feature's coordinates in S; its
+   leftover diagonal bounds the complement: ``eps_k = sum_{i in C_k} ||P_T psi_i||^2 >= ||D_k||``.
+2. The linear certificate runs on the compressed ``R_k^S`` at the fitted point, which lies in S.
+3. Lifting: a compressed dual point ``(Y_S, nu)`` becomes a full one with ``nu_k + delta_k``,
+   ``delta_k (nu_k + delta_k - eps_k) = rho_k eps_k`` (Lemma 2; Lemma 2' uses the axes' leak
+   into T, :func:`axis_leakage`); any compressed bound ``U_S`` gives
+   ``max f <= (sqrt(2 U_S) + sqrt(sum_k eps_k))^2 / 2`` (Lemma 3).
 
-W is certified when the smaller lifted bound is within ``gap_tol`` of f(W), relative. The rank
-grows (more landmarks) until that holds, the compressed test itself fails, or the budget
-(``lowrank_max_rank``, ``lowrank_max_bytes``) is reached. A probe at ``probe_rank`` landmarks
-comes first
-and ends the test only when it certifies W; otherwise the first round runs on the subspace it
-would have had without the probe (docs/design.md §4c, "Cost").
+W is certified when the smaller lifted bound is within ``gap_tol`` of f(W). The rank grows until
+that holds, the compressed test fails, or the budget is reached; a probe at ``probe_rank``
+landmarks comes first and ends the test only when it certifies W.
 """
 
 from __future__ import annotations

@@ -1,22 +1,14 @@
 """Complementary-slackness polish of the moment certificate's dual data (docs/design.md 4b).
 
-When the level-2 relaxation is tight at a point W, its primal optimum is known: the moments of
-W, whose Gram block ``[1, y_ki y_kj]`` (and each ``[y_ki]``) is the rank-one matrix
-``v_b(Y) v_b(Y)^T`` at ``Y = B^T W``. Any dual optimum then satisfies complementary slackness,
-``Q_b v_b(Y) = 0``, so only the dual has to be found: Gram matrices and multipliers that match
-the identity of :mod:`.moment_sos`, are PSD, and have ``v_b(Y)`` in their null space. This
-module finds such data from a rough solver iterate by alternating projections:
+When the level-2 relaxation is tight at W, its primal optimum is the moments of W, whose Gram
+blocks are rank one, ``v_b(Y) v_b(Y)^T`` at ``Y = B^T W``; any dual optimum then has
+``Q_b v_b(Y) = 0``. This module finds such dual data from a rough solver iterate by alternating
+projections: (1) the least-norm change that makes the identity (all but its constant) exact
+and ``Q_b u_b = 0`` (one sparse LSQR solve, warm from the iterate); (2) the Gram matrices
+projected onto the PSD cone (which keeps ``u_b`` in the null space).
 
-1. the least-norm change of every Gram entry and multiplier that makes the identity (all but
-   its constant, which enters the bound with its sign) exact and ``Q_b u_b = 0``
-   (``u_b = v_b / ||v_b||``): one sparse least-squares solve (LSQR), warm from the iterate;
-2. the Gram matrices projected onto the PSD cone (an eigendecomposition per block, which keeps
-   ``u_b`` in the null space).
-
-Nothing here is trusted: every round's data go to :func:`.moment_dual.dual_bound`, whose bound
-holds for any data, and the caller keeps a round's data only when that proof is tight enough.
-A wrong W (not a global maximiser) only makes the slackness equations inconsistent with a PSD
-solution, hence a large proved bound, never a wrong one.
+Nothing here is trusted: every round's data go to :func:`.moment_dual.dual_bound`, and a wrong W
+only makes the proved bound large, never wrong.
 """
 
 from __future__ import annotations

@@ -198,11 +198,7 @@ class Identity:
 
 @functools.lru_cache(maxsize=4)
 def identity(K, r, anchor=None):
-    """The :class:`Identity` for ``(K, r, anchor)``, built once per process and shared.
-
-    Building it is a Python loop over every monomial (0.5-1.6 s at 95,000-250,000 moments); a
-    fit's anchored and full solves, the verification, the next fit on data of the same shape
-    (cross-validation folds) and a re-verification from stored data all use the same maps.
-    Callers must not modify it.
+    """The :class:`Identity` for ``(K, r, anchor)``, built once per process and shared (building it
+    is a Python loop over every monomial). Callers must not modify it.
     """
     return Identity(K, r, anchor)

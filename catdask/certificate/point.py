@@ -175,17 +175,12 @@ class StationaryPoint:
         self.lam_norm = float(np.linalg.norm(self.Lam, 2))
 
     def _scale(self):
-        """``scale = max_k ||R_k||_2`` (tolerances) and verified ``lambda_max(R_k)`` (trivial
-        bound); R_k being PSD, ``lambda_max`` serves as the norm for operators and above
-        ``dense_max_dim``.
+        """``scale = max_k ||R_k||_2`` (tolerances) and verified ``lambda_max(R_k)`` (trivial bound).
 
-        Dense: one ``eigvalsh`` per class. Otherwise one Lanczos run per class: its Rayleigh
-        quotient (a lower bound) and its estimate (Rayleigh quotient plus residual norm) give
-        the scale, a tolerance unit that need not be proved (a smaller one only makes the test
-        stricter: the verified bounds come from the margins themselves). The *proved* upper
-        bounds are needed by the trivial bound only and are computed on first use of
-        :attr:`lam_max_R` (one Cholesky per class for arrays, docs/design.md §4 "At high D"):
-        at D = 784 ten full ``eigvalsh`` took 0.4-0.8 s of a 3-5 s test.
+        Dense: one ``eigvalsh`` per class. Otherwise one Lanczos estimate per class: a tolerance unit
+        need not be proved (a smaller one only makes the test stricter). The proved upper bounds, needed
+        by the trivial bound only, are computed on first use of :attr:`lam_max_R` (one Cholesky per
+        class for arrays, docs/design.md §4 "At high D").
         """
         K = self.K
         self._lam_max_R = None
