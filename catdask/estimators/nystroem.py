@@ -1,29 +1,17 @@
 """Nystroem approximation of the kernel method, for N too large for the exact fit.
 
-With m landmarks L (random training rows) and ``K_LL = U diag(lam) U^T``, the features
+With m landmarks L and ``K_LL = U diag(lam) U^T``, the features
 ``F(x) = k(x, L) U_r diag(lam_r)^{-1/2}`` (r eigenvalues above round-off) reproduce the kernel
-on span{phi(l)}: ``F(x)^T F(x') = k(x, L) K_LL^+ k(L, x')`` (Williams & Seeger 2001; the map
-of :class:`sklearn.kernel_approximation.Nystroem`, truncated to its numerical rank). Fitting
-the *linear* method on F costs O(N m^2) per pass instead of O(N^2).
+on span{phi(l)} (Williams & Seeger 2001). Fitting the *linear* method on F costs O(N m^2) per
+pass instead of O(N^2). The result is a kernel expansion, ``A = W^T diag(lam_r)^{-1/2} U_r^T``,
+orthonormal in the RKHS (``A K_LL A^T = W^T W = I``), so the fitted
+:class:`~catdask.KernelCategorySpace` keeps its usual attributes, and the same A on the
+training points warm-starts the exact fit: ``KernelCategorySpace(init=approx.training_coef_)``.
 
-The result is itself a kernel expansion: axis k is ``w_k = sum_j A[k, j] phi(l_j)`` with
-``A = W^T diag(lam_r)^{-1/2} U_r^T``, orthonormal in the RKHS because ``A K_LL A^T = W^T W =
-I``. So the fitted :class:`~catdask.KernelCategorySpace` keeps its usual attributes
-(``X_fit_`` = the landmarks, ``dual_coef_``, ``projection_offset_``), ``transform`` is
-unchanged, and the same A on the training points (zero off the landmarks) is a warm start for
-the exact fit: ``KernelCategorySpace(init=approx.training_coef_).fit(X, y)``.
-
-``n_landmarks="auto"`` lets the spectrum choose: the landmarks are the pivots of a greedy
-pivoted-Cholesky factor of the training Gram matrix, stopped once the trace of what it leaves
-out, ``tr(G - G[:, P] G[P, P]^{-1} G[P, :])``, is at most ``AUTO_LANDMARK_RTOL`` of ``tr G``
-(that residual bounds the sum of the eigenvalues the approximation misses). A fast-decaying
-spectrum (a wide kernel) stops early; a slowly decaying one runs to the memory cap. The cost is
-N r kernel entries (r / N of one Gram pass) and N r^2 flops on the driver; on Dask input also
-one small graph per landmark (measured: 646 landmarks at N = 16,000 took 50 s), so it suits
-in-memory data best. As a warm start of the exact fit it always saved Gram passes in
-``benchmarks/bench_warm_start.py``, but paid in wall time only where the spectrum decays fast
-(UCI satellite, rank 68: the warm-started exact fit 3.3x faster in total; blobs whose rank hit
-the cap: 11x slower).
+``n_landmarks="auto"``: the landmarks are the pivots of a pivoted-Cholesky factor of the
+training Gram matrix, stopped once the left-out trace is at most ``AUTO_LANDMARK_RTOL`` of
+``tr G`` (it bounds the eigenvalues the approximation misses). Cost: N r kernel entries and
+N r^2 flops on the driver (plus one small graph per landmark on Dask input).
 """
 
 from __future__ import annotations
