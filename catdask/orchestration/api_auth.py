@@ -1,11 +1,9 @@
 """The credential of the Prefect API that ``catdask serve`` starts (as Jupyter's token).
 
-Whoever can call that API starts runs, reads their logs and edits the served deployments, so
-serve never leaves it open: it uses the HTTP basic credential ``user:password`` configured as
-Prefect's ``PREFECT_SERVER_API_AUTH_STRING``, or generates one (:func:`serve_api_auth`) and
-prints it with the UI address. Beyond loopback a configured one is required
-(:func:`api_auth_for_bind`): a generated one changes at every start, which remote clients
-cannot follow. A configured string needs a non-empty user and password (``:`` is refused).
+Whoever can call that API starts runs, so serve never leaves it open: it uses Prefect's
+``PREFECT_SERVER_API_AUTH_STRING`` (``user:password``), or generates one
+(:func:`serve_api_auth`) and prints it with the UI address. Beyond loopback a configured one is
+required (:func:`api_auth_for_bind`): a generated one changes at every start.
 """
 
 from __future__ import annotations

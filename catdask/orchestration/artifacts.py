@@ -67,7 +67,7 @@ class SolverProgress:
     log_every_seconds : float
         At most one log line per interval (and one for the first and the last iteration).
     artifact_after_seconds : float
-        A fit shorter than this publishes no progress artifact (short fits need none).
+        A fit shorter than this publishes no progress artifact.
     update_every_seconds : float
         At most one artifact update per interval (each is an API call).
     clock : callable
@@ -75,10 +75,9 @@ class SolverProgress:
 
     Notes
     -----
-    The progress figure is the share of restarts that have stopped; the description gives the
-    iteration, the best objective and the restarts still active. A fit may run several solver
-    loops (the kernel fit's Nystroem start): each loop is counted and reported in turn. A
-    failing artifact update is logged once and never fails the fit.
+    The progress figure is the share of restarts that have stopped. Each solver loop of a fit (the
+    kernel fit's Nystroem start) is reported in turn. A failing artifact update is logged once and
+    never fails the fit.
     """
 
     def __init__(self, logger, *, key, description, log_every_seconds=5.0,

@@ -1,23 +1,15 @@
 """What a served flow run may choose: nothing that points it at another store or Dask scheduler.
 
-``catdask serve`` fixes the store and the Dask scheduler of its runs when it starts and hands
-them to every run process through the environment (:data:`ENV_SERVED_STORE`,
-:data:`ENV_SERVED_SCHEDULER`), which nobody can change through the Prefect API: a run's
-parameters, and even a deployment edited through the API, come from whoever can reach the API,
-while the environment is the serve process's own. Each flow calls
-:func:`served_store_and_scheduler` first; outside ``catdask serve`` (the CLI, a library call)
-the variables are unset and the flow's arguments are used as given.
+``catdask serve`` fixes the store and scheduler of its runs and hands them to every run process
+through the environment (:data:`ENV_SERVED_STORE`, :data:`ENV_SERVED_SCHEDULER`), which the
+Prefect API cannot change; each flow calls :func:`served_store_and_scheduler` first. Dask
+messages carry pickles, so a run connected to someone else's scheduler runs their code as the
+serve user; a run pointed at another store writes wherever the parameter says.
 
-Why: Dask messages carry pickles, so a run that connects to a scheduler someone else runs
-executes that person's code as the serve user; a run pointed at another store reads and writes
-files wherever the parameter says (measured in issue 28: both worked through the API).
-
-The code a served run executes is serve's too: the run process imports the entry point serve
-registered (:func:`served_entrypoint_env`), never the deployment's pull steps, storage, path
-or entry point, which an API user can PATCH (issue 44: a patched pull step ran as the serve
-user). Parameter names the flow does not take are refused by the API (the deployments' schema
-is closed, :func:`close_parameter_schema`) and again by the run process
-(:func:`unknown_parameters_message`), since the schema is advisory for whoever edits it.
+The code a served run executes is serve's too (:func:`served_entrypoint_env`), never the
+deployment's pull steps or entry point, which an API user can PATCH. Unknown parameter names are
+refused by the API (:func:`close_parameter_schema`) and again by the run process
+(:func:`unknown_parameters_message`).
 """
 
 from __future__ import annotations

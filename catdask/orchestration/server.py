@@ -1,19 +1,13 @@
 """Prefect API servers that never outlive the process that started them (127.0.0.1 only).
 
-Two kinds:
-
 - :func:`start_prefect_server`: ``prefect server start`` with UI and services, for
-  ``catdask serve`` (run through :mod:`.prefect_server`, which retries SQLite lock conflicts
-  inside the server instead of answering 503);
-- :func:`temporary_prefect_server`: the lightweight API a CLI command needs to run a flow when
-  no ``PREFECT_API_URL`` is set. It is the command Prefect's own temporary server runs
-  (``prefect.server.api.server.SubprocessASGIServer``: uvicorn on Prefect's app factory, UI
-  off, only the services an ephemeral server needs), started here instead so that it can be
-  tied to this process.
+  ``catdask serve`` (through :mod:`.prefect_server`);
+- :func:`temporary_prefect_server`: the lightweight API a CLI command needs when no
+  ``PREFECT_API_URL`` is set: the command of Prefect's own ``SubprocessASGIServer``, started
+  here so that it can be tied to this process.
 
-Both run under :mod:`.parent_death`: the server gets SIGTERM when the process that started it
-dies, even by SIGKILL (Prefect's own temporary server stops only through ``atexit``, so a
-killed CLI orphaned it). Start them from the main thread (see :mod:`.parent_death`).
+Both run under :mod:`.parent_death`, so a killed CLI does not orphan them. Start them from the
+main thread.
 """
 
 from __future__ import annotations
