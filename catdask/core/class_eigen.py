@@ -1,21 +1,12 @@
 """Top eigenpairs of every class block of a Gram operator, all classes per Gram pass.
 
 The decoupled kernel start needs the top eigenvector of each class block ``G_kk`` (or its
-centred form; docs/design.md §3c). With large classes on a cluster, one Lanczos run per class
-costs one round trip and one (non-symmetric) class product per step, class after class. Here
-the K eigenproblems run in lockstep: each step is one product with the block-diagonal
-``diag(G_11, ..., G_KK)`` (:meth:`BlockGramOperator.class_block_matmul`), which a tiled operator
-evaluates in one pass over the class blocks' symmetric tiles. The K problems are independent,
-so this is K block Lanczos runs (full reorthogonalisation) that share their passes.
-
-Each step may multiply a *block* of ``block`` vectors per class: a tile pass costs mostly its
-kernel evaluations (on one core, N = 20,000, class tiles in float32: 0.057 s with 1 vector,
-0.058 s with 4), while a block Krylov space converges at the gap to the ``block + 1``-th
-eigenvalue, not to the second. On the
-class-centred blocks of 5 blobs classes (top eigenvalues 27.4 and 21.8, N = 8,000) the single
-vector Lanczos took 18 passes to the Ritz residual 1e-10, a block of 4 took 9. On a Dask
-cluster a 4-column pass cost 1.3-1.45x a 1-column one (N = 24,000, 2 workers), so a block pays
-only where the top gap is small (the caller chooses: :func:`catdask.core.starts`).
+centred form; docs/design.md §3c). The K eigenproblems run in lockstep as K block Lanczos runs
+(full reorthogonalisation) sharing their passes: each step is one product with
+``diag(G_11, ..., G_KK)`` (:meth:`BlockGramOperator.class_block_matmul`), one pass over the
+class blocks' tiles. A tile pass costs mostly its kernel evaluations, so a *block* of vectors
+per class costs little more than one and converges at the gap to the ``block + 1``-th
+eigenvalue: the caller (:mod:`catdask.core.starts`) uses one where the top gap is small.
 """
 
 from __future__ import annotations

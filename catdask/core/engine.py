@@ -1,22 +1,15 @@
 """The fit engine: all restarts of one problem run, chosen among and certified.
 
-:func:`fit_restarts` is the one path every fit takes (linear, kernel, the Nystroem features'
-linear fit), pymanopt-style: the estimator builds a problem (:mod:`catdask.core.problems`) and
-its starts, picks solver options, a certifier (:mod:`catdask.certificate.certifiers`) and a
-precision schedule (:mod:`catdask.core.precision`), and gets back a frozen :class:`FitResult`
-from which it sets its fitted attributes. Nothing is stored on the estimator during the fit.
+:func:`fit_restarts` is the one path every fit takes: the estimator builds a problem, its
+starts, solver options, a certifier and a precision schedule, and gets back a frozen
+:class:`FitResult`. Nothing is stored on the estimator during the fit.
 
-Choosing among restarts (issue 2: "ties and near-ties broken by certificate"): the highest
-objective wins; restarts within :data:`TIE_RTOL` of it tie, and among those a converged one
-wins. The certificate test runs once, on that chosen restart; every other restart is decided
-from it without a test of its own, rigorously: a tied restart shares its verdict (to TIE_RTOL),
-and a restart below another restart's objective is not a global maximiser, whose gap the chosen
-restart's upper bound on the global maximum bounds. The choice never depends on the verdict,
-and :func:`certify_restarts` is a pure function of the restarts, the chosen index, the chosen
-restart's axes and the certifier, so the test can run after the fit without changing anything:
-:class:`RestartCertification` holds those and runs it once, inside :func:`fit_restarts`
-(``certify_at="fit"``) or on first use of the certificates (``certify_at="access"``, issue 26:
-a fit inside cross-validation whose certificate nobody reads does not pay for the test).
+Choosing among restarts: the highest objective wins; restarts within :data:`TIE_RTOL` of it tie,
+and among those a converged one wins. The test runs once, on the chosen restart; a tied restart
+shares its verdict, and a restart below another one is not a global maximiser, its gap bounded
+by the chosen one's upper bound. The choice never depends on the verdict, and
+:func:`certify_restarts` is a pure function of its inputs, so :class:`RestartCertification` can
+run it inside the fit or on first use of the certificates.
 """
 
 from __future__ import annotations
@@ -83,11 +76,9 @@ class Certifier(Protocol):
 class RestartCertification:
     """Each restart's certificate (:func:`certify_restarts`), computed at most once.
 
-    Holds what the test needs (the solver's restart records, the chosen index, the chosen
-    restart's axes, the certifier) until :meth:`restarts` runs it; then it keeps only the
-    certified records, drops the certifier and calls ``release`` (e.g. the operator's
-    ``close``: a Gram operator the kernel certifier reads stays open until then). Pickling runs
-    the test first, so a pickle never holds a certifier or an operator.
+    Holds what the test needs until :meth:`restarts` runs it; then it keeps only the certified
+    records, drops the certifier and calls ``release``. Pickling runs the test first, so a pickle
+    never holds a certifier or an operator.
 
     Parameters
     ----------
@@ -95,8 +86,7 @@ class RestartCertification:
         The solver's records (``certificate`` not set).
     best_index : int
     point : ndarray or None
-        The chosen restart's axes (``W`` or kernel ``A``); None when the certifier does not
-        apply.
+        The chosen restart's axes (``W`` or kernel ``A``); None when the certifier does not apply.
     certifier : Certifier
     moment : bool, default=False
     release : callable, optional
@@ -105,7 +95,7 @@ class RestartCertification:
     Attributes
     ----------
     seconds : float or None
-        Wall seconds of the test (and the derived certificates), once it has run.
+        Wall seconds of the test, once it has run.
     """
 
     def __init__(self, runs, best_index, point, certifier, *, moment=False, release=None):
@@ -159,19 +149,15 @@ class FitResult:
     Attributes
     ----------
     certification : RestartCertification
-        The restarts' records and their certificates (the test ran in the fit, or runs on
-        first use of :attr:`restarts`, :attr:`best`, :attr:`certificates`,
-        :attr:`certificate`).
+        The restarts' records and their certificates.
     best_index : int
         The chosen restart.
     state : LinearState or KernelState
         The solver's final state of every restart (leading axis: restarts).
     phases : dict
-        Wall seconds: ``"setup"`` (from ``started_at`` to the first iteration: the caller's
-        validation and problem, and the starts), then ``"iterations"``, or ``"float32"`` (every
-        iteration on float32 tiles) and ``"polish"`` (the exact float64 iterations;
-        :class:`~catdask.core.precision.Float32ThenFloat64`), then ``"certificate"`` when a
-        test ran inside the fit.
+        Wall seconds: ``"setup"`` (from ``started_at`` to the first iteration), then
+        ``"iterations"`` or ``"float32"`` and ``"polish"``, then ``"certificate"`` when the test
+        ran inside the fit.
     float32_iterations : tuple of int
         Each restart's iterations on float32 tiles (included in its ``n_iter``).
     started_at : float

@@ -75,23 +75,18 @@ FLOAT64 = Float64Throughout()
 
 
 class AnchoredProducts:
-    """A kernel problem whose ``G Z`` is ``G Z0 + G32 (Z - Z0)``: an exact anchor plus a
-    float32 correction (the polish of :class:`Float32ThenFloat64`).
+    """A kernel problem whose ``G Z`` is ``G Z0 + G32 (Z - Z0)``: an exact anchor plus a float32
+    correction (the polish of :class:`Float32ThenFloat64`).
 
-    ``B0 = G Z0`` comes from one float64 pass at the anchor ``z0``; every later product adds
-    the float32-tile product of the difference ``dz = z - z0`` (accumulated in float64). The
-    product is affine in z, so Anderson mixtures still cost no pass, and its error is
-    ``(G32 - G) dz``: float32 rounding (~6e-8 relative per entry) times ``|dz|``, which the
-    float32 phase has already made small (its steps are below the hand-over tolerance): from
-    a hand-over at 1e-4 about 1e-11 relative, so the corrected map's fixed point is the
-    float64 one's to far below ``tol``. Nothing is accepted on it: :meth:`Float32ThenFloat64.run`
-    ends every restart with one exact float64 iteration.
+    The product is affine in z, so Anderson mixtures still cost no pass, and its error
+    ``(G32 - G) dz`` is float32 rounding times the small ``|dz|`` left by the float32 phase, far
+    below ``tol``; nothing is accepted on it (every restart ends with an exact float64 iteration).
 
     Parameters
     ----------
     problem : KernelProblem
     z0 : ndarray of shape (R, N)
-        The anchors, one per restart of the batch it serves (its local restart indices).
+        The anchors, one per restart of the batch it serves.
     B0 : ndarray of shape (R, N, K)
         ``G Z0`` in float64.
     """
@@ -121,18 +116,12 @@ class AnchoredProducts:
 
 @dataclass(frozen=True)
 class Float32ThenFloat64:
-    """Float32 Gram tiles to a step of ``float32_tol``, then the polish to ``tol``.
+    """Float32 Gram tiles to a step of ``float32_tol``, then the polish to ``tol`` (docs/design.md §3d).
 
-    The polish (docs/design.md §3d) keeps iterating on float32 tiles, with products made exact
-    to far below ``tol``: one exact float64 iteration from each restart's float32 point anchors
-    it (``B0 = G z0``), and every later product is ``G z0 + G32 (z - z0)``
-    (:class:`AnchoredProducts`). When a restart's step is below ``tol``, one more exact float64
-    iteration from its point gives the reported state (objective, coefficients, projections
-    from an exact float64 product) and the stopping test (the plain step from that point, as
-    in the plain iteration). A restart that fails the test is anchored again at that exact
-    product, for free, and goes on. So the exact result costs two float64 passes, where the
-    plain float64 polish paid one per iteration. Both phases share ``max_iter``; the polish
-    keeps at least its two exact iterations. Kernel problems only.
+    The polish iterates on float32 tiles made exact by an anchor (:class:`AnchoredProducts`); when a
+    restart's step is below ``tol``, one exact float64 iteration from its point gives the reported
+    state and the stopping test (a restart that fails it is anchored again there, for free). Both
+    phases share ``max_iter``. Kernel problems only.
 
     Parameters
     ----------

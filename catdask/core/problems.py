@@ -1,13 +1,10 @@
 """The category-space problems: one alternating iteration (Z-step, then W-step) each.
 
-A problem owns the data through an operator (:mod:`catdask.operators`, in memory or on Dask)
-and the objective (quadratic CQS / absolute CAS, class or global origin). The solver loop (``catdask.core.solver``) only calls ``start``, ``step`` and
-``distance`` (and, accelerated, ``coordinates``, ``lift`` and ``point``: catdask.core.acceleration)
-and never sees the data: that is how one loop serves numpy and Dask, linear and
-kernel, one restart or a batch of them (pymanopt's problem/solver split).
-
-States carry a leading restart axis R and are plain dataclasses of arrays, so the solver can
-take and put subsets of restarts generically.
+A problem owns the data through an operator and the objective (CQS / CAS, class or global
+origin). The solver only calls ``start``, ``step``, ``distance`` (and, accelerated,
+``coordinates``, ``lift``, ``point``) and never sees the data: one loop serves numpy and Dask,
+linear and kernel, one restart or a batch (pymanopt's problem/solver split). States carry a
+leading restart axis R and are plain dataclasses of arrays.
 """
 
 from __future__ import annotations

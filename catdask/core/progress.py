@@ -100,19 +100,14 @@ def current_solver_callback():
 
 
 def report_stage(text):
-    """Tell the current listeners that a long stage after the solver loops began or moved on.
-
-    The global-optimality test runs after the last solver iteration and can take minutes (the
-    moment relaxation: about a minute on a 19-feature set); without a word from it, a CLI line
-    would keep saying "iteration 1, 8/8 restarts running" all that time. Listeners (those of
-    :func:`solver_progress` and :func:`watch_solvers`) that have a ``stage(text)`` attribute
-    get ``text``; the others, and every listener inside :func:`quiet_solvers`, get nothing.
+    """Tell the current listeners that a long stage after the solver loops began or moved on (the
+    certificate can take minutes after the last iteration). Listeners with a ``stage(text)``
+    attribute get ``text``; the others, and every listener inside :func:`quiet_solvers`, get nothing.
 
     Parameters
     ----------
     text : str
-        What is running now, in a few words (e.g. "global-optimality test: moment
-        relaxation, 300 SCS iterations").
+        What is running now, in a few words.
     """
     for listener in _listeners():
         stage = getattr(listener, "stage", None)

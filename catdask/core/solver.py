@@ -1,15 +1,10 @@
 """The alternating solver: one loop for every problem, backend and batch of restarts.
 
 Each iteration is one exact block ascent (Z-step, then W-step), so the objective never
-decreases (docs/design.md §2). Restarts run as a batch: every pass over the data serves all
-restarts still active, and converged restarts drop out of the batch.
-
-Stopping (docs/design.md §3c): a restart stops when ``||W_new - W_old|| <= tol`` (kernel: RKHS
-norm), where W_new is the plain step from the current point also when the iteration is
-accelerated (``acceleration=``, catdask.core.acceleration).
-It also stops, flagged as not converged, when the objective has stopped changing while the
-axes keep moving, which happens when the centred data have rank < K and the polar factor is
-not unique; the caller turns that into a warning instead of running to ``max_iter`` silently.
+decreases (docs/design.md §2). Every pass over the data serves all restarts still active.
+A restart stops when ``||W_new - W_old|| <= tol`` (kernel: RKHS norm; W_new the plain step
+even when accelerated), or, flagged as not converged, when the objective has stopped changing
+while the axes keep moving (centred data of rank < K: the polar factor is not unique).
 """
 
 from __future__ import annotations
@@ -110,19 +105,13 @@ def solve(
     stall_rtol, stall_patience : float, int
         A restart whose relative objective change stays below ``stall_rtol`` for
         ``stall_patience`` consecutive iterations while its step stays above ``tol`` stops
-        with ``stopping_reason="objective-stalled"`` (or ``"rank-deficient"`` when the W-step
-        reported a rank-deficient ascent matrix).
+        with ``stopping_reason="objective-stalled"`` (or ``"rank-deficient"``).
     starts : list of str, optional
         Labels of the starting points, stored in the results.
     log_every : int
         Log progress at INFO level every that many iterations.
     acceleration : {"auto", "anderson", "none"}
-        ``"anderson"`` mixes the last ``memory + 1`` steps (catdask.core.acceleration), still one
-        Gram pass per iteration and still monotone (a mixture is taken only when its objective
-        is at least the plain step's). ``"auto"`` uses it for CQS (the kernel problem and the
-        class-matrix problem) and the plain iteration (``"none"``) for CAS (see
-        :func:`catdask.core.acceleration.make_stepper`).
-        The step compared with ``tol`` is always the plain step's from the current point.
+        See :func:`catdask.core.acceleration.make_stepper`.
     memory : int
         Anderson's history length.
 

@@ -1,8 +1,7 @@
 """Starting points for the restarts (docs/design.md §3c: "Include the decoupled start").
 
-- ``decoupled``: each axis the top eigenvector of its own class matrix R_k, then the polar step.
-  On an RBF Gram close to the identity (wine, small sigma) no random start converged in 20,000
-  iterations, while this one reached the certified optimum.
+- ``decoupled``: each axis the top eigenvector of its own class matrix R_k, then the polar step
+  (on an RBF Gram close to the identity it reaches the optimum where random starts do not).
 - ``class-means`` (linear only): the polar factor of the class means measured from x0.
 - ``random``: Haar-random points of the Stiefel manifold (kernel: random Z, then the W-step).
 """
@@ -54,13 +53,9 @@ def start_labels(init: str, n_restarts: int, *, kernel: bool) -> list[str]:
 def top_eigenvector(M: np.ndarray | None = None, *,
                     matvec: Callable[[np.ndarray], np.ndarray] | None = None,
                     n: int | None = None) -> tuple[float, np.ndarray]:
-    """Top eigenpair of a symmetric PSD matrix (dense, or Lanczos on a matvec).
-
-    Only the top pair is computed: a small matrix by LAPACK's selected-eigenvalue driver, a
-    larger one (n > ``_DENSE_TOP_MAX``) by Lanczos to machine precision, falling back to the
-    selected-eigenvalue driver if Lanczos does not converge. Measured at n = 784 (image
-    class scatter): full ``numpy.linalg.eigh`` 45-170 ms, top pair by ``evx`` 40 ms, Lanczos
-    20 ms; all give the same vector up to sign (to 1e-15).
+    """Top eigenpair of a symmetric PSD matrix (dense, or Lanczos on a matvec): LAPACK's
+    selected-eigenvalue driver for a small matrix, Lanczos to machine precision above
+    ``_DENSE_TOP_MAX`` (falling back to the driver if it does not converge).
     """
     if M is not None and M.shape[0] <= _DENSE_EIG_MAX:
         n = M.shape[0]
