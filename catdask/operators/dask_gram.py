@@ -1,10 +1,9 @@
 """The Gram operator on Dask workers: the :mod:`.blocks` functions, one task per row block.
 
-``G Z`` is computed row block by row block (docs/design.md §3), never materialising G. Gram
-blocks are recomputed every pass, or cached once (in worker memory, or in a zarr store as
-float32/float64) and streamed. The products themselves are :class:`.gram_base.BlockGramOperator`'s;
-this module says how a pass runs on the cluster and builds the caches. Every product works on
-all restarts at once (leading axis R), so R restarts share a pass.
+``G Z`` is computed row block by row block (docs/design.md §3), never materialising G; blocks
+are recomputed every pass, or cached once (worker memory or a zarr store) and streamed. The
+products are :class:`.gram_base.BlockGramOperator`'s; this module runs the passes on the
+cluster and builds the caches.
 """
 
 from __future__ import annotations
@@ -147,15 +146,11 @@ class DaskGramOperator(BlockGramOperator):
                     len(self._rows), self.block_rows, cache, cache_dtype, gram_bytes / 1e9)
 
     def _place_inputs(self):
-        """What every pass reads, on every worker, in one round trip (each separate put was a
-        round trip plus a replication: measured 8-12 ms on 2 workers, five of them per fit):
-        for the tile pass the tile factors in both precisions (the float64 centring pass and
-        polish, the float32 iterations), otherwise X sorted by class.
-
-        The tile pass never reads X itself, so a tile operator puts it only when a product
-        that does is first asked for (:meth:`_x_key`: a class block, a row-block pass):
-        X is replicated on every worker, 8 MB per worker at N = 50,000, D = 20, which a fit
-        on 16 single-thread workers otherwise held 16 times (issue 27)."""
+        """What every pass reads, put on every worker in one round trip: for the tile pass the tile
+        factors in both precisions, otherwise X sorted by class. A tile operator puts X only when a
+        product that reads it is first asked for (:meth:`_x_key`), so workers do not each hold it for
+        nothing.
+        """
         self._Xd: str | None = None
         if not self.uses_tiles:
             self._x_key()
@@ -312,12 +307,9 @@ _BLAS_CONTROLLER: list[Any] = []  # this process's threadpoolctl controller, mad
 
 
 def _one_blas_thread(func, *args):
-    """Run ``func`` with one BLAS thread, whatever the worker's own setting (a worker thread
-    is one core; more BLAS threads oversubscribe it, docs/stack.md).
-
-    The controller is made once per process: ``threadpool_limits`` looks up the loaded
-    libraries on every call (0.8 ms, on every task of every pass), a kept controller's
-    ``limit`` takes 0.01 ms. It is made by the first task, once numpy's BLAS is loaded.
+    """Run ``func`` with one BLAS thread, whatever the worker's own setting (a worker thread is one
+    core). The controller is made once per process, by the first task: looking up the BLAS
+    libraries on every call cost more than the limit itself.
     """
     if not _BLAS_CONTROLLER:
         from threadpoolctl import ThreadpoolController

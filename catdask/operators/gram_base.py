@@ -1,20 +1,13 @@
 """The Gram operator's products, once, over row blocks of a class-sorted G.
 
-:class:`BlockGramOperator` holds X sorted by class and the row blocks of G; every product is
-one pass of a :mod:`.blocks` function over those row blocks. Subclasses only say how a pass runs
-(a loop in this process, or one task per block on Dask workers) and where a block of G comes
-from (recomputed, a stored matrix, a worker-memory or zarr cache).
+:class:`BlockGramOperator` holds X sorted by class; every product is one pass of a
+:mod:`.blocks` function over G's row blocks. Subclasses say how a pass runs (a loop here, or
+one task per block on Dask workers) and where a block of G comes from (recomputed, stored, a
+cache). Class k's columns are one contiguous slice; results go back to the caller's order.
 
-Everything works in class-sorted order (rows and columns of G), so class k's columns are one
-contiguous slice and no product permutes a Gram block; results go back to the caller's order
-(``classes.unsort``), which costs O(N K) per product.
-
-In recompute mode with a built-in (symmetric) kernel, ``G Z`` is instead one pass over the
-square tiles of G's upper triangle (:func:`.gram_tiles.gram_symmetric_class_product`), evaluated
-in :attr:`BlockGramOperator.precision` (float32 halves the bytes and doubles the SIMD width of
-the kernel evaluation; every other product stays float64). The centring moments (``G 1``, the
-diagonal, ``||G||_F^2``) then come from one float64 pass over the same tiles, and the class
-blocks alone (:meth:`BlockGramOperator.class_block_matmul`) serve the decoupled start.
+In recompute mode with a built-in kernel, ``G Z`` is one pass over the square tiles of G's
+upper triangle (:mod:`.gram_tiles`) in :attr:`BlockGramOperator.precision`; the centring
+moments come from one float64 pass over the same tiles.
 """
 
 from __future__ import annotations
