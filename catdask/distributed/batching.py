@@ -18,14 +18,10 @@ MESSAGE_BATCH_SECONDS = 0.001
 
 
 def reduce_message_batching(client, scheduler=None, seconds=MESSAGE_BATCH_SECONDS):
-    """Shorten distributed's message batching for ``client`` (and for ``scheduler``, an
-    in-process :class:`distributed.Scheduler`, when given: our embedded cluster's).
-
-    distributed hard-codes the intervals (no config key), so this sets its ``BatchedSend``
-    objects' ``interval``; on a release without them it does nothing (a test notices).
-    Returns how many streams were changed. Workers that join ``scheduler`` later are
-    shortened by a scheduler plugin; clients that connect later keep the scheduler's side at
-    distributed's 2 ms.
+    """Shorten distributed's message batching for ``client`` (and ``scheduler``, an in-process
+    :class:`distributed.Scheduler`, when given). distributed hard-codes the intervals, so this sets
+    its ``BatchedSend`` objects' ``interval`` (nothing on a release without them). Returns how many
+    streams were changed; workers that join ``scheduler`` later are shortened by a plugin.
     """
     streams = [getattr(client, "scheduler_comm", None)]
     if scheduler is not None:

@@ -104,11 +104,8 @@ SCHEDULER_CONFIG = {"distributed.scheduler.active-memory-manager.start": False}
 
 
 def _abandon(cluster) -> None:
-    """Kill the worker processes of a cluster whose start was interrupted, and mark it closed.
-
-    distributed's exit hook would otherwise close it, waiting up to 10 s, and print an
-    AssertionError traceback when its workers never left ``Status.init`` (a ``catdask serve``
-    whose test run was SIGKILLed as serve started its cluster).
+    """Kill the worker processes of a cluster whose start was interrupted, and mark it closed
+    (distributed's exit hook would wait 10 s and print a traceback).
     """
     import signal
 
@@ -125,11 +122,9 @@ def _abandon(cluster) -> None:
 def start_local_cluster(n_workers, *, threads_per_worker=1, processes=True,
                         memory_limit="auto", dashboard_address="127.0.0.1:0",
                         set_as_default=False, worker_modules=None):
-    """A LocalCluster set up the way catdask computes: bound to 127.0.0.1, one BLAS thread per
-    worker thread, :data:`SCHEDULER_CONFIG` applied. Returns ``(cluster, client)``.
-
-    The embedded cluster and the benchmarks' clusters are both made here. Worker processes
-    import ``worker_modules`` as they start (default :func:`worker_imports`).
+    """A LocalCluster set up the way catdask computes (127.0.0.1, one BLAS thread per worker thread,
+    :data:`SCHEDULER_CONFIG`), for the embedded cluster and the benchmarks. Returns
+    ``(cluster, client)``. Worker processes import ``worker_modules`` as they start.
     """
     import dask
     from distributed import Client, LocalCluster
@@ -166,14 +161,9 @@ def start_local_cluster(n_workers, *, threads_per_worker=1, processes=True,
 
 
 def default_threads_per_worker(cores=None):
-    """Threads per worker process of the embedded cluster on a machine of ``cores`` cores.
-
-    One per process up to 7 cores; 2 from 8 cores on. Measured on a 16-core host (N = 50,000,
-    one float32 Gram pass, median of 3, one run; benchmarks/bench_device.py, 2026-11-27):
-    16 processes x 1 thread 0.266 s and 2.92 GiB peak RSS (driver, workers, nannies),
-    8 x 2 0.267 s and 1.78 GiB, 4 x 4 0.332 s and 1.20 GiB. The tile tasks spend their time in
-    BLAS and numpy ufuncs, which release the GIL, so two threads share a process at no cost
-    and save a process (~0.14 GiB with its nanny); four lost 25% of the speed.
+    """Threads per worker process of the embedded cluster on a machine of ``cores`` cores: one up to
+    7 cores, 2 from 8 on. The tile tasks release the GIL, so two threads share a process at no cost
+    and save a process's memory; four lost speed (docs/benchmarks.md, bench_device).
     """
     cores = usable_cores() if cores is None else cores
     return 1 if cores < 8 else 2
@@ -229,12 +219,8 @@ async def _close_workers(cluster, timeout):
 
 
 def quiet_embedded_workers() -> int:
-    """Mute the embedded cluster's worker processes as a terminal's Ctrl-C does (SIGINT: their
-    logging below CRITICAL for a while, :mod:`.worker_setup`); returns how many.
-
-    For a command that stops on another signal (SIGTERM to ``catdask serve`` alone): a worker
-    whose task is released as the run that submitted it dies logged distributed's "Async
-    instruction ... ended with CancelledError" after serve's "stopping" line.
+    """Mute the embedded cluster's worker processes as a terminal's Ctrl-C does (:mod:`.worker_setup`),
+    for a command that stops on another signal (SIGTERM to ``catdask serve``); returns how many.
     """
     import signal
 
@@ -254,10 +240,8 @@ def quiet_embedded_workers() -> int:
 
 def close_embedded_cluster(worker_timeout=None):
     """Close the embedded cluster started by :func:`dask_client_context` (no-op when none).
-
-    ``worker_timeout`` (seconds): give each worker that long to finish, then kill it, instead
-    of distributed's 4 s. A worker waits for the task it is running; ``catdask serve``
-    stopping on Ctrl-C has no use for that task's result (its flow run is gone).
+    ``worker_timeout`` (seconds): kill a worker still running a task after that long, instead of
+    distributed's 4 s.
     """
     with _LOCK:
         client, cluster = _EMBEDDED["client"], _EMBEDDED["cluster"]
