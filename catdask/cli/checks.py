@@ -50,11 +50,8 @@ def store_choice(store) -> tuple[Path, str | None]:
 
 
 def require_store(store) -> Path:
-    """The store folder; it must exist when the user named it.
-
-    A typo in ``--store`` or ``$CATDASK_STORE`` would otherwise make the read-only commands
-    show an empty store and succeed. The default folder may be missing (nothing was ingested
-    yet): the commands say so themselves (:func:`missing_store_note`).
+    """The store folder; it must exist when the user named it (a typo would otherwise show an empty
+    store). The default folder may be missing: the commands say so (:func:`missing_store_note`).
 
     Raises
     ------
@@ -69,12 +66,8 @@ def require_store(store) -> Path:
 
 
 def check_store_creatable(store) -> Path:
-    """The store folder of a command that writes it (``ingest``): it exists as a folder, or
-    its nearest existing parent is a folder this process may write in.
-
-    Otherwise the command failed late: inside the flow's task after two retries (10 s, with
-    Prefect's log lines), or where the Prefect home in the store could not be created, with
-    "[Errno 20] Not a directory" naming neither what nor why.
+    """The store folder of a command that writes it (``ingest``): it exists as a folder, or its
+    nearest existing parent is a folder this process may write in (checked before Prefect starts).
 
     Raises
     ------
@@ -172,17 +165,14 @@ def check_stored_dataset(store, name: str) -> None:
 
 
 def check_method_fits_dataset(store, name: str, method: str) -> None:
-    """``train``: a linear method needs K <= D (K orthonormal axes in D dimensions), and a
-    kernel method memory for K x K per class, checked on the stored data set's metadata
-    before Prefect or Dask starts (the train flow checks
-    the same, :meth:`catdask.pipeline.ModelSpec.check_data_shape`, for runs started
-    elsewhere).
+    """``train``: a linear method needs K <= D, a kernel method memory for K x K per class, checked on
+    the stored data set's metadata before Prefect or Dask starts (the flow checks the same,
+    :meth:`catdask.pipeline.ModelSpec.check_data_shape`).
 
     Raises
     ------
     CliError
-        Exit code 3 (the data set and the method do not go together), naming both numbers
-        and the kernel methods.
+        Exit code 3, naming both numbers and the kernel methods.
     """
     from catdask.store import list_datasets
 
@@ -212,10 +202,9 @@ def _check_kernel_fit_memory(name: str, method: str, info) -> None:
 
 
 def check_evaluation_datasets(store, names) -> None:
-    """``evaluate`` reads its data sets from the store: a named store must exist, every name
-    given must be stored (a catalog set not ingested yet would only be skipped, and the run
-    succeed with empty tables), and without names the store must hold a data set (the flow
-    then evaluates the paper's data sets among them, and warns about the others).
+    """``evaluate`` reads its data sets from the store: a named store must exist, every name given
+    must be stored (a set not ingested would be skipped and the run succeed with empty tables), and
+    without names the store must hold a data set.
 
     Raises
     ------
@@ -238,17 +227,13 @@ def check_source_dir(source_dir) -> None:
 
 
 def check_sources_available(names, source_dir, store, download: bool) -> None:
-    """The original files of every catalog set in ``names`` must be found locally (or in the
-    store's download cache), unless ``--download`` allows fetching them.
-
-    Checked before the Prefect server starts (seconds), and phrased with the CLI's flags
-    rather than the library's parameters.
+    """The original files of every catalog set in ``names`` must be found locally (or in the store's
+    download cache), unless ``--download`` allows fetching them; phrased with the CLI's flags.
 
     Raises
     ------
     CliError
-        Exit code 3, naming the files, the folders searched and the three ways to provide
-        them.
+        Exit code 3, naming the files, the folders searched and the ways to provide them.
     """
     check_source_dir(source_dir)
     if download:
@@ -325,14 +310,13 @@ def check_method_options(args) -> None:
 
 
 def check_certify_level(certify: str) -> None:
-    """``train --certify moment`` needs SCS (the ``sdp`` extra). Without it the fit still ran
-    and the model was rejected with only its SDP-dual gap on the console; the certificate's
-    reason said "moment relaxation skipped", which the console does not show.
+    """``train --certify moment`` needs SCS (the ``sdp`` extra); without it the model would be rejected
+    on its SDP-dual gap alone.
 
     Raises
     ------
     CliError
-        Exit code 3 (as a missing PyTorch for ``--device``), with the install command.
+        Exit code 3, with the install command.
     """
     import importlib.util
 
@@ -378,16 +362,13 @@ def check_model_name(name: str | None) -> None:
 
 
 def file_dataset_name(path, name: str | None) -> str:
-    """The data-set name of ``ingest --file``: ``--name``, else the file's name without its
-    extension (``good.csv`` -> ``good``) when that is a valid name. A catalog data set's name
-    is refused: the table would pass for the catalog set (its description in ``catdask
-    datasets``, the paper's protocol in ``evaluate``).
+    """The data-set name of ``ingest --file``: ``--name``, else the file's name without its extension
+    when that is a valid name. A catalog data set's name is refused (the table would pass for it).
 
     Raises
     ------
     CliError
-        Exit code 2: no ``--name`` and the file's name is not a data-set name, or the name
-        of a catalog data set.
+        Exit code 2.
     """
     from catdask.names import is_valid_name
 
