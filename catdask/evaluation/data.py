@@ -1,9 +1,7 @@
 """The paper's eight UCI data sets as ``(X, y)`` arrays, for the evaluation protocol.
 
-:func:`load_xy` reads them through the data-set catalog (:mod:`catdask.catalog`): iris and wine
-from scikit-learn, the UCI sets from their original files in ``--source-dir``,
-``$CATDASK_SOURCE_DIR`` or ``../shared/data/uci`` (checked against the catalog's sha256). A data
-set whose files are not there (thyroid and vertebral are not in ``../shared``) raises
+:func:`load_xy` reads them through the catalog (:mod:`catdask.catalog`), from the original files
+checked against their sha256; a data set whose files are not there raises
 :class:`FileNotFoundError` saying what was looked for, so callers skip it with a message.
 The ``evaluate`` flow reads the same data sets from the zarr store instead.
 """
