@@ -1,15 +1,10 @@
 """Line-level table reading: the header, and the exact line and column of a problem.
 
-The bulk of a table is parsed by pandas (:mod:`catdask.catalog.tables`); this module is the thin
-layer around it that reads the few lines before the first data row (skipped lines, the header)
-and, when pandas or a check after it finds something wrong, re-reads the file line by line to
-name the first offending line and column in the words a user can act on. It streams the file
-(one line at a time), so locating a problem never holds the whole file in memory.
-
-Rules (the quirks of ``../shared/data/uci/*/SOURCE.md``): lines split on ``"\\n"`` only;
-``"whitespace"`` splits on any run of spaces/tabs (CR included); ``"csv"`` uses one
-:mod:`csv` reader per line (a stray quote must not swallow the following lines) and strips
-cells; blank lines and lines starting with ``comment`` are skipped.
+pandas parses the bulk of a table (:mod:`catdask.catalog.tables`); this thin layer reads the
+lines before the first data row and, when something is wrong, re-reads the file line by line
+(streaming) to name the first offending line and column. Lines split on ``"\\n"`` only;
+``"whitespace"`` splits on any run of spaces/tabs; ``"csv"`` uses one :mod:`csv` reader per line
+(a stray quote must not swallow the following lines); blank and comment lines are skipped.
 """
 
 from __future__ import annotations
@@ -73,15 +68,13 @@ class Head:
 
 
 def iter_lines(stream, where=None):
-    """Yield ``(line number, text)`` of a binary stream, split on ``b"\\n"`` only.
-
-    The stream was checked to be UTF-8 before (a byte-order mark on the first line is dropped).
+    """Yield ``(line number, text)`` of a binary stream (already checked UTF-8), split on ``b"\\n"``
+    only; a byte-order mark on the first line is dropped.
 
     Raises
     ------
     ParseError
-        A line longer than :data:`MAX_LINE_BYTES`: read whole, a 10 MB line took 2.2 GB on
-        its way to a misleading error.
+        A line longer than :data:`MAX_LINE_BYTES`.
     """
     lineno = 0
     while True:

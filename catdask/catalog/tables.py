@@ -1,13 +1,11 @@
 """Table reading at library speed: one text file (or zip member) -> float64 features + labels.
 
 pandas' C parser reads the rows in bounded chunks straight into a preallocated float64 array,
-so memory grows with the resulting array, not with the text (the Python parser this replaces
-held about 14x the file size). Everything pandas accepts is then checked (numeric, finite,
-labels present); on any problem :func:`catdask.catalog.lines.locate_problem` re-reads the file
-line by line to name the line and column. Before parsing, one streaming pass hashes the file
-and refuses what is not a text table: non-regular files (devices such as ``/dev/zero``, FIFOs,
-folders), files over the size limit, NUL bytes, non-UTF-8 bytes, empty files, and tables whose
-float64 array would not fit in the available memory.
+so memory grows with the result, not the text. Everything pandas accepts is then checked
+(numeric, finite, labels present); on a problem :func:`catdask.catalog.lines.locate_problem`
+names the line and column. One streaming pass first hashes the file and refuses what is not a
+text table: non-regular files, oversized files, NUL or non-UTF-8 bytes, empty files, and tables
+whose array would not fit in memory.
 """
 
 from __future__ import annotations

@@ -1,24 +1,11 @@
 """Where a training run's Gram products run: ``ModelSpec.device`` (``catdask train --device``).
 
-The pipeline reads its data sets from zarr; the estimator picks its operator from the input it
-is given (:class:`catdask.estimators.target.ComputeTarget`: numpy input and a device ->
-``TorchGramOperator`` in this process; Dask input and a device -> ``DaskTorchGramOperator``
-on the workers that declare a GPU). So the pipeline only chooses the input's form, by one rule
-(:func:`device_placement`):
-
-- the Dask cluster has workers declaring the ``GPU`` resource (``dask worker --resources
-  GPU=1``, deploy/gpu-cluster.md): the data set stays a Dask array and the products run on
-  those workers' GPUs (:data:`GPU_WORKERS`);
-- otherwise (the embedded local cluster, whose workers declare no GPU, or a cluster without
-  GPU workers): X is read into this process's memory (N x D floats: 16 MB at N = 10^5,
-  D = 20, small next to the N^2 Gram entries of every pass) and the products run on this
-  process's device (:data:`HOST`).
-
-The device is checked before any data are read (:func:`check_device`, PyTorch's own
-:func:`~catdask.operators.torch_gram.torch_device`): no PyTorch, no CUDA, or a misspelt device
-fails at once with what to do. The linear methods take no device (:class:`ModelSpec` refuses
-it): their products are N x D passes, with no Gram matrix to move to a GPU, and
-``CategorySpace`` has no ``device`` parameter either.
+The estimator picks its operator from its input (:class:`catdask.estimators.target.ComputeTarget`),
+so the pipeline only chooses the input's form (:func:`device_placement`): with workers declaring
+the ``GPU`` resource (deploy/gpu-cluster.md) the data set stays a Dask array and the products run
+on their GPUs (:data:`GPU_WORKERS`); otherwise X is read into this process (small next to the
+Gram matrix) and the products run on its device (:data:`HOST`). The device is checked before any
+data are read (:func:`check_device`). The linear methods take no device.
 """
 
 from __future__ import annotations

@@ -48,12 +48,9 @@ def reported_gap(cert):
 
 
 def restart_rows(outcome):
-    """One row per restart, formatted for the restart-table artifact.
-
-    Objectives are strings with 6 significant digits (``"169.312"``), gaps with 2 digits of
-    mantissa (``"2.59e-13"``, "" when unknown), and ``certificate`` is the short verdict of
-    :func:`restart_verdict`: the full reason of a certificate runs to several lines, which
-    pushed the table wider than a browser window. The summary artifact has the full reason.
+    """One row per restart, formatted for the restart-table artifact: objectives to 6 significant
+    digits, gaps to 2 (``""`` when unknown), and the short verdict of :func:`restart_verdict` (the
+    summary artifact has the full reason).
     """
     est = outcome.estimator
     tested = getattr(est, "best_restart_", None)
@@ -185,11 +182,8 @@ def save_category_space_plot(model, X, y, path, *, title=None, class_names=None,
 
 
 def check_feature_count(model, n_features, *, model_label, data):
-    """Refuse data whose feature count differs from the model's, naming both.
-
-    scikit-learn's own message ("X has 13 features, but StandardScaler is expecting 4")
-    names neither the model nor the data. ``data`` says what the data is: ``"data set
-    wine"``, ``"file new.csv"``.
+    """Refuse data whose feature count differs from the model's, naming both (scikit-learn's message
+    names neither); ``data`` says what the data is (``"file new.csv"``).
 
     Raises
     ------

@@ -56,10 +56,8 @@ def _listed(names, most=6):
 
 
 def align_features(X, names, expected, *, model_label, data):
-    """``X``'s columns in the order of the model's training features, matched by name.
-
-    A header that holds the training features in another order would otherwise be predicted
-    on silently mixed-up columns (the columns were taken by position only).
+    """``X``'s columns in the order of the model's training features, matched by name (a header with
+    the training features in another order must not be predicted on mixed-up columns).
 
     Parameters
     ----------
@@ -76,8 +74,7 @@ def align_features(X, names, expected, *, model_label, data):
     X : ndarray
         Reordered when the names are the training features in another order.
     note : str or None
-        What was done, for the user: the columns were reordered, or the header names none of
-        the training features and the columns are taken by position.
+        What was done, for the user.
 
     Raises
     ------
