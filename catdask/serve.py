@@ -1,25 +1,17 @@
 """``catdask serve``: a single-machine deployment of the whole pipeline (127.0.0.1 only).
 
-Starts (1) a Prefect server on ``host:port`` unless ``PREFECT_API_URL`` already points at one,
-(2) a local Dask cluster on 127.0.0.1 (dashboard port ``dask_dashboard_port``) unless a scheduler
-is given (``scheduler=`` / ``$CATDASK_SCHEDULER``), and (3) the served deployments
-(``flow.serve``-style: scheduled nightly retraining, weekly evaluation, a retrain that a new
-snapshot triggers, and on-demand ingest/train), printing the dashboard URLs. Everything binds
-to 127.0.0.1 unless told otherwise. The Prefect API started here always requires a credential,
-configured or generated and printed (:mod:`catdask.orchestration.api_auth`); beyond loopback it
-must be configured. The store, the Dask scheduler and the code of every served run are fixed
-here (:mod:`catdask.orchestration.served`).
-Ctrl-C (to this process or, from a terminal, to its whole process group) stops all three; the
-Prefect server also stops if this process is killed. If the Prefect server stops by itself,
-serve says so and stops too (:class:`~catdask.errors.ServiceLostError`).
+Starts a Prefect server (unless ``PREFECT_API_URL`` points at one), a local Dask cluster (unless
+a scheduler is given) and the served deployments (nightly retraining, weekly evaluation, a
+retrain that a new snapshot triggers, on-demand ingest/train), printing the dashboard URLs. The
+Prefect API started here always requires a credential (:mod:`catdask.orchestration.api_auth`);
+the store, the scheduler and the code of every served run are fixed here
+(:mod:`catdask.orchestration.served`). Ctrl-C stops all three; the Prefect server also stops if
+this process is killed, and serve stops if it does (:class:`~catdask.errors.ServiceLostError`).
 
-Load is bounded: at most ``limit`` flow runs execute at once (each in its own process); the
-others wait in the queue (state Scheduled/Late) until a slot frees. The default
-(:func:`default_run_limit`) follows the machine's cores and memory; set it with ``limit=`` or
-``$CATDASK_SERVE_LIMIT``. Each run's process is forked from a server that has already imported
-Prefect and catdask (:mod:`catdask.orchestration.preloaded_runs`), and the runner looks for
-queued runs every :data:`SERVE_POLL_SECONDS` s, so a freed slot is refilled quickly. See
-``deploy/README.md`` for the work-pool alternative.
+At most ``limit`` flow runs execute at once (:func:`default_run_limit` from the cores and
+memory, or ``$CATDASK_SERVE_LIMIT``), each in a process forked from a preloaded server
+(:mod:`catdask.orchestration.preloaded_runs`); the rest wait queued. See ``deploy/README.md``
+for the work-pool alternative.
 """
 
 from __future__ import annotations
@@ -109,17 +101,10 @@ def served_deployments(store=None, *, scheduler=None, retrain_cron=NIGHTLY_RETRA
                        evaluation_cron=WEEKLY_EVALUATION_CRON):
     """The deployments a single machine serves (schedules in UTC).
 
-    Their entry points are module paths (``catdask.orchestration.train.train``), so the flow-run
-    processes import the installed package: no source checkout is needed. Every deployment gets
-    the store as an absolute path (``store``, else ``$CATDASK_STORE``, else ``./catdask-store``,
-    resolved now): a run process starts in another folder, and the UI shows which store its
-    runs use. The weekly evaluation writes under ``<store>/evaluations/`` (the flow's default).
-
-    The store (and ``scheduler``, when given, for the deployments that take one) are frozen
-    parameters: the Prefect API refuses a run that names another value (HTTP 409), and the UI
-    shows them read-only. A parameter the flow does not take is refused too (a closed
-    schema). The run processes check again (:mod:`catdask.orchestration.served`), since an
-    API user can edit a deployment.
+    Entry points are module paths, so runs import the installed package. Every deployment gets the
+    store as an absolute path, resolved now. The store (and ``scheduler``, when given) are frozen
+    parameters and the schema is closed, so the API refuses a run that names another value or an
+    unknown parameter; the run processes check again (:mod:`catdask.orchestration.served`).
     """
     from prefect.types.entrypoint import EntrypointType
     from prefect.utilities.annotations import freeze
@@ -151,13 +136,9 @@ def served_deployments(store=None, *, scheduler=None, retrain_cron=NIGHTLY_RETRA
 
 
 def work_pool_deployments(names):
-    """Those of ``names`` (``"flow/deployment"``) that the Prefect server of
-    ``PREFECT_API_URL`` already has as work-pool deployments (``prefect deploy`` of
-    ``deploy/prefect.yaml`` makes four of serve's five names), as ``"name (work pool P)"``.
-
-    Serving would replace them (their pull step, parameters and pool's runs) and, when serve
-    stops, pause them: measured on one server, the work pool's nightly retrain, weekly
-    evaluation, train and retrain-on-new-snapshot were left paused.
+    """Those of ``names`` (``"flow/deployment"``) that the Prefect server of ``PREFECT_API_URL``
+    already has as work-pool deployments (``prefect deploy`` of ``deploy/prefect.yaml``), as
+    ``"name (work pool P)"``: serving would replace them, and pause them when it stops.
     """
     from prefect.client.orchestration import get_client
     from prefect.exceptions import ObjectNotFound
@@ -250,15 +231,11 @@ def _mute_console_once_gone(server):
 
 
 async def _serve_while_server_runs(runner, server, log_file=None, api_url=None):
-    """Run ``runner`` until it stops, or until ``server`` (our Prefect server child; None
-    when the API is someone else's) exits, or until the API at ``api_url`` that serve did not
-    start has refused connections for :data:`API_LOST_SECONDS`: then stop the runner without talking
-    to the dead API and raise :class:`ServiceLostError`. Stopped otherwise (Ctrl-C, SIGTERM)
-    while the API does not answer at once, the runner does not try to pause the deployments
-    either.
-
-    Without the watch, serve kept running with the UI unreachable and said nothing; stopped
-    with its API gone (a killed test run), it retried the API for 75-80 s (issue 44).
+    """Run ``runner`` until it stops, or until ``server`` (our Prefect server child; None when the API
+    is someone else's) exits, or the API at ``api_url`` has refused connections for
+    :data:`API_LOST_SECONDS`: then stop the runner without talking to the dead API and raise
+    :class:`ServiceLostError`. Stopped otherwise while the API does not answer, the runner does not
+    try to pause the deployments either.
     """
     import time
 
