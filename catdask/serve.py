@@ -39,13 +39,11 @@ __all__ = ["serve", "served_deployments", "serving_summary", "default_run_limit"
 NIGHTLY_RETRAIN_CRON = "0 2 * * *"
 WEEKLY_EVALUATION_CRON = "0 3 * * 0"
 ENV_RUN_LIMIT = settings.SERVE_LIMIT.name
-# Memory one flow-run process may take (its Python, Prefect client and the data it loads) on
-# top of the shared Dask cluster: a measured served train run on a UCI set peaks near 300 MiB,
-# a 27-run burst without a limit reached 8.15 GiB; 2 GiB per run keeps a burst well inside RAM.
+# Memory one flow-run process may take on top of the shared Dask cluster (a served UCI train run
+# peaks near 300 MiB).
 GIB_PER_RUN = 2
 # How often the runner asks the API for runs to start, unless PREFECT_RUNNER_POLL_FREQUENCY is
-# set: Prefect's 10 s left a freed slot idle for 5 s on average while a served iris run takes
-# a few seconds; one small query every 2 s costs the API little.
+# set (Prefect's 10 s would leave a freed slot idle).
 SERVE_POLL_SECONDS = 2.0
 #: Seconds a Dask worker gets to finish its task when serve stops (then it is killed).
 STOP_WORKER_SECONDS = 1.0
@@ -382,9 +380,7 @@ def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, lim
         if server is not None:
             stop_process(server)
         # A run the runner was still starting when the signal came can be born after the first
-        # sweep; the interpreter's exit joins every run process, and one that reports its crash
-        # to a dead API retries for a minute (a served test run SIGKILLed mid-start-up: serve
-        # alive 80 s later). Nothing is left for it to report to: stop it now.
+        # sweep, and would retry a dead API: stop it now.
         stop_run_processes(0.0)
         _note("stopped")
         if previous_sigterm is not None:

@@ -22,12 +22,7 @@ __all__ = ["installed_version", "source_sha256", "sources_changed_since_import",
 IMPORTED_AT_NS = time.time_ns()
 
 #: How much later than :data:`IMPORTED_AT_NS` a source file's time must be to count as changed
-#: after the import. Files written before the import never look later on one host: the kernel
-#: stamps them from its coarse clock, which is never ahead of ``time.time_ns()``, and file
-#: systems with 1-2 s granularity (HFS+, FAT) round down. Only a writer whose clock is ahead of
-#: this host's (an NFS server, a shared volume) stamps a file from just before a worker's start
-#: as from after it; 2 s covers NTP-kept skew, and the cost is missing an upgrade finished
-#: within 2 s after a process imported catdask.
+#: after the import: covers a writer whose clock is ahead of this host's (NFS, NTP-kept skew).
 CHANGED_AFTER_IMPORT_TOLERANCE_NS = 2_000_000_000
 
 #: The imported package's directory (a module global so tests can point it at a copy).

@@ -42,10 +42,8 @@ MAX_TABLE_BYTES = 16 * 2**30
 MAX_TABLE_BYTES_ENV = settings.MAX_TABLE_BYTES.name
 #: Rows per pandas chunk: bounds the parser's working memory (~ CHUNK_ROWS x columns x 8 bytes).
 CHUNK_ROWS = 50_000
-#: Text files up to this size are parsed by one ``pandas.read_csv`` of the path, which pandas
-#: (3.1 and later) splits over threads; larger ones, and zip members, stream in ``CHUNK_ROWS``
-#: chunks on one thread. Streaming parsed a 51 MB CSV in 0.24 s against 0.13 s for the whole
-#: read; the parser's memory stays bounded by this size either way.
+#: Text files up to this size are parsed by one threaded ``pandas.read_csv`` of the path; larger
+#: ones, and zip members, stream in ``CHUNK_ROWS`` chunks, which bounds the parser's memory.
 WHOLE_READ_MAX_BYTES = 256 * 2**20
 _MAX_ARCHIVE_MEMBER = 2 * 2**30
 _READ_BLOCK = 2**20

@@ -149,8 +149,7 @@ def certify_kernel_lowrank(operator, origin, A, *, full_sdp="auto", moment=False
     if origin not in ("class", "global"):
         raise ValueError(f"origin must be 'class' or 'global'; got {origin!r}.")
     # One BLAS thread throughout: small eigenproblems and products of order K + r, where a
-    # second thread beside busy processes loses up to 100x (eigh of order 300: 0.96 s against
-    # 0.008 s on the loaded 2-core host).
+    # second thread beside busy processes loses far more than it gains.
     with one_blas_thread():
         return _certify(operator, origin, A, full_sdp, moment, frobenius, spectral,
                         projections, rng, details, probe_only, budget)

@@ -25,9 +25,7 @@ __all__ = ["basis_values", "slackness_system", "polish"]
 
 # LSQR per round: at most 300 iterations, stopping once the residual is 1e-4 of the round's
 # starting one (the next round starts from what is left; the last round's is charged by the
-# proof). Measured (segmentation, block 736): 105-240 iterations a round, 1.0 s, the same gaps
-# as with 300 every round; the floor, about 7e-11, is what W's own stationarity error makes
-# inconsistent.
+# proof).
 LSQR_ITERS = 300
 LSQR_RTOL = 1e-4
 # A round must at least halve the proved gap, or the polish stops (alternating projections

@@ -19,9 +19,8 @@ __all__ = ["estimated_seconds", "numerical_failures", "one_blas_thread", "size_g
 
 logger = logging.getLogger("catdask.certificate")
 
-#: Dense D x D factorisations of the whole test, per class (the scale, the SDP-dual
-#: verification, the bound's verification, the search's Lanczos runs in Cholesky units;
-#: measured 4-8 per class at D = 784, K = 10), rounded up.
+#: Dense D x D factorisations of the whole test, per class (the scale, the verifications, the
+#: search's Lanczos runs in Cholesky units), rounded up.
 _FACTORISATIONS_PER_CLASS = 10
 #: Slowest factorisation speed assumed (flop/s): one core of a small machine, with overheads.
 _NOMINAL_FLOPS = 1e9

@@ -178,8 +178,7 @@ def subspace_dual_bound(point, directions, nu=None, *, rounds=None):
         else:
             betas[:] = 0.0
         # Later rounds start from the previous round's T and s (a warm start): the widest
-        # smoothing is then skipped. On six problems at D = 60-784 this gave gaps 0.1-7% lower
-        # in 20-30% less time than a cold s and all three widths (docs/design.md §4).
+        # smoothing is then skipped (docs/design.md §4).
         T, sigma = _small_dual(point, V, betas, RV, T0, sigma0=sigma,
                                smoothing=SMOOTHING if sigma is None else SMOOTHING[1:])
         Y_matvec_shift = point.scale + 2.0 * float(np.linalg.norm(T, 2))

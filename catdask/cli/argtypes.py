@@ -35,9 +35,7 @@ def _argtype(kind, minimum, strict=False, maximum=None):
     return parse
 
 
-#: Restarts of one fit: 1 to MAX_RESTARTS, as the estimators' ``n_restarts`` (the restarts
-#: run as one batch: ``--restarts 100000`` on digits asks for about 40 minutes, extrapolated
-#: from 23 s for 1000; see :data:`catdask.method_names.MAX_RESTARTS`).
+#: Restarts of one fit: 1 to MAX_RESTARTS, as the estimators' ``n_restarts``.
 restart_count = _argtype(int, 1, maximum=MAX_RESTARTS)
 #: An integer >= 0 (random seeds, seconds).
 non_negative_int = _argtype(int, 0)

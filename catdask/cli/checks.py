@@ -272,10 +272,7 @@ def _missing_sources(name: str, source_dir, store) -> str:
 
 
 # ----------------------------------------------------------------------------- options
-#: ``catdask train`` options that only some methods use; the others would silently ignore
-#: them (and the registry would still record the value). ``KERNEL_METHODS`` and
-#: ``QUADRATIC_METHODS`` come from the light method registry (:mod:`catdask.method_names`), so
-#: no import of the estimators is needed.
+#: ``catdask train`` options that only some methods use; the others would silently ignore them.
 
 
 def _given_method_options(args) -> list[tuple[str, tuple[str, ...], str]]:

@@ -235,9 +235,7 @@ def _store_commands(sub):
     s.add_argument("--keep-last", type=non_negative_int, default=0, metavar="N",
                    help="also keep the N snapshots before the current one")
     s = _add(sub, "models", "list, show or compare registered models (alone: list)")
-    # Alone, `catdask models` lists, as `catdask datasets` does (was a usage error, "the
-    # following arguments are required: {list,show,compare}"). The metavar names the choices
-    # in the help.
+    # Alone, `catdask models` lists, as `catdask datasets` does.
     msub = s.add_subparsers(dest="models_cmd", required=False, metavar="{list,show,compare}")
     s.set_defaults(name=None)  # what `models list` without NAME has
     m = _add(msub, "list", "registered model versions")

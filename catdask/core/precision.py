@@ -27,13 +27,8 @@ __all__ = ["AnchoredProducts", "FLOAT32_PHASE_TOL", "FLOAT64", "Float64Throughou
 
 # precision="auto": the float32 phase stops at this RKHS step (never below ``tol``), then the
 # polish iterates on anchored products to ``tol``. The float32 map's fixed point is about 1e-6
-# from the float64 one and Anderson stalls near it (from 1e-5 on, in float32), so a hand-over
-# there wastes iterations; the anchored map has no such floor, and its error grows only with
-# the distance travelled after the hand-over (float32 rounding times |z - z0|: ~1e-11 relative
-# from 1e-4). Measured (blobs N = 3,000, D = 20, K = 5, 5 restarts, 3 seeds; passes of the
-# slowest restart with a float64 pass counted as 2 float32 ones): hand-over at 1e-6 56/49/61,
-# 1e-5 45/48/50, 1e-4 43/47/50, 1e-3 42/46/49; the float64 fit 62/78/74 and the former float64
-# polish from 1e-6 68/57/71.
+# from the float64 one and Anderson stalls near it, while the anchored map's error grows only
+# with the distance travelled after the hand-over (docs/design.md §3d).
 FLOAT32_PHASE_TOL = 1e-4
 
 

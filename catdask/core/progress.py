@@ -14,9 +14,8 @@ import contextvars
 __all__ = ["solver_progress", "current_solver_callback", "watch_solvers", "quiet_solvers",
            "report_stage", "CONSOLE_NOTE", "CONSOLE_REPEATED", "SOLVER_PHASES"]
 
-#: The stages :class:`catdask.core.precision.Float32ThenFloat64` reports as its phases begin:
-#: the polish's solver loop counts its iterations from 1 again, so a listener names the phase
-#: beside the iteration count (it went 15 -> 9 without a word).
+#: The stages :class:`catdask.core.precision.Float32ThenFloat64` reports as its phases begin
+#: (the polish's loop counts its iterations from 1 again).
 SOLVER_PHASES = ("float32 phase", "float64 polish")
 
 #: A run log record with ``extra={CONSOLE_NOTE: True}`` is also shown on the CLI's quiet
@@ -24,9 +23,7 @@ SOLVER_PHASES = ("float32 phase", "float64 polish")
 #: runs); every other INFO record goes to the Prefect API only.
 CONSOLE_NOTE = "catdask_console_note"
 #: A run log record with ``extra={CONSOLE_REPEATED: True}`` is left off the CLI's quiet
-#: console, where the command reports the same outcome in its own words (a rejected model:
-#: "not registered: ..., pass --max-gap GAP ..."; a flow run's one-line error: "catdask train:
-#: error: ..."); the Prefect API still gets it.
+#: console, where the command reports the same outcome in its own words; the API still gets it.
 CONSOLE_REPEATED = "catdask_console_repeated"
 
 _SOLVER_CALLBACK: contextvars.ContextVar = contextvars.ContextVar("catdask_solver_callback",

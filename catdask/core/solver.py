@@ -137,10 +137,8 @@ def solve(
         idx = np.flatnonzero(active)
         if idx.size == 0:
             break
-        # While every restart runs, the state is replaced, not copied into (at R = 8,
-        # N = 8,000 the two copies cost a tenth of a stored-G pass). The stepper's history
-        # may keep views of ``old``: only the latest ``new``, never yet an ``old``, is ever
-        # written into below.
+        # While every restart runs, the state is replaced, not copied into. The stepper's
+        # history may keep views of ``old``: only the latest ``new`` is ever written into below.
         everyone = idx.size == R
         old = state if everyone else take_restarts(state, idx)
         new, step = stepper.step(idx, old)

@@ -65,15 +65,10 @@ logger = logging.getLogger("catdask.distributed")
 
 # One BLAS thread per worker thread; set before the worker process loads numpy.
 BLAS_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-# Dask settings of a catdask LocalCluster's worker processes (their nannies hand them over):
-# no NVML. On a host with an NVIDIA driver every worker otherwise initialises NVML at start
-# (loading the driver's library) and polls the GPUs for the dashboard twice a second; these
-# workers compute on the CPU (GPU work goes to workers started with a GPU resource,
-# deploy/gpu-cluster.md). Measured on the H100 host (benchmarks/worker_memory.py
-# --nvml-compare, N = 50,000 to convergence on 16 x 1, medians of 2 interleaved): a worker
-# 76 MiB after start with NVML off against 95 MiB on, the whole fit's peak 2.71 GiB against
-# 3.00 GiB, the same fit time. (An environment variable would not do: the nanny sets
-# its own whole configuration in the worker after the environment, NVML on included.)
+# Dask settings of a catdask LocalCluster's worker processes (their nannies hand them over): no
+# NVML, which every worker would otherwise load and poll for the dashboard; these workers compute
+# on the CPU (GPU workers are started separately, deploy/gpu-cluster.md). An environment variable
+# would not do: the nanny sets the worker's whole configuration after the environment.
 WORKER_CONFIG = {"distributed.diagnostics.nvml": False}  # dotted: the nanny merges shallowly
 
 _EMBEDDED: dict[str, Any] = {"cluster": None, "client": None, "n_workers": 0}
@@ -93,13 +88,10 @@ def _port_free(host, port):
     return True
 
 
-#: Scheduler settings for a catdask cluster. The Active Memory Manager's ReduceReplicas
-#: policy drops the extra copies of X made for a Gram pass (``BlockRunner.put(everywhere=True)``)
-#: a few seconds after they are made, and the scheduler then runs both of a pass's row-block
-#: tasks next to the one copy left: measured on 2 workers, 2 to 4 of 9 passes ran on one
-#: worker and the 2-worker speed-up fell to 1.2-1.5x. For a separate cluster, set
-#: ``DASK_DISTRIBUTED__SCHEDULER__ACTIVE_MEMORY_MANAGER__START=False`` where the scheduler
-#: runs (deploy/dask/README.md).
+#: Scheduler settings for a catdask cluster. The Active Memory Manager's ReduceReplicas policy
+#: would drop the copies of X made for a Gram pass (``BlockRunner.put(everywhere=True)``), and
+#: the scheduler then runs a pass's tasks next to the one copy left. For a separate cluster, set
+#: ``DASK_DISTRIBUTED__SCHEDULER__ACTIVE_MEMORY_MANAGER__START=False`` (deploy/dask/README.md).
 SCHEDULER_CONFIG = {"distributed.scheduler.active-memory-manager.start": False}
 
 

@@ -98,9 +98,8 @@ class BlockRunner:
         replication); returns their keys in order."""
         keys = [self.new_key(name) for name in values]
         if self.client is not None and everywhere:
-            # Scattered to every worker, not sent inside a graph: X or its tile factors (29 MiB
-            # at 30,000 x 40) in a graph made Dask warn "Sending large graph" (issue 43). The
-            # copies on every worker stand in for the graph's recomputability.
+            # Scattered to every worker, not sent inside a graph (a large graph makes Dask warn);
+            # the copies on every worker stand in for the graph's recomputability.
             scattered = self.client.scatter(dict(zip(keys, values.values())), broadcast=True,
                                             hash=False)
             self._data.update((key, scattered[key]) for key in keys)

@@ -39,12 +39,8 @@ _GRAM_BLOCK_ENTRIES = 4 * 1024**2
 # Kernel entries per task and pass (about 0.5-1 s of work on one core).
 _TASK_ENTRIES = 10**8
 # A tile-pass task also evaluates at least this many kernel entries per entry of the row band
-# it returns (up to K N R partial sums, whatever the task's size): allocating, converting,
-# sending and adding a band entry costs about as much as a few kernel entries, so this keeps
-# that to ~2% of the task. Without it the bytes a pass moves grow as N^3: at N = 200,000 on
-# 16 threads (K = R = 5), 10**8 entries per task made 208 tasks and ~2 GB of bands per pass;
-# with it, 48 tasks. (The rule counts the whole band, K N R; a task now returns less: every
-# class for its own rows, only its own classes below them, gram_tiles.gram_symmetric_class_product.)
+# it returns: moving and adding a band entry costs about as much as a few kernel entries, so
+# this keeps that small and stops the bytes a pass moves from growing as N^3.
 _TILE_ENTRIES_PER_BAND_ENTRY = 100
 
 

@@ -28,13 +28,8 @@ __all__ = ["BlockGramOperator", "GRAM_PRECISIONS", "GRAM_TILE"]
 #: Precisions of the recomputed Gram tiles in ``G Z``.
 GRAM_PRECISIONS = ("float64", "float32")
 
-#: Rows (= columns) of a square Gram tile. Measured for one G Z pass (N = 8,000, D = 20,
-#: R = 8, float32, one BLAS thread, 1 MiB L2): 512 took 0.15-0.33x the plain full-square loop,
-#: 1024 0.18-0.40x, 2048 0.28-0.97x (a 2048^2 tile leaves the cache between its passes).
-#: Smaller tiles, measured later (N = 8,192, R = 5, K = 5, one thread, 2 MiB L2, medians of 5):
-#: 256 1.89, 320 1.75, 384 1.69, 448 2.14, 512 2.24 ns per tile entry; on 2 Dask workers at
-#: N = 20,000 a pass took 0.40 s at 384 against 0.51 s at 512 (the tile's two products with Z
-#: read it row- and column-wise, and a 384^2 float32 tile, 576 KiB, stays in L2 between them).
+#: Rows (= columns) of a square Gram tile: a 384^2 float32 tile stays in L2 between its two
+#: products with Z (row- and column-wise); larger tiles leave the cache (docs/benchmarks.md).
 GRAM_TILE = 384
 
 

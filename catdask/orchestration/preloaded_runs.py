@@ -31,9 +31,7 @@ __all__ = ["PRELOADED_MODULES", "OneLineCatdaskErrors", "PreloadedRunStarter", "
 
 logger = logging.getLogger("catdask.serve")
 
-#: What every served flow run needs before its first line (measured with ``-X importtime``:
-#: Prefect's engine, and through the flows numpy, scipy, scikit-learn, pandas, zarr; distributed
-#: and matplotlib are imported by the fit and the report). Importing them starts no thread, so
+#: What every served flow run needs before its first line. Importing them starts no thread, so
 #: forking afterwards is safe. A module that fails to import is skipped (imported by the run).
 PRELOADED_MODULES = (
     "prefect.engine",
@@ -343,9 +341,8 @@ class PreloadedRunStarter:
             if task_status is not None:
                 task_status.started(ProcessHandle(process))
             handed_off = True
-            # Polled, not joined in a worker thread: a thread's join cannot be cancelled, and
-            # Ctrl-C on serve waited for every running flow run to finish (measured: ~105 s
-            # under load). Once cancelled, serve stops the run (stop_run_processes: Crashed).
+            # Polled, not joined in a worker thread: a join cannot be cancelled, so Ctrl-C would
+            # wait for every run to finish. Once cancelled, serve stops the run.
             while process.is_alive():
                 await anyio.sleep(RUN_POLL_SECONDS)
             process.join()

@@ -122,10 +122,9 @@ def default_log_file(name):
 def _launch(command, env, host, port, log_file, timeout):
     out = open(log_file, "ab") if log_file else subprocess.DEVNULL
     try:
-        # Its own session: a terminal's Ctrl-C goes to the whole foreground process group, and
-        # a server that died of it left the interrupted command retrying a dead API for minutes
-        # (measured: `catdask train` exit 1 after 146 s). This process stops the server when it
-        # ends (stop_process), and parent_death's signal reaches it in any session.
+        # Its own session: a terminal's Ctrl-C would kill it under the interrupted command.
+        # This process stops the server when it ends, and parent_death's signal reaches it in
+        # any session.
         proc = subprocess.Popen(guarded_command(command), env=env, stdout=out,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
