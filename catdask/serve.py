@@ -229,8 +229,8 @@ def _mute_console_once_gone(server):
 
 
 async def _serve_while_server_runs(runner, server, log_file=None, api_url=None):
-    """Run ``runner`` until it stops, or until ``server`` (our Prefect server child; None when the API
-    is someone else's) exits, or the API at ``api_url`` has refused connections for
+    """Run ``runner`` until it stops, or until ``server`` (our Prefect server child; None when the
+    API is someone else's) exits, or the API at ``api_url`` has refused connections for
     :data:`API_LOST_SECONDS`: then stop the runner without talking to the dead API and raise
     :class:`ServiceLostError`. Stopped otherwise while the API does not answer, the runner does not
     try to pause the deployments either.

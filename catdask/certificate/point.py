@@ -175,12 +175,13 @@ class StationaryPoint:
         self.lam_norm = float(np.linalg.norm(self.Lam, 2))
 
     def _scale(self):
-        """``scale = max_k ||R_k||_2`` (tolerances) and verified ``lambda_max(R_k)`` (trivial bound).
+        """``scale = max_k ||R_k||_2`` (tolerances) and verified ``lambda_max(R_k)`` (trivial
+        bound).
 
-        Dense: one ``eigvalsh`` per class. Otherwise one Lanczos estimate per class: a tolerance unit
-        need not be proved (a smaller one only makes the test stricter). The proved upper bounds, needed
-        by the trivial bound only, are computed on first use of :attr:`lam_max_R` (one Cholesky per
-        class for arrays, docs/design.md §4 "At high D").
+        Dense: one ``eigvalsh`` per class. Otherwise one Lanczos estimate per class: a tolerance
+        unit need not be proved (a smaller one only makes the test stricter). The proved upper
+        bounds, needed by the trivial bound only, are computed on first use of :attr:`lam_max_R`
+        (one Cholesky per class for arrays, docs/design.md §4 "At high D").
         """
         K = self.K
         self._lam_max_R = None

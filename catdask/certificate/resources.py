@@ -27,9 +27,9 @@ _NOMINAL_FLOPS = 1e9
 
 
 def one_blas_thread():
-    """Limit BLAS to one thread until the returned limiter's ``restore_original_limits()`` (or the end
-    of its ``with`` block): the test is many small products and factorisations, where a second BLAS
-    thread beside other busy processes loses far more than it gains (docs/benchmarks.md).
+    """Limit BLAS to one thread until the returned limiter's ``restore_original_limits()`` (or the
+    end of its ``with`` block): the test is many small products and factorisations, where a second
+    BLAS thread beside other busy processes loses far more than it gains (docs/benchmarks.md).
     """
     global _BLAS_CONTROLLER
     if _BLAS_CONTROLLER is None:

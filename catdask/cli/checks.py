@@ -165,8 +165,8 @@ def check_stored_dataset(store, name: str) -> None:
 
 
 def check_method_fits_dataset(store, name: str, method: str) -> None:
-    """``train``: a linear method needs K <= D, a kernel method memory for K x K per class, checked on
-    the stored data set's metadata before Prefect or Dask starts (the flow checks the same,
+    """``train``: a linear method needs K <= D, a kernel method memory for K x K per class, checked
+    on the stored data set's metadata before Prefect or Dask starts (the flow checks the same,
     :meth:`catdask.pipeline.ModelSpec.check_data_shape`).
 
     Raises
@@ -307,8 +307,8 @@ def check_method_options(args) -> None:
 
 
 def check_certify_level(certify: str) -> None:
-    """``train --certify moment`` needs SCS (the ``sdp`` extra); without it the model would be rejected
-    on its SDP-dual gap alone.
+    """``train --certify moment`` needs SCS (the ``sdp`` extra); without it the model would be
+    rejected on its SDP-dual gap alone.
 
     Raises
     ------
@@ -359,8 +359,9 @@ def check_model_name(name: str | None) -> None:
 
 
 def file_dataset_name(path, name: str | None) -> str:
-    """The data-set name of ``ingest --file``: ``--name``, else the file's name without its extension
-    when that is a valid name. A catalog data set's name is refused (the table would pass for it).
+    """The data-set name of ``ingest --file``: ``--name``, else the file's name without its
+    extension when that is a valid name. A catalog data set's name is refused (the table would pass
+    for it).
 
     Raises
     ------

@@ -9,8 +9,8 @@ from .exits import CliError, usage_error
 
 
 def check_device(device: str | None, scheduler: str | None) -> None:
-    """``train --device``: PyTorch installed, a device it knows and, without a scheduler, present here.
-    With a scheduler the fit checks the device once connected
+    """``train --device``: PyTorch installed, a device it knows and, without a scheduler, present
+    here. With a scheduler the fit checks the device once connected
     (:func:`catdask.pipeline.device.device_placement`).
 
     Raises
@@ -36,9 +36,9 @@ def check_device(device: str | None, scheduler: str | None) -> None:
 
 
 def check_gpu_workers(device: str | None, address: str | None, identity: dict | None) -> None:
-    """``train --device --scheduler``: a cluster with no GPU worker leaves the products to this process,
-    so the device must exist here; say so before the flow starts. ``identity`` is the scheduler's
-    reply to the address probe (None: the fit checks when it connects).
+    """``train --device --scheduler``: a cluster with no GPU worker leaves the products to this
+    process, so the device must exist here; say so before the flow starts. ``identity`` is the
+    scheduler's reply to the address probe (None: the fit checks when it connects).
 
     Raises
     ------

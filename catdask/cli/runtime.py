@@ -92,7 +92,8 @@ def close_embedded_cluster() -> None:
 
 
 def dask_client(address: str | None):
-    """Context manager yielding the Dask client the flows compute on (see ``dask_client_context``)."""
+    """Context manager yielding the Dask client the flows compute on (see
+    ``dask_client_context``)."""
     from catdask import operators  # noqa: F401  (adds what the workers import as they start)
     from catdask.distributed import dask_client_context
 
@@ -242,8 +243,8 @@ def _first_bytes(sock, timeout: float) -> bytes | None:
 
 
 def _greeting_problem(greeting: bytes | None, target: tuple[str, int]) -> str | None:
-    """Why the first bytes of the TCP server at ``target`` are not a Dask scheduler's (None: they may
-    be). A Dask server writes its handshake as soon as it accepts; an HTTP server waits for a
+    """Why the first bytes of the TCP server at ``target`` are not a Dask scheduler's (None: they
+    may be). A Dask server writes its handshake as soon as it accepts; an HTTP server waits for a
     request; SSH, SMTP and the like greet in text.
     """
     if greeting is None:

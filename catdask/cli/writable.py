@@ -26,9 +26,9 @@ def unwritable_reason(path: Path) -> str | None:
 
 
 def check_store_writable(store, writes: str, subfolders=()) -> Path:
-    """The store folder of a command that writes it: creatable (:func:`check_store_creatable`) or, when
-    it exists, writable here, and so are those of its ``subfolders`` that exist. (A read-only store
-    still answers the commands that only read.)
+    """The store folder of a command that writes it: creatable (:func:`check_store_creatable`) or,
+    when it exists, writable here, and so are those of its ``subfolders`` that exist. (A read-only
+    store still answers the commands that only read.)
 
     Parameters
     ----------
@@ -55,8 +55,8 @@ def check_store_writable(store, writes: str, subfolders=()) -> Path:
 
 
 def check_output_writable(path, what: str) -> None:
-    """The file or folder ``path`` a command will write can be made here: its nearest existing folder
-    is writable (checked before the work, not when writing its result).
+    """The file or folder ``path`` a command will write can be made here: its nearest existing
+    folder is writable (checked before the work, not when writing its result).
 
     Parameters
     ----------

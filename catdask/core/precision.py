@@ -111,7 +111,8 @@ class AnchoredProducts:
 
 @dataclass(frozen=True)
 class Float32ThenFloat64:
-    """Float32 Gram tiles to a step of ``float32_tol``, then the polish to ``tol`` (docs/design.md §3d).
+    """Float32 Gram tiles to a step of ``float32_tol``, then the polish to ``tol`` (docs/design.md
+    §3d).
 
     The polish iterates on float32 tiles made exact by an anchor (:class:`AnchoredProducts`); when a
     restart's step is below ``tol``, one exact float64 iteration from its point gives the reported

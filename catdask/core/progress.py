@@ -99,7 +99,8 @@ def current_solver_callback():
 def report_stage(text):
     """Tell the current listeners that a long stage after the solver loops began or moved on (the
     certificate can take minutes after the last iteration). Listeners with a ``stage(text)``
-    attribute get ``text``; the others, and every listener inside :func:`quiet_solvers`, get nothing.
+    attribute get ``text``; the others, and every listener inside :func:`quiet_solvers`, get
+    nothing.
 
     Parameters
     ----------

@@ -64,8 +64,8 @@ def check_data_scale(X):
 
 
 def check_value_range(top, n_samples, n_features, *, squares_only=False):
-    """Refuse values up to ``top = max |x|`` that the arithmetic cannot carry, in the estimators' own
-    sentence: fits failed with unrelated errors (SVD, overflow) from ``max |x|`` about 1e77 on.
+    """Refuse values up to ``top = max |x|`` that the arithmetic cannot carry, in the estimators'
+    own sentence: fits failed with unrelated errors (SVD, overflow) from ``max |x|`` about 1e77 on.
     ``squares_only``: refuse only a sum of ``max(N, D)`` squares that is not finite in float64
     (ingest, and a fit that standardises first). A non-finite ``top`` is left to the NaN checks.
     """

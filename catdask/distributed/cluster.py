@@ -211,8 +211,9 @@ async def _close_workers(cluster, timeout):
 
 
 def quiet_embedded_workers() -> int:
-    """Mute the embedded cluster's worker processes as a terminal's Ctrl-C does (:mod:`.worker_setup`),
-    for a command that stops on another signal (SIGTERM to ``catdask serve``); returns how many.
+    """Mute the embedded cluster's worker processes as a terminal's Ctrl-C does
+    (:mod:`.worker_setup`), for a command that stops on another signal (SIGTERM to ``catdask
+    serve``); returns how many.
     """
     import signal
 

@@ -86,9 +86,9 @@ class BlockRunner:
         return dask.threaded.get(graph, keys)
 
     def put(self, value, name="data", *, everywhere=False):
-        """Hold ``value`` on the cluster (recomputable); returns its key. ``everywhere=True`` copies it
-        to every worker, for an input every block task reads: the scheduler places tasks next to their
-        data, so a single copy put nearly every task on one worker.
+        """Hold ``value`` on the cluster (recomputable); returns its key. ``everywhere=True`` copies
+        it to every worker, for an input every block task reads: the scheduler places tasks next to
+        their data, so a single copy put nearly every task on one worker.
         """
         (key,) = self.put_many({name: value}, everywhere=everywhere)
         return key
@@ -149,10 +149,10 @@ class BlockRunner:
                               resources=resources))
 
     def accumulate(self, tasks, add, name="task", extra=None):
-        """Run ``tasks`` and call ``add(result)`` on the driver for each result as it finishes. For sums
-        whose parts are large next to the adding (the tile pass's row bands): each part travels once,
-        as soon as its task ends, where a tree on the workers (:meth:`reduce`) would start only after
-        the slowest task.
+        """Run ``tasks`` and call ``add(result)`` on the driver for each result as it finishes. For
+        sums whose parts are large next to the adding (the tile pass's row bands): each part travels
+        once, as soon as its task ends, where a tree on the workers (:meth:`reduce`) would start
+        only after the slowest task.
         """
         keys = [self.new_key(name) for _ in tasks]
         dsk = {**(extra or {}), **dict(zip(keys, tasks))}
@@ -169,8 +169,8 @@ class BlockRunner:
     def reduce(self, tasks, combine, name="task", fanin=8, extra=None, part_nbytes=None):
         """Run ``tasks`` and combine their results with ``combine(*parts)`` in a tree on the workers
         (``extra``: graph entries the tasks refer to); the driver gets one result. Few, small parts
-        (``part_nbytes`` given, at most ``fanin``, :data:`DRIVER_COMBINE_BYTES` in all) are combined on
-        the driver instead, which is cheaper than the tree's extra hop.
+        (``part_nbytes`` given, at most ``fanin``, :data:`DRIVER_COMBINE_BYTES` in all) are combined
+        on the driver instead, which is cheaper than the tree's extra hop.
         """
         if (part_nbytes is not None and len(tasks) <= fanin
                 and len(tasks) * part_nbytes <= DRIVER_COMBINE_BYTES):

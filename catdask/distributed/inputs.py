@@ -122,9 +122,9 @@ def _from_dataset_arrays(ds):
 
 
 def _snapshot_arrays(group):
-    """``(X, y, attributes)`` of a data-set group (zarr arrays, None where missing). A store's pointer
-    is resolved once to its immutable snapshot under the readers' shared lock, which lives as long
-    as the returned X array (and the Dask arrays built on it).
+    """``(X, y, attributes)`` of a data-set group (zarr arrays, None where missing). A store's
+    pointer is resolved once to its immutable snapshot under the readers' shared lock, which lives
+    as long as the returned X array (and the Dask arrays built on it).
     """
     import zarr
 

@@ -134,10 +134,11 @@ class BaseCategorySpace(
         return certifier
 
     def _set_fit_result(self, result, *, name=None, warn=True):
-        """Store a :class:`~catdask.core.engine.FitResult`'s restart records and diagnostics; log the
-        summary (``name``: the model's description) and, with ``warn``, warn when the chosen restart did
-        not converge. A pending :class:`~catdask.core.engine.RestartCertification` is kept and runs on
-        first access of ``certificate_`` or ``restarts_`` (:mod:`.certificate_access`).
+        """Store a :class:`~catdask.core.engine.FitResult`'s restart records and diagnostics; log
+        the summary (``name``: the model's description) and, with ``warn``, warn when the chosen
+        restart did not converge. A pending :class:`~catdask.core.engine.RestartCertification` is
+        kept and runs on first access of ``certificate_`` or ``restarts_``
+        (:mod:`.certificate_access`).
         """
         best = result.best_run
         self.objective_ = best.objective
@@ -233,8 +234,8 @@ class BaseCategorySpace(
 
     # ------------------------------------------------------------------ classification
     def _fit_classifier(self, P, codes):
-        """Fit the classification rules' class statistics from the training coordinates ``P`` (K, N), as
-        :meth:`transform` gives them, and each sample's class index ``codes`` (N,).
+        """Fit the classification rules' class statistics from the training coordinates ``P`` (K,
+        N), as :meth:`transform` gives them, and each sample's class index ``codes`` (N,).
         """
         self._set_class_statistics(
             class_statistics(np.asarray(P, dtype=float).T, codes, len(self.classes_)))

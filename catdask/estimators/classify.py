@@ -113,8 +113,8 @@ _N_BY_K_COPIES = 8
 
 
 def check_class_count_memory(n_samples, n_classes, available=None):
-    """Log what a fit on ``n_classes`` classes holds, and refuse it before it starts when that exceeds
-    ``available`` bytes (default: the host's free memory). The cost grows as K^3: one K x K
+    """Log what a fit on ``n_classes`` classes holds, and refuse it before it starts when that
+    exceeds ``available`` bytes (default: the host's free memory). The cost grows as K^3: one K x K
     covariance per class, besides N x K coordinates and iterates.
 
     Raises

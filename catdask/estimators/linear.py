@@ -264,7 +264,8 @@ def _class_matrices_fit(n_classes, n_features):
 def _coordinate_class_statistics(est, op):
     """Class statistics of the training coordinates from the data's class moments: the coordinates
     are affine in x, so class k's mean is ``transform(m_k)`` and its covariance ``C S_k C^T / n_k``
-    (``C = components_``, ``S_k`` the scatter the solver already holds): no (N, K) array on the driver.
+    (``C = components_``, ``S_k`` the scatter the solver already holds): no (N, K) array on the
+    driver.
     """
     C = est.components_
     scatter = op.class_second_moments("class")

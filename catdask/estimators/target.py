@@ -107,9 +107,9 @@ class ComputeTarget:
         return dask_client_context()
 
     def driver_blas_threads(self):
-        """One BLAS thread on the driver while a distributed kernel fit runs (nothing otherwise): the
-        workers use the cores, and spinning BLAS threads beside busy workers made the driver's small
-        dense work many times slower.
+        """One BLAS thread on the driver while a distributed kernel fit runs (nothing otherwise):
+        the workers use the cores, and spinning BLAS threads beside busy workers made the driver's
+        small dense work many times slower.
         """
         if not self.distributed:
             return contextlib.nullcontext()
@@ -127,10 +127,10 @@ class ComputeTarget:
             operator.close()
 
     def certification(self, certify_at, certifier, reads=None):
-        """The ``certify_at`` and ``release`` arguments of ``fit_restarts`` for ``certifier``, which reads
-        ``reads`` (an operator of this target; None: driver memory only). A deferred test keeps
-        ``reads`` open past the fit, as the fit left it, and closes it once it has run; a distributed
-        operator's test always runs in the fit (its client ends with the fit).
+        """The ``certify_at`` and ``release`` arguments of ``fit_restarts`` for ``certifier``, which
+        reads ``reads`` (an operator of this target; None: driver memory only). A deferred test
+        keeps ``reads`` open past the fit, as the fit left it, and closes it once it has run; a
+        distributed operator's test always runs in the fit (its client ends with the fit).
         """
         if reads is None:
             return {"certify_at": certify_at}

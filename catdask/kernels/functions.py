@@ -156,9 +156,9 @@ def rbf_kernel(X, Y, gamma):
 
 
 def rbf_gram(X, gamma):
-    """The symmetric Gram matrix ``rbf_kernel(X, X, gamma)`` (N, N) at about half the cost: the upper
-    triangle one slab of rows at a time, mirrored, so the result is exactly symmetric (which the
-    stored-Gram products rely on).
+    """The symmetric Gram matrix ``rbf_kernel(X, X, gamma)`` (N, N) at about half the cost: the
+    upper triangle one slab of rows at a time, mirrored, so the result is exactly symmetric (which
+    the stored-Gram products rely on).
     """
     gamma = _check_gamma(gamma)
     X = np.asarray(X, dtype=np.float64)

@@ -144,8 +144,8 @@ class DaskGramOperator(BlockGramOperator):
     def _place_inputs(self):
         """What every pass reads, put on every worker in one round trip: for the tile pass the tile
         factors in both precisions, otherwise X sorted by class. A tile operator puts X only when a
-        product that reads it is first asked for (:meth:`_x_key`), so workers do not each hold it for
-        nothing.
+        product that reads it is first asked for (:meth:`_x_key`), so workers do not each hold it
+        for nothing.
         """
         self._Xd: str | None = None
         if not self.uses_tiles:

@@ -48,8 +48,8 @@ def _class_ranges(offsets, a, b):
 
 
 def gram_symmetric_class_product(left, right, pairs, offsets, zt, kernel):
-    """The contribution of the tiles ``pairs`` to ``G Z``: a part ``(lo, hi, head, k0, tail)`` of the
-    (K, N, R) sum, in the tile dtype (:func:`add_class_product_part` adds it up).
+    """The contribution of the tiles ``pairs`` to ``G Z``: a part ``(lo, hi, head, k0, tail)`` of
+    the (K, N, R) sum, in the tile dtype (:func:`add_class_product_part` adds it up).
 
     ``left``, ``right`` (N, D') are the kernel's tile factors, ``zt`` (N, R) the restarts' z, rows
     sorted by class. Each tile ``T = G[I, J]`` is one BLAS product plus the kernel's finish; an

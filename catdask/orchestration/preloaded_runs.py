@@ -201,10 +201,10 @@ def _refused_unknown_parameters(env):
 
 
 def stop_run_processes(grace=RUN_STOP_GRACE_SECONDS, worth_waiting=lambda: True):
-    """Stop the run processes this process started that are still running: SIGTERM (the run is marked
-    Crashed), SIGKILL after ``grace`` seconds or once ``worth_waiting()`` is false. Returns how many
-    there were. Call it while the Prefect API still answers: the runner does not stop its runs on
-    Ctrl-C, and the interpreter's exit would otherwise wait for them.
+    """Stop the run processes this process started that are still running: SIGTERM (the run is
+    marked Crashed), SIGKILL after ``grace`` seconds or once ``worth_waiting()`` is false. Returns
+    how many there were. Call it while the Prefect API still answers: the runner does not stop its
+    runs on Ctrl-C, and the interpreter's exit would otherwise wait for them.
     """
     import time
 
@@ -369,8 +369,8 @@ class ServeRunner(_runner_base()):
         self.preloaded = False  # True once runs start from the fork server
 
     def handle_sigterm(self, signum=signal.SIGTERM, frame=None):
-        """SIGTERM (``systemctl stop``, ``docker stop``, Kubernetes) stops serve as Ctrl-C does: Prefect's
-        own handler leaves an un-awaited coroutine and asyncio tracebacks.
+        """SIGTERM (``systemctl stop``, ``docker stop``, Kubernetes) stops serve as Ctrl-C does:
+        Prefect's own handler leaves an un-awaited coroutine and asyncio tracebacks.
         """
         handler = signal.getsignal(signal.SIGINT)
         if callable(handler):

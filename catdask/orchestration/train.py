@@ -365,13 +365,13 @@ def retrain_registered(store: str | None = None, scheduler: str | None = None,
     and the same code is not refitted (a cache hit: the train run returns that version);
     ``refit`` refits every model.
 
-    The spec recorded with the model's latest version (:meth:`ModelSpec.recorded`: method,
-    origin, restarts, tolerances, certificate level, its own ``allow_uncertified``) is passed
-    to the ``catdask-train`` flow whole. ``allow_uncertified`` here also registers the models
-    whose spec does not allow it; their new versions then record it on. The run key is the model name plus the scheduled date, so a rerun of the same night's run
-    (after a crash) never registers a second version. Every model is retrained even when one is
-    rejected or its retrain fails; the run then ends Failed (``Rejected`` when models were only
-    rejected) naming those models.
+    The spec recorded with the model's latest version (:meth:`ModelSpec.recorded`: method, origin,
+    restarts, tolerances, certificate level, its own ``allow_uncertified``) is passed to the
+    ``catdask-train`` flow whole. ``allow_uncertified`` here also registers the models whose spec
+    does not allow it; their new versions then record it on. The run key is the model name plus the
+    scheduled date, so a rerun of the same night's run (after a crash) never registers a second
+    version. Every model is retrained even when one is rejected or its retrain fails; the run then
+    ends Failed (``Rejected`` when models were only rejected) naming those models.
     """
     from ..store import list_models
 

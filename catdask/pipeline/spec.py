@@ -78,8 +78,8 @@ class ModelSpec:
 
     def check_data_shape(self, dataset: str, n_features: int, n_classes: int,
                          n_samples: int | None = None) -> None:
-        """Raise ``ValueError`` when the method cannot fit a data set of this shape: the linear methods
-        need K <= D; a kernel fit whose K x K per-class covariances exceed memory is refused
+        """Raise ``ValueError`` when the method cannot fit a data set of this shape: the linear
+        methods need K <= D; a kernel fit whose K x K per-class covariances exceed memory is refused
         (:func:`~catdask.estimators.classify.check_class_count_memory`). Checked from the metadata,
         before a cluster is started.
         """

@@ -71,7 +71,8 @@ def _fitted_scaler(mean, scale, n_samples):
 
 
 def fit_on_dataset(store, dataset, spec, *, client=None):
-    """Fit ``spec`` on a stored data set; the estimator tests its best restart for global optimality.
+    """Fit ``spec`` on a stored data set; the estimator tests its best restart for global
+    optimality.
 
     Parameters
     ----------
