@@ -23,13 +23,8 @@ __all__ = ["DataOperator", "GramOperator"]
 
 
 class _SampleOperator(Protocol):
-    """What both operators have: the N samples' classes, the moments, and ``close``.
-
-    Attributes
-    ----------
-    classes : ClassIndex
-        Class membership of the N samples, in the operator's sample order.
-    n_samples : int
+    """What both operators have: ``classes`` (the N samples' :class:`ClassIndex`, in the operator's
+    sample order), ``n_samples``, the moments, and ``close``.
     """
 
     classes: ClassIndex
@@ -48,13 +43,8 @@ class _SampleOperator(Protocol):
 
 @runtime_checkable
 class DataOperator(_SampleOperator, Protocol):
-    """The linear method's data ``X`` (N, D), measured from the origin ``center`` (x0).
-
-    Attributes
-    ----------
-    n_features : int
-    center : ndarray of shape (D,)
-        The origin x0 (the training centroid unless given).
+    """The linear method's data ``X`` (N, D) with ``n_features``, measured from the origin ``center``
+    (x0, the training centroid unless given).
     """
 
     n_features: int

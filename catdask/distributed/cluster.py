@@ -1,17 +1,10 @@
 """Where catdask's Dask work runs: an existing scheduler, or an embedded local cluster.
 
-:func:`dask_client_context` picks, in order:
-
-1. the ``address`` argument (``"tcp://host:8786"``, ``"tls://..."``);
-2. the ``CATDASK_SCHEDULER`` environment variable;
-3. the Dask client already current in this process (e.g. one the caller opened, or Prefect's
-   ``get_dask_client()``);
-4. an embedded :class:`distributed.LocalCluster` bound to 127.0.0.1, started once per process
-   and reused by later fits (dashboard at http://127.0.0.1:8787/status, or a free port when
-   8787 is taken), closed when the interpreter exits or by :func:`close_embedded_cluster`.
-
-Every worker thread gets one BLAS thread (docs/stack.md: more oversubscribes the cores). See
-``deploy/dask/README.md`` for starting a real cluster and TLS.
+:func:`dask_client_context` picks, in order: the ``address`` argument, ``$CATDASK_SCHEDULER``,
+the Dask client already current in this process, else an embedded
+:class:`distributed.LocalCluster` on 127.0.0.1 started once per process (dashboard on 8787 or a
+free port), closed at exit or by :func:`close_embedded_cluster`. Every worker thread gets one
+BLAS thread (docs/stack.md). See ``deploy/dask/README.md`` for a real cluster and TLS.
 """
 
 from __future__ import annotations
@@ -260,18 +253,10 @@ def _worker_names(client):
 
 
 def restore_embedded_workers(timeout=None):
-    """Bring the embedded cluster back to the size it was started with.
-
-    A worker killed (out of memory, ``kill -9``) is restarted by its nanny; when that restart
-    fails, distributed never retries and the cluster silently runs on fewer workers. After
-    ``timeout`` seconds (default :data:`WORKER_RESTART_GRACE_SECONDS`) without the nanny's
-    restart, the lost worker is replaced by a new one.
-
-    Returns
-    -------
-    (n_running, n_expected) : tuple of int
-        ``(0, 0)`` when no embedded cluster runs. A warning is logged when the cluster stays
-        below its size (then later work runs degraded, on the workers left).
+    """Bring the embedded cluster back to the size it was started with: a killed worker whose nanny
+    cannot restart it within ``timeout`` seconds (default :data:`WORKER_RESTART_GRACE_SECONDS`) is
+    replaced (distributed never retries). Returns ``(n_running, n_expected)``, ``(0, 0)`` without an
+    embedded cluster; warns when the cluster stays below its size.
     """
     with _LOCK:
         cluster, client, expected = (_EMBEDDED["cluster"], _EMBEDDED["client"],
