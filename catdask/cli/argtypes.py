@@ -45,6 +45,5 @@ positive_float = _argtype(float, 0.0, strict=True)
 non_negative_float = _argtype(float, 0.0)
 #: Cross-validation splits: an integer >= 2.
 split_count = _argtype(int, 2)
-#: A TCP port: 0 (any free one) to 65535 (was: --port 99999 started serve, then failed with
-#: "OverflowError: bind(): port must be 0-65535", exit 1).
+#: A TCP port: 0 (any free one) to 65535.
 port_number = _argtype(int, 0, maximum=65535)

@@ -280,7 +280,7 @@ def _require_training_data(args, meta, options):
 
 def _parse_predict_file(args):
     """``(X, y)`` of ``predict --file``, read and validated before scikit-learn, zarr and
-    matplotlib are imported: a malformed file was reported after 17 s of imports (issue 28)."""
+    matplotlib are imported."""
     from catdask.catalog import parse_features
 
     from .flow_commands import _label_column

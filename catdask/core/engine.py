@@ -31,7 +31,7 @@ __all__ = ["SolverOptions", "Starts", "Certifier", "FitResult", "RestartCertific
            "CERTIFY_AT"]
 
 # Restarts whose objectives agree to this relative tolerance count as ties: one test, of the
-# chosen one, speaks for all of them (issue 2: "ties and near-ties broken by certificate").
+# chosen one, speaks for all of them.
 TIE_RTOL = 1e-9
 
 #: When the certificate test runs: inside the fit, or on first use of the certificates.

@@ -182,8 +182,7 @@ def probe_scheduler(address, *, security=None, timeout=10.0):
     return reply
 
 
-#: Seconds to wait for a user-given scheduler's handshake (Dask's default is 30 s, and the flows
-#: used to retry it: a port that accepts TCP but is no scheduler cost 69-131 s).
+#: Seconds to wait for a user-given scheduler's handshake (Dask's default is 30 s).
 SCHEDULER_CONNECT_TIMEOUT = 10.0
 
 

@@ -199,8 +199,6 @@ class KernelCategorySpace(BaseCategorySpace):
 
     def _make_kernel(self, n_features):
         if self.kernel_params and not callable(self.kernel):
-            # Was ignored silently: kernel_params={"gamma": 0.5} with kernel="rbf" fitted
-            # gamma's default.
             own = {"rbf": "gamma", "poly": "gamma, degree and coef0", "linear": "none"}
             raise ValueError(
                 f"kernel_params={self.kernel_params!r} is for a callable kernel; "

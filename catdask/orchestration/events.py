@@ -84,8 +84,7 @@ def _emit(event: str, resource: dict, payload: dict, related=None):
         from prefect.settings import get_current_settings
 
         if not get_current_settings().api.url:
-            # No API configured: Prefect would start an ephemeral server just for this event
-            # (measured: 30 s, then a timeout traceback under load). Nothing to send it to.
+            # No API configured: Prefect would start an ephemeral server just for this event.
             return None
 
         return emit_event(event=event, resource=resource, payload=payload, related=related)

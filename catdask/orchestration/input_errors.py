@@ -141,8 +141,7 @@ def fails_plainly(fn):
 
 def run_as_script(flow, *args, **kwargs) -> None:
     """``python flows/train.py iris``: run ``flow``, print its result; a foreseen error is one
-    line on stderr and exit code 3, as ``catdask`` says it (was: the run's logs, then
-    Python's traceback of the raised error)."""
+    line on stderr and exit code 3, as ``catdask`` says it."""
     try:
         print(flow(*args, **kwargs))
     except FORESEEN_ERRORS as exc:
