@@ -18,7 +18,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import scipy.linalg
 
-from .eigen import top_eig, verified_top, weakest_check
+from .eigen import top_eig, verified_top
 
 __all__ = ["CannotTest", "ClassMatrixOperator", "StationaryPoint", "read_inputs"]
 
@@ -221,11 +221,6 @@ class StationaryPoint:
                                estimate=self._top_R[k])[0]
                 for k in range(self.K)])
         return self._lam_max_R
-
-    @property
-    def eigen_check(self):
-        """The weakest eigenvalue check behind the verified quantities so far."""
-        return weakest_check(self.eigen_checks)
 
     def apply(self, k, v):
         """R_k @ v for a vector v (D,) or a block (D, m) (normalised scale)."""

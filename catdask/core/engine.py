@@ -193,11 +193,6 @@ class FitResult:
         return self.restarts[self.best_index]
 
     @property
-    def certificates(self):
-        """Each restart's certificate."""
-        return tuple(r.certificate for r in self.restarts)
-
-    @property
     def certificate(self):
         """The chosen restart's certificate."""
         return self.best.certificate
