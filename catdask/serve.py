@@ -349,8 +349,7 @@ def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, lim
             updates[PREFECT_API_AUTH_STRING] = auth_string
         with temporary_settings(updates=updates):
             # As prefect.serve, but the deployments exist before the summary says how to run
-            # them, and the summary names this server (Prefect's own start message suggests a
-            # bare `prefect deployment run`, which would look for them in another server).
+            # them, and the summary names this server (Prefect's own names none).
             deployments = served_deployments(store_path, scheduler=scheduler_address)
             names = [f"{d.flow_name}/{d.name}" for d in deployments]
             _refuse_work_pool_clash(names, api_url)

@@ -125,7 +125,7 @@ def fit_restarts(store: str | None, dataset: str, spec: dict, scheduler: str | N
     progress = SolverProgress(
         logger,
         key=model_artifact_key("progress", dataset, model_spec.method, run_id=str(flow_run.id)),
-        # The paper's name, as the summary artifact writes it ("K-CQS", was "KCQS" here)
+        # The paper's name ("K-CQS"), as the summary artifact writes it.
         description=(f"{METHOD_NAMES[model_spec.method].paper_name} on {dataset}, "
                      f"{model_spec.n_restarts} restarts"),
         artifact_after_seconds=PROGRESS_ARTIFACT_AFTER_SECONDS,
