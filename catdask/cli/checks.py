@@ -52,11 +52,8 @@ def store_choice(store) -> tuple[Path, str | None]:
 def require_store(store) -> Path:
     """The store folder; it must exist when the user named it (a typo would otherwise show an empty
     store). The default folder may be missing: the commands say so (:func:`missing_store_note`).
-
-    Raises
-    ------
-    CliError
-        Exit code 3, naming the folder and the option or variable that chose it.
+    Raises :class:`CliError`: exit code 3, naming the folder and the option or variable that chose
+    it.
     """
     root, chosen_by = store_choice(store)
     if chosen_by and not root.exists():
@@ -68,11 +65,8 @@ def require_store(store) -> Path:
 def check_store_creatable(store) -> Path:
     """The store folder of a command that writes it (``ingest``): it exists as a folder, or its
     nearest existing parent is a folder this process may write in (checked before Prefect starts).
-
-    Raises
-    ------
-    CliError
-        Exit code 3, naming the store, the path in the way and who chose the store.
+    Raises :class:`CliError`: exit code 3, naming the store, the path in the way and who chose the
+    store.
     """
     import os
 
@@ -168,11 +162,7 @@ def check_method_fits_dataset(store, name: str, method: str) -> None:
     """``train``: a linear method needs K <= D, a kernel method memory for K x K per class, checked
     on the stored data set's metadata before Prefect or Dask starts (the flow checks the same,
     :meth:`catdask.pipeline.ModelSpec.check_data_shape`).
-
-    Raises
-    ------
-    CliError
-        Exit code 3, naming both numbers and the kernel methods.
+    Raises :class:`CliError`: exit code 3, naming both numbers and the kernel methods.
     """
     from catdask.store import list_datasets
 
@@ -205,11 +195,8 @@ def check_evaluation_datasets(store, names) -> None:
     """``evaluate`` reads its data sets from the store: a named store must exist, every name given
     must be stored (a set not ingested would be skipped and the run succeed with empty tables), and
     without names the store must hold a data set.
-
-    Raises
-    ------
-    CliError
-        Exit code 3, naming the store and the data set, and the ``ingest`` to run.
+    Raises :class:`CliError`: exit code 3, naming the store and the data set, and the ``ingest`` to
+    run.
     """
     root = require_store(store)
     for name in names:
@@ -229,11 +216,8 @@ def check_source_dir(source_dir) -> None:
 def check_sources_available(names, source_dir, store, download: bool) -> None:
     """The original files of every catalog set in ``names`` must be found locally (or in the store's
     download cache), unless ``--download`` allows fetching them; phrased with the CLI's flags.
-
-    Raises
-    ------
-    CliError
-        Exit code 3, naming the files, the folders searched and the ways to provide them.
+    Raises :class:`CliError`: exit code 3, naming the files, the folders searched and the ways to
+    provide them.
     """
     check_source_dir(source_dir)
     if download:
@@ -294,11 +278,7 @@ def _given_method_options(args) -> list[tuple[str, tuple[str, ...], str]]:
 
 def check_method_options(args) -> None:
     """Every method-specific ``train`` option given must apply to ``--method``.
-
-    Raises
-    ------
-    CliError
-        Exit code 2, naming the option and the methods it applies to.
+    Raises :class:`CliError`: exit code 2, naming the option and the methods it applies to.
     """
     for option, methods, why in _given_method_options(args):
         if args.method not in methods:
@@ -309,11 +289,7 @@ def check_method_options(args) -> None:
 def check_certify_level(certify: str) -> None:
     """``train --certify moment`` needs SCS (the ``sdp`` extra); without it the model would be
     rejected on its SDP-dual gap alone.
-
-    Raises
-    ------
-    CliError
-        Exit code 3, with the install command.
+    Raises :class:`CliError`: exit code 3, with the install command.
     """
     import importlib.util
 
@@ -331,11 +307,7 @@ CATALOG_ONLY_OPTIONS = {"source_dir": "--source-dir", "download": "--download"}
 def check_ingest_mode(args) -> None:
     """``ingest`` takes catalog names (or ``--all``) or one ``--file``, each with its own
     options; a name beside ``--file`` would be silently ignored.
-
-    Raises
-    ------
-    CliError
-        Exit code 2.
+    Raises :class:`CliError`: exit code 2.
     """
     if args.file and (args.names or args.all):
         raise usage_error("give catalog names (or --all) or --file, not both")
@@ -362,11 +334,7 @@ def file_dataset_name(path, name: str | None) -> str:
     """The data-set name of ``ingest --file``: ``--name``, else the file's name without its
     extension when that is a valid name. A catalog data set's name is refused (the table would pass
     for it).
-
-    Raises
-    ------
-    CliError
-        Exit code 2.
+    Raises :class:`CliError`: exit code 2.
     """
     from catdask.names import is_valid_name
 

@@ -12,11 +12,8 @@ def check_device(device: str | None, scheduler: str | None) -> None:
     """``train --device``: PyTorch installed, a device it knows and, without a scheduler, present
     here. With a scheduler the fit checks the device once connected
     (:func:`catdask.pipeline.device.device_placement`).
-
-    Raises
-    ------
-    CliError
-        Exit code 2 for a form PyTorch does not know; 3 without PyTorch or the device.
+    Raises :class:`CliError`: exit code 2 for a form PyTorch does not know; 3 without PyTorch or the
+    device.
     """
     if device is None:
         return
@@ -39,11 +36,8 @@ def check_gpu_workers(device: str | None, address: str | None, identity: dict | 
     """``train --device --scheduler``: a cluster with no GPU worker leaves the products to this
     process, so the device must exist here; say so before the flow starts. ``identity`` is the
     scheduler's reply to the address probe (None: the fit checks when it connects).
-
-    Raises
-    ------
-    CliError
-        Exit code 3, one line: the cluster has no GPU workers and this process lacks the device.
+    Raises :class:`CliError`: exit code 3, one line: the cluster has no GPU workers and this process
+    lacks the device.
     """
     if device is None or identity is None:
         return

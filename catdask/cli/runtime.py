@@ -266,11 +266,7 @@ def check_scheduler(address: str | None, timeout: float = SCHEDULER_PROBE_TIMEOU
     """Fail at once, naming ``address``, when nothing listens there; returns the scheduler's
     ``identity`` reply, or None when none was asked for (no address, TLS, another transport). Also
     shortens Dask's connect timeout for that address (unless configured).
-
-    Raises
-    ------
-    CliError
-        Exit code 3, one line naming the address and the reason.
+    Raises :class:`CliError`: exit code 3, one line naming the address and the reason.
     """
     if not address:
         return None
@@ -328,11 +324,7 @@ def check_prefect_api(timeout: float = PREFECT_API_PROBE_TIMEOUT) -> None:
     """Fail at once, naming the URL, when ``$PREFECT_API_URL`` (or the active profile's) is set and
     nothing Prefect-like answers at its ``/health``; other HTTP answers (401, 5xx) are left to the
     flows, which say more about them.
-
-    Raises
-    ------
-    CliError
-        Exit code 3, one line naming the URL and what to do.
+    Raises :class:`CliError`: exit code 3, one line naming the URL and what to do.
     """
     url = settings.PREFECT_API_URL.get()
     source, unset = ENV_PREFECT_API, "unset it"

@@ -34,11 +34,8 @@ def check_store_writable(store, writes: str, subfolders=()) -> Path:
     ----------
     writes : str
         What the command writes there, for the message.
-
-    Raises
-    ------
-    CliError
-        Exit code 3, naming the folder, why it cannot be written and what to do.
+    Raises :class:`CliError`: exit code 3, naming the folder, why it cannot be written and what to
+    do.
     """
     root = check_store_creatable(store)
     for folder in (root, *(root / sub for sub in subfolders)):
@@ -62,11 +59,7 @@ def check_output_writable(path, what: str) -> None:
     ----------
     what : str
         Who named the path, for the message: ``"--out p.csv"``, ``"the plot p.png"``.
-
-    Raises
-    ------
-    CliError
-        Exit code 3, naming the path, the folder and why.
+    Raises :class:`CliError`: exit code 3, naming the path, the folder and why.
     """
     folder = Path(path).absolute().parent
     while not folder.exists() and folder != folder.parent:
