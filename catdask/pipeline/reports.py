@@ -73,22 +73,10 @@ def restart_rows(outcome):
 
 
 def restart_verdict(restart, tested_index, best_objective):
-    """A few words on one restart's certificate: what the table's certificate column shows.
-
-    Parameters
-    ----------
-    restart : catdask.core.solver.RestartResult
-    tested_index : int or None
-        The restart whose certificate was computed (``best_restart_``); the others only
-        compare with it.
-    best_objective : float
-
-    Returns
-    -------
-    str
-        ``"certified (sdp-dual)"`` / ``"not certified (reduced bound)"`` for the tested
-        restart, ``"tied with restart 0"`` or ``"beaten by restart 0"`` for the others,
-        ``"not applicable"`` without a test (CAS), "" without a certificate.
+    """A few words on one restart's certificate, for the restart table: ``"certified (sdp-dual)"`` /
+    ``"not certified (reduced bound)"`` for the tested restart (``tested_index``), ``"tied with
+    restart 0"`` or ``"beaten by restart 0"`` for the others, ``"not applicable"`` without a test
+    (CAS), "" without a certificate.
     """
     from ..core.engine import ties_with
 
@@ -197,13 +185,8 @@ def check_feature_count(model, n_features, *, model_label, data):
 
 
 def rejection_note(certificate):
-    """Why a model was not registered, in a few words (for a plot title).
-
-    Returns
-    -------
-    str
-        ``"rejected: not certified, gap <= 4.1e-03"``; ``"rejected: no optimality test
-        (CAS)"`` when the certificate does not apply.
+    """Why a model was not registered, in a few words for a plot title: ``"rejected: not certified,
+    gap <= 4.1e-03"``, or ``"rejected: no optimality test (CAS)"``.
     """
     if not certificate.applicable:
         # CAS has no test; a K-CQS fit whose Gram rank was too large was not tested.
