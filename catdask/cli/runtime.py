@@ -101,23 +101,10 @@ def dask_client(address: str | None):
 
 
 def prefect_environment(environ, store_root: Path) -> dict[str, str]:
-    """The variables to add to ``environ`` before Prefect is imported.
-
-    One Prefect home per store (``<store>/.prefect``) unless the user chose one
-    (``PREFECT_HOME``) or points ``PREFECT_API_URL`` at a server; Prefect's SDK telemetry and
-    the embedded server's analytics off unless the user set them (opt-in).
-
-    Parameters
-    ----------
-    environ : mapping
-        The current environment (``os.environ``).
-    store_root : Path
-        The resolved store folder.
-
-    Returns
-    -------
-    dict
-        Only the variables that are not already set.
+    """The variables (of those not already set in ``environ``) to add before Prefect is imported:
+    one Prefect home per store (``<store_root>/.prefect``) unless the user chose one
+    (``PREFECT_HOME``) or points ``PREFECT_API_URL`` at a server; Prefect's telemetry and analytics
+    off unless set.
     """
     updates = {"DO_NOT_TRACK": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
                # Quiet on the console only: the API (the UI's run logs, the solver's progress)

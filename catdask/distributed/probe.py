@@ -135,20 +135,10 @@ def _identity(address, security, timeout):
 
 
 def probe_scheduler(address, *, security=None, timeout=10.0):
-    """Check, within ``timeout`` seconds, that a Dask scheduler answers at ``address``.
-
-    Returns
-    -------
-    dict
-        The scheduler's ``identity`` reply, which lists its workers with their resources
-        (``reply["workers"][address]["resources"]``): what the CLI needs to know about the
-        cluster before a run starts, without a second query.
-
-    Raises
-    ------
-    catdask.errors.SchedulerConnectionError
-        One line naming the address and what answered instead (nothing, no Dask handshake,
-        another protocol, a Dask worker).
+    """Check, within ``timeout`` seconds, that a Dask scheduler answers at ``address``; returns its
+    ``identity`` reply, which lists its workers with their resources (what the CLI needs before a
+    run, without a second query). Raises :class:`catdask.errors.SchedulerConnectionError`, one line
+    naming the address and what answered instead.
     """
     problem = address_problem(address, security)
     refused = _refusal(address, timeout) if problem is None else None
@@ -212,15 +202,10 @@ def address_problem(address, security=None) -> str | None:
 
 
 def connect_scheduler(address, *, security=None, timeout=SCHEDULER_CONNECT_TIMEOUT):
-    """A :class:`distributed.Client` connected to the scheduler at ``address``.
-
-    Raises
-    ------
-    catdask.errors.SchedulerConnectionError
-        Naming the address, when no Dask scheduler answers there within ``timeout`` seconds
-        (nothing listens, or something that is not a Dask scheduler). The half-opened client
-        is closed at once, so no traceback follows at interpreter exit; the flows do not
-        retry this error.
+    """A :class:`distributed.Client` connected to the scheduler at ``address``. Raises
+    :class:`catdask.errors.SchedulerConnectionError` naming the address when no Dask scheduler
+    answers within ``timeout`` seconds (the half-opened client is closed at once; the flows do not
+    retry this error).
     """
     from distributed import Client
 

@@ -176,20 +176,12 @@ def _temporary_server_env():
 
 @contextlib.contextmanager
 def temporary_prefect_server(*, timeout=None, log_file=None):
-    """Within the block, flows report to a Prefect API: ``PREFECT_API_URL`` when it is set,
-    else a temporary server on a free 127.0.0.1 port that stops when the block ends, or when
-    this process dies in any way. Yields the API URL.
-
-    Call it from the main thread before the first flow runs (a flow run without an API would
-    start Prefect's own unguarded temporary server).
-
-    Parameters
-    ----------
-    timeout : float, optional
-        Seconds to wait for the server (default
-        ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS``).
-    log_file : path, optional
-        Where the server's output goes (default: ``<PREFECT_HOME>/temporary-server.log``).
+    """Within the block, flows report to a Prefect API: ``PREFECT_API_URL`` when it is set, else a
+    temporary server on a free 127.0.0.1 port that stops when the block ends or this process dies.
+    Yields the API URL. Call it from the main thread before the first flow runs (a flow run without
+    an API would start Prefect's own unguarded server). ``timeout``: seconds to wait for the server
+    (default ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS``); ``log_file``: its output
+    (default ``<PREFECT_HOME>/temporary-server.log``).
     """
     from prefect.settings import (
         PREFECT_API_URL,

@@ -21,22 +21,11 @@ GPU_WORKERS = "gpu-workers"
 
 
 def check_device(device, *, here=True) -> None:
-    """Raise, naming the problem and the fix, unless ``device`` can run the Gram products.
-
-    Parameters
-    ----------
-    device : str
-        ``"cuda"``, ``"cuda:1"``, ``"cpu"``.
-    here : bool, default=True
-        The products run in this process (the device must exist here); False: on GPU workers
-        (PyTorch installed and the form valid; each worker computes on its own GPU).
-
-    Raises
-    ------
-    ImportError
-        PyTorch is not installed (``pip install 'catdask[gpu]'``).
-    ValueError
-        A form PyTorch does not know (the valid forms listed), or no CUDA GPU here.
+    """Raise, naming the problem and the fix, unless ``device`` (``"cuda"``, ``"cuda:1"``,
+    ``"cpu"``) can run the Gram products: ``ImportError`` without PyTorch (``pip install
+    'catdask[gpu]'``), ``ValueError`` for a form PyTorch does not know or, with ``here`` (the
+    products run in this process), a device missing here. ``here=False``: on GPU workers, each on
+    its own GPU.
     """
     from ..operators.torch_gram import torch_device  # PyTorch: only when a device is asked
 
@@ -44,14 +33,8 @@ def check_device(device, *, here=True) -> None:
 
 
 def device_placement(device, client) -> str | None:
-    """Where the products of a fit with ``device`` run, checked: None (no device: today's
-    path), :data:`GPU_WORKERS` or :data:`HOST` (see the module docstring).
-
-    Parameters
-    ----------
-    device : str or None
-    client : distributed.Client or None
-        The fit's cluster; None: none (the data are read into memory anyway).
+    """Where the products of a fit with ``device`` run on ``client``'s cluster (None: no cluster),
+    checked: None (no device), :data:`GPU_WORKERS` or :data:`HOST` (see the module docstring).
     """
     if device is None:
         return None
