@@ -41,17 +41,8 @@ COVARIANCE_RIDGE = 1e-8
 
 
 class ClassStatistics:
-    """Class means, covariances and sizes of training coordinates.
-
-    Parameters
-    ----------
-    means : ndarray of shape (K, K)
-        Row k: the mean coordinates of class k.
-    covariances : ndarray of shape (K, K, K)
-        ``covariances[k]``: the covariance of class k, ``sum_{i in C_k} (p_i - m_k)(p_i -
-        m_k)^T / n_k``.
-    counts : ndarray of shape (K,)
-        Training samples per class, ``n_k``.
+    """Class means (K, K; row k: class k), covariances (K, K, K;
+    ``sum_{i in C_k} (p_i - m_k)(p_i - m_k)^T / n_k``) and sizes ``n_k`` of training coordinates.
     """
 
     def __init__(self, means, covariances, counts):
@@ -77,19 +68,8 @@ class ClassStatistics:
 
 
 def class_statistics(P, codes, n_classes):
-    """Statistics of the training coordinates that the Gaussian rules need.
-
-    Parameters
-    ----------
-    P : ndarray of shape (n_samples, K)
-        Training coordinates, as ``transform`` gives them.
-    codes : ndarray of shape (n_samples,)
-        Class index of each row (0 .. n_classes - 1).
-    n_classes : int
-
-    Returns
-    -------
-    ClassStatistics
+    """:class:`ClassStatistics` of the training coordinates ``P`` (n_samples, K), as ``transform``
+    gives them, with each row's class index in ``codes``.
     """
     P = np.asarray(P, dtype=float)
     codes = np.asarray(codes)
@@ -149,21 +129,9 @@ def _regularised(covariance):
 
 
 def class_scores(rule, P, stats):
-    """Score of each class for each pattern; the prediction is the argmax.
-
-    Parameters
-    ----------
-    rule : {"qda", "lda", "nearest-mean", "angle"}
-    P : ndarray of shape (n_samples, K)
-        Category-space coordinates.
-    stats : ClassStatistics
-        Training statistics (unused by ``"angle"``).
-
-    Returns
-    -------
-    scores : ndarray of shape (n_samples, K)
-        Gaussian rules: log posterior up to a per-row constant;
-        ``"angle"``: the cosine ``|p_k| / ||p||`` (0 for the origin itself).
+    """Score of each class (n_samples, K) for each row of the coordinates ``P`` under ``rule``; the
+    prediction is the argmax. Gaussian rules: log posterior up to a per-row constant; ``"angle"``:
+    the cosine ``|p_k| / ||p||`` (0 for the origin itself; ``stats`` unused).
     """
     P = np.asarray(P, dtype=float)
     if rule == "angle":

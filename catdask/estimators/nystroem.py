@@ -47,23 +47,10 @@ def nystroem_map(kernel, L):
 
 
 def choose_landmarks(X, kernel, *, rtol=AUTO_LANDMARK_RTOL, max_landmarks=AUTO_MAX_LANDMARKS):
-    """Landmarks chosen by the spectrum: the pivots of a pivoted-Cholesky factor of k(X, X).
-
-    Parameters
-    ----------
-    X : ndarray or dask.array.Array of shape (N, D)
-    kernel : catdask.kernels.Kernel
-    rtol : float
-        Stop once the residual trace is at most ``rtol * tr G``.
-    max_landmarks : int
-        Upper bound on the number of landmarks (also bounded by the driver's factor memory).
-
-    Returns
-    -------
-    idx : ndarray of int
-        The landmarks' rows of X, sorted.
-    residual : float
-        ``tr(G - G_nystroem) / tr G`` on the training set (<= rtol unless a cap stopped it).
+    """Landmarks chosen by the spectrum: the pivots of a pivoted-Cholesky factor of ``k(X, X)``,
+    stopped once the residual trace is at most ``rtol * tr G`` or at ``max_landmarks`` (and the
+    driver's factor memory). Returns ``(idx, residual)``: the landmarks' rows of X, sorted, and
+    ``tr(G - G_nystroem) / tr G`` on the training set.
     """
     N = X.shape[0]
     cap = int(max(1, min(max_landmarks, N, _AUTO_FACTOR_BYTES // (8 * max(N, 1)))))
@@ -90,31 +77,14 @@ def _features_block(x, kernel, L, M):
 
 
 def fit_nystroem(X, classes, kernel, *, linear_params, n_landmarks, rng):
-    """The fit of ``KernelCategorySpace(approximation="nystroem")``.
+    """The fit of ``KernelCategorySpace(approximation="nystroem")``: :class:`~catdask.CategorySpace`
+    with ``linear_params`` (a string ``init``) on the Nystroem features of X (Dask blockwise for
+    Dask inputs), its solution expressed as kernel coefficients on the landmarks (``n_landmarks``:
+    None for ``DEFAULT_LANDMARKS`` random rows, or "auto" for :func:`choose_landmarks`).
 
-    Fits :class:`~catdask.CategorySpace` (``linear_params``: same objective, origin, eps,
-    restarts, tolerance) on the Nystroem features of X (numpy, or Dask blockwise for Dask
-    inputs) and expresses the solution as kernel coefficients on the landmarks.
-
-    Parameters
-    ----------
-    X : ndarray or dask.array.Array of shape (N, D)
-    classes : ClassIndex
-    kernel : catdask.kernels.Kernel
-    linear_params : dict
-        Parameters of the linear fit (a string ``init``).
-    n_landmarks : int, "auto" or None
-        None: ``DEFAULT_LANDMARKS`` random rows; "auto": :func:`choose_landmarks`.
-    rng : numpy.random.RandomState
-
-    Returns
-    -------
-    result : FitResult
-        The linear fit's restarts (:class:`~catdask.core.engine.FitResult`), for the
-        estimator's restart attributes.
-    fitted : dict
-        The other fitted attributes (the kernel expansion on the landmarks, ``eps_``, the
-        class statistics), attribute name -> value, for the estimator to set.
+    Returns ``(result, fitted)``: the linear fit's :class:`~catdask.core.engine.FitResult` (for the
+    restart attributes) and the other fitted attributes by name (the kernel expansion on the
+    landmarks, ``eps_``, the class statistics).
     """
     if not isinstance(linear_params["init"], str):
         raise ValueError(
