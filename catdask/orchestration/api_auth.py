@@ -56,16 +56,10 @@ def _configured_auth_string():
 
 
 def api_auth_for_bind(host):
-    """The configured auth string of the served Prefect API (None when none is), checked
-    against ``host``: beyond loopback, Prefect's ``PREFECT_SERVER_API_AUTH_STRING`` must be set
-    (environment or Prefect profile), since anyone who reaches the port controls the runs.
-
-    Raises
-    ------
-    UnauthenticatedBindError
-        ``host`` is not loopback and no auth string is configured.
-    AuthStringError
-        The configured string lacks a user or a password.
+    """The configured auth string of the served Prefect API (None when none is), checked against
+    ``host``: beyond loopback ``PREFECT_SERVER_API_AUTH_STRING`` must be set (environment or Prefect
+    profile), else :class:`UnauthenticatedBindError`; a string without a user or a password raises
+    :class:`AuthStringError`.
     """
     value = _configured_auth_string()
     if not value and not is_loopback(host):

@@ -276,19 +276,13 @@ def warn_if_upgraded_under_serve():
 
 
 class PreloadedRunStarter:
-    """Start one flow run in a process forked from the preloaded fork server.
+    """Start one flow run in a process forked from the preloaded fork server (``context``, from
+    :func:`start_fork_server`).
 
-    Follows Prefect's process-starter contract (``prefect.runner._flow_run_executor``): signal
-    the process handle, then block until the process exits. The run's environment is the one
-    ``python -m prefect.engine`` would get from the runner.
-
-    Parameters
-    ----------
-    context : multiprocessing context
-        From :func:`start_fork_server`.
-    deployment_name : str or None
-    control_channel : prefect ControlChannel or None
-        The runner's channel for cancellation intents (without one, cancellation kills).
+    Follows Prefect's process-starter contract (``prefect.runner._flow_run_executor``): signal the
+    process handle, then block until the process exits; the run's environment is the one
+    ``python -m prefect.engine`` would get. ``control_channel`` is the runner's channel for
+    cancellation intents (without one, cancellation kills).
     """
 
     def __init__(self, context, *, entrypoint=None, deployment_name=None,

@@ -47,13 +47,9 @@ def _same_path(a, b) -> bool:
 
 
 def served_store_and_scheduler(store, scheduler, environ=None):
-    """``(store, scheduler)`` a flow run uses: its arguments outside ``catdask serve``; under
-    serve, serve's store and scheduler, after checking the arguments name them (or nothing).
-
-    Raises
-    ------
-    ServedParameterError
-        Under ``catdask serve``, when ``store`` or ``scheduler`` names something else.
+    """``(store, scheduler)`` a flow run uses: its arguments outside ``catdask serve``; under serve,
+    serve's own, after checking the arguments name them or nothing (else
+    :class:`ServedParameterError`).
     """
     pinned_store = settings.SERVED_STORE.get(environ)
     pinned_scheduler = settings.SERVED_SCHEDULER.get(environ)
@@ -79,13 +75,9 @@ def served_store_and_scheduler(store, scheduler, environ=None):
 
 
 def served_output_dir(out_dir, store, environ=None):
-    """``out_dir`` of a served evaluation, which must lie inside ``<store>/evaluations``
-    (None: the flow's default there). Outside ``catdask serve``, ``out_dir`` as given.
-
-    Raises
-    ------
-    ServedParameterError
-        Under ``catdask serve``, when ``out_dir`` is outside the store's evaluations folder.
+    """``out_dir`` of a served evaluation, which must lie inside ``<store>/evaluations`` (None: the
+    flow's default there; outside it :class:`ServedParameterError`). Outside ``catdask serve``,
+    ``out_dir`` as given.
     """
     if settings.SERVED_STORE.get(environ) is None or out_dir in (None, ""):
         return out_dir
