@@ -23,37 +23,16 @@ def class_block_top_eigenpairs(matmul, members, *, n=None, tol=1e-10, max_dim=20
                                block=BLOCK, start=None):
     """Top eigenpair of every diagonal block of a symmetric PSD block-diagonal operator.
 
-    Parameters
-    ----------
-    matmul : callable
-        ``V (N, m) -> M V`` with ``M`` block diagonal, block k on the indices ``members[k]``.
-    members : list of int arrays
-        The indices of each block (disjoint; blocks may be empty).
-    n : int, optional
-        The operator's order (default: the largest index plus one). The blocks may cover only
-        some indices (the decoupled start's large classes); ``matmul`` gets vectors of length
-        ``n``, zero outside the blocks.
-    tol : float
-        Stop a block when its Ritz residual in the Krylov relation, ``||(I - Q Q^T) M Q s||``
-        (the block form of Lanczos' ``|beta_j s_j|``), is at most ``tol`` times its top Ritz
-        value (the eigenvector is then accurate to about ``tol`` over the spectral gap, or to
-        the product's own rounding, whichever is larger).
-    max_dim : int
-        Krylov dimension per block at most; a block not converged by then returns its best
-        Ritz pair.
-    seed : int
-        Seed of the (deterministic) random start blocks.
-    block : int
-        Vectors per block and step (1: plain Lanczos).
-    start : callable, optional
-        ``start(k, idx) -> (n_k, 1)``: a first start vector for block k (the rest of the start
-        block stays random); a vector near the top eigenvector saves steps.
+    ``matmul`` maps V (n, m) to M V, with block k of M on the indices ``members[k]`` (disjoint,
+    maybe empty; ``n``, by default the largest index plus one, may exceed them: vectors are zero
+    outside the blocks). A block stops when its Ritz residual ``||(I - Q Q^T) M Q s||`` (the block
+    form of Lanczos' ``|beta_j s_j|``) is at most ``tol`` times its top Ritz value, or at Krylov
+    dimension ``max_dim`` (its best Ritz pair then). ``block`` vectors per block and step (1: plain
+    Lanczos), started from seeded random blocks whose first column ``start(k, idx) -> (n_k, 1)`` may
+    give.
 
-    Returns
-    -------
-    list of (float, ndarray)
-        ``(lambda_k, a_k)`` per block, ``a_k`` of unit norm, in the order of ``members``; the
-        sign makes ``a_k``'s largest-magnitude entry positive.
+    Returns ``[(lambda_k, a_k)]`` in the order of ``members``, ``a_k`` of unit norm with its
+    largest-magnitude entry positive.
     """
     rng = np.random.default_rng(seed)
     members = [np.asarray(m) for m in members]

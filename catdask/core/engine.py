@@ -76,26 +76,11 @@ class Certifier(Protocol):
 class RestartCertification:
     """Each restart's certificate (:func:`certify_restarts`), computed at most once.
 
-    Holds what the test needs until :meth:`restarts` runs it; then it keeps only the certified
-    records, drops the certifier and calls ``release``. Pickling runs the test first, so a pickle
-    never holds a certifier or an operator.
-
-    Parameters
-    ----------
-    runs : sequence of RestartResult
-        The solver's records (``certificate`` not set).
-    best_index : int
-    point : ndarray or None
-        The chosen restart's axes (``W`` or kernel ``A``); None when the certifier does not apply.
-    certifier : Certifier
-    moment : bool, default=False
-    release : callable, optional
-        Called once, after the test has run.
-
-    Attributes
-    ----------
-    seconds : float or None
-        Wall seconds of the test, once it has run.
+    Holds the solver's records ``runs`` (no certificates yet), ``best_index``, the chosen restart's
+    axes ``point`` (None when the certifier does not apply), the ``certifier`` and ``moment`` until
+    :meth:`restarts` runs the test; then keeps only the certified records, drops the certifier and
+    calls ``release`` once. Pickling runs the test first, so a pickle never holds a certifier or an
+    operator. ``seconds``: the test's wall seconds, once it has run.
     """
 
     def __init__(self, runs, best_index, point, certifier, *, moment=False, release=None):
