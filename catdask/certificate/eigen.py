@@ -128,33 +128,15 @@ def cholesky_upper(matrix, estimate, *, shift=0.0):
 
 def verified_top(n, *, matrix=None, matvec=None, shift=0.0, v0=None, estimate=None,
                  budget=DEFAULT_BUDGET):
-    """A verified upper bound on lambda_max of a symmetric matrix or operator.
+    """A verified upper bound on lambda_max of a symmetric matrix (order ``n``) or operator.
 
-    Parameters
-    ----------
-    n : int
-        Order of the matrix.
-    matrix : ndarray of shape (n, n), optional
-        The matrix; give it whenever it can be formed.
-    matvec : callable, optional
-        ``x -> A x``, used when ``matrix`` is None (or for Lanczos on a large matrix).
-    shift : float
-        Shift making ``A + shift I`` positive definite, for Lanczos's stopping test.
-    v0 : ndarray of shape (n,), optional
-        Lanczos start vector.
-    estimate : (float, ndarray of shape (n,)), optional
-        An estimated top eigenpair already at hand (used for a matrix above
-        ``budget.dense_max_dim``): proved by :func:`cholesky_upper` without a new Lanczos run or
-        eigendecomposition; if the proof fails, the bound is computed as without it.
+    Give ``matrix`` whenever it can be formed; otherwise ``matvec`` (``x -> A x``) runs Lanczos on
+    ``A + shift I`` (``shift`` making it positive definite) from ``v0``. ``estimate``: a top pair
+    ``(value, vector)`` already at hand, proved by :func:`cholesky_upper` without a new Lanczos run
+    or eigendecomposition (the bound is computed as without it if that fails).
 
-    Returns
-    -------
-    upper : float
-        The bound.
-    v : ndarray of shape (n,)
-        A unit vector with Rayleigh quotient close to ``upper``.
-    check : str
-        One of :data:`EIGEN_CHECKS`: how the bound was obtained.
+    Returns ``(upper, v, check)``: the bound, a unit vector with Rayleigh quotient close to it, and
+    how the bound was obtained (one of :data:`EIGEN_CHECKS`).
     """
     if matrix is None:
         upper, v = top_eig(n, matvec=matvec, shift=shift, v0=v0)

@@ -105,46 +105,21 @@ def _objective(FW, members, origin):
 def certify_kernel_lowrank(operator, origin, A, *, full_sdp="auto", moment=False,
                            frobenius=True, spectral=True, projections=None, rng=None,
                            details=False, probe_only=False, budget=DEFAULT_BUDGET):
-    """Certify K-CQS coefficients A through a rank-r subspace and a lifted bound (§4c).
+    """Certify K-CQS coefficients A (K, N; operator's sample order, ``A G A^T = I``) through a
+    rank-r subspace and a lifted bound (§4c).
 
-    Parameters
-    ----------
-    operator : GramOperator
-        ``G`` for ``origin="class"``, the centred ``H G H`` for ``origin="global"``; only
-        ``diagonal``, ``columns``, ``matmul`` and ``classes`` are used (numpy or Dask alike).
-    origin : {"class", "global"}
-    A : ndarray of shape (K, N)
-        Coefficients in the operator's sample order, ``A G A^T = I``.
-    full_sdp, moment
-        Passed to :func:`certify_global_optimum` for the compressed problem.
-    frobenius : bool, default=True
-        When the lift (not the compressed relaxation) is what keeps the gap open, spend one
-        more pass of Gram columns (and ``N^2 r / K`` flops) on the class blocks of the
-        leftover Gram matrix, bound ``||D_k||`` by their Frobenius norm (Lemma 1b) and
-        spectral norm (Lemma 1c), and lift again.
-    spectral : bool, default=True
-        In that pass, also the verified top eigenvalue of each class block that fits in
-        ``budget.spectral_max_class_bytes`` (``n_k^3`` flops).
-    projections : ndarray of shape (K, N), optional
-        The fit's training projections ``P = A G^`` (saves the one product with ``G^``); they
-        must be those of A in float64.
-    rng : None, int or Generator
-    details : bool
-        Also return a :class:`LowRankResult`.
-    probe_only : bool
-        Return the probe's certificate when it certifies W, else None (the rounds do not run):
-        the kernel test below ``budget.dense_max_samples`` tries it before the dense test.
-    budget : CertificateBudget
-        ``lowrank_gap_tol`` (certified when ``(bound - f) / |f|`` is at most it for the lifted
-        bound); ``lowrank_max_rank`` (most landmarks r, None: as many as
-        ``lowrank_max_bytes`` allows, ``8 N (K + r)`` bytes; never more than N); the probe's
-        ``probe_rank`` landmarks (up to ``probe_max_samples`` samples, 0: no probe; it ends the
-        test only when it certifies W, and the first round's subspace is the same with or
-        without it); the rounds' ``first_rank``, ``untight_max_rank``, ``max_rounds``.
+    ``operator`` is ``G`` (class origin) or ``H G H`` (global), numpy or Dask; only its
+    ``diagonal``, ``columns``, ``matmul`` and ``classes`` are used. ``full_sdp`` and ``moment`` go
+    to :func:`certify_global_optimum` for the compressed problem. Where the lift, not the compressed
+    relaxation, keeps the gap open, ``frobenius`` spends one more pass of Gram columns on the
+    leftover's class blocks (Lemmas 1b, 1c) and lifts again, with ``spectral`` also each class
+    block's verified top eigenvalue where it fits ``budget.spectral_max_class_bytes``.
+    ``projections``: the fit's ``A G`` in float64 (saves the one product with G). ``probe_only``:
+    the probe's certificate when it certifies W, else None (no rounds). The budget's ``lowrank_*``,
+    ``probe_*``, ``first_rank``, ``untight_max_rank`` and ``max_rounds`` size the test
+    (:mod:`.budget`).
 
-    Returns
-    -------
-    Certificate (and LowRankResult when ``details``)
+    Returns a Certificate (and a :class:`LowRankResult` when ``details``).
     """
     if origin not in ("class", "global"):
         raise ValueError(f"origin must be 'class' or 'global'; got {origin!r}.")

@@ -87,28 +87,13 @@ def _psd_part(t, size):
 
 
 def polish(ident, dual, f_vec, system, prove, target, max_rounds=8, lsqr_iters=LSQR_ITERS):
-    """Alternating projections from ``dual`` until a proved bound is within ``target``.
+    """Alternating projections from ``dual`` (a solver iterate) until a proved bound is within
+    ``target``, for at most ``max_rounds`` rounds (fewer when a round does not halve the gap).
 
-    Parameters
-    ----------
-    ident : Identity
-    dual : MomentDual
-        The starting data (a solver iterate).
-    f_vec : ndarray
-        The objective's coefficients in the identity.
-    system : tuple
-        :func:`slackness_system` for the point.
-    prove : callable
-        ``prove(MomentDual) -> (gap, DualBound)``: the rigorous proof and its relative gap.
-    target : float
-        Stop as soon as a round's proved gap is at most this.
-    max_rounds : int
-        At most this many rounds; fewer when a round does not halve the gap.
-
-    Returns
-    -------
-    (gap, DualBound, MomentDual, rounds)
-        The best proved round (``gap`` inf when none was finite).
+    ``f_vec`` are the objective's coefficients in the identity ``ident``, ``system`` the point's
+    :func:`slackness_system`, ``prove(MomentDual) -> (gap, DualBound)`` the rigorous proof. Returns
+    the best proved round as ``(gap, DualBound, MomentDual, rounds)`` (``gap`` inf when none was
+    finite).
     """
     L, keep, _ = system
     sizes = ident.sizes()

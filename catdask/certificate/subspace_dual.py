@@ -135,24 +135,11 @@ def _small_dual(point, V, betas, RV, T0, sigma0=None, smoothing=SMOOTHING):
 def subspace_dual_bound(point, directions, nu=None, *, rounds=None):
     """Upper bound on ``max f`` from the relaxation's dual restricted to a growing subspace.
 
-    Parameters
-    ----------
-    point : StationaryPoint
-    directions : list of ndarray (D,)
-        The top direction of each R_k orthogonal to W (from the SDP-dual test's nu box).
-    nu : ndarray of shape (K,), optional
-        The SDP-dual test's best multipliers (warm start ``Y = W (Lambda - diag nu)_+ W^T``).
-    rounds : int, optional
-        Subspace growth rounds (each adds the top eigenvector of every ``R_k - V T V^T``;
-        default: the budget's ``subspace_rounds``).
-
-    Returns
-    -------
-    bound : float
-        Verified upper bound on ``max f`` (normalised scale, ``f = F / 2``).
-    info : dict
-        ``m`` (final subspace dimension), ``rounds``, ``estimates`` (estimated bound after each
-        round), ``seconds`` and the final subspace ``V`` and ``T``.
+    ``directions`` are the top direction of each R_k orthogonal to W (the SDP-dual test's nu box),
+    ``nu`` its best multipliers (warm start ``Y = W (Lambda - diag nu)_+ W^T``), ``rounds`` the
+    growth rounds (default: the budget's ``subspace_rounds``). Returns ``(bound, info)``: the
+    verified bound (normalised scale) and ``m``, ``rounds``, ``estimates`` (per round), ``seconds``
+    and the final ``V`` and ``T``.
     """
     t0 = time.perf_counter()
     K, D = point.K, point.D
