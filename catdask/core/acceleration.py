@@ -113,21 +113,11 @@ class _History:
 class AndersonStepper:
     """Anderson mixing of the plain map with a per-restart monotone safeguard.
 
-    Parameters
-    ----------
-    problem : KernelProblem or ClassMatrixProblem
-        Must provide ``coordinates``, ``lift``, ``point`` and ``distance``.
-    n_restarts : int
-        Size of the batch (histories are kept per restart).
-    memory : int
-        Number of residual differences mixed (Anderson's m).
-    tol : float
-        The solver's tolerance: a restart whose plain step is within it keeps the plain point.
-
-    Attributes
-    ----------
-    accepted, rejected : ndarray of int, shape (n_restarts,)
-        Mixed points taken and mixed points refused by the safeguard, per restart.
+    ``problem`` (kernel or class-matrix) provides ``coordinates``, ``lift``, ``point`` and
+    ``distance``; histories of ``memory`` residual differences are kept per restart of the batch of
+    ``n_restarts``; a restart whose plain step is within ``tol`` keeps the plain point.
+    ``accepted`` and ``rejected`` count, per restart, the mixed points the safeguard took and
+    refused.
     """
 
     name = "anderson"

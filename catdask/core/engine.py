@@ -131,22 +131,12 @@ class RestartCertification:
 class FitResult:
     """The record of one fit: the restarts, the chosen one, its certificate and the timings.
 
-    Attributes
-    ----------
-    certification : RestartCertification
-        The restarts' records and their certificates.
-    best_index : int
-        The chosen restart.
-    state : LinearState or KernelState
-        The solver's final state of every restart (leading axis: restarts).
-    phases : dict
-        Wall seconds: ``"setup"`` (from ``started_at`` to the first iteration), then
-        ``"iterations"`` or ``"float32"`` and ``"polish"``, then ``"certificate"`` when the test
-        ran inside the fit.
-    float32_iterations : tuple of int
-        Each restart's iterations on float32 tiles (included in its ``n_iter``).
-    started_at : float
-        ``time.perf_counter()`` when the fit began.
+    ``certification`` holds the restarts' records and certificates, ``best_index`` the chosen
+    restart, ``state`` the solver's final state of every restart, ``float32_iterations`` each
+    restart's iterations on float32 tiles (included in ``n_iter``), ``started_at`` the fit's start
+    (``time.perf_counter()``) and ``phases`` wall seconds: ``"setup"`` (to the first iteration),
+    ``"iterations"`` or ``"float32"`` and ``"polish"``, and ``"certificate"`` when the test ran in
+    the fit.
     """
 
     certification: RestartCertification
@@ -202,32 +192,14 @@ def fit_restarts(problem, starts: Starts, *, solver_options: SolverOptions,
                  certifier: Certifier, precision_schedule: PrecisionSchedule = FLOAT64,
                  moment: bool = False, started_at: float | None = None,
                  certify_at: str = "fit", release: Callable[[], Any] | None = None) -> FitResult:
-    """Run every restart as one batch, choose one and certify it (now or on first use).
+    """Run every restart of ``problem`` from ``starts`` as one batch under ``precision_schedule``,
+    choose one and certify it with ``certifier`` (``moment``: also the level-2 moment relaxation).
 
-    Parameters
-    ----------
-    problem : LinearProblem, ClassMatrixProblem or KernelProblem
-    starts : Starts
-    solver_options : SolverOptions
-    certifier : Certifier
-        Tests the chosen restart (:mod:`catdask.certificate.certifiers`).
-    precision_schedule : Float64Throughout or Float32ThenFloat64, default=FLOAT64
-    moment : bool, default=False
-        Passed to ``certifier.certify``: also try the level-2 moment relaxation.
-    started_at : float, optional
-        ``time.perf_counter()`` when the caller's fit began (default: now); the ``"setup"``
-        phase runs from it to the first iteration.
-    certify_at : {"fit", "access"}, default="fit"
-        ``"fit"``: the test runs here (phase ``"certificate"``). ``"access"``: it runs on
-        first use of the result's certificates (:class:`RestartCertification`); the certifier
-        and whatever it reads stay alive until then. A certifier that does not apply gives its
-        record here either way (there is no test to defer).
-    release : callable, optional
-        Called once after a deferred test has run (only with ``certify_at="access"``).
-
-    Returns
-    -------
-    FitResult
+    ``started_at`` (``time.perf_counter()``, default now) begins the ``"setup"`` phase.
+    ``certify_at="fit"`` runs the test here (phase ``"certificate"``); ``"access"`` defers it to the
+    first use of the result's certificates (:class:`RestartCertification`), keeping the certifier
+    and what it reads alive until then and calling ``release`` once after. A certifier that does not
+    apply gives its record here either way. Returns a :class:`FitResult`.
     """
     if certify_at not in CERTIFY_AT:
         raise ValueError(f"certify_at must be one of {CERTIFY_AT}; got {certify_at!r}.")

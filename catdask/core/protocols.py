@@ -43,8 +43,8 @@ class _SampleOperator(Protocol):
 
 @runtime_checkable
 class DataOperator(_SampleOperator, Protocol):
-    """The linear method's data ``X`` (N, D) with ``n_features``, measured from the origin ``center``
-    (x0, the training centroid unless given).
+    """The linear method's data ``X`` (N, D) with ``n_features``, measured from the origin
+    ``center`` (x0, the training centroid unless given).
     """
 
     n_features: int
