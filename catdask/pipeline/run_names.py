@@ -42,8 +42,9 @@ def retrain_run_name(when, dataset=None) -> str:
 
 
 def evaluate_run_name(datasets=None, tables=None, quick=False) -> str:
-    """``catdask-evaluate``'s run name: ``"evaluate-table1-iris-wine"``, or with None for every table
-    and every stored data set ``"evaluate-all-tables-stored"`` (``-quick`` appended when quick).
+    """``catdask-evaluate``'s run name: ``"evaluate-table1-iris-wine"``, or with None for every
+    table and every stored data set ``"evaluate-all-tables-stored"`` (``-quick`` appended when
+    quick).
     """
     parts = ["evaluate", _listed(tables) if tables else "all-tables",
              _listed(datasets) if datasets else "stored"]
