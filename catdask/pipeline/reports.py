@@ -125,23 +125,10 @@ def metrics_markdown(metrics):
 
 def save_category_space_plot(model, X, y, path, *, title=None, class_names=None,
                              dpi=PLOT_DPI):
-    """Write a scatter of ``X`` in category space; returns the path.
-
-    Parameters
-    ----------
-    model : fitted estimator or Pipeline ending in one
-    X, y : arrays
-    path : path-like
-        The format follows the extension (:data:`catdask.plotting.PLOT_FORMATS`: png, pdf,
-        svg); any other extension is refused before anything is drawn.
-    title : str, optional
-    class_names : mapping or sequence, optional
-        Display names of the classes (see :func:`catdask.plotting.plot_category_space`).
-    dpi : float, default=PLOT_DPI
-
-    Returns
-    -------
-    pathlib.Path
+    """Write a scatter of ``X`` in category space under ``model`` (coloured by ``y``; ``title``,
+    ``class_names`` as :func:`catdask.plotting.plot_category_space` takes them) to ``path``, whose
+    extension names the format (:data:`catdask.plotting.PLOT_FORMATS`; any other is refused before
+    anything is drawn); returns the path.
     """
     from ..plotting import plot_format
 
