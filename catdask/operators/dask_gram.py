@@ -47,51 +47,21 @@ _TILE_ENTRIES_PER_BAND_ENTRY = 100
 class DaskGramOperator(BlockGramOperator):
     """Gram operator computed on Dask workers, block by block (mirrors ``NumpyGramOperator``).
 
-    X (N x D) is small next to G (N x N): it is held on the driver and once on every worker,
-    sorted by class so that only class-k columns of G feed column k of ``G Z``. Each product is
-    one task per row block ``I`` computing ``G[I, :]`` in sub-blocks of ``k(X_I, X_J)``
-    (recompute mode) or reading them from the cache.
+    X (N, D; in the order ``classes`` refers to) is small next to G: it is held on the driver and
+    once on every worker, sorted by class so that only class-k columns of G feed column k of
+    ``G Z``. Each product is one task per row block ``I`` (``block_rows`` rows; default one task per
+    worker thread, or more so that a task handles about 1e8 kernel entries) computing ``G[I, :]``.
 
-    Parameters
-    ----------
-    X : ndarray of shape (N, D)
-        Training patterns in the order ``classes`` refers to (any order; the estimator passes
-        them sorted by class).
-    classes : ClassIndex
-    kernel : catdask.kernels.Kernel
-    cache : {"auto", "recompute", "memory", "zarr"}, default="auto"
-        ``"recompute"``: evaluate ``k(X_I, X_J)`` in every pass (no O(N^2) memory).
-        ``"memory"``: compute the Gram row blocks once and keep them in worker memory.
-        ``"zarr"``: compute them once into a zarr store (``store``) and stream them from disk.
-        ``"auto"``: ``"zarr"`` when ``store`` is given; else ``"memory"`` when the cache takes
-        at most ``max_gram_bytes`` and half the cluster's memory; else ``"recompute"``.
-    store : str or None
-        Path of the zarr Gram cache. An existing cache built from the same data, kernel and
-        dtype is reused; otherwise it is (re)written. None with ``cache="zarr"``: a temporary
-        directory removed by :meth:`close`.
-    cache_dtype : {"float64", "float32"}, default="float64"
-        Storage precision of cached blocks (float32 halves memory and I/O; products are still
-        accumulated in float64, so results change at the 1e-7 level).
-    max_gram_bytes : int, default=2 GiB
-    precision : {"float64", "float32"}, default="float64"
-        Precision of the recomputed tiles of ``G Z`` (``cache="recompute"``, built-in kernel;
-        see :meth:`set_precision`).
-    tile_rows : int, optional
-        Rows of a square Gram tile in the tile pass (default ``GRAM_TILE``).
-    block_rows : int, optional
-        Rows per task (default: one task per worker thread, or more so that a task handles
-        at most about 1e8 kernel entries).
-
-    Attributes
-    ----------
-    cache_mode : str
-        The mode in use after resolving ``"auto"``.
-    uses_tiles : bool
-        True when ``G Z`` is one pass over the symmetric tiles of G (recompute mode, built-in
-        kernel), the tile pairs split into balanced groups, one task each, whose (K, N, R)
-        partial sums the driver adds as they arrive.
-    gram_passes : int
-        Number of full passes over G so far.
+    ``cache``: ``"recompute"`` evaluates ``k(X_I, X_J)`` in every pass (no O(N^2) memory);
+    ``"memory"`` keeps the Gram row blocks in worker memory; ``"zarr"`` writes them once into the
+    zarr store ``store`` (reused when built from the same data, kernel and dtype; None: a temporary
+    folder removed by :meth:`close`) and streams them; ``"auto"``: ``"zarr"`` when ``store`` is
+    given, else ``"memory"`` when the cache fits ``max_gram_bytes`` and half the cluster's memory,
+    else ``"recompute"`` (the choice is ``cache_mode``). ``cache_dtype`` float32 halves a cache's
+    memory and I/O (products still accumulate in float64). Recomputed with a built-in kernel,
+    ``uses_tiles``: ``G Z`` is one pass over G's symmetric tiles of ``tile_rows``, in ``precision``,
+    split into balanced tasks whose partial sums the driver adds as they arrive. ``gram_passes``
+    counts full passes over G.
     """
 
     def __init__(self, X: np.ndarray, classes: ClassIndex, kernel: Kernel, *,

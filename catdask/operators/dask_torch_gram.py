@@ -99,25 +99,10 @@ def release_worker_operator(token):
 class DaskTorchGramOperator(TorchGramOperator):
     """:class:`TorchGramOperator` whose Gram products run on the cluster's GPU workers.
 
-    Parameters
-    ----------
-    X : ndarray of shape (N, D)
-    classes : ClassIndex
-    kernel : catdask.kernels.Kernel
-    precision : {"float64", "float32"}, default="float64"
-    worker_device : str, default="cuda"
-        The device each GPU worker computes on; "cpu" runs the same tasks on the workers' CPUs
-        (the tests' stand-in).
-
-    Attributes
-    ----------
-    round_trips : int
-        Dask graphs run for the products so far (placing and freeing X not counted).
-
-    Raises
-    ------
-    ValueError
-        When no worker of the current cluster declares the ``GPU`` resource.
+    ``worker_device`` is the device each GPU worker computes on (its own GPU, "cuda"; "cpu" runs the
+    same tasks on the workers' CPUs, the tests' stand-in). ``round_trips`` counts the Dask graphs
+    run for the products (placing and freeing X not counted). Raises ``ValueError`` when no worker
+    of the current cluster declares the ``GPU`` resource.
     """
 
     def __init__(self, X, classes, kernel, *, precision="float64", worker_device="cuda"):

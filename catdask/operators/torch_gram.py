@@ -97,27 +97,11 @@ def torch_device(device, *, here=True):
 
 
 class TorchGramOperator(GramOperator):
-    """Gram products on a PyTorch device (see module docstring).
-
-    Parameters
-    ----------
-    X : ndarray of shape (N, D)
-        Training patterns in the order of ``classes``.
-    classes : ClassIndex
-    kernel : catdask.kernels.Kernel
-        A built-in kernel (RBF, linear, polynomial); the fused kernel serves RBF on a GPU.
-    device : str or torch.device
-    precision : {"float64", "float32"}, default="float64"
-        Precision of ``G Z`` and the class-block products (see :meth:`set_precision`).
-    fused : {"auto", True, False}, default="auto"
-        Use the fused kernel (RBF only): "auto" where it runs (a CUDA device with Triton).
-
-    Attributes
-    ----------
-    fused : bool
-        Whether the products use the fused kernel.
-    gram_passes : int
-        Full passes over G so far (``G Z``, ``G V``, the two moment passes).
+    """Gram products on a PyTorch ``device`` (see the module docstring), for X (N, D) in the order
+    of ``classes`` and a built-in ``kernel``. ``precision`` is that of ``G Z`` and the class-block
+    products (:meth:`set_precision`); ``fused`` ("auto": where it runs, a CUDA device with Triton)
+    uses the fused RBF kernel. ``gram_passes`` counts full passes over G (``G Z``, ``G V``, the two
+    moment passes).
     """
 
     matvec_without_class_block = True
