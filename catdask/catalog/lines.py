@@ -50,16 +50,9 @@ def is_missing(cell: str) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class Head:
-    """What the lines before the first data row say about a table.
-
-    Attributes
-    ----------
-    header : list of str or None
-        Column names, when the file has a header line.
-    n_columns : int
-        Fields per row (from the spec, the header or the first data row).
-    first_data_line : int
-        1-based line number of the first data row.
+    """What the lines before the first data row say about a table: its ``header`` (None without a
+    header line), ``n_columns`` (from the spec, the header or the first data row) and the 1-based
+    ``first_data_line``.
     """
 
     header: list | None
@@ -256,17 +249,11 @@ def _check_cell(cell: str, name: str, where, lineno: int) -> None:
 
 def locate_problem(open_stream, spec: dict, head: Head, cols, label: int | None,
                    where) -> None:
-    """Raise the :class:`ParseError` of the first problem of a table, in the order checked.
-
-    Field counts of every row first (a short or long row explains any later cell), then every
-    feature cell (missing, non-numeric, non-finite: naming line and column), then the labels
-    (missing; not an integer when ``label_type`` is ``"int"``). Returns None when the file has
-    none of these problems.
-
-    Parameters
-    ----------
-    open_stream : callable
-        Returns a fresh binary stream of the file (a context manager).
+    """Raise the :class:`ParseError` of the first problem of a table, in the order checked: field
+    counts of every row (a short or long row explains any later cell), then every feature cell
+    (missing, non-numeric, non-finite: naming line and column), then the labels (missing; not an
+    integer when ``label_type`` is ``"int"``). Returns None when the file has none of these.
+    ``open_stream()`` gives a fresh binary stream of the file (a context manager).
     """
     _check_field_counts(open_stream, spec, head, where)
     names = {

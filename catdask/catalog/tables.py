@@ -51,21 +51,10 @@ _READ_BLOCK = 2**20
 
 @dataclasses.dataclass
 class Table:
-    """One parsed file.
-
-    Attributes
-    ----------
-    X : ndarray of float64, shape (n_rows, n_features)
-    y : ndarray of int64 or str, shape (n_rows,), or None
-        None when the spec names no label column (a table of features to predict on).
-    n_columns : int
-    header : list of str or None
-    feature_names : list of str or None
-    info : dict
-        JSON-safe provenance: name, path, bytes, sha256 (and member, member_bytes,
-        member_sha256 for a zip member), rows.
-    where : str
-        ``path`` or ``path[member]``, as used in error messages.
+    """One parsed file: ``X`` (float64, rows x features), ``y`` (int64 or str; None when the spec
+    names no label column), ``n_columns``, ``header`` and ``feature_names`` (or None), ``info``
+    (JSON-safe provenance: name, path, bytes, sha256, rows, and the member's for a zip member) and
+    ``where`` (``path`` or ``path[member]``, for error messages).
     """
 
     X: np.ndarray
@@ -281,15 +270,10 @@ def _chunks(open_stream, spec: dict, head: Head, label: int | None, whole_file=N
 
 
 def read_table(path, spec: dict, member: str | None = None, *, feature_columns=None) -> Table:
-    """Parse one file with a parse spec (see :mod:`catdask.catalog`) into a :class:`Table`.
-
-    A spec whose ``label_column`` is None reads a table of features only (``Table.y`` None).
-
-    Raises
-    ------
-    ParseError
-        Naming file, line and column: a non-regular, oversized, empty, binary or non-UTF-8 file,
-        wrong field counts, missing/non-numeric/non-finite cells, missing or non-integer labels.
+    """Parse one file with a parse spec (see :mod:`catdask.catalog`) into a :class:`Table` (features
+    only when the spec's ``label_column`` is None). Raises :class:`ParseError` naming file, line
+    and column: a non-regular, oversized, empty, binary or non-UTF-8 file, wrong field counts,
+    missing/non-numeric/non-finite cells, missing or non-integer labels.
     """
     open_stream, info, where = open_source(path, member)
     with open_stream() as stream:
@@ -381,14 +365,9 @@ def _parse_rows(open_stream, spec, head, cols, label, info, where):
 
 
 def _type_labels(labels: np.ndarray, label_type: str, fmt: str):
-    """Labels as int64 or str; None when ``label_type`` is "int" and one is not an integer.
-
-    The checks run on the distinct labels only (a handful), then map back by code.
-
-    Raises
-    ------
-    _NeedsLocating
-        A missing label ("", "?", "NA", ...).
+    """Labels as int64 or str; None when ``label_type`` is "int" and one is not an integer. Checked
+    on the distinct labels only, then mapped back by code; a missing label ("", "?", "NA", ...)
+    raises ``_NeedsLocating``.
     """
     import pandas as pd
 
