@@ -93,32 +93,16 @@ def solve(
 ):
     """Run the alternating iteration on a batch of restarts until each one stops.
 
-    Parameters
-    ----------
-    problem : LinearProblem, ClassMatrixProblem or KernelProblem
-        Provides ``step(state)`` and ``distance(new, old)``.
-    state : LinearState or KernelState
-        The evaluated starting points (leading axis: restarts).
-    tol : float
-        Step-size tolerance (paper: 1e-8).
-    max_iter : int
-    stall_rtol, stall_patience : float, int
-        A restart whose relative objective change stays below ``stall_rtol`` for
-        ``stall_patience`` consecutive iterations while its step stays above ``tol`` stops
-        with ``stopping_reason="objective-stalled"`` (or ``"rank-deficient"``).
-    starts : list of str, optional
-        Labels of the starting points, stored in the results.
-    log_every : int
-        Log progress at INFO level every that many iterations.
-    acceleration : {"auto", "anderson", "none"}
-        See :func:`catdask.core.acceleration.make_stepper`.
-    memory : int
-        Anderson's history length.
+    ``problem`` provides ``step(state)`` and ``distance(new, old)``; ``state`` holds the evaluated
+    starting points (leading axis: restarts), labelled by ``starts`` in the results. A restart stops
+    when its step is within ``tol`` (paper: 1e-8), at ``max_iter``, or, flagged, when its relative
+    objective change stays below ``stall_rtol`` for ``stall_patience`` iterations while its step
+    does not (``"objective-stalled"``, or ``"rank-deficient"``). Progress is logged every
+    ``log_every`` iterations; ``acceleration`` and ``memory`` as in
+    :func:`catdask.core.acceleration.make_stepper`.
 
-    Returns
-    -------
-    state : the final state of every restart
-    results : list of RestartResult
+    Returns ``(state, results)``: the final state of every restart and one
+    :class:`RestartResult` each.
     """
     callback = current_solver_callback()  # a listener set by the caller's context (progress)
     R = state.objective.shape[0]

@@ -156,21 +156,11 @@ def default_threads_per_worker(cores=None):
 
 def embedded_cluster(*, n_workers=None, threads_per_worker=None, processes=True,
                      memory_limit="auto", dashboard_port=8787):
-    """Start (once per process) and return the embedded LocalCluster's client.
-
-    Parameters
-    ----------
-    n_workers : int, optional
-        Default: one worker thread per core this process may use (:func:`.host.usable_cores`;
-        ``threads_per_worker`` threads per process).
-    threads_per_worker : int, optional
-        Default :func:`default_threads_per_worker`: 1 below 8 cores, else 2.
-    processes : bool, default=True
-        Worker processes (the GIL-free default); ``False`` runs worker threads in this process.
-    memory_limit : str or int, default="auto"
-        Per worker, as in :class:`distributed.LocalCluster`.
-    dashboard_port : int, default=8787
-        Used when free; otherwise any free port (the address is logged).
+    """Start (once per process) and return the embedded LocalCluster's client: by default one worker
+    thread per usable core (:func:`.host.usable_cores`), :func:`default_threads_per_worker` threads
+    per worker process (``processes=False``: worker threads in this process), ``memory_limit`` per
+    worker as :class:`distributed.LocalCluster` takes it, the dashboard on ``dashboard_port`` when
+    free (else any free port, logged).
     """
     with _LOCK:
         client = _EMBEDDED["client"]

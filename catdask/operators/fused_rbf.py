@@ -102,25 +102,14 @@ def _kernel():
 
 
 def rbf_matmul(left, right, V, *, square=False, dot=None):
-    """``T V`` with ``T[i, j] = exp(min(0, left[i] . right[j]))`` (squared when ``square``).
+    """``T V`` with ``T[i, j] = exp(min(0, left[i] . right[j]))`` (``T**2`` when ``square``: the row
+    sums of the squared kernel give ``||G||_F^2``).
 
-    Parameters
-    ----------
-    left : torch.Tensor of shape (n, P)
-        Row factors (:meth:`~catdask.kernels.Kernel.tile_factors` of the rows I), float32 or
-        float64, P a power of two >= 16 (zero-padded).
-    right : torch.Tensor of shape (m, P)
-        Column factors of the columns J, same dtype and device.
-    V : torch.Tensor of shape (m, q)
-        Same dtype; q <= :data:`MAX_V_COLUMNS`.
-    square : bool
-        Use ``T**2`` (``||G||_F^2`` as the row sums of the squared kernel).
-    dot : {"tf32x3", "ieee"}, optional
-        The float32 products (default :data:`FLOAT32_DOT`); float64 is always "ieee".
-
-    Returns
-    -------
-    torch.Tensor of shape (n, q), in the input dtype
+    ``left`` (n, P) and ``right`` (m, P) are the tile factors of the rows I and columns J
+    (:meth:`~catdask.kernels.Kernel.tile_factors`, zero-padded to a power of two P >= 16), ``V``
+    (m, q <= :data:`MAX_V_COLUMNS`), all float32 or all float64 on one device. ``dot`` chooses the
+    float32 products (default :data:`FLOAT32_DOT`); float64 is always "ieee". Returns (n, q) in the
+    input dtype.
     """
     import torch
     import triton
