@@ -122,30 +122,14 @@ KERNEL_LADDER = (Probe(), LowRank(), ExactFactor())
 
 def certify_kernel_axes(operator, classes, origin, A, *, full_sdp="auto", moment=False,
                         rng=None, projections=None, budget=DEFAULT_BUDGET):
-    """Certificate of kernel axes ``A`` (K, N) on a Gram operator of class-sorted samples.
+    """Certificate of kernel axes ``A`` (K, N; ``w_k = sum_j A[k, j] phi(x_j)``) on a Gram operator
+    of class-sorted samples (``classes``): ``G`` for ``origin="class"``, ``H G H`` for ``"global"``,
+    the one the problem was solved on. ``full_sdp``, ``moment`` and ``rng`` as in
+    :func:`certify_global_optimum`; ``projections``, the fit's ``A G`` in float64, spare the
+    low-rank test its product with G; ``budget`` sizes the ladder (:data:`KERNEL_LADDER`).
 
-    Parameters
-    ----------
-    operator : GramOperator
-        ``G`` for ``origin="class"``, the centred ``H G H`` for ``origin="global"``: the one
-        the problem was solved on (its ``diagonal`` and ``columns`` feed the factor).
-    classes : ClassIndex
-        The classes of the operator's (sorted) samples.
-    origin : {"class", "global"}
-    A : ndarray of shape (K, N)
-        The coefficients, ``w_k = sum_j A[k, j] phi(x_j)``.
-    full_sdp, moment, rng
-        As in :func:`certify_global_optimum`.
-    projections : ndarray of shape (K, N), optional
-        The fit's ``A G`` in float64 (the low-rank test then makes no product with G).
-    budget : CertificateBudget
-        The thresholds of the ladder (:data:`KERNEL_LADDER`).
-
-    Returns
-    -------
-    Certificate
-        The ladder's (see the module docstring); where the exact factor runs after the
-        low-rank test, the better outcome (certified, else the smaller gap).
+    Returns the ladder's certificate (see the module docstring); where the exact factor runs after
+    the low-rank test, the better outcome (certified, else the smaller gap).
     """
     state = KernelState(operator, classes, origin, A, full_sdp, moment, rng, projections)
     return _render(climb(KERNEL_LADDER, budget, state))

@@ -50,29 +50,13 @@ class RelaxationTooLarge(ValueError):
 
 @dataclass(frozen=True)
 class MomentBound:
-    """Outcome of the level-2 moment relaxation.
-
-    Attributes
-    ----------
-    upper_bound : float
-        A rigorous upper bound on ``max f``, proved from ``dual``.
-    solver_value : float
-        The solver's optimal value before the proof (not rigorous).
-    residual_charge, psd_slack, nullspace_charge : float
-        What the identity's leftover residual, negative Gram eigenvalues and the class matrices'
-        part outside the reduced space added to the bound.
-    residual_l1 : float
-        ``||rho||_1``, the looser charge of the same residual, for comparison.
-    n_moments, block_sizes, reduced_dim
-        Number of moments, sizes of the PSD blocks, dimension after the common null space.
-    solver, status : str
-    iterations : int
-        SCS iterations, all stages together.
-    seconds : float
-    dual : MomentDual
-        The data the bound is proved from.
-    polish_rounds : int
-        Rounds of the complementary-slackness polish behind ``dual`` (0: SCS's own solve).
+    """Outcome of the level-2 moment relaxation: ``upper_bound`` (rigorous, proved from ``dual``,
+    the :class:`MomentDual` data) and ``solver_value`` (the solver's value before the proof, not
+    rigorous); what the identity's residual (``residual_charge``; ``residual_l1`` the looser
+    ``||rho||_1``), negative Gram eigenvalues (``psd_slack``) and the class matrices' part outside
+    the reduced space (``nullspace_charge``) added to the bound; the relaxation's ``n_moments``,
+    ``block_sizes`` and ``reduced_dim``; the ``solver``, its ``status``, ``iterations`` (all
+    stages), ``seconds``; ``polish_rounds`` behind ``dual`` (0: SCS's own solve).
     """
 
     upper_bound: float
@@ -105,12 +89,8 @@ def _as_stack(R):
 
 
 def moment_relaxation_size(R):
-    """Size of the level-2 relaxation for class matrices R (K, D, D) without building it.
-
-    Returns
-    -------
-    dict
-        ``reduced_dim``, ``n_moments``, ``block_sizes`` and ``largest_block``.
+    """Size of the level-2 relaxation for class matrices R (K, D, D) without building it: a dict of
+    ``reduced_dim``, ``n_moments``, ``block_sizes`` and ``largest_block``.
     """
     R = _as_stack(R)
     K = R.shape[0]
@@ -126,15 +106,10 @@ MOMENT_HINT = "certify='moment'"
 
 
 def moment_hint(R, budget=DEFAULT_BUDGET):
-    """A clause saying the opt-in moment level may prove W, or "" where it would not run.
-
-    Parameters
-    ----------
-    R : ndarray of shape (K, D, D)
-        The class matrices of a test that did not certify W at the SDP-dual level.
-    budget : CertificateBudget
-        The moment level's size guard; above ``moment_hint_max_dim`` the reduced dimension
-        (an eigh of sum_k R_k) is worked out only where the full one could fit the guard.
+    """A clause saying the opt-in moment level may prove W, or "" where it would not run, for the
+    class matrices ``R`` of a test that did not certify W at the SDP-dual level. Above the budget's
+    ``moment_hint_max_dim`` the reduced dimension (an eigh of sum_k R_k) is worked out only where
+    the full one could fit the size guard.
     """
     K, D = R.shape[0], R.shape[1]
     max_block = budget.max_moment_block
@@ -230,49 +205,23 @@ def _anchor(anchor, W, K, r, min_block):
 def moment_relaxation_bound(R, *, W=None, eps=1e-8, max_iters=20_000, budget=DEFAULT_BUDGET,
                             verbose=False, anchor="auto", scs_options=None, target_gap=None,
                             polish=True):
-    """Rigorous upper bound on ``max 1/2 sum_k w_k^T R_k w_k`` over orthonormal W (level 2).
+    """Rigorous upper bound on ``max 1/2 sum_k w_k^T R_k w_k`` over orthonormal W (level 2), as a
+    :class:`MomentBound`.
 
-    Parameters
-    ----------
-    R : array-like of shape (K, D, D)
-        The class matrices (symmetric PSD).
-    W : ndarray of shape (D, K), optional
-        A point believed optimal: warm-starts the solver and anchors the Gram basis (any W is
-        safe: it changes how tight the bound is, never whether it holds).
-    anchor : {"auto", "full"} or int, default="auto"
-        Gram basis of the block ``[1, y_ki y_kj]``: ``"full"`` every ``i <= j``; an int ``a`` only
-        ``i < a`` in coordinates whose first K axes span W (:mod:`.moment_sos`). ``"auto"``
-        anchors at K when W is given, the full block has ``budget.anchor_min_block`` rows and
-        anchoring halves it.
-    eps : float, default=1e-8
-        SCS accuracy (``eps_abs`` = ``eps_rel``); a looser solve only makes the bound looser.
-    max_iters : int, default=20000
-        SCS iteration limit.
-    budget : CertificateBudget
-        ``max_solve_seconds`` (a stopped solve still gives a rigorous, looser bound);
-        ``max_moment_block``, ``max_moments`` (the size guard); the SCS scales and the staged
-        solve's ``polish_first_iters`` and ``polish_margin``.
-    verbose : bool, default=False
-        Show the solver's log.
-    scs_options : dict, optional
-        Further SCS settings, overriding the initial ``scale`` chosen here.
-    target_gap : float, optional
-        With W given and ``polish``: the relative gap to prove. SCS then runs in stages
-        (``polish_first_iters``, doubling) and after each the polish (:mod:`.moment_polish`) tries
-        to prove ``polish_margin * target_gap``; when none does, SCS runs to ``eps``.
-    polish : bool, default=True
-        ``False``: one SCS run to ``eps``, no polish.
+    ``W``, a point believed optimal, warm-starts the solver and anchors the Gram basis (any W is
+    safe: it changes how tight the bound is, never whether it holds). ``anchor`` is the basis of the
+    block ``[1, y_ki y_kj]``: ``"full"`` every ``i <= j``; an int ``a`` only ``i < a`` in
+    coordinates whose first K axes span W (:mod:`.moment_sos`); ``"auto"`` anchors at K when W is
+    given, the full block has ``budget.anchor_min_block`` rows and anchoring halves it. SCS runs to
+    accuracy ``eps`` (a looser solve only loosens the bound) within ``max_iters`` and the budget's
+    ``max_solve_seconds``; ``scs_options`` override its settings (``verbose`` shows its log). With
+    W, ``polish`` and a ``target_gap``, SCS runs in stages (``polish_first_iters``, doubling) and
+    after each the polish (:mod:`.moment_polish`) tries to prove ``polish_margin * target_gap``;
+    when none does, SCS runs to ``eps``.
 
-    Returns
-    -------
-    MomentBound
-
-    Raises
-    ------
-    RelaxationTooLarge
-        When the relaxation exceeds the size guard (the message gives its size).
-    ImportError
-        When SCS is not installed (``pip install catdask[sdp]``).
+    Raises :class:`RelaxationTooLarge` above the budget's size guard (``max_moment_block``,
+    ``max_moments``; the message gives the size) and ``ImportError`` without SCS (``pip install
+    catdask[sdp]``).
     """
     t0 = time.perf_counter()
     R = _as_stack(R)

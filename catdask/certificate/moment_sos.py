@@ -64,19 +64,11 @@ class _Monomials:
 
 
 class Identity:
-    """Sparse linear maps of the identity for K classes in r reduced dimensions.
-
-    Attributes
-    ----------
-    bases : list of list of tuple
-        The monomial vectors ``v_b`` block by block (:func:`block_sizes` order).
-    n : int
-        Number of monomials (moments).
-    gram_rows, gram_cols : list of ndarray
-        Per block, the monomial of each upper-triangle entry ``(i, j), i <= j`` of ``Q_b``
-        (``gram_rows``) and that entry's position in :meth:`triu` order (``gram_cols``).
-    multipliers : scipy.sparse.csr_matrix of shape (n, n_mult)
-        Column j holds the coefficients of ``h_j m_j``.
+    """Sparse linear maps of the identity for K classes in r reduced dimensions: ``bases`` (the
+    monomial vectors ``v_b`` block by block, :func:`block_sizes` order), ``n`` monomials, per block
+    the monomial of each upper-triangle entry of ``Q_b`` (``gram_rows``) and its position in
+    :meth:`triu` order (``gram_cols``), and ``multipliers`` (n, n_mult; column j the coefficients of
+    ``h_j m_j``).
     """
 
     def __init__(self, K, r, anchor=None):

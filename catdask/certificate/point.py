@@ -52,14 +52,9 @@ class CannotTest(Exception):
 
 def read_inputs(scatter: np.ndarray | ClassMatrixOperator, W: np.ndarray, dense_max_dim: int
                 ) -> tuple[np.ndarray | None, ClassMatrixOperator | None, np.ndarray]:
-    """``(R or None, operator or None, W)`` from the caller's arguments.
-
-    Operators with ``D <= dense_max_dim`` are materialised (K products with I_D).
-
-    Raises
-    ------
-    ValueError
-        Malformed input: ``scatter`` not (K, D, D) nor an operator, or W not (D, K).
+    """``(R or None, operator or None, W)`` from the caller's arguments; operators with
+    ``D <= dense_max_dim`` are materialised (K products with I_D). Raises ``ValueError`` for
+    malformed input (``scatter`` not (K, D, D) nor an operator, or W not (D, K)).
     """
     operator: ClassMatrixOperator | None = None
     R: np.ndarray | None = None
@@ -94,22 +89,11 @@ def _power_of_two_unit(largest):
 class StationaryPoint:
     """What the tests share: R_k, the point W, Lambda, the scale, eigen-solvers.
 
-    Parameters
-    ----------
-    inputs : tuple
-        ``(R, operator, W)`` from :func:`read_inputs`.
-    budget : CertificateBudget
-        Its ``dense_max_dim`` (dense search) and ``verify_dense_max_dim`` (dense proofs).
-    tol : float
-        Relative tolerance; ``tau = tol * scale``.
-    rng : numpy.random.Generator
-        Lanczos start vectors.
-
-    Raises
-    ------
-    CannotTest
-        Well-formed input on which no test can run: non-finite values, ``D < K`` (no
-        orthonormal W exists), or W far from orthonormal.
+    Built from ``inputs`` (``(R, operator, W)`` of :func:`read_inputs`), the relative ``tol``
+    (``tau = tol * scale``), the budget's ``dense_max_dim`` (dense search) and
+    ``verify_dense_max_dim`` (dense proofs), and ``rng`` for Lanczos start vectors. Raises
+    :class:`CannotTest` on well-formed input no test can run on: non-finite values, ``D < K`` (no
+    orthonormal W exists), or W far from orthonormal.
     """
 
     def __init__(self, inputs, *, tol, budget, rng):
