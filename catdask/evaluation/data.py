@@ -26,27 +26,10 @@ PAPER_DATASETS = (
 
 
 def load_xy(name, source_dir=None):
-    """Features and labels of one of the paper's data sets.
-
-    Parameters
-    ----------
-    name : str
-        One of :data:`PAPER_DATASETS` (case-insensitive).
-    source_dir : path, optional
-        Folder with the original files (default: the catalog's search path).
-
-    Returns
-    -------
-    X : ndarray of shape (n_samples, n_features), float64
-    y : ndarray of shape (n_samples,)
-        Labels as in the source (integers, or strings for vehicle and segmentation).
-
-    Raises
-    ------
-    FileNotFoundError
-        The data set's files are not available locally (``SourceNotFoundError``).
-    ValueError
-        ``name`` is not one of the paper's data sets.
+    """Features (float64) and labels (as in the source: integers, or strings for vehicle and
+    segmentation) of the paper's data set ``name`` (one of :data:`PAPER_DATASETS`,
+    case-insensitive), from ``source_dir`` (default: the catalog's search path). Raises
+    ``FileNotFoundError`` when its files are not available locally, ``ValueError`` for another name.
     """
     from ..catalog import get_entry, locate_sources, parse_dataset
 
