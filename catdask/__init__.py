@@ -14,15 +14,6 @@ from .lazy import lazy_attributes
 
 __version__ = installed_version()
 
-__all__ = [
-    "CategorySpace",
-    "KernelCategorySpace",
-    "Certificate",
-    "certify_global_optimum",
-    "plot_category_space",
-    "__version__",
-]
-
 # The public names load on first use (PEP 562), so `import catdask.catalog` (the CLI's fast
 # path: argument checks before any heavy import) does not pay for scikit-learn and SciPy.
 _LAZY = {
@@ -32,6 +23,6 @@ _LAZY = {
     "certify_global_optimum": ".certificate",
     "plot_category_space": ".plotting",
 }
-
+__all__ = [*_LAZY, "__version__"]
 
 __getattr__, __dir__ = lazy_attributes(__name__, _LAZY, globals())

@@ -47,13 +47,7 @@ QUADRATIC_METHODS = tuple(m for m, e in METHOD_NAMES.items() if e.certifiable)
 #: condition), or also the level-2 moment relaxation when the dual is not tight.
 CERTIFY_LEVELS = ("dual", "moment")
 #: The most restarts one fit may ask for (``n_restarts``, ``--restarts``, the train flow's
-#: parameter). The restarts run as one batch, whose arrays grow with their number (R x D x K
-#: axes; R x K x N coefficients and projections for a kernel fit) and whose every pass serves
-#: all of them: on the shared 2-core machine (load average 3-5) 1000 restarts of a linear fit
-#: took 0.5 s on iris and 23 s on digits (64 features, 10 classes), 1000 kernel restarts on
-#: iris 3.3 s, so 100,000 would run for about 40 minutes on digits (extrapolated) before any
-#: certificate. Restarts are insurance (the certificate says whether the best one is global);
-#: the restart benchmark (benchmarks/restart_optima.py) maps the local optima with 50 per set.
+#: parameter): the batch's arrays and every pass grow with their number.
 MAX_RESTARTS = 1000
 
 

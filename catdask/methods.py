@@ -1,12 +1,7 @@
 """The one registry of the paper's methods: name -> estimator class and objective.
 
-The names and what each method is (kernel or not, objective) live in
-:mod:`catdask.method_names`, which imports nothing heavy (the CLI reads them before
-scikit-learn is loaded); this module adds the estimator classes.
-
-Used by the training pipeline (``ModelSpec.method``), the evaluation protocol
-(:func:`catdask.evaluation.compared_methods.paper_methods`); the model files find the classes by
-name in :data:`catdask.estimators.ESTIMATOR_CLASSES` (re-exported here).
+The names and what each method is live in :mod:`catdask.method_names`, which imports nothing
+heavy (the CLI reads them before scikit-learn is loaded); this module adds the estimator classes.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """Category-space scatter plots (matplotlib), in the style of the paper's Figures 1-3.
 
-:func:`plot_category_space` takes a fitted :class:`~catdask.CategorySpace` or
-:class:`~catdask.KernelCategorySpace` (or any fitted transformer) and draws the coordinates of
-``X`` with the category axes marked: a 3-D scatter for three classes (or, on a 2-D ``ax``, the
-projection along (1, 1, 1) in which the three axes are 120 degrees apart), a plain scatter for
-two, and a grid of axis pairs for more. :func:`plot_coordinates` does the same for an array.
-Axes and legend entries use the classes' display names when given (``class_names``: iris's
-"setosa", not its code 0): axis k is labelled "axis of <class k>" and the legend is titled
-"class". :func:`plot_format` names the file formats a plot can be saved in. matplotlib is
-imported only when a function is called.
+:func:`plot_category_space` draws the coordinates of ``X`` under a fitted transformer with the
+category axes marked: a 3-D scatter for three classes (or, on a 2-D ``ax``, the projection along
+(1, 1, 1)), a plain scatter for two, a grid of axis pairs for more; :func:`plot_coordinates`
+does the same for an array. Axes and legend use the classes' display names when given.
+matplotlib is imported only when a function is called.
 """
 
 from __future__ import annotations

@@ -1,25 +1,17 @@
 """``catdask serve``: a single-machine deployment of the whole pipeline (127.0.0.1 only).
 
-Starts (1) a Prefect server on ``host:port`` unless ``PREFECT_API_URL`` already points at one,
-(2) a local Dask cluster on 127.0.0.1 (dashboard port ``dask_dashboard_port``) unless a scheduler
-is given (``scheduler=`` / ``$CATDASK_SCHEDULER``), and (3) the served deployments
-(``flow.serve``-style: scheduled nightly retraining, weekly evaluation, a retrain that a new
-snapshot triggers, and on-demand ingest/train), printing the dashboard URLs. Everything binds
-to 127.0.0.1 unless told otherwise. The Prefect API started here always requires a credential,
-configured or generated and printed (:mod:`catdask.orchestration.api_auth`); beyond loopback it
-must be configured. The store, the Dask scheduler and the code of every served run are fixed
-here (:mod:`catdask.orchestration.served`).
-Ctrl-C (to this process or, from a terminal, to its whole process group) stops all three; the
-Prefect server also stops if this process is killed. If the Prefect server stops by itself,
-serve says so and stops too (:class:`~catdask.errors.ServiceLostError`).
+Starts a Prefect server (unless ``PREFECT_API_URL`` points at one), a local Dask cluster (unless
+a scheduler is given) and the served deployments (nightly retraining, weekly evaluation, a
+retrain that a new snapshot triggers, on-demand ingest/train), printing the dashboard URLs. The
+Prefect API started here always requires a credential (:mod:`catdask.orchestration.api_auth`);
+the store, the scheduler and the code of every served run are fixed here
+(:mod:`catdask.orchestration.served`). Ctrl-C stops all three; the Prefect server also stops if
+this process is killed, and serve stops if it does (:class:`~catdask.errors.ServiceLostError`).
 
-Load is bounded: at most ``limit`` flow runs execute at once (each in its own process); the
-others wait in the queue (state Scheduled/Late) until a slot frees. The default
-(:func:`default_run_limit`) follows the machine's cores and memory; set it with ``limit=`` or
-``$CATDASK_SERVE_LIMIT``. Each run's process is forked from a server that has already imported
-Prefect and catdask (:mod:`catdask.orchestration.preloaded_runs`), and the runner looks for
-queued runs every :data:`SERVE_POLL_SECONDS` s, so a freed slot is refilled quickly. See
-``deploy/README.md`` for the work-pool alternative.
+At most ``limit`` flow runs execute at once (:func:`default_run_limit` from the cores and
+memory, or ``$CATDASK_SERVE_LIMIT``), each in a process forked from a preloaded server
+(:mod:`catdask.orchestration.preloaded_runs`); the rest wait queued. See ``deploy/README.md``
+for the work-pool alternative.
 """
 
 from __future__ import annotations
@@ -47,13 +39,11 @@ __all__ = ["serve", "served_deployments", "serving_summary", "default_run_limit"
 NIGHTLY_RETRAIN_CRON = "0 2 * * *"
 WEEKLY_EVALUATION_CRON = "0 3 * * 0"
 ENV_RUN_LIMIT = settings.SERVE_LIMIT.name
-# Memory one flow-run process may take (its Python, Prefect client and the data it loads) on
-# top of the shared Dask cluster: a measured served train run on a UCI set peaks near 300 MiB,
-# a 27-run burst without a limit reached 8.15 GiB; 2 GiB per run keeps a burst well inside RAM.
+# Memory one flow-run process may take on top of the shared Dask cluster (a served UCI train run
+# peaks near 300 MiB).
 GIB_PER_RUN = 2
 # How often the runner asks the API for runs to start, unless PREFECT_RUNNER_POLL_FREQUENCY is
-# set: Prefect's 10 s left a freed slot idle for 5 s on average while a served iris run takes
-# a few seconds; one small query every 2 s costs the API little.
+# set (Prefect's 10 s would leave a freed slot idle).
 SERVE_POLL_SECONDS = 2.0
 #: Seconds a Dask worker gets to finish its task when serve stops (then it is killed).
 STOP_WORKER_SECONDS = 1.0
@@ -109,17 +99,10 @@ def served_deployments(store=None, *, scheduler=None, retrain_cron=NIGHTLY_RETRA
                        evaluation_cron=WEEKLY_EVALUATION_CRON):
     """The deployments a single machine serves (schedules in UTC).
 
-    Their entry points are module paths (``catdask.orchestration.train.train``), so the flow-run
-    processes import the installed package: no source checkout is needed. Every deployment gets
-    the store as an absolute path (``store``, else ``$CATDASK_STORE``, else ``./catdask-store``,
-    resolved now): a run process starts in another folder, and the UI shows which store its
-    runs use. The weekly evaluation writes under ``<store>/evaluations/`` (the flow's default).
-
-    The store (and ``scheduler``, when given, for the deployments that take one) are frozen
-    parameters: the Prefect API refuses a run that names another value (HTTP 409), and the UI
-    shows them read-only. A parameter the flow does not take is refused too (a closed
-    schema). The run processes check again (:mod:`catdask.orchestration.served`), since an
-    API user can edit a deployment.
+    Entry points are module paths, so runs import the installed package. Every deployment gets the
+    store as an absolute path, resolved now. The store (and ``scheduler``, when given) are frozen
+    parameters and the schema is closed, so the API refuses a run that names another value or an
+    unknown parameter; the run processes check again (:mod:`catdask.orchestration.served`).
     """
     from prefect.types.entrypoint import EntrypointType
     from prefect.utilities.annotations import freeze
@@ -151,13 +134,9 @@ def served_deployments(store=None, *, scheduler=None, retrain_cron=NIGHTLY_RETRA
 
 
 def work_pool_deployments(names):
-    """Those of ``names`` (``"flow/deployment"``) that the Prefect server of
-    ``PREFECT_API_URL`` already has as work-pool deployments (``prefect deploy`` of
-    ``deploy/prefect.yaml`` makes four of serve's five names), as ``"name (work pool P)"``.
-
-    Serving would replace them (their pull step, parameters and pool's runs) and, when serve
-    stops, pause them: measured on one server, the work pool's nightly retrain, weekly
-    evaluation, train and retrain-on-new-snapshot were left paused.
+    """Those of ``names`` (``"flow/deployment"``) that the Prefect server of ``PREFECT_API_URL``
+    already has as work-pool deployments (``prefect deploy`` of ``deploy/prefect.yaml``), as
+    ``"name (work pool P)"``: serving would replace them, and pause them when it stops.
     """
     from prefect.client.orchestration import get_client
     from prefect.exceptions import ObjectNotFound
@@ -250,13 +229,12 @@ def _mute_console_once_gone(server):
 
 
 async def _serve_while_server_runs(runner, server, log_file=None, api_url=None):
-    """Run ``runner`` until it stops, or until ``server`` (our Prefect server child; None when
-    the API is someone else's) exits, or until the API at ``api_url`` that serve did not start
-    has refused connections for :data:`API_LOST_SECONDS`: then stop the runner without talking
-    to the dead API and raise :class:`ServiceLostError` (without the watch, serve kept running
-    with the UI unreachable; stopped with its API gone, it retried the API for 75-80 s, issue
-    44). Stopped otherwise (Ctrl-C, SIGTERM, also one whose KeyboardInterrupt a gc callback
-    swallowed) while the API does not answer at once, the runner does not pause the deployments.
+    """Run ``runner`` until it stops, or until ``server`` (our Prefect server child; None when the
+    API is someone else's) exits, or the API at ``api_url`` has refused connections for
+    :data:`API_LOST_SECONDS`: then stop the runner without talking to the dead API and raise
+    :class:`ServiceLostError`. Stopped otherwise (Ctrl-C, SIGTERM, also one whose
+    KeyboardInterrupt a gc callback swallowed) while the API does not answer, the runner does not
+    try to pause the deployments either.
     """
     import time
 
@@ -374,8 +352,7 @@ def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, lim
             updates[PREFECT_API_AUTH_STRING] = auth_string
         with temporary_settings(updates=updates):
             # As prefect.serve, but the deployments exist before the summary says how to run
-            # them, and the summary names this server (Prefect's own start message suggests a
-            # bare `prefect deployment run`, which would look for them in another server).
+            # them, and the summary names this server (Prefect's own names none).
             deployments = served_deployments(store_path, scheduler=scheduler_address)
             names = [f"{d.flow_name}/{d.name}" for d in deployments]
             _refuse_work_pool_clash(names, api_url)
@@ -405,9 +382,7 @@ def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, lim
         if server is not None:
             stop_process(server)
         # A run the runner was still starting when the signal came can be born after the first
-        # sweep; the interpreter's exit joins every run process, and one that reports its crash
-        # to a dead API retries for a minute (a served test run SIGKILLed mid-start-up: serve
-        # alive 80 s later). Nothing is left for it to report to: stop it now.
+        # sweep, and would retry a dead API: stop it now.
         stop_run_processes(0.0)
         _note("stopped")
         if previous_sigterm is not None:

@@ -47,33 +47,8 @@ Variable                       What it sets (when unset or empty) -- read by
                                ``operators.fused_rbf.fused_available``
 =============================  ===============================================================
 
-Written, not read (for Prefect, Dask and child processes; they stay with the code that needs
-them): the CLI sets Prefect's home, telemetry and console defaults before Prefect is imported
-(``cli.runtime.prefect_environment``, only variables the user did not set),
-``DASK_LOGGING__DISTRIBUTED`` (``cli.main``, quiet workers) and
-``DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT`` (``cli.runtime.check_scheduler``) unless set;
-``catdask serve`` exports ``CATDASK_SCHEDULER``, ``PREFECT_API_URL``, ``CATDASK_SERVED_STORE`` and
-``CATDASK_SERVED_SCHEDULER`` (``orchestration.served.pin_served_runs``) and, when it starts its
-own Prefect server, that server's credential (configured or generated,
-``orchestration.api_auth``) as ``PREFECT_SERVER_API_AUTH_STRING`` and ``PREFECT_API_AUTH_STRING``
-for the server and its flow-run processes (``serve``; ``orchestration.preloaded_runs`` restores
-a run's environment in its forked process, adding ``PREFECT__FLOW_ENTRYPOINT``); ``orchestration.server`` exports ``PREFECT_API_URL`` while its temporary
-server runs (saving and restoring the previous value) and passes a copy of the environment to
-the server it starts; the embedded cluster's workers get ``OMP_NUM_THREADS``,
-``OPENBLAS_NUM_THREADS`` and ``MKL_NUM_THREADS`` = 1 (``distributed.cluster.BLAS_ENV``).
-
-Dask's configuration (``dask.config``; Dask itself fills it from its YAML files and the
-``DASK_*`` variables, e.g. ``DASK_CATDASK__GRAM__CACHE=zarr``) is read in three places and
-nowhere else:
-
-- ``catdask.gram.cache`` / ``.store`` / ``.dtype`` / ``.block-rows``: the kernel backend's Gram
-  cache on Dask data (``distributed.options.gram_cache_settings``; set them for a block of code
-  with ``distributed.gram_options``);
-- ``scheduler``: a local scheduler chosen explicitly (``dask.config.set(scheduler="threads")``)
-  keeps a fit off the distributed client (``estimators.target.ComputeTarget``,
-  ``distributed.execute.current_client``);
-- ``distributed.worker.preload``: carried over to the embedded cluster's workers
-  (``distributed.cluster.worker_preloads``).
+What catdask *writes* for Prefect, Dask and child processes, and the three places it reads
+Dask's configuration (``dask.config``), are listed in docs/operations.md beside this table.
 """
 
 from __future__ import annotations

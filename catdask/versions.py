@@ -1,11 +1,9 @@
 """Which catdask this is: the installed version and a sha256 of the package's sources.
 
-Standard library only, at the bottom of the layers, because three layers need the same
-answer: the store stamps the version on what it writes, the train cache keys on both
-(``pipeline.model_cache.code_version``), and the Dask side compares both with a user-given
-cluster's workers (``distributed.worker_check``). It also notes when catdask was imported
-(``catdask/__init__.py`` imports this module first), so a long-lived worker whose sources were
-upgraded on disk after it imported them can say it runs older code than its files describe.
+Standard library only, at the bottom of the layers: the store stamps the version, the train
+cache keys on both, and the Dask side compares both with a cluster's workers. It also notes when
+catdask was imported, so a long-lived worker whose sources were upgraded on disk can say it runs
+older code than its files describe.
 """
 
 from __future__ import annotations
@@ -24,12 +22,7 @@ __all__ = ["installed_version", "source_sha256", "sources_changed_since_import",
 IMPORTED_AT_NS = time.time_ns()
 
 #: How much later than :data:`IMPORTED_AT_NS` a source file's time must be to count as changed
-#: after the import. Files written before the import never look later on one host: the kernel
-#: stamps them from its coarse clock, which is never ahead of ``time.time_ns()``, and file
-#: systems with 1-2 s granularity (HFS+, FAT) round down. Only a writer whose clock is ahead of
-#: this host's (an NFS server, a shared volume) stamps a file from just before a worker's start
-#: as from after it; 2 s covers NTP-kept skew, and the cost is missing an upgrade finished
-#: within 2 s after a process imported catdask.
+#: after the import: covers a writer whose clock is ahead of this host's (NFS, NTP-kept skew).
 CHANGED_AFTER_IMPORT_TOLERANCE_NS = 2_000_000_000
 
 #: The imported package's directory (a module global so tests can point it at a copy).
@@ -63,16 +56,10 @@ def source_sha256() -> str:
 
 
 def sources_changed_since_import() -> bool:
-    """Whether any ``*.py`` file of the package was written after this process imported it.
-
-    True means the process may run code its files (and so :func:`source_sha256`, which hashes
-    the files when first asked) no longer describe: an old module already imported, a new one
-    imported later. Stat only, no hashing. It relies on the file's times: ``pip install``,
-    ``git pull`` / ``checkout`` and editors write files with the current time. The change time
-    (``st_ctime``, set by the kernel on every write, rename or ``utime``) also catches copies
-    that keep old modification times (``rsync -a``, ``cp -p``, ``tar x``, conda's hard links);
-    the modification time catches a writer whose clock is ahead. A file removed by an upgrade
-    is not seen; one vanishing while listed counts as a change.
+    """Whether any ``*.py`` file of the package was written after this process imported it (stat
+    only). Both the change time (which also catches copies that keep old modification times) and
+    the modification time are compared; a file removed by an upgrade is not seen, one vanishing
+    while listed counts as a change.
     """
     after = IMPORTED_AT_NS + CHANGED_AFTER_IMPORT_TOLERANCE_NS
     try:

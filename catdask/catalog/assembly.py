@@ -248,9 +248,7 @@ def _format_for(path: Path, delimiter, skip_lines: int, member):
             )
         return "csv", delimiter
     # Sniff: the first line after the skipped ones decides. A ".csv" without a comma there is
-    # most often semicolon separated (a spreadsheet's export where the decimal mark is a
-    # comma: was one column, "label column 'species' not found in the header; columns are
-    # ['a;b;c;species']; did you mean 'a;b;c;species'?") or tab separated.
+    # most often semicolon separated (a spreadsheet export with a decimal comma) or tab separated.
     default = ("csv", ",") if path.suffix.lower() == ".csv" else ("whitespace", None)
     open_stream, _info, _where = open_source(path, member)
     with open_stream() as stream:

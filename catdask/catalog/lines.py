@@ -1,15 +1,10 @@
 """Line-level table reading: the header, and the exact line and column of a problem.
 
-The bulk of a table is parsed by pandas (:mod:`catdask.catalog.tables`); this module is the thin
-layer around it that reads the few lines before the first data row (skipped lines, the header)
-and, when pandas or a check after it finds something wrong, re-reads the file line by line to
-name the first offending line and column in the words a user can act on. It streams the file
-(one line at a time), so locating a problem never holds the whole file in memory.
-
-Rules (the quirks of ``../shared/data/uci/*/SOURCE.md``): lines split on ``"\\n"`` only;
-``"whitespace"`` splits on any run of spaces/tabs (CR included); ``"csv"`` uses one
-:mod:`csv` reader per line (a stray quote must not swallow the following lines) and strips
-cells; blank lines and lines starting with ``comment`` are skipped.
+pandas parses the bulk of a table (:mod:`catdask.catalog.tables`); this thin layer reads the
+lines before the first data row and, when something is wrong, re-reads the file line by line
+(streaming) to name the first offending line and column. Lines split on ``"\\n"`` only;
+``"whitespace"`` splits on any run of spaces/tabs; ``"csv"`` uses one :mod:`csv` reader per line
+(a stray quote must not swallow the following lines); blank and comment lines are skipped.
 """
 
 from __future__ import annotations
@@ -55,16 +50,9 @@ def is_missing(cell: str) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class Head:
-    """What the lines before the first data row say about a table.
-
-    Attributes
-    ----------
-    header : list of str or None
-        Column names, when the file has a header line.
-    n_columns : int
-        Fields per row (from the spec, the header or the first data row).
-    first_data_line : int
-        1-based line number of the first data row.
+    """What the lines before the first data row say about a table: its ``header`` (None without a
+    header line), ``n_columns`` (from the spec, the header or the first data row) and the 1-based
+    ``first_data_line``.
     """
 
     header: list | None
@@ -73,15 +61,13 @@ class Head:
 
 
 def iter_lines(stream, where=None):
-    """Yield ``(line number, text)`` of a binary stream, split on ``b"\\n"`` only.
-
-    The stream was checked to be UTF-8 before (a byte-order mark on the first line is dropped).
+    """Yield ``(line number, text)`` of a binary stream (already checked UTF-8), split on ``b"\\n"``
+    only; a byte-order mark on the first line is dropped.
 
     Raises
     ------
     ParseError
-        A line longer than :data:`MAX_LINE_BYTES`: read whole, a 10 MB line took 2.2 GB on
-        its way to a misleading error.
+        A line longer than :data:`MAX_LINE_BYTES`.
     """
     lineno = 0
     while True:
@@ -263,17 +249,11 @@ def _check_cell(cell: str, name: str, where, lineno: int) -> None:
 
 def locate_problem(open_stream, spec: dict, head: Head, cols, label: int | None,
                    where) -> None:
-    """Raise the :class:`ParseError` of the first problem of a table, in the order checked.
-
-    Field counts of every row first (a short or long row explains any later cell), then every
-    feature cell (missing, non-numeric, non-finite: naming line and column), then the labels
-    (missing; not an integer when ``label_type`` is ``"int"``). Returns None when the file has
-    none of these problems.
-
-    Parameters
-    ----------
-    open_stream : callable
-        Returns a fresh binary stream of the file (a context manager).
+    """Raise the :class:`ParseError` of the first problem of a table, in the order checked: field
+    counts of every row (a short or long row explains any later cell), then every feature cell
+    (missing, non-numeric, non-finite: naming line and column), then the labels (missing; not an
+    integer when ``label_type`` is ``"int"``). Returns None when the file has none of these.
+    ``open_stream()`` gives a fresh binary stream of the file (a context manager).
     """
     _check_field_counts(open_stream, spec, head, where)
     names = {

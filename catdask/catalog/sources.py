@@ -88,10 +88,10 @@ def _verify_file(path: Path, f: dict, hint: str) -> None:
 def locate_sources(entry, source_dir=None, *, verify: bool = True) -> list[Path]:
     """Local paths of a catalog data set's original files (no download).
 
-    Looks, in order, in ``source_dir``, in ``$CATDASK_SOURCE_DIR`` (each flat or with a
-    subfolder named after the data set) and in ``../shared/data/uci/<name>/`` beside the
-    checkout (or beside the working directory); the first folder holding every file wins. For a file shipped in a zip archive,
-    either the extracted file or the archive is accepted.
+    Looks, in order, in ``source_dir``, in ``$CATDASK_SOURCE_DIR`` (each flat or with a subfolder
+    named after the data set) and in ``../shared/data/uci/<name>/`` beside the checkout (or beside
+    the working directory); the first folder holding every file wins. For a file shipped in a zip
+    archive, either the extracted file or the archive is accepted.
 
     Parameters
     ----------

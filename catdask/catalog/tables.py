@@ -1,13 +1,11 @@
 """Table reading at library speed: one text file (or zip member) -> float64 features + labels.
 
 pandas' C parser reads the rows in bounded chunks straight into a preallocated float64 array,
-so memory grows with the resulting array, not with the text (the Python parser this replaces
-held about 14x the file size). Everything pandas accepts is then checked (numeric, finite,
-labels present); on any problem :func:`catdask.catalog.lines.locate_problem` re-reads the file
-line by line to name the line and column. Before parsing, one streaming pass hashes the file
-and refuses what is not a text table: non-regular files (devices such as ``/dev/zero``, FIFOs,
-folders), files over the size limit, NUL bytes, non-UTF-8 bytes, empty files, and tables whose
-float64 array would not fit in the available memory.
+so memory grows with the result, not the text. Everything pandas accepts is then checked
+(numeric, finite, labels present); on a problem :func:`catdask.catalog.lines.locate_problem`
+names the line and column. One streaming pass first hashes the file and refuses what is not a
+text table: non-regular files, oversized files, NUL or non-UTF-8 bytes, empty files, and tables
+whose array would not fit in memory.
 """
 
 from __future__ import annotations
@@ -44,10 +42,8 @@ MAX_TABLE_BYTES = 16 * 2**30
 MAX_TABLE_BYTES_ENV = settings.MAX_TABLE_BYTES.name
 #: Rows per pandas chunk: bounds the parser's working memory (~ CHUNK_ROWS x columns x 8 bytes).
 CHUNK_ROWS = 50_000
-#: Text files up to this size are parsed by one ``pandas.read_csv`` of the path, which pandas
-#: (3.1 and later) splits over threads; larger ones, and zip members, stream in ``CHUNK_ROWS``
-#: chunks on one thread. Streaming parsed a 51 MB CSV in 0.24 s against 0.13 s for the whole
-#: read; the parser's memory stays bounded by this size either way.
+#: Text files up to this size are parsed by one threaded ``pandas.read_csv`` of the path; larger
+#: ones, and zip members, stream in ``CHUNK_ROWS`` chunks, which bounds the parser's memory.
 WHOLE_READ_MAX_BYTES = 256 * 2**20
 _MAX_ARCHIVE_MEMBER = 2 * 2**30
 _READ_BLOCK = 2**20
@@ -55,21 +51,10 @@ _READ_BLOCK = 2**20
 
 @dataclasses.dataclass
 class Table:
-    """One parsed file.
-
-    Attributes
-    ----------
-    X : ndarray of float64, shape (n_rows, n_features)
-    y : ndarray of int64 or str, shape (n_rows,), or None
-        None when the spec names no label column (a table of features to predict on).
-    n_columns : int
-    header : list of str or None
-    feature_names : list of str or None
-    info : dict
-        JSON-safe provenance: name, path, bytes, sha256 (and member, member_bytes,
-        member_sha256 for a zip member), rows.
-    where : str
-        ``path`` or ``path[member]``, as used in error messages.
+    """One parsed file: ``X`` (float64, rows x features), ``y`` (int64 or str; None when the spec
+    names no label column), ``n_columns``, ``header`` and ``feature_names`` (or None), ``info``
+    (JSON-safe provenance: name, path, bytes, sha256, rows, and the member's for a zip member) and
+    ``where`` (``path`` or ``path[member]``, for error messages).
     """
 
     X: np.ndarray
@@ -285,15 +270,10 @@ def _chunks(open_stream, spec: dict, head: Head, label: int | None, whole_file=N
 
 
 def read_table(path, spec: dict, member: str | None = None, *, feature_columns=None) -> Table:
-    """Parse one file with a parse spec (see :mod:`catdask.catalog`) into a :class:`Table`.
-
-    A spec whose ``label_column`` is None reads a table of features only (``Table.y`` None).
-
-    Raises
-    ------
-    ParseError
-        Naming file, line and column: a non-regular, oversized, empty, binary or non-UTF-8 file,
-        wrong field counts, missing/non-numeric/non-finite cells, missing or non-integer labels.
+    """Parse one file with a parse spec (see :mod:`catdask.catalog`) into a :class:`Table` (features
+    only when the spec's ``label_column`` is None). Raises :class:`ParseError` naming file, line
+    and column: a non-regular, oversized, empty, binary or non-UTF-8 file, wrong field counts,
+    missing/non-numeric/non-finite cells, missing or non-integer labels.
     """
     open_stream, info, where = open_source(path, member)
     with open_stream() as stream:
@@ -385,14 +365,9 @@ def _parse_rows(open_stream, spec, head, cols, label, info, where):
 
 
 def _type_labels(labels: np.ndarray, label_type: str, fmt: str):
-    """Labels as int64 or str; None when ``label_type`` is "int" and one is not an integer.
-
-    The checks run on the distinct labels only (a handful), then map back by code.
-
-    Raises
-    ------
-    _NeedsLocating
-        A missing label ("", "?", "NA", ...).
+    """Labels as int64 or str; None when ``label_type`` is "int" and one is not an integer. Checked
+    on the distinct labels only, then mapped back by code; a missing label ("", "?", "NA", ...)
+    raises ``_NeedsLocating``.
     """
     import pandas as pd
 

@@ -21,30 +21,24 @@ class CertificateBudget:
     """The certificate's thresholds (see the module docstring); defaults as measured."""
 
     # -- The linear test (certify_global_optimum, docs/design.md §4) --
-    #: A larger estimated cost (s) is not attempted; the guard's probe times ~10 D x D
-    #: factorisations per class (D = 784, K = 10: 30 s with one BLAS thread).
+    #: Larger estimated cost (s) not attempted (D = 784, K = 10: 30 s with one BLAS thread).
     max_seconds: float = 300.0
-    #: The search uses dense D x D eigendecompositions up to this D, warm-started Lanczos above
-    #: (there Lanczos beats dense eigh).
+    #: Dense D x D eigh in the search up to this D; warm-started Lanczos (faster) above.
     dense_max_dim: int = 200
-    #: Verified bounds use dense eigh up to this order (<= ~0.1 s each), a Cholesky-proved
-    #: Lanczos estimate above (about half the time of eigh).
+    #: Verified bounds by dense eigh up to this order (<= ~0.1 s), a Cholesky proof above.
     verify_dense_max_dim: int = 1000
     #: Rapcsák's K D x K D matrix is formed up to this order; Lanczos on matvecs above.
     rapcsak_dense_max: int = 2000
-    #: The full SDP (cvxpy + Clarabel) up to this D under full_sdp="auto": D <= 18 in 0.1 s,
-    #: D = 40 (K = 4) 16 s, over 21 GB at D = 100 (docs/design.md §3c).
+    #: Full SDP up to this D under "auto" (D <= 18: 0.1 s; D = 40: 16 s; D = 100: over 21 GB).
     max_sdp_dim: int = 20
     #: Kelley cutting-plane iterations for nu at most (8-25 measured, docs/design.md §3c).
     kelley_max_iter: int = 200
     #: Projected-subgradient steps that polish the reduced bound.
     reduced_steps: int = 15
-    #: Rounds of the subspace dual bound's growth, and L-BFGS iterations per smoothing width
-    #: (a second round from the first's T and s lowered the gap on all six problems measured).
+    #: Subspace dual rounds (a second lowered the gap on all six problems) and L-BFGS iterations.
     subspace_rounds: int = 2
     subspace_model_iterations: int = 120
-    #: The subspace dual bound refines only a cheap bound whose relative gap is above this
-    #: (blobs, D = 50, K = 10: 1.6 s for 6.4e-4 -> 5.4e-4; benchmarks/subspace_skip.py).
+    #: Subspace dual only above this cheap gap (blobs D = 50: 1.6 s for 6.4e-4 -> 5.4e-4).
     subspace_min_gap: float = 1e-3
 
     # -- The moment level (docs/design.md §4b) --
@@ -52,34 +46,25 @@ class CertificateBudget:
     max_moment_block: int = 800
     #: Most moments of the relaxation (the size guard's second half).
     max_moments: int = 300_000
-    #: Anchor the Gram basis from this block size on (wine, block 274 -> 109: the same CPU
-    #: time, 6x the iterations, a looser bound).
+    #: Anchored Gram basis from this block size on (wine, 274 -> 109: same CPU, looser bound).
     anchor_min_block: int = 400
-    #: SCS's initial scale, anchored basis (vehicle, block 265: 2,150 iterations at 0.01
-    #: against 3,675 at SCS's default 0.1, gap 6e-12; docs/design.md §4b).
+    #: SCS's initial scale, anchored basis (vehicle: 2,150 iterations against 3,675 at 0.1).
     anchored_scs_scale: float = 0.01
-    #: SCS's initial scale, full basis (wine, block 274: 175 iterations at 0.1, 275 at 0.01;
-    #: segmentation, block 736: 975 at 0.1, 900 at 0.01).
+    #: SCS's initial scale, full basis (wine: 175 iterations at 0.1, 275 at 0.01).
     full_scs_scale: float = 0.1
     #: Solver time limit (s); a solve stopped by it still gives a rigorous, looser bound.
     max_solve_seconds: float = 900.0
-    #: SCS's first stage before the slackness polish, doubling after (segmentation proved at
-    #: 300 iterations against 950 to convergence, wine at 150 against 175).
+    #: SCS's first stage before the polish, doubling after (segmentation: 300 against 950).
     polish_first_iters: int = 150
     #: The polish stops early only with this fraction of the target gap to spare.
     polish_margin: float = 0.5
-    #: Above this D the moment hint is not worked out (the reduced dimension needs an eigh of
-    #: sum_k R_k: a third of the test's time at D = 784).
+    #: No moment hint above this D (its eigh of sum_k R_k: a third of the test at D = 784).
     moment_hint_max_dim: int = 200
 
     # -- The kernel test (docs/design.md §4, "Kernel version", and §4c) --
-    #: Up to this many samples the exact Gram factor decides (after the probe); above, the
-    #: low-rank test (vehicle, N = 846, global origin: certified in 3.3 s where the dense test
-    #: made the fit 25x slower; benchmarks/bench_certificate_scale.py).
+    #: Exact Gram factor up to this N, low-rank above (vehicle N = 846: 3.3 s, dense 25x the fit).
     dense_max_samples: int = 300
-    #: Most rank of the exact factor G = L L^T; also the most samples for which the exact
-    #: factor may decide a gap the low-rank lift left open (high-rank blobs, D = 200,
-    #: N = 1,500, class origin: gap 1.9e-2 -> certified in 2.6 s).
+    #: Most rank of the exact factor, and most N it may rescue (blobs N = 1,500: certified, 2.6 s).
     exact_factor_max_rank: int = 1500
     #: The low-rank test certifies when the lifted bound is within this relative gap of f(W).
     lowrank_gap_tol: float = 1e-6
@@ -89,9 +74,8 @@ class CertificateBudget:
     lowrank_max_bytes: int = 512 * _MiB
     #: Landmarks of the first round (doubling each round while the relaxation is tight).
     first_rank: int = 128
-    #: Where the compressed relaxation is not tight the landmarks stop here (blobs N = 3,000,
-    #: class origin: 1,024 landmarks took 7x the fit for a gap of 3.2e-3), unless the fit's
-    #: time affords more (``growth_fit_share``).
+    #: Landmarks cap where the relaxation is not tight (blobs: 1,024 took 7x the fit, gap 3e-3),
+    #: unless the fit's time affords more (``growth_fit_share``).
     untight_max_rank: int = 256
     #: Beyond untight_max_rank, landmarks grow while the lift keeps the gap open and the test,
     #: with the next round's estimate, stays within this share of the fit's wall time (issue
@@ -107,30 +91,24 @@ class CertificateBudget:
     round_cost_growth: float = 4.0
     #: First residual target: sum_k eps_k <= first_target * gap_tol * f(W).
     first_target: float = 0.1
-    #: The lift "limits" beyond this multiple of the compressed gap (wine, class origin: a lift
-    #: of 5.1e-3 against the relaxation's 3.9e-3 before the class-block pass).
+    #: The lift "limits" beyond this multiple of the compressed gap (wine: 5.1e-3 vs 3.9e-3).
     lift_slack: float = 1.25
     #: Rounds of growth after the first compressed test.
     max_rounds: int = 3
-    #: Landmarks of the probe (16 or 32 missed vehicle's global-origin certificate, 64 cost
-    #: 10-40% more than 48 on the small UCI sets; docs/design.md §4c, "Cost"); 0: no probe.
+    #: Probe landmarks (32 missed vehicle's certificate, 64 cost 10-40% more); 0: no probe.
     probe_rank: int = 48
     #: The probe runs up to this many samples.
     probe_max_samples: int = 20_000
-    #: Up to this many samples the probe may make the class-block pass (blobs N = 5,000, class
-    #: origin: wasted where the probe then failed, 0.62 -> 0.88 s of CPU).
+    #: The probe's class-block pass up to this N (blobs N = 5,000: 0.62 -> 0.88 s when wasted).
     probe_block_pass_max_samples: int = 2500
-    #: The spectral bound keeps a class block of at most this many bytes (n_k <= 4,096; blobs
-    #: at N = 20,000 peaked at 666 MiB beyond the fit before the block was centred in place).
+    #: Largest class block kept for the spectral bound (n_k <= 4,096).
     spectral_max_class_bytes: int = 128 * _MiB
-    #: Class blocks up to this size come whole from ``class_gram`` rather than as columns
-    #: (blobs N = 20,000, global origin: 5.2 s of CPU through columns, 1.3 s whole).
+    #: Class blocks up to this size come whole from ``class_gram`` (blobs: 1.3 s against 5.2 s).
     class_gram_max_bytes: int = 32 * _MiB
     #: Entries of one slab of rows of a class block too large to hold (32 MB of float64).
     slab_entries: int = 4 * _MiB
     #: Gram columns per request in the class-block pass (N x 128: 51 MB at N = 50,000).
     class_block_columns: int = 128
-
 
 #: The measured defaults.
 DEFAULT_BUDGET = CertificateBudget()

@@ -2,18 +2,13 @@
 
 The fit engine (:func:`catdask.core.engine.fit_restarts`) calls ``certify(point, full_sdp=...,
 moment=...)`` on the chosen restart's axes only and derives every other restart's certificate
-from that one (tied or beaten). ``applies = False`` (:class:`NoCertifier`) means no test at
-all: every restart gets the same not-applicable certificate.
-
-The test's random numbers (Lanczos start vectors, the subspace search of the dual) come from
-the fixed seed :data:`CERTIFIER_SEED`, so a fit's certificate is a function of the fit alone:
-the same whether the test runs inside ``fit`` or later, on first access (issue 26), and from
-one run to the next. One exception: where a kernel fit's compressed relaxation is not tight
-and the lift keeps its gap open, how many landmarks past ``untight_max_rank`` the test buys
-depends on the fit's and its own wall time (``growth_fit_share``); the bound is rigorous
-either way, only its size can differ. Each certifier keeps the :class:`~.budget.CertificateBudget` in force
-where it was built (:func:`~.budget.budget_scope`), so a deferred test spends what the fit's
-would have.
+from that one (tied or beaten); :class:`NoCertifier` means no test at all. The test's random
+numbers come from the fixed :data:`CERTIFIER_SEED` and each certifier keeps the budget in force
+where it was built, so a certificate is a function of the fit alone, whether it runs inside
+``fit`` or later on first access. One exception: where a kernel fit's compressed relaxation is
+not tight and the lift keeps its gap open, how many landmarks past ``untight_max_rank`` the test
+buys depends on the fit's and its own wall time (``growth_fit_share``); the bound is rigorous
+either way, only its size can differ.
 """
 
 from __future__ import annotations

@@ -98,29 +98,14 @@ def _writable(block):
 def class_block_leftover(operator, L, members, origin, *, spectral=True, budget=DEFAULT_BUDGET):
     """Frobenius (Lemma 1b) and spectral (Lemma 1c) bounds on ``||D_k||``, one class-block pass.
 
-    Parameters
-    ----------
-    operator : GramOperator
-        The operator the factor was built from (``columns`` of ``G^``).
-    L : ndarray of shape (N, m)
-        Coordinates of ``P psi_i`` in an orthonormal basis of S.
-    members : list of ndarray
-        Sample indices of each class.
-    origin : {"class", "global"}
-        ``"class"``: ``D_k``'s spectrum is that of the centred ``E_k Delta_kk E_k``.
-    spectral : bool
-        Also bound ``lambda_max(E_k Delta_kk E_k)`` for classes whose block fits in
-        ``budget.spectral_max_class_bytes`` (the others get ``inf``).
-    budget : CertificateBudget
-        The pass's sizes (see the note above :func:`_class_block`).
+    ``operator`` is the one the factor ``L`` (N, m; coordinates of ``P psi_i`` in S) was built from,
+    ``members`` each class's sample indices; with ``origin="class"`` ``D_k``'s spectrum is that of
+    the centred ``E_k Delta_kk E_k``. ``spectral`` also bounds ``lambda_max`` for classes whose
+    block fits ``budget.spectral_max_class_bytes`` (the others get ``inf``).
 
-    Returns
-    -------
-    frobenius, spectral : ndarray of shape (K,)
-        Upper bounds on ``||D_k||``, rounding allowances included.
-    cross : list
-        Per class, ``(Z_k, a_k)`` with ``Z_k + a_k I >= C_k C_k^T`` (Lemma 2'') where the block
-        was kept, else None.
+    Returns ``(frobenius, spectral, cross)``: the bounds (K,), rounding allowances included, and per
+    class ``(Z_k, a_k)`` with ``Z_k + a_k I >= C_k C_k^T`` (Lemma 2'') where the block was kept,
+    else None.
     """
     with one_blas_thread():  # small eigenproblems: a second BLAS thread under load costs 100x
         return _class_block_leftover(operator, L, members, origin, spectral, budget)

@@ -1,21 +1,12 @@
 """Largest eigenvalues for the certificate: estimates for the search, verified upper bounds.
 
-Two kinds of answers (docs/design.md section 4):
-
-- :func:`top_eig` estimates the top eigenpair (dense ``eigh`` for a matrix, Lanczos for an
-  operator). The search uses only its eigenvector, through Rayleigh quotients, which are valid
-  lower bounds on ``lambda_max`` whatever the solver's accuracy.
-- :func:`verified_top` returns an *upper bound* on ``lambda_max``, which is what makes a test or
-  a dual bound rigorous: dense LAPACK ``eigh`` up to the budget's ``verify_dense_max_dim``;
-  above it a Lanczos estimate ``mu`` proved by a Cholesky factorisation of ``mu I - A``
-  (Sylvester's law of inertia: it exists only if ``lambda_max(A) < mu``), so the bound does
-  not depend on Lanczos having converged (if the factorisation fails, dense ``eigh`` decides).
-  Operators too large to materialise can only use Lanczos, and say so (``"lanczos"``).
-
-Measured on the 2-core development machine (one thread, dense PSD n x n): top eigenpair by
-``eigh(subset_by_index)`` 2 ms at n = 200, 10 ms at 400, 50 ms at 800, 120 ms at 1200, 200 ms at
-1500, 500 ms at 2000; Cholesky 4, 25, 57, 90 and 170 ms at 400, 800, 1200, 1500, 2000; ARPACK
-5-110 ms over the same range.
+- :func:`top_eig` estimates the top eigenpair (dense ``eigh`` or Lanczos). The search uses only
+  its eigenvector, through Rayleigh quotients, which are valid lower bounds on ``lambda_max``.
+- :func:`verified_top` returns an *upper bound* on ``lambda_max``, which makes a test rigorous:
+  dense LAPACK ``eigh`` up to ``verify_dense_max_dim``; above it a Lanczos estimate ``mu``
+  proved by a Cholesky factorisation of ``mu I - A`` (Sylvester's law of inertia), so the bound
+  does not depend on Lanczos having converged. Operators too large to materialise can only use
+  Lanczos, and say so (``"lanczos"``).
 """
 
 from __future__ import annotations
@@ -137,33 +128,15 @@ def cholesky_upper(matrix, estimate, *, shift=0.0):
 
 def verified_top(n, *, matrix=None, matvec=None, shift=0.0, v0=None, estimate=None,
                  budget=DEFAULT_BUDGET):
-    """A verified upper bound on lambda_max of a symmetric matrix or operator.
+    """A verified upper bound on lambda_max of a symmetric matrix (order ``n``) or operator.
 
-    Parameters
-    ----------
-    n : int
-        Order of the matrix.
-    matrix : ndarray of shape (n, n), optional
-        The matrix; give it whenever it can be formed.
-    matvec : callable, optional
-        ``x -> A x``, used when ``matrix`` is None (or for Lanczos on a large matrix).
-    shift : float
-        Shift making ``A + shift I`` positive definite, for Lanczos's stopping test.
-    v0 : ndarray of shape (n,), optional
-        Lanczos start vector.
-    estimate : (float, ndarray of shape (n,)), optional
-        An estimated top eigenpair already at hand (used for a matrix above
-        ``budget.dense_max_dim``): proved by :func:`cholesky_upper` without a new Lanczos run or
-        eigendecomposition; if the proof fails, the bound is computed as without it.
+    Give ``matrix`` whenever it can be formed; otherwise ``matvec`` (``x -> A x``) runs Lanczos on
+    ``A + shift I`` (``shift`` making it positive definite) from ``v0``. ``estimate``: a top pair
+    ``(value, vector)`` already at hand, proved by :func:`cholesky_upper` without a new Lanczos run
+    or eigendecomposition (the bound is computed as without it if that fails).
 
-    Returns
-    -------
-    upper : float
-        The bound.
-    v : ndarray of shape (n,)
-        A unit vector with Rayleigh quotient close to ``upper``.
-    check : str
-        One of :data:`EIGEN_CHECKS`: how the bound was obtained.
+    Returns ``(upper, v, check)``: the bound, a unit vector with Rayleigh quotient close to it, and
+    how the bound was obtained (one of :data:`EIGEN_CHECKS`).
     """
     if matrix is None:
         upper, v = top_eig(n, matvec=matvec, shift=shift, v0=v0)

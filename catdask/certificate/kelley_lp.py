@@ -1,15 +1,10 @@
 """The LP of the SDP-dual search's Kelley cutting planes, solved by HiGHS without linprog.
 
-Each Kelley iteration (:func:`catdask.certificate.sdp_dual._kelley`) solves
-``max s  s.t.  s <= c_i + g_i . nu,  lo <= nu <= hi,  s <= s_cap``: ``K + 1`` variables and a
-few dozen rows. ``scipy.optimize.linprog(method="highs")`` spends about 2 ms of CPU per such
-call on argument checks, a dense-to-sparse conversion, option validation and result
-post-processing, where HiGHS itself takes 0.25 ms; a certificate at 48 landmarks makes about
-three calls, half of the whole test's CPU time on the small UCI fits (iris, seeds, thyroid,
-vertebral: 12 ms per test). :func:`solve_kelley_lp` hands the same model, with the same
-options, to the same HiGHS build (SciPy's own copy) in one step, so it returns what linprog
-returns (``tests/certificate/test_kelley_lp.py`` compares them), and falls back to linprog
-when SciPy's private HiGHS module is not importable (another SciPy layout).
+Each Kelley iteration solves ``max s  s.t.  s <= c_i + g_i . nu,  lo <= nu <= hi,  s <= s_cap``
+(``K + 1`` variables, a few dozen rows). ``linprog``'s argument handling costs about 8x the
+solve itself on such LPs, so :func:`solve_kelley_lp` hands the same model and options to SciPy's
+own HiGHS build directly (``tests/certificate/test_kelley_lp.py`` compares the two), falling
+back to linprog when that private module is not importable.
 """
 
 from __future__ import annotations

@@ -1,18 +1,14 @@
 """The kernel certificate: K-CQS certified as the linear problem on a Gram factor's rows.
 
-With ``G = L L^T`` (pivoted Cholesky, :mod:`catdask.kernels.gram_factor`) the kernel problem is
-exactly the linear one on the rows of L, features in an r-dimensional isometric copy of the data
-span (docs/design.md §4, "Kernel version"), so :func:`certify_global_optimum` applies to the
-class matrices of L's rows and the point ``W = L^T A^T``. That needs L to round-off; above
-``budget.dense_max_samples`` samples the low-rank test of docs/design.md §4c
-(:mod:`.kernel_lowrank`) runs instead: ``O(N r)`` memory whatever G's rank, a certificate where
-the compressed relaxation is tight and a rigorous gap elsewhere.
+With ``G = L L^T`` (pivoted Cholesky) the kernel problem is exactly the linear one on the rows of
+L (docs/design.md §4, "Kernel version"), so :func:`certify_global_optimum` applies to the class
+matrices of L's rows at ``W = L^T A^T``. Above ``budget.dense_max_samples`` the low-rank test of
+§4c (:mod:`.kernel_lowrank`) runs instead, in ``O(N r)`` memory.
 
-The kernel ladder (:mod:`.ladder`): ``probe`` (the low-rank test at a few landmarks, up to
-``dense_max_samples``; it ends the climb only when it certifies), ``low-rank`` (above it: the
-rounds with their lifts), ``exact factor`` (the test through ``G = L L^T``: below
-``dense_max_samples`` after the probe, and above it, up to ``exact_factor_max_rank``
-samples, where the low-rank lift, not the relaxation, left the gap open).
+The kernel ladder: ``probe`` (the low-rank test at a few landmarks; ends the climb only when it
+certifies), ``low-rank`` (the rounds with their lifts), ``exact factor`` (below
+``dense_max_samples`` after the probe, and above it up to ``exact_factor_max_rank`` samples
+where the lift, not the relaxation, left the gap open).
 """
 
 from __future__ import annotations
@@ -129,33 +125,15 @@ KERNEL_LADDER = (Probe(), LowRank(), ExactFactor())
 
 def certify_kernel_axes(operator, classes, origin, A, *, full_sdp="auto", moment=False,
                         rng=None, projections=None, fit_seconds=None, budget=DEFAULT_BUDGET):
-    """Certificate of kernel axes ``A`` (K, N) on a Gram operator of class-sorted samples.
+    """Certificate of kernel axes ``A`` (K, N; ``w_k = sum_j A[k, j] phi(x_j)``) on a Gram operator
+    of class-sorted samples (``classes``): ``G`` for ``origin="class"``, ``H G H`` for ``"global"``,
+    the one the problem was solved on. ``full_sdp``, ``moment`` and ``rng`` as in
+    :func:`certify_global_optimum`; ``projections``, the fit's ``A G`` in float64, spare the
+    low-rank test its product with G; ``fit_seconds``, the fit's wall seconds, is what the low-rank
+    test may grow its landmarks against; ``budget`` sizes the ladder (:data:`KERNEL_LADDER`).
 
-    Parameters
-    ----------
-    operator : GramOperator
-        ``G`` for ``origin="class"``, the centred ``H G H`` for ``origin="global"``: the one
-        the problem was solved on (its ``diagonal`` and ``columns`` feed the factor).
-    classes : ClassIndex
-        The classes of the operator's (sorted) samples.
-    origin : {"class", "global"}
-    A : ndarray of shape (K, N)
-        The coefficients, ``w_k = sum_j A[k, j] phi(x_j)``.
-    full_sdp, moment, rng
-        As in :func:`certify_global_optimum`.
-    projections : ndarray of shape (K, N), optional
-        The fit's ``A G`` in float64 (the low-rank test then makes no product with G).
-    fit_seconds : float, optional
-        The fit's wall seconds: what the low-rank test may grow its landmarks against
-        (:func:`~.kernel_lowrank.certify_kernel_lowrank`).
-    budget : CertificateBudget
-        The thresholds of the ladder (:data:`KERNEL_LADDER`).
-
-    Returns
-    -------
-    Certificate
-        The ladder's (see the module docstring); where the exact factor runs after the
-        low-rank test, the better outcome (certified, else the smaller gap).
+    Returns the ladder's certificate (see the module docstring); where the exact factor runs after
+    the low-rank test, the better outcome (certified, else the smaller gap).
     """
     state = KernelState(operator, classes, origin, A, full_sdp, moment, rng, projections,
                         fit_seconds)

@@ -1,35 +1,22 @@
 """A kernel certificate of any rank in O(N r) memory: a compressed test plus a lifted bound.
 
-The K-CQS problem at coefficients A is the linear CQS problem on any feature map whose Gram
-matrix is ``G`` (``H G H`` for ``origin="global"``). Split the feature space into a subspace S --
-the span of the fitted axes and of r landmark features -- and its orthogonal complement T
+Split the feature space into S (the fitted axes and r landmark features) and its complement T
 (docs/design.md §4c):
 
-1. A pivoted-Cholesky factor of the augmented Gram matrix of ``[W, psi_1..psi_N]``, the K axes
-   forced as the first pivots, gives the coordinates of every feature in an orthonormal basis of
-   S (:class:`SubspaceFactor`: the diagonal, one product ``G A^T`` and ``r`` Gram columns,
-   fetched in blocks; memory ``N (K + r)``). Its leftover diagonal is ``||P_T psi_i||^2``, so the
-   complement's part of each class matrix has the exact trace bound
-   ``eps_k = sum_{i in C_k} ||P_T psi_i||^2 >= ||D_k||``.
-2. The linear certificate (:func:`certify_global_optimum`) runs on the compressed class matrices
-   ``R_k^S`` (``(K + r) x (K + r)``) at the fitted point, which lies in S.
-3. Lifting (Lemma 2 of §4c): any dual point ``(Y_S, nu)`` of the compressed SDP relaxation
-   becomes one of the full relaxation with ``nu_k + delta_k``,
-   ``delta_k (nu_k + delta_k - eps_k) = rho_k eps_k`` (``rho_k >= ||R_k^S||``), so
-   ``max f <= (tr Y_S + sum_k (nu_k + delta_k)) / 2``. Lemma 2' uses instead the axes' leak
-   into T (:func:`axis_leakage`, one class-block pass), which is near 0 at a stationary point,
-   so a margin of the compressed certificate absorbs the complement at no cost. Any upper bound
-   ``U_S`` on the compressed problem gives ``max f <= (sqrt(2 U_S) + sqrt(sum_k eps_k))^2 / 2``
-   (Lemma 3).
+1. A pivoted-Cholesky factor of the Gram matrix of ``[W, psi_1..psi_N]``, the axes first
+   (:class:`SubspaceFactor`, memory ``N (K + r)``), gives every feature's coordinates in S; its
+   leftover diagonal bounds the complement: ``eps_k = sum_{i in C_k} ||P_T psi_i||^2 >= ||D_k||``.
+2. The linear certificate runs on the compressed ``R_k^S`` at the fitted point, which lies in S.
+3. Lifting: a compressed dual point ``(Y_S, nu)`` becomes a full one with ``nu_k + delta_k``,
+   ``delta_k (nu_k + delta_k - eps_k) = rho_k eps_k`` (Lemma 2; Lemma 2' uses the axes' leak
+   into T, :func:`axis_leakage`); any compressed bound ``U_S`` gives
+   ``max f <= (sqrt(2 U_S) + sqrt(sum_k eps_k))^2 / 2`` (Lemma 3).
 
-W is certified when the smaller lifted bound is within ``gap_tol`` of f(W), relative. The rank
-grows (more landmarks) until that holds, the compressed test itself fails, or the budget
-(``lowrank_max_rank``, ``lowrank_max_bytes``) is reached; where the compressed relaxation is
-not tight, until the lifted gap is within twice its own or the rank reaches
-``untight_max_rank``, beyond which only the fit's time buys more (``growth_fit_share``). A
-probe at ``probe_rank`` landmarks comes first
-and ends the test only when it certifies W; otherwise the first round runs on the subspace it
-would have had without the probe (docs/design.md §4c, "Cost").
+W is certified when the smaller lifted bound is within ``gap_tol`` of f(W). The rank grows until
+that holds, the compressed test fails, or the budget is reached; where the compressed relaxation
+is not tight, until the lifted gap is within twice its own or the rank reaches
+``untight_max_rank``, beyond which only the fit's time buys more (``growth_fit_share``). A probe
+at ``probe_rank`` landmarks comes first and ends the test only when it certifies W.
 """
 
 from __future__ import annotations
@@ -121,56 +108,29 @@ def certify_kernel_lowrank(operator, origin, A, *, full_sdp="auto", moment=False
                            frobenius=True, spectral=True, projections=None, rng=None,
                            details=False, probe_only=False, fit_seconds=None,
                            budget=DEFAULT_BUDGET):
-    """Certify K-CQS coefficients A through a rank-r subspace and a lifted bound (§4c).
+    """Certify K-CQS coefficients A (K, N; operator's sample order, ``A G A^T = I``) through a
+    rank-r subspace and a lifted bound (§4c).
 
-    Parameters
-    ----------
-    operator : GramOperator
-        ``G`` for ``origin="class"``, the centred ``H G H`` for ``origin="global"``; only
-        ``diagonal``, ``columns``, ``matmul`` and ``classes`` are used (numpy or Dask alike).
-    origin : {"class", "global"}
-    A : ndarray of shape (K, N)
-        Coefficients in the operator's sample order, ``A G A^T = I``.
-    full_sdp, moment
-        Passed to :func:`certify_global_optimum` for the compressed problem.
-    frobenius : bool, default=True
-        When the lift (not the compressed relaxation) is what keeps the gap open, spend one
-        more pass of Gram columns (and ``N^2 r / K`` flops) on the class blocks of the
-        leftover Gram matrix, bound ``||D_k||`` by their Frobenius norm (Lemma 1b) and
-        spectral norm (Lemma 1c), and lift again.
-    spectral : bool, default=True
-        In that pass, also the verified top eigenvalue of each class block that fits in
-        ``budget.spectral_max_class_bytes`` (``n_k^3`` flops).
-    projections : ndarray of shape (K, N), optional
-        The fit's training projections ``P = A G^`` (saves the one product with ``G^``); they
-        must be those of A in float64.
-    rng : None, int or Generator
-    details : bool
-        Also return a :class:`LowRankResult`.
-    probe_only : bool
-        Return the probe's certificate when it certifies W, else None (the rounds do not run):
-        the kernel test below ``budget.dense_max_samples`` tries it before the dense test.
-    fit_seconds : float, optional
-        The fit's wall seconds. Where the compressed relaxation is not tight and the lift keeps
-        the gap open, landmarks grow past ``untight_max_rank`` while the test, with its next
-        round's estimate, stays within ``growth_fit_share`` of them (None: no growth there).
-    budget : CertificateBudget
-        ``lowrank_gap_tol`` (certified when ``(bound - f) / |f|`` is at most it for the lifted
-        bound); ``lowrank_max_rank`` (most landmarks r, None: as many as
-        ``lowrank_max_bytes`` allows, ``8 N (K + r)`` bytes; never more than N); the probe's
-        ``probe_rank`` landmarks (up to ``probe_max_samples`` samples, 0: no probe; it ends the
-        test only when it certifies W, and the first round's subspace is the same with or
-        without it); the rounds' ``first_rank``, ``untight_max_rank``, ``max_rounds``.
+    ``operator`` is ``G`` (class origin) or ``H G H`` (global), numpy or Dask; only its
+    ``diagonal``, ``columns``, ``matmul`` and ``classes`` are used. ``full_sdp`` and ``moment`` go
+    to :func:`certify_global_optimum` for the compressed problem. Where the lift, not the compressed
+    relaxation, keeps the gap open, ``frobenius`` spends one more pass of Gram columns on the
+    leftover's class blocks (Lemmas 1b, 1c) and lifts again, with ``spectral`` also each class
+    block's verified top eigenvalue where it fits ``budget.spectral_max_class_bytes``.
+    ``projections``: the fit's ``A G`` in float64 (saves the one product with G). ``probe_only``:
+    the probe's certificate when it certifies W, else None (no rounds). ``fit_seconds``: the fit's
+    wall seconds; where the compressed relaxation is not tight and the lift keeps the gap open,
+    landmarks grow past ``untight_max_rank`` while the test, with its next round's estimate, stays
+    within ``growth_fit_share`` of them (None: no growth there). The budget's ``lowrank_*``,
+    ``probe_*``, ``first_rank``, ``untight_max_rank`` and ``max_rounds`` size the test
+    (:mod:`.budget`).
 
-    Returns
-    -------
-    Certificate (and LowRankResult when ``details``)
+    Returns a Certificate (and a :class:`LowRankResult` when ``details``).
     """
     if origin not in ("class", "global"):
         raise ValueError(f"origin must be 'class' or 'global'; got {origin!r}.")
     # One BLAS thread throughout: small eigenproblems and products of order K + r, where a
-    # second thread beside busy processes loses up to 100x (eigh of order 300: 0.96 s against
-    # 0.008 s on the loaded 2-core host).
+    # second thread beside busy processes loses far more than it gains.
     with one_blas_thread():
         return _certify(operator, origin, A, full_sdp, moment, frobenius, spectral,
                         projections, rng, details, probe_only, fit_seconds, budget)

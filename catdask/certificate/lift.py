@@ -42,27 +42,16 @@ def lifted_dual_bound(R_S, W_S, nu, eps, rho=None, gamma2=None, Y=None, cross=No
                       cache=None, key=None, above=math.inf):
     """Lemma 2 (docs/design.md §4c): an upper bound on ``max f`` of the full problem.
 
-    ``Y_S = W S(nu)_+ W^T`` with ``S(nu) = Lambda - diag(nu)`` (or the PSD part of a given
-    ``Y``, e.g. the compressed test's cheap bound), ``nu'_k`` a verified upper bound
-    on ``lambda_max(R_k^S - Y_S)`` (so ``(Y_S, nu')`` is compressed-dual feasible whatever nu
-    was), then ``nu'_k + delta_k`` for the complement. Valid for any nu and any W_S. With
-    ``gamma2`` also Lemma 2', with ``cross`` (per class ``(Z_k, a_k)``, ``Z_k + a_k I >=
-    C_k C_k^T``, or None) also Lemma 2''; each class keeps the smallest of its multipliers.
+    ``Y_S = W S(nu)_+ W^T`` with ``S(nu) = Lambda - diag(nu)`` (or the PSD part of a given ``Y``),
+    ``nu'_k`` a verified upper bound on ``lambda_max(R_k^S - Y_S)``, then ``nu'_k + delta_k`` for
+    the complement: valid for any nu and any W_S. With ``gamma2`` also Lemma 2', with ``cross``
+    (per class ``(Z_k, a_k)``, ``Z_k + a_k I >= C_k C_k^T``, or None) also Lemma 2''; each class
+    keeps the smallest of its multipliers.
 
-    ``cache`` (a dict) and ``key`` (a name of the dual point) let repeated calls on the same
-    ``R_S`` and ``W_S`` (the low-rank test lifts each dual point with the trace bound, then with
-    the axes' leak, then with the class-block bounds) share what does not depend on ``eps``,
-    ``gamma2`` or ``cross``: ``rho``, ``Y_S`` and the verified ``nu'_k``, and the Lemma 2'
-    multiplier of a class whose ``eps_k`` and ``gamma_k^2`` did not change. The values are
-    those the call would compute (vehicle, class origin: 9 calls made 3 x 2 K verified
-    eigenvalues of order K + r, 1.0 s of a 2.5 s test under load).
-
-    ``above``: a bound the caller already holds. Every multiplier of class k, whichever lemma
-    gives it, is at least ``lambda_max(R_k^S - Y_S) >= theta_k`` (a Rayleigh quotient of the
-    verified top vector: Lemmas 2' and 2'' bound the top eigenvalue of ``R_k^S - Y_S`` plus a
-    PSD matrix), so when ``(tr Y_S + sum_k theta_k) / 2 >= above`` this dual point cannot give
-    a smaller bound, and its Lemma 2 bound (valid, cheap) is returned without the costlier
-    Lemmas 2' and 2''.
+    ``cache`` and ``key`` let repeated calls on the same ``R_S`` and ``W_S`` share what does not
+    depend on ``eps``, ``gamma2`` or ``cross``. ``above``: a bound the caller already holds; every
+    multiplier is at least a Rayleigh quotient ``theta_k`` of the verified top vector, so when
+    ``(tr Y_S + sum_k theta_k) / 2 >= above`` the cheap Lemma 2 bound is returned.
 
     Returns ``(bound on max f, rho)``.
     """

@@ -1,31 +1,20 @@
 """Second-level moment relaxation (Lasserre) of the CQS problem: a rigorous upper bound on max f.
 
-The problem is ``max f(W) = 1/2 sum_k w_k^T R_k w_k`` over W (D x K) with ``W^T W = I_K``
-(paper eqs. (5)-(6); docs/design.md section 4b). The SDP-dual test certifies most optima; where
-it is not tight (e.g. wine with ``origin="class"``), the level-2 moment / sum-of-squares
-relaxation usually is. This module solves
+Where the SDP-dual test is not tight (e.g. wine with ``origin="class"``), the level-2 moment /
+sum-of-squares relaxation usually is (docs/design.md section 4b). This module solves
 
     minimise gamma  s.t.  gamma - f(y) = sum_b v_b(y)^T Q_b v_b(y) + sum_j lambda_j h_j(y) m_j(y),
                           Q_b PSD,
 
-an identity between polynomials of degree <= 4 (:mod:`.moment_sos`), by handing its moment side
-to SCS directly, and proves the bound from the dual data alone (:mod:`.moment_dual`): the
-solver's accuracy only decides how tight the bound is, never whether it holds, so the solver runs
-at a modest accuracy and the same data can be stored and re-verified without re-solving.
-Given a point W and a target gap, SCS runs in stages and the complementary-slackness polish
-(:mod:`.moment_polish`) turns an early iterate into proof data when W is the optimum (its
-moments are then the primal solution); otherwise SCS runs on to ``eps``.
+(:mod:`.moment_sos`) by handing its moment side to SCS, and proves the bound from the dual data
+alone (:mod:`.moment_dual`): the solver's accuracy decides how tight the bound is, never whether
+it holds. Given W and a target gap, SCS runs in stages and the complementary-slackness polish
+(:mod:`.moment_polish`) turns an early iterate into proof data when W is the optimum.
 
-Exact reductions keep it affordable:
-
-* **Sign symmetry.** f and the constraints are invariant under ``w_k -> -w_k``, so the
-  certificate is taken invariant too: only monomials of even degree in every ``w_k`` appear, and
-  the Gram matrix splits into a block ``[1, y_ki y_kj]`` (size ``1 + K r (r+1)/2``) and K blocks
-  ``[y_ki]`` (size r). The blocks ``[y_ki y_lj]`` (k < l) of the full parity-split relaxation are
-  left out (a smaller SOS family gives a valid, possibly weaker, bound; measured, it gave the same
-  bound on every case tried at 40-60% of the solve time).
-* **Common null space.** The problem is solved in the span of ``sum_k R_k`` (at least K
-  dimensions); what the class matrices put outside it is charged to the bound.
+Exact reductions: **sign symmetry** (``w_k -> -w_k``: only monomials of even degree in every
+``w_k``; the Gram matrix splits into ``[1, y_ki y_kj]`` and K blocks ``[y_ki]``; the cross
+blocks ``[y_ki y_lj]`` are left out, a valid, possibly weaker bound) and the **common null
+space** (solved in the span of ``sum_k R_k``; what lies outside is charged to the bound).
 """
 
 from __future__ import annotations
@@ -61,39 +50,13 @@ class RelaxationTooLarge(ValueError):
 
 @dataclass(frozen=True)
 class MomentBound:
-    """Outcome of the level-2 moment relaxation.
-
-    Attributes
-    ----------
-    upper_bound : float
-        A rigorous upper bound on ``max f`` (scale ``1/2 sum_k w_k^T R_k w_k``), proved from
-        ``dual`` by :func:`catdask.certificate.moment_dual.dual_bound`.
-    solver_value : float
-        The solver's optimal value before the proof (not rigorous).
-    residual_charge : float
-        What the identity's leftover residual added to the bound (group-wise weighted l2).
-    residual_l1 : float
-        ``||rho||_1``, the former (looser) charge of the same residual, for comparison.
-    psd_slack : float
-        What Gram eigenvalues below zero added to the bound.
-    nullspace_charge : float
-        What the part of the class matrices outside the reduced space added to the bound.
-    n_moments : int
-        Number of moments (even-parity monomials of degree <= 4).
-    block_sizes : tuple of int
-        Sizes of the PSD blocks.
-    reduced_dim : int
-        Dimension after removing the common null space of the R_k (``D`` if none).
-    solver, status : str
-        The solver and its status string.
-    iterations : int
-        SCS iterations, all stages together.
-    seconds : float
-    dual : MomentDual
-        The data the bound is proved from (store it to re-verify without re-solving).
-    polish_rounds : int
-        0 when the data come from SCS's converged (or stopped) solve as before; otherwise the
-        rounds of the complementary-slackness polish that produced them from an early iterate.
+    """Outcome of the level-2 moment relaxation: ``upper_bound`` (rigorous, proved from ``dual``,
+    the :class:`MomentDual` data) and ``solver_value`` (the solver's value before the proof, not
+    rigorous); what the identity's residual (``residual_charge``; ``residual_l1`` the looser
+    ``||rho||_1``), negative Gram eigenvalues (``psd_slack``) and the class matrices' part outside
+    the reduced space (``nullspace_charge``) added to the bound; the relaxation's ``n_moments``,
+    ``block_sizes`` and ``reduced_dim``; the ``solver``, its ``status``, ``iterations`` (all
+    stages), ``seconds``; ``polish_rounds`` behind ``dual`` (0: SCS's own solve).
     """
 
     upper_bound: float
@@ -126,12 +89,8 @@ def _as_stack(R):
 
 
 def moment_relaxation_size(R):
-    """Size of the level-2 relaxation for class matrices R (K, D, D) without building it.
-
-    Returns
-    -------
-    dict
-        ``reduced_dim``, ``n_moments``, ``block_sizes`` and ``largest_block``.
+    """Size of the level-2 relaxation for class matrices R (K, D, D) without building it: a dict of
+    ``reduced_dim``, ``n_moments``, ``block_sizes`` and ``largest_block``.
     """
     R = _as_stack(R)
     K = R.shape[0]
@@ -147,15 +106,10 @@ MOMENT_HINT = "certify='moment'"
 
 
 def moment_hint(R, budget=DEFAULT_BUDGET):
-    """A clause saying the opt-in moment level may prove W, or "" where it would not run.
-
-    Parameters
-    ----------
-    R : ndarray of shape (K, D, D)
-        The class matrices of a test that did not certify W at the SDP-dual level.
-    budget : CertificateBudget
-        The moment level's size guard; above ``moment_hint_max_dim`` the reduced dimension
-        (an eigh of sum_k R_k) is worked out only where the full one could fit the guard.
+    """A clause saying the opt-in moment level may prove W, or "" where it would not run, for the
+    class matrices ``R`` of a test that did not certify W at the SDP-dual level. Above the budget's
+    ``moment_hint_max_dim`` the reduced dimension (an eigh of sum_k R_k) is worked out only where
+    the full one could fit the size guard.
     """
     K, D = R.shape[0], R.shape[1]
     max_block = budget.max_moment_block
@@ -251,59 +205,23 @@ def _anchor(anchor, W, K, r, min_block):
 def moment_relaxation_bound(R, *, W=None, eps=1e-8, max_iters=20_000, budget=DEFAULT_BUDGET,
                             verbose=False, anchor="auto", scs_options=None, target_gap=None,
                             polish=True):
-    """Rigorous upper bound on ``max 1/2 sum_k w_k^T R_k w_k`` over orthonormal W (level 2).
+    """Rigorous upper bound on ``max 1/2 sum_k w_k^T R_k w_k`` over orthonormal W (level 2), as a
+    :class:`MomentBound`.
 
-    Parameters
-    ----------
-    R : array-like of shape (K, D, D)
-        The class matrices (symmetric PSD).
-    W : ndarray of shape (D, K), optional
-        A point believed optimal: its moments warm-start the solver, and it anchors the Gram
-        basis (any W is safe: it changes how tight the bound is, never whether it holds).
-    anchor : {"auto", "full"} or int, default="auto"
-        Gram basis of the block ``[1, y_ki y_kj]``: ``"full"`` every ``i <= j``; an int ``a``
-        only ``i < a`` in coordinates whose first K axes span W (:mod:`.moment_sos`). ``"auto"``
-        anchors at K when W is given, the full block has ``budget.anchor_min_block`` rows and
-        anchoring halves it (vehicle, class origin: block 685 -> 265, about 6x the iterations at
-        1/17 of the cost each; segmentation, 736 -> 540, and wine, 274 -> 109, were not
-        faster).
-    eps : float, default=1e-8
-        SCS accuracy (``eps_abs`` = ``eps_rel``). The bound is proved from the returned dual
-        data, so a looser solve only makes it looser: measured on wine (class origin), 1e-8
-        leaves a residual charge of about 1e-9 relative, 1e-6 one of 2e-6 (above the default
-        ``tol``) for hardly fewer iterations (150 against 175).
-    max_iters : int, default=20000
-        SCS iteration limit.
-    budget : CertificateBudget
-        ``max_solve_seconds``: the solver's time limit (a solve stopped by it still gives a
-        rigorous, looser bound); ``max_moment_block``, ``max_moments``: the size guard (larger
-        relaxations raise :class:`RelaxationTooLarge` before anything is built); the SCS
-        scales and the staged solve's ``polish_first_iters`` and ``polish_margin``.
-    verbose : bool, default=False
-        Show the solver's log.
-    scs_options : dict, optional
-        Further SCS settings (e.g. ``{"scale": 10}``), passed through; they override the
-        initial ``scale`` chosen here (``budget.anchored_scs_scale`` for an anchored basis,
-        ``budget.full_scs_scale`` for the full one).
-    target_gap : float, optional
-        With W given and ``polish``: the relative gap ``(bound - f(W)) / f(W)`` to prove. SCS
-        then runs in stages (``polish_first_iters``, doubling) and after each stage the
-        complementary-slackness polish (:mod:`.moment_polish`) tries to prove
-        ``polish_margin * target_gap`` from the iterate; the first data that do are returned.
-        When none do, SCS runs to ``eps`` and the bound is proved as without a target.
-    polish : bool, default=True
-        ``False`` skips the staged solve and the polish (one SCS run to ``eps``).
+    ``W``, a point believed optimal, warm-starts the solver and anchors the Gram basis (any W is
+    safe: it changes how tight the bound is, never whether it holds). ``anchor`` is the basis of the
+    block ``[1, y_ki y_kj]``: ``"full"`` every ``i <= j``; an int ``a`` only ``i < a`` in
+    coordinates whose first K axes span W (:mod:`.moment_sos`); ``"auto"`` anchors at K when W is
+    given, the full block has ``budget.anchor_min_block`` rows and anchoring halves it. SCS runs to
+    accuracy ``eps`` (a looser solve only loosens the bound) within ``max_iters`` and the budget's
+    ``max_solve_seconds``; ``scs_options`` override its settings (``verbose`` shows its log). With
+    W, ``polish`` and a ``target_gap``, SCS runs in stages (``polish_first_iters``, doubling) and
+    after each the polish (:mod:`.moment_polish`) tries to prove ``polish_margin * target_gap``;
+    when none does, SCS runs to ``eps``.
 
-    Returns
-    -------
-    MomentBound
-
-    Raises
-    ------
-    RelaxationTooLarge
-        When the relaxation exceeds the size guard (the message gives its size).
-    ImportError
-        When SCS is not installed (``pip install catdask[sdp]``).
+    Raises :class:`RelaxationTooLarge` above the budget's size guard (``max_moment_block``,
+    ``max_moments``; the message gives the size) and ``ImportError`` without SCS (``pip install
+    catdask[sdp]``).
     """
     t0 = time.perf_counter()
     R = _as_stack(R)

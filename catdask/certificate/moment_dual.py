@@ -34,25 +34,13 @@ _EPS = np.finfo(float).eps
 class MomentDual:
     """Dual data of a level-2 moment certificate (numeric arrays and a layout name).
 
-    Attributes
-    ----------
-    basis : ndarray of shape (D, r)
-        Orthonormal (to round-off) basis of the reduced space; the identity is in
-        ``Y = basis^T W``.
-    scale : float
-        The identity is for the class matrices divided by ``scale``.
-    gamma : float
-        The identity's bound on the reduced problem, in units of ``f / scale``.
-    gram : tuple of ndarray
-        Upper triangles (``numpy.triu_indices`` order) of the Gram matrices ``Q_b``.
-    multipliers : ndarray
-        ``lambda_j`` of the constraint products.
-    anchor : int or None
-        Gram basis option of :class:`~.moment_sos.Identity` (None: the full basis).
-    layout : str
-        Basis layout of :mod:`.moment_sos` the data were written for.
-    class_matrices : ndarray of shape (K, D, D) or None
-        The class matrices the bound was proved for, when kept with the certificate.
+    ``basis`` (D, r) is an orthonormal (to round-off) basis of the reduced space, the identity being
+    in ``Y = basis^T W`` for the class matrices divided by ``scale``; ``gamma`` is its bound on the
+    reduced problem (units of ``f / scale``); ``gram`` the upper triangles (``numpy.triu_indices``
+    order) of the Gram matrices ``Q_b``; ``multipliers`` the ``lambda_j``; ``anchor`` the Gram basis
+    of :class:`~.moment_sos.Identity` (None: full) and ``layout`` the basis layout of
+    :mod:`.moment_sos` the data were written for; ``class_matrices`` (K, D, D) those the bound was
+    proved for, when kept with the certificate.
     """
 
     basis: np.ndarray
@@ -151,25 +139,10 @@ def _check_shapes(dual, K, D, ident):
 
 
 def dual_bound(R, dual, identity=None):
-    """Rigorous upper bound on ``max 1/2 sum_k w_k^T R_k w_k`` over orthonormal W from dual data.
-
-    Parameters
-    ----------
-    R : ndarray of shape (K, D, D)
-        The class matrices (symmetric PSD).
-    dual : MomentDual
-    identity : Identity, optional
-        The identity's maps for ``(K, r)`` when already built.
-
-    Returns
-    -------
-    DualBound
-        ``inf`` when the data are not finite.
-
-    Raises
-    ------
-    ValueError
-        When the data do not fit the class matrices' shape or the layout.
+    """Rigorous upper bound on ``max 1/2 sum_k w_k^T R_k w_k`` over orthonormal W from dual data
+    (``identity``: the maps for ``(K, r)`` when already built). Returns a :class:`DualBound`
+    (``inf`` when the data are not finite); raises ``ValueError`` when the data do not fit the class
+    matrices' shape or the layout.
     """
     R = np.asarray(R, dtype=float)
     K, D, _ = R.shape

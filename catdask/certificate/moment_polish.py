@@ -1,22 +1,14 @@
 """Complementary-slackness polish of the moment certificate's dual data (docs/design.md 4b).
 
-When the level-2 relaxation is tight at a point W, its primal optimum is known: the moments of
-W, whose Gram block ``[1, y_ki y_kj]`` (and each ``[y_ki]``) is the rank-one matrix
-``v_b(Y) v_b(Y)^T`` at ``Y = B^T W``. Any dual optimum then satisfies complementary slackness,
-``Q_b v_b(Y) = 0``, so only the dual has to be found: Gram matrices and multipliers that match
-the identity of :mod:`.moment_sos`, are PSD, and have ``v_b(Y)`` in their null space. This
-module finds such data from a rough solver iterate by alternating projections:
+When the level-2 relaxation is tight at W, its primal optimum is the moments of W, whose Gram
+blocks are rank one, ``v_b(Y) v_b(Y)^T`` at ``Y = B^T W``; any dual optimum then has
+``Q_b v_b(Y) = 0``. This module finds such dual data from a rough solver iterate by alternating
+projections: (1) the least-norm change that makes the identity (all but its constant) exact
+and ``Q_b u_b = 0`` (one sparse LSQR solve, warm from the iterate); (2) the Gram matrices
+projected onto the PSD cone (which keeps ``u_b`` in the null space).
 
-1. the least-norm change of every Gram entry and multiplier that makes the identity (all but
-   its constant, which enters the bound with its sign) exact and ``Q_b u_b = 0``
-   (``u_b = v_b / ||v_b||``): one sparse least-squares solve (LSQR), warm from the iterate;
-2. the Gram matrices projected onto the PSD cone (an eigendecomposition per block, which keeps
-   ``u_b`` in the null space).
-
-Nothing here is trusted: every round's data go to :func:`.moment_dual.dual_bound`, whose bound
-holds for any data, and the caller keeps a round's data only when that proof is tight enough.
-A wrong W (not a global maximiser) only makes the slackness equations inconsistent with a PSD
-solution, hence a large proved bound, never a wrong one.
+Nothing here is trusted: every round's data go to :func:`.moment_dual.dual_bound`, and a wrong W
+only makes the proved bound large, never wrong.
 """
 
 from __future__ import annotations
@@ -33,9 +25,7 @@ __all__ = ["basis_values", "slackness_system", "polish"]
 
 # LSQR per round: at most 300 iterations, stopping once the residual is 1e-4 of the round's
 # starting one (the next round starts from what is left; the last round's is charged by the
-# proof). Measured (segmentation, block 736): 105-240 iterations a round, 1.0 s, the same gaps
-# as with 300 every round; the floor, about 7e-11, is what W's own stationarity error makes
-# inconsistent.
+# proof).
 LSQR_ITERS = 300
 LSQR_RTOL = 1e-4
 # A round must at least halve the proved gap, or the polish stops (alternating projections
@@ -97,28 +87,13 @@ def _psd_part(t, size):
 
 
 def polish(ident, dual, f_vec, system, prove, target, max_rounds=8, lsqr_iters=LSQR_ITERS):
-    """Alternating projections from ``dual`` until a proved bound is within ``target``.
+    """Alternating projections from ``dual`` (a solver iterate) until a proved bound is within
+    ``target``, for at most ``max_rounds`` rounds (fewer when a round does not halve the gap).
 
-    Parameters
-    ----------
-    ident : Identity
-    dual : MomentDual
-        The starting data (a solver iterate).
-    f_vec : ndarray
-        The objective's coefficients in the identity.
-    system : tuple
-        :func:`slackness_system` for the point.
-    prove : callable
-        ``prove(MomentDual) -> (gap, DualBound)``: the rigorous proof and its relative gap.
-    target : float
-        Stop as soon as a round's proved gap is at most this.
-    max_rounds : int
-        At most this many rounds; fewer when a round does not halve the gap.
-
-    Returns
-    -------
-    (gap, DualBound, MomentDual, rounds)
-        The best proved round (``gap`` inf when none was finite).
+    ``f_vec`` are the objective's coefficients in the identity ``ident``, ``system`` the point's
+    :func:`slackness_system`, ``prove(MomentDual) -> (gap, DualBound)`` the rigorous proof. Returns
+    the best proved round as ``(gap, DualBound, MomentDual, rounds)`` (``gap`` inf when none was
+    finite).
     """
     L, keep, _ = system
     sizes = ident.sizes()

@@ -64,19 +64,11 @@ class _Monomials:
 
 
 class Identity:
-    """Sparse linear maps of the identity for K classes in r reduced dimensions.
-
-    Attributes
-    ----------
-    bases : list of list of tuple
-        The monomial vectors ``v_b`` block by block (:func:`block_sizes` order).
-    n : int
-        Number of monomials (moments).
-    gram_rows, gram_cols : list of ndarray
-        Per block, the monomial of each upper-triangle entry ``(i, j), i <= j`` of ``Q_b``
-        (``gram_rows``) and that entry's position in :meth:`triu` order (``gram_cols``).
-    multipliers : scipy.sparse.csr_matrix of shape (n, n_mult)
-        Column j holds the coefficients of ``h_j m_j``.
+    """Sparse linear maps of the identity for K classes in r reduced dimensions: ``bases`` (the
+    monomial vectors ``v_b`` block by block, :func:`block_sizes` order), ``n`` monomials, per block
+    the monomial of each upper-triangle entry of ``Q_b`` (``gram_rows``) and its position in
+    :meth:`triu` order (``gram_cols``), and ``multipliers`` (n, n_mult; column j the coefficients of
+    ``h_j m_j``).
     """
 
     def __init__(self, K, r, anchor=None):
@@ -198,11 +190,7 @@ class Identity:
 
 @functools.lru_cache(maxsize=4)
 def identity(K, r, anchor=None):
-    """The :class:`Identity` for ``(K, r, anchor)``, built once per process and shared.
-
-    Building it is a Python loop over every monomial (0.5-1.6 s at 95,000-250,000 moments); a
-    fit's anchored and full solves, the verification, the next fit on data of the same shape
-    (cross-validation folds) and a re-verification from stored data all use the same maps.
-    Callers must not modify it.
+    """The :class:`Identity` for ``(K, r, anchor)``, built once per process and shared (building it
+    is a Python loop over every monomial). Callers must not modify it.
     """
     return Identity(K, r, anchor)

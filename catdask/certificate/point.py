@@ -18,7 +18,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import scipy.linalg
 
-from .eigen import top_eig, verified_top, weakest_check
+from .eigen import top_eig, verified_top
 
 __all__ = ["CannotTest", "ClassMatrixOperator", "StationaryPoint", "read_inputs"]
 
@@ -52,14 +52,9 @@ class CannotTest(Exception):
 
 def read_inputs(scatter: np.ndarray | ClassMatrixOperator, W: np.ndarray, dense_max_dim: int
                 ) -> tuple[np.ndarray | None, ClassMatrixOperator | None, np.ndarray]:
-    """``(R or None, operator or None, W)`` from the caller's arguments.
-
-    Operators with ``D <= dense_max_dim`` are materialised (K products with I_D).
-
-    Raises
-    ------
-    ValueError
-        Malformed input: ``scatter`` not (K, D, D) nor an operator, or W not (D, K).
+    """``(R or None, operator or None, W)`` from the caller's arguments; operators with
+    ``D <= dense_max_dim`` are materialised (K products with I_D). Raises ``ValueError`` for
+    malformed input (``scatter`` not (K, D, D) nor an operator, or W not (D, K)).
     """
     operator: ClassMatrixOperator | None = None
     R: np.ndarray | None = None
@@ -94,22 +89,11 @@ def _power_of_two_unit(largest):
 class StationaryPoint:
     """What the tests share: R_k, the point W, Lambda, the scale, eigen-solvers.
 
-    Parameters
-    ----------
-    inputs : tuple
-        ``(R, operator, W)`` from :func:`read_inputs`.
-    budget : CertificateBudget
-        Its ``dense_max_dim`` (dense search) and ``verify_dense_max_dim`` (dense proofs).
-    tol : float
-        Relative tolerance; ``tau = tol * scale``.
-    rng : numpy.random.Generator
-        Lanczos start vectors.
-
-    Raises
-    ------
-    CannotTest
-        Well-formed input on which no test can run: non-finite values, ``D < K`` (no
-        orthonormal W exists), or W far from orthonormal.
+    Built from ``inputs`` (``(R, operator, W)`` of :func:`read_inputs`), the relative ``tol``
+    (``tau = tol * scale``), the budget's ``dense_max_dim`` (dense search) and
+    ``verify_dense_max_dim`` (dense proofs), and ``rng`` for Lanczos start vectors. Raises
+    :class:`CannotTest` on well-formed input no test can run on: non-finite values, ``D < K`` (no
+    orthonormal W exists), or W far from orthonormal.
     """
 
     def __init__(self, inputs, *, tol, budget, rng):
@@ -176,16 +160,12 @@ class StationaryPoint:
 
     def _scale(self):
         """``scale = max_k ||R_k||_2`` (tolerances) and verified ``lambda_max(R_k)`` (trivial
-        bound); R_k being PSD, ``lambda_max`` serves as the norm for operators and above
-        ``dense_max_dim``.
+        bound).
 
-        Dense: one ``eigvalsh`` per class. Otherwise one Lanczos run per class: its Rayleigh
-        quotient (a lower bound) and its estimate (Rayleigh quotient plus residual norm) give
-        the scale, a tolerance unit that need not be proved (a smaller one only makes the test
-        stricter: the verified bounds come from the margins themselves). The *proved* upper
-        bounds are needed by the trivial bound only and are computed on first use of
-        :attr:`lam_max_R` (one Cholesky per class for arrays, docs/design.md §4 "At high D"):
-        at D = 784 ten full ``eigvalsh`` took 0.4-0.8 s of a 3-5 s test.
+        Dense: one ``eigvalsh`` per class. Otherwise one Lanczos estimate per class: a tolerance
+        unit need not be proved (a smaller one only makes the test stricter). The proved upper
+        bounds, needed by the trivial bound only, are computed on first use of :attr:`lam_max_R`
+        (one Cholesky per class for arrays, docs/design.md §4 "At high D").
         """
         K = self.K
         self._lam_max_R = None
@@ -225,11 +205,6 @@ class StationaryPoint:
                                estimate=self._top_R[k])[0]
                 for k in range(self.K)])
         return self._lam_max_R
-
-    @property
-    def eigen_check(self):
-        """The weakest eigenvalue check behind the verified quantities so far."""
-        return weakest_check(self.eigen_checks)
 
     def apply(self, k, v):
         """R_k @ v for a vector v (D,) or a block (D, m) (normalised scale)."""

@@ -32,11 +32,9 @@ def rapcsak_lambda_max(point):
     """
     K, D, Lam = point.K, point.D, point.Lam
     n = K * D
-    # First the diagonal blocks: lambda_max(M) >= lambda_max(R_k) - Lambda_kk >= v^T R_k v -
-    # Lambda_kk (v the unit top vector of R_k already computed), so one such value above
-    # tol * scale proves the condition fails without forming the K D x K D matrix or a Lanczos
-    # run on it: the usual case (docs/design.md §4 calls the condition vacuous), and on small
-    # kernel fits the largest single cost of the test (0.2-1.1 s of 0.5-2.5 s, wine K-CQS).
+    # First the diagonal blocks: lambda_max(M) >= v^T R_k v - Lambda_kk (v the top vector of R_k
+    # already computed), so one such value above tol * scale proves the condition fails without
+    # forming the K D x K D matrix: the usual case, and the largest cost of the test otherwise.
     diagonal = float(np.max(point.lam_low_R - np.diag(Lam)))
     if diagonal > point.tau:
         return diagonal, None

@@ -19,24 +19,17 @@ __all__ = ["estimated_seconds", "numerical_failures", "one_blas_thread", "size_g
 
 logger = logging.getLogger("catdask.certificate")
 
-#: Dense D x D factorisations of the whole test, per class (the scale, the SDP-dual
-#: verification, the bound's verification, the search's Lanczos runs in Cholesky units;
-#: measured 4-8 per class at D = 784, K = 10), rounded up.
+#: Dense D x D factorisations of the whole test, per class (the scale, the verifications, the
+#: search's Lanczos runs in Cholesky units), rounded up.
 _FACTORISATIONS_PER_CLASS = 10
 #: Slowest factorisation speed assumed (flop/s): one core of a small machine, with overheads.
 _NOMINAL_FLOPS = 1e9
 
 
 def one_blas_thread():
-    """Limit BLAS to one thread until the returned limiter's ``restore_original_limits()`` (or
-    the end of its ``with`` block).
-
-    The test is many small or memory-bound products and factorisations of order D, where a
-    second BLAS thread gains little and, beside other busy processes, loses a lot: on a loaded
-    2-core host ``eigh`` of a 178 x 178 matrix took 0.19 s with 2 OpenBLAS threads and
-    0.017 s with one (wine K-CQS: the certificate was 18 s of a 22 s fit), and the whole test
-    at D = 784, K = 10 took 128 s against 30 s. The BLAS libraries are found once (a
-    ``threadpool_limits`` call rescans them: 0.2 s under load).
+    """Limit BLAS to one thread until the returned limiter's ``restore_original_limits()`` (or the
+    end of its ``with`` block): the test is many small products and factorisations, where a second
+    BLAS thread beside other busy processes loses far more than it gains (docs/benchmarks.md).
     """
     global _BLAS_CONTROLLER
     if _BLAS_CONTROLLER is None:
@@ -68,12 +61,9 @@ def numerical_failures():
 
 
 def estimated_seconds(n_features, n_classes, *, probe=384):
-    """Rough time of the test on dense (K, D, D) class matrices, in seconds on this machine.
-
-    ``_FACTORISATIONS_PER_CLASS * K`` Cholesky factorisations of order D, extrapolated as D^3
-    from the fastest of five timed factorisations of order ``min(D, probe)`` (a few ms; the
-    fastest, because a timing on a shared machine is only ever too long), and never slower
-    than ``_NOMINAL_FLOPS`` (under a load spike even the fastest probe misled it by 100x).
+    """Rough time of the test on dense (K, D, D) class matrices, in seconds on this machine:
+    ``_FACTORISATIONS_PER_CLASS * K`` Cholesky factorisations of order D, extrapolated as D^3 from
+    the fastest of five timed ones of order ``min(D, probe)``, and never below ``_NOMINAL_FLOPS``.
     """
     d0 = int(min(n_features, probe))
     A = np.random.default_rng(0).standard_normal((d0, d0 + 8))

@@ -177,27 +177,19 @@ def _kelley(point, lo, hi):
 
 
 def sdp_dual_test(point):
-    """Search nu (Kelley cutting planes, docs/design.md 3c), then verify it by eigenvalues.
+    """Search nu (Kelley cutting planes, docs/design.md 3c) at ``point``, then verify it by
+    eigenvalues.
 
-    When the search has proved that no nu passes (its LP value, an upper bound on the margin
-    everywhere, is below -tau) and the class matrices are not dense (D above
-    ``dense_max_dim``), the verification can only contribute the dual bound at nu; it is then
-    deferred: ``verify`` (a callable) runs it, and ``bound_low`` is a proved lower bound on
-    the bound it would give (Rayleigh quotients in place of verified eigenvalues), so a caller
-    holding a bound <= ``bound_low`` skips it (docs/design.md §4, "At high D").
+    When the search has proved that no nu passes (its LP value, an upper bound on the margin, is
+    below -tau) and the class matrices are not dense, the verification can only contribute the
+    dual bound at nu; it is then deferred: ``verify`` runs it, and ``bound_low`` is a proved lower
+    bound on what it would give, so a caller holding a bound <= ``bound_low`` skips it
+    (docs/design.md §4, "At high D").
 
-    Parameters
-    ----------
-    point : StationaryPoint
-
-    Returns
-    -------
-    dict
-        ``passed``, ``margin`` (normalised scale: verified, or estimated while the
-        verification is deferred), ``nu``, ``bound`` (the verified dual bound on ``max f`` at
-        nu, or None), ``bound_low`` and ``verify`` (None unless deferred), ``reason``,
-        ``iterations``, ``directions`` (the top complement direction of each R_k) and
-        ``refuted`` (the nu interval is empty: a better W exists).
+    Returns a dict: ``passed``, ``margin`` (normalised; verified, or estimated while deferred),
+    ``nu``, ``bound`` (the verified dual bound at nu, or None), ``bound_low`` and ``verify`` (None
+    unless deferred), ``reason``, ``iterations``, ``directions`` (the top complement direction of
+    each R_k) and ``refuted`` (the nu interval is empty: a better W exists).
     """
     lo, hi, witness, directions = _nu_box(point)
     if witness is not None:

@@ -1,25 +1,18 @@
 """The SDP relaxation's dual at high D, in a growing subspace (docs/design.md §4, "At high D").
 
-The dual of the relaxation is ``min sum_k nu_k + tr Y  s.t.  Y PSD,  Y + nu_k I >= R_k``. Its
-optimum has a solution Y* of rank <= K (complementary slackness: the range of Y* lies in the
-eigenvalue-1 eigenspace of ``sum_k X_k*``, of dimension <= ``sum_k tr X_k* = K``), so Y is
-sought as ``V T V^T`` with V (D x m, orthonormal) a few times K wide: W, the top direction of
-each R_k off W, then the top eigenvectors of ``R_k - V T V^T`` found round by round.
+The dual ``min sum_k nu_k + tr Y  s.t.  Y PSD,  Y + nu_k I >= R_k`` has an optimum of rank
+<= K, so Y is sought as ``V T V^T`` with V (D x m, orthonormal) a few times K wide: W, the top
+direction of each R_k off W, then the top eigenvectors of ``R_k - V T V^T``, round by round.
 
-For a fixed V, T comes from a small SDP (m x m, 2m x 2m blocks; cvxpy + Clarabel): with
-``A_k = V^T R_k V``, ``C_k = V^T R_k P`` (P = I - V V^T) and ``beta_k >= lambda_max(P R_k P)``,
-the Schur complement gives ``nu I >= R_k - V T V^T`` whenever ``s = nu - beta_k > 0`` and
+For a fixed V, T comes from a small model: with ``A_k = V^T R_k V``, ``C_k = V^T R_k P``
+(P = I - V V^T) and ``beta_k >= lambda_max(P R_k P)``, the Schur complement gives
+``nu I >= R_k - V T V^T`` whenever ``s = nu - beta_k > 0`` and
 
     [[ (beta_k + s) I - A_k + T,  G_k ],
-     [ G_k^T,                     s I ]]  PSD,      G_k G_k^T = C_k C_k^T,
+     [ G_k^T,                     s I ]]  PSD,      G_k G_k^T = C_k C_k^T.
 
-because ``(nu I - P R_k P)^{-1} <= I / s`` on the range of P. This only *chooses* T: the bound
-itself is the dual value at ``Y = V T_+ V^T`` with each ``nu_k`` a verified upper bound on
-``lambda_max(R_k - Y)`` (:meth:`StationaryPoint.top_upper`), valid whatever the small SDP's
-accuracy, the beta_k estimates or the choice of V.
-
-The same V also bounds the relaxation from below (a feasible primal point: research code in
-``benchmarks/relaxation_floor.py``, which showed the relaxation is not tight on digits).
+This only *chooses* T: the bound is the dual value at ``Y = V T_+ V^T`` with each ``nu_k`` a
+verified upper bound on ``lambda_max(R_k - Y)``, valid whatever the choice.
 """
 
 from __future__ import annotations
@@ -41,12 +34,8 @@ SMOOTHING = (1e-2, 1e-3, 1e-4)
 
 
 def have_small_sdp_solver():
-    """Whether cvxpy and Clarabel are installed (the ``sdp`` extra), without importing them.
-
-    Looking the packages up instead of importing them: importing cvxpy took 1.0 s, a fifth of
-    the whole test at D = 784, K = 10 (0.9-2 s in the first not-certified kernel test of a
-    process: wine K-CQS, class origin, then 37x the fit), and the bound itself never imports
-    it.
+    """Whether cvxpy and Clarabel are installed (the ``sdp`` extra), looked up without importing
+    them (importing cvxpy costs about a second; the bound itself never needs it).
     """
     for name in ("cvxpy", "clarabel"):
         if name in sys.modules:
@@ -90,14 +79,12 @@ def _model(point, V, betas, RV):
 
 
 def _small_dual(point, V, betas, RV, T0, sigma0=None, smoothing=SMOOTHING):
-    """T (m x m, PSD) minimising the small model of the module docstring (the *choice* of Y),
-    and the final ``log s`` (a warm start for the next round; ``sigma0``).
+    """T (m x m, PSD) minimising the small model of the module docstring, and the final ``log s``.
 
     ``tr T + sum_k nu_k`` with ``nu_k = max(beta_k + s_k, lambda_max(A_k - T + H_k / s_k))``
     minimised over ``T = L L^T`` and ``s_k = exp(sigma_k)``, both max functions smoothed
-    (``mu log sum exp``, which is >= the max) with mu decreasing, by L-BFGS: every evaluation
-    is K eigendecompositions of order m (an interior-point solver on the equivalent SDP, 2m x
-    2m blocks, took 20-40 s at m = 20, K = 10).
+    (``mu log sum exp``, >= the max) with mu decreasing, by L-BFGS: each evaluation is K
+    eigendecompositions of order m (an interior-point solver is far slower).
     """
     from scipy.optimize import minimize
 
@@ -148,24 +135,11 @@ def _small_dual(point, V, betas, RV, T0, sigma0=None, smoothing=SMOOTHING):
 def subspace_dual_bound(point, directions, nu=None, *, rounds=None):
     """Upper bound on ``max f`` from the relaxation's dual restricted to a growing subspace.
 
-    Parameters
-    ----------
-    point : StationaryPoint
-    directions : list of ndarray (D,)
-        The top direction of each R_k orthogonal to W (from the SDP-dual test's nu box).
-    nu : ndarray of shape (K,), optional
-        The SDP-dual test's best multipliers (warm start ``Y = W (Lambda - diag nu)_+ W^T``).
-    rounds : int, optional
-        Subspace growth rounds (each adds the top eigenvector of every ``R_k - V T V^T``;
-        default: the budget's ``subspace_rounds``).
-
-    Returns
-    -------
-    bound : float
-        Verified upper bound on ``max f`` (normalised scale, ``f = F / 2``).
-    info : dict
-        ``m`` (final subspace dimension), ``rounds``, ``estimates`` (estimated bound after each
-        round), ``seconds`` and the final subspace ``V`` and ``T``.
+    ``directions`` are the top direction of each R_k orthogonal to W (the SDP-dual test's nu box),
+    ``nu`` its best multipliers (warm start ``Y = W (Lambda - diag nu)_+ W^T``), ``rounds`` the
+    growth rounds (default: the budget's ``subspace_rounds``). Returns ``(bound, info)``: the
+    verified bound (normalised scale) and ``m``, ``rounds``, ``estimates`` (per round), ``seconds``
+    and the final ``V`` and ``T``.
     """
     t0 = time.perf_counter()
     K, D = point.K, point.D
@@ -191,8 +165,7 @@ def subspace_dual_bound(point, directions, nu=None, *, rounds=None):
         else:
             betas[:] = 0.0
         # Later rounds start from the previous round's T and s (a warm start): the widest
-        # smoothing is then skipped. On six problems at D = 60-784 this gave gaps 0.1-7% lower
-        # in 20-30% less time than a cold s and all three widths (docs/design.md §4).
+        # smoothing is then skipped (docs/design.md §4).
         T, sigma = _small_dual(point, V, betas, RV, T0, sigma0=sigma,
                                smoothing=SMOOTHING if sigma is None else SMOOTHING[1:])
         Y_matvec_shift = point.scale + 2.0 * float(np.linalg.norm(T, 2))

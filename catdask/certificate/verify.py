@@ -1,12 +1,9 @@
 """Re-verify a stored moment certificate from its dual data, without re-solving anything.
 
-A model certified (or bounded) by the level-2 moment relaxation carries the relaxation's dual
-data and the class matrices it was proved for (:class:`~.moment_dual.MomentDual`; stored by
-:mod:`catdask.model_io` as numeric arrays). :func:`verify_certificate` recomputes the rigorous
-bound from them (:func:`~.moment_dual.dual_bound`: sparse products and eigenvalues of the Gram
-blocks, about a second at vehicle's size), evaluates f at the model's own axes, and checks that
-the stored claim holds: the recomputed bound is not above the stored one, and a certified model
-is still within its tolerance.
+:func:`verify_certificate` recomputes the rigorous bound from the stored
+:class:`~.moment_dual.MomentDual` and class matrices, evaluates f at the model's own axes, and
+checks the stored claim: the bound is not above the stored one, and a certified model is still
+within its tolerance.
 """
 
 from __future__ import annotations

@@ -35,9 +35,7 @@ def _argtype(kind, minimum, strict=False, maximum=None):
     return parse
 
 
-#: Restarts of one fit: 1 to MAX_RESTARTS, as the estimators' ``n_restarts`` (the restarts
-#: run as one batch: ``--restarts 100000`` on digits asks for about 40 minutes, extrapolated
-#: from 23 s for 1000; see :data:`catdask.method_names.MAX_RESTARTS`).
+#: Restarts of one fit: 1 to MAX_RESTARTS, as the estimators' ``n_restarts``.
 restart_count = _argtype(int, 1, maximum=MAX_RESTARTS)
 #: An integer >= 0 (random seeds, seconds).
 non_negative_int = _argtype(int, 0)
@@ -47,6 +45,5 @@ positive_float = _argtype(float, 0.0, strict=True)
 non_negative_float = _argtype(float, 0.0)
 #: Cross-validation splits: an integer >= 2.
 split_count = _argtype(int, 2)
-#: A TCP port: 0 (any free one) to 65535 (was: --port 99999 started serve, then failed with
-#: "OverflowError: bind(): port must be 0-65535", exit 1).
+#: A TCP port: 0 (any free one) to 65535.
 port_number = _argtype(int, 0, maximum=65535)

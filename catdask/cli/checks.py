@@ -50,16 +50,10 @@ def store_choice(store) -> tuple[Path, str | None]:
 
 
 def require_store(store) -> Path:
-    """The store folder; it must exist when the user named it.
-
-    A typo in ``--store`` or ``$CATDASK_STORE`` would otherwise make the read-only commands
-    show an empty store and succeed. The default folder may be missing (nothing was ingested
-    yet): the commands say so themselves (:func:`missing_store_note`).
-
-    Raises
-    ------
-    CliError
-        Exit code 3, naming the folder and the option or variable that chose it.
+    """The store folder; it must exist when the user named it (a typo would otherwise show an empty
+    store). The default folder may be missing: the commands say so (:func:`missing_store_note`).
+    Raises :class:`CliError`: exit code 3, naming the folder and the option or variable that chose
+    it.
     """
     root, chosen_by = store_choice(store)
     if chosen_by and not root.exists():
@@ -69,17 +63,10 @@ def require_store(store) -> Path:
 
 
 def check_store_creatable(store) -> Path:
-    """The store folder of a command that writes it (``ingest``): it exists as a folder, or
-    its nearest existing parent is a folder this process may write in.
-
-    Otherwise the command failed late: inside the flow's task after two retries (10 s, with
-    Prefect's log lines), or where the Prefect home in the store could not be created, with
-    "[Errno 20] Not a directory" naming neither what nor why.
-
-    Raises
-    ------
-    CliError
-        Exit code 3, naming the store, the path in the way and who chose the store.
+    """The store folder of a command that writes it (``ingest``): it exists as a folder, or its
+    nearest existing parent is a folder this process may write in (checked before Prefect starts).
+    Raises :class:`CliError`: exit code 3, naming the store, the path in the way and who chose the
+    store.
     """
     import os
 
@@ -172,17 +159,10 @@ def check_stored_dataset(store, name: str) -> None:
 
 
 def check_method_fits_dataset(store, name: str, method: str) -> None:
-    """``train``: a linear method needs K <= D (K orthonormal axes in D dimensions), and a
-    kernel method memory for K x K per class, checked on the stored data set's metadata
-    before Prefect or Dask starts (the train flow checks
-    the same, :meth:`catdask.pipeline.ModelSpec.check_data_shape`, for runs started
-    elsewhere).
-
-    Raises
-    ------
-    CliError
-        Exit code 3 (the data set and the method do not go together), naming both numbers
-        and the kernel methods.
+    """``train``: a linear method needs K <= D, a kernel method memory for K x K per class, checked
+    on the stored data set's metadata before Prefect or Dask starts (the flow checks the same,
+    :meth:`catdask.pipeline.ModelSpec.check_data_shape`).
+    Raises :class:`CliError`: exit code 3, naming both numbers and the kernel methods.
     """
     from catdask.store import list_datasets
 
@@ -212,15 +192,11 @@ def _check_kernel_fit_memory(name: str, method: str, info) -> None:
 
 
 def check_evaluation_datasets(store, names) -> None:
-    """``evaluate`` reads its data sets from the store: a named store must exist, every name
-    given must be stored (a catalog set not ingested yet would only be skipped, and the run
-    succeed with empty tables), and without names the store must hold a data set (the flow
-    then evaluates the paper's data sets among them, and warns about the others).
-
-    Raises
-    ------
-    CliError
-        Exit code 3, naming the store and the data set, and the ``ingest`` to run.
+    """``evaluate`` reads its data sets from the store: a named store must exist, every name given
+    must be stored (a set not ingested would be skipped and the run succeed with empty tables), and
+    without names the store must hold a data set.
+    Raises :class:`CliError`: exit code 3, naming the store and the data set, and the ``ingest`` to
+    run.
     """
     root = require_store(store)
     for name in names:
@@ -238,17 +214,10 @@ def check_source_dir(source_dir) -> None:
 
 
 def check_sources_available(names, source_dir, store, download: bool) -> None:
-    """The original files of every catalog set in ``names`` must be found locally (or in the
-    store's download cache), unless ``--download`` allows fetching them.
-
-    Checked before the Prefect server starts (seconds), and phrased with the CLI's flags
-    rather than the library's parameters.
-
-    Raises
-    ------
-    CliError
-        Exit code 3, naming the files, the folders searched and the three ways to provide
-        them.
+    """The original files of every catalog set in ``names`` must be found locally (or in the store's
+    download cache), unless ``--download`` allows fetching them; phrased with the CLI's flags.
+    Raises :class:`CliError`: exit code 3, naming the files, the folders searched and the ways to
+    provide them.
     """
     check_source_dir(source_dir)
     if download:
@@ -287,10 +256,7 @@ def _missing_sources(name: str, source_dir, store) -> str:
 
 
 # ----------------------------------------------------------------------------- options
-#: ``catdask train`` options that only some methods use; the others would silently ignore
-#: them (and the registry would still record the value). ``KERNEL_METHODS`` and
-#: ``QUADRATIC_METHODS`` come from the light method registry (:mod:`catdask.method_names`), so
-#: no import of the estimators is needed.
+#: ``catdask train`` options that only some methods use; the others would silently ignore them.
 
 
 def _given_method_options(args) -> list[tuple[str, tuple[str, ...], str]]:
@@ -312,11 +278,7 @@ def _given_method_options(args) -> list[tuple[str, tuple[str, ...], str]]:
 
 def check_method_options(args) -> None:
     """Every method-specific ``train`` option given must apply to ``--method``.
-
-    Raises
-    ------
-    CliError
-        Exit code 2, naming the option and the methods it applies to.
+    Raises :class:`CliError`: exit code 2, naming the option and the methods it applies to.
     """
     for option, methods, why in _given_method_options(args):
         if args.method not in methods:
@@ -325,14 +287,9 @@ def check_method_options(args) -> None:
 
 
 def check_certify_level(certify: str) -> None:
-    """``train --certify moment`` needs SCS (the ``sdp`` extra). Without it the fit still ran
-    and the model was rejected with only its SDP-dual gap on the console; the certificate's
-    reason said "moment relaxation skipped", which the console does not show.
-
-    Raises
-    ------
-    CliError
-        Exit code 3 (as a missing PyTorch for ``--device``), with the install command.
+    """``train --certify moment`` needs SCS (the ``sdp`` extra); without it the model would be
+    rejected on its SDP-dual gap alone.
+    Raises :class:`CliError`: exit code 3, with the install command.
     """
     import importlib.util
 
@@ -350,11 +307,7 @@ CATALOG_ONLY_OPTIONS = {"source_dir": "--source-dir", "download": "--download"}
 def check_ingest_mode(args) -> None:
     """``ingest`` takes catalog names (or ``--all``) or one ``--file``, each with its own
     options; a name beside ``--file`` would be silently ignored.
-
-    Raises
-    ------
-    CliError
-        Exit code 2.
+    Raises :class:`CliError`: exit code 2.
     """
     if args.file and (args.names or args.all):
         raise usage_error("give catalog names (or --all) or --file, not both")
@@ -379,15 +332,9 @@ def check_model_name(name: str | None) -> None:
 
 def file_dataset_name(path, name: str | None) -> str:
     """The data-set name of ``ingest --file``: ``--name``, else the file's name without its
-    extension (``good.csv`` -> ``good``) when that is a valid name. A catalog data set's name
-    is refused: the table would pass for the catalog set (its description in ``catdask
-    datasets``, the paper's protocol in ``evaluate``).
-
-    Raises
-    ------
-    CliError
-        Exit code 2: no ``--name`` and the file's name is not a data-set name, or the name
-        of a catalog data set.
+    extension when that is a valid name. A catalog data set's name is refused (the table would pass
+    for it).
+    Raises :class:`CliError`: exit code 2.
     """
     from catdask.names import is_valid_name
 

@@ -9,9 +9,8 @@ from . import checks, runtime, writable
 from .exits import EXIT_OK
 from .output import console, print_table, progress
 
-# Data sets the demo always has (they ship with scikit-learn) and the UCI ones it adds when
-# their files are found (--source-dir, $CATDASK_SOURCE_DIR, or ../shared/data/uci beside a
-# checkout).
+# Data sets the demo always has (shipped with scikit-learn) and the UCI ones it adds when their
+# files are found.
 DEMO_BUILTIN = ["iris", "wine"]
 DEMO_UCI = ["seeds", "vehicle", "segmentation", "satellite"]
 # The exact kernel method's demo runs only where N is small enough to take seconds.
@@ -52,12 +51,9 @@ def _action(r: dict) -> str:
 
 
 def _summary_row(r: dict) -> dict:
-    # The essential columns first (a narrow terminal leaves out the rightmost ones).
-    # train_acc is the model's own predict on its training data (in-sample); cv_acc the same
-    # predict cross-validated (the estimator refitted per fold; `catdask evaluate` runs the
-    # paper's held-out protocol); linsvc_on_coords_cv is a LinearSVC cross-validated on the
-    # model's coordinates, a different classifier, so its name says so. fit_s is the fit's
-    # time, also for a reused version (when it was fitted).
+    # The essential columns first (a narrow terminal leaves out the rightmost ones). train_acc is
+    # in-sample; cv_acc the model's predict cross-validated; linsvc_on_coords_cv a LinearSVC
+    # cross-validated on the coordinates; fit_s the fit's time, also for a reused version.
     metrics = r["metrics"]
     cv = metrics.get("cv_accuracy_predict")  # None or NaN: the metrics say why (missing)
     return {"model": r["version"] or f"{r['dataset']}-{r['method']} (not registered)",

@@ -9,18 +9,11 @@ from .exits import CliError, usage_error
 
 
 def check_device(device: str | None, scheduler: str | None) -> None:
-    """``train --device``: PyTorch installed, a device it knows and, without a scheduler (the
-    embedded cluster's workers declare no GPU, so the fit runs in this process), present here.
-
-    With a scheduler whose workers declare a GPU the products run there; whether it has any is
-    known once connected, and the fit checks the device then, before reading the data
+    """``train --device``: PyTorch installed, a device it knows and, without a scheduler, present
+    here. With a scheduler the fit checks the device once connected
     (:func:`catdask.pipeline.device.device_placement`).
-
-    Raises
-    ------
-    CliError
-        Exit code 2 for a form PyTorch does not know (the valid forms listed); 3 without
-        PyTorch (``pip install 'catdask[gpu]'``) or without the device here.
+    Raises :class:`CliError`: exit code 2 for a form PyTorch does not know; 3 without PyTorch or the
+    device.
     """
     if device is None:
         return
@@ -40,18 +33,11 @@ def check_device(device: str | None, scheduler: str | None) -> None:
 
 
 def check_gpu_workers(device: str | None, address: str | None, identity: dict | None) -> None:
-    """``train --device --scheduler``: a cluster with no worker declaring the ``GPU`` resource
-    leaves the products to this process (:func:`catdask.pipeline.device.device_placement`), so
-    the device must exist here; say so before the flow starts, with how to start GPU workers.
-
-    ``identity`` is the scheduler's reply to the address probe
-    (:func:`catdask.cli.runtime.check_scheduler`): no second query. Without one (no scheduler,
-    TLS, another transport) the fit checks when it connects, as before.
-
-    Raises
-    ------
-    CliError
-        Exit code 3, one line: the cluster has no GPU workers and this process lacks the device.
+    """``train --device --scheduler``: a cluster with no GPU worker leaves the products to this
+    process, so the device must exist here; say so before the flow starts. ``identity`` is the
+    scheduler's reply to the address probe (None: the fit checks when it connects).
+    Raises :class:`CliError`: exit code 3, one line: the cluster has no GPU workers and this process
+    lacks the device.
     """
     if device is None or identity is None:
         return

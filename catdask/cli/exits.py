@@ -34,14 +34,8 @@ EXIT_CODES_HELP = f"""exit codes:
 
 
 class CliError(Exception):
-    """A foreseen failure: printed as one line, exits with ``code``.
-
-    Parameters
-    ----------
-    message : str
-        What is wrong and, where possible, what to do about it.
-    code : int
-        The exit code (:data:`EXIT_USAGE` or :data:`EXIT_INPUT`).
+    """A foreseen failure: ``message`` (what is wrong and, where possible, what to do) printed as
+    one line, and the exit ``code`` (:data:`EXIT_USAGE` or :data:`EXIT_INPUT`).
     """
 
     def __init__(self, message: str, code: int = EXIT_INPUT):

@@ -139,15 +139,10 @@ def _check_spec_agrees(args) -> None:
 
 
 def _stored_fit(args):
-    """The train cache's answer before Prefect or Dask starts (the lookup the train flow
-    itself makes first, :mod:`catdask.pipeline.model_cache`): a registered version of this
-    content, spec identity and catdask; or a rejected fit of them, registered now if the
-    policy asked for passes it, else rejected again. None to run the flow.
-
-    A repeated ``catdask train``, or one that only changes ``--max-gap`` or
-    ``--allow-uncertified``, thus answers in about a second instead of the seconds to a minute
-    that importing Prefect and starting its server take (no flow run is recorded for it: the
-    fit's own run is). ``--refit`` and ``--run-key`` always run the flow.
+    """The train cache's answer before Prefect or Dask starts (:mod:`catdask.pipeline.model_cache`):
+    a registered version of this content, spec identity and code; or a rejected fit, registered now
+    if the policy asked for passes it, else rejected again. None to run the flow (always with
+    ``--refit`` and ``--run-key``). Saves the seconds of Prefect's imports and server start.
     """
     if args.refit or args.run_key:
         return None

@@ -1,11 +1,8 @@
 """Ctrl-C in a ``catdask`` command: one line, ``interrupted``, and exit 130.
 
-Without this, an interrupted train printed about twenty lines after the ``^C``: Prefect's
-"Crash detected!" and "Finished in state Crashed" for every task and flow run, asyncio's
-"Task exception was never retrieved" for the Dask gathers that were cut short, and the
-scheduler's warnings while the embedded cluster closed. They say nothing the user does not
-know. Once SIGINT arrives, console logging is muted (unless ``-v``); Prefect's API handlers
-sit on the run loggers, before the console, so the UI still records the crash.
+Once SIGINT arrives, console logging is muted (unless ``-v``): Prefect's crash lines, asyncio's
+and the scheduler's warnings say nothing the user does not know. Prefect's API handlers sit on
+the run loggers, before the console, so the UI still records the crash.
 """
 
 from __future__ import annotations

@@ -72,14 +72,9 @@ class _ConsoleNotes(logging.Handler):
 
 
 def _configure_logging(verbose: bool, command: str = "") -> None:
-    """Console logging: warnings and errors only, unless ``-v``.
-
-    The level is set on the console handler, not only on the root logger: the ``prefect``
-    logger is at INFO and propagates its records to the root's handlers, which a logger's level
-    does not filter ("Beginning flow run", "View at" a temporary server's link, "Finished in
-    state Completed()"). Prefect keeps this handler (it leaves a user's root handlers alone)
-    and sends every INFO record of a run to its API through its own handler on the run
-    loggers, so the UI's run logs stay complete.
+    """Console logging: warnings and errors only, unless ``-v``. The level is set on the console
+    handler, not only the root logger, since the ``prefect`` logger is at INFO and propagates;
+    Prefect's own API handler on the run loggers keeps the UI's run logs complete.
     """
     runtime.show_tracebacks = verbose
     console = logging.StreamHandler()
@@ -146,11 +141,9 @@ def main(argv=None) -> int:
 
 
 def _exit_without_teardown(code: int) -> None:
-    """Run the exit handlers, flush, and end the process without the interpreter's teardown.
-
-    For ``catdask serve`` once it has stopped everything it started: tearing down the modules
-    of Prefect, Dask, scikit-learn and matplotlib took 3-4 s of a Ctrl-C's stop on a loaded
-    machine (issue 28: stop within 5 s), and there is nothing left to release.
+    """Run the exit handlers, flush, and end the process without the interpreter's teardown: for
+    ``catdask serve`` once it has stopped everything it started (tearing down the modules took
+    seconds of the stop, and there is nothing left to release).
     """
     import atexit
 

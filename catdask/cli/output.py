@@ -176,17 +176,10 @@ class _LiveProgress:
 
 @contextmanager
 def progress(command: str, live: bool | None = None):
-    """A progress reporter for ``catdask <command>``.
-
-    Yields an object with ``step(description, total=None) -> step``, ``update(step,
-    description)``, ``advance(step)`` and ``done(step, summary="")``.
-
-    Parameters
-    ----------
-    command : str
-        The subcommand, for the plain lines.
-    live : bool, optional
-        Force the rich display on or off; default: on when stderr is a terminal.
+    """A progress reporter for ``catdask <command>``: yields an object with ``step(description,
+    total=None) -> step``, ``update(step, description)``, ``advance(step)`` and ``done(step,
+    summary="")``. ``live`` forces the rich display on or off (default: on when stderr is a
+    terminal); otherwise plain lines name ``command``.
     """
     if live is None:
         live = sys.stderr.isatty()

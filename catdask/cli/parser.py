@@ -37,8 +37,7 @@ SOURCE_DIR_HELP = ("folder with the original UCI files, flat or one subfolder pe
 
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
     """Shows each option's default, except where it is None or a flag's False, or where the
-    help text says it already (was: "(default: catdask) (default: catdask)"), and keeps the
-    exit-code table's line breaks."""
+    help text says it already, and keeps the exit-code table's line breaks."""
 
     def _get_help_string(self, action):
         if (action.default is None or action.default is False
@@ -77,9 +76,8 @@ class _Parser(argparse.ArgumentParser):
         return namespace
 
     def _check_leading_options(self, args):
-        """Options before the command must be this parser's own. Was: ``catdask --stroe x
-        models list`` took ``x`` for the command ("invalid choice: 'x'"), and ``catdask
-        --verbos`` said only that the command was missing."""
+        """Options before the command must be this parser's own (``catdask --stroe x models
+        list`` must not take ``x`` for the command)."""
         known = {o: a for a in self._actions for o in a.option_strings}
         i = 0
         while i < len(args) and args[i].startswith("-") and args[i] != "--":
@@ -235,9 +233,7 @@ def _store_commands(sub):
     s.add_argument("--keep-last", type=non_negative_int, default=0, metavar="N",
                    help="also keep the N snapshots before the current one")
     s = _add(sub, "models", "list, show or compare registered models (alone: list)")
-    # Alone, `catdask models` lists, as `catdask datasets` does (was a usage error, "the
-    # following arguments are required: {list,show,compare}"). The metavar names the choices
-    # in the help.
+    # Alone, `catdask models` lists, as `catdask datasets` does.
     msub = s.add_subparsers(dest="models_cmd", required=False, metavar="{list,show,compare}")
     s.set_defaults(name=None)  # what `models list` without NAME has
     m = _add(msub, "list", "registered model versions")

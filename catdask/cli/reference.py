@@ -1,13 +1,11 @@
 """The CLI reference, ``docs/cli.md``, written from the parser itself: every command's and
-subcommand's ``--help``, word for word, so the page cannot drift from what ``catdask`` accepts.
+subcommand's ``--help``, word for word, at a fixed width (:data:`WIDTH`).
 
 Regenerate it after changing an option or a help text::
 
     python -m catdask.cli.reference > docs/cli.md
 
-``tests/cli/test_cli_reference.py`` fails when the page differs from the parser. The help is
-formatted at a fixed width (:data:`WIDTH`), not the terminal's, so the page is the same on any
-terminal.
+``tests/cli/test_cli_reference.py`` fails when the page differs from the parser.
 """
 
 from __future__ import annotations

@@ -80,11 +80,8 @@ def prefect_server():
 
 
 def close_embedded_cluster() -> None:
-    """Close the Dask cluster this process embedded for the flows, if it started one.
-
-    Closed here, once the command's result is printed, rather than by the library's ``atexit``
-    hook. Without ``-v`` the nanny's "Worker process still alive after 4.0 seconds, killing"
-    is not shown: it only means a worker was slow to exit after the work was done and stored.
+    """Close the Dask cluster this process embedded for the flows, once the command's result is
+    printed; without ``-v`` the nanny's "still alive ... killing" is not shown.
     """
     cluster = sys.modules.get("catdask.distributed.cluster")
     if cluster is None:  # no flow ran: nothing was started
@@ -95,7 +92,8 @@ def close_embedded_cluster() -> None:
 
 
 def dask_client(address: str | None):
-    """Context manager yielding the Dask client the flows compute on (see ``dask_client_context``)."""
+    """Context manager yielding the Dask client the flows compute on (see
+    ``dask_client_context``)."""
     from catdask import operators  # noqa: F401  (adds what the workers import as they start)
     from catdask.distributed import dask_client_context
 
@@ -103,23 +101,10 @@ def dask_client(address: str | None):
 
 
 def prefect_environment(environ, store_root: Path) -> dict[str, str]:
-    """The variables to add to ``environ`` before Prefect is imported.
-
-    One Prefect home per store (``<store>/.prefect``) unless the user chose one
-    (``PREFECT_HOME``) or points ``PREFECT_API_URL`` at a server; Prefect's SDK telemetry and
-    the embedded server's analytics off unless the user set them (opt-in).
-
-    Parameters
-    ----------
-    environ : mapping
-        The current environment (``os.environ``).
-    store_root : Path
-        The resolved store folder.
-
-    Returns
-    -------
-    dict
-        Only the variables that are not already set.
+    """The variables (of those not already set in ``environ``) to add before Prefect is imported:
+    one Prefect home per store (``<store_root>/.prefect``) unless the user chose one
+    (``PREFECT_HOME``) or points ``PREFECT_API_URL`` at a server; Prefect's telemetry and analytics
+    off unless set.
     """
     updates = {"DO_NOT_TRACK": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
                # Quiet on the console only: the API (the UI's run logs, the solver's progress)
@@ -141,13 +126,10 @@ def prefect_environment(environ, store_root: Path) -> dict[str, str]:
 
 
 def profile_api_url(environ) -> tuple[str, str] | None:
-    """``(url, where)``: ``PREFECT_API_URL`` of the user's active Prefect profile, if any.
-
-    Read as Prefect reads it, without importing Prefect: the profiles file is
-    ``$PREFECT_PROFILES_PATH``, else ``$PREFECT_HOME/profiles.toml``, else
-    ``~/.prefect/profiles.toml``; the active profile is ``$PREFECT_PROFILE``, else the file's
-    ``active``. ``where`` names the profile and file, for messages. A file that is missing or
-    not TOML gives None (Prefect then uses its default profile, which sets no URL).
+    """``(url, where)``: ``PREFECT_API_URL`` of the user's active Prefect profile, if any, read as
+    Prefect reads it without importing Prefect (``$PREFECT_PROFILES_PATH``, else
+    ``$PREFECT_HOME/profiles.toml``, else ``~/.prefect/profiles.toml``; ``$PREFECT_PROFILE``, else
+    the file's ``active``). ``where`` names the profile and file. Missing or bad file: None.
     """
     import tomllib
 
@@ -173,12 +155,9 @@ def profile_api_url(environ) -> tuple[str, str] | None:
 
 
 def prepare_prefect(store) -> None:
-    """Apply :func:`prefect_environment` to ``os.environ`` (before any Prefect import).
-
-    Creates the Prefect home, with its parents, whoever chose it (the store-local default, or
-    ``PREFECT_HOME`` as ``make`` sets it, inside a store that does not exist yet on a fresh
-    clone): Prefect creates only the last folder, and its SQLite database cannot be opened in
-    a folder that does not exist (the temporary server then exits with code 3).
+    """Apply :func:`prefect_environment` to ``os.environ`` (before any Prefect import), creating the
+    Prefect home with its parents (Prefect creates only the last folder, and its SQLite database
+    cannot be opened in a folder that does not exist).
     """
     from catdask.store import resolve_store
 
@@ -251,13 +230,9 @@ def _first_bytes(sock, timeout: float) -> bytes | None:
 
 
 def _greeting_problem(greeting: bytes | None, target: tuple[str, int]) -> str | None:
-    """Why the first bytes of the TCP server at ``target`` are not a Dask scheduler's (None:
-    they may be).
-
-    A Dask server writes its handshake as soon as it accepts a connection (distributed's
-    ``Listener.on_connection``: a binary frame count first); an HTTP server waits for a request
-    and says nothing (it is then asked one, which names the scheduler when the port is a Dask
-    dashboard's); SSH, SMTP and the like greet in text.
+    """Why the first bytes of the TCP server at ``target`` are not a Dask scheduler's (None: they
+    may be). A Dask server writes its handshake as soon as it accepts; an HTTP server waits for a
+    request; SSH, SMTP and the like greet in text.
     """
     if greeting is None:
         from catdask.distributed.probe import web_server_note
@@ -276,17 +251,9 @@ def _greeting_problem(greeting: bytes | None, target: tuple[str, int]) -> str | 
 
 def check_scheduler(address: str | None, timeout: float = SCHEDULER_PROBE_TIMEOUT) -> dict | None:
     """Fail at once, naming ``address``, when nothing listens there; returns the scheduler's
-    ``identity`` reply (its workers and their resources), or None when none was asked for
-    (no address, TLS, a transport other than TCP).
-
-    Without this a wrong address costs Dask's connect timeout times the flows' retries, then a
-    page of tracebacks. Also shortens Dask's own connect timeout for that address (unless the
-    user configured one), since the address was just seen answering.
-
-    Raises
-    ------
-    CliError
-        Exit code 3, one line naming the address and the reason.
+    ``identity`` reply, or None when none was asked for (no address, TLS, another transport). Also
+    shortens Dask's connect timeout for that address (unless configured).
+    Raises :class:`CliError`: exit code 3, one line naming the address and the reason.
     """
     if not address:
         return None
@@ -341,18 +308,10 @@ def _probe_reason(exc: BaseException, timeout: float) -> str | None:
 
 
 def check_prefect_api(timeout: float = PREFECT_API_PROBE_TIMEOUT) -> None:
-    """Fail at once, naming the URL, when ``$PREFECT_API_URL`` (or the active Prefect
-    profile's, :func:`profile_api_url`) is set and nothing answers at its ``/health``.
-
-    Without this, the flows fail after Prefect's own retries with ``RuntimeError: Failed to
-    reach API`` (exit 1). An unreachable address fails, and so does a web server that is not
-    a Prefect API (no ``/health``, or an HTML page there: measured, exit 1 after 20 s before);
-    other HTTP answers (401, 5xx) are left to the flows, which say more about them.
-
-    Raises
-    ------
-    CliError
-        Exit code 3, one line naming the URL and what to do.
+    """Fail at once, naming the URL, when ``$PREFECT_API_URL`` (or the active profile's) is set and
+    nothing Prefect-like answers at its ``/health``; other HTTP answers (401, 5xx) are left to the
+    flows, which say more about them.
+    Raises :class:`CliError`: exit code 3, one line naming the URL and what to do.
     """
     url = settings.PREFECT_API_URL.get()
     source, unset = ENV_PREFECT_API, "unset it"

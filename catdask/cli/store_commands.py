@@ -1,9 +1,5 @@
-"""Commands that read the store and need no flow: ``datasets``, ``check``, ``gc``,
-``models``, ``plot``, ``predict``. None of them imports Prefect or Dask.
-
-A store named by ``--store`` or ``$CATDASK_STORE`` must exist (a typo would otherwise look
-like an empty store); the default ``./catdask-store`` may be missing, and the commands then
-say where they looked.
+"""Commands that read the store and need no flow: ``datasets``, ``check``, ``gc``, ``models``,
+``plot``, ``predict``. None of them imports Prefect or Dask.
 """
 
 from __future__ import annotations
@@ -77,11 +73,8 @@ def cmd_check(args) -> int:
 
 
 def check_rows(report) -> list[dict]:
-    """The table of ``catdask check``: what cleanup changed, one row per data set and model
-    version, then the problems of no such entry (crash leftovers, stray files, stale lineage).
-
-    A damaged data set or model is one row, its status the problem with its severity: it was
-    listed twice, as the entry's status and again as a problem.
+    """The table of ``catdask check``: what cleanup changed, one row per data set and model version
+    (a damaged entry's status is its problem), then the problems of no such entry.
     """
     root = report.root
     rows = [{"kind": "removed", "name": _relative(p, root), "status": "cleanup"}
@@ -302,7 +295,7 @@ def _require_training_data(args, meta, options):
 
 def _parse_predict_file(args):
     """``(X, y)`` of ``predict --file``, read and validated before scikit-learn, zarr and
-    matplotlib are imported: a malformed file was reported after 17 s of imports (issue 28)."""
+    matplotlib are imported."""
     from catdask.catalog import parse_features
 
     from .flow_commands import _label_column

@@ -26,24 +26,16 @@ def unwritable_reason(path: Path) -> str | None:
 
 
 def check_store_writable(store, writes: str, subfolders=()) -> Path:
-    """The store folder of a command that writes it: creatable (:func:`check_store_creatable`)
-    or, when it exists, writable here, and so are those of its ``subfolders`` that exist.
-
-    Was, on a read-only mount or another user's store: "error: OSError: [Errno 30] Read-only
-    file system: '<store>/.prefect/temporary-server.log' (run with -v for the traceback)",
-    exit 1, after Prefect's imports; a read-only store still answers ``datasets``, ``models``,
-    ``predict``, ``plot`` and ``check``, and ``train`` its cached fits, which only read.
+    """The store folder of a command that writes it: creatable (:func:`check_store_creatable`) or,
+    when it exists, writable here, and so are those of its ``subfolders`` that exist. (A read-only
+    store still answers the commands that only read.)
 
     Parameters
     ----------
     writes : str
-        What the command writes there, for the message: ``"`catdask ingest` writes data
-        sets"``.
-
-    Raises
-    ------
-    CliError
-        Exit code 3, naming the folder, why it cannot be written and what to do.
+        What the command writes there, for the message.
+    Raises :class:`CliError`: exit code 3, naming the folder, why it cannot be written and what to
+    do.
     """
     root = check_store_creatable(store)
     for folder in (root, *(root / sub for sub in subfolders)):
@@ -60,22 +52,14 @@ def check_store_writable(store, writes: str, subfolders=()) -> Path:
 
 
 def check_output_writable(path, what: str) -> None:
-    """The file or folder ``path`` a command will write (``--out``; ``plot``'s default name in
-    the current folder) can be made here: its nearest existing folder is writable.
-
-    Was found only when writing, as "OSError: [Errno 30] Read-only file system:
-    '<folder>/.p.csv.bjd45s_j.tmp'" (exit 1, naming a temporary file), for ``evaluate --out``
-    after the whole evaluation had run.
+    """The file or folder ``path`` a command will write can be made here: its nearest existing
+    folder is writable (checked before the work, not when writing its result).
 
     Parameters
     ----------
     what : str
         Who named the path, for the message: ``"--out p.csv"``, ``"the plot p.png"``.
-
-    Raises
-    ------
-    CliError
-        Exit code 3, naming the path, the folder and why.
+    Raises :class:`CliError`: exit code 3, naming the path, the folder and why.
     """
     folder = Path(path).absolute().parent
     while not folder.exists() and folder != folder.parent:

@@ -1,31 +1,17 @@
 """Safeguarded Anderson acceleration of the alternating iteration, one Gram pass per iteration.
 
-The plain iteration is a fixed-point map on the W-step's input ("coordinates"): the
-auxiliary variables z of the kernel problem (``docs/design.md §3``) or the ascent matrices
-``Y = [R_1 w_1, ..., R_K w_K]`` of the class-matrix problem (§2). It converges linearly.
-Anderson mixing replaces the next input by the affine combination of the last ``memory + 1``
-map outputs whose residuals ``T(x) - x`` combine to the smallest norm.
+The plain iteration is a fixed-point map on the W-step's input: the auxiliary variables z of
+the kernel problem (docs/design.md §3) or ``Y = [R_1 w_1, ..., R_K w_K]`` of the class-matrix
+problem (§2). Anderson mixing replaces the next input by the affine combination of the last
+``memory + 1`` map outputs whose residuals ``T(x) - x`` combine to the smallest norm.
 
-Why this costs no extra Gram pass: for the kernel problem the only O(N^2) work is
-``B = G Z``, and it is linear in z. Every map output ``g_j`` has its product ``G g_j`` from
-the pass that the plain step needs anyway (:meth:`lift`), so a mixture ``sum_j c_j g_j`` has
-the product ``sum_j c_j G g_j`` for free, and with it its W-step (``A = S^{-1/2} Z^T``,
-``P = S^{-1/2} B^T``) and its objective (the Z-step at P). The class-matrix problem pays one
-O(K D^2) product on the driver per evaluated point and never touches the data.
+No extra Gram pass: ``B = G Z`` is linear in z, and every map output ``g_j`` has its product
+``G g_j`` from the plain step's pass (:meth:`lift`), so a mixture has its product, W-step and
+objective for free. The class-matrix problem pays one O(K D^2) product per evaluated point.
 
-Monotone ascent: each iteration evaluates both the plain step and the mixed point from the
-current point, and takes the mixed point only when its objective is at least the plain
-step's, which is itself at least the current objective (both steps of the plain iteration are
-exact block maximisers). A rejected mixture clears the restart's history.
-
-Stopping: the step reported to the solver is the plain step's ``||W_plain - W||`` from the
-current point, the plain iteration's own criterion, and a restart that meets ``tol`` ends at
-that plain point, so both iterations stop by the same rule at the same kind of point.
-
-Measured (``benchmarks/bench_acceleration.py``, same starts, tol 1e-8, objectives equal to
-3e-15): iterations of the slowest restart, plain -> accelerated, README RBF N = 4,000
-135 -> 17; RBF K-CQS blobs N = 4,000 global 102 -> 34, class 174 -> 29; linear CQS
-N = 16,000 global 69 -> 21, class 102 -> 33.
+Monotone: each iteration takes the mixed point only when its objective is at least the plain
+step's (itself at least the current one); a rejected mixture clears the restart's history. The
+step reported to the solver is the plain step's, so both iterations stop by the same rule.
 """
 
 from __future__ import annotations
@@ -82,15 +68,10 @@ def _entries_like(capacity, like):
 
 
 class _History:
-    """One restart's last ``capacity`` map outputs ``(g, G g, residual)``, in preallocated
-    buffers.
+    """One restart's last ``capacity`` map outputs ``(g, G g, residual)``, in preallocated buffers.
 
-    Entries fill slots ``0, 1, ...`` and then overwrite the oldest, so the slots in use are
-    always ``[0, len)``: a mixture weighs the buffers in place (one product over the stacked
-    products, no copy of them). Stacking the products afresh every iteration cost more than
-    the mixing itself (R = 8, N = 8,000: 9 copies of an (N, K) array per restart and pass).
-    The products keep the memory order the Gram operator gives them ((K, N) rows, read by
-    the W-step): storing them as (N, K) cost a transposing copy per entry.
+    Slots ``[0, len)`` are in use (the oldest overwritten), so a mixture weighs the buffers in place
+    without stacking copies; the products keep the operator's (K, N) memory order.
     """
 
     def __init__(self, capacity):
@@ -132,21 +113,11 @@ class _History:
 class AndersonStepper:
     """Anderson mixing of the plain map with a per-restart monotone safeguard.
 
-    Parameters
-    ----------
-    problem : KernelProblem or ClassMatrixProblem
-        Must provide ``coordinates``, ``lift``, ``point`` and ``distance``.
-    n_restarts : int
-        Size of the batch (histories are kept per restart).
-    memory : int
-        Number of residual differences mixed (Anderson's m).
-    tol : float
-        The solver's tolerance: a restart whose plain step is within it keeps the plain point.
-
-    Attributes
-    ----------
-    accepted, rejected : ndarray of int, shape (n_restarts,)
-        Mixed points taken and mixed points refused by the safeguard, per restart.
+    ``problem`` (kernel or class-matrix) provides ``coordinates``, ``lift``, ``point`` and
+    ``distance``; histories of ``memory`` residual differences are kept per restart of the batch of
+    ``n_restarts``; a restart whose plain step is within ``tol`` keeps the plain point.
+    ``accepted`` and ``rejected`` count, per restart, the mixed points the safeguard took and
+    refused.
     """
 
     name = "anderson"
@@ -185,12 +156,9 @@ class AndersonStepper:
         return on_slots
 
     def _mixtures(self, restarts, weights):
-        """The mixed inputs (m, ...) of ``restarts`` and their products (None without).
-
-        Each mixture is one (1, n) x (n, size) product over a history's rows, written into
-        the batch's arrays: no per-restart temporaries stacked afterwards. The products'
-        array is kept from one iteration to the next (a fresh one paid its page faults every
-        time): the caller reads it only within the iteration.
+        """The mixed inputs (m, ...) of ``restarts`` and their products (None without), each one
+        product over a history's rows written into arrays kept from one iteration to the next (the
+        caller reads them only within the iteration).
         """
         first = self._history[restarts[0]]
         x = np.empty((len(restarts), *first.g.shape[1:]))
@@ -259,12 +227,9 @@ class AndersonStepper:
 def make_stepper(problem, n_restarts, acceleration="auto", *, memory=8, tol=0.0):
     """The stepper for ``acceleration`` (``"auto"``, ``"anderson"`` or ``"none"``).
 
-    ``"auto"`` accelerates CQS where a mixed point costs no pass over the data: the kernel
-    problem (K-CQS) and the class-matrix problem. CAS keeps the plain iteration: the streaming
-    linear problem would pay two more data passes per mixed point, and K-CAS stays the same
-    iteration as linear CAS with a linear kernel. ``"anderson"`` forces it for both
-    (measured on blobs, N = 1,000: K-CAS 193 -> 71 iterations, linear CAS 117 -> 46, both
-    monotone).
+    ``"auto"`` accelerates CQS where a mixed point costs no pass over the data (the kernel and the
+    class-matrix problems). CAS keeps the plain iteration (the streaming problem would pay two more
+    data passes per mixed point); ``"anderson"`` forces it for both.
     """
     if acceleration not in ACCELERATIONS:
         raise ValueError(

@@ -1,21 +1,12 @@
 """Top eigenpairs of every class block of a Gram operator, all classes per Gram pass.
 
 The decoupled kernel start needs the top eigenvector of each class block ``G_kk`` (or its
-centred form; docs/design.md §3c). With large classes on a cluster, one Lanczos run per class
-costs one round trip and one (non-symmetric) class product per step, class after class. Here
-the K eigenproblems run in lockstep: each step is one product with the block-diagonal
-``diag(G_11, ..., G_KK)`` (:meth:`BlockGramOperator.class_block_matmul`), which a tiled operator
-evaluates in one pass over the class blocks' symmetric tiles. The K problems are independent,
-so this is K block Lanczos runs (full reorthogonalisation) that share their passes.
-
-Each step may multiply a *block* of ``block`` vectors per class: a tile pass costs mostly its
-kernel evaluations (on one core, N = 20,000, class tiles in float32: 0.057 s with 1 vector,
-0.058 s with 4), while a block Krylov space converges at the gap to the ``block + 1``-th
-eigenvalue, not to the second. On the
-class-centred blocks of 5 blobs classes (top eigenvalues 27.4 and 21.8, N = 8,000) the single
-vector Lanczos took 18 passes to the Ritz residual 1e-10, a block of 4 took 9. On a Dask
-cluster a 4-column pass cost 1.3-1.45x a 1-column one (N = 24,000, 2 workers), so a block pays
-only where the top gap is small (the caller chooses: :func:`catdask.core.starts`).
+centred form; docs/design.md §3c). The K eigenproblems run in lockstep as K block Lanczos runs
+(full reorthogonalisation) sharing their passes: each step is one product with
+``diag(G_11, ..., G_KK)`` (:meth:`BlockGramOperator.class_block_matmul`), one pass over the
+class blocks' tiles. A tile pass costs mostly its kernel evaluations, so a *block* of vectors
+per class costs little more than one and converges at the gap to the ``block + 1``-th
+eigenvalue: the caller (:mod:`catdask.core.starts`) uses one where the top gap is small.
 """
 
 from __future__ import annotations
@@ -32,37 +23,16 @@ def class_block_top_eigenpairs(matmul, members, *, n=None, tol=1e-10, max_dim=20
                                block=BLOCK, start=None):
     """Top eigenpair of every diagonal block of a symmetric PSD block-diagonal operator.
 
-    Parameters
-    ----------
-    matmul : callable
-        ``V (N, m) -> M V`` with ``M`` block diagonal, block k on the indices ``members[k]``.
-    members : list of int arrays
-        The indices of each block (disjoint; blocks may be empty).
-    n : int, optional
-        The operator's order (default: the largest index plus one). The blocks may cover only
-        some indices (the decoupled start's large classes); ``matmul`` gets vectors of length
-        ``n``, zero outside the blocks.
-    tol : float
-        Stop a block when its Ritz residual in the Krylov relation, ``||(I - Q Q^T) M Q s||``
-        (the block form of Lanczos' ``|beta_j s_j|``), is at most ``tol`` times its top Ritz
-        value (the eigenvector is then accurate to about ``tol`` over the spectral gap, or to
-        the product's own rounding, whichever is larger).
-    max_dim : int
-        Krylov dimension per block at most; a block not converged by then returns its best
-        Ritz pair.
-    seed : int
-        Seed of the (deterministic) random start blocks.
-    block : int
-        Vectors per block and step (1: plain Lanczos).
-    start : callable, optional
-        ``start(k, idx) -> (n_k, 1)``: a first start vector for block k (the rest of the start
-        block stays random); a vector near the top eigenvector saves steps.
+    ``matmul`` maps V (n, m) to M V, with block k of M on the indices ``members[k]`` (disjoint,
+    maybe empty; ``n``, by default the largest index plus one, may exceed them: vectors are zero
+    outside the blocks). A block stops when its Ritz residual ``||(I - Q Q^T) M Q s||`` (the block
+    form of Lanczos' ``|beta_j s_j|``) is at most ``tol`` times its top Ritz value, or at Krylov
+    dimension ``max_dim`` (its best Ritz pair then). ``block`` vectors per block and step (1: plain
+    Lanczos), started from seeded random blocks whose first column ``start(k, idx) -> (n_k, 1)`` may
+    give.
 
-    Returns
-    -------
-    list of (float, ndarray)
-        ``(lambda_k, a_k)`` per block, ``a_k`` of unit norm, in the order of ``members``; the
-        sign makes ``a_k``'s largest-magnitude entry positive.
+    Returns ``[(lambda_k, a_k)]`` in the order of ``members``, ``a_k`` of unit norm with its
+    largest-magnitude entry positive.
     """
     rng = np.random.default_rng(seed)
     members = [np.asarray(m) for m in members]

@@ -12,23 +12,12 @@ __all__ = ["ClassIndex"]
 
 
 class ClassIndex:
-    """Class membership of N samples with labels coded ``0..K-1``.
+    """Class membership of N samples with labels coded ``0..K-1`` (``codes``, in
+    ``range(n_classes)``).
 
-    Parameters
-    ----------
-    codes : array-like of int, shape (N,)
-        Class code of each sample, in ``range(n_classes)``.
-    n_classes : int
-
-    Attributes
-    ----------
-    codes : ndarray of shape (N,)
-    counts : ndarray of shape (K,)
-        ``n_k``, the number of samples in each class.
-    order : ndarray of shape (N,) or None
-        Stable permutation that sorts samples by class (None when already sorted).
-    offsets : ndarray of shape (K + 1,)
-        Class ``k`` occupies ``offsets[k]:offsets[k+1]`` of the sorted order.
+    ``counts`` holds each class's ``n_k``; ``order`` the stable permutation that sorts samples by
+    class (None when already sorted); class ``k`` occupies ``offsets[k]:offsets[k+1]`` of the sorted
+    order.
     """
 
     def __init__(self, codes, n_classes):

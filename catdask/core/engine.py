@@ -1,22 +1,15 @@
 """The fit engine: all restarts of one problem run, chosen among and certified.
 
-:func:`fit_restarts` is the one path every fit takes (linear, kernel, the Nystroem features'
-linear fit), pymanopt-style: the estimator builds a problem (:mod:`catdask.core.problems`) and
-its starts, picks solver options, a certifier (:mod:`catdask.certificate.certifiers`) and a
-precision schedule (:mod:`catdask.core.precision`), and gets back a frozen :class:`FitResult`
-from which it sets its fitted attributes. Nothing is stored on the estimator during the fit.
+:func:`fit_restarts` is the one path every fit takes: the estimator builds a problem, its
+starts, solver options, a certifier and a precision schedule, and gets back a frozen
+:class:`FitResult`. Nothing is stored on the estimator during the fit.
 
-Choosing among restarts (issue 2: "ties and near-ties broken by certificate"): the highest
-objective wins; restarts within :data:`TIE_RTOL` of it tie, and among those a converged one
-wins. The certificate test runs once, on that chosen restart; every other restart is decided
-from it without a test of its own, rigorously: a tied restart shares its verdict (to TIE_RTOL),
-and a restart below another restart's objective is not a global maximiser, whose gap the chosen
-restart's upper bound on the global maximum bounds. The choice never depends on the verdict,
-and :func:`certify_restarts` is a pure function of the restarts, the chosen index, the chosen
-restart's axes and the certifier, so the test can run after the fit without changing anything:
-:class:`RestartCertification` holds those and runs it once, inside :func:`fit_restarts`
-(``certify_at="fit"``) or on first use of the certificates (``certify_at="access"``, issue 26:
-a fit inside cross-validation whose certificate nobody reads does not pay for the test).
+Choosing among restarts: the highest objective wins; restarts within :data:`TIE_RTOL` of it tie,
+and among those a converged one wins. The test runs once, on the chosen restart; a tied restart
+shares its verdict, and a restart below another one is not a global maximiser, its gap bounded
+by the chosen one's upper bound. The choice never depends on the verdict, and
+:func:`certify_restarts` is a pure function of its inputs, so :class:`RestartCertification` can
+run it inside the fit or on first use of the certificates.
 """
 
 from __future__ import annotations
@@ -38,7 +31,7 @@ __all__ = ["SolverOptions", "Starts", "Certifier", "FitResult", "RestartCertific
            "CERTIFY_AT"]
 
 # Restarts whose objectives agree to this relative tolerance count as ties: one test, of the
-# chosen one, speaks for all of them (issue 2: "ties and near-ties broken by certificate").
+# chosen one, speaks for all of them.
 TIE_RTOL = 1e-9
 
 #: When the certificate test runs: inside the fit, or on first use of the certificates.
@@ -83,29 +76,11 @@ class Certifier(Protocol):
 class RestartCertification:
     """Each restart's certificate (:func:`certify_restarts`), computed at most once.
 
-    Holds what the test needs (the solver's restart records, the chosen index, the chosen
-    restart's axes, the certifier) until :meth:`restarts` runs it; then it keeps only the
-    certified records, drops the certifier and calls ``release`` (e.g. the operator's
-    ``close``: a Gram operator the kernel certifier reads stays open until then). Pickling runs
-    the test first, so a pickle never holds a certifier or an operator.
-
-    Parameters
-    ----------
-    runs : sequence of RestartResult
-        The solver's records (``certificate`` not set).
-    best_index : int
-    point : ndarray or None
-        The chosen restart's axes (``W`` or kernel ``A``); None when the certifier does not
-        apply.
-    certifier : Certifier
-    moment : bool, default=False
-    release : callable, optional
-        Called once, after the test has run.
-
-    Attributes
-    ----------
-    seconds : float or None
-        Wall seconds of the test (and the derived certificates), once it has run.
+    Holds the solver's records ``runs`` (no certificates yet), ``best_index``, the chosen restart's
+    axes ``point`` (None when the certifier does not apply), the ``certifier`` and ``moment`` until
+    :meth:`restarts` runs the test; then keeps only the certified records, drops the certifier and
+    calls ``release`` once. Pickling runs the test first, so a pickle never holds a certifier or an
+    operator. ``seconds``: the test's wall seconds, once it has run.
     """
 
     def __init__(self, runs, best_index, point, certifier, *, moment=False, release=None):
@@ -156,26 +131,12 @@ class RestartCertification:
 class FitResult:
     """The record of one fit: the restarts, the chosen one, its certificate and the timings.
 
-    Attributes
-    ----------
-    certification : RestartCertification
-        The restarts' records and their certificates (the test ran in the fit, or runs on
-        first use of :attr:`restarts`, :attr:`best`, :attr:`certificates`,
-        :attr:`certificate`).
-    best_index : int
-        The chosen restart.
-    state : LinearState or KernelState
-        The solver's final state of every restart (leading axis: restarts).
-    phases : dict
-        Wall seconds: ``"setup"`` (from ``started_at`` to the first iteration: the caller's
-        validation and problem, and the starts), then ``"iterations"``, or ``"float32"`` (every
-        iteration on float32 tiles) and ``"polish"`` (the exact float64 iterations;
-        :class:`~catdask.core.precision.Float32ThenFloat64`), then ``"certificate"`` when a
-        test ran inside the fit.
-    float32_iterations : tuple of int
-        Each restart's iterations on float32 tiles (included in its ``n_iter``).
-    started_at : float
-        ``time.perf_counter()`` when the fit began.
+    ``certification`` holds the restarts' records and certificates, ``best_index`` the chosen
+    restart, ``state`` the solver's final state of every restart, ``float32_iterations`` each
+    restart's iterations on float32 tiles (included in ``n_iter``), ``started_at`` the fit's start
+    (``time.perf_counter()``) and ``phases`` wall seconds: ``"setup"`` (to the first iteration),
+    ``"iterations"`` or ``"float32"`` and ``"polish"``, and ``"certificate"`` when the test ran in
+    the fit.
     """
 
     certification: RestartCertification
@@ -207,11 +168,6 @@ class FitResult:
         return self.restarts[self.best_index]
 
     @property
-    def certificates(self):
-        """Each restart's certificate."""
-        return tuple(r.certificate for r in self.restarts)
-
-    @property
     def certificate(self):
         """The chosen restart's certificate."""
         return self.best.certificate
@@ -236,32 +192,14 @@ def fit_restarts(problem, starts: Starts, *, solver_options: SolverOptions,
                  certifier: Certifier, precision_schedule: PrecisionSchedule = FLOAT64,
                  moment: bool = False, started_at: float | None = None,
                  certify_at: str = "fit", release: Callable[[], Any] | None = None) -> FitResult:
-    """Run every restart as one batch, choose one and certify it (now or on first use).
+    """Run every restart of ``problem`` from ``starts`` as one batch under ``precision_schedule``,
+    choose one and certify it with ``certifier`` (``moment``: also the level-2 moment relaxation).
 
-    Parameters
-    ----------
-    problem : LinearProblem, ClassMatrixProblem or KernelProblem
-    starts : Starts
-    solver_options : SolverOptions
-    certifier : Certifier
-        Tests the chosen restart (:mod:`catdask.certificate.certifiers`).
-    precision_schedule : Float64Throughout or Float32ThenFloat64, default=FLOAT64
-    moment : bool, default=False
-        Passed to ``certifier.certify``: also try the level-2 moment relaxation.
-    started_at : float, optional
-        ``time.perf_counter()`` when the caller's fit began (default: now); the ``"setup"``
-        phase runs from it to the first iteration.
-    certify_at : {"fit", "access"}, default="fit"
-        ``"fit"``: the test runs here (phase ``"certificate"``). ``"access"``: it runs on
-        first use of the result's certificates (:class:`RestartCertification`); the certifier
-        and whatever it reads stay alive until then. A certifier that does not apply gives its
-        record here either way (there is no test to defer).
-    release : callable, optional
-        Called once after a deferred test has run (only with ``certify_at="access"``).
-
-    Returns
-    -------
-    FitResult
+    ``started_at`` (``time.perf_counter()``, default now) begins the ``"setup"`` phase.
+    ``certify_at="fit"`` runs the test here (phase ``"certificate"``); ``"access"`` defers it to the
+    first use of the result's certificates (:class:`RestartCertification`), keeping the certifier
+    and what it reads alive until then and calling ``release`` once after. A certifier that does not
+    apply gives its record here either way. Returns a :class:`FitResult`.
     """
     if certify_at not in CERTIFY_AT:
         raise ValueError(f"certify_at must be one of {CERTIFY_AT}; got {certify_at!r}.")

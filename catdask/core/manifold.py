@@ -12,19 +12,8 @@ __all__ = ["random_stiefel", "polar_factor", "inv_sqrt_spd"]
 
 
 def random_stiefel(n_points, n_rows, n_cols, rng):
-    """Draw ``n_points`` matrices uniformly (Haar) from St(n_rows, n_cols).
-
-    Parameters
-    ----------
-    n_points : int
-        Number of independent points (restarts).
-    n_rows, n_cols : int
-        Shape of each point; requires ``n_rows >= n_cols >= 1``.
-    rng : numpy.random.Generator
-
-    Returns
-    -------
-    W : ndarray of shape (n_points, n_rows, n_cols)
+    """``n_points`` matrices drawn uniformly (Haar) from St(n_rows, n_cols), ``n_rows >= n_cols >=
+    1``, with ``rng``: shape (n_points, n_rows, n_cols).
     """
     if not n_rows >= n_cols >= 1:
         raise ValueError(
@@ -40,22 +29,12 @@ def random_stiefel(n_points, n_rows, n_cols, rng):
 
 
 def polar_factor(Y, *, rank_rtol=1e-10):
-    """The W-step: the orthonormal polar factor of ``Y`` (paper eq. (22)).
+    """The W-step: the orthonormal polar factor of ``Y`` (..., D, K) (paper eq. (22)).
 
-    ``W = U V^T`` from the thin SVD ``Y = U S V^T`` maximises ``trace(W^T Y)`` over the
-    Stiefel manifold (paper eqs. (17)-(22)).
-
-    Parameters
-    ----------
-    Y : ndarray of shape (..., D, K)
-    rank_rtol : float
-        ``Y`` counts as rank deficient when ``s_min <= rank_rtol * s_max``; the polar factor is
-        then not unique (docs/design.md §3c) and the caller should warn.
-
-    Returns
-    -------
-    W : ndarray of shape (..., D, K)
-    rank_deficient : ndarray of bool, shape (...)
+    ``W = U V^T`` from the thin SVD ``Y = U S V^T`` maximises ``trace(W^T Y)`` over the Stiefel
+    manifold (paper eqs. (17)-(22)). Returns ``(W, rank_deficient)``: ``Y`` is rank deficient when
+    ``s_min <= rank_rtol * s_max``; the polar factor is then not unique (docs/design.md §3c) and the
+    caller should warn.
     """
     U, s, Vt = np.linalg.svd(Y, full_matrices=False)
     rank_deficient = s[..., -1] <= rank_rtol * np.maximum(s[..., 0], np.finfo(float).tiny)

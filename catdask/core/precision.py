@@ -27,13 +27,8 @@ __all__ = ["AnchoredProducts", "FLOAT32_PHASE_TOL", "FLOAT64", "Float64Throughou
 
 # precision="auto": the float32 phase stops at this RKHS step (never below ``tol``), then the
 # polish iterates on anchored products to ``tol``. The float32 map's fixed point is about 1e-6
-# from the float64 one and Anderson stalls near it (from 1e-5 on, in float32), so a hand-over
-# there wastes iterations; the anchored map has no such floor, and its error grows only with
-# the distance travelled after the hand-over (float32 rounding times |z - z0|: ~1e-11 relative
-# from 1e-4). Measured (blobs N = 3,000, D = 20, K = 5, 5 restarts, 3 seeds; passes of the
-# slowest restart with a float64 pass counted as 2 float32 ones): hand-over at 1e-6 56/49/61,
-# 1e-5 45/48/50, 1e-4 43/47/50, 1e-3 42/46/49; the float64 fit 62/78/74 and the former float64
-# polish from 1e-6 68/57/71.
+# from the float64 one and Anderson stalls near it, while the anchored map's error grows only
+# with the distance travelled after the hand-over (docs/design.md §3d).
 FLOAT32_PHASE_TOL = 1e-4
 
 
@@ -75,25 +70,13 @@ FLOAT64 = Float64Throughout()
 
 
 class AnchoredProducts:
-    """A kernel problem whose ``G Z`` is ``G Z0 + G32 (Z - Z0)``: an exact anchor plus a
-    float32 correction (the polish of :class:`Float32ThenFloat64`).
+    """A kernel ``problem`` whose ``G Z`` is ``G Z0 + G32 (Z - Z0)``: an exact anchor ``B0 = G Z0``
+    (float64; anchors ``z0``, one per restart of the batch it serves) plus a float32 correction (the
+    polish of :class:`Float32ThenFloat64`).
 
-    ``B0 = G Z0`` comes from one float64 pass at the anchor ``z0``; every later product adds
-    the float32-tile product of the difference ``dz = z - z0`` (accumulated in float64). The
-    product is affine in z, so Anderson mixtures still cost no pass, and its error is
-    ``(G32 - G) dz``: float32 rounding (~6e-8 relative per entry) times ``|dz|``, which the
-    float32 phase has already made small (its steps are below the hand-over tolerance): from
-    a hand-over at 1e-4 about 1e-11 relative, so the corrected map's fixed point is the
-    float64 one's to far below ``tol``. Nothing is accepted on it: :meth:`Float32ThenFloat64.run`
-    ends every restart with one exact float64 iteration.
-
-    Parameters
-    ----------
-    problem : KernelProblem
-    z0 : ndarray of shape (R, N)
-        The anchors, one per restart of the batch it serves (its local restart indices).
-    B0 : ndarray of shape (R, N, K)
-        ``G Z0`` in float64.
+    The product is affine in z, so Anderson mixtures still cost no pass, and its error
+    ``(G32 - G) dz`` is float32 rounding times the small ``|dz|`` left by the float32 phase, far
+    below ``tol``; nothing is accepted on it (every restart ends with an exact float64 iteration).
     """
 
     #: ``lift`` takes the batch's restart indices (catdask.core.acceleration).
@@ -121,25 +104,14 @@ class AnchoredProducts:
 
 @dataclass(frozen=True)
 class Float32ThenFloat64:
-    """Float32 Gram tiles to a step of ``float32_tol``, then the polish to ``tol``.
+    """Float32 Gram tiles to a step of ``float32_tol`` (never below the solver's ``tol``), then the
+    polish to ``tol`` (docs/design.md §3d); ``operator``'s tiles switch precision, float64 again
+    after the run.
 
-    The polish (docs/design.md §3d) keeps iterating on float32 tiles, with products made exact
-    to far below ``tol``: one exact float64 iteration from each restart's float32 point anchors
-    it (``B0 = G z0``), and every later product is ``G z0 + G32 (z - z0)``
-    (:class:`AnchoredProducts`). When a restart's step is below ``tol``, one more exact float64
-    iteration from its point gives the reported state (objective, coefficients, projections
-    from an exact float64 product) and the stopping test (the plain step from that point, as
-    in the plain iteration). A restart that fails the test is anchored again at that exact
-    product, for free, and goes on. So the exact result costs two float64 passes, where the
-    plain float64 polish paid one per iteration. Both phases share ``max_iter``; the polish
-    keeps at least its two exact iterations. Kernel problems only.
-
-    Parameters
-    ----------
-    operator : GramOperator
-        The operator whose tiles switch (``set_precision``); float64 again after the run.
-    float32_tol : float
-        The hand-over: the float32 phase's step tolerance (never below the solver's ``tol``).
+    The polish iterates on float32 tiles made exact by an anchor (:class:`AnchoredProducts`); when a
+    restart's step is below ``tol``, one exact float64 iteration from its point gives the reported
+    state and the stopping test (a restart that fails it is anchored again there, for free). Both
+    phases share ``max_iter``. Kernel problems only.
     """
 
     operator: Any

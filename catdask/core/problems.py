@@ -1,13 +1,10 @@
 """The category-space problems: one alternating iteration (Z-step, then W-step) each.
 
-A problem owns the data through an operator (:mod:`catdask.operators`, in memory or on Dask)
-and the objective (quadratic CQS / absolute CAS, class or global origin). The solver loop (``catdask.core.solver``) only calls ``start``, ``step`` and
-``distance`` (and, accelerated, ``coordinates``, ``lift`` and ``point``: catdask.core.acceleration)
-and never sees the data: that is how one loop serves numpy and Dask, linear and
-kernel, one restart or a batch of them (pymanopt's problem/solver split).
-
-States carry a leading restart axis R and are plain dataclasses of arrays, so the solver can
-take and put subsets of restarts generically.
+A problem owns the data through an operator and the objective (CQS / CAS, class or global
+origin). The solver only calls ``start``, ``step``, ``distance`` (and, accelerated,
+``coordinates``, ``lift``, ``point``) and never sees the data: one loop serves numpy and Dask,
+linear and kernel, one restart or a batch (pymanopt's problem/solver split). States carry a
+leading restart axis R and are plain dataclasses of arrays.
 """
 
 from __future__ import annotations
@@ -206,12 +203,9 @@ class KernelProblem:
                            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The W-step for fixed Z given ``B = G Z`` (R, N, K): no product with G."""
         classes = self.classes
-        # S[r, k, l] = sum_{i in C_k} z_i B[i, l]   (S = Z^T G Z, symmetric PSD). The operators
-        # work on class-sorted samples: one contraction per class, no (R, N, K) temporary
-        # (0.27 against 0.50 ms at R = 8, N = 8,000). einsum, not matmul: these products are
-        # too small to gain from BLAS, and OpenBLAS threads woken on the driver kept spinning
-        # on the cores the Dask workers were computing on (an iteration at R = 1 on 2 workers
-        # went from 33 to 110 ms).
+        # S[r, k, l] = sum_{i in C_k} z_i B[i, l]   (S = Z^T G Z, symmetric PSD): one contraction
+        # per class of the class-sorted samples. einsum, not matmul: these products are too small
+        # to gain from BLAS, whose threads woken on the driver would spin on the workers' cores.
         if classes.order is None:
             S = np.empty((B.shape[0], classes.n_classes, B.shape[2]))
             for k, a, b in classes.segments():
@@ -220,9 +214,8 @@ class KernelProblem:
             S = np.swapaxes(classes.sum(np.swapaxes(z[:, :, None] * B, 1, 2)), 1, 2)
         S_inv_sqrt, rank_deficient = inv_sqrt_spd(S)
         P = S_inv_sqrt @ np.swapaxes(B, 1, 2)  # (R, K, N)
-        # A = S^{-1/2} Z^T: column i is S^{-1/2}[:, y_i] * z_i. (np.take, not fancy indexing
-        # on the last axis: 0.4 against 2.7 ms at R = 8, N = 8,000, a tenth of a stored-G pass;
-        # scaled in place: a second (R, K, N) array cost another 1 ms of page faults.)
+        # A = S^{-1/2} Z^T: column i is S^{-1/2}[:, y_i] * z_i (np.take, much faster than fancy
+        # indexing on the last axis; scaled in place).
         A = np.take(S_inv_sqrt, classes.codes, axis=2)
         A *= z[:, None, :]
         return A, P, rank_deficient

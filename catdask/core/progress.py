@@ -14,9 +14,8 @@ import contextvars
 __all__ = ["solver_progress", "current_solver_callback", "watch_solvers", "quiet_solvers",
            "report_stage", "CONSOLE_NOTE", "CONSOLE_REPEATED", "SOLVER_PHASES"]
 
-#: The stages :class:`catdask.core.precision.Float32ThenFloat64` reports as its phases begin:
-#: the polish's solver loop counts its iterations from 1 again, so a listener names the phase
-#: beside the iteration count (it went 15 -> 9 without a word).
+#: The stages :class:`catdask.core.precision.Float32ThenFloat64` reports as its phases begin
+#: (the polish's loop counts its iterations from 1 again).
 SOLVER_PHASES = ("float32 phase", "float64 polish")
 
 #: A run log record with ``extra={CONSOLE_NOTE: True}`` is also shown on the CLI's quiet
@@ -24,9 +23,7 @@ SOLVER_PHASES = ("float32 phase", "float64 polish")
 #: runs); every other INFO record goes to the Prefect API only.
 CONSOLE_NOTE = "catdask_console_note"
 #: A run log record with ``extra={CONSOLE_REPEATED: True}`` is left off the CLI's quiet
-#: console, where the command reports the same outcome in its own words (a rejected model:
-#: "not registered: ..., pass --max-gap GAP ..."; a flow run's one-line error: "catdask train:
-#: error: ..."); the Prefect API still gets it.
+#: console, where the command reports the same outcome in its own words; the API still gets it.
 CONSOLE_REPEATED = "catdask_console_repeated"
 
 _SOLVER_CALLBACK: contextvars.ContextVar = contextvars.ContextVar("catdask_solver_callback",
@@ -100,19 +97,15 @@ def current_solver_callback():
 
 
 def report_stage(text):
-    """Tell the current listeners that a long stage after the solver loops began or moved on.
-
-    The global-optimality test runs after the last solver iteration and can take minutes (the
-    moment relaxation: about a minute on a 19-feature set); without a word from it, a CLI line
-    would keep saying "iteration 1, 8/8 restarts running" all that time. Listeners (those of
-    :func:`solver_progress` and :func:`watch_solvers`) that have a ``stage(text)`` attribute
-    get ``text``; the others, and every listener inside :func:`quiet_solvers`, get nothing.
+    """Tell the current listeners that a long stage after the solver loops began or moved on (the
+    certificate can take minutes after the last iteration). Listeners with a ``stage(text)``
+    attribute get ``text``; the others, and every listener inside :func:`quiet_solvers`, get
+    nothing.
 
     Parameters
     ----------
     text : str
-        What is running now, in a few words (e.g. "global-optimality test: moment
-        relaxation, 300 SCS iterations").
+        What is running now, in a few words.
     """
     for listener in _listeners():
         stage = getattr(listener, "stage", None)

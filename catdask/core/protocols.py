@@ -1,16 +1,11 @@
 """What the solver side asks of the data: the two operator interfaces, spelled out.
 
-The solver (``catdask.core.solver``), the problems (``catdask.core.problems``), the starts
-(``catdask.core.starts``) and the estimators never touch X or G directly; they call the methods
-below. The interfaces live here, with the code that calls them, and not with the operators that
-implement them (:mod:`catdask.operators`): the core imports no operator, every operator imports
-this module and subclasses one of these classes, so the dependency runs one way and the type
-checker verifies each implementation against its interface (``make typecheck``).
-
-Every implementation (in memory, on Dask workers, the centred wrapper) provides every member,
-so no caller probes for a method: a capability that differs between implementations is an
-explicit attribute (``matvec_without_class_block``, ``uses_tiles``). The methods are abstract,
-so a class that declares an interface and misses a method cannot be instantiated.
+The solver, problems, starts and estimators never touch X or G directly; they call the methods
+below. The interfaces live with the code that calls them: every operator
+(:mod:`catdask.operators`) subclasses one, so the dependency runs one way and the type checker
+verifies each implementation. Every implementation provides every (abstract) member, so no
+caller probes for a method: a capability that differs is an explicit attribute
+(``matvec_without_class_block``, ``uses_tiles``).
 
 Shapes: N samples, D features, K classes, R restarts (products work on all restarts at once).
 """
@@ -28,13 +23,8 @@ __all__ = ["DataOperator", "GramOperator"]
 
 
 class _SampleOperator(Protocol):
-    """What both operators have: the N samples' classes, the moments, and ``close``.
-
-    Attributes
-    ----------
-    classes : ClassIndex
-        Class membership of the N samples, in the operator's sample order.
-    n_samples : int
+    """What both operators have: ``classes`` (the N samples' :class:`ClassIndex`, in the operator's
+    sample order), ``n_samples``, the moments, and ``close``.
     """
 
     classes: ClassIndex
@@ -53,13 +43,8 @@ class _SampleOperator(Protocol):
 
 @runtime_checkable
 class DataOperator(_SampleOperator, Protocol):
-    """The linear method's data ``X`` (N, D), measured from the origin ``center`` (x0).
-
-    Attributes
-    ----------
-    n_features : int
-    center : ndarray of shape (D,)
-        The origin x0 (the training centroid unless given).
+    """The linear method's data ``X`` (N, D) with ``n_features``, measured from the origin
+    ``center`` (x0, the training centroid unless given).
     """
 
     n_features: int

@@ -1,15 +1,10 @@
 """The alternating solver: one loop for every problem, backend and batch of restarts.
 
 Each iteration is one exact block ascent (Z-step, then W-step), so the objective never
-decreases (docs/design.md §2). Restarts run as a batch: every pass over the data serves all
-restarts still active, and converged restarts drop out of the batch.
-
-Stopping (docs/design.md §3c): a restart stops when ``||W_new - W_old|| <= tol`` (kernel: RKHS
-norm), where W_new is the plain step from the current point also when the iteration is
-accelerated (``acceleration=``, catdask.core.acceleration).
-It also stops, flagged as not converged, when the objective has stopped changing while the
-axes keep moving, which happens when the centred data have rank < K and the polar factor is
-not unique; the caller turns that into a warning instead of running to ``max_iter`` silently.
+decreases (docs/design.md §2). Every pass over the data serves all restarts still active.
+A restart stops when ``||W_new - W_old|| <= tol`` (kernel: RKHS norm; W_new the plain step
+even when accelerated), or, flagged as not converged, when the objective has stopped changing
+while the axes keep moving (centred data of rank < K: the polar factor is not unique).
 """
 
 from __future__ import annotations
@@ -98,38 +93,16 @@ def solve(
 ):
     """Run the alternating iteration on a batch of restarts until each one stops.
 
-    Parameters
-    ----------
-    problem : LinearProblem, ClassMatrixProblem or KernelProblem
-        Provides ``step(state)`` and ``distance(new, old)``.
-    state : LinearState or KernelState
-        The evaluated starting points (leading axis: restarts).
-    tol : float
-        Step-size tolerance (paper: 1e-8).
-    max_iter : int
-    stall_rtol, stall_patience : float, int
-        A restart whose relative objective change stays below ``stall_rtol`` for
-        ``stall_patience`` consecutive iterations while its step stays above ``tol`` stops
-        with ``stopping_reason="objective-stalled"`` (or ``"rank-deficient"`` when the W-step
-        reported a rank-deficient ascent matrix).
-    starts : list of str, optional
-        Labels of the starting points, stored in the results.
-    log_every : int
-        Log progress at INFO level every that many iterations.
-    acceleration : {"auto", "anderson", "none"}
-        ``"anderson"`` mixes the last ``memory + 1`` steps (catdask.core.acceleration), still one
-        Gram pass per iteration and still monotone (a mixture is taken only when its objective
-        is at least the plain step's). ``"auto"`` uses it for CQS (the kernel problem and the
-        class-matrix problem) and the plain iteration (``"none"``) for CAS (see
-        :func:`catdask.core.acceleration.make_stepper`).
-        The step compared with ``tol`` is always the plain step's from the current point.
-    memory : int
-        Anderson's history length.
+    ``problem`` provides ``step(state)`` and ``distance(new, old)``; ``state`` holds the evaluated
+    starting points (leading axis: restarts), labelled by ``starts`` in the results. A restart stops
+    when its step is within ``tol`` (paper: 1e-8), at ``max_iter``, or, flagged, when its relative
+    objective change stays below ``stall_rtol`` for ``stall_patience`` iterations while its step
+    does not (``"objective-stalled"``, or ``"rank-deficient"``). Progress is logged every
+    ``log_every`` iterations; ``acceleration`` and ``memory`` as in
+    :func:`catdask.core.acceleration.make_stepper`.
 
-    Returns
-    -------
-    state : the final state of every restart
-    results : list of RestartResult
+    Returns ``(state, results)``: the final state of every restart and one
+    :class:`RestartResult` each.
     """
     callback = current_solver_callback()  # a listener set by the caller's context (progress)
     R = state.objective.shape[0]
@@ -148,10 +121,8 @@ def solve(
         idx = np.flatnonzero(active)
         if idx.size == 0:
             break
-        # While every restart runs, the state is replaced, not copied into (at R = 8,
-        # N = 8,000 the two copies cost a tenth of a stored-G pass). The stepper's history
-        # may keep views of ``old``: only the latest ``new``, never yet an ``old``, is ever
-        # written into below.
+        # While every restart runs, the state is replaced, not copied into. The stepper's
+        # history may keep views of ``old``: only the latest ``new`` is ever written into below.
         everyone = idx.size == R
         old = state if everyone else take_restarts(state, idx)
         new, step = stepper.step(idx, old)

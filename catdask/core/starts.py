@@ -1,8 +1,7 @@
 """Starting points for the restarts (docs/design.md §3c: "Include the decoupled start").
 
-- ``decoupled``: each axis the top eigenvector of its own class matrix R_k, then the polar step.
-  On an RBF Gram close to the identity (wine, small sigma) no random start converged in 20,000
-  iterations, while this one reached the certified optimum.
+- ``decoupled``: each axis the top eigenvector of its own class matrix R_k, then the polar step
+  (on an RBF Gram close to the identity it reaches the optimum where random starts do not).
 - ``class-means`` (linear only): the polar factor of the class means measured from x0.
 - ``random``: Haar-random points of the Stiefel manifold (kernel: random Z, then the W-step).
 """
@@ -27,14 +26,10 @@ _DENSE_EIG_MAX = 2000
 #: Lanczos (cheaper than reducing the whole matrix to tridiagonal form).
 _DENSE_TOP_MAX = 300
 #: Largest class Gram block (bytes) formed densely on the driver for the decoupled kernel start;
-#: larger classes use Lanczos on a blocked matvec when the operator has one (Dask backend),
-#: so the driver never holds an n_k x n_k block (measured: N = 50,000, 5 classes, 2.7 GB).
+#: larger classes use Lanczos on a blocked matvec when the operator has one (Dask backend).
 _DENSE_CLASS_GRAM_BYTES = 256 * 2**20
-#: Ritz-residual tolerance of the batched decoupled start, by the precision of its products.
-#: On float32 tiles the vector is only as good as their rounding (~5e-7 from the float64 one,
-#: whatever the tolerance: two runs at 1e-10 from different start vectors differ by that), so
-#: 1e-8 (an eigenvector error ~1e-8 over the relative gap) loses nothing and saves passes
-#: (global centring, N = 8,000: 8 -> 6 from g; 10 -> 9 from a random vector).
+#: Ritz-residual tolerance of the batched decoupled start, by the precision of its products: on
+#: float32 tiles the vector is only as good as their rounding, so 1e-8 loses nothing there.
 _START_TOL = {"float64": 1e-10, "float32": 1e-8}
 
 
@@ -54,13 +49,9 @@ def start_labels(init: str, n_restarts: int, *, kernel: bool) -> list[str]:
 def top_eigenvector(M: np.ndarray | None = None, *,
                     matvec: Callable[[np.ndarray], np.ndarray] | None = None,
                     n: int | None = None) -> tuple[float, np.ndarray]:
-    """Top eigenpair of a symmetric PSD matrix (dense, or Lanczos on a matvec).
-
-    Only the top pair is computed: a small matrix by LAPACK's selected-eigenvalue driver, a
-    larger one (n > ``_DENSE_TOP_MAX``) by Lanczos to machine precision, falling back to the
-    selected-eigenvalue driver if Lanczos does not converge. Measured at n = 784 (image
-    class scatter): full ``numpy.linalg.eigh`` 45-170 ms, top pair by ``evx`` 40 ms, Lanczos
-    20 ms; all give the same vector up to sign (to 1e-15).
+    """Top eigenpair of a symmetric PSD matrix (dense, or Lanczos on a matvec): LAPACK's
+    selected-eigenvalue driver for a small matrix, Lanczos to machine precision above
+    ``_DENSE_TOP_MAX`` (falling back to the driver if it does not converge).
     """
     if M is not None and M.shape[0] <= _DENSE_EIG_MAX:
         n = M.shape[0]
@@ -187,13 +178,9 @@ def _batched_class_starts(operator: GramOperator, classes: ClassIndex,
         return u.T
 
     # n: the large classes need not include the last one, and the products take all N rows.
-    # A block of 4 vectors per class where the top gap is small: the class-centred blocks
-    # E_k G_kk E_k lose the dominant (mean) direction, and one vector took 18-20 passes where 4
-    # took 9 (N = 24,000 on 2 workers: 1.95 s -> 1.17 s, a 4-column pass costing 1.3-1.45x a
-    # 1-column one). The globally centred blocks keep a dominant direction: 8 single-vector
-    # passes, 6 with 4 vectors, slower in all (0.69 s -> 0.84 s), so one vector there.
-    # The globally centred blocks' top eigenvector is close to their rows' sums, and the
-    # centring pass gave g = G 1: started there, 8 passes at the same tolerance, not 10.
+    # A block of 4 vectors per class where the top gap is small (the class-centred blocks lose
+    # the dominant mean direction); one vector for the globally centred blocks, started at
+    # their rows' sums g = G 1 from the centring pass, which is close to the top eigenvector.
     row_sums = getattr(operator, "row_sums", None)
     start = None if origin == "class" or row_sums is None else (
         lambda k, idx: np.asarray(row_sums)[idx][:, None])

@@ -64,16 +64,10 @@ def check_data_scale(X):
 
 
 def check_value_range(top, n_samples, n_features, *, squares_only=False):
-    """Refuse values up to ``top = max |x|`` in an ``n_samples x n_features`` table that the
-    arithmetic cannot carry, in the estimators' own sentence.
-
-    Scatter matrices, inner products and squared distances all sum N or D squared entries, and
-    the SVD of the polar step and the certificate multiply such sums again; measured, fits
-    failed with unrelated errors (``LinAlgError: SVD did not converge``, ``OverflowError``) from
-    ``max |x|`` about 1e77 on. ``squares_only``: refuse only what no computation here survives,
-    a sum of ``max(N, D)`` squares (a standardisation's variance, a squared norm) that is not
-    finite in float64 (ingest, and a fit that standardises first). A non-finite ``top`` is left
-    to the NaN/inf checks.
+    """Refuse values up to ``top = max |x|`` that the arithmetic cannot carry, in the estimators'
+    own sentence: fits failed with unrelated errors (SVD, overflow) from ``max |x|`` about 1e77 on.
+    ``squares_only``: refuse only a sum of ``max(N, D)`` squares that is not finite in float64
+    (ingest, and a fit that standardises first). A non-finite ``top`` is left to the NaN checks.
     """
     top = float(top)
     if not math.isfinite(top):
@@ -136,11 +130,8 @@ def explain_invalid_input(X, y=None):
 
 
 def check_missing_labels(y):
-    """A missing label (None, NaN or pandas' NA) gets a ValueError naming it and its index.
-
-    Called where label validation failed, so the common path pays nothing: was the sort's
-    TypeError "'<' not supported between instances of 'NoneType' and 'str'", pandas' "boolean
-    value of NA is ambiguous" or scikit-learn's "Input contains NaN" (which does not say y).
+    """A missing label (None, NaN or pandas' NA) gets a ValueError naming it and its index (called
+    only where label validation failed, so the common path pays nothing).
     """
     if y is None:
         return

@@ -7,25 +7,17 @@ from __future__ import annotations
 
 __all__ = ["MESSAGE_BATCH_SECONDS", "reduce_message_batching", "shorten_worker_batching"]
 
-#: Seconds between batched messages on a catdask client's stream to the scheduler, on the
-#: embedded scheduler's streams to its workers and clients, and on catdask's local workers'
-#: streams to the scheduler (distributed's defaults: 10 ms, 5 ms, 2 ms). A Gram pass is a few
-#: tasks and one small result, latency-bound at small N, and each pass's messages waited for
-#: those intervals: measured on 2 workers, a trivial task's round trip went from 10.4 ms to
-#: 3.9 ms, an iteration at N = 2,000 from 31 to 20 ms; the workers' side then took a pair of
-#: trivial tasks on 2 workers from 6.7 to 4.8 ms (submit to done).
+#: Seconds between batched messages on catdask's client, embedded scheduler and local workers'
+#: streams (distributed's defaults: 10 ms, 5 ms, 2 ms). A Gram pass is a few tasks and one
+#: small result, latency-bound at small N, so each pass waited for those intervals.
 MESSAGE_BATCH_SECONDS = 0.001
 
 
 def reduce_message_batching(client, scheduler=None, seconds=MESSAGE_BATCH_SECONDS):
-    """Shorten distributed's message batching for ``client`` (and for ``scheduler``, an
-    in-process :class:`distributed.Scheduler`, when given: our embedded cluster's).
-
-    distributed hard-codes the intervals (no config key), so this sets its ``BatchedSend``
-    objects' ``interval``; on a release without them it does nothing (a test notices).
-    Returns how many streams were changed. Workers that join ``scheduler`` later are
-    shortened by a scheduler plugin; clients that connect later keep the scheduler's side at
-    distributed's 2 ms.
+    """Shorten distributed's message batching for ``client`` (and ``scheduler``, an in-process
+    :class:`distributed.Scheduler`, when given). distributed hard-codes the intervals, so this sets
+    its ``BatchedSend`` objects' ``interval`` (nothing on a release without them). Returns how many
+    streams were changed; workers that join ``scheduler`` later are shortened by a plugin.
     """
     streams = [getattr(client, "scheduler_comm", None)]
     if scheduler is not None:

@@ -1,17 +1,10 @@
 """Where catdask's Dask work runs: an existing scheduler, or an embedded local cluster.
 
-:func:`dask_client_context` picks, in order:
-
-1. the ``address`` argument (``"tcp://host:8786"``, ``"tls://..."``);
-2. the ``CATDASK_SCHEDULER`` environment variable;
-3. the Dask client already current in this process (e.g. one the caller opened, or Prefect's
-   ``get_dask_client()``);
-4. an embedded :class:`distributed.LocalCluster` bound to 127.0.0.1, started once per process
-   and reused by later fits (dashboard at http://127.0.0.1:8787/status, or a free port when
-   8787 is taken), closed when the interpreter exits or by :func:`close_embedded_cluster`.
-
-Every worker thread gets one BLAS thread (docs/stack.md: more oversubscribes the cores). See
-``deploy/dask/README.md`` for starting a real cluster and TLS.
+:func:`dask_client_context` picks, in order: the ``address`` argument, ``$CATDASK_SCHEDULER``,
+the Dask client already current in this process, else an embedded
+:class:`distributed.LocalCluster` on 127.0.0.1 started once per process (dashboard on 8787 or a
+free port), closed at exit or by :func:`close_embedded_cluster`. Every worker thread gets one
+BLAS thread (docs/stack.md). See ``deploy/dask/README.md`` for a real cluster and TLS.
 """
 
 from __future__ import annotations
@@ -65,15 +58,10 @@ logger = logging.getLogger("catdask.distributed")
 
 # One BLAS thread per worker thread; set before the worker process loads numpy.
 BLAS_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-# Dask settings of a catdask LocalCluster's worker processes (their nannies hand them over):
-# no NVML. On a host with an NVIDIA driver every worker otherwise initialises NVML at start
-# (loading the driver's library) and polls the GPUs for the dashboard twice a second; these
-# workers compute on the CPU (GPU work goes to workers started with a GPU resource,
-# deploy/gpu-cluster.md). Measured on the H100 host (benchmarks/worker_memory.py
-# --nvml-compare, N = 50,000 to convergence on 16 x 1, medians of 2 interleaved): a worker
-# 76 MiB after start with NVML off against 95 MiB on, the whole fit's peak 2.71 GiB against
-# 3.00 GiB, the same fit time. (An environment variable would not do: the nanny sets
-# its own whole configuration in the worker after the environment, NVML on included.)
+# Dask settings of a catdask LocalCluster's worker processes (their nannies hand them over): no
+# NVML, which every worker would otherwise load and poll for the dashboard; these workers compute
+# on the CPU (GPU workers are started separately, deploy/gpu-cluster.md). An environment variable
+# would not do: the nanny sets the worker's whole configuration after the environment.
 WORKER_CONFIG = {"distributed.diagnostics.nvml": False}  # dotted: the nanny merges shallowly
 
 _EMBEDDED: dict[str, Any] = {"cluster": None, "client": None, "n_workers": 0}
@@ -93,22 +81,16 @@ def _port_free(host, port):
     return True
 
 
-#: Scheduler settings for a catdask cluster. The Active Memory Manager's ReduceReplicas
-#: policy drops the extra copies of X made for a Gram pass (``BlockRunner.put(everywhere=True)``)
-#: a few seconds after they are made, and the scheduler then runs both of a pass's row-block
-#: tasks next to the one copy left: measured on 2 workers, 2 to 4 of 9 passes ran on one
-#: worker and the 2-worker speed-up fell to 1.2-1.5x. For a separate cluster, set
-#: ``DASK_DISTRIBUTED__SCHEDULER__ACTIVE_MEMORY_MANAGER__START=False`` where the scheduler
-#: runs (deploy/dask/README.md).
+#: Scheduler settings for a catdask cluster. The Active Memory Manager's ReduceReplicas policy
+#: would drop the copies of X made for a Gram pass (``BlockRunner.put(everywhere=True)``), and
+#: the scheduler then runs a pass's tasks next to the one copy left. For a separate cluster, set
+#: ``DASK_DISTRIBUTED__SCHEDULER__ACTIVE_MEMORY_MANAGER__START=False`` (deploy/dask/README.md).
 SCHEDULER_CONFIG = {"distributed.scheduler.active-memory-manager.start": False}
 
 
 def _abandon(cluster) -> None:
-    """Kill the worker processes of a cluster whose start was interrupted, and mark it closed.
-
-    distributed's exit hook would otherwise close it, waiting up to 10 s, and print an
-    AssertionError traceback when its workers never left ``Status.init`` (a ``catdask serve``
-    whose test run was SIGKILLed as serve started its cluster).
+    """Kill the worker processes of a cluster whose start was interrupted, and mark it closed
+    (distributed's exit hook would wait 10 s and print a traceback).
     """
     import signal
 
@@ -125,11 +107,9 @@ def _abandon(cluster) -> None:
 def start_local_cluster(n_workers, *, threads_per_worker=1, processes=True,
                         memory_limit="auto", dashboard_address="127.0.0.1:0",
                         set_as_default=False, worker_modules=None):
-    """A LocalCluster set up the way catdask computes: bound to 127.0.0.1, one BLAS thread per
-    worker thread, :data:`SCHEDULER_CONFIG` applied. Returns ``(cluster, client)``.
-
-    The embedded cluster and the benchmarks' clusters are both made here. Worker processes
-    import ``worker_modules`` as they start (default :func:`worker_imports`).
+    """A LocalCluster set up the way catdask computes (127.0.0.1, one BLAS thread per worker thread,
+    :data:`SCHEDULER_CONFIG`), for the embedded cluster and the benchmarks. Returns
+    ``(cluster, client)``. Worker processes import ``worker_modules`` as they start.
     """
     import dask
     from distributed import Client, LocalCluster
@@ -166,14 +146,9 @@ def start_local_cluster(n_workers, *, threads_per_worker=1, processes=True,
 
 
 def default_threads_per_worker(cores=None):
-    """Threads per worker process of the embedded cluster on a machine of ``cores`` cores.
-
-    One per process up to 7 cores; 2 from 8 cores on. Measured on a 16-core host (N = 50,000,
-    one float32 Gram pass, median of 3, one run; benchmarks/bench_device.py, 2026-11-27):
-    16 processes x 1 thread 0.266 s and 2.92 GiB peak RSS (driver, workers, nannies),
-    8 x 2 0.267 s and 1.78 GiB, 4 x 4 0.332 s and 1.20 GiB. The tile tasks spend their time in
-    BLAS and numpy ufuncs, which release the GIL, so two threads share a process at no cost
-    and save a process (~0.14 GiB with its nanny); four lost 25% of the speed.
+    """Threads per worker process of the embedded cluster on a machine of ``cores`` cores: one up to
+    7 cores, 2 from 8 on. The tile tasks release the GIL, so two threads share a process at no cost
+    and save a process's memory; four lost speed (docs/benchmarks.md, bench_device).
     """
     cores = usable_cores() if cores is None else cores
     return 1 if cores < 8 else 2
@@ -181,21 +156,11 @@ def default_threads_per_worker(cores=None):
 
 def embedded_cluster(*, n_workers=None, threads_per_worker=None, processes=True,
                      memory_limit="auto", dashboard_port=8787):
-    """Start (once per process) and return the embedded LocalCluster's client.
-
-    Parameters
-    ----------
-    n_workers : int, optional
-        Default: one worker thread per core this process may use (:func:`.host.usable_cores`;
-        ``threads_per_worker`` threads per process).
-    threads_per_worker : int, optional
-        Default :func:`default_threads_per_worker`: 1 below 8 cores, else 2.
-    processes : bool, default=True
-        Worker processes (the GIL-free default); ``False`` runs worker threads in this process.
-    memory_limit : str or int, default="auto"
-        Per worker, as in :class:`distributed.LocalCluster`.
-    dashboard_port : int, default=8787
-        Used when free; otherwise any free port (the address is logged).
+    """Start (once per process) and return the embedded LocalCluster's client: by default one worker
+    thread per usable core (:func:`.host.usable_cores`), :func:`default_threads_per_worker` threads
+    per worker process (``processes=False``: worker threads in this process), ``memory_limit`` per
+    worker as :class:`distributed.LocalCluster` takes it, the dashboard on ``dashboard_port`` when
+    free (else any free port, logged).
     """
     with _LOCK:
         client = _EMBEDDED["client"]
@@ -229,12 +194,9 @@ async def _close_workers(cluster, timeout):
 
 
 def quiet_embedded_workers() -> int:
-    """Mute the embedded cluster's worker processes as a terminal's Ctrl-C does (SIGINT: their
-    logging below CRITICAL for a while, :mod:`.worker_setup`); returns how many.
-
-    For a command that stops on another signal (SIGTERM to ``catdask serve`` alone): a worker
-    whose task is released as the run that submitted it dies logged distributed's "Async
-    instruction ... ended with CancelledError" after serve's "stopping" line.
+    """Mute the embedded cluster's worker processes as a terminal's Ctrl-C does
+    (:mod:`.worker_setup`), for a command that stops on another signal (SIGTERM to ``catdask
+    serve``); returns how many.
     """
     import signal
 
@@ -254,10 +216,8 @@ def quiet_embedded_workers() -> int:
 
 def close_embedded_cluster(worker_timeout=None):
     """Close the embedded cluster started by :func:`dask_client_context` (no-op when none).
-
-    ``worker_timeout`` (seconds): give each worker that long to finish, then kill it, instead
-    of distributed's 4 s. A worker waits for the task it is running; ``catdask serve``
-    stopping on Ctrl-C has no use for that task's result (its flow run is gone).
+    ``worker_timeout`` (seconds): kill a worker still running a task after that long, instead of
+    distributed's 4 s.
     """
     with _LOCK:
         client, cluster = _EMBEDDED["client"], _EMBEDDED["cluster"]
@@ -283,18 +243,10 @@ def _worker_names(client):
 
 
 def restore_embedded_workers(timeout=None):
-    """Bring the embedded cluster back to the size it was started with.
-
-    A worker killed (out of memory, ``kill -9``) is restarted by its nanny; when that restart
-    fails, distributed never retries and the cluster silently runs on fewer workers. After
-    ``timeout`` seconds (default :data:`WORKER_RESTART_GRACE_SECONDS`) without the nanny's
-    restart, the lost worker is replaced by a new one.
-
-    Returns
-    -------
-    (n_running, n_expected) : tuple of int
-        ``(0, 0)`` when no embedded cluster runs. A warning is logged when the cluster stays
-        below its size (then later work runs degraded, on the workers left).
+    """Bring the embedded cluster back to the size it was started with: a killed worker whose nanny
+    cannot restart it within ``timeout`` seconds (default :data:`WORKER_RESTART_GRACE_SECONDS`) is
+    replaced (distributed never retries). Returns ``(n_running, n_expected)``, ``(0, 0)`` without an
+    embedded cluster; warns when the cluster stays below its size.
     """
     with _LOCK:
         cluster, client, expected = (_EMBEDDED["cluster"], _EMBEDDED["client"],

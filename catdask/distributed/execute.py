@@ -1,15 +1,10 @@
 """Running one pass: a handful of block tasks as one small Dask graph.
 
-An iteration submits one task per row block and gathers small results, dozens to thousands
-of times per fit, so the per-pass overhead matters. Building the graph as a plain dict of
-``(function, *args)`` tasks and submitting it with ``Client.get`` costs a fraction of
-``dask.delayed`` graph construction (measured on this stack: about 6 ms per delayed call).
-
-Data that stays on the workers between passes (X, cached Gram blocks) is *persisted*: on a
-distributed client it is held as futures whose task (not a scattered copy) the scheduler
-keeps, so a lost worker's share is recomputed, never lost (docs/stack.md: a SIGKILLed worker's
-results came back correct). Without a distributed client the same graphs run on Dask's local
-threaded scheduler and persisted data are plain in-memory values.
+A fit runs dozens to thousands of passes, so the per-pass overhead matters: a plain dict of
+``(function, *args)`` tasks submitted with ``Client.get`` costs a fraction of ``dask.delayed``.
+Data that stays on the workers between passes (X, cached Gram blocks) is held as futures of a
+task (not a scattered copy), so a lost worker's share is recomputed, never lost. Without a
+distributed client the same graphs run on Dask's threaded scheduler.
 """
 
 from __future__ import annotations
@@ -54,13 +49,9 @@ def _identity(x):
 
 
 def _untokenized(graph):
-    """``graph`` as the expression ``Client.get`` makes of a dict, with a random token.
-
-    ``Client.get`` names a dict graph by hashing all of it, per-pass inputs included (z is
-    copied into every task): 1.2 ms of a 60 ms Gram pass at N = 12,000, on the driver, in
-    the thread the scheduler shares. The keys here are unique already (:meth:`BlockRunner.new_key`),
-    so a random token names the graph as well; ``Client.submit`` does the same. A Dask
-    without this expression class gets the plain dict.
+    """``graph`` as the expression ``Client.get`` makes of a dict, with a random token: hashing the
+    whole graph (per-pass inputs included) costs the driver time, and the keys here are unique
+    already (:meth:`BlockRunner.new_key`). A Dask without this expression class gets the dict.
     """
     try:
         from dask._expr import LLGExpr
@@ -95,12 +86,9 @@ class BlockRunner:
         return dask.threaded.get(graph, keys)
 
     def put(self, value, name="data", *, everywhere=False):
-        """Hold ``value`` on the cluster (recomputable); returns its key.
-
-        ``everywhere=True`` copies it to every worker. Use it for an input that every block
-        task reads (X in a Gram pass): the scheduler places a task next to its data, so with a
-        single copy nearly every task of a pass ran on the worker holding it (measured: 5 of 6
-        row-block tasks on one of 2 workers, no speed-up from the second worker).
+        """Hold ``value`` on the cluster (recomputable); returns its key. ``everywhere=True`` copies
+        it to every worker, for an input every block task reads: the scheduler places tasks next to
+        their data, so a single copy put nearly every task on one worker.
         """
         (key,) = self.put_many({name: value}, everywhere=everywhere)
         return key
@@ -110,9 +98,8 @@ class BlockRunner:
         replication); returns their keys in order."""
         keys = [self.new_key(name) for name in values]
         if self.client is not None and everywhere:
-            # Scattered to every worker, not sent inside a graph: X or its tile factors (29 MiB
-            # at 30,000 x 40) in a graph made Dask warn "Sending large graph" (issue 43). The
-            # copies on every worker stand in for the graph's recomputability.
+            # Scattered to every worker, not sent inside a graph (a large graph makes Dask warn);
+            # the copies on every worker stand in for the graph's recomputability.
             scattered = self.client.scatter(dict(zip(keys, values.values())), broadcast=True,
                                             hash=False)
             self._data.update((key, scattered[key]) for key in keys)
@@ -162,16 +149,10 @@ class BlockRunner:
                               resources=resources))
 
     def accumulate(self, tasks, add, name="task", extra=None):
-        """Run ``tasks`` and call ``add(result)`` on the driver for each result, in the order
-        they finish, while the others still run.
-
-        For sums whose parts are large next to the work that adds them (the Gram tile pass's
-        row bands): each part travels once, straight to the driver, as soon as its task ends,
-        and only the last one is left to move when the pass's compute is over. A tree on the
-        workers (:meth:`reduce`) starts its combine tasks and worker-to-worker copies when
-        its inputs are all there, i.e. after the slowest tile task: measured on 16 workers at
-        N = 50,000 (benchmarks/cores_ceiling.py), 0.073 s of a 0.352 s pass came after the
-        last tile task ended, and 0.024 s more to reach the driver.
+        """Run ``tasks`` and call ``add(result)`` on the driver for each result as it finishes. For
+        sums whose parts are large next to the adding (the tile pass's row bands): each part travels
+        once, as soon as its task ends, where a tree on the workers (:meth:`reduce`) would start
+        only after the slowest task.
         """
         keys = [self.new_key(name) for _ in tasks]
         dsk = {**(extra or {}), **dict(zip(keys, tasks))}
@@ -186,14 +167,10 @@ class BlockRunner:
             add(part)
 
     def reduce(self, tasks, combine, name="task", fanin=8, extra=None, part_nbytes=None):
-        """Run ``tasks`` and combine their results with ``combine(*parts)`` in a tree on the
-        workers (``extra``: graph entries the tasks refer to); the driver gets one result.
-
-        When the caller gives the size of one result (``part_nbytes``) and the parts are few
-        (at most ``fanin``) and small (:data:`DRIVER_COMBINE_BYTES` in all), the driver
-        gathers them and combines them itself: the tree's hop from worker to worker and its
-        extra task cost more than the bytes (measured: a Gram pass at N = 12,000 on 2 workers,
-        2-2.5 ms of 60 ms).
+        """Run ``tasks`` and combine their results with ``combine(*parts)`` in a tree on the workers
+        (``extra``: graph entries the tasks refer to); the driver gets one result. Few, small parts
+        (``part_nbytes`` given, at most ``fanin``, :data:`DRIVER_COMBINE_BYTES` in all) are combined
+        on the driver instead, which is cheaper than the tree's extra hop.
         """
         if (part_nbytes is not None and len(tasks) <= fanin
                 and len(tasks) * part_nbytes <= DRIVER_COMBINE_BYTES):

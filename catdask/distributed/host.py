@@ -1,12 +1,8 @@
 """What this host lets the process use: cores and memory, as Dask itself counts them.
 
-``os.cpu_count()`` and ``psutil.virtual_memory()`` report the whole machine. In a container
-started with ``--cpus=4 --memory=8g`` on a 64-core, 256 GiB host they say 64 and 256 GiB,
-and a cluster sized from them would start 32 worker processes that share 4 cores and run out
-of memory. Dask's ``dask.system.CPU_COUNT`` takes the least of the host's cores, the process's
-CPU affinity (``taskset``) and a cgroup CPU quota, and ``distributed.system.MEMORY_LIMIT`` the
-least of the host's memory, a cgroup memory limit and ``RLIMIT_RSS``: LocalCluster sizes its
-own defaults from them, and so does catdask.
+``os.cpu_count()`` and ``psutil`` report the whole machine, not a container's limits. Dask's
+``CPU_COUNT`` (cores, affinity, cgroup quota) and ``MEMORY_LIMIT`` (memory, cgroup limit,
+``RLIMIT_RSS``) do: LocalCluster sizes its defaults from them, and so does catdask.
 """
 
 from __future__ import annotations

@@ -2,16 +2,12 @@
 
 - a :class:`dask.array.Array` of shape (N, D), chunked by rows (column chunks are merged);
 - a :class:`zarr.Array` (opened lazily with :func:`dask.array.from_zarr`);
-- a zarr data set: a group (object or path) holding ``X`` (N, D) chunked by rows and ``y``
-  (N,) integer codes, with the class labels in its attributes; a catdask store's
-  ``<root>/datasets/<name>`` (a pointer to the current snapshot) is resolved through the
-  store's reader, :func:`catdask.dataset_pointer.resolve_folder`, which holds the readers' lock
-  on the snapshot while the arrays read from it are in use;
-- any :class:`LabelledArrays` object: arrays ``X`` and ``y_codes`` with the ``classes`` the codes
-  index (e.g. the handles from :func:`catdask.store.open_dataset_arrays`).
+- a zarr data set: a group (object or path) holding ``X`` (N, D) and ``y`` (N,) integer codes,
+  with the class labels in its attributes; a store's ``datasets/<name>`` pointer is resolved
+  through :func:`catdask.dataset_pointer.resolve_folder`, under the readers' lock;
+- any :class:`LabelledArrays` object (arrays ``X``, ``y_codes`` and ``classes``).
 
-Labels always come to the driver (N small integers): the Z-step and the per-class bookkeeping
-run there (docs/design.md §5). Only X stays distributed.
+Labels always come to the driver (docs/design.md §5); only X stays distributed.
 """
 
 from __future__ import annotations
@@ -126,14 +122,9 @@ def _from_dataset_arrays(ds):
 
 
 def _snapshot_arrays(group):
-    """``(X, y, attributes)`` of a data-set group (zarr arrays, None where missing), following
-    a store's pointer once.
-
-    A catdask store's ``datasets/<name>`` group is a pointer (its format is read only by
-    :mod:`catdask.dataset_pointer`): it is resolved once to the current immutable snapshot,
-    under the readers' shared lock, so gc cannot remove the snapshot and everything read later
-    comes from it, whatever happens to the name meanwhile. The lock lives as long as the
-    returned X array (and the Dask arrays built on it) does.
+    """``(X, y, attributes)`` of a data-set group (zarr arrays, None where missing). A store's
+    pointer is resolved once to its immutable snapshot under the readers' shared lock, which lives
+    as long as the returned X array (and the Dask arrays built on it).
     """
     import zarr
 

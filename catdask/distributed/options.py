@@ -1,8 +1,6 @@
-"""Settings of a Dask fit: how the Gram operator caches its blocks.
-
-Gram-cache options for the kernel backend are read from Dask's configuration (so they can also
-come from ``DASK_CATDASK__GRAM__CACHE`` and friends); :func:`gram_options` sets them for a block
-of code, and :func:`gram_cache_settings` reads them as ``DaskGramOperator`` keyword arguments.
+"""Settings of a Dask fit: how the Gram operator caches its blocks, read from Dask's configuration
+(so also from ``DASK_CATDASK__GRAM__CACHE`` and friends): :func:`gram_options` sets them for a
+block of code, :func:`gram_cache_settings` reads them as ``DaskGramOperator`` arguments.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """What the workers of catdask's local clusters load as they start: the preload and its modules.
 
-:mod:`.worker_setup` is the worker preload (Ctrl-C, message batching, imports);
-:func:`worker_imports` the modules it imports, what catdask's tasks unpickle. This package
-names none of its own; the layers above add theirs with :func:`add_worker_imports`
-(:mod:`catdask.operators` adds its block functions and the kernels as it is imported), so that
-this package never imports them.
-
-``dask.array`` is not among them (issue 27): only a worker that reads a chunk of a Dask input
-needs it, and it imports it with that chunk's first task (about 70 ms, once per worker). It
-costs every worker 25 MiB of RSS (with ``scipy.sparse``, which it imports): on 16 single-thread
-workers 0.4 GiB, though a kernel fit on 5 input chunks reads them on at most 5 workers.
+:mod:`.worker_setup` is the worker preload; :func:`worker_imports` the modules it imports (what
+catdask's tasks unpickle), which the layers above add with :func:`add_worker_imports`, so this
+package never imports them. ``dask.array`` is not among them: only a worker that reads a chunk
+of a Dask input needs it, and it costs every worker memory.
 """
 
 from __future__ import annotations

@@ -2,12 +2,9 @@
 
 :func:`connect_scheduler` refuses an address Dask cannot use (:func:`address_problem`), asks
 whether a scheduler answers there (:func:`probe_scheduler`), then connects; each failure is one
-line. The embedded cluster (:mod:`.cluster`) uses this module, never the other way round.
-
-distributed's ``connect()`` waits for the peer's handshake without any timeout, so a port that
-accepts TCP and then says nothing (an HTTP server waiting for a request) hung ``catdask train
---scheduler`` for 724 s (issue 28). :func:`probe_scheduler` asks the server's ``identity`` in an
-event loop of its own under ``asyncio.wait_for``, and names what answered instead.
+line. distributed's ``connect()`` waits for the handshake without a timeout (a port that
+accepts TCP and says nothing hangs it), so :func:`probe_scheduler` asks the server's
+``identity`` in its own event loop under ``asyncio.wait_for`` and names what answered instead.
 """
 
 from __future__ import annotations
@@ -45,12 +42,9 @@ def _tcp_target(address):
 
 
 def _refusal(address, timeout):
-    """Why a plain TCP connection to ``address`` fails at once (``Connection refused``, no
-    route), or None (it connects, times out, or is not a TCP address: the handshake decides).
-
-    distributed's ``connect()`` retries a refused connection until its timeout, so a run whose
-    ``CATDASK_SCHEDULER`` names a port where nothing listens failed after 10 s with "no Dask
-    handshake within 10 s", which reads as "something answers but is not Dask" (opspass).
+    """Why a plain TCP connection to ``address`` fails at once (refused, no route), or None (the
+    handshake decides): distributed retries a refused connection until its timeout, then reports
+    it as a missing handshake.
     """
     target = _tcp_target(address)
     if target is None:
@@ -65,13 +59,10 @@ def _refusal(address, timeout):
 
 
 def web_server_note(host, port, timeout=2.0):
-    """What answers HTTP at ``host:port``, for an address that sent no Dask handshake; None
-    when nothing answers HTTP there.
-
-    The commonest wrong address is the dashboard's port (8787) for the scheduler's (8786): a
-    scheduler's HTTP server (its dashboard, or the health and metrics routes it serves even
-    with ``--no-dashboard``) answers ``GET /json/identity.json`` with the scheduler's own
-    address, which the message then names. Only plain HTTP is asked: no TLS handshake.
+    """What answers HTTP at ``host:port``, for an address that sent no Dask handshake (None when
+    nothing does). The commonest mistake is the dashboard's port (8787) for the scheduler's: a
+    scheduler's HTTP server answers ``GET /json/identity.json`` with its address, which the message
+    then names. Plain HTTP only.
     """
     request = f"GET /json/identity.json HTTP/1.0\r\nHost: {host}\r\n\r\n".encode()
     data = b""
@@ -144,20 +135,10 @@ def _identity(address, security, timeout):
 
 
 def probe_scheduler(address, *, security=None, timeout=10.0):
-    """Check, within ``timeout`` seconds, that a Dask scheduler answers at ``address``.
-
-    Returns
-    -------
-    dict
-        The scheduler's ``identity`` reply, which lists its workers with their resources
-        (``reply["workers"][address]["resources"]``): what the CLI needs to know about the
-        cluster before a run starts, without a second query.
-
-    Raises
-    ------
-    catdask.errors.SchedulerConnectionError
-        One line naming the address and what answered instead (nothing, no Dask handshake,
-        another protocol, a Dask worker).
+    """Check, within ``timeout`` seconds, that a Dask scheduler answers at ``address``; returns its
+    ``identity`` reply, which lists its workers with their resources (what the CLI needs before a
+    run, without a second query). Raises :class:`catdask.errors.SchedulerConnectionError`, one line
+    naming the address and what answered instead.
     """
     problem = address_problem(address, security)
     refused = _refusal(address, timeout) if problem is None else None
@@ -191,18 +172,14 @@ def probe_scheduler(address, *, security=None, timeout=10.0):
     return reply
 
 
-#: Seconds to wait for a user-given scheduler's handshake (Dask's default is 30 s, and the flows
-#: used to retry it: a port that accepts TCP but is no scheduler cost 69-131 s).
+#: Seconds to wait for a user-given scheduler's handshake (Dask's default is 30 s).
 SCHEDULER_CONNECT_TIMEOUT = 10.0
 
 
 def address_problem(address, security=None) -> str | None:
-    """What makes ``address`` unusable before any connection is tried, or None.
-
-    Two mistakes that Dask reports misleadingly (it raises ValueError / TypeError, which read
-    as "not a Dask scheduler" when something answers at the port): a scheme Dask has no
-    transport for (``tpc://``, ``http://``), and ``tls://`` without TLS settings (no
-    ``security=`` and nothing under ``distributed.comm.tls`` in Dask's configuration).
+    """What makes ``address`` unusable before any connection is tried, or None: a scheme Dask has no
+    transport for (``tpc://``, ``http://``), or ``tls://`` without TLS settings; Dask reports both
+    misleadingly.
     """
     from distributed.comm.registry import backends
 
@@ -225,15 +202,10 @@ def address_problem(address, security=None) -> str | None:
 
 
 def connect_scheduler(address, *, security=None, timeout=SCHEDULER_CONNECT_TIMEOUT):
-    """A :class:`distributed.Client` connected to the scheduler at ``address``.
-
-    Raises
-    ------
-    catdask.errors.SchedulerConnectionError
-        Naming the address, when no Dask scheduler answers there within ``timeout`` seconds
-        (nothing listens, or something that is not a Dask scheduler). The half-opened client
-        is closed at once, so no traceback follows at interpreter exit; the flows do not
-        retry this error.
+    """A :class:`distributed.Client` connected to the scheduler at ``address``. Raises
+    :class:`catdask.errors.SchedulerConnectionError` naming the address when no Dask scheduler
+    answers within ``timeout`` seconds (the half-opened client is closed at once; the flows do not
+    retry this error).
     """
     from distributed import Client
 

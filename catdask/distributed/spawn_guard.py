@@ -33,8 +33,7 @@ def importing_main_in_a_child() -> bool:
 
 def started_with_hint(start):
     """``start()``, the cluster's start; when its worker processes fail to start and this is a
-    script, the error says the likely reason (was: 500 lines of tracebacks ending in
-    "RuntimeError: Nanny failed to start.", for a fit at a script's top level)."""
+    script, the error says the likely reason (a fit at the script's top level)."""
     try:
         return start()
     except RuntimeError as exc:

@@ -1,17 +1,11 @@
 """Check that every Dask worker sees a local store at the driver's path, before a fit reads it.
 
-A Dask fit on a stored data set reads X on the workers, by path. A worker on another host that
-does not mount the driver's store finds no chunk files; zarr read a missing chunk as its fill
-value (``catdask train blobs --method kcqs`` on two worker hosts without the store failed after
-12-18 s with "Input contains NaN"), and now the first block read fails naming the chunk
-(:mod:`catdask.stored_arrays`), but only once the fit is under way. So before the fit the driver writes a probe file with a
-unique name and random content beside the snapshot (a ``.tmp-`` name held locked, which the
-store's ``check`` and ``gc`` treat as a running writer's temporary), and one ``Client.run``
-asks every worker whether it reads the same bytes at the same path. Where the driver cannot
-write there (a read-only store), the snapshot's own ``zarr.json`` is the probe instead. One
-worker that does not see it stops the run at once, in one line naming the two fixes. A store
-that is not a local folder (an object-store URL) needs no check: every worker reads it from
-the object store.
+A worker on another host that does not mount the store would fail the fit only once it is under
+way. So the driver writes a probe file with random content beside the snapshot (a locked
+``.tmp-`` name, which the store's ``check`` and ``gc`` treat as a running writer's temporary) and
+one ``Client.run`` asks every worker whether it reads the same bytes at the same path; a
+read-only store uses the snapshot's own ``zarr.json``. A worker that does not see it stops the
+run in one line. An object-store URL needs no check.
 """
 
 from __future__ import annotations
@@ -57,12 +51,9 @@ def _link_unnamed(fd: int, path: Path) -> None:
 
 
 def _write_probe(parent: Path):
-    """A new file in ``parent`` with random content, locked: ``(path, content, open file)``,
-    or None where the driver cannot write there.
-
-    A store's ``check`` reports an unlocked ``.tmp-`` entry as a crashed writer's and ``gc``
-    removes it, so the probe is held locked while it exists, as a writer's temporary is; it is
-    created unnamed (``O_TMPFILE``), locked, then linked in, so it never appears unlocked.
+    """A new file in ``parent`` with random content, locked: ``(path, content, open file)``, or None
+    where the driver cannot write there. Created unnamed (``O_TMPFILE``), locked, then linked in,
+    so it never appears as an unlocked (crashed) temporary.
     """
     content = uuid.uuid4().bytes * 2
     probe = parent / f"{_PROBE_PREFIX}{uuid.uuid4().hex}"

@@ -1,16 +1,11 @@
 """Check that a user-given cluster's workers run the driver's software, before any work.
 
-A worker started from another environment fails catdask's first task with distributed's
-``Exception('ModuleNotFoundError("No module named \\'catdask...\\'")')`` (the CLI's "exit 1,
-anything unexpected"), and a worker with another catdask, dask or numpy would compute with code
-the model's recorded ``code_version`` does not describe. One ``Client.run`` on every worker
-(which also sets their BLAS threads, as before) reports what each runs; a difference is one
-line naming the workers and the versions (deploy/dask/README.md, Requirements on the workers).
-A worker whose catdask sources were written after it imported catdask (``pip install -U`` or
-``git pull`` under a long-lived worker) reports the new files' version and sha256 while it runs
-the old code, so it is refused too, with "restart those workers". Workers that join while the
-work runs (an autoscaling cluster) are checked the same way when the work ends, before its
-result is used (:func:`check_workers_that_joined`).
+A worker from another environment fails the first task with an unrelated error, and one with
+another catdask, dask or numpy computes with code the model's ``code_version`` does not
+describe. One ``Client.run`` on every worker (which also sets their BLAS threads) reports what
+each runs; a difference, or catdask sources changed on disk under a running worker, is one line
+naming the workers (deploy/dask/README.md). Workers that join while the work runs are checked
+when it ends (:func:`check_workers_that_joined`).
 """
 
 from __future__ import annotations
@@ -111,12 +106,10 @@ def check_worker_software(client, address, n_threads=1, workers=None) -> dict:
 
 
 def check_workers_that_joined(client, address, checked, n_threads=1) -> dict:
-    """Check, as :func:`check_worker_software` does, the workers ``client``'s scheduler has
-    now that are not in ``checked`` (the workers checked before the work): called when the
-    work ends, so that a worker that joined meanwhile with other software fails the work
-    instead of having computed part of a result its ``code_version`` does not describe. A
-    worker that joined and left again during the work cannot be asked. Returns their
-    versions (``{}`` when none joined)."""
+    """Check, as :func:`check_worker_software` does, the workers ``client``'s scheduler has now that
+    are not in ``checked``: called when the work ends, so a worker that joined with other software
+    fails the work. Returns their versions (``{}`` when none joined).
+    """
     joined = sorted(set(client.scheduler_info(n_workers=-1)["workers"]) - set(checked))
     if not joined:
         return {}

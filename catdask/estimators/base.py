@@ -134,13 +134,11 @@ class BaseCategorySpace(
         return certifier
 
     def _set_fit_result(self, result, *, name=None, warn=True):
-        """Store the restart records and the chosen restart's diagnostics from a
-        :class:`~catdask.core.engine.FitResult`; log the summary (``name``: the model's
-        description) and, with ``warn``, warn when the chosen restart did not converge.
-
-        The certificates (``certificate_``, ``restarts_``) are set now when the test ran in
-        the fit; otherwise the pending :class:`~catdask.core.engine.RestartCertification` is
-        kept and runs on first access of either (:mod:`.certificate_access`).
+        """Store a :class:`~catdask.core.engine.FitResult`'s restart records and diagnostics; log
+        the summary (``name``: the model's description) and, with ``warn``, warn when the chosen
+        restart did not converge. A pending :class:`~catdask.core.engine.RestartCertification` is
+        kept and runs on first access of ``certificate_`` or ``restarts_``
+        (:mod:`.certificate_access`).
         """
         best = result.best_run
         self.objective_ = best.objective
@@ -198,11 +196,9 @@ class BaseCategorySpace(
 
     # ------------------------------------------------------------------ projections
     def _fix_signs(self, P, codes):
-        """Flip axes so each class has a non-negative mean coordinate on its own axis.
-
-        ``P`` (K, N) are training coordinates measured from the training centroid. The objectives are invariant
-        to the sign of each axis, so this only makes the output deterministic (like
-        scikit-learn's ``svd_flip``) and keeps axis k pointing towards class k.
+        """Flip axes so each class has a non-negative mean coordinate on its own axis (``P`` (K, N):
+        training coordinates from the training centroid). The objectives are sign-invariant, so this
+        only makes the output deterministic, like scikit-learn's ``svd_flip``.
         """
         K = P.shape[0]
         means = np.array([P[k, codes == k].mean() for k in range(K)])
@@ -238,10 +234,8 @@ class BaseCategorySpace(
 
     # ------------------------------------------------------------------ classification
     def _fit_classifier(self, P, codes):
-        """Fit the class statistics of the classification rules (``catdask.estimators.classify``).
-
-        ``P`` (K, N): the training coordinates exactly as :meth:`transform` gives them (in
-        any sample order); ``codes`` (N,): each sample's class index, in the same order.
+        """Fit the classification rules' class statistics from the training coordinates ``P`` (K,
+        N), as :meth:`transform` gives them, and each sample's class index ``codes`` (N,).
         """
         self._set_class_statistics(
             class_statistics(np.asarray(P, dtype=float).T, codes, len(self.classes_)))
@@ -351,10 +345,8 @@ class BaseCategorySpace(
 
     @available_if(_has_probabilities)
     def predict_log_proba(self, X):
-        """Logarithm of :meth:`predict_proba`, computed from the class scores.
-
-        Finite even where a probability underflows to 0 in :meth:`predict_proba` (a pattern
-        far from a class).
+        """Logarithm of :meth:`predict_proba`, from the class scores (finite where a probability
+        underflows to 0).
 
         Parameters
         ----------
@@ -384,9 +376,8 @@ class BaseCategorySpace(
         return len(self.classes_)
 
     def get_feature_names_out(self, input_features=None):
-        """``axis_<class>`` for each output column (``axis_setosa``): column k of
-        :meth:`transform` is the axis of ``classes_[k]``, named as ``catdask predict`` names
-        it (was scikit-learn's ``categoryspace0``, which does not say which class).
+        """``axis_<class>`` for each output column: column k of :meth:`transform` is the axis of
+        ``classes_[k]``, named as ``catdask predict`` names it.
 
         Parameters
         ----------
@@ -404,10 +395,8 @@ class BaseCategorySpace(
         return tags
 
     def _expected_failed_checks(self):
-        """scikit-learn common checks this estimator fails by design, with the reason.
-
-        Used by ``tests/estimators/test_sklearn_checks.py`` (``parametrize_with_checks``'s
-        ``expected_failed_checks``); every entry is a property of the method, not a bug.
+        """scikit-learn common checks this estimator fails by design, with the reason (for
+        ``tests/estimators/test_sklearn_checks.py``).
         """
         return {}
 

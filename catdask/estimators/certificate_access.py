@@ -1,13 +1,11 @@
-"""The certificate test on first access (issue 26): ``certificate_`` and ``restarts_``.
+"""The certificate test on first access: ``certificate_`` and ``restarts_``.
 
 With ``certify_at="access"`` a fit keeps its pending
-:class:`~catdask.core.engine.RestartCertification` (the solver's restart records, the chosen
-axes, the certifier and what it reads) instead of running the global-optimality test. The first
-access of ``certificate_`` or ``restarts_`` runs it, once, sets both as ordinary attributes and
+:class:`~catdask.core.engine.RestartCertification` instead of running the test. The first
+access of ``certificate_`` or ``restarts_`` runs it once, sets both as ordinary attributes and
 drops the pending state; pickling (and ``copy``) runs it first, so a pickle never holds a
-certifier or an operator. A fit whose certificate nobody reads (a cross-validation fold) never
-pays for it; the certificate is the one the test in ``fit`` gives (the engine's test is a pure
-function of what the certification holds, and the certifiers' random numbers are seeded).
+certifier or an operator. The certificate is the one the test in ``fit`` gives (the test is a
+pure function of the certification, the certifiers' random numbers seeded).
 """
 
 from __future__ import annotations

@@ -1,30 +1,19 @@
-"""Classification rules in category space: what ``predict`` does with the K coordinates.
+"""Classification rules in category space: what ``predict`` does with the K coordinates ``p``.
 
-Every rule reads the K-dimensional category-space coordinates ``p`` of a pattern (what
-``transform`` returns) and scores each class; ``predict`` takes the best score.
-
-- ``"qda"`` (the default): a Gaussian rule with one covariance per class (quadratic
-  discriminant analysis) in the K-dimensional space. The category space gives each class its
-  own axis of large spread, so the class covariances differ by construction; a shared
-  covariance (``"lda"``) lost up to 0.034 of 5-fold accuracy to a linear SVM on the same
-  coordinates (breast cancer), the per-class one stays within 0.013 of the better of a linear
-  SVM and LDA on every data set measured (``benchmarks/bench_predict.py``). Each class
-  covariance is shrunk towards the pooled one with a weight of K pseudo-samples, which only
-  matters for classes with few samples (and keeps a class of fewer than K+1 samples usable).
-  Score: the log posterior up to a constant,
+- ``"qda"`` (the default): one Gaussian covariance per class. The category space gives each
+  class its own axis of large spread, so the class covariances differ by construction (a shared
+  one lost accuracy on breast cancer; ``benchmarks/bench_predict.py``). Each class covariance
+  is shrunk towards the pooled one with a weight of K pseudo-samples (which keeps a class of
+  fewer than K+1 samples usable). Score: the log posterior up to a constant,
   ``-1/2 (p - m_k)^T S_k^-1 (p - m_k) - 1/2 log det S_k + log pi_k``.
-- ``"lda"``: the shared-covariance Gaussian rule (linear discriminant analysis) with the
-  pooled within-class covariance S, ``p^T S^-1 m_k - 1/2 m_k^T S^-1 m_k + log pi_k``.
-- ``"nearest-mean"``: the nearest class mean (Euclidean), equal priors; the score is
-  ``-||p - m_k||^2 / (2 s^2)`` with ``s^2`` the mean within-class variance per axis, i.e. a
-  Gaussian rule with an isotropic shared covariance.
-- ``"angle"``: the paper's angle classifier, ``argmax_k |p_k|`` (the class whose axis makes the
-  smallest angle with ``p``, whatever the axis's sign); the score is ``|p_k| / ||p||``, the
-  cosine of that angle. It uses no class statistics and gives no probabilities.
+- ``"lda"``: the pooled within-class covariance S, ``p^T S^-1 m_k - 1/2 m_k^T S^-1 m_k + log pi_k``.
+- ``"nearest-mean"``: ``-||p - m_k||^2 / (2 s^2)``, ``s^2`` the mean within-class variance per
+  axis (an isotropic shared covariance, equal priors).
+- ``"angle"``: the paper's angle classifier ``argmax_k |p_k|``; score ``|p_k| / ||p||``, the
+  cosine of the angle. No class statistics, no probabilities.
 
-The Gaussian rules give class probabilities (a softmax of the scores). The statistics are
-fitted once, on the training coordinates, for every rule, so ``classifier`` can be changed
-with ``set_params`` after fitting.
+The Gaussian rules give probabilities (a softmax of the scores). The statistics of every rule
+are fitted together, so ``classifier`` can be changed with ``set_params`` after fitting.
 """
 
 from __future__ import annotations
@@ -52,17 +41,8 @@ COVARIANCE_RIDGE = 1e-8
 
 
 class ClassStatistics:
-    """Class means, covariances and sizes of training coordinates.
-
-    Parameters
-    ----------
-    means : ndarray of shape (K, K)
-        Row k: the mean coordinates of class k.
-    covariances : ndarray of shape (K, K, K)
-        ``covariances[k]``: the covariance of class k, ``sum_{i in C_k} (p_i - m_k)(p_i -
-        m_k)^T / n_k``.
-    counts : ndarray of shape (K,)
-        Training samples per class, ``n_k``.
+    """Class means (K, K; row k: class k), covariances (K, K, K;
+    ``sum_{i in C_k} (p_i - m_k)(p_i - m_k)^T / n_k``) and sizes ``n_k`` of training coordinates.
     """
 
     def __init__(self, means, covariances, counts):
@@ -88,19 +68,8 @@ class ClassStatistics:
 
 
 def class_statistics(P, codes, n_classes):
-    """Statistics of the training coordinates that the Gaussian rules need.
-
-    Parameters
-    ----------
-    P : ndarray of shape (n_samples, K)
-        Training coordinates, as ``transform`` gives them.
-    codes : ndarray of shape (n_samples,)
-        Class index of each row (0 .. n_classes - 1).
-    n_classes : int
-
-    Returns
-    -------
-    ClassStatistics
+    """:class:`ClassStatistics` of the training coordinates ``P`` (n_samples, K), as ``transform``
+    gives them, with each row's class index in ``codes``.
     """
     P = np.asarray(P, dtype=float)
     codes = np.asarray(codes)
@@ -125,12 +94,8 @@ _N_BY_K_COPIES = 8
 
 def check_class_count_memory(n_samples, n_classes, available=None):
     """Log what a fit on ``n_classes`` classes holds, and refuse it before it starts when that
-    exceeds the memory available (``available`` bytes; default the host's free memory).
-
-    The cost grows as K^3: :func:`class_statistics` keeps one K x K covariance per class (at
-    K = 10,000, 8 TB), besides N x K coordinates and iterates. Measured before this guard:
-    K-CQS on 10,000 classes held 5 GB after 150 s of set-up, and K = 800 at N = 4,000 peaked
-    at 4.5 GB.
+    exceeds ``available`` bytes (default: the host's free memory). The cost grows as K^3: one K x K
+    covariance per class, besides N x K coordinates and iterates.
 
     Raises
     ------
@@ -164,21 +129,9 @@ def _regularised(covariance):
 
 
 def class_scores(rule, P, stats):
-    """Score of each class for each pattern; the prediction is the argmax.
-
-    Parameters
-    ----------
-    rule : {"qda", "lda", "nearest-mean", "angle"}
-    P : ndarray of shape (n_samples, K)
-        Category-space coordinates.
-    stats : ClassStatistics
-        Training statistics (unused by ``"angle"``).
-
-    Returns
-    -------
-    scores : ndarray of shape (n_samples, K)
-        Gaussian rules: log posterior up to a per-row constant;
-        ``"angle"``: the cosine ``|p_k| / ||p||`` (0 for the origin itself).
+    """Score of each class (n_samples, K) for each row of the coordinates ``P`` under ``rule``; the
+    prediction is the argmax. Gaussian rules: log posterior up to a per-row constant; ``"angle"``:
+    the cosine ``|p_k| / ||p||`` (0 for the origin itself; ``stats`` unused).
     """
     P = np.asarray(P, dtype=float)
     if rule == "angle":
@@ -219,10 +172,8 @@ def class_probabilities(rule, P, stats):
 
 
 def class_log_probabilities(rule, P, stats):
-    """Logarithm of :func:`class_probabilities`, from the scores themselves.
-
-    Finite wherever the scores are: the log of a probability that underflows to 0 (a
-    pattern far from a class, e.g. -1500) is still its value, not ``-inf``.
+    """Logarithm of :func:`class_probabilities`, from the scores themselves (finite where a
+    probability underflows to 0).
     """
     _check_probabilistic(rule)
     return log_softmax(class_scores(rule, P, stats), axis=1)

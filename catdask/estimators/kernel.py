@@ -25,10 +25,8 @@ from .target import ComputeTarget
 
 __all__ = ["KernelCategorySpace"]
 
-# gamma=None for the RBF kernel means RBF_GAMMA_SCALE / n_features. On standardised data
-# (squared distances about 2 D) 1 / n_features made the category space lose up to 0.09 of
-# 5-fold accuracy against 0.05 / n_features (iris 0.87 vs 0.95, breast cancer 0.92 vs 0.95,
-# vehicle 0.42 vs 0.44; best of LinearSVC/LDA on the coordinates; 0.2 / n_features between).
+# gamma=None for the RBF kernel means RBF_GAMMA_SCALE / n_features: on standardised data
+# (squared distances about 2 D) 1 / n_features classified worse on every data set measured.
 RBF_GAMMA_SCALE = 0.05
 
 #: Kernel entries ``k(x, x_fit)`` that ``transform`` evaluates at once (64 MiB of float64): the
@@ -51,10 +49,8 @@ class KernelCategorySpace(BaseCategorySpace):
         As in :func:`sklearn.metrics.pairwise.pairwise_kernels`.
     gamma : float, default=None
         RBF / polynomial gamma. None means ``0.05 / n_features`` for ``"rbf"`` (a wide kernel
-        for standardised data, whose squared distances are about ``2 n_features``: it
-        classified better than ``1 / n_features`` on every data set measured, see
-        ``RBF_GAMMA_SCALE``) and ``1 / n_features`` for ``"poly"``. The value used is in
-        ``kernel_.params``.
+        for standardised data, ``RBF_GAMMA_SCALE``) and ``1 / n_features`` for ``"poly"``.
+        The value used is in ``kernel_.params``.
     degree : int, default=3
     coef0 : float, default=1
     kernel_params : dict, default=None
@@ -67,14 +63,10 @@ class KernelCategorySpace(BaseCategorySpace):
         centroid). ``tol`` applies to the RKHS norm of the change, ``sqrt(tr(dA G dA^T))``.
     certify_at : {"access", "fit"}, default="access"
         When the test runs. ``"access"``: on first access of ``certificate_`` or
-        ``restarts_`` (or when the model is pickled, saved or registered), so fits whose
-        certificate nobody reads (cross-validation, grid search) do not pay for it. Until then
-        the model keeps the Gram operator the test reads (the class-sorted X and, when it was
-        stored, G itself: at most ``max_gram_bytes``), released once the test has run. A fit
-        on Dask input certifies in :meth:`fit` whatever this says: its Gram operator holds
-        blocks on the workers (and possibly a temporary zarr cache) and computes through the
-        fit's client, which must not outlive the fit. ``"fit"``: inside :meth:`fit`. The
-        certificate is the same either way.
+        ``restarts_`` (or when the model is pickled, saved or registered); until then the
+        model keeps the Gram operator the test reads (at most ``max_gram_bytes``). A fit on
+        Dask input certifies in :meth:`fit` whatever this says (its operator lives on the
+        cluster). ``"fit"``: inside :meth:`fit`. The certificate is the same either way.
     init : {"auto", "random", "decoupled"} or array-like of shape (K, N), default="auto"
         ``"auto"``: the decoupled start (top kernel-PCA direction of each class), then random
         ones. An array is a single start given by coefficients (e.g. from a Nystroem fit).
@@ -93,23 +85,15 @@ class KernelCategorySpace(BaseCategorySpace):
         ``tr G`` (at most 2000; see :func:`catdask.estimators.nystroem.choose_landmarks`).
     precision : {"auto", "float64"}, default="auto"
         ``"auto"``: when the Gram products are recomputed (G not stored, a built-in kernel),
-        iterate with Gram tiles evaluated in float32 (float64 accumulation) to a step of
-        ``catdask.core.precision.FLOAT32_PHASE_TOL``, then polish to ``tol`` on float32 tiles
-        anchored by an exact float64 product, between two exact float64 iterations (docs/
-        design.md §3d); the objective, the coefficients, the stopping test and the certificate
-        are the float64 ones. ``max_iter`` bounds both phases together (the polish has at
-        least its two exact iterations). ``"float64"``: exact float64 products throughout.
+        iterate on float32 tiles, then polish to ``tol`` anchored by exact float64 products
+        (docs/design.md §3d); the objective, coefficients, stopping test and certificate are
+        the float64 ones. ``"float64"``: exact float64 products throughout.
     device : str, optional
-        Where the Gram products run, following scikit-learn's array API convention: None
-        computes where the input is (numpy and Dask inputs on the CPU or the Dask workers, a
-        PyTorch tensor on its own device); ``"cuda"``, ``"cuda:1"`` or ``"cpu"`` copies numpy
-        inputs there once and runs every product with PyTorch on that device (a fused GPU
-        kernel for RBF; G never in memory; :class:`catdask.operators.torch_gram.TorchGramOperator`).
-        With Dask inputs the products run on the workers that have a GPU (workers started
-        with ``--resources GPU=1``, one per GPU; deploy/gpu-cluster.md). Needs PyTorch
-        (``pip install 'catdask[gpu]'``). The float32 phase then runs on the device, and the
-        result is exact as on the CPU (``precision``). The small K x N and K x K work of each
-        iteration stays on the host.
+        Where the Gram products run (scikit-learn's array API convention): None computes where
+        the input is (a PyTorch tensor on its own device); ``"cuda"``, ``"cuda:1"`` or
+        ``"cpu"`` runs every product with PyTorch there
+        (:class:`catdask.operators.torch_gram.TorchGramOperator`); with Dask inputs, on the
+        workers that have a GPU (deploy/gpu-cluster.md). Needs ``pip install 'catdask[gpu]'``.
 
     Attributes
     ----------
@@ -125,12 +109,9 @@ class KernelCategorySpace(BaseCategorySpace):
     best_restart_, eps_, class_means_, class_covariances_, class_counts_, n_features_in_
         As in :class:`CategorySpace`.
     fit_seconds_ : dict
-        Wall seconds of the fit's phases (exact fits): ``"setup"`` (validation, placing X,
-        the centring pass, the starts), ``"float32"`` and ``"polish"`` (precision="auto" with
-        recomputed tiles) or ``"iterations"``, ``"certificate"`` (the test, once it has run:
-        in the fit, or added on first access with ``certify_at="access"``), ``"finish"``
-        (coordinates, classifier) and ``"total"`` (the wall time of :meth:`fit` itself, so it
-        includes ``"certificate"`` only when the test ran in the fit).
+        Wall seconds of the fit's phases (exact fits): ``"setup"``, ``"float32"`` and
+        ``"polish"`` or ``"iterations"``, ``"certificate"`` (once the test has run),
+        ``"finish"`` and ``"total"`` (the wall time of :meth:`fit` itself).
     n_iter_float32_ : int
         Iterations of the best restart on float32 tiles, before the hand-over and anchored
         after it (included in ``n_iter_``; 0 when every product was float64).
@@ -218,8 +199,6 @@ class KernelCategorySpace(BaseCategorySpace):
 
     def _make_kernel(self, n_features):
         if self.kernel_params and not callable(self.kernel):
-            # Was ignored silently: kernel_params={"gamma": 0.5} with kernel="rbf" fitted
-            # gamma's default.
             own = {"rbf": "gamma", "poly": "gamma, degree and coef0", "linear": "none"}
             raise ValueError(
                 f"kernel_params={self.kernel_params!r} is for a callable kernel; "
@@ -362,9 +341,7 @@ class KernelCategorySpace(BaseCategorySpace):
 
     def _transform_array(self, X):
         # A k(X_fit, x), measured from the feature-space centroid for origin="global" and from
-        # the feature-space origin for origin="class" (paper section "Visualization"). The
-        # rows of X go in blocks: k(X, X_fit) for all of them at once is M x N_fit (20 GB for
-        # predicting on the N = 50,000 training set itself).
+        # the origin for origin="class" (paper section "Visualization"); rows of X in blocks.
         step = max(1, TRANSFORM_BLOCK_ENTRIES // max(self.X_fit_.shape[0], 1))
         out = np.empty((X.shape[0], self.dual_coef_.shape[0]))
         for a in range(0, X.shape[0], step):

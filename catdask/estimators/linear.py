@@ -41,19 +41,14 @@ class CategorySpace(BaseCategorySpace):
         from x0, so where a class sits (between-class information) counts too.
         ``"class"``: the paper's Algorithm 1; each class is measured from its own centre
         (mean for CQS, smoothed median for CAS), so only within-class spread counts.
-        ``"global"`` is the default because it classifies better: standardised, 5-fold CV, it
-        matched or beat ``"class"`` on every data set measured (e.g. wine 0.97 vs 0.76 with
-        LDA on the coordinates; see docs/user-guide.md, *Defaults, and why*).
+        ``"global"`` classifies better (docs/user-guide.md, *Defaults, and why*).
     eps : float, default=0.1
         CAS smoothing length, relative to the data scale ``s = sqrt(tr(C^2) / tr(C))`` (C the
         total covariance; s^2 is the eigenvalue-weighted mean variance). The absolute length
         used is ``eps_ = eps * s``. Ignored by CQS.
     n_restarts : int, default=5
-        Number of starting points, run as one batch. On the 9 data sets measured every restart
-        reached the same objective (to 1e-14), so extra restarts are insurance for harder
-        problems; the certificate (``certificate_``) says whether the best one is global.
-        At most ``catdask.method_names.MAX_RESTARTS`` (1000): the batch's arrays and every
-        pass grow with the number of restarts.
+        Number of starting points, run as one batch (at most
+        ``catdask.method_names.MAX_RESTARTS``); ``certificate_`` says whether the best is global.
     tol : float, default=1e-8
         Stop a restart when ``||W_new - W_old||_F <= tol`` (paper: 1e-8).
     max_iter : int, default=2000
@@ -71,26 +66,18 @@ class CategorySpace(BaseCategorySpace):
     certify_at : {"access", "fit"}, default="access"
         When the test runs. ``"access"``: on first access of ``certificate_`` or
         ``restarts_`` (or when the model is pickled, saved or registered), so fits whose
-        certificate nobody reads (cross-validation, grid search) do not pay for it; until then
-        the model keeps the K class matrices (K D^2 floats) the test reads, Dask input
-        included (they are in the driver's memory, nothing stays on the cluster). ``"fit"``:
-        inside :meth:`fit`. The certificate is the same either way.
+        certificate nobody reads do not pay for it; until then the model keeps the K class
+        matrices. ``"fit"``: inside :meth:`fit`. The certificate is the same either way.
     verbose : int, default=0
-        Report the fit at INFO level (loggers ``catdask.*``): progress every 50 iterations
-        and, at the end, the chosen restart (objective, iterations, certificate). When logging
-        is not configured they are shown on stderr.
+        Report the fit's progress and chosen restart at INFO level (loggers ``catdask.*``;
+        on stderr when logging is not configured).
     acceleration : {"auto", "anderson", "none"}, default="auto"
-        Anderson mixing of the alternating iteration (:mod:`catdask.core.acceleration`), safeguarded
-        so the objective never drops and still one data or Gram pass per iteration: ``"auto"``
-        uses it for CQS / K-CQS (3-8x fewer iterations measured), ``"none"`` is the plain
-        iteration of the paper.
+        Safeguarded Anderson mixing of the iteration (:mod:`catdask.core.acceleration`):
+        ``"auto"`` uses it for CQS / K-CQS, ``"none"`` is the paper's plain iteration.
     classifier : {"qda", "lda", "nearest-mean", "angle"}, default="qda"
         The rule :meth:`predict`, :meth:`predict_proba` and :meth:`decision_function` apply to
-        the category-space coordinates (:mod:`catdask.estimators.classify`): ``"qda"`` a
-        Gaussian with one covariance per class, ``"lda"`` a shared covariance,
-        ``"nearest-mean"`` the nearest class mean, ``"angle"`` the paper's angle classifier
-        ``argmax_k |p_k|`` (no probabilities). The class statistics of every rule are fitted
-        together, so the rule can be changed with ``set_params`` without refitting.
+        the category-space coordinates (:mod:`catdask.estimators.classify`); it can be
+        changed with ``set_params`` without refitting.
 
     Attributes
     ----------
@@ -132,8 +119,7 @@ class CategorySpace(BaseCategorySpace):
     References
     ----------
     .. [1] Smith & Rangarajan, "A Category Space Approach to Supervised Dimensionality
-       Reduction", Algorithm 1 and eqs. (1), (6), (24),
-       (29), (22).
+       Reduction", Algorithm 1 and eqs. (1), (6), (22), (24), (29).
     .. [2] Gilman, Burer & Balzano, "A semidefinite relaxation for sums of heterogeneous
        quadratic forms on the Stiefel manifold", arXiv:2205.13653 (the certificate).
 
@@ -276,12 +262,10 @@ def _class_matrices_fit(n_classes, n_features):
 
 
 def _coordinate_class_statistics(est, op):
-    """Class statistics of the training coordinates from the data's class moments.
-
-    The coordinates are affine in x (``p = C (x - x0)``, C = ``components_``), so class k's
-    mean is ``transform(m_k)`` and its covariance ``C S_k C^T / n_k`` with ``S_k`` the class
-    scatter the solver's statistics pass already holds: no pass over X and no (N, K) array
-    on the driver (at N = 2e7, K = 10 those coordinates alone were 1.6 GB).
+    """Class statistics of the training coordinates from the data's class moments: the coordinates
+    are affine in x, so class k's mean is ``transform(m_k)`` and its covariance ``C S_k C^T / n_k``
+    (``C = components_``, ``S_k`` the scatter the solver already holds): no (N, K) array on the
+    driver.
     """
     C = est.components_
     scatter = op.class_second_moments("class")
@@ -304,11 +288,9 @@ def _training_coordinates(est, op):
 
 
 def _data_scale(moments, *, kernel=False):
-    """``sqrt(tr(C^2) / tr(C))``: the eigenvalue-weighted mean variance's square root.
-
-    ``tr(C) = 0`` means every sample is the same point (in the kernel's feature space with
-    ``kernel=True``): refused, because every axis then gives every sample the coordinate 0
-    (the fit used to "succeed" with all-zero coordinates and one predicted class).
+    """``sqrt(tr(C^2) / tr(C))``: the eigenvalue-weighted mean variance's square root. ``tr(C) = 0``
+    (every sample the same point, in feature space with ``kernel=True``) is refused: every axis
+    would give every sample the coordinate 0.
     """
     tr, tr2 = moments
     if not tr > 0:

@@ -1,29 +1,17 @@
 """Nystroem approximation of the kernel method, for N too large for the exact fit.
 
-With m landmarks L (random training rows) and ``K_LL = U diag(lam) U^T``, the features
+With m landmarks L and ``K_LL = U diag(lam) U^T``, the features
 ``F(x) = k(x, L) U_r diag(lam_r)^{-1/2}`` (r eigenvalues above round-off) reproduce the kernel
-on span{phi(l)}: ``F(x)^T F(x') = k(x, L) K_LL^+ k(L, x')`` (Williams & Seeger 2001; the map
-of :class:`sklearn.kernel_approximation.Nystroem`, truncated to its numerical rank). Fitting
-the *linear* method on F costs O(N m^2) per pass instead of O(N^2).
+on span{phi(l)} (Williams & Seeger 2001). Fitting the *linear* method on F costs O(N m^2) per
+pass instead of O(N^2). The result is a kernel expansion, ``A = W^T diag(lam_r)^{-1/2} U_r^T``,
+orthonormal in the RKHS (``A K_LL A^T = W^T W = I``), so the fitted
+:class:`~catdask.KernelCategorySpace` keeps its usual attributes, and the same A on the
+training points warm-starts the exact fit: ``KernelCategorySpace(init=approx.training_coef_)``.
 
-The result is itself a kernel expansion: axis k is ``w_k = sum_j A[k, j] phi(l_j)`` with
-``A = W^T diag(lam_r)^{-1/2} U_r^T``, orthonormal in the RKHS because ``A K_LL A^T = W^T W =
-I``. So the fitted :class:`~catdask.KernelCategorySpace` keeps its usual attributes
-(``X_fit_`` = the landmarks, ``dual_coef_``, ``projection_offset_``), ``transform`` is
-unchanged, and the same A on the training points (zero off the landmarks) is a warm start for
-the exact fit: ``KernelCategorySpace(init=approx.training_coef_).fit(X, y)``.
-
-``n_landmarks="auto"`` lets the spectrum choose: the landmarks are the pivots of a greedy
-pivoted-Cholesky factor of the training Gram matrix, stopped once the trace of what it leaves
-out, ``tr(G - G[:, P] G[P, P]^{-1} G[P, :])``, is at most ``AUTO_LANDMARK_RTOL`` of ``tr G``
-(that residual bounds the sum of the eigenvalues the approximation misses). A fast-decaying
-spectrum (a wide kernel) stops early; a slowly decaying one runs to the memory cap. The cost is
-N r kernel entries (r / N of one Gram pass) and N r^2 flops on the driver; on Dask input also
-one small graph per landmark (measured: 646 landmarks at N = 16,000 took 50 s), so it suits
-in-memory data best. As a warm start of the exact fit it always saved Gram passes in
-``benchmarks/bench_warm_start.py``, but paid in wall time only where the spectrum decays fast
-(UCI satellite, rank 68: the warm-started exact fit 3.3x faster in total; blobs whose rank hit
-the cap: 11x slower).
+``n_landmarks="auto"``: the landmarks are the pivots of a pivoted-Cholesky factor of the
+training Gram matrix, stopped once the left-out trace is at most ``AUTO_LANDMARK_RTOL`` of
+``tr G`` (it bounds the eigenvalues the approximation misses). Cost: N r kernel entries and
+N r^2 flops on the driver (plus one small graph per landmark on Dask input).
 """
 
 from __future__ import annotations
@@ -59,23 +47,10 @@ def nystroem_map(kernel, L):
 
 
 def choose_landmarks(X, kernel, *, rtol=AUTO_LANDMARK_RTOL, max_landmarks=AUTO_MAX_LANDMARKS):
-    """Landmarks chosen by the spectrum: the pivots of a pivoted-Cholesky factor of k(X, X).
-
-    Parameters
-    ----------
-    X : ndarray or dask.array.Array of shape (N, D)
-    kernel : catdask.kernels.Kernel
-    rtol : float
-        Stop once the residual trace is at most ``rtol * tr G``.
-    max_landmarks : int
-        Upper bound on the number of landmarks (also bounded by the driver's factor memory).
-
-    Returns
-    -------
-    idx : ndarray of int
-        The landmarks' rows of X, sorted.
-    residual : float
-        ``tr(G - G_nystroem) / tr G`` on the training set (<= rtol unless a cap stopped it).
+    """Landmarks chosen by the spectrum: the pivots of a pivoted-Cholesky factor of ``k(X, X)``,
+    stopped once the residual trace is at most ``rtol * tr G`` or at ``max_landmarks`` (and the
+    driver's factor memory). Returns ``(idx, residual)``: the landmarks' rows of X, sorted, and
+    ``tr(G - G_nystroem) / tr G`` on the training set.
     """
     N = X.shape[0]
     cap = int(max(1, min(max_landmarks, N, _AUTO_FACTOR_BYTES // (8 * max(N, 1)))))
@@ -102,31 +77,14 @@ def _features_block(x, kernel, L, M):
 
 
 def fit_nystroem(X, classes, kernel, *, linear_params, n_landmarks, rng):
-    """The fit of ``KernelCategorySpace(approximation="nystroem")``.
+    """The fit of ``KernelCategorySpace(approximation="nystroem")``: :class:`~catdask.CategorySpace`
+    with ``linear_params`` (a string ``init``) on the Nystroem features of X (Dask blockwise for
+    Dask inputs), its solution expressed as kernel coefficients on the landmarks (``n_landmarks``:
+    None for ``DEFAULT_LANDMARKS`` random rows, or "auto" for :func:`choose_landmarks`).
 
-    Fits :class:`~catdask.CategorySpace` (``linear_params``: same objective, origin, eps,
-    restarts, tolerance) on the Nystroem features of X (numpy, or Dask blockwise for Dask
-    inputs) and expresses the solution as kernel coefficients on the landmarks.
-
-    Parameters
-    ----------
-    X : ndarray or dask.array.Array of shape (N, D)
-    classes : ClassIndex
-    kernel : catdask.kernels.Kernel
-    linear_params : dict
-        Parameters of the linear fit (a string ``init``).
-    n_landmarks : int, "auto" or None
-        None: ``DEFAULT_LANDMARKS`` random rows; "auto": :func:`choose_landmarks`.
-    rng : numpy.random.RandomState
-
-    Returns
-    -------
-    result : FitResult
-        The linear fit's restarts (:class:`~catdask.core.engine.FitResult`), for the
-        estimator's restart attributes.
-    fitted : dict
-        The other fitted attributes (the kernel expansion on the landmarks, ``eps_``, the
-        class statistics), attribute name -> value, for the estimator to set.
+    Returns ``(result, fitted)``: the linear fit's :class:`~catdask.core.engine.FitResult` (for the
+    restart attributes) and the other fitted attributes by name (the kernel expansion on the
+    landmarks, ``eps_``, the class statistics).
     """
     if not isinstance(linear_params["init"], str):
         raise ValueError(

@@ -107,13 +107,9 @@ class ComputeTarget:
         return dask_client_context()
 
     def driver_blas_threads(self):
-        """One BLAS thread on the driver while a distributed kernel fit runs (nothing otherwise).
-
-        The workers use the cores; the driver's dense work (class-block eigenproblems of the
-        decoupled start, the K x K W-step) is small, and spinning BLAS threads beside busy
-        workers are very slow: measured under load (2 cores, load average 25), ``eigh`` of an
-        800 x 800 class block took 24 s with 2 OpenBLAS threads and 0.6 s with one, and the
-        decoupled start of an N = 4,000 Dask fit 205 s.
+        """One BLAS thread on the driver while a distributed kernel fit runs (nothing otherwise):
+        the workers use the cores, and spinning BLAS threads beside busy workers made the driver's
+        small dense work many times slower.
         """
         if not self.distributed:
             return contextlib.nullcontext()
@@ -131,14 +127,10 @@ class ComputeTarget:
             operator.close()
 
     def certification(self, certify_at, certifier, reads=None):
-        """The ``certify_at`` and ``release`` arguments of ``fit_restarts`` for ``certifier``,
-        which reads ``reads`` (an operator of this target) or, with None, driver memory only.
-
-        A deferred test (``certify_at="access"``) keeps ``reads`` open past the fit, exactly as
-        the fit left it (closing a numpy Gram operator would switch its products from the
-        stored G to recomputed blocks), and closes it once it has run. A distributed operator
-        never waits: its blocks live on the cluster, through a client that ends with the fit,
-        so its test runs in the fit.
+        """The ``certify_at`` and ``release`` arguments of ``fit_restarts`` for ``certifier``, which
+        reads ``reads`` (an operator of this target; None: driver memory only). A deferred test
+        keeps ``reads`` open past the fit, as the fit left it, and closes it once it has run; a
+        distributed operator's test always runs in the fit (its client ends with the fit).
         """
         if reads is None:
             return {"certify_at": certify_at}

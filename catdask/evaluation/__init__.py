@@ -1,17 +1,9 @@
 """Reproducing the paper's experiments: baselines, protocol, published numbers, reports.
 
-- :mod:`~catdask.evaluation.data`: ``load_xy(name)`` for the paper's UCI data sets.
-- :mod:`~catdask.evaluation.baselines`: PCA, MC-FLD, LS-LDA, K-PCA, K-MC-FLD transformers.
-- :mod:`~catdask.evaluation.compared_methods`: the compared methods (``paper_methods``).
-- :mod:`~catdask.evaluation.protocol`: repeated 2/3 - 1/3 splits, inner-CV selection, SVM or
-  angle classifier (``evaluate_method``).
-- :mod:`~catdask.evaluation.experiments`: the paper's tables as experiments; ``run_experiment``.
-- :mod:`~catdask.evaluation.paper_tables`: the paper's Tables 1-3 as data.
-- :mod:`~catdask.evaluation.tables`: CSV / Markdown / JSON tables, ours vs the paper.
-- :mod:`~catdask.evaluation.results_io`: read written tables back; merge runs over different
-  data sets into one table.
-- :mod:`~catdask.evaluation.figures`: the paper's Figures 1-3 (K-CQS vs K-PCA vs K-MC-FLD).
-
+``load_xy`` (:mod:`.data`) loads the paper's data sets, :mod:`.baselines` and
+:mod:`.compared_methods` are the compared methods, :mod:`.protocol` and :mod:`.experiments` run
+the paper's tables (:mod:`.paper_tables` holds its numbers), :mod:`.tables` and
+:mod:`.results_io` write and read the results, :mod:`.figures` draws Figures 1-3.
 ``benchmarks/reproduce_paper.py`` runs all of it.
 """
 

@@ -71,18 +71,14 @@ def paper_methods(*, n_restarts=5, select_restarts=SELECT_RESTARTS, tol=PROTOCOL
     Parameters
     ----------
     n_restarts, max_iter : int
-        Passed to :class:`catdask.CategorySpace` / :class:`catdask.KernelCategorySpace` for
-        the final refit on the whole training part (the model the test part scores).
+        For the final refit on the whole training part (the model the test part scores).
     select_restarts : int or None, default=SELECT_RESTARTS
-        Restarts per fit inside the inner cross-validation (hyper-parameter selection only;
-        the first start is the deterministic "decoupled" one). None: ``n_restarts``.
+        Restarts per fit inside the inner cross-validation (None: ``n_restarts``).
     tol : float, default=PROTOCOL_TOL
-        Stopping tolerance on the step ``||W_new - W_old||`` (kernel: RKHS norm). The paper
-        uses 1e-8; 1e-6 moves the reduced coordinates by ~1e-6 (relative), far below what
-        changes an SVM decision on these data (measured: docs/reproduction.md), and saves
-        the slow tail of the linear convergence.
+        Stopping tolerance on the step (the paper's 1e-8 changes no SVM decision here and costs
+        the slow tail of the convergence: docs/reproduction.md).
     certify : bool, default=False
-        Certificates are not needed for accuracy and cost time; off by default.
+        Certificates are not needed for accuracy and cost time.
 
     Returns
     -------

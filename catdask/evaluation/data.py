@@ -1,9 +1,7 @@
 """The paper's eight UCI data sets as ``(X, y)`` arrays, for the evaluation protocol.
 
-:func:`load_xy` reads them through the data-set catalog (:mod:`catdask.catalog`): iris and wine
-from scikit-learn, the UCI sets from their original files in ``--source-dir``,
-``$CATDASK_SOURCE_DIR`` or ``../shared/data/uci`` (checked against the catalog's sha256). A data
-set whose files are not there (thyroid and vertebral are not in ``../shared``) raises
+:func:`load_xy` reads them through the catalog (:mod:`catdask.catalog`), from the original files
+checked against their sha256; a data set whose files are not there raises
 :class:`FileNotFoundError` saying what was looked for, so callers skip it with a message.
 The ``evaluate`` flow reads the same data sets from the zarr store instead.
 """
@@ -28,27 +26,10 @@ PAPER_DATASETS = (
 
 
 def load_xy(name, source_dir=None):
-    """Features and labels of one of the paper's data sets.
-
-    Parameters
-    ----------
-    name : str
-        One of :data:`PAPER_DATASETS` (case-insensitive).
-    source_dir : path, optional
-        Folder with the original files (default: the catalog's search path).
-
-    Returns
-    -------
-    X : ndarray of shape (n_samples, n_features), float64
-    y : ndarray of shape (n_samples,)
-        Labels as in the source (integers, or strings for vehicle and segmentation).
-
-    Raises
-    ------
-    FileNotFoundError
-        The data set's files are not available locally (``SourceNotFoundError``).
-    ValueError
-        ``name`` is not one of the paper's data sets.
+    """Features (float64) and labels (as in the source: integers, or strings for vehicle and
+    segmentation) of the paper's data set ``name`` (one of :data:`PAPER_DATASETS`,
+    case-insensitive), from ``source_dir`` (default: the catalog's search path). Raises
+    ``FileNotFoundError`` when its files are not available locally, ``ValueError`` for another name.
     """
     from ..catalog import get_entry, locate_sources, parse_dataset
 

@@ -44,22 +44,11 @@ class Experiment:
 def paper_experiments(*, kernel_max_samples=2000):
     """Our protocol for each of the paper's three tables.
 
-    Preprocessing (the paper does not state it):
-
-    - Table 1: ``"none"`` (raw features). Measured, 5 splits: PCA on raw wine gives 78.7%
-      (paper 77.19%) against 96.7% standardised; raw vehicle PCA 51.4% (paper 55.36%) against
-      43.2%; raw segmentation PCA 89.3% (paper 94.40%) against 81.2%; 10 splits, raw vs
-      standardised CQS-global: vehicle 54.5% vs 44.1% (paper 53.91%), segmentation 90.0% vs
-      79.7% (paper 93.14%), but wine 87.7% vs 96.3% (paper 96.07%). Raw features match the
-      paper in most cells, so Table 1 was most likely run without scaling (wine CQS is the
-      exception).
-    - Tables 2 and 3: ``"standardise"`` (z-score on the training part): the paper's RBF width
-      range ([0.1, 0.8], Figures 1-3) only makes sense on scaled data and Table 3's LaTeX label
-      is ``kernel-zscore-angle``. (Table 2's label says ``kernel-norm``; ``"minmax"`` is
-      available to test that reading.)
-
-    Kernel tables subsample data sets larger than ``kernel_max_samples`` (satellite,
-    N = 6435). Table 3 also carries the linear angle-classifier variants (no paper numbers).
+    Preprocessing (the paper does not state it): Table 1 ``"none"`` (raw features match the paper
+    in most cells; docs/reproduction.md); Tables 2 and 3 ``"standardise"`` (the paper's RBF width
+    range only makes sense on scaled data, and Table 3's LaTeX label is ``kernel-zscore-angle``;
+    ``"minmax"`` tests Table 2's ``kernel-norm`` reading). Kernel tables subsample data sets larger
+    than ``kernel_max_samples``. Table 3 also carries the linear angle-classifier variants.
     """
     t1 = ("CQS-global", "CQS-class", "CAS-global", "CAS-class", "LS-LDA", "PCA", "MC-FLD")
     t2 = ("K-CQS-global", "K-CQS-class", "K-CAS-global", "K-CAS-class", "K-PCA", "K-MC-FLD")

@@ -1,22 +1,13 @@
 """The paper's Figures 1-3: K-CQS beside K-PCA and K-MC-FLD for three-class data sets.
 
-The paper shows, for small, medium and large RBF widths sigma (in [0.1, 0.8], ``gamma =
-1 / (2 sigma^2)``; the scaling of the data is not stated), one row per three-class data set and the columns K-CQS (3-D
-category space), K-PCA and K-MC-FLD. :func:`paper_figure` draws one such grid for one sigma;
-:func:`paper_figures` draws one grid PNG per sigma, with a K-CQS column for each
-origin (``"class"``: Algorithm 1; ``"global"``: eq. (1), docs/design.md 3b). The paper's rows are
-vertebral, thyroid, wine, iris, seeds (the first two are not available here). Its Figure 1 is
-captioned "medium sigma" but labelled ``fig:category-space-reduced``, its Figure 2 captioned
-"small sigma" but labelled ``...-md-sigma``; we name files by the sigma used.
+For small, medium and large RBF widths sigma (``gamma = 1 / (2 sigma^2)``), one row per
+three-class data set and the columns K-CQS (one per origin), K-PCA and K-MC-FLD:
+:func:`paper_figure` draws one grid, :func:`paper_figures` one PNG per sigma, named by the sigma
+used (the paper's captions and labels disagree).
 
-Every data set is scaled on all its rows (a picture of the fitted space, no test split) and,
-above ``max_samples`` rows, subsampled (stratified, seeded). Scaling is min-max to [0, 1] by
-default: the paper's sigma range only spans "small" to "large" on such data. Measured (median
-squared distance between patterns, and the RBF value at a pattern's nearest neighbour): on
-z-scored wine the median squared distance is 25, so at sigma = 0.1 and 0.4 every pattern's
-nearest neighbour has k = 0.00 (the Gram is the identity, all three sigmas look alike); on
-min-max wine (median 1.0) the nearest-neighbour k is 0.00 / 0.69 / 0.91 at sigma 0.1 / 0.4 /
-0.8. Table 2's LaTeX label (``kernel-norm``) also suggests normalised data.
+Every data set is scaled on all its rows (a picture, no test split) and subsampled above
+``max_samples`` rows. Scaling is min-max to [0, 1] by default: on z-scored data the paper's
+sigma range makes the Gram nearly the identity, so all three sigmas look alike.
 """
 
 from __future__ import annotations

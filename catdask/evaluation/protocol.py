@@ -16,8 +16,8 @@ standardised on the training part (so one ``C`` grid suits every reduction's sca
 angle-classifier methods (``...-A``) use the category-space estimator's own ``predict``
 (``argmax_k |p_k|``) instead, with only gamma (kernel) selected.
 
-Nothing here looks at the test part before step 3: ``tests/evaluation/test_evaluation.py`` checks this
-with a spy transformer.
+Nothing here looks at the test part before step 3: ``tests/evaluation/test_evaluation.py`` checks
+this with a spy transformer.
 """
 
 from __future__ import annotations
@@ -198,22 +198,11 @@ def _first_sentence(message, limit=160):
 # ---------------------------------------------------------------------------- results
 @dataclass
 class MethodResult:
-    """Test accuracies of one method on one data set over the outer splits.
-
-    Attributes
-    ----------
-    dataset, method : str
-    paper_column : str or None
-    accuracies : ndarray of shape (n_splits,)
-        Fractions in [0, 1]; empty when the method failed (see ``error``).
-    splits : list of dict
-        Per split: selected ``params`` and ``C``, timings, convergence warnings.
-    preprocessing, classifier : str
-    n_samples : int
-        Rows used (after any subsampling); ``n_samples_total`` rows in the data set.
-    note : str
-        E.g. subsampling.
-    error : str or None
+    """Test accuracies of one method on one data set over the outer splits: ``dataset``, ``method``,
+    ``paper_column``; ``accuracies`` (fractions, empty when the method failed, see ``error``);
+    ``splits`` (per split: the selected ``params`` and ``C``, timings, convergence warnings);
+    ``preprocessing``, ``classifier``; ``n_samples`` rows used (after any subsampling) of
+    ``n_samples_total``; a ``note`` (e.g. subsampling).
     """
 
     dataset: str

@@ -21,24 +21,9 @@ PROTOCOL_SETTINGS = ("n_splits", "random_state", "inner_folds", "preprocessing",
 
 
 def read_experiment(json_path, experiment):
-    """The :class:`ExperimentResult` that :func:`write_experiment` wrote to ``json_path``.
-
-    Parameters
-    ----------
-    json_path : path
-        A ``<key>.json`` results file.
-    experiment : catdask.evaluation.experiments.Experiment
-        The experiment it belongs to (its key must match the file's).
-
-    Returns
-    -------
-    ExperimentResult
-        Fields missing from older files take :class:`MethodResult`'s defaults.
-
-    Raises
-    ------
-    ValueError
-        The file belongs to another experiment.
+    """The :class:`ExperimentResult` that :func:`write_experiment` wrote to ``json_path`` (a
+    ``<key>.json``) for ``experiment`` (raises ``ValueError`` when the file is another
+    experiment's); fields missing from older files take :class:`MethodResult`'s defaults.
     """
     from .experiments import ExperimentResult
     from .protocol import MethodResult
@@ -63,30 +48,14 @@ def _runs(exp_result):
 
 
 def merge_experiments(base, update, order=None):
-    """``base`` with the data sets of ``update`` put in (replacing their rows and skip notes).
+    """``base`` with the data sets of ``update`` put in (replacing their rows and skip notes), so a
+    table gains data sets without re-running the others.
 
-    Lets a table gain data sets (e.g. ones whose files became available) without re-running
-    the others. Both must have been run with the same protocol.
-
-    Parameters
-    ----------
-    base, update : ExperimentResult
-        Of the same experiment.
-    order : sequence of str, default=None
-        Data-set order of the merged table (default: the paper's,
-        :data:`catdask.evaluation.data.PAPER_DATASETS`); others follow in their own order.
-
-    Returns
-    -------
-    ExperimentResult
-        ``settings["seconds"]`` is the sum of the runs' wall times and ``settings["runs"]``
-        lists each run's data sets and wall time.
-
-    Raises
-    ------
-    ValueError
-        The two are different experiments, or a protocol setting
-        (:data:`PROTOCOL_SETTINGS`) differs, named in the message.
+    Both must be the same experiment run with the same protocol (``ValueError`` names the
+    :data:`PROTOCOL_SETTINGS` entry that differs). ``order``: the merged data-set order (default
+    the paper's, :data:`catdask.evaluation.data.PAPER_DATASETS`; others follow in their own order).
+    In the result, ``settings["seconds"]`` is the sum of the runs' wall times and
+    ``settings["runs"]`` lists each run's data sets and wall time.
     """
     from .data import PAPER_DATASETS
     from .experiments import ExperimentResult

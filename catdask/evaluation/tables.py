@@ -77,19 +77,9 @@ def _selected(res):
 
 
 def result_rows(exp_result, paper_table=None):
-    """One dict per (data set, method) with ours, the paper's number and the difference.
-
-    Paper data sets that were skipped get one row per method with the reason in ``note``.
-
-    Parameters
-    ----------
-    exp_result : catdask.evaluation.experiments.ExperimentResult
-    paper_table : PaperTable, default=None
-        Default: the published table with the experiment's key.
-
-    Returns
-    -------
-    list of dict with keys :data:`CSV_COLUMNS`
+    """One dict per (data set, method), keys :data:`CSV_COLUMNS`: ours, the paper's number (from
+    ``paper_table``, default the published table of the experiment's key) and the difference.
+    Skipped paper data sets get one row per method with the reason in ``note``.
     """
     exp = exp_result.experiment
     paper = PAPER_TABLES.get(exp.key) if paper_table is None else paper_table
@@ -238,21 +228,10 @@ _ABSOLUTE_PATH = re.compile(r"(?<![\w.~/-])/(?:[\w.+-]+/)*[\w.+-]*")
 
 
 def repository_relative(text, root=None):
-    """``text`` with every absolute path replaced by a path relative to ``root``.
-
-    Results files are committed, so they must not name the machine they were made on
-    (``/home/...``, ``/work/...``). Paths inside ``root`` become ``docs/results/...``; paths
-    beside it ``../shared/...``.
-
-    Parameters
-    ----------
-    text : str
-    root : str or Path, default=None
-        Default: the source checkout's root (the working directory when installed).
-
-    Returns
-    -------
-    str
+    """``text`` with every absolute path made relative to ``root`` (default: the source checkout's
+    root, the working directory when installed): committed results must not name the machine they
+    were made on. Paths inside ``root`` become ``docs/results/...``; paths beside it
+    ``../shared/...``.
     """
     root = Path(root) if root is not None else _repository_root()
 
@@ -266,15 +245,9 @@ def repository_relative(text, root=None):
 
 
 def write_experiment(exp_result, out_dir=DEFAULT_RESULTS_DIR, paper_table=None):
-    """Write ``<key>.csv``, ``<key>.md`` and ``<key>.json`` under ``out_dir``.
-
-    Absolute paths in the text (e.g. a skipped data set's source folder) are written relative
-    to the repository (:func:`repository_relative`).
-
-    Returns
-    -------
-    dict of str to pathlib.Path
-        ``{"csv": ..., "md": ..., "json": ...}``.
+    """Write ``<key>.csv``, ``<key>.md`` and ``<key>.json`` under ``out_dir``, absolute paths made
+    relative to the repository (:func:`repository_relative`); returns ``{"csv": ..., "md": ...,
+    "json": ...}``.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

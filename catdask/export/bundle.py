@@ -1,13 +1,10 @@
 """A model as a self-checking folder: ``arrays/<key>.npy`` plus ``meta.json``.
 
-The folder is what an exported model carries to another platform (an MLflow artifact). It holds
-the same arrays and metadata as a store version (:mod:`catdask.model_io`), the display names of
-the classes, the sha256 of every array and, in ``meta.json``, the sha256 of everything else it
-says (``document_sha256``: the metadata, the array listing, the names). Reading it checks every
-digest and loads arrays with ``allow_pickle=False``, so a bundle runs no code, and an accidental
-change of an array or of the metadata (``params.classifier`` changes predictions) is refused.
-The digests are not signatures: whoever can write the folder can recompute them (protect it, or
-the MLflow artifact store, from writes as you would the model itself).
+It holds the same arrays and metadata as a store version (:mod:`catdask.model_io`), the classes'
+display names, and the sha256 of every array and of everything ``meta.json`` says. Reading it
+checks every digest and loads arrays with ``allow_pickle=False``, so a bundle runs no code and an
+accidental change is refused. The digests are not signatures: protect the folder from writes
+as you would the model.
 """
 
 from __future__ import annotations

@@ -1,22 +1,11 @@
 """``catdask export NAME[:VERSION] --mlflow URI``: a registered model as an MLflow model.
 
-The model is logged as an MLflow *models-from-code* pyfunc (:mod:`catdask.export.mlflow_pyfunc`)
-whose artifact is a :mod:`catdask.export.bundle` folder, so no pickle is written or read;
-MLflow's scikit-learn flavour would pickle the estimator, which catdask refuses to load.
-One MLflow run per export holds:
-
-- params: the training spec (method, origin, restarts, ...), the data set and its snapshot;
-- metrics: the objective and the certificate's numbers (gap, upper bound, SDP margin, seconds)
-  and the training metrics the registry holds;
-- tags: ``catdask.model`` (``NAME:vN``), ``catdask.certified``, ``catdask.certificate_method``,
-  ``catdask.certificate_reason``, the snapshot checksum;
-- the model, with a signature (one ``double`` column per feature -> the predict table), in the
-  MLflow model registry under the same name; the alias ``certified`` names the newest version
-  whose certificate proves global optimality.
-
-Exporting is idempotent: a catdask version (its ``NAME:vN`` and creation time, tagged on the
-MLflow version) already in the MLflow registry is not logged again; its MLflow version is
-returned, and the alias decided again. The result says which alias the version got and why.
+Logged as a *models-from-code* pyfunc (:mod:`catdask.export.mlflow_pyfunc`) whose artifact is a
+:mod:`catdask.export.bundle` folder, so no pickle is written or read. One MLflow run per export
+holds the spec and data set as params, the objective, certificate and training metrics as
+metrics, ``catdask.*`` tags, and the model with a signature, registered under the same name; the
+alias ``certified`` names the newest version whose certificate proves global optimality.
+Exporting is idempotent: a version already in MLflow's registry is not logged again.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """The code MLflow loads for an exported catdask model (MLflow's "models from code").
 
-MLflow copies this file into the logged model and runs it on ``mlflow.pyfunc.load_model``; it
-reads the model from the ``catdask_model`` artifact (a :mod:`catdask.export.bundle` folder:
-arrays and JSON), so nothing is pickled on export and nothing is unpickled on load. Predictions
-are the table of ``catdask predict``: the predicted class (``prediction``), its display name
-(``class_name``) when the training data set had names, and one coordinate column per category
-axis (``axis_<class>``).
-
-Serving needs catdask installed in the serving environment
-(``mlflow models serve -m models:/NAME@certified --env-manager local``).
+It reads the model from the ``catdask_model`` artifact (a :mod:`catdask.export.bundle` folder),
+so nothing is unpickled on load; predictions are the table of ``catdask predict``. Serving needs
+catdask installed (``mlflow models serve -m models:/NAME@certified --env-manager local``).
 """
 
 from __future__ import annotations

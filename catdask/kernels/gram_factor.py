@@ -15,30 +15,13 @@ __all__ = ["pivoted_cholesky"]
 
 
 def pivoted_cholesky(diagonal, columns, *, rtol=1e-12, max_rank=1000, return_pivots=False):
-    """Greedy pivoted Cholesky factor of a PSD matrix given by its diagonal and columns.
+    """Greedy pivoted Cholesky factor ``L`` (N, r) of a PSD matrix G given by its ``diagonal`` and
+    ``columns(idx) -> (N, len(idx))``, stopped when ``trace(G - L L^T) <= rtol * trace(G)``, or
+    unconverged at rank ``max_rank``.
 
-    Parameters
-    ----------
-    diagonal : ndarray of shape (N,)
-    columns : callable
-        ``columns(idx) -> ndarray (N, len(idx))``, the matrix's columns ``idx``.
-    rtol : float
-        Stop when the trace of the residual ``G - L L^T`` is at most ``rtol * trace(G)``.
-    max_rank : int
-        Stop (unconverged) at this rank.
-    return_pivots : bool
-        Also return the pivots, the rows of G chosen in order (their kernel columns span the
-        factor: ``L L^T = G[:, P] G[P, P]^{-1} G[P, :]``, the Nystroem approximation on the
-        landmarks P).
-
-    Returns
-    -------
-    L : ndarray of shape (N, r)
-    residual_trace : float
-        ``trace(G - L L^T)`` (>= 0); the factor is exact to this trace.
-    converged : bool
-    pivots : ndarray of shape (r,)
-        Only with ``return_pivots``.
+    Returns ``(L, residual_trace, converged)``, and with ``return_pivots`` the pivots too: the rows
+    of G chosen in order, whose kernel columns span the factor (``L L^T = G[:, P] G[P, P]^{-1}
+    G[P, :]``, the Nystroem approximation on the landmarks P).
     """
     d = np.array(diagonal, dtype=float)
     N = d.shape[0]

@@ -1,25 +1,12 @@
 """The operator layer: the heavy products of the solver, and nothing else.
 
-The solver (``catdask.core.solver``) and the problems (``catdask.core.problems``) never touch the data;
-they call the two interfaces of :mod:`catdask.core.protocols` (the linear method's data operator
-and the kernel method's Gram operator), so the same loop runs in memory and on Dask workers.
-Every operator here subclasses one of them (the type checker holds it to the interface); the
-interfaces live in the core, which imports no operator.
-
-Modules
--------
-- ``blocks``: the per-block kernels (own projections, ``X^T Z``, class statistics, ``G Z``,
-  ``G V``, Gram moments, sub-matrices, rows), each formula once
-- ``in_memory``: :class:`NumpyDataOperator`, :class:`NumpyGramOperator` (blocks in this process)
-- ``gram_base``: the Gram products as passes of block functions (shared by both backends)
-- ``dask_data``, ``dask_gram``: :class:`DaskDataOperator`, :class:`DaskGramOperator` (the same
-  block functions, one task per row block on Dask workers)
-- ``torch_gram``: :class:`TorchGramOperator`, the Gram products with PyTorch on a device (a GPU),
-  over ``fused_rbf``'s fused Triton kernel for RBF on a GPU; ``dask_torch_gram``: the same
-  products split over Dask workers that have a GPU
-- ``centred``: :class:`CentredGramOperator`, ``H G H`` for the global origin
-
-Which operator a fit uses is decided once, by :class:`catdask.estimators.target.ComputeTarget`.
+Every operator here implements one of the two interfaces of :mod:`catdask.core.protocols` (the
+linear method's data, the kernel method's Gram matrix), so the same solver loop runs in memory,
+on Dask workers and on a GPU. ``blocks`` and ``gram_tiles`` hold each formula once;
+``in_memory``, ``gram_base``, ``dask_data``, ``dask_gram``, ``torch_gram`` (with ``fused_rbf``)
+and ``dask_torch_gram`` say where the products run; ``centred`` is ``H G H`` for the global
+origin. Which operator a fit uses is decided once, by
+:class:`catdask.estimators.target.ComputeTarget`.
 """
 
 from .centred import CentredGramOperator

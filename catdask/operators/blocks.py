@@ -1,16 +1,10 @@
 """The heavy products on one block of rows: every formula of the operator layer, once.
 
-Every heavy product of an iteration is a sum (or a concatenation) over row blocks. The
-in-memory operators (:mod:`.in_memory`) call these functions in a loop over blocks; the Dask
-operators (:mod:`.dask_data`, :mod:`.dask_gram`) put the same functions into a graph and
-combine their small results. The functions know nothing about Dask, which keeps them testable
-on their own and identical on any scheduler.
-
-Linear blocks receive ``x`` (n_b, D) in the stored dtype (float32 is fine: it is promoted to
-float64 here, docs/design.md §3c) and the block's class codes ``c`` (n_b,); rows already sorted
-by class are sliced, not gathered. Gram blocks receive the whole training matrix ``X`` sorted by
-class (N x D is small next to N x N) and a row range. The recompute-mode products of a built-in
-kernel work on square tiles of the upper triangle instead (:mod:`.gram_tiles`).
+Every heavy product is a sum (or a concatenation) over row blocks: the in-memory operators call
+these functions in a loop, the Dask operators put the same functions into a graph. Linear
+blocks receive ``x`` (n_b, D) in the stored dtype (promoted to float64 here) and the block's
+class codes; Gram blocks receive the class-sorted training matrix and a row range (the
+recompute-mode products of a built-in kernel use :mod:`.gram_tiles` instead).
 """
 
 from __future__ import annotations
@@ -42,8 +36,7 @@ __all__ = [
 def cross_product(a):
     """``a^T a`` for a float64 matrix ``a`` (n, D), by BLAS ``syrk`` (half the flops of
     ``a.T @ a``), mirrored to a full symmetric (D, D) array (exactly symmetric)."""
-    # Imported here: a worker that runs only Gram tiles never loads SciPy's linear algebra
-    # (43 modules, 6 MiB of RSS in each worker process; issue 27).
+    # Imported here: a worker that runs only Gram tiles never loads SciPy's linear algebra.
     from scipy.linalg.blas import dsyrk
 
     a = np.asarray(a, dtype=np.float64)
@@ -199,14 +192,9 @@ def _open_cache(cache):
 def gram_class_product(X, rows, offsets, z, kernel, col_block, cache=None):
     """Rows ``rows`` of ``B = G Z`` for every restart, transposed: ``B^T`` (R, K, n_rows).
 
-    ``X`` and ``z`` (R, N) are sorted by class, class k occupying ``offsets[k]:offsets[k+1]``.
-    Z has one non-zero per row, so only the class-k columns of G feed column k of G Z
-    (docs/design.md §3): each Gram entry is used once, and the R restarts share it.
-
-    The result is C-contiguous, the layout the W-step reads, and a Dask worker sends it as
-    it is (a strided (R, n_rows, K) view would be copied to serialise it, then again on the
-    driver). A worker-memory cache block (:func:`gram_rows`, Fortran order) goes to
-    :func:`gram_class_product_by_rows` through its transpose, whose rows are contiguous.
+    ``X`` and ``z`` (R, N) are sorted by class (class k at ``offsets[k]:offsets[k+1]``). Z has one
+    non-zero per row, so only the class-k columns of G feed column k of G Z (docs/design.md §3).
+    The result is C-contiguous, the layout the W-step reads and a worker sends without a copy.
     """
     if isinstance(cache, np.ndarray) and cache.flags.f_contiguous:
         return gram_class_product_by_rows(cache.T, offsets, z)
@@ -231,21 +219,12 @@ _SLAB_ENTRIES = 4 * 1024**2
 
 
 def gram_class_product_by_rows(GT, offsets, z):
-    """Rows ``I`` of ``B = G Z``, transposed (R, K, n_I), from ``GT = G[I, :]^T`` (N, n_I),
-    reading contiguous rows only.
+    """Rows ``I`` of ``B = G Z``, transposed (R, K, n_I), from ``GT = G[I, :]^T`` (N, n_I).
 
-    Column k of ``B[I]`` is ``G[I, C_k] z_k = (z_k^T GT[C_k, :])^T``: rows of ``GT`` instead
-    of strided columns of ``G[I, :]`` (measured 1.2x faster for one restart, 1.6x for 8 on a
-    stored G; 0.85x the time for 8 restarts on a 4,000-row cache block). A stored symmetric
-    G is its own ``GT`` (all rows, ``I`` = everything). The rows of a class go in slabs of
-    about :data:`_SLAB_ENTRIES` entries: with 8 restarts one product over a whole class ran
-    1.2-1.3x slower at N = 8,000-12,000 (BLAS packs the whole operand), with one restart it
-    is the same.
-
-    Each class's product is written straight into its own contiguous row of the (R, K, n_I)
-    result, with no accumulator copied into a strided column (measured 0.92x the time at
-    N = 2,000-4,000, the same at 8,000-12,000), and the W-step's ``S^{-1/2} B^T`` then reads
-    contiguous rows.
+    Column k of ``B[I]`` is ``(z_k^T GT[C_k, :])^T``: contiguous rows of ``GT`` instead of strided
+    columns of ``G[I, :]`` (a stored symmetric G is its own ``GT``). A class's rows go in slabs of
+    about :data:`_SLAB_ENTRIES` entries, and each product is written straight into its row of the
+    result.
     """
     R = z.shape[0]
     n_out = GT.shape[1]

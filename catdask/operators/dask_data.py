@@ -28,25 +28,13 @@ _INLINE_BYTES = 8 * 1024**2
 
 
 class DaskDataOperator(DataOperator):
-    """Linear data operator on a row-chunked Dask array (mirrors ``NumpyDataOperator``).
+    """Linear data operator on a row-chunked Dask array X (N, D) (mirrors ``NumpyDataOperator``).
 
-    Parameters
-    ----------
-    X : dask.array.Array of shape (N, D)
-        Patterns, chunked by rows (any real dtype; blocks are promoted to float64 on the
-        workers, so float32 storage halves I/O without changing the arithmetic).
-    classes : ClassIndex
-        Class codes of the N rows, in X's order (kept on the driver).
-    center : ndarray of shape (D,) or None
-        The origin x0; default the mean of X.
-    persist : {"auto", True, False}, default="auto"
-        Keep X in worker memory once the solver streams it (second pass onwards). ``"auto"``
-        persists when X takes at most half of the cluster's memory.
-
-    Attributes
-    ----------
-    passes : int
-        Number of passes over X so far (for benchmarks and tests).
+    Blocks of any real dtype are promoted to float64 on the workers (float32 storage halves I/O
+    without changing the arithmetic); the class codes stay on the driver; ``center`` is the origin
+    x0 (default the mean of X). ``persist`` keeps X in worker memory once the solver streams it
+    (``"auto"``: when it takes at most half the cluster's memory). ``passes`` counts the passes
+    over X.
     """
 
     def __init__(self, X, classes: ClassIndex, center: np.ndarray | None = None, *,

@@ -1,10 +1,9 @@
 """The Gram operator on Dask workers: the :mod:`.blocks` functions, one task per row block.
 
-``G Z`` is computed row block by row block (docs/design.md §3), never materialising G. Gram
-blocks are recomputed every pass, or cached once (in worker memory, or in a zarr store as
-float32/float64) and streamed. The products themselves are :class:`.gram_base.BlockGramOperator`'s;
-this module says how a pass runs on the cluster and builds the caches. Every product works on
-all restarts at once (leading axis R), so R restarts share a pass.
+``G Z`` is computed row block by row block (docs/design.md §3), never materialising G; blocks
+are recomputed every pass, or cached once (worker memory or a zarr store) and streamed. The
+products are :class:`.gram_base.BlockGramOperator`'s; this module runs the passes on the
+cluster and builds the caches.
 """
 
 from __future__ import annotations
@@ -40,63 +39,29 @@ _GRAM_BLOCK_ENTRIES = 4 * 1024**2
 # Kernel entries per task and pass (about 0.5-1 s of work on one core).
 _TASK_ENTRIES = 10**8
 # A tile-pass task also evaluates at least this many kernel entries per entry of the row band
-# it returns (up to K N R partial sums, whatever the task's size): allocating, converting,
-# sending and adding a band entry costs about as much as a few kernel entries, so this keeps
-# that to ~2% of the task. Without it the bytes a pass moves grow as N^3: at N = 200,000 on
-# 16 threads (K = R = 5), 10**8 entries per task made 208 tasks and ~2 GB of bands per pass;
-# with it, 48 tasks. (The rule counts the whole band, K N R; a task now returns less: every
-# class for its own rows, only its own classes below them, gram_tiles.gram_symmetric_class_product.)
+# it returns: moving and adding a band entry costs about as much as a few kernel entries, so
+# this keeps that small and stops the bytes a pass moves from growing as N^3.
 _TILE_ENTRIES_PER_BAND_ENTRY = 100
 
 
 class DaskGramOperator(BlockGramOperator):
     """Gram operator computed on Dask workers, block by block (mirrors ``NumpyGramOperator``).
 
-    X (N x D) is small next to G (N x N): it is held on the driver and once on every worker,
-    sorted by class so that only class-k columns of G feed column k of ``G Z``. Each product is
-    one task per row block ``I`` computing ``G[I, :]`` in sub-blocks of ``k(X_I, X_J)``
-    (recompute mode) or reading them from the cache.
+    X (N, D; in the order ``classes`` refers to) is small next to G: it is held on the driver and
+    once on every worker, sorted by class so that only class-k columns of G feed column k of
+    ``G Z``. Each product is one task per row block ``I`` (``block_rows`` rows; default one task per
+    worker thread, or more so that a task handles about 1e8 kernel entries) computing ``G[I, :]``.
 
-    Parameters
-    ----------
-    X : ndarray of shape (N, D)
-        Training patterns in the order ``classes`` refers to (any order; the estimator passes
-        them sorted by class).
-    classes : ClassIndex
-    kernel : catdask.kernels.Kernel
-    cache : {"auto", "recompute", "memory", "zarr"}, default="auto"
-        ``"recompute"``: evaluate ``k(X_I, X_J)`` in every pass (no O(N^2) memory).
-        ``"memory"``: compute the Gram row blocks once and keep them in worker memory.
-        ``"zarr"``: compute them once into a zarr store (``store``) and stream them from disk.
-        ``"auto"``: ``"zarr"`` when ``store`` is given; else ``"memory"`` when the cache takes
-        at most ``max_gram_bytes`` and half the cluster's memory; else ``"recompute"``.
-    store : str or None
-        Path of the zarr Gram cache. An existing cache built from the same data, kernel and
-        dtype is reused; otherwise it is (re)written. None with ``cache="zarr"``: a temporary
-        directory removed by :meth:`close`.
-    cache_dtype : {"float64", "float32"}, default="float64"
-        Storage precision of cached blocks (float32 halves memory and I/O; products are still
-        accumulated in float64, so results change at the 1e-7 level).
-    max_gram_bytes : int, default=2 GiB
-    precision : {"float64", "float32"}, default="float64"
-        Precision of the recomputed tiles of ``G Z`` (``cache="recompute"``, built-in kernel;
-        see :meth:`set_precision`).
-    tile_rows : int, optional
-        Rows of a square Gram tile in the tile pass (default ``GRAM_TILE``).
-    block_rows : int, optional
-        Rows per task (default: one task per worker thread, or more so that a task handles
-        at most about 1e8 kernel entries).
-
-    Attributes
-    ----------
-    cache_mode : str
-        The mode in use after resolving ``"auto"``.
-    uses_tiles : bool
-        True when ``G Z`` is one pass over the symmetric tiles of G (recompute mode, built-in
-        kernel), the tile pairs split into balanced groups, one task each, whose (K, N, R)
-        partial sums the driver adds as they arrive.
-    gram_passes : int
-        Number of full passes over G so far.
+    ``cache``: ``"recompute"`` evaluates ``k(X_I, X_J)`` in every pass (no O(N^2) memory);
+    ``"memory"`` keeps the Gram row blocks in worker memory; ``"zarr"`` writes them once into the
+    zarr store ``store`` (reused when built from the same data, kernel and dtype; None: a temporary
+    folder removed by :meth:`close`) and streams them; ``"auto"``: ``"zarr"`` when ``store`` is
+    given, else ``"memory"`` when the cache fits ``max_gram_bytes`` and half the cluster's memory,
+    else ``"recompute"`` (the choice is ``cache_mode``). ``cache_dtype`` float32 halves a cache's
+    memory and I/O (products still accumulate in float64). Recomputed with a built-in kernel,
+    ``uses_tiles``: ``G Z`` is one pass over G's symmetric tiles of ``tile_rows``, in ``precision``,
+    split into balanced tasks whose partial sums the driver adds as they arrive. ``gram_passes``
+    counts full passes over G.
     """
 
     def __init__(self, X: np.ndarray, classes: ClassIndex, kernel: Kernel, *,
@@ -147,15 +112,11 @@ class DaskGramOperator(BlockGramOperator):
                     len(self._rows), self.block_rows, cache, cache_dtype, gram_bytes / 1e9)
 
     def _place_inputs(self):
-        """What every pass reads, on every worker, in one round trip (each separate put was a
-        round trip plus a replication: measured 8-12 ms on 2 workers, five of them per fit):
-        for the tile pass the tile factors in both precisions (the float64 centring pass and
-        polish, the float32 iterations), otherwise X sorted by class.
-
-        The tile pass never reads X itself, so a tile operator puts it only when a product
-        that does is first asked for (:meth:`_x_key`: a class block, a row-block pass):
-        X is replicated on every worker, 8 MB per worker at N = 50,000, D = 20, which a fit
-        on 16 single-thread workers otherwise held 16 times (issue 27)."""
+        """What every pass reads, put on every worker in one round trip: for the tile pass the tile
+        factors in both precisions, otherwise X sorted by class. A tile operator puts X only when a
+        product that reads it is first asked for (:meth:`_x_key`), so workers do not each hold it
+        for nothing.
+        """
         self._Xd: str | None = None
         if not self.uses_tiles:
             self._x_key()
@@ -312,12 +273,9 @@ _BLAS_CONTROLLER: list[Any] = []  # this process's threadpoolctl controller, mad
 
 
 def _one_blas_thread(func, *args):
-    """Run ``func`` with one BLAS thread, whatever the worker's own setting (a worker thread
-    is one core; more BLAS threads oversubscribe it, docs/stack.md).
-
-    The controller is made once per process: ``threadpool_limits`` looks up the loaded
-    libraries on every call (0.8 ms, on every task of every pass), a kept controller's
-    ``limit`` takes 0.01 ms. It is made by the first task, once numpy's BLAS is loaded.
+    """Run ``func`` with one BLAS thread, whatever the worker's own setting (a worker thread is one
+    core). The controller is made once per process, by the first task: looking up the BLAS
+    libraries on every call cost more than the limit itself.
     """
     if not _BLAS_CONTROLLER:
         from threadpoolctl import ThreadpoolController

@@ -1,19 +1,11 @@
 """The device Gram operator split over the GPUs of a Dask cluster.
 
 :class:`DaskTorchGramOperator` is :class:`~catdask.operators.torch_gram.TorchGramOperator` with
-one method replaced: a batch of range products ``G[rows, cols] V`` (the form every product
-takes there, :meth:`TorchGramOperator._products`) runs as one Dask graph on the workers that
-declare a GPU (``dask worker --resources GPU=1``, one worker per GPU, deploy/gpu-cluster.md):
-the batch's rows are cut into one task per GPU (two per GPU with several, to balance the tail),
-and each task runs the same batch primitive on its worker's GPU. So every product (``G Z`` over
-all K classes, the two centring moments, the decoupled start's K class blocks per Lanczos
-step) is one scheduler round trip, whatever K; :attr:`DaskTorchGramOperator.round_trips` counts
-them. Every product is written once, in ``TorchGramOperator``; the driver keeps only host
-arrays.
-
-A worker builds its device copy of X once per fit (:func:`_worker_operator`, keyed by the
-fit's token) and reuses it in every pass; a pass ships V (N x R floats, in the pass's
-precision, inside the tasks while small) and gets back the rows' products.
+one method replaced: a batch of range products ``G[rows, cols] V`` runs as one Dask graph on
+the workers that declare a GPU (deploy/gpu-cluster.md), its rows cut into tasks per GPU. So
+every product is one scheduler round trip, whatever K (:attr:`round_trips` counts them). A
+worker builds its device copy of X once per fit (:func:`_worker_operator`, keyed by the fit's
+token); a pass ships V and gets back the rows' products.
 """
 
 from __future__ import annotations
@@ -107,30 +99,10 @@ def release_worker_operator(token):
 class DaskTorchGramOperator(TorchGramOperator):
     """:class:`TorchGramOperator` whose Gram products run on the cluster's GPU workers.
 
-    Parameters
-    ----------
-    X : ndarray of shape (N, D)
-    classes : ClassIndex
-    kernel : catdask.kernels.Kernel
-    precision : {"float64", "float32"}, default="float64"
-    worker_device : str, default="cuda"
-        The device each GPU worker computes on (its own GPU: a worker sees the GPU its
-        ``CUDA_VISIBLE_DEVICES`` names as "cuda"); "cpu" runs the same tasks on the workers'
-        CPUs (the tests' stand-in).
-
-    Attributes
-    ----------
-    round_trips : int
-        Dask graphs run for the products so far: one per product (``G Z``, ``G V``, the
-        centring moments, one Lanczos step of the decoupled start over all classes, one
-        ``class_matvec``), whatever the number of classes. Placing X (once, at construction)
-        and freeing it (:meth:`close`) are not counted.
-
-    Raises
-    ------
-    ValueError
-        When no worker of the current cluster declares the ``GPU`` resource (the tasks would
-        wait for one forever).
+    ``worker_device`` is the device each GPU worker computes on (its own GPU, "cuda"; "cpu" runs the
+    same tasks on the workers' CPUs, the tests' stand-in). ``round_trips`` counts the Dask graphs
+    run for the products (placing and freeing X not counted). Raises ``ValueError`` when no worker
+    of the current cluster declares the ``GPU`` resource.
     """
 
     def __init__(self, X, classes, kernel, *, precision="float64", worker_device="cuda"):

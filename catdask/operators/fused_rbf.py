@@ -1,27 +1,18 @@
 """One fused GPU kernel for the RBF Gram products: ``G[I, J] V`` with G never in memory.
 
-A Gram pass at N = 10^6 touches 10^12 kernel entries. Written as three library calls (the
-distance product, ``exp``, the product with V) every entry goes through GPU memory three times:
-measured on an H200 at 0.66 s per ``G Z`` pass for N = 200,000, i.e. ~16 s at 10^6. Fused, each
-program keeps a block of rows of the tile factors in registers, and for every block of columns
-computes the exponent by one small matrix product, ``exp`` and the product with V's rows, all on
-chip; nothing of size N x N is written anywhere. It is flash attention's loop without the
-softmax normalisation (the RBF entries need none).
+As three library calls (distance product, ``exp``, product with V) every kernel entry goes
+through GPU memory three times. Fused, each program keeps a block of rows of the tile factors
+on chip and, per block of columns, computes the exponent, ``exp`` and the product with V:
+flash attention's loop without the softmax normalisation. It reads the tile factors of
+:meth:`catdask.kernels.Kernel.tile_factors`, zero-padded to a power of two.
 
-The kernel reads the tile factors of :meth:`catdask.kernels.Kernel.tile_factors`
-(``left[i] . right[j] = -gamma ||x_i - x_j||^2``, X centred), padded with zero columns to a
-power of two, so one product gives the exponent with the norms folded in (the CPU tiles do the
-same, :func:`catdask.operators.gram_tiles.gram_symmetric_class_product`).
+Precision: float64 products are IEEE float64. Float32 products run as ``"tf32x3"`` (three
+TF32 tensor-core products carrying float32's mantissa) or ``"ieee"``, and the running sum over
+column blocks is compensated (Kahan), so long row sums keep float32's relative precision; the
+anchored polish (:mod:`catdask.core.precision`) makes the result exact.
 
-Precision. In float64 every product is IEEE float64 (the exact passes). In float32 the products
-run as ``"tf32x3"`` (three TF32 tensor-core products that carry float32's mantissa) or
-``"ieee"`` (CUDA-core FMAs), and the running sum over column blocks is compensated (Kahan), so
-that a 10^6-term row sum keeps float32's relative precision instead of losing ~10^-4 to the
-accumulation; the float32 phase's products are then as good as the CPU float32 tiles', which the
-anchored polish makes exact (:mod:`catdask.core.precision`).
-
-Written in Triton: the device image has it beside PyTorch, and Triton's interpreter runs the same
-kernel on a CPU (``TRITON_INTERPRET=1``), so the tests check it against numpy without a GPU.
+Written in Triton, whose interpreter runs the same kernel on a CPU (``TRITON_INTERPRET=1``), so
+the tests check it against numpy without a GPU.
 """
 
 from __future__ import annotations
@@ -111,25 +102,14 @@ def _kernel():
 
 
 def rbf_matmul(left, right, V, *, square=False, dot=None):
-    """``T V`` with ``T[i, j] = exp(min(0, left[i] . right[j]))`` (squared when ``square``).
+    """``T V`` with ``T[i, j] = exp(min(0, left[i] . right[j]))`` (``T**2`` when ``square``: the row
+    sums of the squared kernel give ``||G||_F^2``).
 
-    Parameters
-    ----------
-    left : torch.Tensor of shape (n, P)
-        Row factors (:meth:`~catdask.kernels.Kernel.tile_factors` of the rows I), float32 or
-        float64, P a power of two >= 16 (zero-padded).
-    right : torch.Tensor of shape (m, P)
-        Column factors of the columns J, same dtype and device.
-    V : torch.Tensor of shape (m, q)
-        Same dtype; q <= :data:`MAX_V_COLUMNS`.
-    square : bool
-        Use ``T**2`` (``||G||_F^2`` as the row sums of the squared kernel).
-    dot : {"tf32x3", "ieee"}, optional
-        The float32 products (default :data:`FLOAT32_DOT`); float64 is always "ieee".
-
-    Returns
-    -------
-    torch.Tensor of shape (n, q), in the input dtype
+    ``left`` (n, P) and ``right`` (m, P) are the tile factors of the rows I and columns J
+    (:meth:`~catdask.kernels.Kernel.tile_factors`, zero-padded to a power of two P >= 16), ``V``
+    (m, q <= :data:`MAX_V_COLUMNS`), all float32 or all float64 on one device. ``dot`` chooses the
+    float32 products (default :data:`FLOAT32_DOT`); float64 is always "ieee". Returns (n, q) in the
+    input dtype.
     """
     import torch
     import triton

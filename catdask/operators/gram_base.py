@@ -1,20 +1,13 @@
 """The Gram operator's products, once, over row blocks of a class-sorted G.
 
-:class:`BlockGramOperator` holds X sorted by class and the row blocks of G; every product is
-one pass of a :mod:`.blocks` function over those row blocks. Subclasses only say how a pass runs
-(a loop in this process, or one task per block on Dask workers) and where a block of G comes
-from (recomputed, a stored matrix, a worker-memory or zarr cache).
+:class:`BlockGramOperator` holds X sorted by class; every product is one pass of a
+:mod:`.blocks` function over G's row blocks. Subclasses say how a pass runs (a loop here, or
+one task per block on Dask workers) and where a block of G comes from (recomputed, stored, a
+cache). Class k's columns are one contiguous slice; results go back to the caller's order.
 
-Everything works in class-sorted order (rows and columns of G), so class k's columns are one
-contiguous slice and no product permutes a Gram block; results go back to the caller's order
-(``classes.unsort``), which costs O(N K) per product.
-
-In recompute mode with a built-in (symmetric) kernel, ``G Z`` is instead one pass over the
-square tiles of G's upper triangle (:func:`.gram_tiles.gram_symmetric_class_product`), evaluated
-in :attr:`BlockGramOperator.precision` (float32 halves the bytes and doubles the SIMD width of
-the kernel evaluation; every other product stays float64). The centring moments (``G 1``, the
-diagonal, ``||G||_F^2``) then come from one float64 pass over the same tiles, and the class
-blocks alone (:meth:`BlockGramOperator.class_block_matmul`) serve the decoupled start.
+In recompute mode with a built-in kernel, ``G Z`` is one pass over the square tiles of G's
+upper triangle (:mod:`.gram_tiles`) in :attr:`BlockGramOperator.precision`; the centring
+moments come from one float64 pass over the same tiles.
 """
 
 from __future__ import annotations
@@ -35,13 +28,8 @@ __all__ = ["BlockGramOperator", "GRAM_PRECISIONS", "GRAM_TILE"]
 #: Precisions of the recomputed Gram tiles in ``G Z``.
 GRAM_PRECISIONS = ("float64", "float32")
 
-#: Rows (= columns) of a square Gram tile. Measured for one G Z pass (N = 8,000, D = 20,
-#: R = 8, float32, one BLAS thread, 1 MiB L2): 512 took 0.15-0.33x the plain full-square loop,
-#: 1024 0.18-0.40x, 2048 0.28-0.97x (a 2048^2 tile leaves the cache between its passes).
-#: Smaller tiles, measured later (N = 8,192, R = 5, K = 5, one thread, 2 MiB L2, medians of 5):
-#: 256 1.89, 320 1.75, 384 1.69, 448 2.14, 512 2.24 ns per tile entry; on 2 Dask workers at
-#: N = 20,000 a pass took 0.40 s at 384 against 0.51 s at 512 (the tile's two products with Z
-#: read it row- and column-wise, and a 384^2 float32 tile, 576 KiB, stays in L2 between them).
+#: Rows (= columns) of a square Gram tile: a 384^2 float32 tile stays in L2 between its two
+#: products with Z (row- and column-wise); larger tiles leave the cache (docs/benchmarks.md).
 GRAM_TILE = 384
 
 

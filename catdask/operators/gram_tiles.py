@@ -48,27 +48,17 @@ def _class_ranges(offsets, a, b):
 
 
 def gram_symmetric_class_product(left, right, pairs, offsets, zt, kernel):
-    """The contribution of the tiles ``pairs`` to ``G Z``: a part ``(lo, hi, head, k0, tail)``
-    of the (K, N, R) sum, in the tile dtype (:func:`add_class_product_part` adds it up).
+    """The contribution of the tiles ``pairs`` to ``G Z``: a part ``(lo, hi, head, k0, tail)`` of
+    the (K, N, R) sum, in the tile dtype (:func:`add_class_product_part` adds it up).
 
-    ``left``, ``right`` (N, D') are the kernel's tile factors
-    (:meth:`catdask.kernels.Kernel.tile_factors`) in the tile dtype, ``zt`` (N, R) the restarts'
-    z in the same dtype, rows sorted by class (class k at ``offsets[k]:offsets[k+1]``). Each tile
-    ``T = G[I, J]`` is one BLAS product plus the kernel's in-place finish (clip and ``exp`` for
-    RBF); an off-diagonal tile then adds ``T Z_J`` to rows I and ``T^T Z_I`` to rows J (G is
-    symmetric), so the tiles of the upper triangle give all of ``G Z``. Z has one non-zero per
-    row, so column k of ``G Z`` only reads the class-k part of a tile (docs/design.md §3). A
-    tile's products are formed in the tile dtype and accumulated in float64 across tiles.
+    ``left``, ``right`` (N, D') are the kernel's tile factors, ``zt`` (N, R) the restarts' z, rows
+    sorted by class. Each tile ``T = G[I, J]`` is one BLAS product plus the kernel's finish; an
+    off-diagonal tile adds ``T Z_J`` to rows I and ``T^T Z_I`` to rows J, so the upper triangle
+    gives all of ``G Z``, accumulated in float64 across tiles.
 
-    What the part holds: the tasks' row tiles span rows ``lo:hi`` (upper-triangle tiles touch
-    no row above ``lo``); those rows get every class (``head``, (K, hi - lo, R)). Rows ``hi:``
-    get only ``T^T Z_I`` with I among the task's row tiles, so only the classes ``k0:k0 +
-    len(tail)`` present in rows ``lo:hi`` (``tail``, one or two of K classes, sorted rows): the
-    rest of that band is exact zeros. The parts travel to the driver, which adds them as they
-    arrive; the whole band (K, N - lo, R) made 56 MB per pass on 16 workers at N = 50,000, K = 5
-    (benchmarks/pass_overhead.py), mostly zeros, all of it received and added after the last
-    tile task (issue 27). A float32 part adds one float32 rounding of a sum that float32 tiles
-    made already; float64 passes stay float64.
+    The part: rows ``lo:hi`` (the task's row tiles) get every class (``head``); rows ``hi:`` get
+    only the classes ``k0:k0 + len(tail)`` present in rows ``lo:hi`` (``tail``); the rest of that
+    band is exact zeros, never sent to the driver.
     """
     N, R = zt.shape
     K = len(offsets) - 1

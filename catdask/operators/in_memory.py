@@ -27,14 +27,8 @@ _STATS_FOR_MOMENTS_BYTES = 256 * 2**20
 
 
 class NumpyDataOperator(DataOperator):
-    """Linear data operator on an in-memory matrix, centred at its mean.
-
-    Parameters
-    ----------
-    X : ndarray of shape (N, D)
-    classes : ClassIndex
-    center : ndarray of shape (D,) or None
-        The origin x0; default the mean of X.
+    """Linear data operator on an in-memory matrix X (N, D) with its :class:`ClassIndex`, centred at
+    ``center`` (the origin x0; default the mean of X).
     """
 
     def __init__(self, X: np.ndarray, classes: ClassIndex, center: np.ndarray | None = None):
@@ -94,30 +88,13 @@ class NumpyDataOperator(DataOperator):
 
 
 class NumpyGramOperator(BlockGramOperator):
-    """Gram operator on in-memory data: precomputed Gram or blocks recomputed per product.
+    """Gram operator on in-memory data X (N, D; any order, ``classes`` gives the block structure).
 
-    Parameters
-    ----------
-    X : ndarray of shape (N, D)
-        Training patterns (any order; products use ``classes`` for the block structure).
-    classes : ClassIndex
-    kernel : catdask.kernels.Kernel
-    max_gram_bytes : int
-        Precompute and keep G when it needs at most this many bytes; otherwise recompute
-        row blocks ``k(X_I, X)`` in every product (never materialising G).
-    block_rows : int or None
-        Rows per block when recomputing.
-    precision : {"float64", "float32"}, default="float64"
-        Precision of the recomputed tiles of ``G Z`` (built-in kernels, G not stored; see
-        :meth:`set_precision`).
-    tile_rows : int, optional
-        Rows of a square Gram tile (default ``GRAM_TILE``).
-
-    Attributes
-    ----------
-    uses_tiles : bool
-        True when ``G Z`` is one pass over the symmetric tiles of G (recomputed, built-in
-        kernel): each off-diagonal tile is evaluated once for both of its products.
+    G is precomputed and kept when it needs at most ``max_gram_bytes``; otherwise row blocks
+    ``k(X_I, X)`` of ``block_rows`` rows are recomputed in every product. With a built-in kernel and
+    G not stored, ``uses_tiles``: ``G Z`` is one pass over G's symmetric square tiles of
+    ``tile_rows`` (default ``GRAM_TILE``), each off-diagonal tile evaluated once for both its
+    products, in ``precision`` (:meth:`set_precision`).
     """
 
     def __init__(self, X: np.ndarray, classes: ClassIndex, kernel: Kernel, *,

@@ -1,27 +1,15 @@
 """The Gram operator on a PyTorch device (a GPU, or the CPU): G recomputed, never stored.
 
-Every product of the kernel method is a sum of ``G[I, J] V`` over index ranges, so the operator
-has one primitive, :meth:`TorchGramOperator._range_product`, and writes every product of
-:class:`~catdask.core.protocols.GramOperator` as one batch of such range products with one V
+Every product is a batch of range products ``G[I, J] V`` with one V
 (:meth:`TorchGramOperator._products`; a Dask subclass runs a batch as one round trip), on
-class-sorted samples:
+class-sorted samples: ``G Z`` is K products (column k reads only the class-k columns of G), the
+decoupled start's ``diag(G_11, ..., G_KK) V`` the K class-diagonal products, ``G 1`` and
+``||G||_F^2`` two float64 products with a column of ones.
 
-- ``G Z`` (the iteration's pass) is K products, one per class: column k of ``G Z`` reads only
-  the class-k columns of G (docs/design.md §3), so V is the class's ``z`` (R columns), not a
-  block matrix of K R columns;
-- the decoupled start's ``diag(G_11, ..., G_KK) V`` is the K class-diagonal products;
-- ``G 1`` and ``||G||_F^2`` are two float64 products with a column of ones (the second on the
-  squared kernel), one batch.
-
-The primitive runs the fused Triton kernel (:mod:`.fused_rbf`) for the RBF kernel on a GPU, and
-otherwise PyTorch tiles: one product for the exponent (the tile factors of
-:meth:`catdask.kernels.Kernel.tile_factors`), the kernel's finish, one product with V, partial
-sums kept in float64 across column tiles. The tiles are what the numpy operator computes, in the
-same two precisions, so the float32 phase and the float64 polish of
-:mod:`catdask.core.precision` apply unchanged (``uses_tiles``).
-
-Data in: the samples once (N x D is small next to G), the per-pass vectors; out: (N, K R) per
-pass. Memory on the device is O(N (D + K R)) plus one tile of :data:`TILE_ENTRIES`.
+The primitive runs the fused Triton kernel (:mod:`.fused_rbf`) for RBF on a GPU, otherwise
+PyTorch tiles computed as the numpy operator computes them, in the same two precisions, so the
+schedules of :mod:`catdask.core.precision` apply unchanged. Device memory: O(N (D + K R)) plus
+one tile of :data:`TILE_ENTRIES`.
 """
 
 from __future__ import annotations
@@ -109,27 +97,11 @@ def torch_device(device, *, here=True):
 
 
 class TorchGramOperator(GramOperator):
-    """Gram products on a PyTorch device (see module docstring).
-
-    Parameters
-    ----------
-    X : ndarray of shape (N, D)
-        Training patterns in the order of ``classes``.
-    classes : ClassIndex
-    kernel : catdask.kernels.Kernel
-        A built-in kernel (RBF, linear, polynomial); the fused kernel serves RBF on a GPU.
-    device : str or torch.device
-    precision : {"float64", "float32"}, default="float64"
-        Precision of ``G Z`` and the class-block products (see :meth:`set_precision`).
-    fused : {"auto", True, False}, default="auto"
-        Use the fused kernel (RBF only): "auto" where it runs (a CUDA device with Triton).
-
-    Attributes
-    ----------
-    fused : bool
-        Whether the products use the fused kernel.
-    gram_passes : int
-        Full passes over G so far (``G Z``, ``G V``, the two moment passes).
+    """Gram products on a PyTorch ``device`` (see the module docstring), for X (N, D) in the order
+    of ``classes`` and a built-in ``kernel``. ``precision`` is that of ``G Z`` and the class-block
+    products (:meth:`set_precision`); ``fused`` ("auto": where it runs, a CUDA device with Triton)
+    uses the fused RBF kernel. ``gram_passes`` counts full passes over G (``G Z``, ``G V``, the two
+    moment passes).
     """
 
     matvec_without_class_block = True
@@ -243,13 +215,9 @@ class TorchGramOperator(GramOperator):
         return T
 
     def _products(self, requests, V, precision, v_offset=0):
-        """One batch of range products with one V: for each ``(rows, cols, square)`` of
-        ``requests``, ``G[rows, cols] @ V[cols - v_offset]`` (``G**2`` when ``square``), as a
-        float64 tensor (n_rows, q). ``V`` is a host array (n, q); positions are sorted ones.
-
-        Every product below is one call, so a subclass that runs a batch elsewhere (one Dask
-        round trip, :class:`~catdask.operators.dask_torch_gram.DaskTorchGramOperator`) pays
-        one round trip per product, whatever the number of classes.
+        """One batch of range products with one V: for each ``(rows, cols, square)``,
+        ``G[rows, cols] @ V[cols - v_offset]`` (``G**2`` when ``square``) as a float64 tensor
+        (n_rows, q); ``V`` is a host array. A subclass may run a batch elsewhere in one round trip.
         """
         Vd = self._to_device(V, precision)
         return [self._range_product(rows, (c, d), Vd[c - v_offset : d - v_offset], precision,

@@ -1,11 +1,9 @@
 """The credential of the Prefect API that ``catdask serve`` starts (as Jupyter's token).
 
-Whoever can call that API starts runs, reads their logs and edits the served deployments, so
-serve never leaves it open: it uses the HTTP basic credential ``user:password`` configured as
-Prefect's ``PREFECT_SERVER_API_AUTH_STRING``, or generates one (:func:`serve_api_auth`) and
-prints it with the UI address. Beyond loopback a configured one is required
-(:func:`api_auth_for_bind`): a generated one changes at every start, which remote clients
-cannot follow. A configured string needs a non-empty user and password (``:`` is refused).
+Whoever can call that API starts runs, so serve never leaves it open: it uses Prefect's
+``PREFECT_SERVER_API_AUTH_STRING`` (``user:password``), or generates one
+(:func:`serve_api_auth`) and prints it with the UI address. Beyond loopback a configured one is
+required (:func:`api_auth_for_bind`): a generated one changes at every start.
 """
 
 from __future__ import annotations
@@ -58,16 +56,10 @@ def _configured_auth_string():
 
 
 def api_auth_for_bind(host):
-    """The configured auth string of the served Prefect API (None when none is), checked
-    against ``host``: beyond loopback, Prefect's ``PREFECT_SERVER_API_AUTH_STRING`` must be set
-    (environment or Prefect profile), since anyone who reaches the port controls the runs.
-
-    Raises
-    ------
-    UnauthenticatedBindError
-        ``host`` is not loopback and no auth string is configured.
-    AuthStringError
-        The configured string lacks a user or a password.
+    """The configured auth string of the served Prefect API (None when none is), checked against
+    ``host``: beyond loopback ``PREFECT_SERVER_API_AUTH_STRING`` must be set (environment or Prefect
+    profile), else :class:`UnauthenticatedBindError`; a string without a user or a password raises
+    :class:`AuthStringError`.
     """
     value = _configured_auth_string()
     if not value and not is_loopback(host):

@@ -31,17 +31,9 @@ def artifact_slug(text: str) -> str:
 
 def model_artifact_key(kind: str, dataset: str, method: str, *, version: str | None = None,
                        run_id: str | None = None) -> str:
-    """The key of one model's artifact of ``kind`` (``summary``, ``restarts``, ``metrics``...).
-
-    Parameters
-    ----------
-    kind : str
-    dataset, method : str
-    version : str, optional
-        The registered version (``"NAME:vN"``). When ``NAME`` is the default
-        ``<dataset>-<method>`` only ``vN`` is kept: ``iris-cqs-v1-summary``.
-    run_id : str, optional
-        The flow run's id, for a model that was not registered: ``iris-cas-run-1a2b3c4d-summary``.
+    """The key of one model's artifact of ``kind`` (``summary``, ``restarts``, ``metrics``...): by
+    its registered ``version`` (``"NAME:vN"``; only ``vN`` when NAME is the default, e.g.
+    ``iris-cqs-v1-summary``), else by the flow run's ``run_id`` (``iris-cas-run-1a2b3c4d-summary``).
     """
     if version:
         name, _, number = str(version).rpartition(":")
@@ -56,29 +48,12 @@ def model_artifact_key(kind: str, dataset: str, method: str, *, version: str | N
 class SolverProgress:
     """Solver listener for a Prefect task: task-log lines and a progress artifact.
 
-    Parameters
-    ----------
-    logger : logging.Logger-like
-        The task run's logger (``prefect.get_run_logger()``).
-    key : str
-        Artifact key of the progress artifact.
-    description : str
-        What is being fitted (shown with the progress).
-    log_every_seconds : float
-        At most one log line per interval (and one for the first and the last iteration).
-    artifact_after_seconds : float
-        A fit shorter than this publishes no progress artifact (short fits need none).
-    update_every_seconds : float
-        At most one artifact update per interval (each is an API call).
-    clock : callable
-        Monotonic clock (for tests).
-
-    Notes
-    -----
-    The progress figure is the share of restarts that have stopped; the description gives the
-    iteration, the best objective and the restarts still active. A fit may run several solver
-    loops (the kernel fit's Nystroem start): each loop is counted and reported in turn. A
-    failing artifact update is logged once and never fails the fit.
+    ``logger`` is the task run's logger, ``key`` the progress artifact's key, ``description`` what
+    is being fitted. At most one log line per ``log_every_seconds`` (and the first and last
+    iterations); no artifact for a fit shorter than ``artifact_after_seconds``, then at most one
+    update per ``update_every_seconds`` (each is an API call); ``clock`` is for tests. The progress
+    figure is the share of restarts that have stopped; each solver loop of a fit is reported in
+    turn. A failing artifact update is logged once and never fails the fit.
     """
 
     def __init__(self, logger, *, key, description, log_every_seconds=5.0,

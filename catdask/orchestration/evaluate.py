@@ -1,10 +1,8 @@
 """Evaluate: the paper's protocol on the stored data sets, tables next to the paper's numbers.
 
-What it does: for each of the paper's tables (linear + SVM, kernel + SVM, kernel angle
-classifier), run repeated stratified 2/3 - 1/3 splits on every stored data set of the paper,
-write CSV/Markdown/JSON tables under ``out_dir`` (default: ``<store>/evaluations/<UTC time>``,
-as ``catdask evaluate``; never the folder the run happens to start in) and publish each table as an artifact. Data
-sets missing from the store are skipped with a message, never silently.
+Repeated stratified 2/3 - 1/3 splits on every stored paper data set for each of the paper's
+tables; CSV/Markdown/JSON tables under ``out_dir`` (default ``<store>/evaluations/<UTC time>``)
+and one artifact per table. Missing data sets are skipped with a message.
 
 Run it:  catdask evaluate --quick        (or)  python flows/evaluate.py
 """

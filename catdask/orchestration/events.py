@@ -6,25 +6,18 @@ event                          when (resource: ``prefect.resource.id``; payload)
 ``catdask.snapshot.created``   the ingest flow wrote a new snapshot of a data set
                                (``catdask.dataset.<name>``; checksum, snapshot, shape)
 ``catdask.snapshot.reused``    a re-ingest pointed the data set at a snapshot already stored
-                               (content seen before: nothing written, the current content
-                               changed all the same; same resource and payload)
+                               (same resource and payload)
 ``catdask.model.registered``   the train flow registered a version
                                (``catdask.model.<name>``; version, data-set checksum and
                                snapshot, certificate outcome, spec)
-``catdask.model.rejected``     the train flow fitted a model it did not register (not
-                               certified): same resource without a version; the gap and why
+``catdask.model.rejected``     the train flow fitted a model it did not register: same
+                               resource without a version; the gap and why
 =============================  =============================================================
 
-A re-ingest of the current content emits nothing; neither does a cached train (nothing new
-happened). Every resource also carries ``catdask.store`` (the store's absolute path), so a
-trigger can listen to one store, and the model events name the data set as a related resource
-(role ``dataset``). Label values are strings, as Prefect requires.
-
-Emitting never fails a run: without a configured Prefect API (``PREFECT_API_URL``, which the
-CLI's temporary server, ``catdask serve`` and the test harness set) nothing is sent, and any
-error while emitting is logged and ignored. Events are sent
-in the background; the CLI's temporary server and ``catdask serve``'s run processes flush them
-before they stop.
+A re-ingest of the current content and a cached train emit nothing. Every resource carries
+``catdask.store`` (the store's absolute path), and model events name the data set as a related
+resource (role ``dataset``). Emitting never fails a run: without ``PREFECT_API_URL`` nothing is
+sent, and an error while emitting is logged and ignored.
 """
 
 from __future__ import annotations
@@ -91,8 +84,7 @@ def _emit(event: str, resource: dict, payload: dict, related=None):
         from prefect.settings import get_current_settings
 
         if not get_current_settings().api.url:
-            # No API configured: Prefect would start an ephemeral server just for this event
-            # (measured: 30 s, then a timeout traceback under load). Nothing to send it to.
+            # No API configured: Prefect would start an ephemeral server just for this event.
             return None
 
         return emit_event(event=event, resource=resource, payload=payload, related=related)

@@ -1,31 +1,19 @@
 """A flow run that fails on a foreseen error ends Failed with one log line, not tracebacks.
 
-Foreseen errors are catdask's own (:class:`~catdask.errors.CatdaskError`): a misspelt data set,
-a source file that does not parse (a NaN in a feature column), a damaged store, a Dask
-scheduler that does not answer, a parameter the flow refuses (:class:`ParameterError`). Their
-messages name the problem and what to do. Prefect logs an exception that ends a run with its
-traceback once for each run it passes through: the task run it was raised in ("Task run
-failed with exception", for a task without retries), the flow run ("Encountered exception
-during execution") and, for a deployment run, the engine ("Engine execution exited with
-unexpected exception"): three tracebacks of Prefect's engine around one sentence. Here:
+Foreseen errors are catdask's own (:class:`~catdask.errors.CatdaskError`), whose messages name
+the problem and what to do. Prefect logs an exception that ends a run with its traceback once
+for each run it passes through (task run, flow run, engine). Here:
 
 - :func:`fails_plainly` (under ``@flow``): a foreseen error ends the run Failed, with the
-  error's message as the state message and the exception as the state's data, so a direct
-  call (``train(...)``) still raises it and ``return_state=True`` still returns Failed. It is
-  logged once, at ERROR, when the flow body raised it; a task's error is already named by that
-  task run's ``Finished in state Failed(...)`` line, so the flow adds none.
-- :class:`NoForeseenTracebacks`, on Prefect's run and engine loggers while a flow runs: drops
-  the records that carry a foreseen error's traceback, for the API (the UI's run logs) and the
-  console alike (a filter on the logger runs before any of its handlers).
+  message as the state message and the exception as the state's data (a direct call still
+  raises it); it is logged once, at ERROR, when the flow body raised it.
+- :class:`NoForeseenTracebacks`, on Prefect's run and engine loggers while a flow runs, drops
+  the records that carry a foreseen error's traceback, for the API and the console alike.
 
-Anything else is a bug or an unforeseen failure: the flow re-raises it and Prefect logs its
-traceback as before. One exception: an error raised while Prefect's engine handled a termination
-signal (SIGTERM, which ``catdask serve`` sends its runs when it stops) is the signal's doing, not
-a bug. Prefect turns the signal into :class:`~prefect.exceptions.TerminationSignal` wherever the
-run's main thread happens to be; arriving while a task run is being created, its crash handling
-raised ``ValueError: Task run is not set`` (Prefect 3.8), and the run ended Failed with that
-message and two tracebacks instead of Crashed. :func:`fails_plainly` re-raises the signal
-itself, so the run ends as any terminated run does.
+Anything else is a bug: the flow re-raises it with its traceback. An error raised while
+Prefect's engine handled a termination signal is the signal's doing: :func:`fails_plainly`
+re-raises the :class:`~prefect.exceptions.TerminationSignal` itself, so the run ends as any
+terminated run does.
 """
 
 from __future__ import annotations
@@ -153,8 +141,7 @@ def fails_plainly(fn):
 
 def run_as_script(flow, *args, **kwargs) -> None:
     """``python flows/train.py iris``: run ``flow``, print its result; a foreseen error is one
-    line on stderr and exit code 3, as ``catdask`` says it (was: the run's logs, then
-    Python's traceback of the raised error)."""
+    line on stderr and exit code 3, as ``catdask`` says it."""
     try:
         print(flow(*args, **kwargs))
     except FORESEEN_ERRORS as exc:

@@ -2,13 +2,10 @@
 bounds, and one description per parameter.
 
 Prefect builds a deployment's run form (and the schema its API checks a new run against) from
-the flow's signature and the ``Args:`` section of its docstring. Without these, every option
-was a free text field with no description: ``method=kqcs`` or ``n_restarts=100000`` were
-accepted, and the first failed only once the run had started. With them the form offers the
-method, origin and certificate level as choices, shows the bounds of the numbers, and the API
-refuses a run whose parameters break them (HTTP 409, naming the parameter) before any worker
-starts it. :func:`documented` writes the ``Args:`` section from one dictionary per flow
-(Prefect reads only Google-style sections; the rest of the project's docstrings are numpydoc).
+the flow's signature and the ``Args:`` section of its docstring, so the form offers choices,
+shows bounds, and the API refuses a bad run (HTTP 409) before any worker starts it.
+:func:`documented` writes the ``Args:`` section from one dictionary per flow (Prefect reads only
+Google-style sections).
 """
 
 from __future__ import annotations

@@ -1,18 +1,13 @@
 """Tie a child process's life to its parent: ``python parent_death.py PID [SIGNUM] -- COMMAND ...``.
 
-Run by path (not ``-m``: nothing of catdask is imported, so it costs a few milliseconds), it
-asks Linux to send the child SIGTERM (or ``SIGNUM``: SIGKILL for a server whose orderly stop
-may take long and protects nothing, as a test's throw-away Prefect server busy with a backlog
-of requests) when its parent dies (``prctl(PR_SET_PDEATHSIG)``), checks
-the parent is still ``PID`` (it may have died before the request), then replaces itself with
-``COMMAND`` (the request survives ``exec``). So a server started by a CLI command stops even
-when the command is killed with SIGKILL, which leaves it no chance to clean up.
-
-On other systems it runs ``COMMAND`` as its own child and polls the parent instead, stopping the
-command when the parent is gone (one extra small process).
+Run by path (nothing of catdask is imported), it asks Linux to send the child SIGTERM (or
+``SIGNUM``: SIGKILL for a throw-away server whose orderly stop may take long, as a test's Prefect
+server) when its parent dies (``prctl(PR_SET_PDEATHSIG)``), checks the parent is still ``PID``,
+then replaces itself with ``COMMAND``, so a server started by a CLI command stops even when the
+command is SIGKILLed. Elsewhere it runs ``COMMAND`` as its own child and polls the parent instead.
 
 Linux delivers the signal when the *thread* that started the child exits: start guarded
-processes from a thread that lives as long as the process (the main thread).
+processes from the main thread.
 """
 
 from __future__ import annotations

@@ -1,31 +1,18 @@
 """Served flow runs in processes forked from a preloaded server: Prefect's engine, minus start-up.
 
-A Prefect runner starts every flow run of a served deployment as ``python -m prefect.engine``:
-a new interpreter that imports Prefect, numpy, scipy, scikit-learn, zarr and catdask before the
-flow's first line. On 2 cores that is about 5 s of CPU and 215 MiB per run, more than an iris fit
-costs (measured: ``import prefect.engine`` 1.9 s CPU, the train flow's modules 2.8 s more).
+A Prefect runner starts every served flow run as ``python -m prefect.engine``, a new
+interpreter that imports Prefect, numpy, scipy, scikit-learn, zarr and catdask first: more CPU
+than an iris fit. :class:`ServeRunner` keeps that process-per-run isolation but forks each run
+from a :mod:`multiprocessing` fork server that imported :data:`PRELOADED_MODULES` once; the
+child then executes ``prefect.engine`` as ``__main__``, exactly what the runner's command runs.
 
-:class:`ServeRunner` keeps that process-per-run isolation (a run that crashes, leaks or is
-killed takes no other run and not ``catdask serve`` with it) but starts each run in a process
-forked from a :mod:`multiprocessing` fork server that imported :data:`PRELOADED_MODULES` once.
-The child then executes ``prefect.engine`` as ``__main__``, exactly what the runner's own
-command runs: it loads the flow run from the API, imports the deployment's entry point (already
-in memory) and reports states, logs and crashes as usual.
-
-- The fork server is a plain child of ``catdask serve``; multiprocessing restarts it if it dies.
-- A run process watches ``catdask serve`` (its multiprocessing parent sentinel) and terminates
-  itself when serve is gone, even after ``kill -9`` (a run process of ``python -m
-  prefect.engine`` would be orphaned).
+- A run process watches ``catdask serve`` and terminates itself when serve is gone.
 - A run process imports the entry point serve registered, not the deployment's (which an API
-  user can edit): :func:`.served.served_entrypoint_env`. So serve refuses to start when the
-  installed Prefect lacks the runner internals this relies on (they exist in Prefect 3.8).
-  Flow runs of deployments not added with :meth:`ServeRunner.add_preloaded_deployment` start
-  as Prefect starts them.
-- The flows' code is what was imported when the fork server started: restart ``catdask serve``
-  after upgrading catdask (as with any long-running server). Serve logs a warning once when it
-  starts a run after catdask's files changed on disk (:func:`warn_if_upgraded_under_serve`),
-  and the runs record the hash of the code they run, taken in the fork server
-  (:mod:`.served_code`), not of the files on disk.
+  user can edit): :func:`.served.served_entrypoint_env`. Serve refuses to start when the
+  installed Prefect lacks the runner internals this relies on.
+- The flows' code is what the fork server imported: restart ``catdask serve`` after upgrading
+  (a warning says so, :func:`warn_if_upgraded_under_serve`); runs record the hash of the code
+  they run (:mod:`.served_code`).
 """
 
 from __future__ import annotations
@@ -44,9 +31,7 @@ __all__ = ["PRELOADED_MODULES", "OneLineCatdaskErrors", "PreloadedRunStarter", "
 
 logger = logging.getLogger("catdask.serve")
 
-#: What every served flow run needs before its first line (measured with ``-X importtime``:
-#: Prefect's engine, and through the flows numpy, scipy, scikit-learn, pandas, zarr; distributed
-#: and matplotlib are imported by the fit and the report). Importing them starts no thread, so
+#: What every served flow run needs before its first line. Importing them starts no thread, so
 #: forking afterwards is safe. A module that fails to import is skipped (imported by the run).
 PRELOADED_MODULES = (
     "prefect.engine",
@@ -89,15 +74,9 @@ def start_fork_server(modules=PRELOADED_MODULES):
 
 @contextlib.contextmanager
 def _interrupts_ignored_by_children():
-    """Within the block, processes started here ignore SIGINT (an ignored signal stays ignored
-    across ``exec``, and Python keeps it so).
-
-    For the fork server: a terminal's Ctrl-C reaches the whole process group, and the server
-    ignores SIGINT only once its preload imports are done (several seconds after serve prints
-    its summary): an interrupt then killed it mid-import with a traceback. Its run processes
-    inherit the disposition, so a Ctrl-C stops them through ``catdask serve``'s runner
-    (SIGTERM, their run marked Crashed), as when serve alone gets SIGINT. Does nothing off the
-    main thread (the block is short: one fork and exec).
+    """Within the block, processes started here ignore SIGINT (kept across ``exec``): a terminal's
+    Ctrl-C reaches the whole process group and would kill the fork server mid-import; its runs are
+    stopped through serve's runner instead. Does nothing off the main thread.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -131,15 +110,10 @@ def _exit_with_parent():
 class OneLineCatdaskErrors(logging.Filter):
     """On a run process's console: a foreseen catdask error in one line, not a traceback.
 
-    A flow that raises (a refused parameter, a missing data set) or returns a ``Rejected``
-    state makes Prefect log the exception with its traceback two or three times: the task run,
-    the flow run, and the engine's "exited with unexpected exception" (38 lines on serve's
-    console for one rejected model, which the UI shows correctly). Here the first of those
-    records becomes ``catdask serve: flow run NAME: Error: message`` and the others are
-    dropped; for ``ModelRejectedError`` the flow has already logged its one-line warning.
-    Only console handlers get this filter. Since the flows end such runs themselves
-    (:mod:`.input_errors`: one line, and no traceback records, for the API and the console
-    alike), this is the fallback for an error raised outside a flow's body.
+    The first of Prefect's records of the error becomes ``catdask serve: flow run NAME: Error:
+    message`` and the others are dropped (for ``ModelRejectedError`` the flow has already logged its
+    line). Only console handlers get this filter; it is the fallback for an error raised outside a
+    flow's body (:mod:`.input_errors` handles the rest).
     """
 
     def __init__(self, stream=None):
@@ -227,13 +201,10 @@ def _refused_unknown_parameters(env):
 
 
 def stop_run_processes(grace=RUN_STOP_GRACE_SECONDS, worth_waiting=lambda: True):
-    """Stop the run processes this process started that are still running: SIGTERM (Prefect's
-    engine marks the run Crashed), SIGKILL after ``grace`` seconds or once ``worth_waiting()``
-    is false (their API gone). Returns how many there were. Call it while the Prefect API
-    still answers. Needed because the runner does not stop its runs when Ctrl-C ends it, and
-    a run process ignores SIGINT: the interpreter's exit would otherwise wait for every run to
-    finish (multiprocessing joins its children at exit), and a run outlived the server it
-    reports to (measured: serve hung after "stopped").
+    """Stop the run processes this process started that are still running: SIGTERM (the run is
+    marked Crashed), SIGKILL after ``grace`` seconds or once ``worth_waiting()`` is false. Returns
+    how many there were. Call it while the Prefect API still answers: the runner does not stop its
+    runs on Ctrl-C, and the interpreter's exit would otherwise wait for them.
     """
     import time
 
@@ -252,11 +223,8 @@ def stop_run_processes(grace=RUN_STOP_GRACE_SECONDS, worth_waiting=lambda: True)
 
 def stop_fork_server(grace=2.0):
     """Stop the fork server of :func:`start_fork_server`, if it runs: SIGTERM, SIGKILL after
-    ``grace`` seconds. Returns whether there was one.
-
-    It would stop by itself once this process exits, but only after its preload imports: a
-    ``catdask serve`` interrupted soon after start-up left it running 7-22 s after exiting
-    (measured on 2 loaded cores).
+    ``grace`` seconds (it would otherwise outlive an early-interrupted serve by its preload
+    imports). Returns whether there was one.
     """
     import time
     from multiprocessing import forkserver
@@ -308,19 +276,13 @@ def warn_if_upgraded_under_serve():
 
 
 class PreloadedRunStarter:
-    """Start one flow run in a process forked from the preloaded fork server.
+    """Start one flow run in a process forked from the preloaded fork server (``context``, from
+    :func:`start_fork_server`).
 
-    Follows Prefect's process-starter contract (``prefect.runner._flow_run_executor``): signal
-    the process handle, then block until the process exits. The run's environment is the one
-    ``python -m prefect.engine`` would get from the runner.
-
-    Parameters
-    ----------
-    context : multiprocessing context
-        From :func:`start_fork_server`.
-    deployment_name : str or None
-    control_channel : prefect ControlChannel or None
-        The runner's channel for cancellation intents (without one, cancellation kills).
+    Follows Prefect's process-starter contract (``prefect.runner._flow_run_executor``): signal the
+    process handle, then block until the process exits; the run's environment is the one
+    ``python -m prefect.engine`` would get. ``control_channel`` is the runner's channel for
+    cancellation intents (without one, cancellation kills).
     """
 
     def __init__(self, context, *, entrypoint=None, deployment_name=None,
@@ -373,9 +335,8 @@ class PreloadedRunStarter:
             if task_status is not None:
                 task_status.started(ProcessHandle(process))
             handed_off = True
-            # Polled, not joined in a worker thread: a thread's join cannot be cancelled, and
-            # Ctrl-C on serve waited for every running flow run to finish (measured: ~105 s
-            # under load). Once cancelled, serve stops the run (stop_run_processes: Crashed).
+            # Polled, not joined in a worker thread: a join cannot be cancelled, so Ctrl-C would
+            # wait for every run to finish. Once cancelled, serve stops the run.
             while process.is_alive():
                 await anyio.sleep(RUN_POLL_SECONDS)
             process.join()
@@ -402,13 +363,8 @@ class ServeRunner(_runner_base()):
         self.preloaded = False  # True once runs start from the fork server
 
     def handle_sigterm(self, signum=signal.SIGTERM, frame=None):
-        """SIGTERM (``systemctl stop``, ``docker stop``, Kubernetes) stops serve as Ctrl-C does.
-
-        Prefect's handler calls the async ``stop`` without awaiting it ("coroutine
-        'Runner.astop' was never awaited") and raises ``SystemExit`` inside the event loop:
-        with a run in flight, about 40 lines of asyncio tracebacks and a 10.5 s stop (measured
-        under ``catdask serve``). Here the SIGINT handler runs instead: ``asyncio.run``'s own
-        cancels the main task, and serve's clean-up stops the runs, the cluster and the server.
+        """SIGTERM (``systemctl stop``, ``docker stop``, Kubernetes) stops serve as Ctrl-C does:
+        Prefect's own handler leaves an un-awaited coroutine and asyncio tracebacks.
         """
         handler = signal.getsignal(signal.SIGINT)
         if callable(handler):

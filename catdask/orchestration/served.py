@@ -1,23 +1,15 @@
 """What a served flow run may choose: nothing that points it at another store or Dask scheduler.
 
-``catdask serve`` fixes the store and the Dask scheduler of its runs when it starts and hands
-them to every run process through the environment (:data:`ENV_SERVED_STORE`,
-:data:`ENV_SERVED_SCHEDULER`), which nobody can change through the Prefect API: a run's
-parameters, and even a deployment edited through the API, come from whoever can reach the API,
-while the environment is the serve process's own. Each flow calls
-:func:`served_store_and_scheduler` first; outside ``catdask serve`` (the CLI, a library call)
-the variables are unset and the flow's arguments are used as given.
+``catdask serve`` fixes the store and scheduler of its runs and hands them to every run process
+through the environment (:data:`ENV_SERVED_STORE`, :data:`ENV_SERVED_SCHEDULER`), which the
+Prefect API cannot change; each flow calls :func:`served_store_and_scheduler` first. Dask
+messages carry pickles, so a run connected to someone else's scheduler runs their code as the
+serve user; a run pointed at another store writes wherever the parameter says.
 
-Why: Dask messages carry pickles, so a run that connects to a scheduler someone else runs
-executes that person's code as the serve user; a run pointed at another store reads and writes
-files wherever the parameter says (measured in issue 28: both worked through the API).
-
-The code a served run executes is serve's too: the run process imports the entry point serve
-registered (:func:`served_entrypoint_env`), never the deployment's pull steps, storage, path
-or entry point, which an API user can PATCH (issue 44: a patched pull step ran as the serve
-user). Parameter names the flow does not take are refused by the API (the deployments' schema
-is closed, :func:`close_parameter_schema`) and again by the run process
-(:func:`unknown_parameters_message`), since the schema is advisory for whoever edits it.
+The code a served run executes is serve's too (:func:`served_entrypoint_env`), never the
+deployment's pull steps or entry point, which an API user can PATCH. Unknown parameter names are
+refused by the API (:func:`close_parameter_schema`) and again by the run process
+(:func:`unknown_parameters_message`).
 """
 
 from __future__ import annotations
@@ -55,13 +47,9 @@ def _same_path(a, b) -> bool:
 
 
 def served_store_and_scheduler(store, scheduler, environ=None):
-    """``(store, scheduler)`` a flow run uses: its arguments outside ``catdask serve``; under
-    serve, serve's store and scheduler, after checking the arguments name them (or nothing).
-
-    Raises
-    ------
-    ServedParameterError
-        Under ``catdask serve``, when ``store`` or ``scheduler`` names something else.
+    """``(store, scheduler)`` a flow run uses: its arguments outside ``catdask serve``; under serve,
+    serve's own, after checking the arguments name them or nothing (else
+    :class:`ServedParameterError`).
     """
     pinned_store = settings.SERVED_STORE.get(environ)
     pinned_scheduler = settings.SERVED_SCHEDULER.get(environ)
@@ -87,13 +75,9 @@ def served_store_and_scheduler(store, scheduler, environ=None):
 
 
 def served_output_dir(out_dir, store, environ=None):
-    """``out_dir`` of a served evaluation, which must lie inside ``<store>/evaluations``
-    (None: the flow's default there). Outside ``catdask serve``, ``out_dir`` as given.
-
-    Raises
-    ------
-    ServedParameterError
-        Under ``catdask serve``, when ``out_dir`` is outside the store's evaluations folder.
+    """``out_dir`` of a served evaluation, which must lie inside ``<store>/evaluations`` (None: the
+    flow's default there; outside it :class:`ServedParameterError`). Outside ``catdask serve``,
+    ``out_dir`` as given.
     """
     if settings.SERVED_STORE.get(environ) is None or out_dir in (None, ""):
         return out_dir

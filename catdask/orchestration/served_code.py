@@ -1,11 +1,8 @@
 """Imported last by ``catdask serve``'s fork server: pins the hash of the code its runs execute.
 
-A served flow run is forked from the fork server (:mod:`.preloaded_runs`) and runs the catdask
-that server imported. The model it registers records ``code_version``, whose sha256 is taken
-over catdask's files the first time a process asks (:func:`catdask.versions.source_sha256`).
-Asked in the run, after an upgrade under a running serve, it would describe the new files while
-the run computes with the old code. Asked here, once, in the fork server right after its
-imports, every forked run inherits the hash of the code it runs.
+A forked run computes with the code the fork server imported; hashing catdask's files here,
+once, right after those imports (:func:`catdask.versions.source_sha256`) makes every run record
+that code's hash, not that of files upgraded on disk since.
 """
 
 from __future__ import annotations

@@ -1,19 +1,13 @@
 """Prefect API servers that never outlive the process that started them (127.0.0.1 only).
 
-Two kinds:
-
 - :func:`start_prefect_server`: ``prefect server start`` with UI and services, for
-  ``catdask serve`` (run through :mod:`.prefect_server`, which retries SQLite lock conflicts
-  inside the server instead of answering 503);
-- :func:`temporary_prefect_server`: the lightweight API a CLI command needs to run a flow when
-  no ``PREFECT_API_URL`` is set. It is the command Prefect's own temporary server runs
-  (``prefect.server.api.server.SubprocessASGIServer``: uvicorn on Prefect's app factory, UI
-  off, only the services an ephemeral server needs), started here instead so that it can be
-  tied to this process.
+  ``catdask serve`` (through :mod:`.prefect_server`);
+- :func:`temporary_prefect_server`: the lightweight API a CLI command needs when no
+  ``PREFECT_API_URL`` is set: the command of Prefect's own ``SubprocessASGIServer``, started
+  here so that it can be tied to this process.
 
-Both run under :mod:`.parent_death`: the server gets SIGTERM when the process that started it
-dies, even by SIGKILL (Prefect's own temporary server stops only through ``atexit``, so a
-killed CLI orphaned it). Start them from the main thread (see :mod:`.parent_death`).
+Both run under :mod:`.parent_death`, so a killed CLI does not orphan them. Start them from the
+main thread.
 """
 
 from __future__ import annotations
@@ -131,10 +125,9 @@ def default_log_file(name):
 def _launch(command, env, host, port, log_file, timeout):
     out = open(log_file, "ab") if log_file else subprocess.DEVNULL
     try:
-        # Its own session: a terminal's Ctrl-C goes to the whole foreground process group, and
-        # a server that died of it left the interrupted command retrying a dead API for minutes
-        # (measured: `catdask train` exit 1 after 146 s). This process stops the server when it
-        # ends (stop_process), and parent_death's signal reaches it in any session.
+        # Its own session: a terminal's Ctrl-C would kill it under the interrupted command.
+        # This process stops the server when it ends, and parent_death's signal reaches it in
+        # any session.
         proc = subprocess.Popen(guarded_command(command), env=env, stdout=out,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
@@ -186,20 +179,12 @@ def _temporary_server_env():
 
 @contextlib.contextmanager
 def temporary_prefect_server(*, timeout=None, log_file=None):
-    """Within the block, flows report to a Prefect API: ``PREFECT_API_URL`` when it is set,
-    else a temporary server on a free 127.0.0.1 port that stops when the block ends, or when
-    this process dies in any way. Yields the API URL.
-
-    Call it from the main thread before the first flow runs (a flow run without an API would
-    start Prefect's own unguarded temporary server).
-
-    Parameters
-    ----------
-    timeout : float, optional
-        Seconds to wait for the server (default
-        ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS``).
-    log_file : path, optional
-        Where the server's output goes (default: ``<PREFECT_HOME>/temporary-server.log``).
+    """Within the block, flows report to a Prefect API: ``PREFECT_API_URL`` when it is set, else a
+    temporary server on a free 127.0.0.1 port that stops when the block ends or this process dies.
+    Yields the API URL. Call it from the main thread before the first flow runs (a flow run without
+    an API would start Prefect's own unguarded server). ``timeout``: seconds to wait for the server
+    (default ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS``); ``log_file``: its output
+    (default ``<PREFECT_HOME>/temporary-server.log``).
     """
     from prefect.settings import (
         PREFECT_API_URL,

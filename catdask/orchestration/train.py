@@ -1,32 +1,15 @@
 """Train a category-space model, test its best restart for global optimality, then register it.
 
-What it does: load a stored data set, run the restarts as one batch on the Dask cluster
-(embedded local cluster by default, or the scheduler at ``scheduler`` / $CATDASK_SCHEDULER),
-test the best restart for global optimality (the others are marked tied with it or beaten), and
-register the best model only after that test (an uncertified CQS / K-CQS model only when its
-proved gap is at most ``max_gap``, or when the caller allows any gap, marked so; CAS and K-CAS, which have no such test, marked
-``certificate-not-applicable``). Publishes the
-restart table, metrics and a category-space plot as Prefect artifacts keyed by the model, the
-solver's progress in the task log (and a progress artifact for long fits), and logs the Dask
-dashboard link.
+Runs the restarts as one batch on the Dask cluster (embedded, or the scheduler at
+``scheduler`` / $CATDASK_SCHEDULER), tests the best restart, and registers the model only after
+that test (an uncertified CQS / K-CQS model only within ``max_gap`` or with
+``allow_uncertified``; CAS and K-CAS marked ``certificate-not-applicable``). Publishes the
+restart table, metrics and a plot as artifacts keyed by the model, and the solver's progress.
 
-Model identity: the default name is ``<dataset>-<method>`` (``-<origin>`` added for a
-non-default origin); a run under a name whose latest version has another spec identity fails
-naming both, unless ``replace_spec`` (:mod:`catdask.pipeline.model_identity`).
-
-Caching: before fitting, the run asks whether any version of the model, or a rejected
-candidate, was fitted on the data set's current content with the same spec identity and the
-same catdask code (:mod:`catdask.pipeline.model_cache`); if so it fits nothing and ends
-Completed with the state name ``Cached`` (a candidate that passes the policy asked for now is
-registered first), or Rejected when the candidate still does not pass. ``refit=True`` fits
-regardless. A rejected fit is kept as a candidate (:mod:`catdask.pipeline.candidates`).
-
-Events: ``catdask.model.registered`` / ``catdask.model.rejected`` (:mod:`.events`).
-
-Run states: a registered model ends the run Completed; a model that was not registered
-(CQS / K-CQS not certified, gap above ``max_gap``, ``allow_uncertified`` off) ends it
-**Failed**, named ``Rejected``, with the reason as the state message, so rejected runs stand
-out in the UI and can be filtered (state type Failed, state name Rejected). The run's summary is the state's data either way.
+A cache hit (:mod:`catdask.pipeline.model_cache`: same data content, spec identity and code)
+fits nothing and ends Completed named ``Cached``; ``refit=True`` fits regardless. A model that
+is not registered ends the run **Failed**, named ``Rejected``, with the reason as the state
+message, and is kept as a candidate. Events: :mod:`.events`.
 
 Run it:  catdask train iris --method cqs     (or)  python flows/train.py iris
 """
@@ -108,14 +91,9 @@ class RetrainFailedError(CatdaskError):
 
 @task(cache_policy=NO_CACHE)
 def find_registered(store: str | None, model_name: str, dataset: str, spec: dict) -> dict:
-    """The train cache's lookup (the registry is the cache: see
-    :mod:`catdask.pipeline.model_cache`). Returns the data set's current checksum and, on a
-    hit, the cached version's summary.
-
-    A data set not in the store fails the run here, with the store's message (the stored
-    names, the closest one): the log said "cache lookup skipped (No data set ...): fitting"
-    first. Any other lookup that cannot be made (a damaged snapshot or registry entry) is a
-    miss: the run goes on to ``describe_dataset``, which reports the problem as before.
+    """The train cache's lookup (:mod:`catdask.pipeline.model_cache`): the data set's current
+    checksum and, on a hit, the cached version's summary. A data set not in the store fails the run
+    here; any other lookup that cannot be made is a miss (``describe_dataset`` reports it).
     """
     try:
         sha, summary = look_up_fit(store, model_name, dataset, spec)
@@ -147,7 +125,7 @@ def fit_restarts(store: str | None, dataset: str, spec: dict, scheduler: str | N
     progress = SolverProgress(
         logger,
         key=model_artifact_key("progress", dataset, model_spec.method, run_id=str(flow_run.id)),
-        # The paper's name, as the summary artifact writes it ("K-CQS", was "KCQS" here)
+        # The paper's name ("K-CQS"), as the summary artifact writes it.
         description=(f"{METHOD_NAMES[model_spec.method].paper_name} on {dataset}, "
                      f"{model_spec.n_restarts} restarts"),
         artifact_after_seconds=PROGRESS_ARTIFACT_AFTER_SECONDS,
@@ -387,13 +365,13 @@ def retrain_registered(store: str | None = None, scheduler: str | None = None,
     and the same code is not refitted (a cache hit: the train run returns that version);
     ``refit`` refits every model.
 
-    The spec recorded with the model's latest version (:meth:`ModelSpec.recorded`: method,
-    origin, restarts, tolerances, certificate level, its own ``allow_uncertified``) is passed
-    to the ``catdask-train`` flow whole. ``allow_uncertified`` here also registers the models
-    whose spec does not allow it; their new versions then record it on. The run key is the model name plus the scheduled date, so a rerun of the same night's run
-    (after a crash) never registers a second version. Every model is retrained even when one is
-    rejected or its retrain fails; the run then ends Failed (``Rejected`` when models were only
-    rejected) naming those models.
+    The spec recorded with the model's latest version (:meth:`ModelSpec.recorded`: method, origin,
+    restarts, tolerances, certificate level, its own ``allow_uncertified``) is passed to the
+    ``catdask-train`` flow whole. ``allow_uncertified`` here also registers the models whose spec
+    does not allow it; their new versions then record it on. The run key is the model name plus the
+    scheduled date, so a rerun of the same night's run (after a crash) never registers a second
+    version. Every model is retrained even when one is rejected or its retrain fails; the run then
+    ends Failed (``Rejected`` when models were only rejected) naming those models.
     """
     from ..store import list_models
 

@@ -18,15 +18,7 @@ _LAZY = {
     "register_outcome": ".training",
 }
 
-__all__ = [
-    "ingest_dataset",
-    "ingest_file",
-    "ModelSpec",
-    "FitOutcome",
-    "fit_on_dataset",
-    "registration_decision",
-    "register_outcome",
-]
+__all__ = list(_LAZY)
 
 
 __getattr__, __dir__ = lazy_attributes(__name__, _LAZY, globals())

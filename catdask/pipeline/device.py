@@ -1,24 +1,11 @@
 """Where a training run's Gram products run: ``ModelSpec.device`` (``catdask train --device``).
 
-The pipeline reads its data sets from zarr; the estimator picks its operator from the input it
-is given (:class:`catdask.estimators.target.ComputeTarget`: numpy input and a device ->
-``TorchGramOperator`` in this process; Dask input and a device -> ``DaskTorchGramOperator``
-on the workers that declare a GPU). So the pipeline only chooses the input's form, by one rule
-(:func:`device_placement`):
-
-- the Dask cluster has workers declaring the ``GPU`` resource (``dask worker --resources
-  GPU=1``, deploy/gpu-cluster.md): the data set stays a Dask array and the products run on
-  those workers' GPUs (:data:`GPU_WORKERS`);
-- otherwise (the embedded local cluster, whose workers declare no GPU, or a cluster without
-  GPU workers): X is read into this process's memory (N x D floats: 16 MB at N = 10^5,
-  D = 20, small next to the N^2 Gram entries of every pass) and the products run on this
-  process's device (:data:`HOST`).
-
-The device is checked before any data are read (:func:`check_device`, PyTorch's own
-:func:`~catdask.operators.torch_gram.torch_device`): no PyTorch, no CUDA, or a misspelt device
-fails at once with what to do. The linear methods take no device (:class:`ModelSpec` refuses
-it): their products are N x D passes, with no Gram matrix to move to a GPU, and
-``CategorySpace`` has no ``device`` parameter either.
+The estimator picks its operator from its input (:class:`catdask.estimators.target.ComputeTarget`),
+so the pipeline only chooses the input's form (:func:`device_placement`): with workers declaring
+the ``GPU`` resource (deploy/gpu-cluster.md) the data set stays a Dask array and the products run
+on their GPUs (:data:`GPU_WORKERS`); otherwise X is read into this process (small next to the
+Gram matrix) and the products run on its device (:data:`HOST`). The device is checked before any
+data are read (:func:`check_device`). The linear methods take no device.
 """
 
 from __future__ import annotations
@@ -34,22 +21,11 @@ GPU_WORKERS = "gpu-workers"
 
 
 def check_device(device, *, here=True) -> None:
-    """Raise, naming the problem and the fix, unless ``device`` can run the Gram products.
-
-    Parameters
-    ----------
-    device : str
-        ``"cuda"``, ``"cuda:1"``, ``"cpu"``.
-    here : bool, default=True
-        The products run in this process (the device must exist here); False: on GPU workers
-        (PyTorch installed and the form valid; each worker computes on its own GPU).
-
-    Raises
-    ------
-    ImportError
-        PyTorch is not installed (``pip install 'catdask[gpu]'``).
-    ValueError
-        A form PyTorch does not know (the valid forms listed), or no CUDA GPU here.
+    """Raise, naming the problem and the fix, unless ``device`` (``"cuda"``, ``"cuda:1"``,
+    ``"cpu"``) can run the Gram products: ``ImportError`` without PyTorch (``pip install
+    'catdask[gpu]'``), ``ValueError`` for a form PyTorch does not know or, with ``here`` (the
+    products run in this process), a device missing here. ``here=False``: on GPU workers, each on
+    its own GPU.
     """
     from ..operators.torch_gram import torch_device  # PyTorch: only when a device is asked
 
@@ -57,14 +33,8 @@ def check_device(device, *, here=True) -> None:
 
 
 def device_placement(device, client) -> str | None:
-    """Where the products of a fit with ``device`` run, checked: None (no device: today's
-    path), :data:`GPU_WORKERS` or :data:`HOST` (see the module docstring).
-
-    Parameters
-    ----------
-    device : str or None
-    client : distributed.Client or None
-        The fit's cluster; None: none (the data are read into memory anyway).
+    """Where the products of a fit with ``device`` run on ``client``'s cluster (None: no cluster),
+    checked: None (no device), :data:`GPU_WORKERS` or :data:`HOST` (see the module docstring).
     """
     if device is None:
         return None

@@ -1,24 +1,13 @@
 """A model's identity: which spec fields make a different model, and the name that says so.
 
-A registered model's name and its spec agree. The fields of
-:class:`~catdask.pipeline.spec.ModelSpec` split in two:
-
-- those that change the fitted model or its certificate (method, origin, kernel gamma,
-  restarts, seed, tolerances, preprocessing, certificate level): the fit's **identity**, which
-  the train cache compares;
-- those that only decide whether a fit is registered (``allow_uncertified``, ``max_gap``) or
-  where its products run (``device``: the model is the same on any device). They never cause a
-  refit: the train cache (:mod:`catdask.pipeline.model_cache`) compares identities.
-
-The default name carries what the CLI's options most often change: ``<dataset>-<method>``,
-plus ``-<origin>`` when the origin is not the default (``wine-cqs`` and ``wine-cqs-class`` are
-two models). A train under an existing name whose model differs from the latest version's
-(method, origin, kernel gamma, standardisation, CAS smoothing: what defines the objective) is
-refused (:func:`spec_conflict`) unless the caller asks to replace the spec, so ``predict NAME``
-and the MLflow aliases never move to a model of another spec unasked. The search settings
-(restarts, seed, tolerances, iterations, certificate level) look for the same model harder or
-otherwise, so they may change under one name: ``--certify moment`` is what a rejection
-suggests.
+The fields of :class:`~catdask.pipeline.spec.ModelSpec` that change the fitted model or its
+certificate are the fit's **identity**, which the train cache compares; ``allow_uncertified``,
+``max_gap`` and ``device`` never cause a refit. The default name is ``<dataset>-<method>``,
+plus ``-<origin>`` for a non-default origin. A train under an existing name whose objective
+differs from the latest version's (method, origin, kernel gamma, standardisation, CAS smoothing)
+is refused (:func:`spec_conflict`) unless the caller replaces the spec, so ``predict NAME`` and
+the MLflow aliases never move to another model unasked; search settings may change under one
+name.
 """
 
 from __future__ import annotations

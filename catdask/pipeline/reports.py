@@ -48,12 +48,9 @@ def reported_gap(cert):
 
 
 def restart_rows(outcome):
-    """One row per restart, formatted for the restart-table artifact.
-
-    Objectives are strings with 6 significant digits (``"169.312"``), gaps with 2 digits of
-    mantissa (``"2.59e-13"``, "" when unknown), and ``certificate`` is the short verdict of
-    :func:`restart_verdict`: the full reason of a certificate runs to several lines, which
-    pushed the table wider than a browser window. The summary artifact has the full reason.
+    """One row per restart, formatted for the restart-table artifact: objectives to 6 significant
+    digits, gaps to 2 (``""`` when unknown), and the short verdict of :func:`restart_verdict` (the
+    summary artifact has the full reason).
     """
     est = outcome.estimator
     tested = getattr(est, "best_restart_", None)
@@ -76,22 +73,10 @@ def restart_rows(outcome):
 
 
 def restart_verdict(restart, tested_index, best_objective):
-    """A few words on one restart's certificate: what the table's certificate column shows.
-
-    Parameters
-    ----------
-    restart : catdask.core.solver.RestartResult
-    tested_index : int or None
-        The restart whose certificate was computed (``best_restart_``); the others only
-        compare with it.
-    best_objective : float
-
-    Returns
-    -------
-    str
-        ``"certified (sdp-dual)"`` / ``"not certified (reduced bound)"`` for the tested
-        restart, ``"tied with restart 0"`` or ``"beaten by restart 0"`` for the others,
-        ``"not applicable"`` without a test (CAS), "" without a certificate.
+    """A few words on one restart's certificate, for the restart table: ``"certified (sdp-dual)"`` /
+    ``"not certified (reduced bound)"`` for the tested restart (``tested_index``), ``"tied with
+    restart 0"`` or ``"beaten by restart 0"`` for the others, ``"not applicable"`` without a test
+    (CAS), "" without a certificate.
     """
     from ..core.engine import ties_with
 
@@ -140,23 +125,10 @@ def metrics_markdown(metrics):
 
 def save_category_space_plot(model, X, y, path, *, title=None, class_names=None,
                              dpi=PLOT_DPI):
-    """Write a scatter of ``X`` in category space; returns the path.
-
-    Parameters
-    ----------
-    model : fitted estimator or Pipeline ending in one
-    X, y : arrays
-    path : path-like
-        The format follows the extension (:data:`catdask.plotting.PLOT_FORMATS`: png, pdf,
-        svg); any other extension is refused before anything is drawn.
-    title : str, optional
-    class_names : mapping or sequence, optional
-        Display names of the classes (see :func:`catdask.plotting.plot_category_space`).
-    dpi : float, default=PLOT_DPI
-
-    Returns
-    -------
-    pathlib.Path
+    """Write a scatter of ``X`` in category space under ``model`` (coloured by ``y``; ``title``,
+    ``class_names`` as :func:`catdask.plotting.plot_category_space` takes them) to ``path``, whose
+    extension names the format (:data:`catdask.plotting.PLOT_FORMATS`; any other is refused before
+    anything is drawn); returns the path.
     """
     from ..plotting import plot_format
 
@@ -185,11 +157,8 @@ def save_category_space_plot(model, X, y, path, *, title=None, class_names=None,
 
 
 def check_feature_count(model, n_features, *, model_label, data):
-    """Refuse data whose feature count differs from the model's, naming both.
-
-    scikit-learn's own message ("X has 13 features, but StandardScaler is expecting 4")
-    names neither the model nor the data. ``data`` says what the data is: ``"data set
-    wine"``, ``"file new.csv"``.
+    """Refuse data whose feature count differs from the model's, naming both (scikit-learn's message
+    names neither); ``data`` says what the data is (``"file new.csv"``).
 
     Raises
     ------
@@ -203,13 +172,8 @@ def check_feature_count(model, n_features, *, model_label, data):
 
 
 def rejection_note(certificate):
-    """Why a model was not registered, in a few words (for a plot title).
-
-    Returns
-    -------
-    str
-        ``"rejected: not certified, gap <= 4.1e-03"``; ``"rejected: no optimality test
-        (CAS)"`` when the certificate does not apply.
+    """Why a model was not registered, in a few words for a plot title: ``"rejected: not certified,
+    gap <= 4.1e-03"``, or ``"rejected: no optimality test (CAS)"``.
     """
     if not certificate.applicable:
         # CAS has no test; a K-CQS fit whose Gram rank was too large was not tested.

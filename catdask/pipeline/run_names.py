@@ -21,17 +21,8 @@ def _listed(names) -> str:
 
 
 def train_run_name(dataset, method, model_name=None, origin=None) -> str:
-    """``catdask-train``'s run name: the registry name the model gets, ``"iris-cqs"`` by
-    default or the run's ``model_name`` (the name the user looks for in the UI).
-
-    Parameters
-    ----------
-    dataset, method : str
-        The run's data set and method.
-    model_name : str, optional
-        The run's registry name, when it sets one.
-    origin : str, optional
-        The run's origin (a non-default one is part of the default name).
+    """``catdask-train``'s run name: the registry name the model gets (``"iris-cqs"``, with a
+    non-default ``origin``; or the run's own ``model_name``).
     """
     from .model_identity import default_model_name
 
@@ -39,41 +30,21 @@ def train_run_name(dataset, method, model_name=None, origin=None) -> str:
 
 
 def ingest_run_name(names) -> str:
-    """``catdask-ingest``'s run name: ``"ingest-iris-wine"``.
-
-    Parameters
-    ----------
-    names : list of str
-        The data sets the run ingests.
-    """
+    """``catdask-ingest``'s run name for the data sets ``names``: ``"ingest-iris-wine"``."""
     return f"ingest-{_listed(names) or 'nothing'}"
 
 
 def retrain_run_name(when, dataset=None) -> str:
-    """``catdask-retrain``'s run name: ``"retrain-all-2026-11-24"``, the night it is for
-    (``"retrain-iris-2026-11-24"`` when it retrains the models of one data set).
-
-    Parameters
-    ----------
-    when : datetime.datetime
-        The run's scheduled start (the night whose models it retrains).
-    dataset : str, optional
-        The one data set whose models it retrains (a run started by a new snapshot).
+    """``catdask-retrain``'s run name for the night of ``when`` (its scheduled start):
+    ``"retrain-all-2026-11-24"``, or ``"retrain-iris-2026-11-24"`` for one data set's models.
     """
     return f"retrain-{dataset or 'all'}-{when.date().isoformat()}"
 
 
 def evaluate_run_name(datasets=None, tables=None, quick=False) -> str:
-    """``catdask-evaluate``'s run name: ``"evaluate-table1-iris-wine"``,
-    ``"evaluate-all-tables-stored-quick"``.
-
-    Parameters
-    ----------
-    datasets : list of str, optional
-        None: every stored data set of the paper.
-    tables : list of str, optional
-        None: every table.
-    quick : bool
+    """``catdask-evaluate``'s run name: ``"evaluate-table1-iris-wine"``, or with None for every
+    table and every stored data set ``"evaluate-all-tables-stored"`` (``-quick`` appended when
+    quick).
     """
     parts = ["evaluate", _listed(tables) if tables else "all-tables",
              _listed(datasets) if datasets else "stored"]

@@ -24,17 +24,8 @@ __all__ = ["Predictions", "align_features", "feature_names_of", "predict_table",
 
 @dataclass
 class Predictions:
-    """What :func:`predict_table` computed.
-
-    Attributes
-    ----------
-    header : list of str
-        Column names.
-    columns : list of ndarray
-        One array per column, each of length ``n_samples``.
-    n_samples : int
-    accuracy : float or None
-        Fraction of rows whose prediction matches the known label (None without labels).
+    """What :func:`predict_table` computed: the ``header``, one array per column (``columns``, each
+    of length ``n_samples``) and the ``accuracy`` against known labels (None without them).
     """
 
     header: list
@@ -56,33 +47,13 @@ def _listed(names, most=6):
 
 
 def align_features(X, names, expected, *, model_label, data):
-    """``X``'s columns in the order of the model's training features, matched by name.
+    """``X``'s columns in the order of the model's training features (``expected``), matched by the
+    names ``names`` (a file's header; either None: taken by position), so a header with the training
+    features in another order is not predicted on mixed-up columns.
 
-    A header that holds the training features in another order would otherwise be predicted
-    on silently mixed-up columns (the columns were taken by position only).
-
-    Parameters
-    ----------
-    X : ndarray of shape (n_samples, n_features)
-    names : list of str or None
-        ``X``'s column names (a file's header); None: taken by position.
-    expected : list of str or None
-        The training features' names; None: taken by position.
-    model_label, data : str
-        For the messages: ``"iris-cqs:v1"``, ``"file new.csv"``.
-
-    Returns
-    -------
-    X : ndarray
-        Reordered when the names are the training features in another order.
-    note : str or None
-        What was done, for the user: the columns were reordered, or the header names none of
-        the training features and the columns are taken by position.
-
-    Raises
-    ------
-    ValueError
-        The header names some training features but not all, or others beside them.
+    Returns ``(X, note)``: ``X`` reordered where needed, and what was done, for the user (or None).
+    Raises ``ValueError``, naming ``model_label`` and ``data``, when the header names some training
+    features but not all, or others beside them.
     """
     if not names or not expected or list(names) == list(expected):
         return X, None
@@ -122,21 +93,10 @@ def _matches(predicted, names, truth):
 
 
 def predict_table(model, X, *, class_names=None, y=None):
-    """Predicted classes and category-space coordinates of ``model`` on ``X``.
-
-    Parameters
-    ----------
-    model : fitted CategorySpace, KernelCategorySpace or Pipeline ending in one
-    X : array-like of shape (n_samples, n_features)
-    class_names : dict, optional
-        Display name of each class label (a stored data set's ``label_names``), e.g.
-        ``{0: "setosa"}``; adds a ``class_name`` column and names the axes by it.
-    y : array-like of shape (n_samples,), optional
-        Known labels (classes or display names): adds a ``label`` column and the accuracy.
-
-    Returns
-    -------
-    Predictions
+    """Predicted classes and category-space coordinates of ``model`` on ``X``, as
+    :class:`Predictions`. ``class_names`` (a stored data set's ``label_names``, e.g. ``{0:
+    "setosa"}``) adds a ``class_name`` column and names the axes; known labels ``y`` (classes or
+    display names) add a ``label`` column and the accuracy.
     """
     X = np.asarray(X, dtype=float)
     n_samples = X.shape[0]

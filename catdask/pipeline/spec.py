@@ -18,26 +18,16 @@ __all__ = ["ModelSpec"]
 
 @dataclasses.dataclass(frozen=True)
 class ModelSpec:
-    """What to train and on what terms to register it: method, origin, restarts, solver
-    tolerances, preprocessing, certificate level and policy (JSON round-trippable).
+    """What to train and on what terms to register it (JSON round-trippable).
 
-    ``standardise`` fits a StandardScaler on the training data first (constant columns are
-    left unscaled), as in the paper's experiments on UCI data. ``certify`` is the strongest
-    global-optimality test to run on the best restart: ``"dual"`` (Rapcsák and the SDP dual)
-    or ``"moment"`` (also the level-2 moment relaxation when the dual is not tight).
-    ``allow_uncertified`` registers a CQS / K-CQS model that cannot be certified (marked so);
-    ``max_gap`` registers one whose proved relative gap is at most that (``--max-gap``).
-    ``device`` (kernel methods only; ``--device``) runs the Gram products with PyTorch on that
-    device (``"cuda"``, ``"cuda:1"``, ``"cpu"``): on the Dask cluster's GPU workers when it has
-    some, else in the fitting process on X read into memory
-    (:mod:`catdask.pipeline.device`); None (the default) fits as without PyTorch. The model is
-    the same either way (the objective equal to 1e-9 relative, ``KernelCategorySpace``'s
-    ``device``); the field is recorded so that the nightly retrain runs where the model was
-    trained.
-
-    The spec is recorded whole with every registered version (``meta["spec"]``), and the
-    nightly retrain fits each model again from that record, untouched: every field here is
-    also a parameter of the ``catdask-train`` flow (a test checks it).
+    ``standardise`` fits a StandardScaler first (as in the paper's experiments). ``certify`` is the
+    strongest test to run on the best restart: ``"dual"`` (Rapcsák and the SDP dual) or
+    ``"moment"``. ``allow_uncertified`` registers a CQS / K-CQS model that cannot be certified
+    (marked so); ``max_gap`` one whose proved relative gap is at most that. ``device`` (kernel
+    methods) runs the Gram products with PyTorch (:mod:`catdask.pipeline.device`); the model is the
+    same either way. The spec is recorded whole with every version, and the nightly retrain fits
+    from that record: every field is also a parameter of the ``catdask-train`` flow (a test checks
+    it).
     """
 
     method: str = "cqs"
@@ -88,15 +78,10 @@ class ModelSpec:
 
     def check_data_shape(self, dataset: str, n_features: int, n_classes: int,
                          n_samples: int | None = None) -> None:
-        """Raise ``ValueError`` when the method cannot fit a data set of this shape.
-
-        The linear methods need K <= D: K orthonormal axes (a point of the Stiefel manifold
-        St(D, K)) do not fit in D dimensions. The kernel methods' axes live in the RKHS, so
-        any K fits, memory allowing: with ``n_samples``, a kernel fit whose K x K per-class
-        covariances exceed memory is refused (:func:`~catdask.estimators.classify.
-        check_class_count_memory`). Checked from the data set's metadata, before a cluster is
-        started; the estimator checks the same on the data (in Python terms,
-        ``KernelCategorySpace``).
+        """Raise ``ValueError`` when the method cannot fit a data set of this shape: the linear
+        methods need K <= D; a kernel fit whose K x K per-class covariances exceed memory is refused
+        (:func:`~catdask.estimators.classify.check_class_count_memory`). Checked from the metadata,
+        before a cluster is started.
         """
         if self.is_kernel and n_samples is not None:
             from ..estimators.classify import check_class_count_memory

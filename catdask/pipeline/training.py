@@ -71,7 +71,8 @@ def _fitted_scaler(mean, scale, n_samples):
 
 
 def fit_on_dataset(store, dataset, spec, *, client=None):
-    """Fit ``spec`` on a stored data set; the estimator tests its best restart for global optimality.
+    """Fit ``spec`` on a stored data set; the estimator tests its best restart for global
+    optimality.
 
     Parameters
     ----------
@@ -168,15 +169,10 @@ CV_MAX_SAMPLES = {"linear": 20_000, "kernel": 2_000}
 
 
 def training_metrics(estimator, X, y):
-    """Accuracy of ``predict`` (the estimator's ``classifier``) and of the paper's angle
-    classifier on the training data, ``predict``'s cross-validated accuracy, and a linear SVM
-    cross-validated on the category space.
-
-    The ``train_*`` figures are in-sample (the model saw these points). ``cv_accuracy_predict``
-    refits a copy of the estimator on each of k stratified folds (k = 3, fewer when a class
-    is smaller) and scores ``predict`` on the held-out fold; it is NaN for training sets over
-    :data:`CV_MAX_SAMPLES`. The standardisation, when the spec asks for it, was fitted on all
-    the rows first. The paper's own held-out protocol is :mod:`catdask.evaluation`.
+    """Training metrics: in-sample accuracy of ``predict`` and of the paper's angle classifier,
+    ``predict``'s accuracy cross-validated on k stratified folds (k = 3, fewer for small classes;
+    NaN above :data:`CV_MAX_SAMPLES`), and a linear SVM cross-validated on the category space. The
+    paper's held-out protocol is :mod:`catdask.evaluation`.
     """
     from sklearn.model_selection import cross_val_score
     from sklearn.svm import LinearSVC
@@ -264,10 +260,8 @@ def _cv_accuracy_of_predict(estimator, X, y, n_folds):
 def registration_decision(outcome, *, allow_uncertified=False, max_gap=None):
     """Whether to register, and the status recorded with the version.
 
-    The gate guards against registering a local optimum, so it applies where a test of global
-    optimality exists (CQS, K-CQS). CAS and K-CAS have none (the objective is not quadratic):
-    they are registered, marked ``"certificate-not-applicable"``, because rejecting them would
-    only mean that the method can never be used without ``--allow-uncertified``.
+    The gate guards against registering a local optimum where a test exists (CQS, K-CQS); CAS and
+    K-CAS have none and are registered, marked ``"certificate-not-applicable"``.
 
     Parameters
     ----------
@@ -275,17 +269,14 @@ def registration_decision(outcome, *, allow_uncertified=False, max_gap=None):
     allow_uncertified : bool, default=False
         Register a CQS / K-CQS model whatever its gap (marked so).
     max_gap : float or None, default=None
-        Register a model that is not certified when its rigorous relative gap
-        ``(upper bound - f) / |f|`` is at most ``max_gap`` (``catdask train --max-gap``).
+        Register a model that is not certified when its rigorous relative gap is at most this.
 
     Returns
     -------
     register : bool
     status : str
-        ``"certified"``; ``"certificate-not-applicable"`` (CAS, K-CAS: registered, no test
-        exists); ``"gap-within-tolerance"`` (not certified, registered because its proved gap is
-        at most ``max_gap``); ``"uncertified-allowed"`` (registered because the caller allowed
-        it, and marked so); ``"rejected-uncertified"`` (not registered).
+        ``"certified"``, ``"certificate-not-applicable"``, ``"gap-within-tolerance"``,
+        ``"uncertified-allowed"`` or ``"rejected-uncertified"`` (not registered).
     """
     policy = dataclasses.replace(outcome.spec, allow_uncertified=allow_uncertified,
                                  max_gap=max_gap)
