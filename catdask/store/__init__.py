@@ -26,9 +26,9 @@ from .datasets import (
     verify_dataset,
     write_dataset,
 )
-from .layout import cleanup_temporaries, evaluation_dir, resolve_store
+from .layout import evaluation_dir, resolve_store
 from .check import StoreProblem, StoreReport, check_store
-from .gc import GcResult, gc_store
+from .gc import GcResult, cleanup_temporaries, gc_store
 from .registry import ModelVersion, register_estimator, register_model
 from .registry_read import (
     compare_versions,

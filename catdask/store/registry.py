@@ -309,7 +309,12 @@ def _find_run_key(model_dir: Path, name: str, run_key: str) -> ModelVersion | No
 
 
 def checked_attrs(entry: Path) -> dict:
-    node = _zarr_io.read_node_json(entry, entry)
+    return node_attrs(_zarr_io.read_node_json(entry, entry), entry)
+
+
+def node_attrs(node: dict, entry) -> dict:
+    """The checked attributes of a model version's parsed ``zarr.json`` (``entry`` names it
+    in errors: a path or a URL)."""
     if node.get("node_type") != "group":
         raise StoreCorruptError(entry, "zarr.json does not describe a group")
     attrs = node.get("attributes")

@@ -30,7 +30,10 @@ def test_the_library_refuses_an_object_store_url_without_repeating_its_secret(
     monkeypatch.chdir(tmp_path)
     if by_env:
         monkeypatch.setenv("CATDASK_STORE", URL)
-    with pytest.raises(ValueError, match=r"s3://bucket/store is an object-store URL") as err:
+    # The data-set side opens s3:// stores since issue 39, and refuses a URL with credentials
+    # in it; the model side (not yet ported) refuses every object-store URL.
+    with pytest.raises(ValueError, match=r"s3://bucket/store is an object-store URL|"
+                       r"credentials and ports do not belong in the URL") as err:
         call(None if by_env else URL)
     assert "planted" not in str(err.value) and "\n" not in str(err.value)
     assert list(tmp_path.iterdir()) == []  # no folder named 's3:'
