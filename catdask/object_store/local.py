@@ -158,9 +158,9 @@ class LocalBackend:
     def _write_temp(self, path: Path, data: bytes) -> Path:
         """``data`` in a fsync'd temporary beside ``path``, its mtime now (in ns)."""
         for _ in range(10):  # a concurrent delete may remove the (empty) folder meanwhile
-            path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.parent / f"{TMP_PREFIX}put-{uuid.uuid4().hex}"
-            try:
+            try:  # (mkdir too: a parent it made may be removed before it makes the child)
+                path.parent.mkdir(parents=True, exist_ok=True)
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
             except FileNotFoundError:
                 continue

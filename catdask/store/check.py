@@ -30,16 +30,14 @@ from pathlib import Path
 from ..dataset_pointer import location, store_now
 from ..errors import CatdaskError, StoreCorruptError
 from ..names import is_valid_name
-from ..object_store import Backend, PreconditionFailed
+from ..object_store import Backend
 from ._atomic import file_lock, is_temporary, temporary_age, try_lock
 from .gc import (
-    LateBlocker,
     cleanup_temporaries,
     live_leases,
     model_references,
     removal_blocker,
-    remove_snapshot,
-    sweep_leftovers,
+    repair_dataset,
 )
 from .layout import (
     MODEL_COUNTER,
@@ -49,7 +47,7 @@ from .layout import (
     local_temporaries,
     models_dir,
 )
-from .pointer import hold_snapshot, read_pointer, read_pointer_versioned, write_pointer
+from .pointer import hold_snapshot, read_pointer
 from .registry import checked_attrs, version_number, version_numbers
 from .root import StoreRoot, open_store
 from .snapshots import (
@@ -60,7 +58,6 @@ from .snapshots import (
     snapshot_number,
     verify_snapshot,
 )
-from .upgrade import upgrade_old_layout
 
 __all__ = ["StoreProblem", "StoreReport", "check_store"]
 
@@ -171,55 +168,9 @@ def _cleanup(root: StoreRoot, older_than_seconds: float, report: StoreReport) ->
                 report.removed.append(old_lock)
     for name in dataset_names(root.backend):
         if is_valid_name(name):
-            _repair(root, f"datasets/{name}", refs, report)
-
-
-def _verifies(backend: Backend, folder_key: str, snapshot: str | None):
-    """The verified attributes of a snapshot, read under a hold (gc keeps it meanwhile); None
-    when it does not verify or is gone."""
-    hold = None if snapshot is None else hold_snapshot(backend, folder_key, snapshot)
-    if hold is None:
-        return None
-    try:
-        return verify_snapshot(backend, f"{folder_key}/{snapshot}")
-    except (CatdaskError, OSError):
-        return None
-    finally:
-        hold.close()
-
-
-def _repair(root: StoreRoot, folder_key: str, refs, report: StoreReport) -> None:
-    """Restore a valid current snapshot if needed, then remove redundant snapshots."""
-    backend, name = root.backend, folder_key.rpartition("/")[2]
-    upgraded = upgrade_old_layout(backend, folder_key)
-    if upgraded is not None:
-        report.restored.append(f"{name}: old in-place layout -> {upgraded}")
-    pointer, version = read_pointer_versioned(backend, folder_key)
-    ids = list_dataset(backend, folder_key).committed
-    current = pointer.snapshot if not isinstance(pointer, (StoreCorruptError, type(None))) \
-        else None
-    if _verifies(backend, folder_key, current) is None:
-        good, attrs = next(((s, a) for s in reversed(ids) if s != current
-                            for a in [_verifies(backend, folder_key, s)] if a), (None, None))
-        if good is None:
-            return  # nothing verified to restore: keep everything for a human to look at
-        try:
-            write_pointer(backend, folder_key, name, good, attrs["content_sha256"], pointer,
-                          version)
-        except PreconditionFailed:
-            return  # a writer moved the pointer meanwhile: it is sound again
-        report.restored.append(f"{name}: {current or 'no snapshot'} -> {good}")
-        current = good
-    for snapshot in ids:
-        key = f"{folder_key}/{snapshot}"
-        if snapshot == current or _verifies(backend, folder_key, snapshot) is None:
-            continue  # damaged snapshots stay (reported) unless gc is asked to remove them
-        if removal_blocker(backend, folder_key, snapshot, refs, current, set(), ids) is None:
-            # References read again after the tombstone: a version may have been registered
-            # since ``refs`` was read (see gc.remove_snapshot).
-            late = LateBlocker(root, folder_key, snapshot, current, set())
-            if remove_snapshot(backend, folder_key, snapshot, late) is None:
-                report.removed.append(location(backend, key))
+            restored, removed = repair_dataset(root, f"datasets/{name}", refs)
+            report.restored += restored
+            report.removed += removed
 
 
 # --------------------------------------------------------------------------- data sets

@@ -25,23 +25,34 @@ from ..dataset_pointer import (
     LEASE_MARGIN_S,
     LEASE_TTL_S,
     REMOVING,
+    hold_snapshot,
     lease_is_live,
     location,
     read_lease,
     read_pointer,
+    read_pointer_versioned,
     snapshot_number,
 )
-from ..errors import StoreCorruptError
+from ..errors import CatdaskError, StoreCorruptError
 from ..names import is_valid_name
-from ..object_store import Backend, NotFound
+from ..object_store import Backend, NotFound, PreconditionFailed
 from ..object_store.lease import LeaseHeldError, acquire, server_now
 from ._atomic import crash_point
 from .layout import changing_store, remove_local_temporaries
+from .pointer import write_pointer
 from .registry import node_attrs
 from .root import StoreRoot, open_store
-from .snapshots import WRITING, Listing, dataset_names, list_dataset, remove_entry
+from .snapshots import (
+    WRITING,
+    Listing,
+    dataset_names,
+    list_dataset,
+    remove_entry,
+    verify_snapshot,
+)
+from .upgrade import upgrade_old_layout
 
-__all__ = ["GcResult", "gc_store", "cleanup_temporaries", "model_references", "removal_blocker", "remove_snapshot",
+__all__ = ["GcResult", "gc_store", "cleanup_temporaries", "repair_dataset", "model_references", "removal_blocker", "remove_snapshot",
            "live_leases", "sweep_leftovers", "GRACE_S"]
 
 #: How old an uncommitted prefix must be before cleanup or gc removes it (a writer's lease
@@ -255,6 +266,62 @@ def cleanup_temporaries(store=None, older_than_seconds: float = 3600.0) -> list:
             removed += sweep_leftovers(backend, folder_key, list_dataset(backend, folder_key),
                                        older_than_seconds, now)
     return removed
+
+
+# --------------------------------------------------------------------------- cleanup
+
+
+def _verifies(backend: Backend, folder_key: str, snapshot: str | None):
+    """The verified attributes of a snapshot, read under a hold (gc keeps it meanwhile); None
+    when it does not verify or is gone."""
+    hold = None if snapshot is None else hold_snapshot(backend, folder_key, snapshot)
+    if hold is None:
+        return None
+    try:
+        return verify_snapshot(backend, f"{folder_key}/{snapshot}")
+    except (CatdaskError, OSError):
+        return None
+    finally:
+        hold.close()
+
+
+def repair_dataset(root: StoreRoot, folder_key: str, refs) -> tuple[list, list]:
+    """``check --cleanup`` of one data set: upgrade the old in-place layout, restore a valid
+    current snapshot if needed (the newest that verifies), then remove redundant snapshots;
+    returns ``(what was restored, what was removed)``."""
+    backend, name = root.backend, folder_key.rpartition("/")[2]
+    restored: list = []
+    removed: list = []
+    upgraded = upgrade_old_layout(backend, folder_key)
+    if upgraded is not None:
+        restored.append(f"{name}: old in-place layout -> {upgraded}")
+    pointer, version = read_pointer_versioned(backend, folder_key)
+    ids = list_dataset(backend, folder_key).committed
+    current = pointer.snapshot if not isinstance(pointer, (StoreCorruptError, type(None))) \
+        else None
+    if _verifies(backend, folder_key, current) is None:
+        good, attrs = next(((s, a) for s in reversed(ids) if s != current
+                            for a in [_verifies(backend, folder_key, s)] if a), (None, None))
+        if good is None:
+            return restored, removed  # nothing verified to restore: all stays for a human
+        try:
+            write_pointer(backend, folder_key, name, good, attrs["content_sha256"], pointer,
+                          version)
+        except PreconditionFailed:
+            return restored, removed  # a writer moved the pointer meanwhile: sound again
+        restored.append(f"{name}: {current or 'no snapshot'} -> {good}")
+        current = good
+    for snapshot in ids:
+        key = f"{folder_key}/{snapshot}"
+        if snapshot == current or _verifies(backend, folder_key, snapshot) is None:
+            continue  # damaged snapshots stay (reported) unless gc is asked to remove them
+        if removal_blocker(backend, folder_key, snapshot, refs, current, set(), ids) is None:
+            # References read again after the tombstone: a version may have been registered
+            # since ``refs`` was read (see gc.remove_snapshot).
+            late = LateBlocker(root, folder_key, snapshot, current, set())
+            if remove_snapshot(backend, folder_key, snapshot, late) is None:
+                removed.append(location(backend, key))
+    return restored, removed
 
 
 # --------------------------------------------------------------------------- gc

@@ -44,20 +44,17 @@ __all__ = [
     "numbered_folders",
     "local_temporaries",
     "remove_local_temporaries",
-    "temporaries_guard",
     "space_hint",
     "require_writable",
     "read_only_answer",
     "changing_store",
-    "NAME_LOCK",
     "MODEL_LOCK",
     "MODEL_COUNTER",
     "SNAPSHOT_COUNTER",
 ]
 
 DEFAULT_STORE = "catdask-store"
-#: The per-name lock of a data-set folder and the registry lock of a model folder.
-NAME_LOCK = ".lock"
+#: The registry lock of a model folder.
 MODEL_LOCK = ".registry.lock"
 #: The highest version number ever reserved under a model name (never given twice).
 MODEL_COUNTER = ".newest-version"
@@ -218,12 +215,6 @@ def remove_local_temporaries(root: Path, older_than_seconds: float) -> list[Path
             with file_lock(entry / MODEL_LOCK):
                 removed += remove_temporaries(entry, older_than_seconds)
     return removed
-
-
-def temporaries_guard(model: bool) -> str:
-    """The lock file, inside a data-set or model folder, that guards its temporaries (see
-    :func:`catdask.store._atomic.locked_temp_dir`): the name lock, or the registry lock."""
-    return MODEL_LOCK if model else NAME_LOCK
 
 
 def space_hint(err) -> str:
