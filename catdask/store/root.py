@@ -46,6 +46,18 @@ class StoreRoot:
         """The local folder, or None on object storage (use it only for local-only extras)."""
         return self.backend.root if isinstance(self.backend, LocalBackend) else None
 
+    @property
+    def local_folder(self) -> Path:
+        """Where this store's local-only files go (plots, evaluation tables, the Prefect home):
+        the store folder itself, or for an object store a cache folder on this machine,
+        ``$XDG_CACHE_HOME/catdask/s3/<bucket>/<prefix>`` (default ``~/.cache``); not created
+        here."""
+        if self.path is not None:
+            return self.path
+        cache = Path(settings.XDG_CACHE_HOME.get() or Path.home() / ".cache")
+        scheme, _, rest = self.url.partition("://")
+        return cache / "catdask" / scheme / rest.strip("/")
+
     def __str__(self) -> str:
         return self.url
 
