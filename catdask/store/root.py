@@ -58,6 +58,14 @@ class StoreRoot:
         scheme, _, rest = self.url.partition("://")
         return cache / "catdask" / scheme / rest.strip("/")
 
+    def exists(self) -> bool:
+        """Whether anything is stored here yet (a local folder exists; an object store has an
+        object under its prefix: the first request, so a missing bucket or a wrong credential
+        raises its one-line error here)."""
+        if self.path is not None:
+            return self.path.exists()
+        return next(iter(self.backend.list("")), None) is not None
+
     def __str__(self) -> str:
         return self.url
 
