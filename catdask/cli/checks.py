@@ -87,7 +87,10 @@ def check_store_creatable(store):
 
     store_root, chosen_by = store_choice(store)  # a file: open_store says so
     root = store_root.path
-    if root is None or root.exists():  # an object store: its first request says what is wrong
+    if root is None:  # an object store: a request now says what is wrong, in one line
+        store_root.check_writable()
+        return store_root
+    if root.exists():
         return store_root
     check = f"check {chosen_by}" if chosen_by else "the default ./catdask-store; pass --store"
     parent = root.parent
