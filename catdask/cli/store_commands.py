@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 from . import checks, writable
 from .exits import EXIT_INPUT, EXIT_OK, CliError, usage_error
@@ -124,7 +125,7 @@ def cmd_gc(args) -> int:
 
 def _relative(path, root) -> str:
     try:
-        return str(type(root)(path).relative_to(root))
+        return str(Path(path).relative_to(getattr(root, "path", None) or root))
     except ValueError:
         return str(path)
 

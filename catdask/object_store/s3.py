@@ -305,7 +305,8 @@ class S3Backend:
         if not read_only:
             self._check_conditional_writes()
         full = "/".join(p for p in (self.prefix, prefix.strip("/")) if p)
-        return _single_put_store_class()(self._make_store(full), read_only=read_only)
+        return _single_put_store_class()(self._make_store(full), read_only=read_only,
+                                         source=(self.url, prefix))
 
     # -- conditional writes -----------------------------------------------------------------
 
@@ -412,6 +413,21 @@ def _single_put_store_class() -> type:
     from zarr.storage import ObjectStore
 
     class SinglePutObjectStore(ObjectStore):
+        """Pickled as ``(url, prefix)`` and reopened from the environment where it is
+        unpickled: a Dask worker reads with its own credentials, and no task carries one
+        (obstore's store would pickle its configuration, secret included)."""
+
+        def __init__(self, store: Any, *, read_only: bool = False,
+                     source: tuple[str, str] | None = None):
+            super().__init__(store, read_only=read_only)
+            self._source = source
+
+        def __reduce__(self) -> Any:
+            if self._source is None:  # a copy zarr made (with_read_only): not re-openable
+                raise TypeError("this zarr store of an S3 store is not pickled (it would carry "
+                                "credentials); open the store's URL where it is used")
+            return _reopen_zarr_store, (*self._source, self.read_only)
+
         async def set(self, key: str, value: Any) -> None:
             import obstore
 
@@ -420,6 +436,14 @@ def _single_put_store_class() -> type:
                                     use_multipart=False)
 
     return SinglePutObjectStore
+
+
+def _reopen_zarr_store(url: str, prefix: str, read_only: bool) -> Any:
+    """The zarr store of ``prefix`` in the S3 store ``url``, opened here with this process's
+    credentials (the unpickling side of ``SinglePutObjectStore``)."""
+    from . import open_backend
+
+    return open_backend(url).zarr_store(prefix, read_only=read_only)
 
 
 def _status(exc: BaseException) -> int | None:

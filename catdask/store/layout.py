@@ -82,6 +82,10 @@ def resolve_store(path=None) -> Path:
     """
     if path is None:
         path = settings.STORE.get() or DEFAULT_STORE
+    if hasattr(path, "backend"):  # a StoreRoot (store.root), opened by the caller
+        if path.path is None:
+            raise ValueError(_url_refusal(path.url))
+        return path.path
     if isinstance(path, str) and url_scheme(path) is not None:
         if is_object_store_url(path):
             raise ValueError(_url_refusal(path))
@@ -120,7 +124,8 @@ def models_dir(root: Path) -> Path:
 
 
 def evaluation_dir(store=None, when=None) -> Path:
-    """``<store>/evaluations/<UTC time>``: where an evaluation writes its tables unless told
+    """``<store>/evaluations/<UTC time>`` (an object store's: in its local folder,
+    :attr:`~catdask.store.root.StoreRoot.local_folder`): where an evaluation writes its tables unless told
     otherwise, so that neither ``catdask evaluate`` nor a served evaluation run writes into
     the folder it happens to run from.
 
@@ -133,8 +138,10 @@ def evaluation_dir(store=None, when=None) -> Path:
     """
     from datetime import datetime, timezone
 
+    from .root import open_store
+
     when = datetime.now(timezone.utc) if when is None else when.astimezone(timezone.utc)
-    return resolve_store(store) / "evaluations" / when.strftime("%Y%m%dT%H%M%SZ")
+    return open_store(store).local_folder / "evaluations" / when.strftime("%Y%m%dT%H%M%SZ")
 
 
 def entry_path(parent: Path, name: str, kind: str) -> Path:

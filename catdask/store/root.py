@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import uuid
 from pathlib import Path
 
 from .. import settings
 from ..names import validate_name
 from ..object_store import Backend, LocalBackend, open_backend
+from ..object_store._fs import TMP_PREFIX
 
 __all__ = ["StoreRoot", "open_store", "DEFAULT_STORE"]
 
@@ -45,6 +47,36 @@ class StoreRoot:
     def path(self) -> Path | None:
         """The local folder, or None on object storage (use it only for local-only extras)."""
         return self.backend.root if isinstance(self.backend, LocalBackend) else None
+
+    @property
+    def local_folder(self) -> Path:
+        """Where this store's local-only files go (plots, evaluation tables, the Prefect home):
+        the store folder itself, or for an object store a cache folder on this machine,
+        ``$XDG_CACHE_HOME/catdask/s3/<bucket>/<prefix>`` (default ``~/.cache``); not created
+        here."""
+        if self.path is not None:
+            return self.path
+        cache = Path(settings.XDG_CACHE_HOME.get() or Path.home() / ".cache")
+        scheme, _, rest = self.url.partition("://")
+        return cache / "catdask" / scheme / rest.strip("/")
+
+    def exists(self) -> bool:
+        """Whether anything is stored here yet (a local folder exists; an object store has an
+        object under its prefix: the first request, so a missing bucket or a wrong credential
+        raises its one-line error here)."""
+        if self.path is not None:
+            return self.path.exists()
+        return next(iter(self.backend.list("")), None) is not None
+
+    def check_writable(self) -> None:
+        """On an object store, one create-only write and its delete: a missing bucket, a wrong
+        credential, an endpoint that is not S3 or a server that ignores conditional writes is
+        reported now, in one line (:mod:`catdask.object_store.errors`), before any work starts.
+        A local store's checks are the CLI's (``cli.writable``)."""
+        if self.path is None:
+            key = f"{TMP_PREFIX}probe-{uuid.uuid4().hex}"  # no listing shows a .tmp- key
+            self.backend.put_new(key, b"")
+            self.backend.delete(key)
 
     def __str__(self) -> str:
         return self.url
