@@ -125,14 +125,15 @@ def find_cached_version(store, model_name: str, dataset: str, dataset_sha256: st
 def cached_summary(version, store=None) -> dict:
     """The train flow's summary for a cached version, from its registry record
     (``cached`` True; ``seconds`` is the original fit's)."""
-    from ..store import resolve_store
+    from ..store.root import open_store
     from .reports import plot_file_name
 
     meta = version.meta
     spec = meta["spec"]
     certified = bool(meta.get("certified"))
-    plot = resolve_store(store) / "plots" / plot_file_name(meta["dataset"], spec["method"],
-                                                            version=str(version))
+    folder = open_store(store).path  # plots are local files (none kept on object storage)
+    plot = None if folder is None else folder / "plots" / plot_file_name(
+        meta["dataset"], spec["method"], version=str(version))
     return {
         "dataset": meta["dataset"], "method": spec["method"], "origin": spec["origin"],
         "version": str(version), "status": meta.get("registration_status"),
@@ -140,7 +141,8 @@ def cached_summary(version, store=None) -> dict:
         "why_not_certified": None if certified else (meta.get("certificate") or {}).get("reason"),
         "next_level": (meta.get("certificate") or {}).get("next_level"),
         "objective": meta.get("objective"), "n_iter": meta.get("n_iter"),
-        "seconds": meta.get("fit_seconds"), "plot": str(plot) if plot.is_file() else None,
+        "seconds": meta.get("fit_seconds"),
+        "plot": str(plot) if plot is not None and plot.is_file() else None,
         "metrics": meta.get("metrics"), "cached": True,
         "device": spec.get("device"), "device_placement": meta.get("device_placement"),
     }

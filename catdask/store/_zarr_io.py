@@ -21,6 +21,7 @@ __all__ = [
     "NUMERIC_DTYPES",
     "read_node_json",
     "check_array_json",
+    "check_array_meta",
     "open_group_checked",
     "read_array",
     "check_chunks",
@@ -108,7 +109,13 @@ def _check_codecs(codecs, entry: Path, where: str) -> None:
 def check_array_json(array_dir: Path, entry: Path, *, dtypes=NUMERIC_DTYPES, ndim=None) -> dict:
     """Validate an array's ``zarr.json`` (node type, numeric dtype, safe codecs, ndim)."""
     meta = read_node_json(array_dir, entry)
-    where = relative_to_entry(array_dir, entry)
+    return check_array_meta(meta, relative_to_entry(array_dir, entry), entry,
+                            dtypes=dtypes, ndim=ndim)
+
+
+def check_array_meta(meta: dict, where: str, entry, *, dtypes=NUMERIC_DTYPES,
+                     ndim=None) -> dict:
+    """Validate an array's parsed ``zarr.json`` (named ``where`` in ``entry``'s problems)."""
     if meta.get("node_type") != "array":
         raise StoreCorruptError(entry, f"{where} is not an array")
     dtype = meta.get("data_type")

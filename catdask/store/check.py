@@ -27,11 +27,10 @@ from pathlib import Path
 
 from ..errors import CatdaskError, StoreCorruptError
 from ..names import is_valid_name
-from ._atomic import file_lock, is_temporary, temporary_age, try_lock
+from ._atomic import is_temporary, temporary_age, try_lock
 from .gc import _LateBlocker, model_references, removal_blocker, remove_snapshot
 from .layout import (
     MODEL_COUNTER,
-    MODEL_LOCK,
     NAME_LOCK,
     SNAPSHOT_COUNTER,
     changing_store,
@@ -41,7 +40,18 @@ from .layout import (
     models_dir,
     resolve_store,
 )
-from .registry import checked_attrs, version_number, version_numbers
+from .model_entries import (
+    LEGACY_NAMES,
+    RUNS,
+    WRITING,
+    checked_attrs,
+    entry_location,
+    is_dead_leftover,
+    model_listing,
+    read_version_node,
+    version_key,
+)
+from .root import StoreRoot, open_store
 from .snapshots import (
     current_snapshot_id,
     hold_snapshot,
@@ -342,40 +352,59 @@ def _check_listed(folder: Path, pointer, ids, refs, report: StoreReport) -> str 
 # --------------------------------------------------------------------------- models
 
 
-def _check_models(root: Path, report: StoreReport) -> None:
+def _check_models(store, report: StoreReport) -> None:
+    """Load every committed version with the real loader; report what the models' prefixes
+    hold besides versions and their bookkeeping, and uncommitted versions of dead writers."""
     from .registry_read import load_estimator
 
-    parent = models_dir(root)
-    for name in _named_entries(parent, report, "models/"):
-        folder = parent / name
-        # Under the registry lock (exclusive): a registration creates and locks its
-        # temporary under it (shared), so an unlocked temporary is a crashed one's. Versions
-        # are allowed by pattern: one may be renamed in while we look.
-        with file_lock(folder / MODEL_LOCK):
-            found = version_numbers(folder)
-            _strays(folder, lambda c: c.name in (MODEL_LOCK, MODEL_COUNTER)
-                    or (version_number(c.name) is not None and c.is_dir()),
-                    report, f"model {name!r}")
-        for v in found:
-            path = folder / f"v{v}"
+    root = open_store(store)
+    listing = model_listing(root)
+
+    def problem(kind, key, message):
+        report.problems.append(StoreProblem(kind, entry_location(root, key), message))
+
+    for key in listing.other_top:
+        problem("stray", key, "an object the store does not write, in models/; move or "
+                "delete it by hand")
+    for name in sorted(set(listing.versions) | set(listing.other)):
+        if not is_valid_name(name):
+            problem("stray", f"models/{name}", "a folder the store does not write, in "
+                    "models/; move or delete it by hand")
+            continue
+        for rest in listing.other.get(name, []):
+            if rest not in (MODEL_COUNTER, *LEGACY_NAMES) and rest.partition("/")[0] not in (
+                    RUNS, WRITING):
+                problem("stray", f"models/{name}/{rest}", f"an object the store does not "
+                        f"write, in model {name!r}; move or delete it by hand")
+        for v in listing.uncommitted(name):
+            if is_dead_leftover(root, name, v):
+                problem("temporary", version_key(name, v), "an uncommitted version left by a "
+                        "crashed registration; `check --cleanup` removes it")
+        for v in listing.committed(name):
+            path = entry_location(root, version_key(name, v))
             status = "ok"
             try:
                 load_estimator(root, name, v)
-                meta = checked_attrs(path)["meta"]
+                meta = checked_attrs(read_version_node(root, name, v), path)["meta"]
             except Exception as exc:  # any failure of the real loader means "does not load"
                 status = f"does not load: {exc}"
                 report.problems.append(StoreProblem("model", path, status))
             else:
                 _check_lineage(root, path, meta, report)
             report.checked.append({"kind": "model", "name": f"{name}:v{v}", "status": status})
+    if root.path is not None:  # temporaries of an earlier catdask's registrations
+        for folder in sorted(models_dir(root.path).glob("*/")):
+            _strays(folder, lambda c: not is_temporary(c), report, f"model {folder.name!r}")
 
 
-def _check_lineage(root: Path, path: Path, meta: dict, report: StoreReport) -> None:
+def _check_lineage(root: StoreRoot, path, meta: dict, report: StoreReport) -> None:
     dataset, sha = meta.get("dataset"), meta.get("dataset_sha256")
     if not (isinstance(dataset, str) and isinstance(sha, str) and is_valid_name(dataset)):
         return
+    if root.path is None:
+        return  # the data sets' pointer on object storage: read by the data-set side's port
     try:
-        pointer = read_pointer(datasets_dir(root) / dataset)
+        pointer = read_pointer(datasets_dir(root.path) / dataset)
     except StoreCorruptError:
         return  # reported with the data set
     if pointer is None:

@@ -18,8 +18,7 @@ from pathlib import Path
 
 from ..errors import StoreCorruptError
 from ._atomic import TMP_PREFIX, crash_point, hold_dir, remove_tree, try_lock
-from .layout import changing_store, datasets_dir, list_entries, models_dir, resolve_store
-from .registry import checked_attrs, version_numbers
+from .layout import changing_store, datasets_dir, list_entries, resolve_store
 from .snapshots import name_lock, read_pointer, snapshot_ids, snapshot_number
 
 __all__ = ["GcResult", "gc_store", "model_references", "removal_blocker", "remove_snapshot"]
@@ -45,23 +44,21 @@ def model_references(root: Path):
     records none); ``unreadable`` lists the versions whose metadata cannot be read (their
     references are unknown).
     """
+    from .registry_read import list_models
+
     snapshots, shas, unreadable = set(), {}, []
-    parent = models_dir(root)
-    for model in list_entries(parent):
-        for v in version_numbers(parent / model):
-            path = parent / model / f"v{v}"
-            try:
-                meta = checked_attrs(path)["meta"]
-            except StoreCorruptError:
-                unreadable.append(path)
-                continue
-            dataset = meta.get("dataset")
-            snapshot = meta.get("dataset_snapshot")
-            snapshot = snapshot if isinstance(snapshot, str) else None
-            if snapshot is not None:
-                snapshots.add((dataset, snapshot))
-            if isinstance(meta.get("dataset_sha256"), str):
-                shas.setdefault((dataset, meta["dataset_sha256"]), set()).add(snapshot)
+    for version in list_models(root):
+        if version.problem is not None:
+            unreadable.append(version.path)
+            continue
+        meta = version.meta
+        dataset = meta.get("dataset")
+        snapshot = meta.get("dataset_snapshot")
+        snapshot = snapshot if isinstance(snapshot, str) else None
+        if snapshot is not None:
+            snapshots.add((dataset, snapshot))
+        if isinstance(meta.get("dataset_sha256"), str):
+            shas.setdefault((dataset, meta["dataset_sha256"]), set()).add(snapshot)
     return snapshots, shas, unreadable
 
 

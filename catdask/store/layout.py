@@ -24,6 +24,7 @@ from ..object_store import LocalBackend, is_object_store_url, open_backend, url_
 from ..names import validate_name
 from ..errors import StoreWriteError
 from ._atomic import READ_ONLY_ERRNOS, file_lock, remove_temporaries
+from .root import open_store
 
 __all__ = [
     "DEFAULT_STORE",
@@ -190,6 +191,9 @@ def cleanup_temporaries(store=None, older_than_seconds: float = 3600.0) -> list[
             # removals happen under it, so every unlocked temporary seen here is a leftover.
             with file_lock(entry / temporaries_guard(parent == models_dir(root))):
                 removed += remove_temporaries(entry, older_than_seconds)
+    from .model_entries import remove_uncommitted_versions  # the registry's own leftovers
+
+    removed += remove_uncommitted_versions(open_store(root), older_than_seconds)
     return removed
 
 

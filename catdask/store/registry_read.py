@@ -8,22 +8,27 @@ array checksums, numeric dtypes and safe codecs only, and no file besides the li
 from __future__ import annotations
 
 import re
-from pathlib import Path
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import zarr
 
 from ..errors import ModelNotFoundError, StoreCorruptError
 from ..names import did_you_mean, is_valid_name
+from ..object_store import NotFound
 from . import _zarr_io
 from ._json import json_sha256
-from .layout import list_entries, models_dir, resolve_store
-from .registry import (
-    ModelVersion,
-    array_sha256,
+from .model_entries import (
+    ModelListing,
     checked_attrs,
-    model_folder,
-    version_numbers,
+    entry_location,
+    model_listing,
+    parse_node,
+    read_version_node,
+    version_key,
 )
+from .registry import ModelVersion, array_sha256
+from .root import StoreRoot, open_store
 
 __all__ = [
     "load_model_version",
@@ -48,21 +53,22 @@ COMPARE_FIELDS = (
     "run_key",
     "catdask_version",
 )
+#: Version documents read at once by a listing (each is one small GET on object storage).
+_READ_THREADS = 16
 
 
 def registered_model_names(store=None) -> list[str]:
     """Sorted names of the models with at least one version (none when the store does not
     exist yet)."""
-    parent = models_dir(resolve_store(store))
-    return [m for m in list_entries(parent) if version_numbers(parent / m)]
+    return model_listing(open_store(store)).names()
 
 
-def _resolve_version(model_dir: Path, root: Path, name: str, version) -> int:
-    versions = version_numbers(model_dir)
+def _resolve_version(root: StoreRoot, listing: ModelListing, name: str, version) -> int:
+    versions = listing.committed(name)
     if not versions:
         names = registered_model_names(root)
         raise ModelNotFoundError(
-            f"No model {name!r} in the registry at {root} (registered: "
+            f"No model {name!r} in the registry at {root.url} (registered: "
             f"{', '.join(names) or 'none'}){did_you_mean(name, names) or '.'}"
         )
     if version is None or version == "latest":
@@ -83,13 +89,34 @@ def _resolve_version(model_dir: Path, root: Path, name: str, version) -> int:
     return int(v)
 
 
+def _version_attrs(root: StoreRoot, name: str, v: int) -> dict:
+    return checked_attrs(read_version_node(root, name, v),
+                         entry_location(root, version_key(name, v)))
+
+
+def _read_array(root: StoreRoot, name: str, v: int, key: str, entry) -> np.ndarray:
+    """One array of a version, its ``zarr.json`` checked before zarr opens it."""
+    try:
+        data, _ = root.backend.get(version_key(name, v, key, "zarr.json"))
+    except NotFound:
+        raise StoreCorruptError(entry, f"{key}/zarr.json is missing") from None
+    _zarr_io.check_array_meta(parse_node(data, entry, f"{key}/zarr.json"), key, entry)
+    try:
+        arr = zarr.open_array(store=root.backend.zarr_store(version_key(name, v, key),
+                                                            read_only=True),
+                              mode="r", zarr_format=3)
+    except Exception as exc:  # zarr raises a variety of types for bad metadata
+        raise StoreCorruptError(entry, f"zarr cannot open array {key!r}: {exc}") from exc
+    return _zarr_io.read_array(arr, entry, key)
+
+
 def load_model_version(store, name: str, version=None, *, verify: bool = True):
     """Load the arrays and metadata of one version, validating everything.
 
     Parameters
     ----------
-    store : path or None
-        Store root.
+    store : path, ``s3://`` URL, StoreRoot or None
+        The store (see :func:`~catdask.store.root.open_store`).
     name : str
         Model name.
     version : int, "v<N>", "latest" or None
@@ -110,10 +137,11 @@ def load_model_version(store, name: str, version=None, *, verify: bool = True):
         Corrupt JSON, missing arrays, object/string dtypes, unexpected files (e.g. a
         pickle), checksum mismatches, unreadable chunks.
     """
-    root, model_dir = model_folder(store, name)
-    v = _resolve_version(model_dir, root, name, version)
-    entry = model_dir / f"v{v}"
-    attrs = checked_attrs(entry)
+    root = open_store(store)
+    listing = model_listing(root, name)
+    v = _resolve_version(root, listing, name, version)
+    entry = entry_location(root, version_key(name, v))
+    attrs = _version_attrs(root, name, v)
     meta, info = attrs["meta"], attrs["arrays"]
     if meta.get("version") != v:
         raise StoreCorruptError(
@@ -130,21 +158,23 @@ def load_model_version(store, name: str, version=None, *, verify: bool = True):
             raise StoreCorruptError(
                 entry, f"the metadata lists an array with an unsafe name {key!r}"
             )
-    for child in sorted(entry.iterdir()):
-        if child.name != "zarr.json" and child.name not in info:
+    children: dict[str, bool] = {}  # name -> is a folder (has objects below it)
+    for obj in listing.versions[name][v]:
+        first, _, rest = obj.partition("/")
+        children[first] = children.get(first, False) or bool(rest)
+    for child in sorted(children):
+        if child != "zarr.json" and child not in info:
             raise StoreCorruptError(
                 entry,
-                f"unexpected {'directory' if child.is_dir() else 'file'} {child.name!r}: a "
+                f"unexpected {'directory' if children[child] else 'file'} {child!r}: a "
                 "model version holds only zarr arrays and JSON metadata; refusing to load "
                 "(catdask never unpickles)",
             )
-    group = _zarr_io.open_group_checked(entry)
     arrays = {}
     for key, spec in info.items():
-        if not (entry / key).is_dir():
+        if not children.get(key):
             raise StoreCorruptError(entry, f"array {key!r} listed in the metadata is missing")
-        arr = _zarr_io.open_array_checked(group, key, entry)
-        data = _zarr_io.read_array(arr, entry, key)
+        data = _read_array(root, name, v, key, entry)
         if (
             not isinstance(spec, dict)
             or list(data.shape) != spec.get("shape")
@@ -161,29 +191,41 @@ def load_model_version(store, name: str, version=None, *, verify: bool = True):
     return arrays, meta
 
 
+def _listed(root: StoreRoot, listing: ModelListing, names: list[str]) -> list[ModelVersion]:
+    """The committed versions of ``names`` with their metadata, read in parallel."""
+    wanted = [(name, v) for name in names for v in listing.committed(name)]
+
+    def read(item: tuple[str, int]) -> ModelVersion:
+        name, v = item
+        path = entry_location(root, version_key(name, v))
+        try:
+            return ModelVersion(name, v, path, _version_attrs(root, name, v)["meta"])
+        except StoreCorruptError as exc:
+            return ModelVersion(name, v, path, {}, problem=exc.problem)
+
+    if len(wanted) < 2:
+        return [read(item) for item in wanted]
+    with ThreadPoolExecutor(min(_READ_THREADS, len(wanted))) as pool:
+        return list(pool.map(read, wanted))
+
+
 def list_versions(store, name: str) -> list[ModelVersion]:
     """All versions of one model, oldest first (``[]`` if the model does not exist)."""
-    _root, model_dir = model_folder(store, name)
-    out = []
-    for v in version_numbers(model_dir):
-        path = model_dir / f"v{v}"
-        try:
-            out.append(ModelVersion(name, v, path, checked_attrs(path)["meta"]))
-        except StoreCorruptError as exc:
-            out.append(ModelVersion(name, v, path, {}, problem=exc.problem))
-    return out
+    root = open_store(store)
+    return _listed(root, model_listing(root, name), [name])
 
 
 def list_models(store=None, name: str | None = None) -> list[ModelVersion]:
     """Registered versions, sorted by (name, version); only model ``name`` if given.
 
-    Temporaries of running or crashed registrations never appear. Versions whose metadata
-    cannot be read are listed with ``problem`` set.
+    Versions being written (or left uncommitted by a crashed registration) never appear.
+    Versions whose metadata cannot be read are listed with ``problem`` set.
     """
     if name is not None:
         return list_versions(store, name)
-    parent = models_dir(resolve_store(store))
-    return [mv for model in list_entries(parent) for mv in list_versions(store, model)]
+    root = open_store(store)
+    listing = model_listing(root)
+    return _listed(root, listing, listing.names())
 
 
 def compare_versions(store, name: str, v1, v2) -> dict:
@@ -197,12 +239,13 @@ def compare_versions(store, name: str, v1, v2) -> dict:
         fields objective, gap (top level or inside ``certificate``), certificate, metrics,
         params, class, dataset, n_iter, converged, created, run_key, catdask_version.
     """
-    root, model_dir = model_folder(store, name)
+    root = open_store(store)
+    listing = model_listing(root, name)
     metas, versions = [], []
     for version in (v1, v2):
-        v = _resolve_version(model_dir, root, name, version)
+        v = _resolve_version(root, listing, name, version)
         versions.append(v)
-        metas.append(checked_attrs(model_dir / f"v{v}")["meta"])
+        metas.append(_version_attrs(root, name, v)["meta"])
 
     def field(meta, key):
         if key == "gap" and "gap" not in meta and isinstance(meta.get("certificate"), dict):
