@@ -64,7 +64,7 @@ from .snapshots import (
 )
 from .upgrade import upgrade_old_layout
 
-__all__ = ["StoreProblem", "StoreReport", "check_store"]
+__all__ = ["StoreProblem", "StoreReport", "check_store", "check_models"]
 
 _SNAPSHOT_FILES = {"zarr.json", "X", "y"}
 
@@ -350,6 +350,16 @@ def _check_listed(folder: Path, pointer, ids, refs, report: StoreReport) -> str 
 
 
 # --------------------------------------------------------------------------- models
+
+
+def check_models(store=None) -> StoreReport:
+    """Check's model part alone, on any store :func:`~catdask.store.root.open_store` opens
+    (a path, ``s3://bucket/prefix``, a StoreRoot): every version loads, no stray object, no
+    uncommitted version of a dead registration."""
+    root = open_store(store)
+    report = StoreReport(root.path if root.path is not None else root.url)
+    _check_models(root, report)
+    return report
 
 
 def _check_models(store, report: StoreReport) -> None:

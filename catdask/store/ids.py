@@ -32,6 +32,13 @@ def _parse(data: bytes) -> int:
     return int(token[0]) if token and token[0].isdigit() else 0
 
 
+def _trusted(data: bytes) -> bool:
+    """Whether the counter was written by this protocol (``"<N> <uuid>"``), which takes every
+    number before its entry is written: then no id present can exceed it."""
+    tokens = data.decode("utf-8", "replace").split()
+    return len(tokens) == 2 and tokens[0].isdigit()
+
+
 def read_counter(backend: Backend, key: str) -> int:
     """The highest number the counter at ``key`` has given (0 when absent or unreadable)."""
     try:
@@ -42,16 +49,19 @@ def read_counter(backend: Backend, key: str) -> int:
 
 def take_next_id(backend: Backend, key: str,
                  present: Callable[[], Iterable[int]]) -> tuple[int, str]:
-    """Take the next number of the counter at ``key``: one above the counter and above every
-    id ``present()`` returns (called again after each lost race). Returns the number and the
+    """Take the next number of the counter at ``key``: one above the counter and, unless it
+    was written by this protocol, above every id ``present()`` returns. Returns the number and the
     counter's new version (for :func:`give_back`)."""
     for _ in range(_MAX_ATTEMPTS):
         try:
             data, version = backend.get(key)
             given: int | None = _parse(data)
+            trusted = _trusted(data)
         except NotFound:
-            given, version = None, ""
-        number = max(given or 0, max(present(), default=0)) + 1
+            given, version, trusted = None, "", False
+        # Ids present are looked at only where the counter may lag them (absent, damaged, or
+        # written by an earlier catdask after its entry): a listing costs on a large store.
+        number = max(given or 0, 0 if trusted else max(present(), default=0)) + 1
         payload = f"{number} {uuid.uuid4().hex}\n".encode()
         try:
             if given is None:

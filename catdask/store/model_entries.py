@@ -22,6 +22,7 @@ import dataclasses
 import json
 import re
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..errors import StoreCorruptError
@@ -30,7 +31,8 @@ from ..object_store import NotFound
 from .lease import lease_is_live
 from .root import StoreRoot
 
-__all__ = ["ModelListing", "model_listing", "version_number", "version_key", "entry_location",
+__all__ = ["ModelListing", "model_listing", "model_names", "version_folders",
+           "committed_versions", "in_parallel", "version_number", "version_key", "entry_location",
            "read_version_node", "checked_attrs", "remove_uncommitted_versions",
            "remove_version", "FORMAT", "WRITING", "RUNS", "LEGACY_NAMES"]
 
@@ -41,6 +43,8 @@ RUNS = ".runs"
 #: Names an earlier catdask kept in a model folder (the registry lock, the counter).
 LEGACY_NAMES = (".registry.lock",)
 _VERSION = re.compile(r"v([1-9][0-9]*)")
+#: Requests made at once by a listing that reads every version (small GETs or HEADs).
+READ_THREADS = 16
 
 
 def version_number(part: str) -> int | None:
@@ -98,6 +102,35 @@ def model_listing(root: StoreRoot, name: str | None = None) -> ModelListing:
         else:
             out.other[model].append("/".join(rest))
     return out
+
+
+def model_names(root: StoreRoot) -> list[str]:
+    """The valid names under ``models/`` (with or without a committed version), by name."""
+    return sorted(n for n in root.backend.list_folders("models/") if is_valid_name(n))
+
+
+def version_folders(root: StoreRoot, name: str) -> list[int]:
+    """The numbers of the version prefixes of ``name``, committed or not, lowest first."""
+    found = (version_number(f) for f in root.backend.list_folders(
+        StoreRoot.model_key(name) + "/"))
+    return sorted(n for n in found if n is not None)
+
+
+def in_parallel(fn, items: list) -> list:
+    """``[fn(item) ...]``, up to :data:`READ_THREADS` at once (each is one small request on
+    object storage)."""
+    if len(items) < 2:
+        return [fn(item) for item in items]
+    with ThreadPoolExecutor(min(READ_THREADS, len(items))) as pool:
+        return list(pool.map(fn, items))
+
+
+def committed_versions(root: StoreRoot, name: str) -> list[int]:
+    """The committed versions of ``name`` (their ``zarr.json`` exists), lowest first."""
+    numbers = version_folders(root, name)
+    heads = in_parallel(lambda v: root.backend.head(version_key(name, v, "zarr.json")),
+                        numbers)
+    return [v for v, head in zip(numbers, heads) if head is not None]
 
 
 def read_version_node(root: StoreRoot, name: str, version: int) -> dict:

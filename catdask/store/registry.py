@@ -55,8 +55,8 @@ from .model_entries import (
     RUNS,
     FORMAT,
     checked_attrs,
+    committed_versions,
     entry_location,
-    model_listing,
     read_version_node,
     remove_version,
     version_key,
@@ -232,7 +232,7 @@ def _register(root: StoreRoot, name: str, arrays: dict, meta: dict, run_key) -> 
     counter = StoreRoot.model_key(name, MODEL_COUNTER)
     while True:
         version, tag = take_next_id(backend, counter,
-                                    lambda: model_listing(root, name).committed(name))
+                                    lambda: committed_versions(root, name))
         crash_point("model-number-taken")
         try:
             lease = acquire(backend, writer_lease_key(name, version),
@@ -345,7 +345,7 @@ def _registered_run(root: StoreRoot, name: str, run_key: str) -> ModelVersion | 
     claim = _claimed_version(root, name, run_key)
     if claim is not None:
         return _committed(root, name, claim[0], run_key) if claim[0] else None
-    for version in model_listing(root, name).committed(name):
+    for version in committed_versions(root, name):
         found = _committed(root, name, version, run_key)
         if found is not None:
             return found

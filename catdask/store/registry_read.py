@@ -8,23 +8,24 @@ array checksums, numeric dtypes and safe codecs only, and no file besides the li
 from __future__ import annotations
 
 import re
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import zarr
 
 from ..errors import ModelNotFoundError, StoreCorruptError
-from ..names import did_you_mean, is_valid_name
+from ..names import did_you_mean, is_valid_name, validate_name
 from ..object_store import NotFound
 from . import _zarr_io
 from ._json import json_sha256
 from .model_entries import (
-    ModelListing,
     checked_attrs,
+    committed_versions,
     entry_location,
-    model_listing,
+    in_parallel,
+    model_names,
     parse_node,
     read_version_node,
+    version_folders,
     version_key,
 )
 from .registry import ModelVersion, array_sha256
@@ -53,26 +54,33 @@ COMPARE_FIELDS = (
     "run_key",
     "catdask_version",
 )
-#: Version documents read at once by a listing (each is one small GET on object storage).
-_READ_THREADS = 16
 
 
 def registered_model_names(store=None) -> list[str]:
     """Sorted names of the models with at least one version (none when the store does not
     exist yet)."""
-    return model_listing(open_store(store)).names()
+    root = open_store(store)
+    return [n for n in model_names(root) if _latest(root, n) is not None]
 
 
-def _resolve_version(root: StoreRoot, listing: ModelListing, name: str, version) -> int:
-    versions = listing.committed(name)
-    if not versions:
+def _latest(root: StoreRoot, name: str) -> int | None:
+    """The highest committed version of ``name`` (the highest prefixes first), or None."""
+    for v in reversed(version_folders(root, name)):
+        if root.backend.head(version_key(name, v, "zarr.json")) is not None:
+            return v
+    return None
+
+
+def _resolve_version(root: StoreRoot, name: str, version) -> int:
+    latest = _latest(root, name)
+    if latest is None:
         names = registered_model_names(root)
         raise ModelNotFoundError(
             f"No model {name!r} in the registry at {root.url} (registered: "
             f"{', '.join(names) or 'none'}){did_you_mean(name, names) or '.'}"
         )
     if version is None or version == "latest":
-        return versions[-1]
+        return latest
     v = version
     if isinstance(v, str):
         m = re.fullmatch(r"v?([0-9]+)", v.strip())
@@ -81,10 +89,10 @@ def _resolve_version(root: StoreRoot, listing: ModelListing, name: str, version)
         v = int(m.group(1))
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
         raise ValueError(f"version must be an int, 'v<N>' or 'latest', got {version!r}.")
-    if int(v) not in versions:
+    if int(v) < 1 or root.backend.head(version_key(name, int(v), "zarr.json")) is None:
         raise ModelNotFoundError(
             f"Model {name!r} has no version {version!r} (versions: "
-            f"{', '.join(f'v{x}' for x in versions)})."
+            f"{', '.join(f'v{x}' for x in committed_versions(root, name))})."
         )
     return int(v)
 
@@ -138,8 +146,7 @@ def load_model_version(store, name: str, version=None, *, verify: bool = True):
         pickle), checksum mismatches, unreadable chunks.
     """
     root = open_store(store)
-    listing = model_listing(root, name)
-    v = _resolve_version(root, listing, name, version)
+    v = _resolve_version(root, name, version)
     entry = entry_location(root, version_key(name, v))
     attrs = _version_attrs(root, name, v)
     meta, info = attrs["meta"], attrs["arrays"]
@@ -159,8 +166,9 @@ def load_model_version(store, name: str, version=None, *, verify: bool = True):
                 entry, f"the metadata lists an array with an unsafe name {key!r}"
             )
     children: dict[str, bool] = {}  # name -> is a folder (has objects below it)
-    for obj in listing.versions[name][v]:
-        first, _, rest = obj.partition("/")
+    prefix = version_key(name, v) + "/"
+    for obj in root.backend.list(prefix):
+        first, _, rest = obj.key[len(prefix):].partition("/")
         children[first] = children.get(first, False) or bool(rest)
     for child in sorted(children):
         if child != "zarr.json" and child not in info:
@@ -191,28 +199,31 @@ def load_model_version(store, name: str, version=None, *, verify: bool = True):
     return arrays, meta
 
 
-def _listed(root: StoreRoot, listing: ModelListing, names: list[str]) -> list[ModelVersion]:
-    """The committed versions of ``names`` with their metadata, read in parallel."""
-    wanted = [(name, v) for name in names for v in listing.committed(name)]
+def _listed(root: StoreRoot, names: list[str]) -> list[ModelVersion]:
+    """The committed versions of ``names`` with their metadata: one listing of each model's
+    version prefixes, then every version's ``zarr.json`` read, many at once (a prefix without
+    it is a registration being written, or a dead one's: not listed)."""
+    wanted = [(name, v) for name in names for v in version_folders(root, name)]
 
-    def read(item: tuple[str, int]) -> ModelVersion:
+    def read(item: tuple[str, int]) -> ModelVersion | None:
         name, v = item
         path = entry_location(root, version_key(name, v))
         try:
-            return ModelVersion(name, v, path, _version_attrs(root, name, v)["meta"])
+            data, _ = root.backend.get(version_key(name, v, "zarr.json"))
+        except NotFound:
+            return None
+        try:
+            attrs = checked_attrs(parse_node(data, path, "zarr.json"), path)
+            return ModelVersion(name, v, path, attrs["meta"])
         except StoreCorruptError as exc:
             return ModelVersion(name, v, path, {}, problem=exc.problem)
 
-    if len(wanted) < 2:
-        return [read(item) for item in wanted]
-    with ThreadPoolExecutor(min(_READ_THREADS, len(wanted))) as pool:
-        return list(pool.map(read, wanted))
+    return [mv for mv in in_parallel(read, wanted) if mv is not None]
 
 
 def list_versions(store, name: str) -> list[ModelVersion]:
     """All versions of one model, oldest first (``[]`` if the model does not exist)."""
-    root = open_store(store)
-    return _listed(root, model_listing(root, name), [name])
+    return _listed(open_store(store), [validate_name(name, kind="model")])
 
 
 def list_models(store=None, name: str | None = None) -> list[ModelVersion]:
@@ -224,8 +235,7 @@ def list_models(store=None, name: str | None = None) -> list[ModelVersion]:
     if name is not None:
         return list_versions(store, name)
     root = open_store(store)
-    listing = model_listing(root)
-    return _listed(root, listing, listing.names())
+    return _listed(root, model_names(root))
 
 
 def compare_versions(store, name: str, v1, v2) -> dict:
@@ -240,10 +250,9 @@ def compare_versions(store, name: str, v1, v2) -> dict:
         params, class, dataset, n_iter, converged, created, run_key, catdask_version.
     """
     root = open_store(store)
-    listing = model_listing(root, name)
     metas, versions = [], []
     for version in (v1, v2):
-        v = _resolve_version(root, listing, name, version)
+        v = _resolve_version(root, name, version)
         versions.append(v)
         metas.append(_version_attrs(root, name, v)["meta"])
 

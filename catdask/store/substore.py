@@ -8,7 +8,7 @@ plain local backend of the sub-folder) and on S3 (:class:`PrefixedBackend`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..object_store import Backend, LocalBackend, ObjectMeta
@@ -52,6 +52,9 @@ class PrefixedBackend:
     def list(self, prefix: str) -> Iterator[ObjectMeta]:
         for meta in self.inner.list(self._key(prefix)):
             yield self._strip(meta)
+
+    def list_folders(self, prefix: str) -> Sequence[str]:
+        return self.inner.list_folders(self._key(prefix))
 
     def delete(self, key: str) -> None:
         self.inner.delete(self._key(key))
