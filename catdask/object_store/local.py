@@ -26,7 +26,7 @@ import os
 import stat
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +98,15 @@ class LocalBackend:
                 except FileNotFoundError:  # deleted meanwhile
                     continue
                 yield _meta(key, st)
+
+    def list_folders(self, prefix: str) -> Sequence[str]:
+        check_prefix(prefix)
+        try:
+            with os.scandir(self.root / prefix if prefix else self.root) as entries:
+                return [e.name for e in entries
+                        if e.is_dir(follow_symlinks=False) and not is_temporary_name(e.name)]
+        except (FileNotFoundError, NotADirectoryError):
+            return []
 
     # -- writes -----------------------------------------------------------------------------
 

@@ -36,7 +36,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from ._fs import TMP_PREFIX, is_temporary_name
@@ -263,6 +263,11 @@ class S3Backend:
             raise
         except Exception as exc:  # noqa: BLE001 - classified
             raise self._error(exc, "list", prefix) from None
+
+    def list_folders(self, prefix: str) -> Sequence[str]:
+        from ._folders import s3_list_folders  # one delimited listing (S3's common prefixes)
+
+        return s3_list_folders(self, prefix)
 
     # -- writes -----------------------------------------------------------------------------
 

@@ -5,7 +5,7 @@
     <root>/datasets/<name>/s<N>/   an immutable data-set snapshot (X, y codes, JSON attributes)
     <root>/datasets/<name>/zarr.json   the pointer naming the current snapshot
     <root>/models/<name>/v<N>/     an immutable model version (numeric arrays, JSON metadata)
-    <root>/.training/<name>.lock   a model's training lease, while a run trains it
+    <root>/.training/<name>        a model's training lease (a lease record, released after)
 
 ``<root>`` is an explicit path, else ``$CATDASK_STORE``, else ``./catdask-store``.
 See :mod:`catdask.store.datasets` (read), :mod:`catdask.store.dataset_writer` (write),

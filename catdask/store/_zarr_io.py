@@ -9,14 +9,12 @@ error`` for a truncated chunk) into :class:`~catdask.errors.StoreCorruptError` n
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import zarr
 
 from ..dataset_pointer import location, read_zarr_json
 from ..errors import StoreCorruptError
-from ..object_store import Backend, LocalBackend
+from ..object_store import Backend
 
 __all__ = [
     "NUMERIC_DTYPES",
@@ -24,9 +22,6 @@ __all__ = [
     "check_array_node",
     "open_group_at",
     "open_array_at",
-    "read_node_json",
-    "check_array_json",
-    "open_group_checked",
     "read_array",
     "check_chunks",
     "write_array",
@@ -88,10 +83,12 @@ def _relative(key: str, entry_key: str) -> str:
     return key[len(entry_key) + 1:] if key.startswith(entry_key + "/") else key
 
 
-def read_node(backend: Backend, node_key: str, entry_key: str) -> dict:
+def read_node(backend: Backend, node_key: str, entry_key: str, *, missing_ok=False):
     """Parse ``<node_key>/zarr.json`` as zarr v3 metadata; any problem is reported against the
-    entry ``entry_key``."""
-    meta = read_zarr_json(backend, node_key, entry_key)
+    entry ``entry_key``. None when it is absent and ``missing_ok``."""
+    meta = read_zarr_json(backend, node_key, entry_key, missing_ok=missing_ok)
+    if meta is None and missing_ok:
+        return None
     if not isinstance(meta, dict) or meta.get("zarr_format") != 3:
         where = _relative(f"{node_key}/zarr.json", entry_key)
         raise StoreCorruptError(location(backend, entry_key), f"{where} is not zarr v3 metadata")
@@ -169,36 +166,6 @@ def open_array_at(group: zarr.Group, name: str, backend: Backend, entry_key: str
     if not isinstance(arr, zarr.Array):
         raise StoreCorruptError(entry, f"{name!r} is not an array")
     return arr
-
-
-# The same checks for an entry named by its local folder (the model registry's callers).
-def _local(entry: Path, node_dir: Path | None = None) -> tuple[LocalBackend, str, str]:
-    node = (node_dir or entry).relative_to(entry.parent).as_posix()
-    return LocalBackend(entry.parent), node, entry.name
-
-
-def read_node_json(node_dir: Path, entry: Path) -> dict:
-    """:func:`read_node` of a local folder."""
-    backend, node, entry_key = _local(entry, node_dir)
-    return read_node(backend, node, entry_key)
-
-
-def check_array_json(array_dir: Path, entry: Path, **check) -> dict:
-    """:func:`check_array_node` of a local folder."""
-    backend, node, entry_key = _local(entry, array_dir)
-    return check_array_node(backend, node, entry_key, **check)
-
-
-def open_group_checked(entry: Path) -> zarr.Group:
-    """:func:`open_group_at` of a local folder."""
-    backend, _node, entry_key = _local(entry)
-    return open_group_at(backend, entry_key)
-
-
-def open_array_checked(group: zarr.Group, name: str, entry: Path, **check) -> zarr.Array:
-    """:func:`open_array_at` of a local folder."""
-    backend, _node, entry_key = _local(entry)
-    return open_array_at(group, name, backend, entry_key, **check)
 
 
 def check_chunks(arr: zarr.Array, entry, name: str) -> None:

@@ -24,14 +24,12 @@ unverified snapshot.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-from pathlib import Path
 
 from ..dataset_pointer import location, store_now
 from ..errors import CatdaskError, StoreCorruptError
 from ..names import is_valid_name
 from ..object_store import Backend
-from ._atomic import file_lock, is_temporary, temporary_age, try_lock
+from .check_report import StoreProblem, StoreReport, temporary_problem
 from .gc import (
     cleanup_temporaries,
     live_leases,
@@ -40,15 +38,11 @@ from .gc import (
     repair_dataset,
 )
 from .layout import (
-    MODEL_COUNTER,
-    MODEL_LOCK,
     changing_store,
-    list_entries,
     local_temporaries,
-    models_dir,
 )
+from .model_check import check_models, check_models_into
 from .pointer import hold_snapshot, read_pointer
-from .registry import checked_attrs, version_number, version_numbers
 from .root import StoreRoot, open_store
 from .snapshots import (
     WRITING,
@@ -59,58 +53,7 @@ from .snapshots import (
     verify_snapshot,
 )
 
-__all__ = ["StoreProblem", "StoreReport", "check_store"]
-
-
-@dataclasses.dataclass(frozen=True)
-class StoreProblem:
-    """One problem found by :func:`check_store`.
-
-    Attributes
-    ----------
-    kind : str
-        ``temporary`` (left by a crashed writer), ``stray`` (an object the store does
-        not write), ``uncommitted`` (a snapshot newer than the current one, or a data set with
-        snapshots but no pointer: a write crashed before it committed), ``pointer`` (damaged,
-        or naming a missing snapshot), ``corrupt-snapshot`` (fails its checksums),
-        ``model`` (a version that does not load), ``unreferenced`` (an old snapshot gc would
-        remove; informational), ``stale`` (a model trained on content its data set no longer
-        holds; informational).
-    path : Path or str
-        A local path, or a URL on object storage.
-    message : str
-    severity : str
-        ``"error"`` (the store is not whole) or ``"info"``.
-    """
-
-    kind: str
-    path: Path | str
-    message: str
-    severity: str = "error"
-
-
-@dataclasses.dataclass
-class StoreReport:
-    """What :func:`check_store` found and did.
-
-    ``checked`` has one row per data set and model version (``kind``, ``name``, ``status``:
-    ``"ok"`` or the problem); ``removed`` and ``restored`` list what cleanup changed.
-    """
-
-    root: Path | str
-    problems: list = dataclasses.field(default_factory=list)
-    checked: list = dataclasses.field(default_factory=list)
-    removed: list = dataclasses.field(default_factory=list)
-    restored: list = dataclasses.field(default_factory=list)
-
-    @property
-    def errors(self) -> list:
-        return [p for p in self.problems if p.severity == "error"]
-
-    @property
-    def ok(self) -> bool:
-        """True when the store is whole (informational findings aside)."""
-        return not self.errors
+__all__ = ["StoreProblem", "StoreReport", "check_store", "check_models"]
 
 
 def check_store(store=None, *, cleanup: bool = False, older_than_seconds: float = 0.0):
@@ -150,7 +93,7 @@ def check_store(store=None, *, cleanup: bool = False, older_than_seconds: float 
             _cleanup(root, older_than_seconds, report)
     refs = model_references(root)
     _check_datasets(root, refs, report)
-    _check_models(root, report)
+    check_models_into(root, report)
     return report
 
 
@@ -180,7 +123,7 @@ def _check_datasets(root: StoreRoot, refs, report: StoreReport) -> None:
     backend = root.backend
     if root.path is not None:
         for tmp in local_temporaries(root.path):
-            found = _temporary_problem(tmp)
+            found = temporary_problem(tmp)
             if found is not None:
                 report.problems.append(found)
     strays = set()
@@ -338,102 +281,3 @@ def _crashed_commit(backend: Backend, folder_key: str, snapshot: str, listing: L
         if again is not None and again.newest_committed >= (snapshot_number(snapshot) or 0):
             return False
     return True
-
-
-def _temporary_problem(child: Path):
-    """The problem of an unlocked local temporary, None if locked (a model registration's)."""
-    with try_lock(child) as free:
-        if not free:
-            return None  # a running writer holds it: in use, not a leftover
-    try:
-        age = temporary_age(child)
-    except FileNotFoundError:
-        return None
-    if age is None:
-        return StoreProblem("temporary", child, "left by a crashed writer; its modification "
-                            "time lies in the future (a clock set back, or a copied store), so "
-                            "its age is unknown: `check --cleanup` removes it (no process "
-                            "holds it), whatever --older-than says")
-    return StoreProblem("temporary", child, "left by a crashed writer; `check --cleanup` "
-                        "removes it")
-
-
-def _strays(folder: Path, allowed, report: StoreReport, what: str) -> None:
-    """Report what a local model folder holds that the store does not write. ``allowed(child)``
-    says which entries are the store's own; temporaries are checked by their lock."""
-    for child in sorted(folder.iterdir()):
-        if allowed(child):
-            continue
-        if is_temporary(child):
-            found = _temporary_problem(child)
-            if found is not None:
-                report.problems.append(found)
-            continue
-        with contextlib.suppress(FileNotFoundError):  # removed meanwhile by its owner
-            kind = "folder" if child.is_dir() else "file"
-            if child.exists() or child.is_symlink():
-                report.problems.append(StoreProblem(
-                    "stray", child, f"a {kind} the store does not write, in {what}; move or "
-                    "delete it by hand"))
-
-
-def _named_entries(parent: Path, report: StoreReport, what: str) -> list:
-    """The valid names under ``parent`` (none if it does not exist); anything else is stray."""
-    if not parent.is_dir():
-        return []
-    names = [n for n in list_entries(parent) if is_valid_name(n)]
-    # A folder created after the listing is the store's own too (a first model).
-    _strays(parent, lambda c: is_valid_name(c.name) and c.is_dir(), report, what)
-    return names
-
-
-# --------------------------------------------------------------------------- models
-
-
-def _check_models(store_root: StoreRoot, report: StoreReport) -> None:
-    from .registry_read import load_estimator
-
-    if store_root.path is None:
-        return  # the model registry reads a local store only until its port (issue 39)
-    root = store_root.path
-    parent = models_dir(root)
-    for name in _named_entries(parent, report, "models/"):
-        folder = parent / name
-        # Under the registry lock (exclusive): a registration creates and locks its
-        # temporary under it (shared), so an unlocked temporary is a crashed one's. Versions
-        # are allowed by pattern: one may be renamed in while we look.
-        with file_lock(folder / MODEL_LOCK):
-            found = version_numbers(folder)
-            _strays(folder, lambda c: c.name in (MODEL_LOCK, MODEL_COUNTER)
-                    or (version_number(c.name) is not None and c.is_dir()),
-                    report, f"model {name!r}")
-        for v in found:
-            path = folder / f"v{v}"
-            status = "ok"
-            try:
-                load_estimator(root, name, v)
-                meta = checked_attrs(path)["meta"]
-            except Exception as exc:  # any failure of the real loader means "does not load"
-                status = f"does not load: {exc}"
-                report.problems.append(StoreProblem("model", path, status))
-            else:
-                _check_lineage(store_root.backend, path, meta, report)
-            report.checked.append({"kind": "model", "name": f"{name}:v{v}", "status": status})
-
-
-def _check_lineage(backend: Backend, path: Path, meta: dict, report: StoreReport) -> None:
-    dataset, sha = meta.get("dataset"), meta.get("dataset_sha256")
-    if not (isinstance(dataset, str) and isinstance(sha, str) and is_valid_name(dataset)):
-        return
-    try:
-        pointer = read_pointer(backend, f"datasets/{dataset}")
-    except StoreCorruptError:
-        return  # reported with the data set
-    if pointer is None:
-        msg = f"trained on data set {dataset!r}, which is no longer stored"
-    elif pointer.content_sha256 != sha:
-        msg = (f"stale: trained on content {sha[:12]} of data set {dataset!r}, which now holds "
-               f"{pointer.content_sha256[:12]} (snapshot {pointer.snapshot})")
-    else:
-        return
-    report.problems.append(StoreProblem("stale", path, msg, "info"))

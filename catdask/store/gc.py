@@ -18,7 +18,6 @@ the grace period that no live writer's lease names, and dead leases' records.
 from __future__ import annotations
 
 import dataclasses
-import re
 
 from ..dataset_pointer import (
     HOLDS,
@@ -35,12 +34,12 @@ from ..dataset_pointer import (
 )
 from ..errors import CatdaskError, StoreCorruptError
 from ..names import is_valid_name
-from ..object_store import Backend, NotFound, PreconditionFailed
+from ..object_store import Backend, PreconditionFailed
 from ..object_store.lease import LeaseHeldError, acquire, server_now
 from ._atomic import crash_point
 from .layout import changing_store, remove_local_temporaries
+from .model_entries import remove_uncommitted_versions
 from .pointer import write_pointer
-from .registry import node_attrs
 from .root import StoreRoot, open_store
 from .snapshots import (
     WRITING,
@@ -58,7 +57,6 @@ __all__ = ["GcResult", "gc_store", "cleanup_temporaries", "repair_dataset", "mod
 #: How old an uncommitted prefix must be before cleanup or gc removes it (a writer's lease
 #: protects it while it runs; the grace period is a second guard).
 GRACE_S = 3600.0
-_VERSION_ZARR = re.compile(r"models/([^/]+)/v([1-9][0-9]*)/zarr\.json")
 
 
 @dataclasses.dataclass
@@ -83,23 +81,14 @@ def model_references(root: StoreRoot):
     records none); ``unreadable`` lists the versions whose metadata cannot be read (their
     references are unknown).
     """
-    import json
+    from .registry_read import list_models
 
-    backend = root.backend
     snapshots, shas, unreadable = set(), {}, []
-    for found in sorted(backend.list("models/"), key=lambda m: m.key):
-        if not _VERSION_ZARR.fullmatch(found.key) or not is_valid_name(found.key.split("/")[1]):
+    for version in list_models(root):
+        if version.problem is not None:
+            unreadable.append(version.path)
             continue
-        entry = location(backend, found.key.rpartition("/")[0])
-        try:
-            data, _version = backend.get(found.key)
-            node = json.loads(data)
-            meta = node_attrs(node if isinstance(node, dict) else {}, entry)["meta"]
-        except NotFound:
-            continue  # removed meanwhile
-        except (StoreCorruptError, ValueError):
-            unreadable.append(entry)
-            continue
+        meta = version.meta
         dataset = meta.get("dataset")
         snapshot = meta.get("dataset_snapshot")
         snapshot = snapshot if isinstance(snapshot, str) else None
@@ -265,6 +254,7 @@ def cleanup_temporaries(store=None, older_than_seconds: float = 3600.0) -> list:
             folder_key = f"datasets/{name}"
             removed += sweep_leftovers(backend, folder_key, list_dataset(backend, folder_key),
                                        older_than_seconds, now)
+    removed += remove_uncommitted_versions(root, older_than_seconds, now)
     return removed
 
 

@@ -11,4 +11,12 @@ from ..helpers.s3_server import s3_server  # noqa: F401 - the session fixture
 
 @pytest.fixture(params=["local", "s3"])
 def any_store(request, tmp_path):
-    return make_store(request.param, tmp_path, request)
+    """A :class:`~tests.helpers.dataset_store.StoreUnderTest`: ``.store`` for the public
+    functions (``tmp_path / "store"``, nothing created yet, or a StoreRoot on a fresh S3
+    prefix), ``.url`` for a child process. On S3 the server's AWS variables are set in this
+    process's environment too, so an ``s3://`` URL opens here and in children."""
+    st = make_store(request.param, tmp_path, request)
+    with pytest.MonkeyPatch.context() as env:  # its own: a test's monkeypatch.undo() keeps it
+        for key, value in st.env.items():
+            env.setenv(key, value)
+        yield st
