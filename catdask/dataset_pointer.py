@@ -64,6 +64,8 @@ __all__ = [
     "read_pointer",
     "read_pointer_versioned",
     "lease_is_live",
+    "holder_is_dead_here",
+    "read_lease",
     "being_removed",
     "store_now",
     "hold_snapshot",
@@ -213,12 +215,22 @@ def read_pointer(backend: Backend, folder_key: str) -> Pointer | None:
 
 def _pid_alive(pid) -> bool:
     try:
-        os.kill(int(pid), 0)
+        pid = int(pid)
+        os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except (PermissionError, ValueError, OverflowError, TypeError):
         return True  # another user's process, or no pid: assume it runs
-    return True
+    try:  # Linux: a killed process its parent has not reaped yet (a zombie) is dead too
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rpartition(")")[2].split()[:1] != ["Z"]
+    except OSError:
+        return True
+
+
+def holder_is_dead_here(record: dict) -> bool:
+    """Whether a lease record names a process of this machine that no longer runs."""
+    return record.get("host") == socket.gethostname() and not _pid_alive(record.get("pid"))
 
 
 def lease_is_live(record: dict | None, meta: ObjectMeta | None, now: float) -> bool:
@@ -227,7 +239,7 @@ def lease_is_live(record: dict | None, meta: ObjectMeta | None, now: float) -> b
     runs (a killed writer's or reader's lease is dead at once, not only after its ttl)."""
     if record is None or meta is None or record.get("released"):
         return False
-    if record.get("host") == socket.gethostname() and not _pid_alive(record.get("pid")):
+    if holder_is_dead_here(record):
         return False
     ttl = float(record.get("ttl_s", 0) or 0)
     return meta.last_modified + ttl + LEASE_MARGIN_S > now

@@ -1,7 +1,7 @@
 """Numbers that are never given twice: a counter object moved by compare-and-swap.
 
-A model's version numbers (``models/<name>/.newest-version``) come from here (the data sets'
-snapshot numbers follow the same protocol, docs/object-store-api.md). The counter holds
+A model's version numbers (``models/<name>/.newest-version``) and a data set's snapshot
+numbers (``datasets/<name>/.newest-snapshot``) come from here. The counter holds
 ``"<N> <uuid4>"``: the highest number ever given, and a fresh uuid so that every write has new
 bytes (on S3 the version tag is the MD5 of the bytes, and a compare-and-swap must never win
 against an "A, B, A" history). Counters written by earlier versions hold ``"N\\n"``: readers

@@ -23,11 +23,11 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
-import os
-import socket
 import time
 from typing import Any
 
+from ..dataset_pointer import holder_is_dead_here, read_lease, store_now
+from ..dataset_pointer import lease_is_live as live_lease
 from ..names import validate_name
 from ..object_store import Backend, NotFound, PreconditionFailed
 from ..object_store import lease as object_lease
@@ -72,33 +72,10 @@ def _describe(record: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _dead_here(record: dict[str, Any]) -> bool:
-    """Whether the record's holder is a process of this host that no longer exists."""
-    if record.get("host") != socket.gethostname() or not record.get("pid"):
-        return False
-    try:
-        pid = int(record["pid"])
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except (PermissionError, ValueError, OverflowError):
-        return False  # another user's process: it exists
-    try:  # Linux: a killed process its parent has not reaped yet (a zombie) is dead too
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rpartition(")")[2].split()[:1] == ["Z"]
-    except OSError:
-        return False
-
-
 def lease_is_live(backend: Backend, key: str) -> bool:
     """Whether a holder holds the lease at ``key`` now: it exists, is not released, its holder
     is not a dead process of this host, and it has not expired by the backend's clock."""
-    record = object_lease.lease_record(backend, key)
-    meta = backend.head(key)
-    if record is None or meta is None or record.get("released") or _dead_here(record):
-        return False
-    ttl = float(record.get("ttl_s", 0) or 0)
-    return meta.last_modified + ttl + object_lease.MARGIN_S > object_lease.server_now(backend)
+    return live_lease(*read_lease(backend, key), store_now(backend))
 
 
 def _release_if_dead_here(backend: Backend, key: str) -> None:
@@ -109,7 +86,7 @@ def _release_if_dead_here(backend: Backend, key: str) -> None:
         record = json.loads(data)
     except (NotFound, ValueError):
         return
-    if not isinstance(record, dict) or record.get("released") or not _dead_here(record):
+    if not isinstance(record, dict) or record.get("released") or not holder_is_dead_here(record):
         return
     with contextlib.suppress(PreconditionFailed):
         backend.put_if_match(key, json.dumps(dict(record, released=True)).encode(), version)

@@ -20,7 +20,6 @@ the name meanwhile; gc removes a snapshot only when no hold and no model needs i
 from __future__ import annotations
 
 import dataclasses
-import uuid
 
 from ..dataset_pointer import (
     HOLDS,
@@ -34,10 +33,11 @@ from ..dataset_pointer import (
 )
 from ..errors import DatasetNotFoundError, StoreCorruptError
 from ..names import did_you_mean
-from ..object_store import Backend, NotFound, PreconditionFailed
+from ..object_store import Backend
 from ..object_store import lease as leases
 from . import _zarr_io
 from .content import check_attrs, verify_content
+from .ids import take_next_id
 from .layout import SNAPSHOT_COUNTER
 from .root import StoreRoot, open_store
 
@@ -130,44 +130,25 @@ def dataset_names(backend: Backend) -> list[str]:
     return sorted(names)
 
 
-def _read_counter(backend: Backend, key: str) -> tuple[int, str | None]:
-    """``(N, version)`` of a counter object ("<N> <uuid>", or "N" as older versions wrote)."""
-    try:
-        data, version = backend.get(key)
-    except NotFound:
-        return 0, None
-    token = data.decode("utf-8", "replace").split()[:1]
-    return (int(token[0]) if token and token[0].isdigit() else 0), version
-
-
 def next_snapshot_id(backend: Backend, folder_key: str) -> str:
-    """Claim the next snapshot id of a data set by compare-and-swap on its counter.
+    """Claim the next snapshot id of a data set by compare-and-swap on its counter
+    (:mod:`catdask.store.ids`, the same protocol as the models' version numbers).
 
-    N is above every snapshot present (committed or not), every one ever committed (the
-    pointer's ``newest_committed``) and every one ever given (the counter, which survives a
-    damaged pointer): gc may have removed the newest snapshot since, and an id that named other
-    content before would make the logs, events and model metadata naming it ambiguous.
+    N is above every id the counter gave (it survives a damaged pointer) and, where the counter
+    may lag (absent, damaged, or an earlier catdask's), above every snapshot present (committed
+    or not) and every one ever committed (the pointer's ``newest_committed``): gc may have
+    removed the newest snapshot since, and an id that named other content before would make
+    the logs, events and model metadata naming it ambiguous.
     """
-    key = f"{folder_key}/{SNAPSHOT_COUNTER}"
-    while True:
-        given, version = _read_counter(backend, key)
+    def present() -> list[int]:
         pointer, _ = read_pointer_versioned(backend, folder_key)
         newest = pointer.newest_committed if not isinstance(pointer, (Exception, type(None))) \
             else 0
         listing = list_dataset(backend, folder_key)
-        present = max((snapshot_number(s) or 0 for s in [*listing.prefixes, *listing.writing]),
-                      default=0)
-        number = max(given, newest, present) + 1
-        # The uuid keeps every version's bytes unique (on S3 the version is their MD5).
-        data = f"{number} {uuid.uuid4().hex}\n".encode()
-        try:
-            if version is None:
-                backend.put_new(key, data)
-            else:
-                backend.put_if_match(key, data, version)
-        except PreconditionFailed:
-            continue  # another writer claimed an id meanwhile
-        return f"s{number}"
+        return [newest, *(snapshot_number(s) or 0 for s in [*listing.prefixes, *listing.writing])]
+
+    number, _tag = take_next_id(backend, f"{folder_key}/{SNAPSHOT_COUNTER}", present)
+    return f"s{number}"
 
 
 def writer_lease(backend: Backend, folder_key: str, snapshot: str) -> leases.Lease:
