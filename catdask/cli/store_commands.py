@@ -124,6 +124,10 @@ def cmd_gc(args) -> int:
 
 
 def _relative(path, root) -> str:
+    """``path`` (a local path, or a URL on object storage) relative to the store ``root``."""
+    if getattr(root, "backend", None) is not None and root.path is None:
+        url = root.url.rstrip("/") + "/"
+        return str(path)[len(url):] if str(path).startswith(url) else str(path)
     try:
         return str(Path(path).relative_to(getattr(root, "path", None) or root))
     except ValueError:
