@@ -151,8 +151,12 @@ def _kill_ingests_at_random(st, kills: int, rows: int, seed: int) -> list:
     seen = []
     write_dataset(st.store, "ds", np.full((rows, 4), 1.0), [0, 1] * (rows // 2))
     for i in range(kills):
+        before = set(st.contents("ds"))
         proc = _run(st, _INGEST_LOOP, "loop", rows)
-        time.sleep(rng.uniform(1.0, 3.0))  # the import takes ~1 s: then some writes
+        deadline = time.monotonic() + 60
+        while set(st.contents("ds")) <= before and time.monotonic() < deadline:
+            time.sleep(0.02)  # until its first snapshot's first object is there
+        time.sleep(rng.uniform(0.0, 2.0))  # then at a random moment of its writes
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=60)
         seen.append(value(st))
