@@ -204,6 +204,30 @@ def test_8_concurrent_ingests_in_threads_each_land(any_store):
     assert check_store(st.store).ok
 
 
+def test_an_ingest_refused_after_its_commit_leaves_no_snapshot(any_store):
+    """A writer that committed its snapshot but finds other content landed meanwhile (no
+    replace) fails in one line and removes its own snapshot (it would be a crashed commit's
+    leftover for check, or garbage for gc)."""
+    from catdask.store import _atomic
+
+    st = any_store
+
+    def meanwhile(label):
+        if label == "snapshot-renamed":
+            _atomic._CRASH_HOOK = None
+            write_dataset(st.store, "ds", np.full((12, 3), 2.0), [0, 1] * 6)  # lands as s2
+
+    _atomic._CRASH_HOOK = meanwhile
+    try:
+        with pytest.raises(DatasetExistsError) as err:
+            write_dataset(st.store, "ds", np.full((12, 3), 1.0), [0, 1] * 6)  # s1, committed
+    finally:
+        _atomic._CRASH_HOOK = None
+    assert "\n" not in str(err.value)
+    assert st.contents("ds") == ["s2", "zarr.json"] and value(st) == 2.0
+    assert check_store(st.store).ok and check_store(st.store).problems == []
+
+
 @pytest.mark.slow
 def test_8_concurrent_ingests_under_one_name(any_store):
     """Processes: without replace exactly one lands and 7 fail in one line; with replace each
