@@ -69,6 +69,7 @@ __all__ = [
     "being_removed",
     "store_now",
     "hold_snapshot",
+    "hold_pointed",
     "resolve_pointer",
     "resolve_folder",
     "read_zarr_json",
@@ -339,6 +340,34 @@ def hold_snapshot(backend: Backend, folder_key: str, snapshot: str) -> SnapshotH
     return hold
 
 
+def hold_pointed(backend: Backend, folder_key: str):
+    """``(pointer, hold)``: the pointer, read again until the snapshot it names is held; the
+    hold is None when there is no pointer, or when the pointer still names a snapshot that is
+    not committed after it was read twice (missing). A snapshot that gc is deciding about (a
+    live tombstone) is waited for: gc never removes the current one, so it lets go at once.
+
+    Raises
+    ------
+    StoreCorruptError
+        The pointer is damaged.
+    """
+    missing = None
+    for attempt in range(_RESOLVE_ATTEMPTS):
+        pointer = read_pointer(backend, folder_key)
+        if pointer is None:
+            return None, None
+        hold = hold_snapshot(backend, folder_key, pointer.snapshot)
+        if hold is not None:
+            return pointer, hold
+        if backend.head(f"{folder_key}/{pointer.snapshot}/zarr.json") is not None:
+            time.sleep(0.01 * min(attempt + 1, 20))  # being judged by gc (a tombstone)
+            continue
+        if missing == pointer.snapshot:  # the pointer still names it: it is really gone
+            return pointer, None
+        missing = pointer.snapshot
+    return pointer, None
+
+
 def resolve_pointer(backend: Backend, folder_key: str) -> tuple[str, SnapshotHold] | None:
     """Resolve a data set to its current snapshot, once: ``(snapshot id, hold)``.
 
@@ -350,21 +379,15 @@ def resolve_pointer(backend: Backend, folder_key: str) -> tuple[str, SnapshotHol
     StoreCorruptError
         The pointer is damaged or names a snapshot that does not exist.
     """
-    missing = None
-    for _ in range(_RESOLVE_ATTEMPTS):
-        pointer = read_pointer(backend, folder_key)
-        if pointer is None:
-            return None
-        hold = hold_snapshot(backend, folder_key, pointer.snapshot)
-        if hold is not None:
-            return pointer.snapshot, hold
-        if missing == pointer.snapshot:  # the pointer still names it: it is really gone
-            break
-        missing = pointer.snapshot
+    pointer, hold = hold_pointed(backend, folder_key)
+    if pointer is None:
+        return None
+    if hold is not None:
+        return pointer.snapshot, hold
     raise StoreCorruptError(
         location(backend, folder_key),
-        f"the current snapshot {missing!r} is missing; run `catdask check --cleanup` to "
-        "restore the last good snapshot, or re-ingest the data set",
+        f"the current snapshot {pointer.snapshot!r} is missing; run `catdask check --cleanup` "
+        "to restore the last good snapshot, or re-ingest the data set",
     )
 
 

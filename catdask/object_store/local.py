@@ -168,10 +168,10 @@ class LocalBackend:
         """``data`` in a fsync'd temporary beside ``path``, its mtime now (in ns)."""
         for _ in range(10):  # a concurrent delete may remove the (empty) folder meanwhile
             tmp = path.parent / f"{TMP_PREFIX}put-{uuid.uuid4().hex}"
-            try:  # (mkdir too: a parent it made may be removed before it makes the child)
+            try:  # (mkdir too: a folder may be removed while it is made or checked)
                 path.parent.mkdir(parents=True, exist_ok=True)
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-            except FileNotFoundError:
+            except (FileNotFoundError, FileExistsError):
                 continue
             try:
                 with os.fdopen(fd, "wb") as fh:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import contextlib
 
-from ..dataset_pointer import location, store_now
+from ..dataset_pointer import hold_pointed, location, store_now
 from ..errors import CatdaskError, StoreCorruptError
 from ..names import is_valid_name
 from ..object_store import Backend
@@ -175,21 +175,12 @@ def _dead_uncommitted(backend: Backend, folder_key: str, listing: Listing, now: 
 
 
 def _hold_current(backend: Backend, folder_key: str):
-    """``(pointer or its error, hold or None)``: the pointer, read again until the snapshot it
-    names is held (a writer and gc may move on meanwhile); a hold of None with a pointer means
-    it names a snapshot that is missing."""
-    missing = None
-    while True:
-        try:
-            pointer = read_pointer(backend, folder_key)
-        except StoreCorruptError as exc:
-            return exc, None
-        if pointer is None:
-            return None, None
-        hold = hold_snapshot(backend, folder_key, pointer.snapshot)
-        if hold is not None or missing == pointer.snapshot:
-            return pointer, hold
-        missing = pointer.snapshot
+    """``(pointer or its error, hold or None)`` (:func:`~catdask.dataset_pointer.hold_pointed`;
+    a hold of None with a pointer means it names a snapshot that is missing)."""
+    try:
+        return hold_pointed(backend, folder_key)
+    except StoreCorruptError as exc:
+        return exc, None
 
 
 def _check_dataset(backend: Backend, folder_key: str, refs, report: StoreReport):

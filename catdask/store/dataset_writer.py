@@ -230,13 +230,21 @@ def _write_and_land(backend: Backend, folder_key: str, snapshot: str, lease: Lea
     try:
         landed = _land(backend, folder_key, snapshot, want)
     except BaseException:
-        remove_snapshot(backend, folder_key, snapshot)  # committed, but never named
+        _drop_own(backend, folder_key, snapshot, lease)  # committed, but never named
         raise
     if isinstance(landed, DatasetInfo):  # identical content landed meanwhile
-        remove_snapshot(backend, folder_key, snapshot)
+        _drop_own(backend, folder_key, snapshot, lease)
         return landed
     return info_from_attrs(want.name, location(backend, key), meta, snapshot=snapshot,
                            written=True, replaced=landed)
+
+
+def _drop_own(backend: Backend, folder_key: str, snapshot: str, lease: Lease) -> None:
+    """Remove the writer's own committed snapshot that the pointer never named: its lease
+    goes first (gc's rules keep a snapshot a live writer's lease names), then the snapshot as
+    gc removes one (another writer may hold it meanwhile: then it stays, as that one's)."""
+    lease.release()
+    remove_snapshot(backend, folder_key, snapshot)
 
 
 def _land(backend: Backend, folder_key: str, snapshot: str, want: _Wanted,

@@ -151,8 +151,12 @@ def _kill_ingests_at_random(st, kills: int, rows: int, seed: int) -> list:
     seen = []
     write_dataset(st.store, "ds", np.full((rows, 4), 1.0), [0, 1] * (rows // 2))
     for i in range(kills):
+        before = set(st.contents("ds"))
         proc = _run(st, _INGEST_LOOP, "loop", rows)
-        time.sleep(rng.uniform(1.0, 3.0))  # the import takes ~1 s: then some writes
+        deadline = time.monotonic() + 60
+        while set(st.contents("ds")) <= before and time.monotonic() < deadline:
+            time.sleep(0.02)  # until its first snapshot's first object is there
+        time.sleep(rng.uniform(0.0, 2.0))  # then at a random moment of its writes
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=60)
         seen.append(value(st))
@@ -198,6 +202,30 @@ def test_8_concurrent_ingests_in_threads_each_land(any_store):
     for i, snapshot in results:
         assert np.all(read_dataset(st.store, "ds", snapshot=snapshot).X == 1.0 + i)
     assert check_store(st.store).ok
+
+
+def test_an_ingest_refused_after_its_commit_leaves_no_snapshot(any_store):
+    """A writer that committed its snapshot but finds other content landed meanwhile (no
+    replace) fails in one line and removes its own snapshot (it would be a crashed commit's
+    leftover for check, or garbage for gc)."""
+    from catdask.store import _atomic
+
+    st = any_store
+
+    def meanwhile(label):
+        if label == "snapshot-renamed":
+            _atomic._CRASH_HOOK = None
+            write_dataset(st.store, "ds", np.full((12, 3), 2.0), [0, 1] * 6)  # lands as s2
+
+    _atomic._CRASH_HOOK = meanwhile
+    try:
+        with pytest.raises(DatasetExistsError) as err:
+            write_dataset(st.store, "ds", np.full((12, 3), 1.0), [0, 1] * 6)  # s1, committed
+    finally:
+        _atomic._CRASH_HOOK = None
+    assert "\n" not in str(err.value)
+    assert st.contents("ds") == ["s2", "zarr.json"] and value(st) == 2.0
+    assert check_store(st.store).ok and check_store(st.store).problems == []
 
 
 @pytest.mark.slow
