@@ -57,6 +57,7 @@ from .model_entries import (
     checked_attrs,
     committed_versions,
     entry_location,
+    in_parallel,
     read_version_node,
     remove_version,
     version_key,
@@ -345,11 +346,9 @@ def _registered_run(root: StoreRoot, name: str, run_key: str) -> ModelVersion | 
     claim = _claimed_version(root, name, run_key)
     if claim is not None:
         return _committed(root, name, claim[0], run_key) if claim[0] else None
-    for version in committed_versions(root, name):
-        found = _committed(root, name, version, run_key)
-        if found is not None:
-            return found
-    return None
+    found = in_parallel(lambda v: _committed(root, name, v, run_key),
+                        committed_versions(root, name))
+    return next((mv for mv in found if mv is not None), None)
 
 
 def _claim_run(root: StoreRoot, name: str, run_key: str, version: int):
