@@ -29,7 +29,7 @@ from typing import Any
 from ..dataset_pointer import holder_is_dead_here, read_lease, store_now
 from ..dataset_pointer import lease_is_live as live_lease
 from ..names import validate_name
-from ..object_store import Backend, NotFound, PreconditionFailed
+from ..object_store import Backend, NotFound, ObjectStoreError, PreconditionFailed
 from ..object_store import lease as object_lease
 from ._json import utc_now
 from .root import open_store
@@ -110,6 +110,9 @@ def models_in_training(store) -> list[dict]:
 
 
 def _cannot_write(exc: OSError) -> bool:
+    """A local store that cannot be written (S3's refusals are the seam's one-line errors)."""
+    if isinstance(exc, ObjectStoreError):
+        return False
     return isinstance(exc, PermissionError) or exc.errno in _READ_ONLY
 
 

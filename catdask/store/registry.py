@@ -31,6 +31,7 @@ A registration works the same on a local folder and on S3, through the store's b
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -57,6 +58,7 @@ from .model_entries import (
     FORMAT,
     checked_attrs,
     committed_versions,
+    in_parallel,
     read_version_node,
     remove_version,
     version_key,
@@ -243,13 +245,11 @@ def _register(root: StoreRoot, name: str, arrays: dict, meta: dict, run_key) -> 
         try:
             winner = None if run_key is None else _claim_run(root, name, run_key, version)
         except BaseException:
-            _let_go(root, name, version, lease)
-            give_back(backend, counter, version, tag)
+            _undo(root, name, version, lease, tag)
             raise
         if winner is None:
             break
-        _let_go(root, name, version, lease)
-        give_back(backend, counter, version, tag)
+        _undo(root, name, version, lease, tag)
         if isinstance(winner, ModelVersion):
             return winner
     meta = dict(meta, version=version)
@@ -261,9 +261,7 @@ def _register(root: StoreRoot, name: str, arrays: dict, meta: dict, run_key) -> 
         lease.check()  # a registration whose lease was taken over must not commit
         _commit(root, name, version, node)
     except BaseException:
-        remove_version(root, name, version)
-        _let_go(root, name, version, lease)
-        give_back(backend, counter, version, tag)
+        _undo(root, name, version, lease, tag)
         raise
     crash_point("model-committed")
     _let_go(root, name, version, lease)
@@ -274,6 +272,22 @@ def _commit(root: StoreRoot, name: str, version: int, node: dict) -> None:
     """The version's group document, written last and create-only: the version exists now."""
     root.backend.put_new(version_key(name, version, "zarr.json"),
                          json.dumps(node, allow_nan=True).encode())
+
+
+def _undo(root: StoreRoot, name: str, version: int, lease, tag: str) -> None:
+    """After a failure (or a lost run claim): remove what was written of the version, let the
+    lease go, and give the number back, which only an empty prefix may be (a prefix that could
+    not be removed keeps its number: cleanup removes it once the lease is dead). Quiet: the
+    failure being handled is what the caller reports."""
+    try:
+        remove_version(root, name, version)
+    except Exception:  # noqa: BLE001 - the store failing again; the number stays given
+        with contextlib.suppress(Exception):
+            lease.release()
+        return
+    with contextlib.suppress(Exception):
+        _let_go(root, name, version, lease)
+    give_back(root.backend, StoreRoot.model_key(name, MODEL_COUNTER), version, tag)
 
 
 def _let_go(root: StoreRoot, name: str, version: int, lease) -> None:
@@ -345,11 +359,9 @@ def _registered_run(root: StoreRoot, name: str, run_key: str) -> ModelVersion | 
     claim = _claimed_version(root, name, run_key)
     if claim is not None:
         return _committed(root, name, claim[0], run_key) if claim[0] else None
-    for version in committed_versions(root, name):
-        found = _committed(root, name, version, run_key)
-        if found is not None:
-            return found
-    return None
+    found = in_parallel(lambda v: _committed(root, name, v, run_key),
+                        committed_versions(root, name))
+    return next((mv for mv in found if mv is not None), None)
 
 
 def _claim_run(root: StoreRoot, name: str, run_key: str, version: int):

@@ -359,6 +359,32 @@ def test_a_version_present_but_not_counted_is_not_given_again(store):
     assert backend.get("models/m/.newest-version")[0].split()[0] == b"3"
 
 
+def test_a_store_written_by_an_earlier_catdask_reads_and_grows(store):
+    """Before issue 39 a version was a folder renamed into place, its zarr.json written by
+    zarr's group (the only mark of a version), beside a registry lock, a counter "N\\n" and a
+    crashed registration's .tmp- folder; all of it reads, and the next number follows."""
+    import zarr
+
+    if not is_local(store):
+        pytest.skip("an earlier catdask wrote local folders only")
+    folder = Path(store) / "models" / "m"
+    for v in (1, 2):
+        group = zarr.open_group(str(folder / f"v{v}"), mode="w")
+        info = {}
+        for key, a in arrays(v).items():
+            _zarr_io.write_array(group, key, a)
+            info[key] = {"dtype": a.dtype.str, "shape": list(a.shape),
+                         "sha256": reg_mod.array_sha256(a)}
+        group.attrs.put(reg_mod._version_attrs(info, {"version": v, "run_key": f"old-{v}"}))
+    (folder / ".registry.lock").touch()
+    (folder / ".newest-version").write_text("2\n")
+    (folder / ".tmp-v-0123").mkdir()
+    assert [m.version for m in list_models(store)] == [1, 2]
+    np.testing.assert_array_equal(load_model_version(store, "m", 1)[0]["W"], arrays(1)["W"])
+    assert register_model(store, "m", arrays(5), {}, run_key="old-2").version == 2  # found
+    assert register_model(store, "m", arrays(3), {}).version == 3
+
+
 def test_a_number_is_never_given_twice_after_its_version_was_removed(store):
     backend = open_store(store).backend
     register_model(store, "m", arrays(), {})
