@@ -2,55 +2,77 @@
 
 ::
 
-    <root>/datasets/<name>/zarr.json   the pointer: a zarr v3 group whose attributes are
-                                       {"catdask_dataset_pointer": 1, "name", "snapshot": "s<N>",
-                                        "content_sha256", "updated", "newest_committed": M}
-    <root>/datasets/<name>/s<N>/       an immutable snapshot (its own zarr.json, X, y)
+    datasets/<name>/zarr.json            the pointer: a zarr v3 group whose attributes are
+                                         {"catdask_dataset_pointer": 1, "name", "snapshot": "s<N>",
+                                          "content_sha256", "updated", "newest_committed": M}
+    datasets/<name>/s<N>/                snapshot N (its own zarr.json, X, y); it exists for
+                                         every reader once its zarr.json does
+    datasets/<name>/.holds/s<N>/<uuid>   a reader's hold on snapshot N (a lease)
+    datasets/<name>/.removing/s<N>       gc's tombstone while it removes snapshot N (a lease)
 
 ``newest_committed`` is the highest snapshot number ever committed under the name: with
 content addressing the pointer may move back to an older snapshot that holds the content
-again, so a snapshot numbered above it (and only such a one) was renamed in by a write that
-crashed before its commit; a new snapshot is numbered above it, so no id is given twice.
-Pointers written before that field existed lack it; then the current snapshot's number stands
-in.
+again, so a committed snapshot numbered above it (and only such a one) was committed by a
+write that died before it moved the pointer. Pointers written before that field existed lack
+it; then the current snapshot's number stands in.
 
-A reader resolves a data-set folder once (:func:`resolve_folder`): it reads the pointer, takes
-a shared ``flock`` on the named snapshot's ``zarr.json`` (:func:`hold_snapshot`) and reads only
-that snapshot. gc and cleanup remove a snapshot only under the exclusive lock, so a held
-snapshot stays. Every ``zarr.json`` the store reads from disk is read here
-(:func:`read_zarr_json`).
+A reader resolves a data set once (:func:`resolve_pointer`): it reads the pointer and holds
+the named snapshot (:func:`hold_snapshot`), then reads only that snapshot. Holds and gc meet
+in a handshake where each side writes first and reads the other's record after: the reader
+writes its hold, then checks that no tombstone names the snapshot; gc writes the tombstone,
+then lists the holds. So at least one of them sees the other, and a held snapshot stays. All
+of it goes through an object-store backend (:mod:`catdask.object_store`): one design for a
+local folder and S3.
 
 This module sits below :mod:`catdask.distributed`, which reads a stored data set given to
-``fit`` through it, and imports nothing of catdask but :mod:`catdask.errors` and the file
-helpers of :mod:`catdask.object_store`: the library imports nothing of the store. The writer
-of the pointer is :func:`catdask.store.pointer.write_pointer`.
+``fit`` through it, and imports nothing of catdask but :mod:`catdask.errors` and
+:mod:`catdask.object_store`: the library imports nothing of the store. The writer of the
+pointer is :func:`catdask.store.pointer.write_pointer`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import json
 import os
 import re
+import socket
+import time
+import uuid
 from pathlib import Path
+from typing import Any
 
 from .errors import StoreCorruptError
-from .object_store._fs import flock_fd
+from .object_store import Backend, LocalBackend, NotFound, ObjectMeta
+from .object_store.lease import Lease, acquire, server_now
 
 __all__ = [
     "POINTER_FORMAT",
     "POINTER_KEY",
     "DATASET_FORMAT_KEY",
+    "HOLDS",
+    "REMOVING",
+    "LEASE_TTL_S",
     "Pointer",
     "SnapshotHold",
     "is_pointer_attrs",
     "snapshot_number",
+    "location",
+    "parse_pointer",
     "read_pointer",
+    "read_pointer_versioned",
+    "lease_is_live",
+    "holder_is_dead_here",
+    "read_lease",
+    "being_removed",
+    "store_now",
     "hold_snapshot",
+    "hold_pointed",
+    "resolve_pointer",
     "resolve_folder",
     "read_zarr_json",
-    "relative_to_entry",
 ]
 
 POINTER_FORMAT = 1
@@ -58,6 +80,14 @@ POINTER_FORMAT = 1
 POINTER_KEY = "catdask_dataset_pointer"
 #: The attribute of a snapshot's (and of the old in-place layout's) group metadata.
 DATASET_FORMAT_KEY = "catdask_dataset_format"
+HOLDS = ".holds"
+REMOVING = ".removing"
+#: Seconds a reader's hold, a writer's lease and gc's tombstone stay valid without renewal (a
+#: heartbeat renews them every third of it); the margin is added when judging another's. Tests
+#: shorten them here.
+LEASE_TTL_S = 30.0
+LEASE_MARGIN_S = 2.0
+_READ_ONLY_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
 _SNAPSHOT_DIR = re.compile(r"s([1-9][0-9]*)")
 # A reader retries when gc removed the snapshot it resolved (the pointer moved on meanwhile).
 _RESOLVE_ATTEMPTS = 100
@@ -90,157 +120,282 @@ def is_pointer_attrs(attrs) -> bool:
     return isinstance(attrs, dict) and POINTER_KEY in attrs
 
 
-def read_pointer(folder: Path) -> Pointer | None:
-    """The pointer of a data-set folder; None if it has none (never committed).
+def location(backend: Backend, key: str) -> Any:
+    """How messages and results name ``key``: its path in a local store (a :class:`Path`),
+    else its URL (``s3://bucket/prefix/key``; never a secret)."""
+    if isinstance(backend, LocalBackend):
+        return backend.root / key if key else backend.root
+    return f"{backend.url.rstrip('/')}/{key}" if key else backend.url
+
+
+def _parse_json(data: bytes, where: str, entry) -> Any:
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise StoreCorruptError(entry, f"cannot read {where}: {exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise StoreCorruptError(entry, f"{where} is not valid JSON ({exc})") from exc
+
+
+def read_zarr_json(backend: Backend, node_key: str, entry_key: str, *, missing_ok=False):
+    """The parsed JSON value of ``<node_key>/zarr.json`` (any JSON type: the caller checks it).
+
+    Problems are reported against the store entry ``entry_key`` (a snapshot, a model version,
+    a data set), the file named relative to it. None when it is absent and ``missing_ok``.
 
     Raises
     ------
     StoreCorruptError
-        The pointer file exists but is not a valid pointer.
+        The object is missing (unless ``missing_ok``), not UTF-8 or not JSON.
     """
-    node = read_zarr_json(folder, folder, missing_ok=True)
-    if node is None:
-        return None
+    key = f"{node_key}/zarr.json" if node_key else "zarr.json"
+    where = key[len(entry_key) + 1:] if key.startswith(entry_key + "/") else key
+    entry = location(backend, entry_key)
+    try:
+        data, _version = backend.get(key)
+    except NotFound:
+        if missing_ok:
+            return None
+        raise StoreCorruptError(entry, f"{where} is missing") from None
+    except IsADirectoryError as exc:  # pragma: no cover - a hand-made folder at the key
+        raise StoreCorruptError(entry, f"cannot read {where}: {exc}") from exc
+    return _parse_json(data, where, entry)
+
+
+def parse_pointer(node, entry) -> Pointer:
+    """The :class:`Pointer` a parsed ``zarr.json`` describes; StoreCorruptError otherwise."""
     if not isinstance(node, dict):
-        raise StoreCorruptError(folder, "zarr.json is not a JSON object")
+        raise StoreCorruptError(entry, "zarr.json is not a JSON object")
     attrs = node.get("attributes")
     if node.get("node_type") != "group" or not isinstance(attrs, dict):
-        raise StoreCorruptError(folder, "the pointer (zarr.json) does not describe a group")
+        raise StoreCorruptError(entry, "the pointer (zarr.json) does not describe a group")
     if attrs.get(POINTER_KEY) != POINTER_FORMAT:
         if DATASET_FORMAT_KEY in attrs:
             raise StoreCorruptError(
-                folder,
+                entry,
                 "this data set was written by an older catdask (stored in place, without "
                 "snapshots); `catdask check --cleanup` (or any re-ingest) upgrades it",
             )
-        raise StoreCorruptError(folder, "zarr.json is not a catdask data-set pointer")
+        raise StoreCorruptError(entry, "zarr.json is not a catdask data-set pointer")
     snapshot, sha = attrs.get("snapshot"), attrs.get("content_sha256")
     if not (isinstance(snapshot, str) and snapshot_number(snapshot) and isinstance(sha, str)):
-        raise StoreCorruptError(folder, f"the pointer names an invalid snapshot {snapshot!r}")
+        raise StoreCorruptError(entry, f"the pointer names an invalid snapshot {snapshot!r}")
     newest = attrs.get("newest_committed")
     newest = newest if isinstance(newest, int) and not isinstance(newest, bool) else 0
     return Pointer(snapshot, sha, attrs.get("updated"), newest)
 
 
-class SnapshotHold:
-    """A shared lock on one snapshot: gc does not remove it while held.
+def read_pointer_versioned(backend: Backend, folder_key: str):
+    """``(pointer, version)`` of a data set: ``(None, None)`` without a pointer; the pointer is
+    a :class:`StoreCorruptError` (returned, not raised) when it is damaged, so a writer can
+    replace exactly the version it judged."""
+    entry = location(backend, folder_key)
+    try:
+        data, version = backend.get(f"{folder_key}/zarr.json")
+    except NotFound:
+        return None, None
+    try:
+        return parse_pointer(_parse_json(data, "zarr.json", entry), entry), version
+    except StoreCorruptError as exc:
+        return exc, version
 
-    Released by :meth:`close` (or when the object is garbage collected, or the process dies).
+
+def read_pointer(backend: Backend, folder_key: str) -> Pointer | None:
+    """The pointer of a data set; None if it has none (never committed).
+
+    Raises
+    ------
+    StoreCorruptError
+        The pointer exists but is not a valid pointer.
+    """
+    pointer, _version = read_pointer_versioned(backend, folder_key)
+    if isinstance(pointer, StoreCorruptError):
+        raise pointer
+    return pointer
+
+
+def _pid_alive(pid) -> bool:
+    try:
+        pid = int(pid)
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, ValueError, OverflowError, TypeError):
+        return True  # another user's process, or no pid: assume it runs
+    try:  # Linux: a killed process its parent has not reaped yet (a zombie) is dead too
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rpartition(")")[2].split()[:1] != ["Z"]
+    except OSError:
+        return True
+
+
+def holder_is_dead_here(record: dict) -> bool:
+    """Whether a lease record names a process of this machine that no longer runs."""
+    return record.get("host") == socket.gethostname() and not _pid_alive(record.get("pid"))
+
+
+def lease_is_live(record: dict | None, meta: ObjectMeta | None, now: float) -> bool:
+    """Whether a lease (its record and object metadata) still holds at server time ``now``:
+    not released, not expired, and, when it names a process of this machine, that process
+    runs (a killed writer's or reader's lease is dead at once, not only after its ttl)."""
+    if record is None or meta is None or record.get("released"):
+        return False
+    if holder_is_dead_here(record):
+        return False
+    ttl = float(record.get("ttl_s", 0) or 0)
+    return meta.last_modified + ttl + LEASE_MARGIN_S > now
+
+
+def read_lease(backend: Backend, key: str) -> tuple[dict | None, ObjectMeta | None]:
+    """A lease's record and metadata, ``(None, None)`` when absent."""
+    meta = backend.head(key)
+    if meta is None:
+        return None, None
+    try:
+        data, _version = backend.get(key)
+    except NotFound:
+        return None, None
+    try:
+        record = json.loads(data)
+    except ValueError:
+        record = None
+    return (record if isinstance(record, dict) else {"released": True}), meta
+
+
+def _read_only(exc: OSError) -> bool:
+    return isinstance(exc, PermissionError) or exc.errno in _READ_ONLY_ERRNOS
+
+
+def store_now(backend: Backend) -> float:
+    """The backend's clock (:func:`~catdask.object_store.lease.server_now`); this machine's on
+    a store this process cannot write (a read-only mount or read-only credentials)."""
+    try:
+        return server_now(backend)
+    except OSError as exc:
+        if not _read_only(exc):
+            raise
+        return time.time()
+
+
+def being_removed(backend: Backend, folder_key: str, snapshot: str) -> bool:
+    """True while a live gc tombstone names ``snapshot``."""
+    record, meta = read_lease(backend, f"{folder_key}/{REMOVING}/{snapshot}")
+    if record is None or record.get("released"):
+        return False
+    return lease_is_live(record, meta, store_now(backend))
+
+
+class SnapshotHold:
+    """A reader's hold on one snapshot (a lease): gc does not remove the snapshot while held.
+
+    Released by :meth:`close` (or when the object is garbage collected); a reader that dies
+    leaves a lease that expires (at once, for gc on the same machine).
     """
 
-    def __init__(self, fd: int | None):
-        self._fd = fd
+    def __init__(self, lease: Lease | None):
+        self._lease = lease
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        lease, self._lease = self._lease, None
+        if lease is not None:
+            lease.release()
+            with contextlib.suppress(Exception):  # a leftover record is removed by gc
+                lease.backend.delete(lease.key)
 
     def __del__(self):  # pragma: no cover - depends on the garbage collector
         with contextlib.suppress(Exception):
             self.close()
 
     def __reduce__(self):
-        # A copy (pickle, deepcopy: e.g. a task result that holds one) holds nothing: two
-        # objects owning one descriptor would close it twice, the second time someone else's.
+        # A copy (pickle, deepcopy: e.g. a task result that holds one) holds nothing: a hold
+        # belongs to the process that took it and must not travel into a Dask task.
         return type(self), (None,)
 
 
-def hold_snapshot(path: Path) -> SnapshotHold | None:
-    """Take a shared lock on snapshot ``path``; None if it was removed (or is being removed).
-
-    The lock is on the snapshot's ``zarr.json``. gc renames a snapshot away while holding the
-    exclusive lock, so after getting the shared lock the path must still lead to the same
-    file: otherwise the snapshot is gone and the caller resolves the name again.
-    """
-    try:
-        fd = os.open(path / "zarr.json", os.O_RDONLY)
-    except (FileNotFoundError, NotADirectoryError):
+def hold_snapshot(backend: Backend, folder_key: str, snapshot: str) -> SnapshotHold | None:
+    """Hold snapshot ``snapshot`` of a data set; None if it is not committed (or is being
+    removed). The hold is written first, then the tombstone and the snapshot are checked: gc
+    writes its tombstone first and lists the holds after, so one of the two sees the other."""
+    if snapshot_number(snapshot) is None:
         return None
     try:
-        flock_fd(fd, shared=True)
-        now = os.stat(path / "zarr.json")
-        held = os.fstat(fd)
-        if (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino):
-            os.close(fd)
+        lease = acquire(backend, f"{folder_key}/{HOLDS}/{snapshot}/{uuid.uuid4().hex}",
+                        f"a reader of {snapshot}", LEASE_TTL_S, margin_s=LEASE_MARGIN_S)
+    except OSError as exc:
+        if not _read_only(exc):
+            raise
+        # A store this process cannot write: a hold cannot be written, and no gc runs with
+        # these rights; the snapshot is read unheld.
+        committed = backend.head(f"{folder_key}/{snapshot}/zarr.json") is not None
+        return SnapshotHold(None) if committed else None
+    hold = SnapshotHold(lease)
+    try:
+        if (being_removed(backend, folder_key, snapshot)
+                or backend.head(f"{folder_key}/{snapshot}/zarr.json") is None):
+            hold.close()
             return None
-    except FileNotFoundError:
-        os.close(fd)
-        return None
     except BaseException:
-        os.close(fd)
+        hold.close()
         raise
-    return SnapshotHold(fd)
+    return hold
 
 
-def resolve_folder(folder: Path) -> tuple[str, Path, SnapshotHold] | None:
-    """Resolve a data-set folder to its current snapshot, once: ``(snapshot id, path, hold)``.
+def hold_pointed(backend: Backend, folder_key: str):
+    """``(pointer, hold)``: the pointer, read again until the snapshot it names is held; the
+    hold is None when there is no pointer, or when the pointer still names a snapshot that is
+    not committed after it was read twice (missing). A snapshot that gc is deciding about (a
+    live tombstone) is waited for: gc never removes the current one, so it lets go at once.
 
-    The caller reads only ``path`` and closes ``hold`` when done. None when the folder has no
-    pointer (nothing committed under the name).
+    Raises
+    ------
+    StoreCorruptError
+        The pointer is damaged.
+    """
+    missing = None
+    for attempt in range(_RESOLVE_ATTEMPTS):
+        pointer = read_pointer(backend, folder_key)
+        if pointer is None:
+            return None, None
+        hold = hold_snapshot(backend, folder_key, pointer.snapshot)
+        if hold is not None:
+            return pointer, hold
+        if backend.head(f"{folder_key}/{pointer.snapshot}/zarr.json") is not None:
+            time.sleep(0.01 * min(attempt + 1, 20))  # being judged by gc (a tombstone)
+            continue
+        if missing == pointer.snapshot:  # the pointer still names it: it is really gone
+            return pointer, None
+        missing = pointer.snapshot
+    return pointer, None
+
+
+def resolve_pointer(backend: Backend, folder_key: str) -> tuple[str, SnapshotHold] | None:
+    """Resolve a data set to its current snapshot, once: ``(snapshot id, hold)``.
+
+    The caller reads only that snapshot and closes ``hold`` when done. None when the data
+    set has no pointer (nothing committed under the name).
 
     Raises
     ------
     StoreCorruptError
         The pointer is damaged or names a snapshot that does not exist.
     """
-    missing = None
-    for _ in range(_RESOLVE_ATTEMPTS):
-        pointer = read_pointer(folder) if folder.is_dir() else None
-        if pointer is None:
-            return None
-        path = folder / pointer.snapshot
-        hold = hold_snapshot(path)
-        if hold is not None:
-            return pointer.snapshot, path, hold
-        if missing == pointer.snapshot:  # the pointer still names it: it is really gone
-            break
-        missing = pointer.snapshot
+    pointer, hold = hold_pointed(backend, folder_key)
+    if pointer is None:
+        return None
+    if hold is not None:
+        return pointer.snapshot, hold
     raise StoreCorruptError(
-        folder,
-        f"the current snapshot {missing!r} is missing; run `catdask check --cleanup` to "
-        "restore the last good snapshot, or re-ingest the data set",
+        location(backend, folder_key),
+        f"the current snapshot {pointer.snapshot!r} is missing; run `catdask check --cleanup` "
+        "to restore the last good snapshot, or re-ingest the data set",
     )
 
 
-def relative_to_entry(path: Path, entry: Path) -> str:
-    """``path`` as named in an error about ``entry``: relative to it when inside it."""
-    try:
-        return str(path.relative_to(entry))
-    except ValueError:
-        return str(path)
-
-
-def read_zarr_json(node_dir: Path, entry: Path, *, missing_ok: bool = False):
-    """The parsed JSON value of ``node_dir/zarr.json`` (any JSON type: the caller checks it).
-
-    Parameters
-    ----------
-    node_dir : Path
-        The zarr node (group or array folder).
-    entry : Path
-        The store entry the problem is reported against (a snapshot, a model version, a
-        data-set folder); the file is named relative to it.
-    missing_ok : bool, default False
-        Return None when the file does not exist instead of raising.
-
-    Raises
-    ------
-    StoreCorruptError
-        The file is missing (unless ``missing_ok``), unreadable, not UTF-8 or not JSON.
-    """
-    path = node_dir / "zarr.json"
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        if missing_ok:
-            return None
-        raise StoreCorruptError(entry, f"{relative_to_entry(path, entry)} is missing") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise StoreCorruptError(
-            entry, f"cannot read {relative_to_entry(path, entry)}: {exc}") from exc
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise StoreCorruptError(
-            entry, f"{relative_to_entry(path, entry)} is not valid JSON ({exc})") from exc
+def resolve_folder(folder: Path) -> tuple[str, Path, SnapshotHold] | None:
+    """:func:`resolve_pointer` for a data set given by its local folder:
+    ``(snapshot id, snapshot folder, hold)`` or None."""
+    found = resolve_pointer(LocalBackend(folder.parent), folder.name)
+    if found is None:
+        return None
+    snapshot, hold = found
+    return snapshot, folder / snapshot, hold

@@ -112,9 +112,9 @@ def served_deployments(store=None, *, scheduler=None, retrain_cron=NIGHTLY_RETRA
     from .orchestration.ingest import ingest
     from .orchestration.served import close_parameter_schema
     from .orchestration.train import retrain_registered, train
-    from .store import resolve_store
+    from .store.root import open_store
 
-    store = str(resolve_store(store))
+    store = open_store(store).url
     module = {"entrypoint_type": EntrypointType.MODULE_PATH}
     pinned = {"store": freeze(store)}
     computing = dict(pinned, **({"scheduler": freeze(str(scheduler))} if scheduler else {}))
@@ -315,7 +315,7 @@ def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, lim
     from .orchestration.preloaded_runs import (RUN_STOP_GRACE_SECONDS, ServeRunner,
                                                stop_fork_server, stop_run_processes)
     from .orchestration.served import pin_served_runs
-    from .store import resolve_store
+    from .store.root import open_store
 
     limit = resolve_run_limit(limit)
     scheduler = scheduler or settings.SCHEDULER.get()
@@ -343,7 +343,7 @@ def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, lim
         scheduler_address = scheduler or client.scheduler.address
         os.environ[ENV_SCHEDULER] = scheduler_address
         os.environ["PREFECT_API_URL"] = api_url
-        store_path = str(resolve_store(store))
+        store_path = open_store(store).url
         # Fixed now, for every run: the run processes refuse a parameter naming others.
         pin_served_runs(store_path, scheduler_address)
         updates = {PREFECT_API_URL: api_url}

@@ -9,7 +9,8 @@ library only: the CLI's argument checks read it before anything heavy is importe
 =============================  ===============================================================
 Variable                       What it sets (when unset or empty) -- read by
 =============================  ===============================================================
-``CATDASK_STORE``              The store folder (``./catdask-store``) --
+``CATDASK_STORE``              The store: a folder or ``s3://bucket/prefix``
+                               (``./catdask-store``) -- ``store.root.open_store``,
                                ``store.layout.resolve_store``, ``cli.checks``
 ``CATDASK_SCHEDULER``          The Dask scheduler the fits and flows compute on (an embedded
                                local cluster) -- ``distributed.cluster.dask_client_context``,
@@ -42,6 +43,9 @@ Variable                       What it sets (when unset or empty) -- read by
                                ``cli.runtime.profile_api_url``
 ``HOME``                       Where ``~/.prefect`` is, likewise (the user's home) --
                                ``cli.runtime.profile_api_url``
+``XDG_CACHE_HOME``             Where an object store's local-only files go (plots, evaluation
+                               tables, the Prefect home) (``~/.cache``) --
+                               ``store.root.StoreRoot.local_folder``
 ``TRITON_INTERPRET``           ``1``: Triton runs its kernels on the CPU interpreter, so the
                                fused GPU kernel may serve CPU tensors (tests) --
                                ``operators.fused_rbf.fused_available``
@@ -58,7 +62,7 @@ import os
 
 __all__ = ["Setting", "SETTINGS", "STORE", "SCHEDULER", "SERVE_LIMIT", "CATALOG", "SOURCE_DIR",
            "MAX_TABLE_BYTES", "PREFECT_API_URL", "PREFECT_HOME", "PREFECT_PROFILES_PATH",
-           "PREFECT_PROFILE", "HOME", "SERVED_STORE", "SERVED_SCHEDULER",
+           "PREFECT_PROFILE", "HOME", "XDG_CACHE_HOME", "SERVED_STORE", "SERVED_SCHEDULER",
            "PREFECT_API_AUTH_STRING", "TRITON_INTERPRET"]
 
 
@@ -87,7 +91,7 @@ class Setting:
         return self.name
 
 
-STORE = Setting("CATDASK_STORE", "the store folder")
+STORE = Setting("CATDASK_STORE", "the store: a folder or s3://bucket/prefix")
 SCHEDULER = Setting("CATDASK_SCHEDULER", "the Dask scheduler address the fits and flows use")
 SERVE_LIMIT = Setting("CATDASK_SERVE_LIMIT", "flow runs `catdask serve` runs at once")
 CATALOG = Setting("CATDASK_CATALOG", "the data-set catalog file")
@@ -102,8 +106,9 @@ PREFECT_HOME = Setting("PREFECT_HOME", "Prefect's home folder")
 PREFECT_PROFILES_PATH = Setting("PREFECT_PROFILES_PATH", "Prefect's profiles file")
 PREFECT_PROFILE = Setting("PREFECT_PROFILE", "the active Prefect profile")
 HOME = Setting("HOME", "where ~/.prefect is")
+XDG_CACHE_HOME = Setting("XDG_CACHE_HOME", "where an object store's local files go")
 TRITON_INTERPRET = Setting("TRITON_INTERPRET", "Triton's CPU interpreter (tests of the GPU kernel)")
 
 #: Every variable catdask reads, in the order of the module's table.
 SETTINGS = (STORE, SCHEDULER, SERVE_LIMIT, CATALOG, SOURCE_DIR, MAX_TABLE_BYTES, SERVED_STORE,
-            SERVED_SCHEDULER, PREFECT_API_AUTH_STRING, PREFECT_API_URL, PREFECT_HOME, PREFECT_PROFILES_PATH, PREFECT_PROFILE, HOME, TRITON_INTERPRET)
+            SERVED_SCHEDULER, PREFECT_API_AUTH_STRING, PREFECT_API_URL, PREFECT_HOME, PREFECT_PROFILES_PATH, PREFECT_PROFILE, HOME, XDG_CACHE_HOME, TRITON_INTERPRET)

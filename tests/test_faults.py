@@ -50,13 +50,15 @@ pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceW
 
 
 def _models(store):
-    """``name/entry`` of every version and temporary under the registry (lock files aside)."""
+    """``name/entry`` of every version and temporary under the registry (lock files and the
+    registry's bookkeeping, ``.runs`` and ``.writing``, aside)."""
     d = Path(store) / "models"
     if not d.exists():
         return []
     out = [p.name for p in d.iterdir() if p.name.startswith(".tmp-")]
     for model in (p for p in d.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        out += [f"{model.name}/{e.name}" for e in model.iterdir() if e.is_dir()]
+        out += [f"{model.name}/{e.name}" for e in model.iterdir() if e.is_dir()
+                and e.name not in (".runs", ".writing")]
     return sorted(out)
 
 
@@ -168,16 +170,16 @@ def test_write_error_while_registering_keeps_earlier_versions(tmp_path):
     assert v3.version == 3
 
 
-def test_disk_full_when_claiming_the_version_keeps_earlier_versions(tmp_path, monkeypatch):
-    """ENOSPC from the final rename (a directory that cannot grow): nothing half-visible."""
+def test_disk_full_when_committing_the_version_keeps_earlier_versions(tmp_path, monkeypatch):
+    """ENOSPC from the commit (the version's zarr.json, written last): nothing half-visible."""
     store = tmp_path / "store"
     register_model = registry_mod.register_model
     register_model(store, "m", {"W": np.eye(3)}, {"k": 1})
 
-    def no_space(src, dst):
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(dst))
+    def no_space(root, name, version, node):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), f"{name}/v{version}")
 
-    monkeypatch.setattr(registry_mod, "rename_no_replace", no_space)
+    monkeypatch.setattr(registry_mod, "_commit", no_space)
     with pytest.raises(StoreWriteError) as info:
         register_model(store, "m", {"W": 2 * np.eye(3)}, {"k": 2}, run_key="x")
     assert info.value.errno == errno.ENOSPC and "No space left" in str(info.value)

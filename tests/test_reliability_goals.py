@@ -108,9 +108,10 @@ def _content(i):
 
 
 def _snapshot_sha(path):
+    from catdask.object_store import LocalBackend
     from catdask.store.snapshots import verify_snapshot
 
-    return verify_snapshot(path)["content_sha256"]
+    return verify_snapshot(LocalBackend(path.parent), path.name)["content_sha256"]
 
 
 def _sha(X, y):
@@ -380,7 +381,9 @@ def _n_workers(tree):
 
 
 def _temporaries(store):
-    return list((Path(store) / "datasets").glob("*/.tmp-*"))
+    """Snapshots being written: written in place, committed by their zarr.json (issue 39)."""
+    return [p for p in (Path(store) / "datasets").glob("*/s*")
+            if p.is_dir() and not (p / "zarr.json").exists()]
 
 
 def _registered(store):

@@ -39,41 +39,46 @@ def stored_names(store) -> list[str]:
 
 
 # ----------------------------------------------------------------------------- the store
-def store_choice(store) -> tuple[Path, str | None]:
-    """The store folder and who chose it: ``"--store"``, ``"$CATDASK_STORE"``, or None for
-    the default ``./catdask-store``."""
-    from catdask.store import resolve_store
+def store_choice(store):
+    """The store (:class:`~catdask.store.root.StoreRoot`) and who chose it: ``"--store"``,
+    ``"$CATDASK_STORE"``, or None for the default ``./catdask-store``."""
+    from catdask.store.root import open_store
 
     chosen_by = ("--store" if store is not None
                  else f"${settings.STORE}" if settings.STORE.get() else None)
-    return resolve_store(store), chosen_by
+    return open_store(store), chosen_by
 
 
-def require_store(store) -> Path:
-    """The store folder; it must exist when the user named it (a typo would otherwise show an empty
-    store). The default folder may be missing: the commands say so (:func:`missing_store_note`).
-    Raises :class:`CliError`: exit code 3, naming the folder and the option or variable that chose
-    it.
+def require_store(store):
+    """The store (a :class:`~catdask.store.root.StoreRoot`); it must exist when the user named it
+    (a typo would otherwise show an empty store). The default folder may be missing: the commands
+    say so (:func:`missing_store_note`). Raises :class:`CliError`: exit code 3, naming the store
+    and the option or variable that chose it.
     """
     root, chosen_by = store_choice(store)
     if chosen_by and not root.exists():
-        raise CliError(f"store {root} does not exist (chosen by {chosen_by}; check the path, "
-                       "or run `catdask ingest` there first to create it)")
+        raise CliError(f"store {root} does not exist (chosen by {chosen_by}; check the "
+                       f"{'path' if root.path else 'URL'}, or run `catdask ingest` there first "
+                       "to create it)")
     return root
 
 
-def check_store_creatable(store) -> Path:
-    """The store folder of a command that writes it (``ingest``): it exists as a folder, or its
-    nearest existing parent is a folder this process may write in (checked before Prefect starts).
-    Raises :class:`CliError`: exit code 3, naming the store, the path in the way and who chose the
-    store.
+def check_store_creatable(store):
+    """The store of a command that writes it (``ingest``): a folder that exists, or whose nearest
+    existing parent is a folder this process may write in; an object store answers a probe write
+    (checked before Prefect starts). Raises :class:`CliError`: exit code 3, naming the store, the
+    path in the way and who chose the store.
     """
     import os
 
-    root, chosen_by = store_choice(store)  # a store that is a file: resolve_store says so
-    check = f"check {chosen_by}" if chosen_by else "the default ./catdask-store; pass --store"
+    store_root, chosen_by = store_choice(store)  # a file: open_store says so
+    root = store_root.path
+    if root is None:  # an object store: a request now says what is wrong, in one line
+        store_root.check_writable()
+        return store_root
     if root.exists():
-        return root
+        return store_root
+    check = f"check {chosen_by}" if chosen_by else "the default ./catdask-store; pass --store"
     parent = root.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
@@ -83,16 +88,17 @@ def check_store_creatable(store) -> Path:
     if not os.access(parent, os.W_OK | os.X_OK):
         raise CliError(f"cannot create the store {root}: no permission to write in {parent} "
                        f"({check})")
-    return root
+    return store_root
 
 
-def missing_store_note(root: Path) -> str:
+def missing_store_note(root) -> str:
     """``" (it does not exist yet; ...)"`` when ``root`` is missing, a note when it is a folder
     that holds no store (a mistyped ``--store`` that names an existing folder: was only "no
     models in /home/me"), else ``""``."""
     if not root.exists():
         return " (it does not exist yet; `catdask ingest` creates it)"
-    if not (root / "datasets").is_dir() and not (root / "models").is_dir():
+    folder = root.path
+    if folder is not None and not (folder / "datasets").is_dir() and not (folder / "models").is_dir():
         return (" (no catdask store there yet: the folder holds no datasets/ or models/; check "
                 "--store / $CATDASK_STORE, or `catdask ingest` creates one)")
     return ""
@@ -141,7 +147,7 @@ def check_stored_dataset(store, name: str) -> None:
     """``name`` must be a safe name and a data set in the store (``train``, ``plot``,
     ``predict``)."""
     from catdask.names import validate_name
-    from catdask.store import resolve_store
+    from catdask.store.root import open_store
 
     validate_name(name, kind="data set")
     stored = stored_names(store)
@@ -154,7 +160,7 @@ def check_stored_dataset(store, name: str) -> None:
         close = difflib.get_close_matches(name, catalog_names(), n=1, cutoff=0.6)
         if close:
             hint = f"; did you mean {close[0]!r}? (`catdask ingest {close[0]}` first)"
-    raise CliError(f"No data set {name!r} in store {resolve_store(store)} "
+    raise CliError(f"No data set {name!r} in store {open_store(store).url} "
                    f"(stored: {', '.join(stored) or 'none'}){hint}")
 
 
@@ -237,7 +243,7 @@ def _missing_sources(name: str, source_dir, store) -> str:
     entry = get_entry(name)
     if entry.kind == "sklearn":
         return ""
-    cache = store_choice(store)[0] / DOWNLOAD_CACHE_DIR
+    cache = store_choice(store)[0].local_folder / DOWNLOAD_CACHE_DIR
     try:  # checksums are the ingest's to check (it says which file differs)
         locate_sources(entry, source_dir, verify=False)
         return ""

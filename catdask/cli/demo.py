@@ -85,7 +85,7 @@ def _outcome_line(results: list[dict]) -> str:
 
 def cmd_demo(args) -> int:
     """Ingest the demo data sets, train CQS on each and K-CQS on the small ones."""
-    from catdask.store import resolve_store
+    from catdask.store.root import open_store
 
     address = runtime.scheduler_address(args.scheduler)
     runtime.check_scheduler(address)
@@ -95,7 +95,7 @@ def cmd_demo(args) -> int:
                                 ["datasets", "models", "plots", ".prefect"])
     notes = console()
     names = _available_datasets(args.source_dir, notes, args.quick)
-    notes.print(f"store: {resolve_store(args.store).resolve()}")
+    notes.print(f"store: {open_store(args.store).url}")
     runtime.prepare_prefect(args.store)
     from catdask.orchestration.ingest import ingest
     from catdask.orchestration.train import run_train

@@ -159,9 +159,9 @@ def prepare_prefect(store) -> None:
     Prefect home with its parents (Prefect creates only the last folder, and its SQLite database
     cannot be opened in a folder that does not exist).
     """
-    from catdask.store import resolve_store
+    from catdask.store.root import open_store
 
-    updates = prefect_environment(os.environ, resolve_store(store))
+    updates = prefect_environment(os.environ, open_store(store).local_folder)
     os.environ.update(updates)
     home = settings.PREFECT_HOME.get()
     if home:

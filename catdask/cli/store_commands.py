@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 from . import checks, writable
 from .exits import EXIT_INPUT, EXIT_OK, CliError, usage_error
@@ -116,8 +117,12 @@ def cmd_gc(args) -> int:
 
 
 def _relative(path, root) -> str:
+    """``path`` (a local path, or a URL on object storage) relative to the store ``root``."""
+    if getattr(root, "backend", None) is not None and root.path is None:
+        url = root.url.rstrip("/") + "/"
+        return str(path)[len(url):] if str(path).startswith(url) else str(path)
     try:
-        return str(type(root)(path).relative_to(root))
+        return str(Path(path).relative_to(getattr(root, "path", None) or root))
     except ValueError:
         return str(path)
 

@@ -25,10 +25,10 @@ def unwritable_reason(path: Path) -> str | None:
     return os.strerror(errno.EROFS if read_only else errno.EACCES)
 
 
-def check_store_writable(store, writes: str, subfolders=()) -> Path:
-    """The store folder of a command that writes it: creatable (:func:`check_store_creatable`) or,
-    when it exists, writable here, and so are those of its ``subfolders`` that exist. (A read-only
-    store still answers the commands that only read.)
+def check_store_writable(store, writes: str, subfolders=()):
+    """The store of a command that writes it: creatable (:func:`check_store_creatable`) or, when
+    it is a folder that exists, writable here, and so are those of its ``subfolders`` that exist.
+    (A read-only store still answers the commands that only read.)
 
     Parameters
     ----------
@@ -37,7 +37,10 @@ def check_store_writable(store, writes: str, subfolders=()) -> Path:
     Raises :class:`CliError`: exit code 3, naming the folder, why it cannot be written and what to
     do.
     """
-    root = check_store_creatable(store)
+    store_root = check_store_creatable(store)
+    root = store_root.path
+    if root is None:  # an object store: a denied write is the seam's one-line error
+        return store_root
     for folder in (root, *(root / sub for sub in subfolders)):
         reason = unwritable_reason(folder) if folder.is_dir() else None
         if reason:
@@ -48,7 +51,7 @@ def check_store_writable(store, writes: str, subfolders=()) -> Path:
                            f"{writes} there. Use a writable store ({where}), or run it as the "
                            "store's owner; reading it (`catdask models`, `predict`, `plot`, "
                            "`check`) still works")
-    return root
+    return store_root
 
 
 def check_output_writable(path, what: str) -> None:

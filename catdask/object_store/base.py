@@ -11,7 +11,7 @@ Keys are ``/``-separated, relative to the store's root, never starting with ``/`
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = ["ObjectMeta", "Backend", "NotFound", "PreconditionFailed"]
@@ -73,6 +73,12 @@ class Backend(Protocol):
 
     def list(self, prefix: str) -> Iterator[ObjectMeta]:
         """Every object whose key starts with ``prefix`` (recursive, any order)."""
+        ...
+
+    def list_folders(self, prefix: str) -> Sequence[str]:
+        """The names one level below ``prefix`` (``""`` or ending with ``/``) that have keys
+        below them (S3's common prefixes), without temporaries; any order. One request on S3
+        where :meth:`list` of a large tree takes a page per 1,000 keys."""
         ...
 
     def delete(self, key: str) -> None:

@@ -26,7 +26,7 @@ import os
 import stat
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +99,15 @@ class LocalBackend:
                     continue
                 yield _meta(key, st)
 
+    def list_folders(self, prefix: str) -> Sequence[str]:
+        check_prefix(prefix)
+        try:
+            with os.scandir(self.root / prefix if prefix else self.root) as entries:
+                return [e.name for e in entries
+                        if e.is_dir(follow_symlinks=False) and not is_temporary_name(e.name)]
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
     # -- writes -----------------------------------------------------------------------------
 
     def put(self, key: str, data: bytes) -> str:
@@ -158,11 +167,11 @@ class LocalBackend:
     def _write_temp(self, path: Path, data: bytes) -> Path:
         """``data`` in a fsync'd temporary beside ``path``, its mtime now (in ns)."""
         for _ in range(10):  # a concurrent delete may remove the (empty) folder meanwhile
-            path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.parent / f"{TMP_PREFIX}put-{uuid.uuid4().hex}"
-            try:
+            try:  # (mkdir too: a folder may be removed while it is made or checked)
+                path.parent.mkdir(parents=True, exist_ok=True)
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-            except FileNotFoundError:
+            except (FileNotFoundError, FileExistsError):
                 continue
             try:
                 with os.fdopen(fd, "wb") as fh:

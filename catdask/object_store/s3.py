@@ -29,18 +29,18 @@ installed) and never appear in ``url``, ``repr``, an error or a log line.
 from __future__ import annotations
 
 import datetime as _dt
-import functools
 import hashlib
 import os
 import re
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from ._fs import TMP_PREFIX, is_temporary_name
 from ._keys import check_key, check_prefix
+from ._zarr_s3 import single_put_store_class
 from .base import NotFound, ObjectMeta, PreconditionFailed
 from .errors import (AccessDeniedError, BucketNotFoundError, ConditionalWritesUnsupportedError,
                      EndpointUnreachableError, NotAnObjectStoreError, ObjectStoreError,
@@ -264,6 +264,11 @@ class S3Backend:
         except Exception as exc:  # noqa: BLE001 - classified
             raise self._error(exc, "list", prefix) from None
 
+    def list_folders(self, prefix: str) -> Sequence[str]:
+        from ._folders import s3_list_folders  # one delimited listing (S3's common prefixes)
+
+        return s3_list_folders(self, prefix)
+
     # -- writes -----------------------------------------------------------------------------
 
     def put(self, key: str, data: bytes) -> str:
@@ -305,7 +310,8 @@ class S3Backend:
         if not read_only:
             self._check_conditional_writes()
         full = "/".join(p for p in (self.prefix, prefix.strip("/")) if p)
-        return _single_put_store_class()(self._make_store(full), read_only=read_only)
+        return single_put_store_class()(self._make_store(full), read_only=read_only,
+                                        reopen=(_reopen_zarr_store, (self.url, prefix)))
 
     # -- conditional writes -----------------------------------------------------------------
 
@@ -404,22 +410,12 @@ class S3Backend:
         return ObjectStoreIOError(f"{where}: {op} {key or self.bucket} failed ({detail}).")
 
 
-@functools.cache
-def _single_put_store_class() -> type:
-    """zarr's ``ObjectStore`` writing each chunk in one PUT: obstore's default multipart upload
-    for more than 5 MiB made a 32 MiB chunk (the store's size) 30% slower on SeaweedFS, and a
-    chunk is in memory anyway. Made on first use: importing zarr's store imports obstore."""
-    from zarr.storage import ObjectStore
-
-    class SinglePutObjectStore(ObjectStore):
-        async def set(self, key: str, value: Any) -> None:
-            import obstore
-
-            self._check_writable()
-            await obstore.put_async(self.store, key, value.as_buffer_like(),
-                                    use_multipart=False)
-
-    return SinglePutObjectStore
+def _reopen_zarr_store(url: str, prefix: str, read_only: bool) -> Any:
+    """The zarr store of ``prefix`` in the S3 store ``url`` (``s3://bucket/base``, as
+    :attr:`S3Backend.url` writes it), opened here with this process's credentials (the
+    unpickling side of :func:`~catdask.object_store._zarr_s3.single_put_store_class`)."""
+    bucket, _, base = url.removeprefix("s3://").partition("/")
+    return S3Backend(bucket, base).zarr_store(prefix, read_only=read_only)
 
 
 def _status(exc: BaseException) -> int | None:

@@ -38,9 +38,9 @@ logger = logging.getLogger("catdask.events")
 
 
 def _store_label(store) -> str:
-    from ..store import resolve_store
+    from ..store.root import open_store
 
-    return str(resolve_store(store))
+    return open_store(store).url
 
 
 def dataset_resource(name: str, store=None) -> dict:

@@ -43,7 +43,10 @@ def pin_served_runs(store, scheduler, environ=None):
 
 
 def _same_path(a, b) -> bool:
-    return os.path.realpath(os.path.expanduser(str(a))) == os.path.realpath(str(b))
+    """Whether ``a`` and ``b`` name one store (a folder however spelt, or one ``s3://`` URL)."""
+    from ..store.root import open_store
+
+    return open_store(str(a)).url == open_store(str(b)).url
 
 
 def served_store_and_scheduler(store, scheduler, environ=None):
@@ -81,7 +84,9 @@ def served_output_dir(out_dir, store, environ=None):
     """
     if settings.SERVED_STORE.get(environ) is None or out_dir in (None, ""):
         return out_dir
-    allowed = Path(os.path.realpath(str(store))) / "evaluations"
+    from ..store.root import open_store
+
+    allowed = Path(os.path.realpath(open_store(str(store)).local_folder)) / "evaluations"
     target = Path(os.path.realpath(os.path.expanduser(str(out_dir))))
     if target != allowed and allowed not in target.parents:
         raise ServedParameterError(

@@ -5,7 +5,8 @@ A CQS / K-CQS fit that is not certified, with its gap above ``max_gap`` and
 ``allow_uncertified`` off, registers nothing. Its fit is still good work (14 s for a CQS, minutes
 for a K-CQS on 30,000 rows): the train flow keeps it as a *candidate*, stored exactly like a
 model version (zarr arrays plus JSON, no pickle, written atomically) in the candidates' own
-registry ``<store>/candidates/models/<name>/v<N>/``, which ``predict``, ``models list``, the
+registry ``<store>/candidates/models/<name>/v<N>/`` (a store inside the store, on a local
+folder or S3 alike: :func:`catdask.store.substore.sub_store`), which ``predict``, ``models list``, the
 MLflow export and the nightly retrain never read.
 
 When a later train asks for the same fit (same content, same spec identity, same code:
@@ -20,9 +21,6 @@ and those whose fit is already registered (:func:`gc_candidates`).
 
 from __future__ import annotations
 
-import os
-import shutil
-import uuid
 from pathlib import Path
 
 __all__ = ["CANDIDATES_FOLDER", "candidates_root", "save_candidate", "reconsider_candidate",
@@ -33,10 +31,12 @@ CANDIDATES_FOLDER = "candidates"
 REJECTED_STATUS = "rejected-uncertified"
 
 
-def candidates_root(store) -> Path:
-    from ..store import resolve_store
+def candidates_root(store):
+    """The candidates' registry: a :class:`~catdask.store.root.StoreRoot` of
+    ``<store>/candidates/`` (any store :func:`~catdask.store.root.open_store` opens)."""
+    from ..store.substore import sub_store
 
-    return resolve_store(store) / CANDIDATES_FOLDER
+    return sub_store(store, CANDIDATES_FOLDER)
 
 
 def save_candidate(store, model_name: str, outcome, *, plot: str | None = None):
@@ -49,14 +49,12 @@ def save_candidate(store, model_name: str, outcome, *, plot: str | None = None):
     return register_estimator(candidates_root(store), model_name, outcome.model, meta)
 
 
-def _remove(path: Path) -> None:
-    """Out of view at once (renamed), then deleted; a concurrent remover wins quietly."""
-    doomed = path.with_name(f".tmp-removed-{path.name}-{uuid.uuid4().hex[:8]}")
-    try:
-        os.rename(path, doomed)
-    except OSError:
-        return
-    shutil.rmtree(doomed, ignore_errors=True)
+def _remove(root, candidate) -> None:
+    """Out of view at once (its zarr.json goes first), then deleted; a concurrent remover
+    wins quietly."""
+    from ..store.model_entries import remove_version
+
+    remove_version(root, candidate.name, candidate.version)
 
 
 def _candidate_summary(candidate, store, plot) -> dict:
@@ -83,8 +81,6 @@ def reconsider_candidate(store, model_name: str, dataset: str, dataset_sha256: s
     from .spec import ModelSpec
 
     root = candidates_root(store)
-    if not (root / "models").is_dir():
-        return None
     candidate = find_stored_fit(root, model_name, dataset, dataset_sha256, spec)
     if candidate is None:
         return None
@@ -103,20 +99,19 @@ def reconsider_candidate(store, model_name: str, dataset: str, dataset_sha256: s
                                  "fit_seconds": meta.get("fit_seconds")})
     key = run_key or f"candidate:{meta['cache_key'][:16]}:{meta.get('created')}"
     version = register_model(store, model_name, arrays, stored, run_key=key)
-    _remove(candidate.path)
+    _remove(root, candidate)
     return dict(_candidate_summary(version, store, plot), max_gap=asked.max_gap)
 
 
-def gc_candidates(store, *, dry_run: bool = False) -> list[tuple[Path, str]]:
+def gc_candidates(store, *, dry_run: bool = False) -> list[tuple[Path | str, str]]:
     """Remove the candidates nothing can use any more; ``(path, why)`` for each (with
-    ``dry_run``, those that would be removed): the data set's content or the code changed
+    ``dry_run``, those that would be removed; ``path`` a local folder, or a URL on object
+    storage): the data set's content or the code changed
     since (no train can ask for that fit again), or the fit is registered already."""
     from ..store import list_models
     from .model_cache import CACHE_MISSES, current_content_sha256, find_stored_fit
 
     root = candidates_root(store)
-    if not (root / "models").is_dir():
-        return []
     doomed = []
     for candidate in list_models(root):
         meta = candidate.meta
@@ -136,7 +131,7 @@ def gc_candidates(store, *, dry_run: bool = False) -> list[tuple[Path, str]]:
             continue
         doomed.append((candidate.path, why))
         if not dry_run:
-            _remove(candidate.path)
+            _remove(root, candidate)
     return doomed
 
 

@@ -10,7 +10,8 @@ from ..catalog import get_entry, obtain_sources, parse_dataset, parse_table
 from ..catalog.sources import DOWNLOAD_CACHE_DIR
 from ..core.validation import check_value_range
 from ..names import validate_name
-from ..store import resolve_store, write_dataset
+from ..store import write_dataset
+from ..store.root import open_store
 
 __all__ = ["ingest_dataset", "ingest_file"]
 
@@ -48,11 +49,11 @@ def ingest_dataset(name, store=None, *, source_dir=None, allow_download=False, c
         ``written`` (False when identical content was already stored), ``path``, ``source``.
     """
     entry = get_entry(name)
-    root = resolve_store(store)
+    root = open_store(store)
     paths = None
     if entry.kind != "sklearn":
         paths = obtain_sources(
-            entry, source_dir, cache_dir=cache_dir or root / DOWNLOAD_CACHE_DIR,
+            entry, source_dir, cache_dir=cache_dir or root.local_folder / DOWNLOAD_CACHE_DIR,
             allow_download=allow_download,
         )
     X, y, label_names, provenance = parse_dataset(entry, paths)
@@ -76,6 +77,6 @@ def ingest_file(path, name, label_column, store=None, *, delimiter=None, header=
     name = validate_name(name, kind="data set")
     X, y, label_names, provenance = parse_table(path, label_column, delimiter=delimiter, header=header)
     _check_arithmetic_range(X)
-    info = write_dataset(resolve_store(store), name, X, y, label_names=label_names,
+    info = write_dataset(open_store(store), name, X, y, label_names=label_names,
                          attrs=provenance, replace=replace)
     return _report(info, str(path))

@@ -125,14 +125,14 @@ def find_cached_version(store, model_name: str, dataset: str, dataset_sha256: st
 def cached_summary(version, store=None) -> dict:
     """The train flow's summary for a cached version, from its registry record
     (``cached`` True; ``seconds`` is the original fit's)."""
-    from ..store import resolve_store
+    from ..store.root import open_store
     from .reports import plot_file_name
 
     meta = version.meta
     spec = meta["spec"]
     certified = bool(meta.get("certified"))
-    plot = resolve_store(store) / "plots" / plot_file_name(meta["dataset"], spec["method"],
-                                                            version=str(version))
+    plot = open_store(store).local_folder / "plots" / plot_file_name(
+        meta["dataset"], spec["method"], version=str(version))
     return {
         "dataset": meta["dataset"], "method": spec["method"], "origin": spec["origin"],
         "version": str(version), "status": meta.get("registration_status"),

@@ -210,7 +210,8 @@ def write_model_plot(store, outcome, *, version=None, status=None, run_id=None):
     by :func:`plot_title` and named by :func:`plot_file_name` (a rejected model's plot by its
     run, so rejected runs keep one plot each).
     """
-    from ..store import read_dataset, resolve_store
+    from ..store import read_dataset
+    from ..store.root import open_store
 
     ds = read_dataset(store, outcome.dataset, snapshot=outcome.dataset_snapshot)
     method = outcome.spec.method
@@ -218,7 +219,7 @@ def write_model_plot(store, outcome, *, version=None, status=None, run_id=None):
     title = plot_title(method, outcome.dataset, version=version,
                        certificate=outcome.certificate, status=status)
     return save_category_space_plot(outcome.model, ds.X, ds.y,
-                                    resolve_store(store) / "plots" / name, title=title,
+                                    open_store(store).local_folder / "plots" / name, title=title,
                                     class_names=class_names_of(ds))
 
 

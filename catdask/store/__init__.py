@@ -5,7 +5,7 @@
     <root>/datasets/<name>/s<N>/   an immutable data-set snapshot (X, y codes, JSON attributes)
     <root>/datasets/<name>/zarr.json   the pointer naming the current snapshot
     <root>/models/<name>/v<N>/     an immutable model version (numeric arrays, JSON metadata)
-    <root>/.training/<name>.lock   a model's training lease, while a run trains it
+    <root>/.training/<name>        a model's training lease (a lease record, released after)
 
 ``<root>`` is an explicit path, else ``$CATDASK_STORE``, else ``./catdask-store``.
 See :mod:`catdask.store.datasets` (read), :mod:`catdask.store.dataset_writer` (write),
@@ -26,9 +26,9 @@ from .datasets import (
     verify_dataset,
     write_dataset,
 )
-from .layout import cleanup_temporaries, evaluation_dir, resolve_store
+from .layout import evaluation_dir, resolve_store
 from .check import StoreProblem, StoreReport, check_store
-from .gc import GcResult, gc_store
+from .gc import GcResult, cleanup_temporaries, gc_store
 from .registry import ModelVersion, register_estimator, register_model
 from .registry_read import (
     compare_versions,

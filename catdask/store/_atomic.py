@@ -1,7 +1,9 @@
-"""Filesystem primitives that make store writes all-or-nothing.
+"""Filesystem primitives that make store writes all-or-nothing, and the crash points.
 
-Every store entry (a data set, a model version) is written into a private temporary directory
-beside its final place and then renamed into place. ``os.rename`` of a directory is atomic on
+A model version is written into a private temporary directory beside its final place and
+then renamed into place (data sets moved onto the object-store seam with issue 39: their
+snapshots are committed by a create-only ``zarr.json``; they use only :func:`crash_point`
+and :func:`fsync_tree` here). ``os.rename`` of a directory is atomic on
 POSIX and Windows and refuses to replace a non-empty directory, which gives both "no half-written
 entry is ever visible" and a lock-free way for concurrent writers to claim distinct names
 (zarr itself locks nothing; docs/design.md section 7).
@@ -22,7 +24,6 @@ from ..object_store._fs import TMP_PREFIX, flock_fd, fsync_dir, is_temporary_nam
 
 __all__ = [
     "TMP_PREFIX",
-    "make_temp_dir",
     "locked_temp_dir",
     "temporary_age",
     "READ_ONLY_ERRNOS",
@@ -35,10 +36,8 @@ __all__ = [
     "is_temporary",
     "remove_temporaries",
     "crash_point",
-    "hold_dir",
     "try_lock",
     "flock_fd",
-    "remove_folder_if_only",
 ]
 
 # errno values of a store that cannot be written: a read-only mount, or files of another user.
@@ -66,20 +65,12 @@ def is_temporary(path: Path) -> bool:
     return is_temporary_name(path.name)
 
 
-def make_temp_dir(parent: Path, label: str) -> Path:
-    """Create a fresh private directory ``parent/.tmp-<label>-<uuid>``."""
-    parent.mkdir(parents=True, exist_ok=True)
-    path = parent / f"{TMP_PREFIX}{label}-{uuid.uuid4().hex}"
-    path.mkdir()
-    return path
-
-
 @contextlib.contextmanager
 def locked_temp_dir(parent: Path, label: str, guard: Path):
     """Create ``parent/.tmp-<label>-<uuid>`` already locked; hold the lock for the block.
 
-    The directory is made and locked while ``guard`` (a lock file of ``parent``: a data set's
-    name lock, a model's registry lock) is held shared; whoever inspects ``parent``'s
+    The directory is made and locked while ``guard`` (a lock file of ``parent``: a model's
+    registry lock) is held shared; whoever inspects ``parent``'s
     temporaries (cleanup, check) holds ``guard`` exclusively. So nobody ever sees this
     temporary unlocked while its writer runs: there is no window between its creation and
     its lock (a cleanup once deleted a writer's temporary in that window). Writers do not
@@ -196,27 +187,6 @@ def remove_temporaries(parent: Path, older_than_seconds: float) -> list[Path]:
 
 
 @contextlib.contextmanager
-def hold_dir(path: Path, shared: bool = False):
-    """Hold a lock on directory ``path`` (or a file) for the duration of the block.
-
-    Writers hold an exclusive lock on their temporary directory while they fill it, so a
-    cleanup can tell a crashed writer's leftovers (lock free) from a running one's. The lock
-    follows the inode, so it survives the rename into place. The OS releases it when the
-    holder dies.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except (IsADirectoryError, PermissionError):  # pragma: no cover - Windows: no dir fds
-        yield None
-        return
-    try:
-        flock_fd(fd, shared=shared)
-        yield fd
-    finally:
-        os.close(fd)
-
-
-@contextlib.contextmanager
 def try_lock(path: Path):
     """Try to take an exclusive lock on ``path`` without waiting; yields True if taken.
 
@@ -266,8 +236,8 @@ def file_lock(path: Path, shared: bool = False):
     Uses ``fcntl.flock`` (POSIX) or ``msvcrt.locking`` (Windows, always exclusive). The OS drops
     the lock when the holder dies, so a crash never leaves a stale lock. Each call opens its
     own file description, so the lock also excludes threads of the same process. Once locked,
-    the path must still lead to the file locked: a holder may unlink the lock file (with the
-    folder it guards, :func:`remove_folder_if_only`), and a waiter then locks the new file.
+    the path must still lead to the file locked: a holder may unlink the lock file, and a
+    waiter then locks the new file.
     On a store that cannot be written (read-only mount) the lock file is opened read-only, or
     skipped if it does not exist: no writer can run there.
     """
@@ -304,21 +274,3 @@ def file_lock(path: Path, shared: bool = False):
             finally:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
             return
-
-
-def remove_folder_if_only(folder: Path, lock_name: str) -> bool:
-    """Remove ``folder`` if it holds nothing but its lock file ``lock_name``; True if removed.
-
-    Under that lock, held exclusively; the lock file is unlinked while held, so a writer that
-    waited for it finds it gone and locks (and creates) a new one (:func:`file_lock`).
-    """
-    lock = folder / lock_name
-    with file_lock(lock):
-        try:
-            if [p.name for p in folder.iterdir()] != [lock_name]:
-                return False
-            lock.unlink()
-            folder.rmdir()
-        except OSError:
-            return False
-    return True

@@ -9,22 +9,23 @@ error`` for a truncated chunk) into :class:`~catdask.errors.StoreCorruptError` n
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import zarr
 
+from ..dataset_pointer import location, read_zarr_json
 from ..errors import StoreCorruptError
-from ..dataset_pointer import read_zarr_json, relative_to_entry
+from ..object_store import Backend
 
 __all__ = [
     "NUMERIC_DTYPES",
-    "read_node_json",
-    "check_array_json",
-    "open_group_checked",
+    "read_node",
+    "check_array_node",
+    "open_group_at",
+    "open_array_at",
     "read_array",
     "check_chunks",
     "write_array",
+    "EntryArrays",
 ]
 
 NUMERIC_DTYPES = frozenset(
@@ -78,17 +79,23 @@ _ARRAY_CONFIG = {"write_empty_chunks": True}
 _COMPRESSORS = (zarr.codecs.ZstdCodec(), zarr.codecs.Crc32cCodec())
 
 
-def read_node_json(node_dir: Path, entry: Path) -> dict:
-    """Parse ``node_dir/zarr.json`` as zarr v3 metadata; any problem is reported against
-    ``entry``."""
-    meta = read_zarr_json(node_dir, entry)
+def _relative(key: str, entry_key: str) -> str:
+    return key[len(entry_key) + 1:] if key.startswith(entry_key + "/") else key
+
+
+def read_node(backend: Backend, node_key: str, entry_key: str, *, missing_ok=False):
+    """Parse ``<node_key>/zarr.json`` as zarr v3 metadata; any problem is reported against the
+    entry ``entry_key``. None when it is absent and ``missing_ok``."""
+    meta = read_zarr_json(backend, node_key, entry_key, missing_ok=missing_ok)
+    if meta is None and missing_ok:
+        return None
     if not isinstance(meta, dict) or meta.get("zarr_format") != 3:
-        where = relative_to_entry(node_dir / "zarr.json", entry)
-        raise StoreCorruptError(entry, f"{where} is not zarr v3 metadata")
+        where = _relative(f"{node_key}/zarr.json", entry_key)
+        raise StoreCorruptError(location(backend, entry_key), f"{where} is not zarr v3 metadata")
     return meta
 
 
-def _check_codecs(codecs, entry: Path, where: str) -> None:
+def _check_codecs(codecs, entry, where: str) -> None:
     if not isinstance(codecs, list):
         raise StoreCorruptError(entry, f"{where}: 'codecs' is not a list")
     for codec in codecs:
@@ -105,10 +112,12 @@ def _check_codecs(codecs, entry: Path, where: str) -> None:
             _check_codecs(conf.get("index_codecs", []), entry, where)
 
 
-def check_array_json(array_dir: Path, entry: Path, *, dtypes=NUMERIC_DTYPES, ndim=None) -> dict:
+def check_array_node(backend: Backend, array_key: str, entry_key: str, *,
+                     dtypes=NUMERIC_DTYPES, ndim=None) -> dict:
     """Validate an array's ``zarr.json`` (node type, numeric dtype, safe codecs, ndim)."""
-    meta = read_node_json(array_dir, entry)
-    where = relative_to_entry(array_dir, entry)
+    meta = read_node(backend, array_key, entry_key)
+    where = _relative(array_key, entry_key)
+    entry = location(backend, entry_key)
     if meta.get("node_type") != "array":
         raise StoreCorruptError(entry, f"{where} is not an array")
     dtype = meta.get("data_type")
@@ -133,20 +142,23 @@ def check_array_json(array_dir: Path, entry: Path, *, dtypes=NUMERIC_DTYPES, ndi
     return meta
 
 
-def open_group_checked(entry: Path) -> zarr.Group:
-    """Open ``entry`` read-only as a zarr group after checking its JSON."""
-    meta = read_node_json(entry, entry)
+def open_group_at(backend: Backend, entry_key: str) -> zarr.Group:
+    """Open entry ``entry_key`` read-only as a zarr group after checking its JSON."""
+    meta = read_node(backend, entry_key, entry_key)
+    entry = location(backend, entry_key)
     if meta.get("node_type") != "group":
         raise StoreCorruptError(entry, "zarr.json does not describe a group")
     try:
-        return zarr.open_group(str(entry), mode="r")
+        return zarr.open_group(store=backend.zarr_store(entry_key, read_only=True), mode="r")
     except Exception as exc:  # zarr raises a variety of types for bad metadata
         raise StoreCorruptError(entry, f"zarr cannot open the group: {exc}") from exc
 
 
-def open_array_checked(group: zarr.Group, name: str, entry: Path, **check) -> zarr.Array:
-    """Check ``entry/name/zarr.json`` then return the zarr array (not yet read)."""
-    check_array_json(entry / name, entry, **check)
+def open_array_at(group: zarr.Group, name: str, backend: Backend, entry_key: str,
+                  **check) -> zarr.Array:
+    """Check ``<entry_key>/<name>/zarr.json`` then return the zarr array (not yet read)."""
+    check_array_node(backend, f"{entry_key}/{name}", entry_key, **check)
+    entry = location(backend, entry_key)
     try:
         arr = group[name]
     except Exception as exc:
@@ -156,7 +168,7 @@ def open_array_checked(group: zarr.Group, name: str, entry: Path, **check) -> za
     return arr
 
 
-def check_chunks(arr: zarr.Array, entry: Path, name: str) -> None:
+def check_chunks(arr: zarr.Array, entry, name: str) -> None:
     """Every chunk file of ``arr`` exists (a missing one would read as fill values)."""
     try:
         n_init = arr.nchunks_initialized
@@ -170,7 +182,7 @@ def check_chunks(arr: zarr.Array, entry: Path, name: str) -> None:
         )
 
 
-def read_array(arr: zarr.Array, entry: Path, name: str) -> np.ndarray:
+def read_array(arr: zarr.Array, entry, name: str) -> np.ndarray:
     """Read a whole array, turning missing or damaged chunks into StoreCorruptError."""
     check_chunks(arr, entry, name)
     try:
@@ -197,6 +209,20 @@ def write_array(group: zarr.Group, name: str, data: np.ndarray, chunks=None, fil
     if data.size:
         arr[...] = data
     return arr
+
+
+class EntryArrays:
+    """A writer's view of an entry that is not committed yet: each array is created as the root
+    array of its own zarr store (``<entry>/<name>``), so zarr writes no group document; the
+    entry's ``zarr.json``, written last, commits it. Duck-types the ``create_array`` of a group
+    for :func:`write_array`."""
+
+    def __init__(self, backend: Backend, entry_key: str):
+        self.backend, self.entry_key = backend, entry_key
+
+    def create_array(self, name: str, **kwargs) -> zarr.Array:
+        store = self.backend.zarr_store(f"{self.entry_key}/{name}", read_only=False)
+        return zarr.create_array(store=store, **kwargs)
 
 
 def row_chunks(shape, itemsize: int, target_bytes: int = 32 * 2**20) -> tuple[int, ...]:

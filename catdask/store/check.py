@@ -1,112 +1,59 @@
 """``check_store``: every problem a store has, and a cleanup that removes only what it verified.
 
 The check verifies each data set's pointer and current snapshot (checksums), every other
-snapshot, the temporaries and stray files under ``datasets/`` and ``models/``, loads every model
-version with the real loader (arrays, JSON, the estimator rebuilt; never a pickle), and flags
-models whose data set now holds other content (stale lineage).
+committed snapshot, what crashed writers left and stray objects under ``datasets/`` and
+``models/``, loads every model version with the real loader (arrays, JSON, the estimator
+rebuilt; never a pickle), and flags models whose data set now holds other content (stale
+lineage).
 
-Under load the check tells the truth: it lists each data-set folder (pointer, snapshots,
-temporaries) and each model folder's temporaries under the folder's lock, held exclusively,
-which a writer holds (shared) while it creates and locks its temporary, and exclusively while
-it commits; gc holds it while it removes. So a temporary found unlocked is a crashed writer's,
-and a snapshot numbered above the pointer's ``newest_committed`` is a crashed commit's. It then
-verifies each snapshot under the readers' shared lock, taken while the listing was made, so
-gc cannot remove a snapshot while it is being verified.
+Under load the check tells the truth, with no lock: it holds each snapshot it verifies (a
+reader's hold, so gc keeps it meanwhile), and before it calls anything a crashed writer's
+leftover it looks again after judging the leases: an uncommitted snapshot is a leftover only
+when no live writer's lease and no live gc tombstone names it and it is still uncommitted
+after that; a committed snapshot numbered above the pointer's ``newest_committed`` is a
+crashed commit's only when no live writer's lease names it and the pointer, read again after
+that, still does not cover it. A writer commits before it lets its lease go.
 
-``cleanup=True`` first removes temporaries of crashed writers (a running writer's is locked),
-points a name whose current snapshot is missing or damaged at the newest snapshot that
-verifies, and removes snapshots that are not current, not referred to by a model, not held by a
-reader, once the current one verified. It never points a name at an unverified snapshot.
+``cleanup=True`` first removes what dead writers left (their leases dead, at least
+``older_than_seconds`` old), points a name whose current snapshot is missing or damaged at the
+newest snapshot that verifies, and removes snapshots that are not current, not referred to by
+a model, not held by a reader, once the current one verified. It never points a name at an
+unverified snapshot.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-from pathlib import Path
 
+from ..dataset_pointer import hold_pointed, location, store_now
 from ..errors import CatdaskError, StoreCorruptError
 from ..names import is_valid_name
-from ._atomic import file_lock, is_temporary, temporary_age, try_lock
-from .gc import _LateBlocker, model_references, removal_blocker, remove_snapshot
-from .layout import (
-    MODEL_COUNTER,
-    MODEL_LOCK,
-    NAME_LOCK,
-    SNAPSHOT_COUNTER,
-    changing_store,
+from ..object_store import Backend
+from .check_report import StoreProblem, StoreReport, temporary_problem
+from .gc import (
     cleanup_temporaries,
-    datasets_dir,
-    list_entries,
-    models_dir,
-    resolve_store,
+    live_leases,
+    model_references,
+    removal_blocker,
+    repair_dataset,
 )
-from .registry import checked_attrs, version_number, version_numbers
+from .layout import (
+    changing_store,
+    local_temporaries,
+)
+from .model_check import check_models, check_models_into
+from .pointer import hold_snapshot, read_pointer
+from .root import StoreRoot, open_store
 from .snapshots import (
-    current_snapshot_id,
-    hold_snapshot,
-    name_lock,
-    read_pointer,
-    snapshot_ids,
+    WRITING,
+    Listing,
+    dataset_names,
+    list_dataset,
     snapshot_number,
     verify_snapshot,
-    write_pointer,
 )
-from .upgrade import upgrade_old_layout
 
-__all__ = ["StoreProblem", "StoreReport", "check_store"]
-
-_SNAPSHOT_FILES = {"zarr.json", "X", "y"}
-
-
-@dataclasses.dataclass(frozen=True)
-class StoreProblem:
-    """One problem found by :func:`check_store`.
-
-    Attributes
-    ----------
-    kind : str
-        ``temporary`` (left by a crashed writer), ``stray`` (a file or folder the store does
-        not write), ``uncommitted`` (a snapshot newer than the current one, or a data set with
-        snapshots but no pointer: a write crashed before it committed), ``pointer`` (damaged,
-        or naming a missing snapshot), ``corrupt-snapshot`` (fails its checksums),
-        ``model`` (a version that does not load), ``unreferenced`` (an old snapshot gc would
-        remove; informational), ``stale`` (a model trained on content its data set no longer
-        holds; informational).
-    path : Path
-    message : str
-    severity : str
-        ``"error"`` (the store is not whole) or ``"info"``.
-    """
-
-    kind: str
-    path: Path
-    message: str
-    severity: str = "error"
-
-
-@dataclasses.dataclass
-class StoreReport:
-    """What :func:`check_store` found and did.
-
-    ``checked`` has one row per data set and model version (``kind``, ``name``, ``status``:
-    ``"ok"`` or the problem); ``removed`` and ``restored`` list what cleanup changed.
-    """
-
-    root: Path
-    problems: list = dataclasses.field(default_factory=list)
-    checked: list = dataclasses.field(default_factory=list)
-    removed: list = dataclasses.field(default_factory=list)
-    restored: list = dataclasses.field(default_factory=list)
-
-    @property
-    def errors(self) -> list:
-        return [p for p in self.problems if p.severity == "error"]
-
-    @property
-    def ok(self) -> bool:
-        """True when the store is whole (informational findings aside)."""
-        return not self.errors
+__all__ = ["StoreProblem", "StoreReport", "check_store", "check_models"]
 
 
 def check_store(store=None, *, cleanup: bool = False, older_than_seconds: float = 0.0):
@@ -114,15 +61,15 @@ def check_store(store=None, *, cleanup: bool = False, older_than_seconds: float 
 
     Parameters
     ----------
-    store : path, optional
-        Store root.
+    store : path, s3:// URL, StoreRoot or None
+        The store (see :func:`~catdask.store.root.open_store`).
     cleanup : bool, default False
-        Remove temporaries of crashed writers and redundant snapshots, and restore the last
+        Remove what crashed writers left and redundant snapshots, and restore the last
         good snapshot of a name whose current one is missing or damaged (see the module
         docstring); the report then describes the store after cleanup.
     older_than_seconds : float, default 0
-        With ``cleanup``: only temporaries at least this old (running writers are protected
-        by their locks anyway).
+        With ``cleanup``: only leftovers at least this old (running writers are protected
+        by their leases anyway).
 
     Returns
     -------
@@ -131,258 +78,197 @@ def check_store(store=None, *, cleanup: bool = False, older_than_seconds: float 
     Raises
     ------
     FileNotFoundError
-        The store does not exist.
+        A local store that does not exist.
     StoreWriteError
         With ``cleanup``: the store cannot be written (read-only mount, another user's
         files); a clear one-line message, and nothing was removed (``check`` without cleanup
         only reads, and works on a read-only store).
     """
-    root = resolve_store(store)
-    if not root.is_dir():
-        raise FileNotFoundError(f"store {root} does not exist")
-    report = StoreReport(root)
+    root = open_store(store)
+    if root.path is not None and not root.path.is_dir():
+        raise FileNotFoundError(f"store {root.path} does not exist")
+    report = StoreReport(root.path if root.path is not None else root.url)
     if cleanup:
         with changing_store(root, "check --cleanup"):
             _cleanup(root, older_than_seconds, report)
     refs = model_references(root)
     _check_datasets(root, refs, report)
-    _check_models(root, report)
+    check_models_into(root, report)
     return report
 
 
 # --------------------------------------------------------------------------- cleanup
 
 
-def _cleanup(root: Path, older_than_seconds: float, report: StoreReport) -> None:
+def _cleanup(root: StoreRoot, older_than_seconds: float, report: StoreReport) -> None:
     report.removed += cleanup_temporaries(root, older_than_seconds)
     refs = model_references(root)
-    for old_lock in sorted(datasets_dir(root).glob(".lock-*")):
-        # Empty swap locks of the older in-place layout: nothing uses them any more.
-        if old_lock.is_file() and old_lock.stat().st_size == 0:
-            old_lock.unlink()
-            report.removed.append(old_lock)
-    for name in list_entries(datasets_dir(root)):
+    if root.path is not None:
+        for old_lock in sorted((root.path / "datasets").glob(".lock-*")):
+            # Empty swap locks of the older in-place layout: nothing uses them any more.
+            if old_lock.is_file() and old_lock.stat().st_size == 0:
+                old_lock.unlink()
+                report.removed.append(old_lock)
+    for name in dataset_names(root.backend):
         if is_valid_name(name):
-            _repair(datasets_dir(root) / name, refs, report)
-
-
-def _verifies(path: Path) -> bool:
-    try:
-        verify_snapshot(path)
-    except (CatdaskError, OSError):
-        return False
-    return True
-
-
-def _repair(folder: Path, refs, report: StoreReport) -> None:
-    """Restore a valid current snapshot if needed, then remove redundant snapshots."""
-    with name_lock(folder):
-        upgraded = upgrade_old_layout(folder)
-        if upgraded is not None:
-            report.restored.append(f"{folder.name}: old in-place layout -> {upgraded}")
-        ids = snapshot_ids(folder)
-        current = current_snapshot_id(folder)
-        if current is None or not _verifies(folder / current):
-            good = next((s for s in reversed(ids) if s != current and _verifies(folder / s)), None)
-            if good is None:
-                return  # nothing verified to restore: keep everything for a human to look at
-            sha = verify_snapshot(folder / good)["content_sha256"]
-            write_pointer(folder, folder.name, good, sha)
-            report.restored.append(f"{folder.name}: {current or 'no snapshot'} -> {good}")
-            current = good
-        for snapshot in ids:
-            if snapshot == current or not _verifies(folder / snapshot):
-                continue  # damaged snapshots stay (reported) unless gc is asked to remove them
-            if removal_blocker(folder, snapshot, refs, current, set()) is None:
-                # References read again under the snapshot's lock: a version may have been
-                # registered since ``refs`` was read (see gc.remove_snapshot).
-                late = _LateBlocker(folder.parent.parent, folder, snapshot, current, set())
-                if remove_snapshot(folder, snapshot, late):
-                    report.removed.append(folder / snapshot)
+            restored, removed = repair_dataset(root, f"datasets/{name}", refs)
+            report.restored += restored
+            report.removed += removed
 
 
 # --------------------------------------------------------------------------- data sets
 
 
-def _temporary_problem(child: Path):
-    """The problem of an unlocked temporary (call under its folder's lock), None if locked."""
-    with try_lock(child) as free:
-        if not free:
-            return None  # a running writer (or gc) holds it: in use, not a leftover
-    try:
-        age = temporary_age(child)
-    except FileNotFoundError:
-        return None
-    if age is None:
-        return StoreProblem("temporary", child, "left by a crashed writer; its modification "
-                            "time lies in the future (a clock set back, or a copied store), so "
-                            "its age is unknown: `check --cleanup` removes it (no process "
-                            "holds it), whatever --older-than says")
-    return StoreProblem("temporary", child, "left by a crashed writer; `check --cleanup` "
-                        "removes it")
-
-
-def _strays(folder: Path, allowed, report: StoreReport, what: str) -> None:
-    """Report what ``folder`` holds that the store does not write. ``allowed(child)`` says
-    which entries are the store's own; temporaries are checked by their lock."""
-    for child in sorted(folder.iterdir()):
-        if allowed(child):
-            continue
-        if is_temporary(child):
-            found = _temporary_problem(child)
+def _check_datasets(root: StoreRoot, refs, report: StoreReport) -> None:
+    backend = root.backend
+    if root.path is not None:
+        for tmp in local_temporaries(root.path):
+            found = temporary_problem(tmp)
             if found is not None:
                 report.problems.append(found)
+    strays = set()
+    for meta in backend.list("datasets/"):
+        parts = meta.key.split("/")
+        if len(parts) == 2 or not is_valid_name(parts[1]):
+            strays.add("/".join(parts[:2]))
+    for key in sorted(strays):
+        report.problems.append(StoreProblem("stray", location(backend, key), "an object the "
+                                            "store does not write, in datasets/; move or "
+                                            "delete it by hand"))
+    for name in dataset_names(backend):
+        if not is_valid_name(name):
             continue
-        with contextlib.suppress(FileNotFoundError):  # removed meanwhile by its owner
-            kind = "folder" if child.is_dir() else "file"
-            if child.exists() or child.is_symlink():
-                report.problems.append(StoreProblem(
-                    "stray", child, f"a {kind} the store does not write, in {what}; move or "
-                    "delete it by hand"))
-
-
-def _named_entries(parent: Path, report: StoreReport, what: str) -> list:
-    """The valid names under ``parent`` (none if it does not exist); anything else is stray."""
-    if not parent.is_dir():
-        return []
-    names = [n for n in list_entries(parent) if is_valid_name(n)]
-    # A folder created after the listing is the store's own too (a first ingest or model).
-    _strays(parent, lambda c: is_valid_name(c.name) and c.is_dir(), report, what)
-    return names
-
-
-def _check_datasets(root: Path, refs, report: StoreReport) -> None:
-    parent = datasets_dir(root)
-    for name in _named_entries(parent, report, "datasets/"):
-        status = _check_dataset(parent / name, refs, report)
+        status = _check_dataset(backend, f"datasets/{name}", refs, report)
         if status is not None:
             report.checked.append({"kind": "data set", "name": name, "status": status})
 
 
-def _list_dataset(folder: Path, report: StoreReport):
-    """``(pointer or exception, snapshot ids, holds)``, read under the name lock: a consistent
-    view (no commit half done, no temporary between creation and lock), with a reader's hold
-    on each snapshot so gc keeps it while it is verified."""
-    with name_lock(folder):
-        ids = snapshot_ids(folder)
-        _strays(folder, lambda c: c.name in {"zarr.json", NAME_LOCK, SNAPSHOT_COUNTER}
-                or (snapshot_number(c.name) is not None and c.is_dir()),
-                report, f"data set {folder.name!r}")
-        try:
-            pointer = read_pointer(folder)
-        except StoreCorruptError as exc:
-            pointer = exc
-        holds = {s: hold_snapshot(folder / s) for s in ids}
-    return pointer, ids, holds
+def _report_strays(backend: Backend, folder_key: str, listing: Listing,
+                   report: StoreReport) -> None:
+    """One finding per stray file or folder (its top name under the data set or snapshot)."""
+    tops = set()
+    for key in listing.strays:
+        parts = key[len(folder_key) + 1:].split("/")
+        depth = 2 if snapshot_number(parts[0]) is not None else 1
+        tops.add("/".join([folder_key, *parts[:depth]]))
+    for key in sorted(tops):
+        inside = key[len(folder_key) + 1:].split("/")
+        what = (f"snapshot {folder_key.rpartition('/')[2]}/{inside[0]}" if len(inside) > 1
+                else f"data set {folder_key.rpartition('/')[2]!r}")
+        report.problems.append(StoreProblem("stray", location(backend, key), "an object the "
+                                            f"store does not write, in {what}; move or delete "
+                                            "it by hand"))
 
 
-def _check_dataset(folder: Path, refs, report: StoreReport) -> str | None:
-    """Problems of one data-set folder; returns the status row (None: not a data set yet)."""
-    if not folder.is_dir():
-        return None  # a failed first ingest removed its folder since the listing
-    pointer, ids, holds = _list_dataset(folder, report)
+def _dead_uncommitted(backend: Backend, folder_key: str, listing: Listing, now: float):
+    """The uncommitted snapshots no live writer or gc works on, still uncommitted and present
+    when looked at again after judging the leases."""
+    dead = []
+    for snapshot in listing.uncommitted:
+        key = f"{folder_key}/{snapshot}"
+        leases = listing.writing.get(snapshot, []) + listing.removing.get(snapshot, [])
+        if live_leases(backend, leases, now):
+            continue
+        if backend.head(f"{key}/zarr.json") is None and next(backend.list(key + "/"), None):
+            dead.append(snapshot)
+    return dead
+
+
+def _hold_current(backend: Backend, folder_key: str):
+    """``(pointer or its error, hold or None)`` (:func:`~catdask.dataset_pointer.hold_pointed`;
+    a hold of None with a pointer means it names a snapshot that is missing)."""
     try:
-        return _check_listed(folder, pointer, ids, refs, report)
+        return hold_pointed(backend, folder_key)
+    except StoreCorruptError as exc:
+        return exc, None
+
+
+def _check_dataset(backend: Backend, folder_key: str, refs, report: StoreReport):
+    """Problems of one data set; returns the status row (None: not a data set yet)."""
+    pointer, current_hold = _hold_current(backend, folder_key)
+    listing = list_dataset(backend, folder_key)
+    holds = [current_hold] if current_hold is not None else []
+    try:
+        return _check_listed(backend, folder_key, pointer, listing, holds, refs, report)
     finally:
-        for hold in holds.values():
-            if hold is not None:
-                hold.close()
+        for hold in holds:
+            hold.close()
 
 
-def _check_listed(folder: Path, pointer, ids, refs, report: StoreReport) -> str | None:
-    for snapshot in ids:
-        if (folder / snapshot).is_dir():
-            _strays(folder / snapshot, lambda c: c.name in _SNAPSHOT_FILES, report,
-                    f"snapshot {folder.name}/{snapshot}")
+def _check_listed(backend: Backend, folder_key: str, pointer, listing: Listing, holds, refs,
+                  report: StoreReport) -> str | None:
+    _report_strays(backend, folder_key, listing, report)
+    now = store_now(backend)
 
-    def problem(kind, path, message, severity="error"):
-        report.problems.append(StoreProblem(kind, path, message, severity))
+    def problem(kind, key, message, severity="error"):
+        report.problems.append(StoreProblem(kind, location(backend, key), message, severity))
         return message
 
+    for snapshot in _dead_uncommitted(backend, folder_key, listing, now):
+        problem("temporary", f"{folder_key}/{snapshot}", "an uncommitted snapshot left by a "
+                "crashed writer; `check --cleanup` removes it")
     status = None
     if isinstance(pointer, StoreCorruptError):
-        status = problem("pointer", folder / "zarr.json", pointer.problem)
+        status = problem("pointer", f"{folder_key}/zarr.json", pointer.problem)
         pointer = None
     current = pointer.snapshot if pointer else None
-    newest = pointer.newest_committed if pointer else 0
+    ids = list(listing.committed)
+    if current is not None and not holds:
+        status = problem("pointer", f"{folder_key}/zarr.json", f"points at snapshot "
+                         f"{current!r}, which is missing; `check --cleanup` restores the last "
+                         "good snapshot")
+    elif current is not None and current not in ids:
+        ids.append(current)  # committed after the listing
     if pointer is None and status is None:
         if not ids:
-            problem("empty", folder, "a data-set folder without snapshots (a first ingest "
+            problem("empty", folder_key, "a data set without snapshots (a first ingest "
                     "failed or is running)", "info")
             return None
-        status = problem("uncommitted", folder, f"snapshots {', '.join(ids)} but no pointer: "
-                         "the first ingest crashed before committing; `check --cleanup` "
-                         "commits the newest one that verifies")
-    elif pointer is not None and current not in ids:
-        status = problem("pointer", folder / "zarr.json", f"points at snapshot {current!r}, "
-                         "which is missing; `check --cleanup` restores the last good snapshot")
-    for snapshot in ids:
-        path = folder / snapshot
+        status = problem("uncommitted", folder_key, f"snapshots {', '.join(ids)} but no "
+                         "pointer: the first ingest crashed before committing; `check "
+                         "--cleanup` commits the newest one that verifies")
+    for snapshot in sorted(ids, key=snapshot_number):
+        key = f"{folder_key}/{snapshot}"
+        if snapshot != current:
+            hold = hold_snapshot(backend, folder_key, snapshot)
+            if hold is None:
+                continue  # removed by gc since the listing
+            holds.append(hold)
+        elif not holds:
+            continue
         try:
-            attrs = verify_snapshot(path)
+            attrs = verify_snapshot(backend, key)
         except (CatdaskError, OSError) as exc:
-            msg = problem("corrupt-snapshot", path, getattr(exc, "problem", str(exc)))
+            msg = problem("corrupt-snapshot", key, getattr(exc, "problem", str(exc)))
             if snapshot == current:
                 status = msg
             continue
         if snapshot == current:
             if attrs["content_sha256"] != pointer.content_sha256:
-                status = problem("pointer", folder / "zarr.json", "the pointer's checksum "
+                status = problem("pointer", f"{folder_key}/zarr.json", "the pointer's checksum "
                                  f"{pointer.content_sha256} differs from snapshot {snapshot}'s "
                                  f"{attrs['content_sha256']}")
-        elif current is not None and snapshot_number(snapshot) > newest:
-            problem("uncommitted", path, f"never committed (the newest commit is s{newest}): "
-                    "a write crashed before it committed; `check --cleanup` or `gc` removes it")
-        elif removal_blocker(folder, snapshot, refs, current, set()) is None:
-            problem("unreferenced", path, "an old snapshot no model of this data set refers "
+        elif current is not None and snapshot_number(snapshot) > pointer.newest_committed:
+            if not _crashed_commit(backend, folder_key, snapshot, listing):
+                continue
+            problem("uncommitted", key, f"never committed (the newest commit is "
+                    f"s{pointer.newest_committed}): a write crashed before it committed; "
+                    "`check --cleanup` or `gc` removes it")
+        elif removal_blocker(backend, folder_key, snapshot, refs, current, set(), ids) is None:
+            problem("unreferenced", key, "an old snapshot no model of this data set refers "
                     "to; `gc` removes it", "info")
     return status or "ok"
 
 
-# --------------------------------------------------------------------------- models
-
-
-def _check_models(root: Path, report: StoreReport) -> None:
-    from .registry_read import load_estimator
-
-    parent = models_dir(root)
-    for name in _named_entries(parent, report, "models/"):
-        folder = parent / name
-        # Under the registry lock (exclusive): a registration creates and locks its
-        # temporary under it (shared), so an unlocked temporary is a crashed one's. Versions
-        # are allowed by pattern: one may be renamed in while we look.
-        with file_lock(folder / MODEL_LOCK):
-            found = version_numbers(folder)
-            _strays(folder, lambda c: c.name in (MODEL_LOCK, MODEL_COUNTER)
-                    or (version_number(c.name) is not None and c.is_dir()),
-                    report, f"model {name!r}")
-        for v in found:
-            path = folder / f"v{v}"
-            status = "ok"
-            try:
-                load_estimator(root, name, v)
-                meta = checked_attrs(path)["meta"]
-            except Exception as exc:  # any failure of the real loader means "does not load"
-                status = f"does not load: {exc}"
-                report.problems.append(StoreProblem("model", path, status))
-            else:
-                _check_lineage(root, path, meta, report)
-            report.checked.append({"kind": "model", "name": f"{name}:v{v}", "status": status})
-
-
-def _check_lineage(root: Path, path: Path, meta: dict, report: StoreReport) -> None:
-    dataset, sha = meta.get("dataset"), meta.get("dataset_sha256")
-    if not (isinstance(dataset, str) and isinstance(sha, str) and is_valid_name(dataset)):
-        return
-    try:
-        pointer = read_pointer(datasets_dir(root) / dataset)
-    except StoreCorruptError:
-        return  # reported with the data set
-    if pointer is None:
-        msg = f"trained on data set {dataset!r}, which is no longer stored"
-    elif pointer.content_sha256 != sha:
-        msg = (f"stale: trained on content {sha[:12]} of data set {dataset!r}, which now holds "
-               f"{pointer.content_sha256[:12]} (snapshot {pointer.snapshot})")
-    else:
-        return
-    report.problems.append(StoreProblem("stale", path, msg, "info"))
+def _crashed_commit(backend: Backend, folder_key: str, snapshot: str, listing: Listing) -> bool:
+    """Whether a committed snapshot above the pointer's ``newest_committed`` is a dead
+    writer's: no live lease of its writer, and the pointer, read again after judging that,
+    still does not cover it."""
+    key = f"{folder_key}/{WRITING}/{snapshot}"
+    if live_leases(backend, [key], store_now(backend)):
+        return False
+    with contextlib.suppress(StoreCorruptError):
+        again = read_pointer(backend, folder_key)
+        if again is not None and again.newest_committed >= (snapshot_number(snapshot) or 0):
+            return False
+    return True

@@ -1,40 +1,38 @@
-"""Writing a data set: a new immutable snapshot, then one atomic pointer update.
+"""Writing a data set: a new immutable snapshot, then the pointer moved by compare-and-swap.
 
 The steps (each a :func:`~catdask.store._atomic.crash_point` for the fault tests):
 
 0. content addressing: when the current snapshot already holds this content, nothing is
    written; when another snapshot of the name holds it (and verifies), the pointer moves to
-   that snapshot (under the per-name lock) and nothing is written either;
-1. build the snapshot in a ``.tmp-s-`` folder of the data set, created already locked (a
-   cleanup can tell it from a crashed writer's, see ``_atomic.locked_temp_dir``), and fsync it;
-2. under the per-name lock: look at the current snapshot again (identical content: done;
-   different content without ``replace``: refuse), rename the folder to the next ``s<N>``;
-3. replace the pointer (a temporary file, fsync, ``os.replace``); release the lock.
+   that snapshot (held meanwhile, so gc keeps it) and nothing is written either;
+1. claim the next id ``s<N>`` (compare-and-swap on the counter) and the writer's lease on it,
+   write the arrays in place (``snapshot-started``, ``snapshot-written``);
+2. look at the current snapshot again (identical content: done; different content without
+   ``replace``: refuse), then commit: the snapshot's ``zarr.json``, written last and
+   create-only (``snapshot-renamed``);
+3. move the pointer by compare-and-swap, deciding again if another writer moved it meanwhile
+   (``pointer-written``, ``pointer-replaced``); release the lease.
 
-A crash before 3 leaves the previous pointer, so readers keep the previous content; a crash
-after 2 leaves an uncommitted snapshot that ``check`` reports and cleanup/gc remove. The old
-snapshot stays until gc finds no model and no reader referring to it.
+A crash before 2 leaves an uncommitted prefix nothing reads, which cleanup removes once no
+live lease names it; a crash after 2 leaves a committed snapshot the pointer never named,
+which ``check`` reports and cleanup/gc remove. The old snapshot stays until gc finds no model
+and no reader referring to it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-from pathlib import Path
+import json
 
 import numpy as np
-import zarr
 
+from ..dataset_pointer import location, read_pointer_versioned
 from ..errors import DatasetExistsError, StoreCorruptError, StoreWriteError
+from ..object_store import Backend, LocalBackend, ObjectStoreError, PreconditionFailed
+from ..object_store.lease import Lease, LeaseHeldError
 from . import _zarr_io
-from ._atomic import (
-    crash_point,
-    fsync_dir,
-    fsync_tree,
-    locked_temp_dir,
-    remove_folder_if_only,
-    remove_tree,
-)
+from ._atomic import crash_point, fsync_tree
 from ..versions import installed_version
 from ._json import json_sha256, to_json_safe, utc_now
 from .content import (
@@ -45,80 +43,22 @@ from .content import (
     label_names_for,
     source_sha256,
 )
-from .layout import NAME_LOCK, space_hint
-from .pointer import resolve_folder
+from .dataset_info import DatasetInfo, info_from_attrs
+from .gc import remove_snapshot
+from .layout import SNAPSHOT_COUNTER, space_hint
+from .pointer import Pointer, hold_snapshot, pointer_damage, resolve_pointer, write_pointer
 from .snapshots import (
-    current_snapshot_id,
-    hold_snapshot,
-    name_dir,
-    name_lock,
-    read_pointer,
-    rename_to_next_snapshot,
+    list_dataset,
+    name_key,
+    next_snapshot_id,
+    remove_entry,
     snapshot_attrs,
-    snapshot_ids,
     verify_snapshot,
-    write_pointer,
+    writer_lease,
 )
 from .upgrade import is_old_layout, upgrade_old_layout
 
 __all__ = ["DatasetInfo", "write_dataset", "info_from_attrs"]
-
-
-@dataclasses.dataclass(frozen=True)
-class DatasetInfo:
-    """Summary of a stored data set (of its current snapshot).
-
-    Attributes
-    ----------
-    path : Path
-        The snapshot's folder.
-    written : bool
-        True when this call wrote the data (``write_dataset`` only); False when identical
-        content was already stored (current, or in another snapshot of the name that the
-        pointer now names again), and in listings.
-    replaced : bool
-        True when ``write_dataset`` replaced different content stored under the same name
-        (by a new snapshot, or by pointing at a stored one that holds the new content).
-    problem : str or None
-        Set by :func:`~catdask.store.datasets.list_datasets` for an entry whose metadata cannot
-        be read.
-    snapshot : str or None
-        Id of the snapshot (``s<N>``).
-    """
-
-    name: str
-    path: Path
-    n_samples: int | None
-    n_features: int | None
-    n_classes: int | None
-    content_sha256: str | None
-    created: str | None = None
-    written: bool = False
-    replaced: bool = False
-    problem: str | None = None
-    snapshot: str | None = None
-
-
-def info_from_attrs(name, path: Path, attrs, *, problem=None, snapshot=None, **flags):
-    """A :class:`DatasetInfo` from a snapshot's attributes (missing values become None)."""
-    attrs = attrs or {}
-
-    def get(key, typ):
-        v = attrs.get(key)
-        return v if isinstance(v, typ) and not isinstance(v, bool) else None
-
-    return DatasetInfo(
-        name,
-        path,
-        get("n_samples", int),
-        get("n_features", int),
-        get("n_classes", int),
-        get("content_sha256", str),
-        get("created", str),
-        problem=problem,
-        snapshot=snapshot,
-        **flags,
-    )
 
 
 def write_dataset(
@@ -128,8 +68,8 @@ def write_dataset(
 
     Parameters
     ----------
-    store : path or None
-        Store root (see :func:`~catdask.store.resolve_store`).
+    store : path, s3:// URL, StoreRoot or None
+        The store (see :func:`~catdask.store.root.open_store`).
     name : str
         Data-set name (validated by :func:`catdask.names.validate_name`).
     X : array-like, shape (n_samples, n_features)
@@ -165,28 +105,16 @@ def write_dataset(
     StoreWriteError
         The write failed (disk full, permissions); the current snapshot is unchanged.
     """
-    root, folder = name_dir(store, name)
+    root, folder_key = name_key(store, name)
+    backend = root.backend
     X, codes, classes, kind = check_data(X, y)
     names = label_names_for(label_names, classes)
     content = content_sha256(X, codes, classes)
     provenance = to_json_safe(dict(attrs or {}), "attrs")
     # What a snapshot is named by besides its values: a re-ingest that changes only a header
     # is new content (a model's feature names come from it).
-    naming = {"label_names": names, "feature_names": feature_names_in(provenance)}
-
-    if is_old_layout(folder):
-        with name_lock(folder):
-            upgrade_old_layout(folder)
-    current = _current_state(folder, content, naming, name, replace)
-    if current is not None:
-        return current
-    try:
-        moved = _point_at_stored_copy(folder, content, naming, name, replace)
-    except OSError as exc:
-        raise _write_error(name, folder, exc) from exc
-    if moved is not None:
-        return moved
-    _refuse_over_damaged_pointer(folder, name, replace)
+    want = _Wanted(name, content, {"label_names": names,
+                                   "feature_names": feature_names_in(provenance)}, replace)
     if chunk_rows is None:
         chunk_rows = _zarr_io.row_chunks(X.shape, 8)[0]
     chunk_rows = int(chunk_rows)
@@ -210,90 +138,146 @@ def write_dataset(
         "catdask_version": installed_version(),
     }
     meta["attrs_sha256"] = json_sha256(meta)
-
-    created_folder = not folder.exists()
-    tmp = None
     try:
-        # Created already locked: cleanup and check never see it unlocked while we run.
-        with locked_temp_dir(folder, "s", folder / NAME_LOCK) as tmp:
-            group = zarr.open_group(str(tmp), mode="a")  # "w" would recreate the locked folder
-            rows = min(chunk_rows, X.shape[0])
-            # NaN / -1 fill values: a chunk that goes missing reads as an impossible value.
-            # y is chunked like X's rows, so Dask blocks of X and y line up.
-            _zarr_io.write_array(group, "X", X, chunks=(rows, X.shape[1]), fill_value=np.nan)
-            _zarr_io.write_array(group, "y", codes, chunks=(rows,), fill_value=-1)
-            group.attrs.put(meta)
-            fsync_tree(tmp)
-            crash_point("snapshot-written")
-            with name_lock(folder):
-                current = _current_state(folder, content, naming, name, replace)
-                if current is not None:  # a concurrent writer committed meanwhile
-                    remove_tree(tmp)
-                    return current
-                # A concurrent writer may have stored this content meanwhile (then replaced
-                # by another): point at that copy rather than storing it twice.
-                moved = _move_pointer_to_copy(folder, content, naming, name, replace)
-                if moved is not None:
-                    remove_tree(tmp)
-                    return moved
-                _refuse_over_damaged_pointer(folder, name, replace)
-                snapshot, replaced = _commit(tmp, folder, name, content)
+        if is_old_layout(backend, folder_key):
+            upgrade_old_layout(backend, folder_key)
+        done = _without_writing(backend, folder_key, want)
+        if done is not None:
+            return done
+        _refuse_over_damaged_pointer(backend, folder_key, want)
+        with _writing(backend, folder_key) as (snapshot, lease):
+            return _write_and_land(backend, folder_key, snapshot, lease, want, X, codes, meta)
+    except ObjectStoreError:
+        raise  # the seam's errors are one line already
     except OSError as exc:
-        _discard(tmp, folder if created_folder else None)
-        raise _write_error(name, folder, exc) from exc
+        raise StoreWriteError(
+            exc.errno,
+            f"Could not write data set {name!r} to {root.url}: {exc}. The partial copy was "
+            f"removed; the store is unchanged.{space_hint(exc.errno)}",
+            str(root.url),
+        ) from exc
+
+
+@dataclasses.dataclass(frozen=True)
+class _Wanted:
+    """What a write asks for: this content, so named, under this name, replacing or not."""
+
+    name: str
+    content: str
+    naming: dict
+    replace: bool
+
+
+@contextlib.contextmanager
+def _writing(backend: Backend, folder_key: str):
+    """A new snapshot id and the writer's lease on it, for the block: ``(snapshot, lease)``;
+    the lease is released (and its record removed) after. What the block did not commit is
+    removed, and a first ingest that failed leaves no data set behind."""
+    while True:
+        snapshot = next_snapshot_id(backend, folder_key)
+        try:
+            lease = writer_lease(backend, folder_key, snapshot)
+        except LeaseHeldError:
+            continue  # the id was given again (a failed first ingest's counter went): next
+        break
+    try:
+        yield snapshot, lease
     except BaseException:
-        _discard(tmp, folder if created_folder else None)
+        with contextlib.suppress(Exception):
+            _discard(backend, folder_key, snapshot, lease.key)
         raise
-    return info_from_attrs(
-        name, folder / snapshot, meta, snapshot=snapshot, written=True, replaced=replaced
-    )
+    finally:
+        lease.release()
+        with contextlib.suppress(Exception):
+            backend.delete(lease.key)
 
 
-def _write_error(name: str, folder: Path, exc: OSError) -> StoreWriteError:
-    return StoreWriteError(
-        exc.errno,
-        f"Could not write data set {name!r} to {folder}: {exc}. The temporary copy was "
-        f"removed; the store is unchanged.{space_hint(exc.errno)}",
-        str(folder),
-    )
+def _discard(backend: Backend, folder_key: str, snapshot: str, lease_key: str) -> None:
+    """Remove a failed write's uncommitted snapshot; when nothing else is stored under the
+    name (a first ingest), the id counter too: no id it gave was ever seen."""
+    key = f"{folder_key}/{snapshot}"
+    if backend.head(f"{key}/zarr.json") is not None:
+        return
+    remove_entry(backend, key)
+    counter = f"{folder_key}/{SNAPSHOT_COUNTER}"
+    if {m.key for m in backend.list(folder_key + "/")} <= {counter, lease_key}:
+        backend.delete(counter)
 
 
-def _discard(tmp: Path | None, new_folder: Path | None) -> None:
-    """Remove a failed write's temporary (and the data-set folder if this write made it and it
-    holds nothing else but its name lock)."""
-    if tmp is not None and tmp.exists():
-        remove_tree(tmp)
-    if new_folder is not None:
-        with contextlib.suppress(OSError):
-            remove_folder_if_only(new_folder, NAME_LOCK)
-
-
-def _commit(tmp: Path, folder: Path, name: str, content: str) -> tuple[str, bool]:
-    """Rename ``tmp`` to the next ``s<N>`` and point the name at it (under the name lock)."""
-    try:
-        replacing = read_pointer(folder) is not None
-    except StoreCorruptError:
-        replacing = True  # a damaged pointer is replaced by a valid one
-    snapshot = rename_to_next_snapshot(tmp, folder)
+def _write_and_land(backend: Backend, folder_key: str, snapshot: str, lease: Lease,
+                    want: _Wanted, X, codes, meta: dict) -> DatasetInfo:
+    key = f"{folder_key}/{snapshot}"
+    arrays = _zarr_io.EntryArrays(backend, key)
+    rows = min(int(meta["chunk_rows"]), X.shape[0])
+    # NaN / -1 fill values: a chunk that goes missing reads as an impossible value.
+    # y is chunked like X's rows, so Dask blocks of X and y line up.
+    _zarr_io.write_array(arrays, "X", X, chunks=(rows, X.shape[1]), fill_value=np.nan)
+    crash_point("snapshot-started")
+    _zarr_io.write_array(arrays, "y", codes, chunks=(rows,), fill_value=-1)
+    if isinstance(backend, LocalBackend):  # on a disk: durable before it is committed
+        fsync_tree(backend.root / key)
+    crash_point("snapshot-written")
+    # A concurrent writer may have stored this content meanwhile: use it, not a second copy.
+    done = _without_writing(backend, folder_key, want)
+    if done is not None:
+        remove_entry(backend, key)
+        return done
+    _refuse_over_damaged_pointer(backend, folder_key, want)
+    lease.check()
+    node = {"zarr_format": 3, "node_type": "group", "attributes": meta}
+    backend.put_new(f"{key}/zarr.json", json.dumps(node, indent=2).encode())
     crash_point("snapshot-renamed")
-    fsync_dir(folder)
-    write_pointer(folder, name, snapshot, content)
-    return snapshot, replacing
-
-
-def _pointer_damage(folder: Path) -> str | None:
-    """What is wrong with the pointer of ``folder`` (unreadable, or naming a missing
-    snapshot); None when it is sound or absent."""
     try:
-        pointer = read_pointer(folder)
-    except StoreCorruptError as exc:
-        return exc.problem.rstrip(".")
-    if pointer is None or (folder / pointer.snapshot / "zarr.json").is_file():
-        return None
-    return f"it names snapshot {pointer.snapshot!r}, which is missing"
+        landed = _land(backend, folder_key, snapshot, want)
+    except BaseException:
+        _drop_own(backend, folder_key, snapshot, lease)  # committed, but never named
+        raise
+    if isinstance(landed, DatasetInfo):  # identical content landed meanwhile
+        _drop_own(backend, folder_key, snapshot, lease)
+        return landed
+    return info_from_attrs(want.name, location(backend, key), meta, snapshot=snapshot,
+                           written=True, replaced=landed)
 
 
-def _refuse_over_damaged_pointer(folder: Path, name: str, replace: bool) -> None:
+def _drop_own(backend: Backend, folder_key: str, snapshot: str, lease: Lease) -> None:
+    """Remove the writer's own committed snapshot that the pointer never named: its lease
+    goes first (gc's rules keep a snapshot a live writer's lease names), then the snapshot as
+    gc removes one (another writer may hold it meanwhile: then it stays, as that one's)."""
+    lease.release()
+    remove_snapshot(backend, folder_key, snapshot)
+
+
+def _land(backend: Backend, folder_key: str, snapshot: str, want: _Wanted,
+          newest_only: bool = False):
+    """Point the name at committed ``snapshot`` by compare-and-swap, deciding again from the
+    pointer whenever another writer moved it: True/False (moved; whether it replaced a
+    pointer), or the :class:`DatasetInfo` of identical content made current meanwhile.
+
+    Raises
+    ------
+    DatasetExistsError, StoreCorruptError
+        Other content became current (without ``replace``), or the pointer is damaged.
+    """
+    while True:
+        pointer, version = read_pointer_versioned(backend, folder_key)
+        if isinstance(pointer, Pointer) and pointer.snapshot == snapshot:
+            return True  # pragma: no cover - only a retry after a lost response gets here
+        if not newest_only:
+            _refuse_over_damaged_pointer(backend, folder_key, want, pointer)
+        if isinstance(pointer, Pointer):
+            current = _current_state(backend, folder_key, want)
+            if current is not None:
+                return current
+        try:
+            write_pointer(backend, folder_key, want.name, snapshot, want.content, pointer,
+                          version)
+        except PreconditionFailed:
+            continue  # another writer moved it: decide again
+        return pointer is not None
+
+
+def _refuse_over_damaged_pointer(backend: Backend, folder_key: str, want: _Wanted,
+                                 pointer=False) -> None:
     """Refuse to commit new content under a damaged pointer unless told to ``replace``.
 
     A pointer that cannot be read (or names a missing snapshot) hides which content is current:
@@ -308,19 +292,23 @@ def _refuse_over_damaged_pointer(folder: Path, name: str, replace: bool) -> None
         One line naming the damage and ``catdask check --cleanup``, which restores the newest
         committed snapshot that verifies.
     """
-    damage = None if replace else _pointer_damage(folder)
+    if want.replace:
+        return
+    if pointer is False:
+        pointer, _version = read_pointer_versioned(backend, folder_key)
+    damage = pointer_damage(backend, folder_key, pointer)
     if damage is None:
         return
     raise StoreCorruptError(
-        folder,
-        f"the pointer of data set {name!r} is damaged ({damage}); nothing was "
+        location(backend, folder_key),
+        f"the pointer of data set {want.name!r} is damaged ({damage}); nothing was "
         "written, so no stored content is replaced: run `catdask check --cleanup` to restore "
         "its newest committed snapshot that verifies, then ingest again (with --replace to "
         "replace that content)",
     )
 
 
-def _current_state(folder: Path, content: str, naming: dict, name: str, replace: bool):
+def _current_state(backend: Backend, folder_key: str, want: _Wanted):
     """What to do given the current snapshot: a :class:`DatasetInfo` when it already holds
     this content intact (nothing to write), None to go on writing.
 
@@ -330,26 +318,27 @@ def _current_state(folder: Path, content: str, naming: dict, name: str, replace:
         The current snapshot holds different content and ``replace`` is False.
     """
     try:
-        found = resolve_folder(folder)
+        found = resolve_pointer(backend, folder_key)
     except StoreCorruptError:
         return None  # a damaged pointer or a missing current snapshot: a new one repairs it
     if found is None:
         return None
-    current, path, hold = found
+    current, hold = found
+    key = f"{folder_key}/{current}"
     try:
         try:
-            attrs = snapshot_attrs(path)
+            attrs = snapshot_attrs(backend, key)
         except StoreCorruptError:
             return None  # unreadable: nothing readable is lost by writing a new snapshot
         stored = attrs["content_sha256"]
-        if stored == content and _named_as(attrs, naming):
+        if stored == want.content and _named_as(attrs, want.naming):
             try:
-                verify_snapshot(path)
+                verify_snapshot(backend, key)
             except StoreCorruptError:
                 return None  # damaged: re-ingesting the same content repairs it
-            return info_from_attrs(name, path, attrs, snapshot=current)
-        if stored != content and not replace:
-            raise DatasetExistsError(name, stored, content)
+            return info_from_attrs(want.name, location(backend, key), attrs, snapshot=current)
+        if stored != want.content and not want.replace:
+            raise DatasetExistsError(want.name, stored, want.content)
         return None
     finally:
         hold.close()
@@ -362,28 +351,28 @@ def _named_as(attrs: dict, naming: dict) -> bool:
 
 
 @contextlib.contextmanager
-def _held_stored_copy(folder: Path, content: str, naming: dict, newest_only: bool = False):
-    """The id of a snapshot of ``folder`` other than the current one that holds this content
-    with these label and feature names and verifies, held (so gc keeps it) while the block
-    runs; None if there is none. The newest such snapshot is preferred. ``newest_only``
-    (a damaged pointer, no ``replace``): only the newest snapshot that verifies qualifies."""
-    exclude = current_snapshot_id(folder)
-    for snapshot in reversed(snapshot_ids(folder)):
-        if snapshot == exclude:
+def _held_stored_copy(backend: Backend, folder_key: str, want: _Wanted, current,
+                      newest_only: bool):
+    """The id of a committed snapshot other than ``current`` that holds this content with
+    these label and feature names and verifies, held (so gc keeps it) while the block runs;
+    None if there is none. The newest such snapshot is preferred. ``newest_only`` (a damaged
+    pointer, no ``replace``): only the newest snapshot that verifies qualifies."""
+    for snapshot in reversed(list_dataset(backend, folder_key).committed):
+        if snapshot == current:
             continue
-        path = folder / snapshot
+        key = f"{folder_key}/{snapshot}"
         try:
-            attrs = snapshot_attrs(path)
+            attrs = snapshot_attrs(backend, key)
         except StoreCorruptError:
             continue
-        matches = attrs["content_sha256"] == content and _named_as(attrs, naming)
+        matches = attrs["content_sha256"] == want.content and _named_as(attrs, want.naming)
         if not (matches or newest_only):
             continue
-        hold = hold_snapshot(path)
+        hold = hold_snapshot(backend, folder_key, snapshot)
         if hold is None:
             continue  # removed by gc meanwhile
         try:
-            verify_snapshot(path)
+            verify_snapshot(backend, key)
         except StoreCorruptError:
             hold.close()
             continue  # damaged: never point a name at it
@@ -391,43 +380,29 @@ def _held_stored_copy(folder: Path, content: str, naming: dict, newest_only: boo
             hold.close()
             break
         try:
-            yield snapshot
+            yield snapshot, attrs
         finally:
             hold.close()
         return
-    yield None
+    yield None, None
 
 
-def _point_at_stored_copy(folder: Path, content: str, naming: dict, name: str, replace: bool):
-    """Content addressing: point the name at a stored snapshot of the same content, if any
-    (verified outside the name lock, then committed under it); a :class:`DatasetInfo` with
-    ``written=False``, or None when no such snapshot exists."""
-    if not folder.is_dir():
-        return None
-    newest_only = not replace and _pointer_damage(folder) is not None
-    with _held_stored_copy(folder, content, naming, newest_only) as snapshot:
+def _without_writing(backend: Backend, folder_key: str, want: _Wanted):
+    """A :class:`DatasetInfo` when nothing needs writing: the current snapshot holds this
+    content, or a stored one does and the pointer now names it (content addressing,
+    ``written=False``); None otherwise."""
+    current = _current_state(backend, folder_key, want)
+    if current is not None:
+        return current
+    pointer, _version = read_pointer_versioned(backend, folder_key)
+    damaged = pointer_damage(backend, folder_key, pointer) is not None
+    newest_only = damaged and not want.replace
+    named = pointer.snapshot if isinstance(pointer, Pointer) else None
+    with _held_stored_copy(backend, folder_key, want, named, newest_only) as (snapshot, attrs):
         if snapshot is None:
             return None
-        with name_lock(folder):
-            current = _current_state(folder, content, naming, name, replace)
-            if current is not None:  # a concurrent writer committed this content meanwhile
-                return current
-            if not (replace or newest_only) and _pointer_damage(folder) is not None:
-                return None  # damaged meanwhile: decided again under the lock
-            return _commit_copy(folder, snapshot, content, name)
-
-
-def _move_pointer_to_copy(folder: Path, content: str, naming: dict, name: str,
-                          replace: bool):
-    """Under the name lock: point at a stored copy of this content if one exists."""
-    newest_only = not replace and _pointer_damage(folder) is not None
-    with _held_stored_copy(folder, content, naming, newest_only) as snapshot:
-        return None if snapshot is None else _commit_copy(folder, snapshot, content, name)
-
-
-def _commit_copy(folder: Path, snapshot: str, content: str, name: str) -> DatasetInfo:
-    """Point the name at stored ``snapshot`` (held by the caller, under the name lock)."""
-    path = folder / snapshot
-    attrs = snapshot_attrs(path)
-    write_pointer(folder, name, snapshot, content)
-    return info_from_attrs(name, path, attrs, snapshot=snapshot, written=False, replaced=True)
+        landed = _land(backend, folder_key, snapshot, want, newest_only)
+        if isinstance(landed, DatasetInfo):
+            return landed
+        return info_from_attrs(want.name, location(backend, f"{folder_key}/{snapshot}"),
+                               attrs, snapshot=snapshot, written=False, replaced=True)

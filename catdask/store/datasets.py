@@ -1,7 +1,7 @@
 """The data-set store's public API: labelled tables as immutable zarr v3 snapshots.
 
-A data set ``<name>`` is a folder ``<root>/datasets/<name>/`` of numbered snapshots and a
-pointer to the current one (:mod:`catdask.store.snapshots`). Each snapshot holds
+A data set ``<name>`` is the prefix ``datasets/<name>/`` of a store (a local folder or S3) of
+numbered snapshots and a pointer to the current one (:mod:`catdask.store.snapshots`). Each snapshot holds
 
 - ``X``: float64, shape (N, D), chunked by rows (few large blocks, for the Dask engine);
 - ``y``: int32 class codes 0..K-1, shape (N,);
@@ -22,21 +22,22 @@ from pathlib import Path
 
 import numpy as np
 
+from ..dataset_pointer import location
 from ..errors import DatasetNotFoundError, StoreCorruptError
+from ..names import is_valid_name
 from ..stored_arrays import dask_array
 from . import _zarr_io
 from .content import classes_array, encode_labels, verify_content
 from .dataset_writer import DatasetInfo, info_from_attrs, write_dataset
-from .layout import datasets_dir, list_entries, resolve_store
+from .pointer import hold_snapshot, read_pointer
+from .root import open_store
 from .snapshots import (
     SnapshotHold,
-    hold_snapshot,
-    name_dir,
+    dataset_names,
+    name_key,
     open_snapshot,
-    read_pointer,
     resolve,
     snapshot_attrs,
-    snapshot_number,
     verify_snapshot,
 )
 
@@ -67,11 +68,11 @@ class Dataset:
     attrs : dict
         All stored attributes (provenance, checksums, ...).
     snapshot : str
-        Id of the snapshot read (``s<N>``); ``path`` is its folder.
+        Id of the snapshot read (``s<N>``); ``path`` is its folder (its URL on S3).
     """
 
     name: str
-    path: Path
+    path: Path | str
     X: np.ndarray
     y: np.ndarray
     y_codes: np.ndarray
@@ -103,14 +104,14 @@ class DatasetArrays:
     """Lazy handles on one immutable snapshot (zarr arrays; with ``dask=True`` X is a Dask
     array and ``y_codes`` a numpy array).
 
-    ``path`` is the snapshot's folder: whoever re-reads the arrays by path (Dask workers) reads
-    the same content, even if the name is re-ingested meanwhile. While this object is open it
-    holds a shared lock on the snapshot, so gc does not remove it; :meth:`close` (or the end of
+    ``path`` is the snapshot's folder (its URL on S3): whoever re-reads the arrays by path (Dask
+    workers) reads the same content, even if the name is re-ingested meanwhile. While this
+    object is open it holds the snapshot (a reader's lease), so gc does not remove it; :meth:`close` (or the end of
     a ``with`` block, or garbage collection) releases it.
     """
 
     name: str
-    path: Path
+    path: Path | str
     X: object
     y_codes: object
     classes: np.ndarray
@@ -130,7 +131,7 @@ class DatasetArrays:
             self._hold.close()
 
     def take_hold(self) -> SnapshotHold | None:
-        """Hand the snapshot's lock to the caller (who closes it); :meth:`close` then does
+        """Hand the snapshot's hold to the caller (who closes it); :meth:`close` then does
         nothing. A fit keeps it until the model recording the snapshot is registered."""
         hold, self._hold = self._hold, None
         return hold
@@ -142,8 +143,9 @@ class DatasetArrays:
         self.close()
 
 
-def _read_snapshot(name: str, snapshot: str, path: Path, verify) -> Dataset:
-    attrs, Xa, ya = open_snapshot(path)
+def _read_snapshot(backend, snapshot: str, key: str, verify) -> Dataset:
+    path = location(backend, key)
+    attrs, Xa, ya = open_snapshot(backend, key)
     X = _zarr_io.read_array(Xa, path, "X")
     codes = _zarr_io.read_array(ya, path, "y")
     k = attrs["n_classes"]
@@ -175,8 +177,8 @@ def read_dataset(store, name: str, *, verify: bool | None = None,
 
     Parameters
     ----------
-    store : path or None
-        Store root.
+    store : path, s3:// URL, StoreRoot or None
+        The store (see :func:`~catdask.store.root.open_store`).
     name : str
         Data-set name.
     verify : bool or None, default None
@@ -196,24 +198,24 @@ def read_dataset(store, name: str, *, verify: bool | None = None,
         truncated or corrupt chunks. Re-ingest the data set to repair it.
     """
     if snapshot is None:
-        snapshot, path, hold = resolve(store, name)
+        root, snapshot, key, hold = resolve(store, name)
     else:
-        snapshot, path, hold = _hold_named_snapshot(store, name, snapshot)
+        root, snapshot, key, hold = _hold_named_snapshot(store, name, snapshot)
     try:
-        return _read_snapshot(name, snapshot, path, verify)
+        return _read_snapshot(root.backend, snapshot, key, verify)
     finally:
         hold.close()
 
 
 def _hold_named_snapshot(store, name: str, snapshot: str):
-    root, folder = name_dir(store, name)
-    hold = hold_snapshot(folder / snapshot) if snapshot_number(snapshot) is not None else None
+    root, folder_key = name_key(store, name)
+    hold = hold_snapshot(root.backend, folder_key, snapshot)
     if hold is None:
         raise DatasetNotFoundError(
-            f"Data set {name!r} in store {root} has no snapshot {snapshot!r} (removed by gc, or "
-            "never written); its current content is read without `snapshot=`."
+            f"Data set {name!r} in store {root.url} has no snapshot {snapshot!r} (removed by "
+            "gc, or never written); its current content is read without `snapshot=`."
         )
-    return snapshot, folder / snapshot, hold
+    return root, snapshot, f"{folder_key}/{snapshot}", hold
 
 
 def open_dataset_arrays(store, name: str, *, dask: bool = False) -> DatasetArrays:
@@ -234,9 +236,10 @@ def open_dataset_arrays(store, name: str, *, dask: bool = False) -> DatasetArray
     The handles read one immutable snapshot by its own path: a re-ingest of the name meanwhile
     creates a new snapshot and never changes what these handles read.
     """
-    snapshot, path, hold = resolve(store, name)
+    root, snapshot, key, hold = resolve(store, name)
+    path = location(root.backend, key)
     try:
-        attrs, Xa, ya = open_snapshot(path)
+        attrs, Xa, ya = open_snapshot(root.backend, key)
         for arr, label in ((Xa, "X"), (ya, "y")):
             _zarr_io.check_chunks(arr, path, label)
         classes = classes_array(attrs, path)
@@ -259,9 +262,10 @@ def verify_dataset(store, name: str) -> DatasetInfo:
     StoreCorruptError
         With the first problem found.
     """
-    snapshot, path, hold = resolve(store, name)
+    root, snapshot, key, hold = resolve(store, name)
     try:
-        return info_from_attrs(name, path, verify_snapshot(path), snapshot=snapshot)
+        return info_from_attrs(name, location(root.backend, key),
+                               verify_snapshot(root.backend, key), snapshot=snapshot)
     finally:
         hold.close()
 
@@ -273,20 +277,24 @@ def list_datasets(store=None) -> list[DatasetInfo]:
     rather than hidden; folders of a first ingest that never committed are not listed
     (:func:`~catdask.store.check.check_store` reports them).
     """
-    parent = datasets_dir(resolve_store(store))
+    backend = open_store(store).backend
     out = []
-    for name in list_entries(parent):
-        folder = parent / name
+    for name in dataset_names(backend):
+        if not is_valid_name(name):
+            continue
+        folder_key = f"datasets/{name}"
         try:
-            pointer = read_pointer(folder)
+            pointer = read_pointer(backend, folder_key)
         except StoreCorruptError as exc:
-            out.append(info_from_attrs(name, folder, None, problem=exc.problem))
+            out.append(info_from_attrs(name, location(backend, folder_key), None,
+                                       problem=exc.problem))
             continue
         if pointer is None:
             continue
-        path = folder / pointer.snapshot
+        key = f"{folder_key}/{pointer.snapshot}"
+        path = location(backend, key)
         try:
-            attrs = snapshot_attrs(path)
+            attrs = snapshot_attrs(backend, key)
         except StoreCorruptError as exc:
             out.append(info_from_attrs(name, path, None, problem=exc.problem))
         else:

@@ -23,7 +23,15 @@ from .. import settings
 from ..object_store import LocalBackend, is_object_store_url, open_backend, url_scheme
 from ..names import validate_name
 from ..errors import StoreWriteError
-from ._atomic import READ_ONLY_ERRNOS, file_lock, remove_temporaries
+from ._atomic import (
+    READ_ONLY_ERRNOS,
+    file_lock,
+    is_temporary,
+    remove_temporaries,
+    remove_tree,
+    temporary_age,
+)
+from .root import StoreRoot
 
 __all__ = [
     "DEFAULT_STORE",
@@ -34,21 +42,19 @@ __all__ = [
     "evaluation_dir",
     "entry_path",
     "numbered_folders",
-    "cleanup_temporaries",
-    "temporaries_guard",
+    "local_temporaries",
+    "remove_local_temporaries",
     "space_hint",
     "require_writable",
     "read_only_answer",
     "changing_store",
-    "NAME_LOCK",
     "MODEL_LOCK",
     "MODEL_COUNTER",
     "SNAPSHOT_COUNTER",
 ]
 
 DEFAULT_STORE = "catdask-store"
-#: The per-name lock of a data-set folder and the registry lock of a model folder.
-NAME_LOCK = ".lock"
+#: The registry lock of a model folder.
 MODEL_LOCK = ".registry.lock"
 #: The highest version number ever reserved under a model name (never given twice).
 MODEL_COUNTER = ".newest-version"
@@ -76,6 +82,10 @@ def resolve_store(path=None) -> Path:
     """
     if path is None:
         path = settings.STORE.get() or DEFAULT_STORE
+    if hasattr(path, "backend"):  # a StoreRoot (store.root), opened by the caller
+        if path.path is None:
+            raise ValueError(_url_refusal(path.url))
+        return path.path
     if isinstance(path, str) and url_scheme(path) is not None:
         if is_object_store_url(path):
             raise ValueError(_url_refusal(path))
@@ -114,7 +124,8 @@ def models_dir(root: Path) -> Path:
 
 
 def evaluation_dir(store=None, when=None) -> Path:
-    """``<store>/evaluations/<UTC time>``: where an evaluation writes its tables unless told
+    """``<store>/evaluations/<UTC time>`` (an object store's: in its local folder,
+    :attr:`~catdask.store.root.StoreRoot.local_folder`): where an evaluation writes its tables unless told
     otherwise, so that neither ``catdask evaluate`` nor a served evaluation run writes into
     the folder it happens to run from.
 
@@ -127,8 +138,10 @@ def evaluation_dir(store=None, when=None) -> Path:
     """
     from datetime import datetime, timezone
 
+    from .root import open_store
+
     when = datetime.now(timezone.utc) if when is None else when.astimezone(timezone.utc)
-    return resolve_store(store) / "evaluations" / when.strftime("%Y%m%dT%H%M%SZ")
+    return open_store(store).local_folder / "evaluations" / when.strftime("%Y%m%dT%H%M%SZ")
 
 
 def entry_path(parent: Path, name: str, kind: str) -> Path:
@@ -152,51 +165,63 @@ def numbered_folders(parent: Path, number) -> list[str]:
     return sorted(found, key=number)
 
 
-def cleanup_temporaries(store=None, older_than_seconds: float = 3600.0) -> list[Path]:
-    """Remove temporaries left by crashed writers (data sets, their snapshots, models).
+#: The seam's own momentary files (a write's temporary, the clock probe): never a crashed
+#: writer's until this old.
+_SEAM_TEMPORARY_S = 60.0
 
-    A running writer holds a lock on its temporary, which is never removed; a crashed one's
-    is. Snapshots and pointers are not touched here: see
-    :func:`~catdask.store.check.check_store` (``cleanup=True``) and
-    :func:`~catdask.store.gc.gc_store`.
 
-    Parameters
-    ----------
-    store : path, optional
-        Store root (see :func:`resolve_store`).
-    older_than_seconds : float, default 3600
-        Only temporaries at least this old are touched (a second guard besides the lock, and
-        the only one where the OS has no advisory locks). 0 removes every unlocked one, which
-        is safe while writers run: a writer locks its temporary as it creates it. A temporary
-        whose modification time lies in the future has no known age and is removed when its
-        lock is free.
+def local_temporaries(root: Path) -> list[Path]:
+    """The ``.tmp-*`` entries of a local store's data sets (``datasets/``, each data set and
+    its snapshots, and their lease folders) that no running write can own: earlier versions'
+    writer temporaries, and the seam's own older than a minute."""
+    found = []
+    parent = datasets_dir(root)
+    folders = [parent] + ([p for p in parent.iterdir() if p.is_dir()] if parent.is_dir() else [])
+    for folder in list(folders[1:]):
+        folders += [p for p in folder.iterdir() if p.is_dir() and not is_temporary(p)]
+    for folder in folders:
+        with contextlib.suppress(FileNotFoundError):
+            for entry in folder.iterdir():
+                if not is_temporary(entry):
+                    continue
+                if entry.name.startswith((".tmp-put-", ".tmp-clock-")):
+                    age = _age(entry)
+                    if age is not None and age < _SEAM_TEMPORARY_S:
+                        continue
+                found.append(entry)
+    return sorted(found)
 
-    Returns
-    -------
-    list of Path
-        The temporaries removed.
-    """
-    root = resolve_store(store)
+
+def _age(path: Path) -> float | None:
+    try:
+        return temporary_age(path)
+    except FileNotFoundError:
+        return 0.0
+
+
+def remove_local_temporaries(root: Path, older_than_seconds: float) -> list[Path]:
+    """Remove a local store's leftover ``.tmp-*`` temporaries (:func:`local_temporaries`, and
+    models' temporaries whose lock is free) at least ``older_than_seconds`` old."""
     removed: list[Path] = []
-    for parent in (datasets_dir(root), models_dir(root)):
-        if not parent.is_dir():
-            continue
+    for entry in local_temporaries(root):
+        age = _age(entry)
+        if age is None or age >= older_than_seconds:
+            remove_tree(entry)
+            if os.path.lexists(entry):  # could not be removed: say so rather than claim it
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(entry))
+            removed.append(entry)
+    parent = models_dir(root)
+    if parent.is_dir():
         removed += remove_temporaries(parent, older_than_seconds)  # nothing writes here now
         for entry in sorted(parent.iterdir()):
             if not entry.is_dir() or entry.name.startswith("."):
                 continue
-            # Under the folder's guard lock, held exclusively: writers create and lock their
-            # temporaries under it (shared), and a data set's pointer temporary and gc's
-            # removals happen under it, so every unlocked temporary seen here is a leftover.
-            with file_lock(entry / temporaries_guard(parent == models_dir(root))):
+            # Under the model folder's registry lock, held exclusively: a registration creates
+            # and locks its temporary under it (shared), so every unlocked temporary seen here
+            # is a leftover.
+            with file_lock(entry / MODEL_LOCK):
                 removed += remove_temporaries(entry, older_than_seconds)
     return removed
-
-
-def temporaries_guard(model: bool) -> str:
-    """The lock file, inside a data-set or model folder, that guards its temporaries (see
-    :func:`catdask.store._atomic.locked_temp_dir`): the name lock, or the registry lock."""
-    return MODEL_LOCK if model else NAME_LOCK
 
 
 def space_hint(err) -> str:
@@ -207,7 +232,7 @@ def space_hint(err) -> str:
     return ""
 
 
-def _read_only_error(root: Path, action: str, err: int, detail: str = "") -> StoreWriteError:
+def _read_only_error(root, action: str, err: int, detail: str = "") -> StoreWriteError:
     done = ("stopped at the first file it could not change" if detail
             else "so it changed nothing")
     return StoreWriteError(
@@ -219,14 +244,19 @@ def _read_only_error(root: Path, action: str, err: int, detail: str = "") -> Sto
     )
 
 
-def require_writable(root: Path, action: str) -> None:
+def require_writable(root: Path | StoreRoot, action: str) -> None:
     """Refuse at once, in one clear line, to change a store that cannot be written.
 
     Raises
     ------
     StoreWriteError
         (errno EROFS or EACCES) ``root`` is on a read-only mount or not writable by this user.
+        An object store's permissions are answered by its first request instead.
     """
+    if isinstance(root, StoreRoot):
+        if root.path is None:
+            return
+        root = root.path
     if root.is_dir() and not os.access(root, os.W_OK):
         try:
             st = os.statvfs(root)
@@ -237,7 +267,7 @@ def require_writable(root: Path, action: str) -> None:
 
 
 @contextlib.contextmanager
-def read_only_answer(root: Path, action: str):
+def read_only_answer(root: Path | StoreRoot, action: str):
     """Turn a permission or read-only error met while changing the store (a folder of
     another user, a mount made read-only meanwhile) into the same one-line
     :class:`StoreWriteError` as :func:`require_writable`."""
@@ -253,7 +283,7 @@ def read_only_answer(root: Path, action: str):
 
 
 @contextlib.contextmanager
-def changing_store(root: Path, action: str, *, writes: bool = True):
+def changing_store(root: Path | StoreRoot, action: str, *, writes: bool = True):
     """The guard around a maintenance ``action`` that changes the store (``gc``,
     ``check --cleanup``): refuse at once when the store cannot be written
     (:func:`require_writable`; skipped with ``writes=False``, a dry run), and turn a

@@ -1,18 +1,17 @@
-"""The data-set pointer's writer: one atomic replacement of ``datasets/<name>/zarr.json``.
+"""The data-set pointer's writer: ``datasets/<name>/zarr.json`` moved by compare-and-swap.
 
 The pointer's format and the readers' hold are read in :mod:`catdask.dataset_pointer` (below
 the library, which reads stored data sets through it); this module re-exports them for the
-store and writes the pointer.
+store and writes the pointer. There is no name lock: a writer reads the pointer with its
+version, decides, and writes with ``put_if_match`` on that version (``put_new`` where there
+was none); a :class:`~catdask.object_store.PreconditionFailed` means another writer moved it
+meanwhile, and the caller decides again from the pointer it reads then.
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import json
-import os
-import uuid
-from pathlib import Path
 
 from ..dataset_pointer import (
     DATASET_FORMAT_KEY,
@@ -23,11 +22,13 @@ from ..dataset_pointer import (
     hold_snapshot,
     is_pointer_attrs,
     read_pointer,
-    resolve_folder,
+    read_pointer_versioned,
+    resolve_pointer,
     snapshot_number,
 )
 from ..errors import StoreCorruptError
-from ._atomic import TMP_PREFIX, crash_point, flock_fd, fsync_dir
+from ..object_store import Backend
+from ._atomic import crash_point
 
 __all__ = [
     "DATASET_FORMAT_KEY",
@@ -38,24 +39,30 @@ __all__ = [
     "is_pointer_attrs",
     "snapshot_number",
     "read_pointer",
+    "read_pointer_versioned",
     "write_pointer",
     "hold_snapshot",
-    "resolve_folder",
+    "resolve_pointer",
 ]
 
 
-def write_pointer(folder: Path, name: str, snapshot: str, content_sha256: str,
-                  newest_committed: int = 0) -> None:
-    """Point ``folder``'s name at ``snapshot``: write a temporary file, then one ``os.replace``.
+def write_pointer(backend: Backend, folder_key: str, name: str, snapshot: str,
+                  content_sha256: str, previous, version: str | None) -> str:
+    """Point the data set at ``snapshot`` if the pointer is still at ``version`` (None: there
+    is none yet); returns the new version.
 
-    Call under the name lock. ``newest_committed`` is raised to at least ``snapshot``'s number
-    and to the previous pointer's value (when it can be read).
+    ``previous`` is the pointer read at ``version`` (a :class:`Pointer`, a damaged one's
+    :class:`StoreCorruptError`, or None): ``newest_committed`` is raised to at least
+    ``snapshot``'s number and to its value.
+
+    Raises
+    ------
+    PreconditionFailed
+        Another writer moved the pointer since ``version`` was read: decide again.
     """
-    newest = max(newest_committed, snapshot_number(snapshot) or 0)
-    with contextlib.suppress(StoreCorruptError):
-        previous = read_pointer(folder)
-        if previous is not None:
-            newest = max(newest, previous.newest_committed)
+    newest = snapshot_number(snapshot) or 0
+    if isinstance(previous, Pointer):
+        newest = max(newest, previous.newest_committed)
     node = {
         "zarr_format": 3,
         "node_type": "group",
@@ -68,18 +75,20 @@ def write_pointer(folder: Path, name: str, snapshot: str, content_sha256: str,
             "newest_committed": newest,
         },
     }
-    tmp = folder / f"{TMP_PREFIX}pointer-{uuid.uuid4().hex}"
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            flock_fd(fh.fileno())  # in use (and written under the name lock): cleanup skips it
-            json.dump(node, fh, indent=2)
-            fh.flush()
-            os.fsync(fh.fileno())
-        crash_point("pointer-written")
-        os.replace(tmp, folder / "zarr.json")
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
+    data = json.dumps(node, indent=2).encode()
+    crash_point("pointer-written")
+    key = f"{folder_key}/zarr.json"
+    new = backend.put_new(key, data) if version is None else backend.put_if_match(key, data,
+                                                                                  version)
     crash_point("pointer-replaced")
-    fsync_dir(folder)
+    return new
+
+
+def pointer_damage(backend: Backend, folder_key: str, pointer) -> str | None:
+    """What is wrong with a pointer read by :func:`read_pointer_versioned` (unreadable, or
+    naming a missing snapshot); None when it is sound or absent."""
+    if isinstance(pointer, StoreCorruptError):
+        return pointer.problem.rstrip(".")
+    if pointer is None or backend.head(f"{folder_key}/{pointer.snapshot}/zarr.json"):
+        return None
+    return f"it names snapshot {pointer.snapshot!r}, which is missing"

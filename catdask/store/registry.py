@@ -1,7 +1,7 @@
 """The model registry: immutable, numbered versions of models as arrays plus JSON.
 
-Layout: ``<root>/models/<name>/v<N>/`` is one zarr v3 group per version, holding one numeric
-array per model array and the attributes
+Layout (:mod:`catdask.store.model_entries`): ``models/<name>/v<N>/`` is one zarr v3 group per
+version, holding one numeric array per model array and the attributes
 
 - ``meta``: the caller's JSON metadata plus ``version``, ``created`` (UTC ISO 8601),
   ``catdask_version`` and ``run_key``;
@@ -9,18 +9,24 @@ array per model array and the attributes
 - ``attrs_sha256``: checksum of the two above (detects hand edits).
 
 Nothing is ever pickled, and loading refuses object/string dtypes, unknown codecs and any
-file that is not part of the zarr group (docs/design.md section 7).
+object that is not part of the zarr group (docs/design.md section 7).
 
-A version is written in a private ``.tmp-`` directory, then renamed onto ``v<N>`` under a
-short OS file lock (released by the OS if the process dies) around "look for the run key,
-pick a number, rename": the number is one above both the highest version present and the
-highest ever given, which ``<name>/.newest-version`` records after the rename, so a number is
-never given twice, even after its version was removed (logs, events and MLflow runs that name
-``model:vN`` stay unambiguous). The rename also refuses an existing ``v<N>`` (a writer of an
-older catdask that does not read the record), and the writer then picks again. So
-concurrent registrations (threads or processes) get distinct versions, a crash never leaves a
-half-written version visible, and a rerun of the same training run returns the existing
-version.
+A registration works the same on a local folder and on S3, through the store's backend only
+(docs/object-store-api.md):
+
+1. it takes a version number N by compare-and-swap on ``.newest-version``
+   (:mod:`catdask.store.ids`): one above every number given before and every version
+   present, so a number is never given twice, even after its version was removed (logs,
+   events and MLflow runs that name ``model:vN`` stay unambiguous);
+2. it takes the writer's lease ``.writing/v<N>`` (heartbeat on), so cleanup and check know
+   the prefix is being written;
+3. with a run key, it claims the run by a create-only write of ``.runs/<sha256(run key)>``:
+   exactly one registration per run wins; a loser returns the winner's version (waiting
+   while the winner writes; taking the claim over if the winner died before committing);
+4. it writes the arrays in place, each a root array of ``v<N>/<array>``, then commits by
+   writing the group document ``v<N>/zarr.json`` last, create-only. Until then the version
+   does not exist for any reader; a writer killed at any point leaves only an uncommitted
+   prefix, which nothing reads and cleanup removes once its lease is dead.
 """
 
 from __future__ import annotations
@@ -28,7 +34,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
-import re
+import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -36,36 +43,46 @@ import zarr
 
 from ..errors import StoreCorruptError, StoreWriteError
 from ..names import validate_name
-from ..object_store import LocalBackend, NotFound
-from . import _zarr_io
-from ._atomic import (
-    file_lock,
-    fsync_dir,
-    fsync_tree,
-    locked_temp_dir,
-    remove_tree,
-    rename_no_replace,
-)
+from ..object_store import NotFound, ObjectStoreError, PreconditionFailed
+from ..object_store.lease import acquire
 from ..versions import installed_version
+from . import _zarr_io
+from ._atomic import crash_point
 from ._json import json_sha256, to_json_safe, utc_now
-from .layout import MODEL_COUNTER, MODEL_LOCK, entry_path, models_dir, numbered_folders, resolve_store, space_hint
+from .ids import give_back, take_next_id
+from .layout import MODEL_COUNTER, space_hint
+from .lease import lease_is_live
+from ..dataset_pointer import location
+from .model_entries import (
+    RUNS,
+    FORMAT,
+    checked_attrs,
+    committed_versions,
+    in_parallel,
+    read_version_node,
+    remove_version,
+    version_key,
+    version_number,
+    writer_lease_key,
+)
+from .root import StoreRoot, open_store
 
 __all__ = [
     "ModelVersion",
     "register_model",
     "register_estimator",
     "checked_attrs",
-    "model_folder",
-    "version_numbers",
     "version_number",
     "array_sha256",
+    "WRITER_LEASE_TTL_S",
 ]
 
-FORMAT = 1
 RESERVED_META = ("version", "created", "catdask_version", "run_key")
-_VERSION_DIR = re.compile(r"v([1-9][0-9]*)")
-_LOCK_NAME = MODEL_LOCK
 _ALLOWED_KINDS = "biufc"  # bool, int, uint, float, complex: numbers only
+#: Seconds a registration's lease lives without a renewal (tests shorten it).
+WRITER_LEASE_TTL_S = 60.0
+#: How often a registration that lost its run key's claim looks at the winner again.
+_CLAIM_POLL_S = 0.05
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,8 +93,8 @@ class ModelVersion:
     ----------
     name : str
     version : int
-    path : Path
-        The version's zarr group.
+    path : Path or str
+        The version's zarr group: its folder in a local store, its URL on object storage.
     meta : dict
         Its metadata (empty if unreadable; see ``problem``).
     problem : str or None
@@ -86,7 +103,7 @@ class ModelVersion:
 
     name: str
     version: int
-    path: Path
+    path: Path | str
     meta: dict
     problem: str | None = None
 
@@ -103,23 +120,6 @@ class ModelVersion:
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def model_folder(store, name: str) -> tuple[Path, Path]:
-    root = resolve_store(store)
-    return root, entry_path(models_dir(root), name, "model")
-
-
-def version_numbers(model_dir: Path) -> list[int]:
-    """Sorted version numbers present under ``model_dir``."""
-    numbers = (version_number(v) for v in numbered_folders(model_dir, version_number))
-    return [n for n in numbers if n is not None]
-
-
-def version_number(folder_name: str) -> int | None:
-    """N of a version folder's name ``v<N>``, None for anything else."""
-    m = _VERSION_DIR.fullmatch(folder_name)
-    return int(m.group(1)) if m else None
 
 
 def array_sha256(a: np.ndarray) -> str:
@@ -171,8 +171,8 @@ def register_model(
 
     Parameters
     ----------
-    store : path or None
-        Store root (see :func:`~catdask.store.resolve_store`).
+    store : path, ``s3://`` URL, StoreRoot or None
+        The store (see :func:`~catdask.store.root.open_store`).
     name : str
         Model name (validated: letters, digits, ``_.-``).
     arrays : dict of str -> ndarray
@@ -182,7 +182,8 @@ def register_model(
         ``created``, ``catdask_version`` and ``run_key`` are set by the registry.
     run_key : str, optional
         Identifies the run that produced the model. If a version with this key exists, it
-        is returned and nothing is written (a rerun after a crash does not duplicate).
+        is returned and nothing is written (a rerun after a crash does not duplicate; of
+        concurrent registrations with one key exactly one writes).
 
     Returns
     -------
@@ -193,10 +194,13 @@ def register_model(
     InvalidNameError, ValueError, TypeError
         Bad name, non-numeric array, non-JSON metadata.
     StoreWriteError
-        Writing failed (disk full, permissions, ...): the temporary directory was removed
-        and earlier versions are intact.
+        Writing failed (disk full, permissions, ...): what was written of the version was
+        removed and earlier versions are intact.
+    ObjectStoreError
+        The object store failed (unreachable, credentials refused): one line.
     """
-    _root, model_dir = model_folder(store, name)
+    root = open_store(store)
+    validate_name(name, kind="model")
     arrays = _check_arrays(arrays)
     if not isinstance(meta, dict):
         raise TypeError(f"meta must be a dict, got {type(meta).__name__}.")
@@ -206,127 +210,193 @@ def register_model(
         )
     meta = to_json_safe(dict(meta), "meta")
     meta.update(created=utc_now(), catdask_version=installed_version(), run_key=run_key)
-
-    if run_key is not None:
-        found = _find_run_key(model_dir, name, run_key)
-        if found is not None:
-            return found
-
-    tmp = None
     try:
-        # Created already locked: cleanup and check never see it unlocked while we run.
-        with locked_temp_dir(model_dir, "v", model_dir / _LOCK_NAME) as tmp:
-            found, version, meta = _write_and_claim(tmp, model_dir, name, arrays, meta, run_key)
+        if run_key is not None:
+            found = _registered_run(root, name, run_key)
             if found is not None:
-                remove_tree(tmp)  # while still locked: never seen as a crash leftover
-        if found is not None:
-            return found
+                return found
+        return _register(root, name, arrays, meta, run_key)
+    except ObjectStoreError:
+        raise  # already one line naming the store
     except OSError as exc:
-        if tmp is not None:
-            remove_tree(tmp)
+        where = location(root.backend, StoreRoot.model_key(name))
         raise StoreWriteError(
             exc.errno,
-            f"Could not register a version of model {name!r} in {model_dir}: {exc}. "
-            f"The temporary directory was removed; earlier versions are intact."
+            f"Could not register a version of model {name!r} in {where}: {exc}. "
+            f"What was written of it was removed; earlier versions are intact."
             f"{space_hint(exc.errno)}",
-            str(model_dir),
+            str(where),
         ) from exc
+
+
+def _register(root: StoreRoot, name: str, arrays: dict, meta: dict, run_key) -> ModelVersion:
+    backend = root.backend
+    counter = StoreRoot.model_key(name, MODEL_COUNTER)
+    while True:
+        version, tag = take_next_id(backend, counter,
+                                    lambda: committed_versions(root, name))
+        crash_point("model-number-taken")
+        try:
+            lease = acquire(backend, writer_lease_key(name, version),
+                            f"registration of {name}:v{version}", WRITER_LEASE_TTL_S)
+        except BaseException:
+            give_back(backend, counter, version, tag)
+            raise
+        try:
+            winner = None if run_key is None else _claim_run(root, name, run_key, version)
+        except BaseException:
+            _undo(root, name, version, lease, tag)
+            raise
+        if winner is None:
+            break
+        _undo(root, name, version, lease, tag)
+        if isinstance(winner, ModelVersion):
+            return winner
+    meta = dict(meta, version=version)
+    try:
+        info = _write_arrays(root, name, version, arrays)
+        node = {"zarr_format": 3, "node_type": "group",
+                "attributes": _version_attrs(info, meta)}
+        crash_point("model-arrays-written")
+        lease.check()  # a registration whose lease was taken over must not commit
+        _commit(root, name, version, node)
     except BaseException:
-        if tmp is not None:
-            remove_tree(tmp)
+        _undo(root, name, version, lease, tag)
         raise
-    fsync_dir(model_dir)
-    return ModelVersion(name, version, model_dir / f"v{version}", meta)
+    crash_point("model-committed")
+    _let_go(root, name, version, lease)
+    return ModelVersion(name, version, location(root.backend, version_key(name, version)), meta)
 
 
-def _write_and_claim(tmp: Path, model_dir: Path, name: str, arrays, meta, run_key):
-    """Write the arrays into ``tmp`` and claim a version: ``(existing, version, meta)``."""
-    group = zarr.open_group(str(tmp), mode="a")  # "w" would recreate the locked folder
+def _commit(root: StoreRoot, name: str, version: int, node: dict) -> None:
+    """The version's group document, written last and create-only: the version exists now."""
+    root.backend.put_new(version_key(name, version, "zarr.json"),
+                         json.dumps(node, allow_nan=True).encode())
+
+
+def _undo(root: StoreRoot, name: str, version: int, lease, tag: str) -> None:
+    """After a failure (or a lost run claim): remove what was written of the version, let the
+    lease go, and give the number back, which only an empty prefix may be (a prefix that could
+    not be removed keeps its number: cleanup removes it once the lease is dead). Quiet: the
+    failure being handled is what the caller reports."""
+    try:
+        remove_version(root, name, version)
+    except Exception:  # noqa: BLE001 - the store failing again; the number stays given
+        with contextlib.suppress(Exception):
+            lease.release()
+        return
+    with contextlib.suppress(Exception):
+        _let_go(root, name, version, lease)
+    give_back(root.backend, StoreRoot.model_key(name, MODEL_COUNTER), version, tag)
+
+
+def _let_go(root: StoreRoot, name: str, version: int, lease) -> None:
+    """Release the writer's lease and remove its record (its number is never given again,
+    so nobody else can hold that key)."""
+    lease.release()
+    root.backend.delete(writer_lease_key(name, version))
+
+
+class _VersionArrays:
+    """A version's prefix as :func:`_zarr_io.write_array` sees a group: each array is a root
+    array of its own prefix ``v<N>/<array>``, so zarr writes no group document (the
+    version's ``zarr.json`` is its commit, written last)."""
+
+    def __init__(self, root: StoreRoot, name: str, version: int):
+        self.root, self.name, self.version = root, name, version
+
+    def create_array(self, array_name: str, **kwargs):
+        store = self.root.backend.zarr_store(version_key(self.name, self.version, array_name),
+                                             read_only=False)
+        return zarr.create_array(store, **kwargs)
+
+
+def _write_arrays(root: StoreRoot, name: str, version: int, arrays: dict) -> dict:
+    group = _VersionArrays(root, name, version)
     info = {}
     for key, a in arrays.items():
         _zarr_io.write_array(group, key, a)
         info[key] = {"dtype": a.dtype.str, "shape": list(a.shape), "sha256": array_sha256(a)}
-    with file_lock(model_dir / _LOCK_NAME):
-        if run_key is not None:
-            found = _find_run_key(model_dir, name, run_key)
-            if found is not None:
-                return found, None, meta
-        version, meta = _claim_version(tmp, group, model_dir, info, meta)
-    return None, version, meta
+    return info
 
 
-def _claim_version(tmp: Path, group, model_dir: Path, info: dict, meta: dict):
-    """Rename ``tmp`` onto a version number never given before (under the registry lock);
-    rewrite its version number on each retry."""
-    for _ in range(10000):
-        version = _next_version(model_dir)
-        meta = dict(meta, version=version)
-        # The temporary group is private, so updating its attributes before the rename is safe.
-        group.attrs.put(_version_attrs(info, meta))
-        fsync_tree(tmp)
-        if rename_no_replace(tmp, model_dir / f"v{version}"):
-            # Until it is recorded the folder itself says the number is taken; a failure to
-            # record (a full disk) leaves that, and the version is registered all the same.
-            with contextlib.suppress(OSError):
-                _counter_backend(model_dir).put(_counter_key(model_dir), f"{version}\n".encode())
-            return version, meta
-    raise OSError(
-        f"Could not claim a version number under {model_dir}: too many concurrent writers."
-    )
+# --------------------------------------------------------------------------- run keys
 
 
-def _next_version(model_dir: Path) -> int:
-    """One above every version present and every number given before (call under the
-    registry lock)."""
+def _claim_key(name: str, run_key: str) -> str:
+    return StoreRoot.model_key(name, RUNS, hashlib.sha256(run_key.encode()).hexdigest())
+
+
+def _committed(root: StoreRoot, name: str, version: int, run_key: str) -> ModelVersion | None:
+    """Version ``version`` if it is committed and carries ``run_key``."""
     try:
-        text = _counter_backend(model_dir).get(_counter_key(model_dir))[0].strip()
-        given = int(text) if text.isdigit() else 0
+        attrs = checked_attrs(read_version_node(root, name, version),
+                              location(root.backend, version_key(name, version)))
+    except StoreCorruptError:
+        return None
+    if attrs["meta"].get("run_key") != run_key:
+        return None
+    return ModelVersion(name, version, location(root.backend, version_key(name, version)),
+                        attrs["meta"])
+
+
+def _claimed_version(root: StoreRoot, name: str, run_key: str) -> tuple[int, str] | None:
+    """(version, object version) of the run's claim, None if nobody claimed it."""
+    try:
+        data, tag = root.backend.get(_claim_key(name, run_key))
     except NotFound:
-        given = 0
-    return max(max(version_numbers(model_dir), default=0), given) + 1
+        return None
+    try:
+        version = int(json.loads(data)["version"])
+    except (ValueError, KeyError, TypeError):
+        version = 0  # a damaged claim: taken over like a dead one
+    return version, tag
 
 
-# The record is a small object written through the store's seam (the same key on any medium).
-def _counter_backend(model_dir: Path) -> LocalBackend:
-    return LocalBackend(model_dir.parent.parent)
+def _registered_run(root: StoreRoot, name: str, run_key: str) -> ModelVersion | None:
+    """The version the run registered: the one its claim names, once committed; for a store
+    of an earlier catdask (no claims) the lowest version whose metadata carries the key."""
+    claim = _claimed_version(root, name, run_key)
+    if claim is not None:
+        return _committed(root, name, claim[0], run_key) if claim[0] else None
+    found = in_parallel(lambda v: _committed(root, name, v, run_key),
+                        committed_versions(root, name))
+    return next((mv for mv in found if mv is not None), None)
 
 
-def _counter_key(model_dir: Path) -> str:
-    return f"{model_dir.parent.name}/{model_dir.name}/{MODEL_COUNTER}"
-
-
-def _find_run_key(model_dir: Path, name: str, run_key: str) -> ModelVersion | None:
-    """Lowest version whose metadata carries ``run_key`` (unreadable versions are skipped)."""
-    for v in version_numbers(model_dir):
-        path = model_dir / f"v{v}"
-        try:
-            attrs = checked_attrs(path)
-        except StoreCorruptError:
+def _claim_run(root: StoreRoot, name: str, run_key: str, version: int):
+    """Claim ``run_key`` for ``version``: None when ours; the winner's ModelVersion when
+    another registration of the run committed; True when our number must be given up (the
+    claim moved while we looked: take a new number and look again)."""
+    backend = root.backend
+    record = json.dumps({"run_key": run_key, "version": version}).encode()
+    try:
+        backend.put_new(_claim_key(name, run_key), record)
+        return None
+    except PreconditionFailed:
+        pass
+    while True:
+        claim = _claimed_version(root, name, run_key)
+        if claim is None:
+            return True
+        other, tag = claim
+        if other == version:
+            return None  # the claim of a failed attempt whose number we were given again
+        if other:
+            found = _committed(root, name, other, run_key)
+            if found is not None:
+                return found
+            if lease_is_live(backend, writer_lease_key(name, other)):
+                time.sleep(_CLAIM_POLL_S)  # the winner writes: wait for its commit
+                continue
+            found = _committed(root, name, other, run_key)  # committed, then let go
+            if found is not None:
+                return found
+        try:  # the winner died before committing: the run is ours now
+            backend.put_if_match(_claim_key(name, run_key), record, tag)
+            return None
+        except PreconditionFailed:
             continue
-        if attrs["meta"].get("run_key") == run_key:
-            return ModelVersion(name, v, path, attrs["meta"])
-    return None
-
-
-def checked_attrs(entry: Path) -> dict:
-    node = _zarr_io.read_node_json(entry, entry)
-    if node.get("node_type") != "group":
-        raise StoreCorruptError(entry, "zarr.json does not describe a group")
-    attrs = node.get("attributes")
-    if not isinstance(attrs, dict):
-        raise StoreCorruptError(entry, "the group has no attributes")
-    if attrs.get("catdask_model_format") != FORMAT:
-        raise StoreCorruptError(
-            entry,
-            f"unknown model format {attrs.get('catdask_model_format')!r} "
-            f"(this catdask reads format {FORMAT})",
-        )
-    if not isinstance(attrs.get("meta"), dict):
-        raise StoreCorruptError(entry, "attribute 'meta' is missing or not an object")
-    if not isinstance(attrs.get("arrays"), dict):
-        raise StoreCorruptError(entry, "attribute 'arrays' is missing or not an object")
-    return attrs
-
 
 
 # --------------------------------------------------------------------------- estimators

@@ -8,22 +8,26 @@ array checksums, numeric dtypes and safe codecs only, and no file besides the li
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import numpy as np
+import zarr
 
 from ..errors import ModelNotFoundError, StoreCorruptError
-from ..names import did_you_mean, is_valid_name
+from ..names import did_you_mean, is_valid_name, validate_name
 from . import _zarr_io
 from ._json import json_sha256
-from .layout import list_entries, models_dir, resolve_store
-from .registry import (
-    ModelVersion,
-    array_sha256,
+from ..dataset_pointer import location
+from .model_entries import (
     checked_attrs,
-    model_folder,
-    version_numbers,
+    committed_versions,
+    in_parallel,
+    model_names,
+    read_version_node,
+    version_folders,
+    version_key,
 )
+from .registry import ModelVersion, array_sha256
+from .root import StoreRoot, open_store
 
 __all__ = [
     "load_model_version",
@@ -53,20 +57,28 @@ COMPARE_FIELDS = (
 def registered_model_names(store=None) -> list[str]:
     """Sorted names of the models with at least one version (none when the store does not
     exist yet)."""
-    parent = models_dir(resolve_store(store))
-    return [m for m in list_entries(parent) if version_numbers(parent / m)]
+    root = open_store(store)
+    return [n for n in model_names(root) if _latest(root, n) is not None]
 
 
-def _resolve_version(model_dir: Path, root: Path, name: str, version) -> int:
-    versions = version_numbers(model_dir)
-    if not versions:
+def _latest(root: StoreRoot, name: str) -> int | None:
+    """The highest committed version of ``name`` (the highest prefixes first), or None."""
+    for v in reversed(version_folders(root, name)):
+        if root.backend.head(version_key(name, v, "zarr.json")) is not None:
+            return v
+    return None
+
+
+def _resolve_version(root: StoreRoot, name: str, version) -> int:
+    latest = _latest(root, name)
+    if latest is None:
         names = registered_model_names(root)
         raise ModelNotFoundError(
-            f"No model {name!r} in the registry at {root} (registered: "
+            f"No model {name!r} in the registry at {root.url} (registered: "
             f"{', '.join(names) or 'none'}){did_you_mean(name, names) or '.'}"
         )
     if version is None or version == "latest":
-        return versions[-1]
+        return latest
     v = version
     if isinstance(v, str):
         m = re.fullmatch(r"v?([0-9]+)", v.strip())
@@ -75,12 +87,29 @@ def _resolve_version(model_dir: Path, root: Path, name: str, version) -> int:
         v = int(m.group(1))
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
         raise ValueError(f"version must be an int, 'v<N>' or 'latest', got {version!r}.")
-    if int(v) not in versions:
+    if int(v) < 1 or root.backend.head(version_key(name, int(v), "zarr.json")) is None:
         raise ModelNotFoundError(
             f"Model {name!r} has no version {version!r} (versions: "
-            f"{', '.join(f'v{x}' for x in versions)})."
+            f"{', '.join(f'v{x}' for x in committed_versions(root, name))})."
         )
     return int(v)
+
+
+def _version_attrs(root: StoreRoot, name: str, v: int) -> dict:
+    return checked_attrs(read_version_node(root, name, v),
+                         location(root.backend, version_key(name, v)))
+
+
+def _read_array(root: StoreRoot, name: str, v: int, key: str, entry) -> np.ndarray:
+    """One array of a version, its ``zarr.json`` checked before zarr opens it."""
+    _zarr_io.check_array_node(root.backend, version_key(name, v, key), version_key(name, v))
+    try:
+        arr = zarr.open_array(store=root.backend.zarr_store(version_key(name, v, key),
+                                                            read_only=True),
+                              mode="r", zarr_format=3)
+    except Exception as exc:  # zarr raises a variety of types for bad metadata
+        raise StoreCorruptError(entry, f"zarr cannot open array {key!r}: {exc}") from exc
+    return _zarr_io.read_array(arr, entry, key)
 
 
 def load_model_version(store, name: str, version=None, *, verify: bool = True):
@@ -88,8 +117,8 @@ def load_model_version(store, name: str, version=None, *, verify: bool = True):
 
     Parameters
     ----------
-    store : path or None
-        Store root.
+    store : path, ``s3://`` URL, StoreRoot or None
+        The store (see :func:`~catdask.store.root.open_store`).
     name : str
         Model name.
     version : int, "v<N>", "latest" or None
@@ -110,10 +139,10 @@ def load_model_version(store, name: str, version=None, *, verify: bool = True):
         Corrupt JSON, missing arrays, object/string dtypes, unexpected files (e.g. a
         pickle), checksum mismatches, unreadable chunks.
     """
-    root, model_dir = model_folder(store, name)
-    v = _resolve_version(model_dir, root, name, version)
-    entry = model_dir / f"v{v}"
-    attrs = checked_attrs(entry)
+    root = open_store(store)
+    v = _resolve_version(root, name, version)
+    entry = location(root.backend, version_key(name, v))
+    attrs = _version_attrs(root, name, v)
     meta, info = attrs["meta"], attrs["arrays"]
     if meta.get("version") != v:
         raise StoreCorruptError(
@@ -130,21 +159,24 @@ def load_model_version(store, name: str, version=None, *, verify: bool = True):
             raise StoreCorruptError(
                 entry, f"the metadata lists an array with an unsafe name {key!r}"
             )
-    for child in sorted(entry.iterdir()):
-        if child.name != "zarr.json" and child.name not in info:
+    children: dict[str, bool] = {}  # name -> is a folder (has objects below it)
+    prefix = version_key(name, v) + "/"
+    for obj in root.backend.list(prefix):
+        first, _, rest = obj.key[len(prefix):].partition("/")
+        children[first] = children.get(first, False) or bool(rest)
+    for child in sorted(children):
+        if child != "zarr.json" and child not in info:
             raise StoreCorruptError(
                 entry,
-                f"unexpected {'directory' if child.is_dir() else 'file'} {child.name!r}: a "
+                f"unexpected {'directory' if children[child] else 'file'} {child!r}: a "
                 "model version holds only zarr arrays and JSON metadata; refusing to load "
                 "(catdask never unpickles)",
             )
-    group = _zarr_io.open_group_checked(entry)
     arrays = {}
     for key, spec in info.items():
-        if not (entry / key).is_dir():
+        if not children.get(key):
             raise StoreCorruptError(entry, f"array {key!r} listed in the metadata is missing")
-        arr = _zarr_io.open_array_checked(group, key, entry)
-        data = _zarr_io.read_array(arr, entry, key)
+        data = _read_array(root, name, v, key, entry)
         if (
             not isinstance(spec, dict)
             or list(data.shape) != spec.get("shape")
@@ -161,29 +193,43 @@ def load_model_version(store, name: str, version=None, *, verify: bool = True):
     return arrays, meta
 
 
+def _listed(root: StoreRoot, names: list[str]) -> list[ModelVersion]:
+    """The committed versions of ``names`` with their metadata: one listing of each model's
+    version prefixes, then every version's ``zarr.json`` read, many at once (a prefix without
+    it is a registration being written, or a dead one's: not listed)."""
+    wanted = [(name, v) for name in names for v in version_folders(root, name)]
+
+    def read(item: tuple[str, int]) -> ModelVersion | None:
+        name, v = item
+        path = location(root.backend, version_key(name, v))
+        try:
+            node = _zarr_io.read_node(root.backend, version_key(name, v), version_key(name, v),
+                                      missing_ok=True)
+            if node is None:
+                return None
+            attrs = checked_attrs(node, path)
+            return ModelVersion(name, v, path, attrs["meta"])
+        except StoreCorruptError as exc:
+            return ModelVersion(name, v, path, {}, problem=exc.problem)
+
+    return [mv for mv in in_parallel(read, wanted) if mv is not None]
+
+
 def list_versions(store, name: str) -> list[ModelVersion]:
     """All versions of one model, oldest first (``[]`` if the model does not exist)."""
-    _root, model_dir = model_folder(store, name)
-    out = []
-    for v in version_numbers(model_dir):
-        path = model_dir / f"v{v}"
-        try:
-            out.append(ModelVersion(name, v, path, checked_attrs(path)["meta"]))
-        except StoreCorruptError as exc:
-            out.append(ModelVersion(name, v, path, {}, problem=exc.problem))
-    return out
+    return _listed(open_store(store), [validate_name(name, kind="model")])
 
 
 def list_models(store=None, name: str | None = None) -> list[ModelVersion]:
     """Registered versions, sorted by (name, version); only model ``name`` if given.
 
-    Temporaries of running or crashed registrations never appear. Versions whose metadata
-    cannot be read are listed with ``problem`` set.
+    Versions being written (or left uncommitted by a crashed registration) never appear.
+    Versions whose metadata cannot be read are listed with ``problem`` set.
     """
     if name is not None:
         return list_versions(store, name)
-    parent = models_dir(resolve_store(store))
-    return [mv for model in list_entries(parent) for mv in list_versions(store, model)]
+    root = open_store(store)
+    return _listed(root, model_names(root))
 
 
 def compare_versions(store, name: str, v1, v2) -> dict:
@@ -197,12 +243,12 @@ def compare_versions(store, name: str, v1, v2) -> dict:
         fields objective, gap (top level or inside ``certificate``), certificate, metrics,
         params, class, dataset, n_iter, converged, created, run_key, catdask_version.
     """
-    root, model_dir = model_folder(store, name)
+    root = open_store(store)
     metas, versions = [], []
     for version in (v1, v2):
-        v = _resolve_version(model_dir, root, name, version)
+        v = _resolve_version(root, name, version)
         versions.append(v)
-        metas.append(checked_attrs(model_dir / f"v{v}")["meta"])
+        metas.append(_version_attrs(root, name, v)["meta"])
 
     def field(meta, key):
         if key == "gap" and "gap" not in meta and isinstance(meta.get("certificate"), dict):

@@ -1,156 +1,169 @@
-"""Immutable data-set snapshots and the pointer that names the current one.
+"""Immutable data-set snapshots, their ids, and what a data set's keys hold.
 
 ::
 
-    <root>/datasets/<name>/zarr.json   the pointer: a zarr v3 group whose attributes name the
-                                       current snapshot and its content checksum
-    <root>/datasets/<name>/s<N>/       snapshot N: a zarr v3 group (X, y, attributes), never
-                                       modified after it is renamed into place
-    <root>/datasets/<name>/.newest-snapshot  the highest N ever given (ids are never reused)
-    <root>/datasets/<name>/.lock       the name lock: held by writers while they create their
-                                       temporary (shared) and while they claim N and move the
-                                       pointer (exclusive), by gc/cleanup while they remove
-                                       snapshots and by check while it lists the folder
-    <root>/datasets/<name>/.tmp-*      temporaries of running (locked) or crashed writers
+    datasets/<name>/zarr.json            the pointer naming the current snapshot
+    datasets/<name>/s<N>/...             snapshot N, written in place; it exists (for every
+                                         reader, lister, gc and check) once its zarr.json does
+    datasets/<name>/.newest-snapshot     "<N> <uuid>": the highest N ever given (never reused)
+    datasets/<name>/.writing/s<N>        the lease of the writer of snapshot N
+    datasets/<name>/.holds/s<N>/<uuid>   readers' holds (leases)
+    datasets/<name>/.removing/s<N>       gc's tombstone while it removes snapshot N
 
-The pointer's format and the reader's lock live in :mod:`catdask.store.pointer`. The pointer
-is replaced in one ``os.replace`` of a fully written temporary file, so it always names one
-complete snapshot. A reader resolves the name once (:func:`resolve`), takes a shared
-lock on that snapshot and reads only it, whatever writers do to the name meanwhile; gc removes
-a snapshot only when it gets the exclusive lock (no reader) and no model refers to it.
+Everything goes through the store's backend (:mod:`catdask.object_store`), one design for a
+local folder and S3. The pointer's format and the readers' hold live in
+:mod:`catdask.dataset_pointer`, its writer in :mod:`catdask.store.pointer`. A reader resolves
+the name once (:func:`resolve`), holds that snapshot and reads only it, whatever writers do to
+the name meanwhile; gc removes a snapshot only when no hold and no model needs it.
 """
 
 from __future__ import annotations
 
-import contextlib
-from pathlib import Path
+import dataclasses
 
+from ..dataset_pointer import (
+    HOLDS,
+    LEASE_MARGIN_S,
+    REMOVING,
+    SnapshotHold,
+    location,
+    read_pointer_versioned,
+    resolve_pointer,
+    snapshot_number,
+)
 from ..errors import DatasetNotFoundError, StoreCorruptError
 from ..names import did_you_mean
-from ..object_store import LocalBackend, NotFound
+from ..object_store import Backend
+from ..object_store import lease as leases
 from . import _zarr_io
-from ._atomic import file_lock, rename_no_replace
 from .content import check_attrs, verify_content
-from .layout import (
-    NAME_LOCK,
-    SNAPSHOT_COUNTER,
-    datasets_dir,
-    entry_path,
-    list_entries,
-    numbered_folders,
-    resolve_store,
-)
-from .pointer import (
-    POINTER_FORMAT,
-    Pointer,
-    SnapshotHold,
-    hold_snapshot,
-    read_pointer,
-    resolve_folder,
-    snapshot_number,
-    write_pointer,
-)
+from .ids import take_next_id
+from .layout import SNAPSHOT_COUNTER
+from .root import StoreRoot, open_store
 
 __all__ = [
-    "POINTER_FORMAT",
-    "Pointer",
-    "SnapshotHold",
-    "name_dir",
-    "snapshot_ids",
-    "current_snapshot_id",
-    "rename_to_next_snapshot",
-    "snapshot_attrs",
-    "snapshot_number",
-    "read_pointer",
-    "write_pointer",
-    "name_lock",
-    "hold_snapshot",
+    "WRITING",
+    "Listing",
+    "name_key",
+    "list_dataset",
+    "dataset_names",
+    "next_snapshot_id",
+    "writer_lease",
     "resolve",
+    "snapshot_attrs",
     "open_snapshot",
     "verify_snapshot",
+    "remove_entry",
+    "SnapshotHold",
 ]
 
+WRITING = ".writing"
+_ARRAYS = {"X", "y"}
+_OWN_RECORDS = {"zarr.json", SNAPSHOT_COUNTER, ".lock"}  # .lock: the name lock of older versions
 
 
-def name_dir(store, name: str) -> tuple[Path, Path]:
-    """``(root, <root>/datasets/<name>)`` after validating ``name``."""
-    root = resolve_store(store)
-    return root, entry_path(datasets_dir(root), name, "data set")
+@dataclasses.dataclass
+class Listing:
+    """What one listing of ``datasets/<name>/`` shows.
 
-
-def snapshot_ids(folder: Path) -> list[str]:
-    """Ids of the snapshots under a data-set folder, oldest (lowest N) first."""
-    return numbered_folders(folder, snapshot_number)
-
-
-def current_snapshot_id(folder: Path) -> str | None:
-    """The id the pointer names; None when there is no pointer or it is damaged."""
-    try:
-        pointer = read_pointer(folder)
-    except StoreCorruptError:
-        return None
-    return pointer.snapshot if pointer is not None else None
-
-
-def rename_to_next_snapshot(tmp: Path, folder: Path) -> str:
-    """Rename the finished temporary ``tmp`` to the next free ``s<N>`` of ``folder`` (call
-    under the name lock, so no other writer claims N meanwhile); returns the new id.
-
-    N is above every snapshot present, every one ever committed (the pointer's
-    ``newest_committed``) and every one ever given (``.newest-snapshot``, which survives a
-    damaged pointer, as registry.py's ``.newest-version`` does for model versions): gc may
-    have removed the newest snapshot since, and an id that named other content before would
-    make the logs, events and model metadata naming it ambiguous.
+    ``committed``: snapshot ids with a ``zarr.json``, lowest first; ``prefixes``: every snapshot
+    id with any object (committed or not) -> the newest object's modification time;
+    ``holds``/``writing``/``removing``: lease keys by snapshot id; ``strays``: keys the store
+    does not write; ``has_pointer``.
     """
-    try:
-        pointer = read_pointer(folder)
-    except StoreCorruptError:
-        pointer = None  # damaged: the record and the snapshots present still say what was given
-    newest = pointer.newest_committed if pointer is not None else 0
-    present = max((snapshot_number(s) or 0 for s in snapshot_ids(folder)), default=0)
-    number = max(present, newest, _newest_given(folder)) + 1
-    snapshot = f"s{number}"
-    if not rename_no_replace(tmp, folder / snapshot):
-        raise OSError(f"{folder / snapshot} exists although the name lock is held")
-    # Until it is recorded the folder itself says the number is taken; a failure to record
-    # (a full disk) leaves that, and the snapshot is written all the same.
-    with contextlib.suppress(OSError):
-        _counter_backend(folder).put(_counter_key(folder), f"{number}\n".encode())
-    return snapshot
+
+    committed: list = dataclasses.field(default_factory=list)
+    prefixes: dict = dataclasses.field(default_factory=dict)
+    holds: dict = dataclasses.field(default_factory=dict)
+    writing: dict = dataclasses.field(default_factory=dict)
+    removing: dict = dataclasses.field(default_factory=dict)
+    strays: list = dataclasses.field(default_factory=list)
+    has_pointer: bool = False
+
+    @property
+    def uncommitted(self) -> list:
+        """Snapshot ids with objects but no ``zarr.json`` (a running or a dead writer's)."""
+        return sorted((s for s in self.prefixes if s not in self.committed),
+                      key=snapshot_number)
 
 
-def _newest_given(folder: Path) -> int:
-    try:
-        text = _counter_backend(folder).get(_counter_key(folder))[0].strip()
-    except NotFound:
-        return 0
-    return int(text) if text.isdigit() else 0
+def name_key(store, name: str) -> tuple[StoreRoot, str]:
+    """``(root, "datasets/<name>")`` after validating ``name``; ``store`` is anything
+    :func:`~catdask.store.root.open_store` accepts."""
+    root = open_store(store)
+    return root, root.dataset_key(name)
 
 
-# The record is a small object written through the store's seam, as the model registry's.
-def _counter_backend(folder: Path) -> LocalBackend:
-    return LocalBackend(folder.parent.parent)
+def list_dataset(backend: Backend, folder_key: str) -> Listing:
+    """One listing of a data set's keys, sorted into a :class:`Listing`."""
+    out = Listing()
+    committed = set()
+    for meta in backend.list(folder_key + "/"):
+        rel = meta.key[len(folder_key) + 1:]
+        parts = rel.split("/")
+        head = parts[0]
+        if snapshot_number(head) is not None and len(parts) > 1:
+            out.prefixes[head] = max(out.prefixes.get(head, 0.0), meta.last_modified)
+            if rel == f"{head}/zarr.json":
+                committed.add(head)
+            elif parts[1] not in _ARRAYS or len(parts) == 2:
+                out.strays.append(meta.key)
+        elif (head in (HOLDS, WRITING, REMOVING) and len(parts) > 1
+              and snapshot_number(parts[1]) is not None):
+            bucket = {HOLDS: out.holds, WRITING: out.writing, REMOVING: out.removing}[head]
+            bucket.setdefault(parts[1], []).append(meta.key)
+        elif rel == "zarr.json":
+            out.has_pointer = True
+        elif rel not in _OWN_RECORDS:
+            out.strays.append(meta.key)
+    out.committed = sorted(committed, key=snapshot_number)
+    return out
 
 
-def _counter_key(folder: Path) -> str:
-    return f"{folder.parent.name}/{folder.name}/{SNAPSHOT_COUNTER}"
+def dataset_names(backend: Backend) -> list[str]:
+    """Names under ``datasets/`` that hold anything (sorted); not validated."""
+    names = set()
+    for meta in backend.list("datasets/"):
+        parts = meta.key.split("/")
+        if len(parts) > 2:
+            names.add(parts[1])
+    return sorted(names)
 
 
-def name_lock(folder: Path, *, shared: bool = False):
-    """The per-name lock (a context manager).
+def next_snapshot_id(backend: Backend, folder_key: str) -> str:
+    """Claim the next snapshot id of a data set by compare-and-swap on its counter
+    (:mod:`catdask.store.ids`, the same protocol as the models' version numbers).
 
-    Exclusive: writers' commits, gc, cleanup and ``check``'s look at a folder's temporaries
-    exclude each other. Shared: a writer creating its temporary (``_atomic.locked_temp_dir``),
-    so nobody inspecting the folder ever sees a temporary its writer has not locked yet.
+    N is above every id the counter gave (it survives a damaged pointer) and, where the counter
+    may lag (absent, damaged, or an earlier catdask's), above every snapshot present (committed
+    or not) and every one ever committed (the pointer's ``newest_committed``): gc may have
+    removed the newest snapshot since, and an id that named other content before would make
+    the logs, events and model metadata naming it ambiguous.
     """
-    return file_lock(folder / NAME_LOCK, shared=shared)
+    def present() -> list[int]:
+        pointer, _ = read_pointer_versioned(backend, folder_key)
+        newest = pointer.newest_committed if not isinstance(pointer, (Exception, type(None))) \
+            else 0
+        listing = list_dataset(backend, folder_key)
+        return [newest, *(snapshot_number(s) or 0 for s in [*listing.prefixes, *listing.writing])]
+
+    number, _tag = take_next_id(backend, f"{folder_key}/{SNAPSHOT_COUNTER}", present)
+    return f"s{number}"
 
 
-def resolve(store, name: str) -> tuple[str, Path, SnapshotHold]:
-    """Resolve a data-set name to its current snapshot, once: ``(snapshot id, path, hold)``.
+def writer_lease(backend: Backend, folder_key: str, snapshot: str) -> leases.Lease:
+    """The lease a writer holds while it writes ``snapshot`` (cleanup leaves its objects)."""
+    from ..dataset_pointer import LEASE_TTL_S
 
-    The caller reads only ``path`` and closes ``hold`` when done
-    (:func:`~catdask.store.pointer.resolve_folder`).
+    return leases.acquire(backend, f"{folder_key}/{WRITING}/{snapshot}",
+                          f"the writer of {folder_key}/{snapshot}", LEASE_TTL_S,
+                          margin_s=LEASE_MARGIN_S)
+
+
+def resolve(store, name: str) -> tuple[StoreRoot, str, str, SnapshotHold]:
+    """Resolve a data-set name to its current snapshot, once:
+    ``(root, snapshot id, snapshot key, hold)``. The caller reads only that snapshot and
+    closes ``hold`` when done.
 
     Raises
     ------
@@ -159,50 +172,51 @@ def resolve(store, name: str) -> tuple[str, Path, SnapshotHold]:
     StoreCorruptError
         The pointer is damaged or names a snapshot that does not exist.
     """
-    root, folder = name_dir(store, name)
-    found = resolve_folder(folder)
+    root, folder_key = name_key(store, name)
+    found = resolve_pointer(root.backend, folder_key)
     if found is None:
-        known = [n for n in list_entries(datasets_dir(root)) if _has_pointer(root, n)]
+        backend = root.backend
+        known = [n for n in dataset_names(backend)
+                 if backend.head(f"datasets/{n}/zarr.json") is not None]
         hint = did_you_mean(name, known)  # a typo: not "ingest it", which would fail too
         raise DatasetNotFoundError(
-            f"No data set {name!r} in store {root} (stored: {', '.join(known) or 'none'})"
+            f"No data set {name!r} in store {root.url} (stored: {', '.join(known) or 'none'})"
             + (f"{hint}" if hint else f". Ingest it first, e.g. `catdask ingest {name}`.")
         )
-    return found
+    snapshot, hold = found
+    return root, snapshot, f"{folder_key}/{snapshot}", hold
 
 
-def _has_pointer(root: Path, name: str) -> bool:
-    return (datasets_dir(root) / name / "zarr.json").is_file()
-
-
-def snapshot_attrs(path: Path) -> dict:
+def snapshot_attrs(backend: Backend, key: str) -> dict:
     """A snapshot's checked attributes, read from its ``zarr.json`` only (no array opened)."""
-    return check_attrs(_zarr_io.read_node_json(path, path).get("attributes"), path)
+    node = _zarr_io.read_node(backend, key, key)
+    return check_attrs(node.get("attributes"), location(backend, key))
 
 
-def open_snapshot(path: Path):
+def open_snapshot(backend: Backend, key: str):
     """Structural checks of one snapshot: ``(attrs, X, y)`` as zarr arrays, not yet read."""
-    meta = _zarr_io.read_node_json(path, path)
+    entry = location(backend, key)
+    meta = _zarr_io.read_node(backend, key, key)
     if meta.get("node_type") != "group":
-        raise StoreCorruptError(path, "zarr.json does not describe a group")
-    attrs = check_attrs(meta.get("attributes"), path)
-    group = _zarr_io.open_group_checked(path)
+        raise StoreCorruptError(entry, "zarr.json does not describe a group")
+    attrs = check_attrs(meta.get("attributes"), entry)
+    group = _zarr_io.open_group_at(backend, key)
     for arr in ("X", "y"):
-        if not (path / arr).is_dir():
-            raise StoreCorruptError(path, f"array {arr!r} is missing")
-    X = _zarr_io.open_array_checked(group, "X", path, dtypes={"float64"}, ndim=2)
-    y = _zarr_io.open_array_checked(group, "y", path, dtypes={"int32", "int64"}, ndim=1)
+        if backend.head(f"{key}/{arr}/zarr.json") is None:
+            raise StoreCorruptError(entry, f"array {arr!r} is missing")
+    X = _zarr_io.open_array_at(group, "X", backend, key, dtypes={"float64"}, ndim=2)
+    y = _zarr_io.open_array_at(group, "y", backend, key, dtypes={"int32", "int64"}, ndim=1)
     n, d = attrs["n_samples"], attrs["n_features"]
     if tuple(X.shape) != (n, d):
         raise StoreCorruptError(
-            path, f"X has shape {tuple(X.shape)} but the attributes say ({n}, {d})"
+            entry, f"X has shape {tuple(X.shape)} but the attributes say ({n}, {d})"
         )
     if y.shape[0] != X.shape[0]:
-        raise StoreCorruptError(path, f"y has {y.shape[0]} labels but X has {X.shape[0]} rows")
+        raise StoreCorruptError(entry, f"y has {y.shape[0]} labels but X has {X.shape[0]} rows")
     return attrs, X, y
 
 
-def verify_snapshot(path: Path) -> dict:
+def verify_snapshot(backend: Backend, key: str) -> dict:
     """Check one snapshot's structure and checksums block by block; returns its attributes.
 
     Raises
@@ -210,15 +224,25 @@ def verify_snapshot(path: Path) -> dict:
     StoreCorruptError
         With the first problem found.
     """
-    attrs, X, y = open_snapshot(path)
+    entry = location(backend, key)
+    attrs, X, y = open_snapshot(backend, key)
     for arr, label in ((X, "X"), (y, "y")):
-        _zarr_io.check_chunks(arr, path, label)
+        _zarr_io.check_chunks(arr, entry, label)
     try:
-        verify_content(path, attrs, X, y)
+        verify_content(entry, attrs, X, y)
     except StoreCorruptError:
         raise
     except Exception as exc:
         raise StoreCorruptError(
-            path, f"cannot read the arrays (truncated or corrupt chunk?): {exc}"
+            entry, f"cannot read the arrays (truncated or corrupt chunk?): {exc}"
         ) from exc
     return attrs
+
+
+def remove_entry(backend: Backend, key: str) -> None:
+    """Delete every object of entry ``key``: its ``zarr.json`` first (from then on it does not
+    exist for anyone), then the rest. A crash part-way leaves an uncommitted prefix, which
+    cleanup removes."""
+    backend.delete(f"{key}/zarr.json")
+    for meta in list(backend.list(key + "/")):
+        backend.delete(meta.key)

@@ -57,6 +57,16 @@ def test_list_is_a_plain_string_prefix_recursive_and_skips_temporaries(backend):
     assert {m.version for m in backend.list("other/")} == {backend.head("other/5").version}
 
 
+def test_list_folders_names_one_level_of_prefixes_with_keys_below(backend):
+    for key in ("m/a/v1/zarr.json", "m/a/v1/W/c/0", "m/a/v2/W/zarr.json", "m/a/.runs/x",
+                "m/a/.newest-version", "m/a/.tmp-v-9/zarr.json", "m/b/v1/zarr.json"):
+        backend.put(key, b"x")
+    assert sorted(backend.list_folders("m/a/")) == [".runs", "v1", "v2"]
+    assert sorted(backend.list_folders("m/")) == ["a", "b"]
+    assert backend.list_folders("") == ["m"]
+    assert backend.list_folders("nothing/") == []
+
+
 def test_put_new_creates_only(backend):
     version = backend.put_new("p", b"first")
     with pytest.raises(PreconditionFailed):

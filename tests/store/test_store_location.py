@@ -19,7 +19,6 @@ URL = "s3://AKIAPLANTED:planted-secret@bucket/store?X-Amz-Signature=planted-sig"
 
 @pytest.mark.parametrize("call", [
     lambda s: write_dataset(s, "d", np.ones((4, 2)), [0, 1, 0, 1]),
-    lambda s: load_estimator(s, "m"),
     lambda s: check_store(s),
     lambda s: gc_store(s),
     lambda s: list_datasets(s),
@@ -30,10 +29,29 @@ def test_the_library_refuses_an_object_store_url_without_repeating_its_secret(
     monkeypatch.chdir(tmp_path)
     if by_env:
         monkeypatch.setenv("CATDASK_STORE", URL)
-    with pytest.raises(ValueError, match=r"s3://bucket/store is an object-store URL") as err:
+    # The data-set side opens s3:// stores since issue 39, and refuses a URL with credentials
+    # in it; the model side (not yet ported) refuses every object-store URL.
+    with pytest.raises(ValueError, match=r"s3://bucket/store is an object-store URL|"
+                       r"credentials and ports do not belong in the URL") as err:
         call(None if by_env else URL)
     assert "planted" not in str(err.value) and "\n" not in str(err.value)
     assert list(tmp_path.iterdir()) == []  # no folder named 's3:'
+
+
+@pytest.mark.parametrize("by_env", [False, True])
+def test_the_registry_reads_s3_urls_and_refuses_one_with_a_secret_in_one_line(
+        tmp_path, monkeypatch, by_env):
+    """The registry's half is ported (issue 39): it opens s3:// URLs, and refuses one that
+    carries credentials without repeating them."""
+    from catdask.object_store import StoreURLError
+
+    monkeypatch.chdir(tmp_path)
+    if by_env:
+        monkeypatch.setenv("CATDASK_STORE", URL)
+    with pytest.raises(StoreURLError, match="credentials and ports do not belong") as err:
+        load_estimator(None if by_env else URL, "m")
+    assert "planted" not in str(err.value) and "\n" not in str(err.value)
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("url", ["s3:/bucket/store", "gs://bucket/store", "ftp://host/x",

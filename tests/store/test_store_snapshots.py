@@ -28,8 +28,7 @@ from catdask.store import (
     write_dataset,
 )
 from catdask.store.content import content_sha256
-from catdask.store.snapshots import read_pointer
-
+from tests.helpers.dataset_store import pointer_of
 from tests.helpers.store_faults import STORE_ONLY_CHILD_PRELUDE
 
 # Children import only catdask.store (not catdask/__init__ and scikit-learn): faster.
@@ -198,19 +197,22 @@ def read_sha(snapshot: Path) -> str:
 
 
 def whole(store: Path) -> bool:
-    """An independent look: no temporaries, a pointer naming an intact snapshot, no snapshot
-    newer than the newest commit the pointer records."""
+    """An independent look: no temporaries or uncommitted snapshots, a pointer naming an
+    intact snapshot, no snapshot newer than the newest commit the pointer records."""
     folder = store / "datasets" / "ds"
     if not folder.exists():
         return True
-    names = {p.name for p in folder.iterdir()} - {".lock", ".newest-snapshot"}
+    names = {p.name for p in folder.iterdir()} - {".newest-snapshot", ".holds", ".writing",
+                                                  ".removing"}
     if any(n != "zarr.json" and not (n[:1] == "s" and n[1:].isdigit()) for n in names):
         return False  # temporaries, old-layout arrays, stray files
     snaps = sorted(int(n[1:]) for n in names if n.startswith("s"))
+    if any(not (folder / f"s{n}" / "zarr.json").exists() for n in snaps):
+        return False  # an uncommitted snapshot (a crashed writer's or gc's leftover)
     if "zarr.json" not in names:
         return not snaps
     try:
-        pointer = read_pointer(folder)
+        pointer = pointer_of(folder)
     except StoreCorruptError:
         return False
     newest = json.loads((folder / "zarr.json").read_text())["attributes"].get(
@@ -306,7 +308,7 @@ def test_gc_keeps_snapshots_models_or_readers_refer_to(tmp_path):
     write_dataset(store, "ds", *table(5.0), replace=True)
     assert gc_store(store).removed == []
     assert sorted(p.name for p in (store / "datasets" / "ds").iterdir()) == [
-        ".lock", ".newest-snapshot", "s1", "s4", "s5", "zarr.json"]
+        ".newest-snapshot", "s1", "s4", "s5", "zarr.json"]
     assert gc_store(store, keep_last=1, dry_run=True).would_remove == []
 
 
@@ -394,4 +396,4 @@ def test_cleanup_restores_the_last_verified_snapshot_only(tmp_path):
     (store2 / "datasets" / "ds" / "s1" / "zarr.json").write_text("{")
     cleaned = check_store(store2, cleanup=True)
     assert cleaned.restored == [] and not cleaned.ok
-    assert read_pointer(store2 / "datasets" / "ds").snapshot == "s1"
+    assert pointer_of(store2 / "datasets" / "ds").snapshot == "s1"

@@ -12,7 +12,6 @@ import pytest
 from catdask.errors import DatasetExistsError, StoreCorruptError
 from catdask.store import check_store, gc_store, list_datasets, read_dataset, write_dataset
 from catdask.store.registry import register_model
-from catdask.store.snapshots import read_pointer
 
 
 def table(value: float, features=("a", "b", "c")):
@@ -20,31 +19,33 @@ def table(value: float, features=("a", "b", "c")):
     return np.full((6, 3), value), ["x", "y"] * 3, None, {"feature_names": list(features)}
 
 
-def folder_of(store, name="ds") -> Path:
-    return Path(store) / "datasets" / name
+def names(paths) -> list[str]:
+    """The last names of local paths or URLs (what gc and check report on S3)."""
+    return [str(p).rstrip("/").rpartition("/")[2] for p in paths]
 
 
-def on_disk(store, name="ds"):
-    """The snapshots and the pointer (not the name lock and the ``.newest-snapshot`` record)."""
-    return sorted(p.name for p in folder_of(store, name).iterdir() if not p.name.startswith("."))
+def on_disk(st, name="ds"):
+    """The snapshots and the pointer (not the store's dot records: the id counter, leases)."""
+    return st.contents(name)
 
 
 @pytest.mark.parametrize("damage", ["empty", "missing-snapshot"])
-def test_a_damaged_pointer_makes_a_writer_refuse_and_loses_nothing(store, damage):
+def test_a_damaged_pointer_makes_a_writer_refuse_and_loses_nothing(any_store, damage):
     """Was: with datasets/<name>/zarr.json truncated to 0 bytes, an ingest of other content
     without --replace committed it ("replaced"), and the next gc removed the only copy of
     the old content."""
+    st, store = any_store, any_store.store
     write_dataset(store, "ds", *table(1.0))
     write_dataset(store, "ds", *table(2.0), replace=True)  # s2 current, s1 kept
     if damage == "empty":
-        (folder_of(store) / "zarr.json").write_bytes(b"")
+        st.write("datasets/ds/zarr.json", b"")
     else:
-        shutil.rmtree(folder_of(store) / "s2")
-    before = on_disk(store)
+        st.remove("datasets/ds/s2")
+    before = on_disk(st)
     with pytest.raises(StoreCorruptError, match=r"damaged.*`catdask check --cleanup`") as err:
         write_dataset(store, "ds", *table(3.0))
     assert "\n" not in str(err.value) and "nothing was written" in str(err.value)
-    assert on_disk(store) == before
+    assert on_disk(st) == before
     [listed] = list_datasets(store)
     assert listed.problem  # listed, flagged
     assert gc_store(store).removed == []  # the old content is not anybody's garbage
@@ -57,52 +58,57 @@ def test_a_damaged_pointer_makes_a_writer_refuse_and_loses_nothing(store, damage
     assert write_dataset(store, "ds", *table(3.0), replace=True).snapshot == "s3"
 
 
-def test_a_damaged_pointer_does_not_let_older_content_replace_the_newest(store):
+def test_a_damaged_pointer_does_not_let_older_content_replace_the_newest(any_store):
     """Content addressing under a damaged pointer: ingesting A again while B (newer) may be
     current must not point the name back at A's snapshot without --replace (gc would then
     remove B); the newest snapshot that verifies may be named again, as check --cleanup would."""
+    st, store = any_store, any_store.store
     write_dataset(store, "ds", *table(1.0))  # s1: A
     write_dataset(store, "ds", *table(2.0), replace=True)  # s2: B, current
-    (folder_of(store) / "zarr.json").write_bytes(b"")
+    st.write("datasets/ds/zarr.json", b"")
     with pytest.raises(StoreCorruptError, match="`catdask check --cleanup`"):
         write_dataset(store, "ds", *table(1.0))
-    assert on_disk(store) == ["s1", "s2", "zarr.json"]
+    assert on_disk(st) == ["s1", "s2", "zarr.json"]
     info = write_dataset(store, "ds", *table(2.0))  # B: what check --cleanup restores
     assert not info.written and info.snapshot == "s2"
     assert check_store(store).ok
 
 
-def test_replace_over_a_damaged_pointer_is_allowed_and_keeps_the_old_snapshots(store):
+def test_replace_over_a_damaged_pointer_is_allowed_and_keeps_the_old_snapshots(any_store):
+    st, store = any_store, any_store.store
     write_dataset(store, "ds", *table(1.0))
-    (folder_of(store) / "zarr.json").write_bytes(b"")
+    st.write("datasets/ds/zarr.json", b"")
     info = write_dataset(store, "ds", *table(2.0), replace=True)
-    assert info.written and info.snapshot == "s2" and on_disk(store) == ["s1", "s2", "zarr.json"]
+    assert info.written and info.snapshot == "s2" and on_disk(st) == ["s1", "s2", "zarr.json"]
 
 
-def test_a_snapshot_id_is_never_given_twice_even_after_gc(store):
+def test_a_snapshot_id_is_never_given_twice_even_after_gc(any_store):
     """Was: `d/s2` named content B, gc removed it, and a later ingest named content C `s2`."""
+    st, store = any_store, any_store.store
     write_dataset(store, "ds", *table(1.0))  # s1
     write_dataset(store, "ds", *table(2.0), replace=True)  # s2
     assert write_dataset(store, "ds", *table(1.0), replace=True).snapshot == "s1"  # back to s1
-    assert [p.name for p in gc_store(store).removed] == ["s2"]
-    assert on_disk(store) == ["s1", "zarr.json"]
+    assert names(gc_store(store).removed) == ["s2"]
+    assert on_disk(st) == ["s1", "zarr.json"]
     info = write_dataset(store, "ds", *table(3.0), replace=True)
     assert info.snapshot == "s3", info
-    assert read_pointer(folder_of(store)).newest_committed == 3
+    assert st.pointer("ds").newest_committed == 3
     assert check_store(store).ok
 
 
-def test_a_snapshot_id_is_never_given_twice_after_gc_and_a_damaged_pointer(store):
+def test_a_snapshot_id_is_never_given_twice_after_gc_and_a_damaged_pointer(any_store):
     """Was: the pointer back at s1, gc removed s2, the pointer then damaged (its
     ``newest_committed`` lost with it): an ingest with --replace named new content `s2`."""
+    st, store = any_store, any_store.store
     write_dataset(store, "ds", *table(1.0))  # s1
     write_dataset(store, "ds", *table(2.0), replace=True)  # s2
     write_dataset(store, "ds", *table(1.0), replace=True)  # back to s1
-    assert [p.name for p in gc_store(store).removed] == ["s2"]
-    (folder_of(store) / "zarr.json").write_bytes(b"")
+    assert names(gc_store(store).removed) == ["s2"]
+    st.write("datasets/ds/zarr.json", b"")
     info = write_dataset(store, "ds", *table(3.0), replace=True)
     assert info.written and info.snapshot == "s3", info
-    assert (folder_of(store) / ".newest-snapshot").read_text() == "3\n"
+    # "<N> <uuid>" since issue 39 (the uuid makes every compare-and-swap's bytes unique)
+    assert st.read("datasets/ds/.newest-snapshot").split()[0] == b"3"
     report = check_store(store)
     assert report.ok, report.problems  # the record is the store's own file, not a stray
 

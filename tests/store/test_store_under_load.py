@@ -45,7 +45,8 @@ from catdask.store import (
     write_dataset,
 )
 from catdask.errors import StoreWriteError
-from catdask.store.pointer import read_pointer
+
+from tests.helpers.dataset_store import pointer_of
 
 from tests.helpers.store_faults import STORE_ONLY_CHILD_PRELUDE
 
@@ -226,8 +227,9 @@ def _pause_at(label, action):
 
 @pytest.mark.parametrize("kind", ["data set", "model"])
 def test_a_temporary_is_created_already_locked(tmp_path, kind):
-    """A cleanup (and a check) arriving between a temporary's creation and its lock waits for
-    the lock and then leaves the temporary alone: the write succeeds."""
+    """A data set's snapshot and a model's version are written in place under their writer's
+    lease (issue 39): a cleanup (and a check) arriving mid-write neither waits nor removes
+    anything, check finds nothing, and the write succeeds."""
     store = tmp_path / "store"
     write_dataset(store, "ds", np.zeros((4, 2)), [0, 1, 0, 1])
     register_model(store, "m", {"w": np.ones(2)}, {})
@@ -244,7 +246,11 @@ def test_a_temporary_is_created_already_locked(tmp_path, kind):
         outcome["waited"] = thread.is_alive()  # blocked on the folder's guard lock
         outcome["thread"] = thread
 
-    _atomic._CRASH_HOOK = _pause_at("temp-created", in_the_window)
+    # Since issue 39 neither writer has a temporary: each writes in place under its writer's
+    # lease, which cleanup and check respect without waiting (the window: a snapshot's first
+    # array being written; a version's arrays written, not yet committed).
+    label = "snapshot-started" if kind == "data set" else "model-arrays-written"
+    _atomic._CRASH_HOOK = _pause_at(label, in_the_window)
     try:
         if kind == "data set":
             info = write_dataset(store, "ds", np.ones((4, 2)), [0, 1, 0, 1], replace=True)
@@ -254,7 +260,8 @@ def test_a_temporary_is_created_already_locked(tmp_path, kind):
     finally:
         _atomic._CRASH_HOOK = None
     outcome["thread"].join(timeout=60)
-    assert outcome["waited"] and outcome["removed"] == [] and outcome["problems"] == []
+    assert not outcome["waited"]  # writers hold leases, no lock
+    assert outcome["removed"] == [] and outcome["problems"] == []
     # (the bare test models do not load as estimators: "model" findings are expected)
     assert [p.kind for p in check_store(store).errors] == ["model"] * (1 + (kind == "model"))
 
@@ -306,7 +313,8 @@ def test_a_read_only_store_gets_one_clear_line(tmp_path, monkeypatch, capsys):
     assert (store / "datasets" / "ds" / "s1").is_dir()  # nothing removed
     # A store that turns read-only mid-way (e.g. one folder of another user): same answer.
     monkeypatch.undo()
-    monkeypatch.setattr(os, "rename", _erofs)
+    for write in ("rename", "replace", "link"):  # every way the store writes a file
+        monkeypatch.setattr(os, write, _erofs)
     with pytest.raises(StoreWriteError, match="stopped at the first file"):
         gc_store(store)
 
@@ -314,16 +322,16 @@ def test_a_read_only_store_gets_one_clear_line(tmp_path, monkeypatch, capsys):
 def test_a_full_disk_refusal_names_gc(tmp_path, monkeypatch):
     store = tmp_path / "store"
     write_dataset(store, "ds", np.zeros((4, 2)), [0, 1, 0, 1])
-    real = _atomic.rename_no_replace
 
-    def full(src, dst):
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(dst))
+    def full(self, key, data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), key)
 
-    monkeypatch.setattr("catdask.store.snapshots.rename_no_replace", full)
+    # Every create-only write (the writer's lease, the snapshot's commit) finds the disk full.
+    monkeypatch.setattr("catdask.object_store.local.LocalBackend.put_new", full)
     with pytest.raises(StoreWriteError) as info:
         write_dataset(store, "ds", np.ones((4, 2)), [0, 1, 0, 1], replace=True)
     assert "the store is unchanged" in str(info.value) and "`catdask gc`" in str(info.value)
-    monkeypatch.setattr("catdask.store.snapshots.rename_no_replace", real)
+    monkeypatch.undo()
     assert read_dataset(store, "ds").snapshot == "s1"
 
 
@@ -396,7 +404,7 @@ def test_gc_keeps_what_a_model_of_that_data_set_needs(tmp_path):
     # Back to A: the pointer moves to s1 (nothing written), and s2 (B) is garbage.
     back = write_dataset(store, "x", *A, replace=True)
     assert (back.snapshot, back.written, back.replaced) == ("s1", False, True)
-    assert read_pointer(store / "datasets" / "x").newest_committed == 2
+    assert pointer_of(store / "datasets" / "x").newest_committed == 2
     with open_dataset_arrays(store, "x"):
         write_dataset(store, "x", *C, replace=True)  # s3; the reader holds s1
         assert [p.name for p in gc_store(store).removed] == ["s2"]
@@ -423,8 +431,10 @@ def test_a_reingest_during_a_commit_of_the_same_content_stores_it_once(tmp_path)
         info = write_dataset(store, "x", *A, replace=True)
     finally:
         _atomic._CRASH_HOOK = None
-    assert (info.snapshot, info.written) == ("s2", False)
-    assert _snapshots(store, "x") == ["s1", "s2", "s3"] and check_store(store).ok
+    # The paused writer claimed s2 before it wrote (ids are given by compare-and-swap on the
+    # counter, issue 39) and dropped it uncommitted: the others took s3 and s4.
+    assert (info.snapshot, info.written) == ("s3", False)
+    assert _snapshots(store, "x") == ["s1", "s3", "s4"] and check_store(store).ok
 
 
 def test_the_cli_says_when_a_reingest_moves_the_pointer_back(tmp_path, capsys):
