@@ -23,9 +23,21 @@ def single_put_store_class() -> type:
         (obstore's store would pickle its configuration, secret included)."""
 
         def __init__(self, store: Any, *, read_only: bool = False,
-                     reopen: tuple[Callable[..., Any], tuple[str, str]] | None = None):
+                     reopen: tuple[Callable[..., Any], tuple[str, str]] | None = None,
+                     first_use: Callable[[], Any] | None = None):
             super().__init__(store, read_only=read_only)
             self._reopen = reopen  # (function, (url, prefix)): reopens it where unpickled
+            # The access check of a store reopened by unpickling, run on its first read: in
+            # the task that reads, whose error (wrong credentials: one line) reaches the
+            # caller. Run while unpickling, it failed the worker's message handler and the
+            # fit waited for ever.
+            self._first_use = first_use
+
+        async def get(self, key: str, prototype: Any, byte_range: Any = None) -> Any:
+            if self._first_use is not None:
+                check, self._first_use = self._first_use, None
+                check()
+            return await super().get(key, prototype, byte_range)
 
         def __reduce__(self) -> Any:
             if self._reopen is None:  # a copy zarr made (with_read_only): not re-openable

@@ -304,14 +304,16 @@ class S3Backend:
         except Exception as exc:  # noqa: BLE001 - classified
             raise self._error(exc, "delete", key) from None
 
-    def zarr_store(self, prefix: str, *, read_only: bool) -> Any:
+    def zarr_store(self, prefix: str, *, read_only: bool, check_now: bool = True) -> Any:
         check_prefix(prefix)
-        self._store()  # the access check: a wrong bucket or secret fails here, in one line
-        if not read_only:
-            self._check_conditional_writes()
+        if check_now:
+            self._store()  # the access check: a wrong bucket or secret fails here, in one line
+            if not read_only:
+                self._check_conditional_writes()
         full = "/".join(p for p in (self.prefix, prefix.strip("/")) if p)
         return single_put_store_class()(self._make_store(full), read_only=read_only,
-                                        reopen=(_reopen_zarr_store, (self.url, prefix)))
+                                        reopen=(_reopen_zarr_store, (self.url, prefix)),
+                                        first_use=None if check_now else self._store)
 
     # -- conditional writes -----------------------------------------------------------------
 
@@ -415,7 +417,7 @@ def _reopen_zarr_store(url: str, prefix: str, read_only: bool) -> Any:
     :attr:`S3Backend.url` writes it), opened here with this process's credentials (the
     unpickling side of :func:`~catdask.object_store._zarr_s3.single_put_store_class`)."""
     bucket, _, base = url.removeprefix("s3://").partition("/")
-    return S3Backend(bucket, base).zarr_store(prefix, read_only=read_only)
+    return S3Backend(bucket, base).zarr_store(prefix, read_only=read_only, check_now=False)
 
 
 def _status(exc: BaseException) -> int | None:

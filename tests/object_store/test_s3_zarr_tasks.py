@@ -35,10 +35,12 @@ def test_a_pickled_array_holds_its_url_not_the_secret(stored, s3_server, monkeyp
     data = pickle.dumps(stored)
     assert s3_server.secret.encode() not in data
     assert pickle.loads(data)[5].tolist() == [15.0, 16.0, 17.0]
-    # Reopened with the credentials of where it is unpickled: wrong ones fail there.
+    # Reopened with the credentials of where it is unpickled: wrong ones fail its first read
+    # there (not the unpickling itself: see the worker test below).
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+    reopened = pickle.loads(data)
     with pytest.raises(AccessDeniedError):
-        pickle.loads(data)
+        reopened[5]
 
 
 def test_dask_workers_read_their_blocks_with_their_own_credentials(stored, s3_server):
@@ -51,3 +53,16 @@ def test_dask_workers_read_their_blocks_with_their_own_credentials(stored, s3_se
                       dashboard_address=None, env=dict(s3_server.env)) as cluster, \
             Client(cluster) as client:
         assert client.compute(x.sum()).result() == np.arange(300.0).sum()
+
+
+def test_a_worker_without_credentials_fails_the_read_in_one_line(stored, s3_server):
+    """Was: the access check ran while the worker unpickled the task, which failed its message
+    handler; the task never ended and the fit waited for ever."""
+    from distributed import Client, LocalCluster
+
+    wrong = dict(s3_server.env, AWS_SECRET_ACCESS_KEY="not-the-secret")
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=None, env=wrong) as cluster, Client(cluster) as client:
+        with pytest.raises(AccessDeniedError, match="refused the credentials") as info:
+            client.compute(dask_array(stored).sum()).result(timeout=60)
+    assert "\n" not in str(info.value) and s3_server.secret not in str(info.value)
