@@ -16,7 +16,6 @@ import errno
 import os
 import shutil
 import time
-import uuid
 from pathlib import Path
 
 # The file helpers the local object-store backend shares (it sits below the store).
@@ -24,10 +23,8 @@ from ..object_store._fs import TMP_PREFIX, flock_fd, fsync_dir, is_temporary_nam
 
 __all__ = [
     "TMP_PREFIX",
-    "locked_temp_dir",
     "temporary_age",
     "READ_ONLY_ERRNOS",
-    "rename_no_replace",
     "fsync_tree",
     "remove_tree",
     "file_lock",
@@ -43,9 +40,6 @@ __all__ = [
 # errno values of a store that cannot be written: a read-only mount, or files of another user.
 READ_ONLY_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
 
-# errno values meaning "the rename target already exists" (ENOTEMPTY on Linux for a
-# non-empty directory, EEXIST on macOS/BSD, FileExistsError on Windows).
-_EXISTS = {errno.EEXIST, errno.ENOTEMPTY}
 
 
 # Test hook: a callable run with the label of each step of a write, replacement, cleanup or
@@ -63,61 +57,6 @@ def crash_point(label: str) -> None:
 def is_temporary(path: Path) -> bool:
     """True for the store's own temporary directories and files."""
     return is_temporary_name(path.name)
-
-
-@contextlib.contextmanager
-def locked_temp_dir(parent: Path, label: str, guard: Path):
-    """Create ``parent/.tmp-<label>-<uuid>`` already locked; hold the lock for the block.
-
-    The directory is made and locked while ``guard`` (a lock file of ``parent``: a model's
-    registry lock) is held shared; whoever inspects ``parent``'s
-    temporaries (cleanup, check) holds ``guard`` exclusively. So nobody ever sees this
-    temporary unlocked while its writer runs: there is no window between its creation and
-    its lock (a cleanup once deleted a writer's temporary in that window). Writers do not
-    exclude each other (shared). The lock follows the inode, so it survives the rename into
-    place; the OS releases it when the writer dies.
-    """
-    parent.mkdir(parents=True, exist_ok=True)
-    fd = None
-    with file_lock(guard, shared=True):
-        path = parent / f"{TMP_PREFIX}{label}-{uuid.uuid4().hex}"
-        path.mkdir()
-        crash_point("temp-created")  # the window a cleanup once fell into (tests pause here)
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except (IsADirectoryError, PermissionError):  # pragma: no cover - Windows: no dir fds
-            fd = None
-        if fd is not None:
-            flock_fd(fd)  # a brand-new name nobody else knows: taken at once
-    try:
-        yield path
-    finally:
-        if fd is not None:
-            os.close(fd)
-
-
-def rename_no_replace(src: Path, dst: Path) -> bool:
-    """Rename directory ``src`` to ``dst`` unless ``dst`` already holds something.
-
-    Returns
-    -------
-    bool
-        True if the rename happened, False if ``dst`` exists (another writer won).
-
-    Notes
-    -----
-    POSIX ``rename`` silently replaces an *empty* directory; ``src`` is never empty here
-    (it holds at least ``zarr.json``), and an empty ``dst`` is not a valid entry anyway.
-    """
-    try:
-        os.rename(src, dst)
-    except FileExistsError:
-        return False
-    except OSError as exc:
-        if exc.errno in _EXISTS:
-            return False
-        raise
-    return True
 
 
 def fsync_tree(path: Path) -> None:
