@@ -105,6 +105,41 @@ def test_other_answers_and_other_scopes_pass_once(no_pauses):
     assert calls == ["lifespan", "websocket"]
 
 
+def test_requests_beyond_the_bound_wait_outside_the_app(no_pauses):
+    """50 requests at once (the CI burst whose 500s were pool timeouts): at most the bound are
+    inside the app at a time, and every one is answered."""
+    inside, most = 0, 0
+
+    async def slow_app(scope, receive, send):
+        nonlocal inside, most
+        await receive()
+        inside += 1
+        most = max(most, inside)
+        await asyncio.sleep(0.01)
+        inside -= 1
+        await send({"type": "http.response.start", "status": 201, "headers": []})
+        await send({"type": "http.response.body", "body": b"created"})
+
+    bounded, statuses = RetryBusyDatabase(slow_app, requests_in_app=3), []
+
+    async def one():
+        async def receive():
+            return {"type": "http.request", "body": b"{}", "more_body": False}
+
+        async def send(message):
+            if message["type"] == "http.response.start":
+                statuses.append(message["status"])
+
+        await bounded({"type": "http", "path": "/x"}, receive, send)
+
+    async def burst():
+        await asyncio.gather(*(one() for _ in range(50)))
+
+    asyncio.run(burst())
+    assert statuses == [201] * 50
+    assert most == 3
+
+
 def test_preloaded_run_environment_names_the_run(monkeypatch):
     pytest.importorskip("prefect")
     from catdask.orchestration.preloaded_runs import PreloadedRunStarter

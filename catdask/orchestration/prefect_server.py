@@ -1,5 +1,6 @@
 """The Prefect server of ``catdask serve``: ``prefect server start``, plus retries of SQLite lock
-conflicts inside the server, so that no caller sees them as 503s.
+conflicts inside the server, so that no caller sees them as 503s, and a bound on the requests
+inside the app at once, so that none waits out the database connection pool (a 500).
 
 Run as ``python -m catdask.orchestration.prefect_server start --host H --port P``: the same app
 as ``prefect server start`` in the foreground (API, UI and services in one process,
@@ -13,6 +14,13 @@ Python client retries those silently, but the UI does not: 4 concurrent "Run" cl
 replays such a request after a short random pause, one replay at a time, up to
 :data:`ATTEMPTS` times, as Prefect's client would retry it; the failed attempt's transaction
 was rolled back, so the replay is as safe as the client's retry.
+
+Why the bound: Prefect's SQLite engine has SQLAlchemy's default pool (5 connections plus 10
+overflow) and gives up on a connection after 30 s with a 500 ("QueuePool limit ... reached").
+50 "Run" clicks at once while served runs were writing their states got 34 such 500s on a
+loaded 2-core CI machine (the requests all held or awaited connections behind SQLite's one
+writer). Requests beyond :data:`REQUESTS_IN_APP` now wait their turn outside the app, where no
+timeout but the caller's runs, and Prefect's own services keep the rest of the pool.
 """
 
 from __future__ import annotations
@@ -36,6 +44,9 @@ MAX_REPLAY_BYTES = 4 * 2**20
 #: long they take: a server busy with a backlog of run requests outlived its killed parent by
 #: more than 22 s (issue 44).
 STOP_GRACE_SECONDS = 3
+#: HTTP requests inside the app at once: below the pool's 15 connections, leaving the rest to
+#: Prefect's services (scheduler, late runs, event persister) running in the same process.
+REQUESTS_IN_APP = 8
 
 
 class RetryBusyDatabase:
@@ -48,10 +59,13 @@ class RetryBusyDatabase:
     and other responses pass through unchanged.
     """
 
-    def __init__(self, app, attempts=ATTEMPTS):
+    def __init__(self, app, attempts=ATTEMPTS, requests_in_app=REQUESTS_IN_APP):
         self.app = app
         self.attempts = attempts
-        self._replays = None  # an asyncio.Lock, made in the server's event loop
+        self.requests_in_app = requests_in_app
+        # Made in the server's event loop, on first use.
+        self._replays: asyncio.Lock | None = None
+        self._admission: asyncio.Semaphore | None = None
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -67,7 +81,12 @@ class RetryBusyDatabase:
             more = message.get("more_body", False)
             if size > MAX_REPLAY_BYTES and more:
                 return await self._pass_through(scope, body, receive, send)
-        payload = b"".join(body)
+        if self._admission is None:
+            self._admission = asyncio.Semaphore(self.requests_in_app)
+        async with self._admission:
+            await self._attempts(scope, b"".join(body), send)
+
+    async def _attempts(self, scope, payload, send):
         if await self._attempt(scope, payload, send, forward_503=self.attempts == 1):
             return
         if self._replays is None:
