@@ -127,12 +127,17 @@ class ParseError(CatdaskError, ValueError):
         1-based line number in that file, when the problem is on one line.
     problem : str
         What is wrong, without the location prefix.
+    non_numeric : bool
+        The problem is a cell that is not a number (often a label column): callers decide on
+        this, never on the prose.
     """
 
-    def __init__(self, problem: str, path=None, line: int | None = None):
+    def __init__(self, problem: str, path=None, line: int | None = None, *,
+                 non_numeric: bool = False):
         self.path = None if path is None else str(path)
         self.line = line
         self.problem = problem
+        self.non_numeric = non_numeric
         where = ""
         if self.path is not None:
             where = self.path + (f", line {line}" if line is not None else "") + ": "

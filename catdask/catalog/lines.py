@@ -242,7 +242,7 @@ def _check_cell(cell: str, name: str, where, lineno: int) -> None:
         hint = ("; numbers need a decimal point, not a decimal comma"
                 if DECIMAL_COMMA.fullmatch(cell.strip()) else "")
         raise ParseError(f"non-numeric value {cell!r} in feature {name}{hint}", where,
-                         lineno) from None
+                         lineno, non_numeric=True) from None
     if not np.isfinite(value):
         raise ParseError(f"non-finite value {cell!r} in {name}", where, lineno)
 

@@ -312,7 +312,7 @@ def _parse_predict_file(args):
         X, y, names = parse_features(args.file, label_column=column, delimiter=args.delimiter)
     except ParseError as exc:
         # Most often the table the model was trained from, labels included: say how to skip them.
-        if column is None and exc.problem.startswith("non-numeric value"):
+        if column is None and exc.non_numeric:
             raise CliError(f"{exc}; if that column holds the labels, pass --label-column "
                            "COLUMN (its name or index)") from None
         raise
