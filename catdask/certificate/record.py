@@ -205,43 +205,15 @@ def _empty(*, applicable, reason, status, objective=math.nan, tol=math.nan, seco
 
 
 def not_applicable(reason=None):
-    """A certificate that does not apply (CAS, or not attempted); never certified.
-
-    Parameters
-    ----------
-    reason : str, optional
-        Why the test was not attempted (status ``not_attempted``); None: the CAS objective is
-        not quadratic (status ``not_applicable``).
-
-    Returns
-    -------
-    Certificate
-    """
+    """A certificate that never certifies: ``reason`` why the test was not attempted (status
+    ``not_attempted``), or None for CAS, whose objective is not quadratic (``not_applicable``)."""
     if reason is None:
         return _empty(applicable=False, reason=_NOT_QUADRATIC, status="not_applicable")
     return _empty(applicable=False, reason=reason, status="not_attempted")
 
 
 def not_certified(reason, *, objective=math.nan, tol=math.nan, seconds=0.0, status="failed"):
-    """A test that ran but could not reach a verdict (an internal failure, named in ``reason``).
-
-    Parameters
-    ----------
-    reason : str
-        What failed, e.g. ``"not certified: the test failed (LinAlgError: ...)"``.
-    objective : float, optional
-        f(W), when it was computed before the failure.
-    tol : float, optional
-        The requested tolerance.
-    seconds : float, optional
-        Wall time until the failure.
-    status : str
-        ``failed``, or ``not_attempted`` for a test refused by its budget.
-
-    Returns
-    -------
-    Certificate
-        ``applicable=True, certified=False``, no bound.
-    """
+    """A test that ran without a verdict (``applicable=True``, no bound): ``reason`` names what
+    failed; ``status`` is ``failed``, or ``not_attempted`` for a test refused by its budget."""
     return _empty(applicable=True, reason=reason, status=status, objective=objective, tol=tol,
                   seconds=seconds)

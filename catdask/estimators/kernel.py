@@ -219,17 +219,8 @@ class KernelCategorySpace(BaseCategorySpace):
     @_fit_context(prefer_skip_nested_validation=True)
     @logs_when_verbose
     def fit(self, X, y):
-        """Learn the kernel category axes.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,)
-
-        Returns
-        -------
-        self : KernelCategorySpace
-        """
+        """Learn the kernel category axes from X (n_samples, n_features) and labels y; returns
+        self."""
         t_start = time.perf_counter()
         if self.approximation == "nystroem":
             if self.device is not None:
