@@ -20,24 +20,13 @@ __all__ = ["Experiment", "ExperimentResult", "paper_experiments", "run_experimen
 
 @dataclass(frozen=True)
 class Experiment:
-    """One of the paper's tables: which methods, which preprocessing, which paper numbers.
+    """One of the paper's tables: which methods, which preprocessing, which paper numbers."""
 
-    Attributes
-    ----------
-    key : str
-        ``"table1"``, ``"table2"``, ``"table3"``.
-    title : str
-    methods : tuple of str
-        Names in :func:`paper_methods`.
-    preprocessing : str
-    max_samples : int or None
-        Subsample larger data sets to this many rows (kernel tables; recorded per result).
-    """
-
-    key: str
+    key: str  # "table1", "table2", "table3"
     title: str
-    methods: tuple
+    methods: tuple  # names in paper_methods()
     preprocessing: str = "standardise"
+    #: Subsample larger data sets to this many rows (kernel tables; recorded per result).
     max_samples: int | None = None
 
 
