@@ -50,23 +50,12 @@ def paper_methods(*, n_restarts=5, select_restarts=SELECT_RESTARTS, tol=PROTOCOL
     """Every method of the paper's Tables 1-3, plus the variants we add.
 
     Category-space methods come in both origins (docs/design.md 3b): ``-class`` is the paper's
-    Algorithm 1, ``-global`` its eq. (1) with x0 the training centroid.
-
-    Parameters
-    ----------
-    n_restarts, max_iter : int
-        For the final refit on the whole training part (the model the test part scores).
-    select_restarts : int or None, default=SELECT_RESTARTS
-        Restarts per fit inside the inner cross-validation (None: ``n_restarts``).
-    tol : float, default=PROTOCOL_TOL
-        Stopping tolerance on the step (the paper's 1e-8 changes no SVM decision here and costs
-        the slow tail of the convergence: docs/reproduction.md).
-    certify : bool, default=False
-        Certificates are not needed for accuracy and cost time.
-
-    Returns
-    -------
-    dict of str to Method
+    Algorithm 1, ``-global`` its eq. (1) with x0 the training centroid. ``n_restarts`` and
+    ``max_iter`` are the final refit's (the model the test part scores), ``select_restarts``
+    those inside the inner cross-validation (None: ``n_restarts``). ``tol``: the paper's 1e-8
+    changes no SVM decision here and costs the slow tail of the convergence
+    (docs/reproduction.md). No certificates by default: accuracy needs none, and they cost time.
+    Returns name -> :class:`Method`.
     """
     methods = {}
 

@@ -243,30 +243,12 @@ class MethodResult:
 def evaluate_method(method, X, y, *, dataset="", n_splits=10, test_size=1 / 3,
                     preprocessing="standardise", random_state=0, inner_folds=3,
                     C_grid=C_GRID, gamma_factors=GAMMA_FACTORS, max_samples=None, n_jobs=1):
-    """Run the protocol for one method on one data set.
+    """Run the protocol for one :class:`Method` on one data set: a :class:`MethodResult`.
 
-    Parameters
-    ----------
-    method : Method
-    X : ndarray of shape (n_samples, n_features)
-    y : ndarray of shape (n_samples,)
-    n_splits : int, default=10
-    test_size : float, default=1/3
-    preprocessing : {"none", "centre", "standardise", "minmax"} or transformer, \
-            default="standardise"
-    random_state : int, default=0
-        Seeds the outer splits (:func:`make_splits`), the inner folds and the estimators.
-    inner_folds : int, default=3
-    C_grid, gamma_factors : sequence of float
-    max_samples : int, default=None
-        Stratified subsample of the data set (seeded) before splitting, for kernel methods on
-        large sets; recorded in ``note``.
-    n_jobs : int, default=1
-        Outer splits run in parallel with joblib when > 1.
-
-    Returns
-    -------
-    MethodResult
+    ``preprocessing``: "none", "centre", "standardise", "minmax" or a transformer.
+    ``random_state`` seeds the outer splits (:func:`make_splits`), the inner folds and the
+    estimators. ``max_samples``: a stratified, seeded subsample before splitting (kernel methods
+    on large sets; recorded in ``note``). ``n_jobs > 1`` runs the outer splits with joblib.
     """
     X = np.asarray(X, dtype=float)
     y = np.asarray(y)
