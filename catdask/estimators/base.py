@@ -15,21 +15,13 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import (
-    BaseEstimator,
-    ClassifierMixin,
-    ClassNamePrefixFeaturesOutMixin,
-    TransformerMixin,
-)
+from sklearn.base import (BaseEstimator, ClassifierMixin, ClassNamePrefixFeaturesOutMixin,
+                          TransformerMixin)
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._available_if import available_if
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import (
-    _check_feature_names_in,
-    check_is_fitted,
-    check_random_state,
-    validate_data,
-)
+from sklearn.utils.validation import (_check_feature_names_in, check_is_fitted, check_random_state,
+                                      validate_data)
 
 from ..certificate.certifiers import NoCertifier
 from ..core.engine import CERTIFY_AT, SolverOptions
@@ -37,15 +29,8 @@ from ..core.validation import explain_invalid_input
 from ..distributed.inputs import is_distributed_input
 from ..method_names import MAX_RESTARTS
 from .certificate_access import CertificateOnAccess
-from .classify import (
-    CLASSIFIERS,
-    PROBABILISTIC,
-    ClassStatistics,
-    class_log_probabilities,
-    class_probabilities,
-    class_scores,
-    class_statistics,
-)
+from .classify import (CLASSIFIERS, PROBABILISTIC, ClassStatistics, class_log_probabilities,
+                       class_probabilities, class_scores, class_statistics)
 
 logger = logging.getLogger("catdask")
 
