@@ -58,9 +58,6 @@ class CatalogEntry:
         """File records (empty for scikit-learn data sets)."""
         return list(self.source.get("files", []))
 
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
 
 def load_catalog(path=None) -> dict[str, CatalogEntry]:
     """Read and validate the catalog file ``path`` (default: ``$CATDASK_CATALOG``, else the one
