@@ -145,14 +145,9 @@ def _select(method, X, y, n_classes, preprocessing, seed, *, inner_folds, C_grid
 
 def evaluate_split(method, X, y, train, test, *, preprocessing="standardise", seed=0,
                    inner_folds=3, C_grid=C_GRID, gamma_factors=GAMMA_FACTORS):
-    """One outer split: select on ``train``, refit on ``train``, score on ``test``.
-
-    Returns
-    -------
-    dict
-        ``accuracy``, ``params`` (selected), ``C``, ``select_seconds``, ``fit_seconds``,
-        ``predict_seconds``, ``warnings`` (messages of ConvergenceWarnings raised).
-    """
+    """One outer split: select on ``train``, refit on ``train``, score on ``test``. Returns
+    ``accuracy``, the selected ``params`` and ``C``, ``select_seconds``, ``fit_seconds``,
+    ``predict_seconds`` and ``warnings`` (messages of the ConvergenceWarnings raised)."""
     n_classes = len(np.unique(y[train]))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
