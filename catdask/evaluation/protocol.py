@@ -68,12 +68,7 @@ def make_preprocessor(preprocessing):
 
 
 def make_splits(y, *, n_splits=10, test_size=1 / 3, random_state=0):
-    """The outer splits: ``n_splits`` stratified random 2/3 - 1/3 partitions.
-
-    Returns
-    -------
-    list of (train_idx, test_idx)
-    """
+    """The outer splits: ``n_splits`` stratified random 2/3 - 1/3 ``(train_idx, test_idx)``."""
     sss = StratifiedShuffleSplit(n_splits=n_splits, test_size=test_size, random_state=random_state)
     return list(sss.split(np.zeros(len(y)), y))
 
