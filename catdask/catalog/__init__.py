@@ -18,18 +18,6 @@ from .entries import DEFAULT_CATALOG, CatalogEntry, get_entry, load_catalog
 from .sources import fetch_sources, locate_sources, obtain_sources, source_folders
 from .tables import MAX_TABLE_BYTES_ENV
 
-__all__ = [
-    "CatalogEntry",
-    "load_catalog",
-    "get_entry",
-    "locate_sources",
-    "source_folders",
-    "fetch_sources",
-    "obtain_sources",
-    "parse_dataset",
-    "parse_table",
-    "parse_features",
-    "check_label_types",
-    "DEFAULT_CATALOG",
-    "MAX_TABLE_BYTES_ENV",
-]
+__all__ = ["CatalogEntry", "load_catalog", "get_entry", "locate_sources", "source_folders",
+           "fetch_sources", "obtain_sources", "parse_dataset", "parse_table", "parse_features",
+           "check_label_types", "DEFAULT_CATALOG", "MAX_TABLE_BYTES_ENV"]

@@ -24,12 +24,7 @@ __all__ = ["parse_table", "parse_features", "parse_dataset", "check_label_types"
 
 def check_label_types(y, where=None) -> None:
     """Refuse labels that mix numbers and text (``[1, "a", 2]``): they have no common order.
-
-    Raises
-    ------
-    ParseError
-        Naming one label of each kind and how to make them one kind.
-    """
+    The ParseError names one label of each kind and how to make them one kind."""
     y = np.asarray(y)
     if y.dtype != object:
         return
@@ -131,12 +126,10 @@ def parse_table(
     comment: str | None = None,
     member: str | None = None,
 ):
-    """Parse any delimited text table with a label column.
+    """Parse any delimited text table (a zip archive's ``member``) with a label column.
 
     Parameters
     ----------
-    path : path
-        A text file (or a zip archive, with ``member``).
     label_column : int or str
         Column index (negative counts from the end) or header name.
     delimiter : str or None
@@ -145,8 +138,8 @@ def parse_table(
         ``" "``: any run of spaces/tabs. Any other single character: CSV with that delimiter.
     header : {"infer", True, False}
         "infer": the first line is a header when none of its cells is a number.
-    skip_lines : int
-        Lines to drop before anything else (comments, banners).
+    skip_lines, comment
+        Lines dropped before anything else (banners); lines starting with ``comment``.
     feature_columns : list of int or str, optional
         Default: every column but the label.
     label_type : {"auto", "int", "str"}
@@ -155,23 +148,12 @@ def parse_table(
         Display name per label (as a string key); labels not listed are refused.
     n_columns : int, optional
         Expected number of columns (default: from the header or the first row).
-    comment : str, optional
-        Lines starting with this are skipped.
 
-    Returns
-    -------
-    X : ndarray of float64, shape (n_samples, n_features)
-    y : ndarray of int64 or str, shape (n_samples,)
-    label_names : list of str
-        Display name of each sorted class.
-    provenance : dict
-        JSON-safe: file name, path, size, sha256, rows, the parse spec, feature names.
-
-    Raises
-    ------
-    ParseError
-        Naming file, line and problem: empty file, wrong column count, non-numeric or missing
-        cells, label column not found, duplicate header names, a class with one sample.
+    Returns ``(X, y, label_names, provenance)``: float64 X, int64 or str labels, the display
+    name of each sorted class, and JSON-safe provenance (file name, path, size, sha256, rows,
+    the parse spec, feature names). A ParseError names file, line and problem (empty file,
+    wrong column count, non-numeric or missing cells, label column not found, duplicate header
+    names, a class with one sample).
     """
     path = Path(path)
     fmt, delim = _format_for(path, delimiter, skip_lines, member)
@@ -204,27 +186,9 @@ def parse_table(
 def parse_features(path, *, label_column=None, delimiter=None, header="infer"):
     """Parse a delimited text table of features to predict on (:func:`parse_table`'s rules).
 
-    Parameters
-    ----------
-    path : path
-        A text file.
-    label_column : int or str, optional
-        A column of known labels (index, negative from the end, or header name): not a
-        feature. Default: every column is a feature.
-    delimiter, header
-        As in :func:`parse_table`.
-
-    Returns
-    -------
-    X : ndarray of float64, shape (n_samples, n_features)
-    y : ndarray of int64 or str, or None without ``label_column``
-    feature_names : list of str or None
-        From the header, if any.
-
-    Raises
-    ------
-    ParseError
-        Naming file, line and column, as :func:`parse_table`.
+    ``label_column``: a column of known labels, not a feature (default: every column is one).
+    Returns ``(X, y, feature_names)``: y None without ``label_column``, the names from the
+    header if any.
     """
     path = Path(path)
     fmt, delim = _format_for(path, delimiter, 0, None)
@@ -284,29 +248,11 @@ def _load_sklearn(entry: CatalogEntry):
 def parse_dataset(entry, paths=None):
     """Parse a catalog data set from its original files and check it against the catalog.
 
-    Parameters
-    ----------
-    entry : CatalogEntry or str
-    paths : list of path, optional
-        One per file record (as returned by :func:`locate_sources` / :func:`fetch_sources`);
-        default: :func:`locate_sources`. Ignored for scikit-learn data sets.
-
-    Returns
-    -------
-    X : ndarray of float64, shape (n_samples, n_features)
-    y : ndarray of int64 or str, shape (n_samples,)
-        Labels as in the files (seeds: 1, 2, 3; vehicle: "bus", ...).
-    label_names : list of str
-        Display name of each sorted class (seeds: Kama, Rosa, Canadian).
-    provenance : dict
-        JSON-safe: data set, source URLs, per-file path, size, sha256 and row count, the parse
-        spec, feature names.
-
-    Raises
-    ------
-    ParseError
-        A file is malformed (file, line, problem) or the result disagrees with the catalog's
-        expected counts.
+    ``paths``: one per file record (:func:`locate_sources`, the default, or
+    :func:`fetch_sources`); ignored for scikit-learn data sets. Returns ``(X, y, label_names,
+    provenance)`` as :func:`parse_table` does, labels as in the files (seeds: 1, 2, 3; vehicle:
+    "bus", ...), provenance with the source URLs. A ParseError names a malformed file's line, or
+    the expected count the result disagrees with.
     """
     entry = get_entry(entry)
     if entry.kind == "sklearn":

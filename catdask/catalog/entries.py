@@ -58,28 +58,11 @@ class CatalogEntry:
         """File records (empty for scikit-learn data sets)."""
         return list(self.source.get("files", []))
 
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
 
 def load_catalog(path=None) -> dict[str, CatalogEntry]:
-    """Read and validate the catalog.
-
-    Parameters
-    ----------
-    path : path, optional
-        Catalog file. Default: ``$CATDASK_CATALOG``, else the catalog shipped with the package.
-
-    Returns
-    -------
-    dict of str -> CatalogEntry
-        In catalog order.
-
-    Raises
-    ------
-    CatalogError
-        Naming the entry and field that is malformed.
-    """
+    """Read and validate the catalog file ``path`` (default: ``$CATDASK_CATALOG``, else the one
+    shipped with the package): name -> CatalogEntry in catalog order. A malformed entry raises
+    :class:`CatalogError` naming the entry and field."""
     path = Path(path or settings.CATALOG.get() or DEFAULT_CATALOG)
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
@@ -101,20 +84,9 @@ def load_catalog(path=None) -> dict[str, CatalogEntry]:
 
 
 def get_entry(name, catalog=None) -> CatalogEntry:
-    """The catalog entry called ``name``.
-
-    Parameters
-    ----------
-    name : str or CatalogEntry
-        A name (an entry is returned unchanged).
-    catalog : dict or path, optional
-        A loaded catalog or a catalog file; default :func:`load_catalog`.
-
-    Raises
-    ------
-    DatasetNotFoundError
-        Listing the known names.
-    """
+    """The entry called ``name`` (an entry is returned unchanged) in ``catalog``, a loaded
+    catalog or a catalog file (default :func:`load_catalog`); :class:`DatasetNotFoundError`
+    lists the known names."""
     if isinstance(name, CatalogEntry):
         return name
     entries = catalog if isinstance(catalog, dict) else load_catalog(catalog)

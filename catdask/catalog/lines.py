@@ -18,18 +18,8 @@ import numpy as np
 from ..errors import ParseError
 from ..names import did_you_mean
 
-__all__ = [
-    "Head",
-    "iter_lines",
-    "split_cells",
-    "read_head",
-    "resolve_column",
-    "locate_problem",
-    "line_of_row",
-    "is_missing",
-    "MAX_LINE_BYTES",
-    "MAX_COLUMNS",
-]
+__all__ = ["Head", "iter_lines", "split_cells", "read_head", "resolve_column", "locate_problem",
+           "line_of_row", "is_missing", "MAX_LINE_BYTES", "MAX_COLUMNS"]
 
 INT_PATTERN = re.compile(r"[+-]?[0-9]+")
 #: A number written with a decimal comma ("0,942", "-1,5e3").
@@ -62,13 +52,8 @@ class Head:
 
 def iter_lines(stream, where=None):
     """Yield ``(line number, text)`` of a binary stream (already checked UTF-8), split on ``b"\\n"``
-    only; a byte-order mark on the first line is dropped.
-
-    Raises
-    ------
-    ParseError
-        A line longer than :data:`MAX_LINE_BYTES`.
-    """
+    only; a byte-order mark on the first line is dropped. A line longer than
+    :data:`MAX_LINE_BYTES` is a ParseError."""
     lineno = 0
     while True:
         raw = stream.readline(MAX_LINE_BYTES + 1)
@@ -137,22 +122,15 @@ def _check_header(header: list, where, lineno: int) -> None:
                     "or name the column)" if i == 0 else "")
             raise ParseError(f"header column {i} has an empty name{hint}", where, lineno)
         if name in seen:
-            raise ParseError(
-                f"duplicate column name {name!r} in the header (columns {seen[name]} and {i})",
-                where,
-                lineno,
-            )
+            raise ParseError(f"duplicate column name {name!r} in the header (columns "
+                             f"{seen[name]} and {i})", where, lineno)
         seen[name] = i
 
 
 def read_head(stream, spec: dict, where) -> Head:
-    """Read up to the first data row: the header (if any) and the number of columns.
-
-    Raises
-    ------
-    ParseError
-        No data rows, a bad header (empty or duplicate names, wrong count), one column only.
-    """
+    """Read up to the first data row: the header (if any) and the number of columns. A
+    ParseError for no data rows, a bad header (empty or duplicate names, wrong count) or one
+    column only."""
     header_mode = spec.get("header", False)
     n_columns = spec.get("n_columns")
     header = None
@@ -218,23 +196,15 @@ def _check_field_counts(open_stream, spec, head: Head, where) -> None:
             if len(cells) == n:
                 continue
             last = next(rows, None) is None
-            raise ParseError(
-                f"expected {n} fields, found {len(cells)}"
-                + (
-                    " (the file looks truncated)"
-                    if last and len(cells) < n
-                    else " (wrong delimiter, a missing value or an extra field?)"
-                ),
-                where,
-                lineno,
-            )
+            why = ("the file looks truncated" if last and len(cells) < n
+                   else "wrong delimiter, a missing value or an extra field?")
+            raise ParseError(f"expected {n} fields, found {len(cells)} ({why})", where, lineno)
 
 
 def _check_cell(cell: str, name: str, where, lineno: int) -> None:
     if is_missing(cell):
-        raise ParseError(
-            f"missing value {cell!r} in {name}; impute or drop it first", where, lineno
-        )
+        raise ParseError(f"missing value {cell!r} in {name}; impute or drop it first", where,
+                         lineno)
     try:
         value = float(cell)
     except ValueError:
@@ -256,9 +226,7 @@ def locate_problem(open_stream, spec: dict, head: Head, cols, label: int | None,
     ``open_stream()`` gives a fresh binary stream of the file (a context manager).
     """
     _check_field_counts(open_stream, spec, head, where)
-    names = {
-        c: f"column {c}" + (f" ({head.header[c]!r})" if head.header else "") for c in cols
-    }
+    names = {c: f"column {c}" + (f" ({head.header[c]!r})" if head.header else "") for c in cols}
     label_type = spec.get("label_type", "auto")
     with open_stream() as stream:
         for lineno, cells in _rows(stream, spec, head, where):

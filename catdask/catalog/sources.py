@@ -17,16 +17,8 @@ from .. import settings
 from ..errors import ChecksumMismatchError, SourceNotFoundError
 from .entries import _check_https, get_entry
 
-__all__ = [
-    "locate_sources",
-    "source_folders",
-    "fetch_sources",
-    "obtain_sources",
-    "file_sha256",
-    "SHARED_UCI_DIR",
-    "SOURCE_ENV",
-    "DOWNLOAD_CACHE_DIR",
-]
+__all__ = ["locate_sources", "source_folders", "fetch_sources", "obtain_sources", "file_sha256",
+           "SHARED_UCI_DIR", "SOURCE_ENV", "DOWNLOAD_CACHE_DIR"]
 
 SOURCE_ENV = settings.SOURCE_DIR.name
 #: The download cache's folder under the store root (``<store>/.downloads/<name>/``).
@@ -91,26 +83,12 @@ def locate_sources(entry, source_dir=None, *, verify: bool = True) -> list[Path]
     Looks, in order, in ``source_dir``, in ``$CATDASK_SOURCE_DIR`` (each flat or with a subfolder
     named after the data set) and in ``../shared/data/uci/<name>/`` beside the checkout (or beside
     the working directory); the first folder holding every file wins. For a file shipped in a zip
-    archive, either the extracted file or the archive is accepted.
+    archive, either the extracted file or the archive is accepted. ``verify`` checks sha256
+    where the catalog records one.
 
-    Parameters
-    ----------
-    entry : CatalogEntry or str
-    source_dir : path, optional
-    verify : bool, default True
-        Check sha256 where the catalog records one.
-
-    Returns
-    -------
-    list of Path
-        One per file record, in catalog order (empty for scikit-learn data sets).
-
-    Raises
-    ------
-    SourceNotFoundError
-        Listing the folders searched and how to provide the files.
-    ChecksumMismatchError
-        A local file differs from the catalogued original.
+    Returns one path per file record, in catalog order (none for scikit-learn data sets).
+    Raises :class:`SourceNotFoundError` (listing the folders searched and how to provide the
+    files) or :class:`ChecksumMismatchError` (a local file differs from the original).
     """
     entry = get_entry(entry)
     if entry.kind == "sklearn":
@@ -206,15 +184,9 @@ def fetch_sources(
     Downloads use HTTPS only (other schemes and redirects to them are refused), go to a
     temporary file that is renamed into place only after its sha256 matched the catalog
     (when the catalog has one). Cached files are re-checked and re-downloaded if they differ.
-
-    Raises
-    ------
-    SourceNotFoundError
-        A file is not cached and ``allow_download`` is False.
-    ChecksumMismatchError
-        Naming the file, the expected and the actual sha256.
-    ValueError
-        A non-HTTPS URL.
+    Raises :class:`SourceNotFoundError` for a file not cached when ``allow_download`` is False,
+    :class:`ChecksumMismatchError` naming the file and both sha256, ValueError for a non-HTTPS
+    URL.
     """
     entry = get_entry(entry)
     if entry.kind == "sklearn":

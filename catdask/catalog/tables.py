@@ -24,15 +24,8 @@ import numpy as np
 
 from .. import settings
 from ..errors import ParseError
-from .lines import (
-    INT_PATTERN,
-    MISSING_CELLS,
-    Head,
-    line_of_row,
-    locate_problem,
-    read_head,
-    resolve_column,
-)
+from .lines import (INT_PATTERN, MISSING_CELLS, Head, line_of_row, locate_problem, read_head,
+                    resolve_column)
 
 __all__ = ["Table", "read_table", "MAX_TABLE_BYTES", "MAX_TABLE_BYTES_ENV", "CHUNK_ROWS",
            "WHOLE_READ_MAX_BYTES"]

@@ -33,16 +33,9 @@ CERTIFIER_SEED = 0
 
 @dataclass(frozen=True)
 class LinearCertifier:
-    """CQS: the class matrices R_k, tested at the axes W (D, K).
-
-    Parameters
-    ----------
-    class_matrices : ndarray of shape (K, D, D) or None
-        None when they did not fit the memory budget: the test is then not attempted
-        (``unavailable`` says why).
-    unavailable : str
-        The reason recorded when ``class_matrices`` is None.
-    """
+    """CQS: the class matrices R_k (K, D, D), tested at the axes W (D, K). ``class_matrices``
+    None (they did not fit the memory budget): the test is not attempted, for the reason
+    ``unavailable``."""
 
     class_matrices: np.ndarray | None
     unavailable: str = "not attempted: the class matrices exceed the memory budget"

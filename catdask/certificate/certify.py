@@ -47,10 +47,8 @@ def certify_global_optimum(
     Parameters
     ----------
     scatter : ndarray of shape (K, D, D) or ClassMatrixOperator
-        The class matrices R_k (symmetric PSD), or a :class:`~.point.ClassMatrixOperator`:
-        attributes ``n_features`` (D), ``n_classes`` (K) and a method ``apply(k, V)``
-        returning ``R_k @ V`` for V of shape (D, m). Operators with
-        ``D <= budget.dense_max_dim`` are materialised (K products with I_D).
+        The class matrices R_k (symmetric PSD), or a :class:`~.point.ClassMatrixOperator`
+        (``apply(k, V) = R_k @ V``), materialised when ``D <= budget.dense_max_dim``.
     W : ndarray of shape (D, K)
         The point, with orthonormal columns. If ``1e-10 < ||W^T W - I||_2 <= 1e-2``, W is
         replaced by its polar factor (the reason says so); a larger error is reported as not
@@ -71,16 +69,11 @@ def certify_global_optimum(
         bound is within ``tol`` of f(W), relative; otherwise the bound is used if it is the
         tightest. Needs the class matrices as arrays. The reason records the solver and time.
     budget : CertificateBudget
-        The thresholds (:mod:`.budget`). ``dense_max_dim``: largest D for dense
-        eigendecompositions in the search (larger problems search with Lanczos; verified bounds
-        use dense ``eigh`` up to ``verify_dense_max_dim`` and a Cholesky-proved Lanczos
-        estimate above, whenever the R_k are arrays: ``eigen_check`` records which; above
-        ``dense_max_dim`` the trivial bound and the SDP-dual bound at nu are proved only where
-        they could beat the best bound, the reason names those skipped). ``max_sdp_dim``:
-        largest D for the full SDP under ``"auto"``. ``max_moment_block``: the moment level's
-        size guard. ``max_seconds``: for arrays with D > ``dense_max_dim`` the test's time is
-        estimated first (:func:`estimated_seconds`); above it the certificate is "not
-        attempted: D too large (estimated ... s)" (``math.inf`` turns the guard off).
+        The thresholds, each documented in :mod:`.budget`. Above ``dense_max_dim`` the search
+        uses Lanczos (``eigen_check`` records how the bounds were proved), the cheap bounds are
+        proved only where they could beat the best one (the reason names those skipped), and
+        for arrays the test's time is estimated first (:func:`estimated_seconds`): above
+        ``max_seconds`` it is "not attempted: D too large (estimated ... s)".
     dual_out : dict, optional
         When W is not certified, receives the cheap bound's dual point ``Y = V T V^T`` as
         ``V`` and ``T`` (used by the low-rank kernel test to lift it, docs/design.md §4c).

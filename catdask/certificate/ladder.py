@@ -36,31 +36,19 @@ NEXT = "next"
 
 @dataclass(frozen=True)
 class Outcome:
-    """What one level of the ladder found.
-
-    Attributes
-    ----------
-    level : str
-        The level's name.
-    status : str
-        ``certified``, ``refuted`` (a better point exists), ``gap`` (a bound, not a proof),
-        ``not_attempted`` (outside the budget, or not applicable) or ``failed`` (a numerical
-        failure, named in ``note``).
-    bound : float
-        The upper bound on ``max f`` this level proved, in the test's units (nan if none).
-    evidence : object
-        The level's own result (a Certificate, a bound's data), for the rendering.
-    next : str or None
-        Which level to try next: a level's name, :data:`NEXT` (the following one) or None.
-    note : str
-        This level's clause of the reason (for the rendering only; never read to decide).
-    """
+    """What one level of the ladder found."""
 
     level: str
+    #: ``certified``, ``refuted`` (a better point exists), ``gap`` (a bound, not a proof),
+    #: ``not_attempted`` (outside the budget, or not applicable) or ``failed`` (named in note).
     status: str
+    #: The upper bound on ``max f`` this level proved, in the test's units (nan if none).
     bound: float = math.nan
+    #: The level's own result (a Certificate, a bound's data), for the rendering.
     evidence: Any = None
+    #: Which level to try next: a level's name, :data:`NEXT` (the following one) or None.
     next: str | None = NEXT
+    #: This level's clause of the reason (for the rendering only; never read to decide).
     note: str = ""
 
 

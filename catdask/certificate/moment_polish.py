@@ -46,15 +46,9 @@ def basis_values(ident, Y):
 
 
 def slackness_system(ident, Y):
-    """Sparse map ``(triu Q_b ..., lambda) -> (identity coefficients but the constant, Q_b u_b)``.
-
-    Returns
-    -------
-    L : scipy.sparse.csr_matrix
-    keep : ndarray of bool
-        The identity's rows kept (every monomial but the constant).
-    units : list of ndarray
-        ``u_b = v_b(Y) / ||v_b(Y)||`` per block.
+    """Sparse map ``(triu Q_b ..., lambda) -> (identity coefficients but the constant, Q_b u_b)``:
+    ``(L, keep, units)``, the CSR matrix L, the identity's rows kept (every monomial but the
+    constant) and ``u_b = v_b(Y) / ||v_b(Y)||`` per block.
     """
     units, slack = [], []
     for v, size in zip(basis_values(ident, Y), ident.sizes()):

@@ -29,17 +29,10 @@ class ClassMatrixOperator(Protocol):
 
     What :func:`~catdask.certificate.certify_global_optimum` accepts instead of the (K, D, D)
     stack: D, K and ``apply(k, V) = R_k @ V``.
-
-    Attributes
-    ----------
-    n_features : int
-        D.
-    n_classes : int
-        K.
     """
 
-    n_features: int
-    n_classes: int
+    n_features: int  # D
+    n_classes: int  # K
 
     @abstractmethod
     def apply(self, k: int, V: np.ndarray) -> np.ndarray:

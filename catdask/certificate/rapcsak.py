@@ -15,20 +15,12 @@ __all__ = ["rapcsak_lambda_max"]
 
 
 def rapcsak_lambda_max(point):
-    """Upper bound on ``lambda_max(blockdiag(R_k) - Lambda (x) I_D)`` (normalised scale).
-
-    Parameters
-    ----------
-    point : StationaryPoint
-
-    Returns
-    -------
-    value : float
-        An upper bound, or a lower bound that already exceeds ``tol * scale`` (a diagonal
-        block proves the condition fails; check is then None).
-    check : str or None
-        How the eigenvalue was obtained (see :data:`~catdask.certificate.eigen.EIGEN_CHECKS`);
-        ``"lanczos"`` is a trusted estimate, which matters only if the condition passes.
+    """Upper bound on ``lambda_max(blockdiag(R_k) - Lambda (x) I_D)`` at a StationaryPoint
+    (normalised scale): ``(value, check)``. ``value`` is an upper bound, or a lower bound that
+    already exceeds ``tol * scale`` (a diagonal block proves the condition fails; ``check`` is
+    then None). ``check`` says how the eigenvalue was obtained
+    (:data:`~catdask.certificate.eigen.EIGEN_CHECKS`); ``"lanczos"``, a trusted estimate,
+    matters only if the condition passes.
     """
     K, D, Lam = point.K, point.D, point.Lam
     n = K * D

@@ -18,100 +18,71 @@ class Certificate:
     """Outcome of the global-optimality test for one point W (docs/design.md section 4).
 
     Objective values and bounds are on the scale ``f(W) = 1/2 sum_k w_k^T R_k w_k`` that the
-    estimators report.
-
-    Attributes
-    ----------
-    applicable : bool
-        False for the absolute-value objective (CAS), which is never certified, and for a test
-        that was not attempted.
-    certified : bool
-        True only if a verified sufficient condition for global optimality holds.
-    method : {"sdp-dual", "rapcsak", "moment"} or None
-        The condition that certified W ("sdp-dual" is preferred when both hold).
-    objective : float
-        f(W); nan if not applicable.
-    upper_bound : float
-        A valid upper bound on ``max f`` over the Stiefel manifold (nan if none). Equal to
-        ``objective`` when certified (the tolerance of the test is in ``verified_upper_bound``).
-    bound_method : {"certificate", "sdp", "reduced", "moment"} or None
-        Where ``upper_bound`` comes from: the certificate itself (``upper_bound = objective``),
-        the full SDP relaxation solved with cvxpy, or the cheap dual-feasible bound.
-    gap : float
-        ``(upper_bound - objective) / |objective|``, clipped at 0; 0.0 when certified (the
-        certified point is optimal to the test's tolerance; see :attr:`verified_gap`).
-    rapcsak : bool
-        Whether Rapcsák's condition ``lambda_max(blockdiag(R_k) - Lambda (x) I_D) <= tol * scale``
-        held.
-    rapcsak_lambda_max : float
-        ``lambda_max(blockdiag(R_k) - Lambda (x) I_D) / scale``.
-    sdp_margin : float
-        Verified margin of the nu-test divided by ``scale``: ``min(lambda_min(S(nu)),
-        -max_k lambda_max(M_k(nu)))``; ``>= -tol`` means pass. Near 0 at best, since each
-        M_k(nu) has a (near) zero eigenvalue along w_k. Above ``dense_max_dim``, when the search
-        proved that no nu passes and the dual bound at nu could not improve the reported bound,
-        the verification is skipped (the reason says "SDP-dual bound at nu not proved") and
-        this is the Lanczos estimate of the margin, not a verified one.
-    nu : tuple of float or None
-        The nu used by the SDP-dual test.
-    first_order : float
-        ``max(asymmetry, stationarity)``.
-    asymmetry : float
-        ``||Lambda - Lambda^T||_F / ||Lambda||_F``.
-    stationarity : float
-        ``||[R_k w_k]_k - W sym(Lambda)||_F / ||[R_k w_k]_k||_F``.
-    tol : float
-        Relative tolerance of the verification (relative to ``scale = max_k ||R_k||_2``).
-    seconds : float
-        Wall time of the test.
-    reason : str
-        One sentence: why W is certified, not certified (including an internal failure of the
-        test, named), or why the test does not apply.
-    verified_upper_bound : float
-        The rigorous upper bound on ``max f`` that the verification proved, including the
-        tolerance: when certified it is ``f(W)`` plus the verified slack (so it shows what
-        ``gap = 0`` rounds away); otherwise ``upper_bound``. nan if none.
-    eigen_check : {"dense", "lanczos+cholesky", "lanczos"} or None
-        How the largest eigenvalues behind the verified bounds were obtained, the weakest used:
-        dense LAPACK ``eigh``; a Lanczos estimate proved an upper bound by a Cholesky
-        factorisation of ``mu I - A`` (independent of Lanczos converging); or Lanczos alone
-        (trusting ARPACK's convergence; only for operators too large to materialise).
-    status : str
-        The ladder's verdict (:mod:`.ladder`): ``certified``, ``refuted`` (a better point
-        exists), ``gap`` (a bound, no proof), ``failed`` (the test could not run),
-        ``not_attempted`` or ``not_applicable`` (CAS: no test exists). What code decides on,
-        never ``reason``.
-    next_level : str or None
-        A stronger level that may prove W where this one did not (``"moment"``: the opt-in
-        moment relaxation fits its size guard), else None.
-    moment_dual : MomentDual or None
-        The dual data a moment-level bound was proved from (:mod:`.moment_dual`), with the class
-        matrices it was proved for: :func:`catdask.certificate.verify_certificate` re-checks the
-        bound from them without re-solving. Stored with a model as arrays (``model_io``), not in
-        :meth:`to_dict`.
+    estimators report; ``scale = max_k ||R_k||_2`` is the tolerances' unit.
     """
 
+    #: False for the absolute-value objective (CAS), which is never certified, and for a test
+    #: that was not attempted.
     applicable: bool
+    #: True only if a verified sufficient condition for global optimality holds.
     certified: bool
+    #: The condition that certified W: "sdp-dual" (preferred when both hold), "rapcsak",
+    #: "moment", or None.
     method: str | None
-    objective: float
+    objective: float  # f(W); nan if not applicable
+    #: A valid upper bound on ``max f`` over the Stiefel manifold (nan if none). Equal to
+    #: ``objective`` when certified (the test's tolerance is in ``verified_upper_bound``).
     upper_bound: float
+    #: Where ``upper_bound`` comes from: "certificate" (``upper_bound = objective``), "sdp" (the
+    #: full SDP relaxation solved with cvxpy), "reduced" (the cheap dual-feasible bound),
+    #: "moment", or None.
     bound_method: str | None
+    #: ``(upper_bound - objective) / |objective|``, clipped at 0; 0.0 when certified (the
+    #: certified point is optimal to the test's tolerance; see :attr:`verified_gap`).
     gap: float
+    #: Whether Rapcsák's condition ``lambda_max(blockdiag(R_k) - Lambda (x) I_D) <= tol * scale``
+    #: held; ``rapcsak_lambda_max`` is that eigenvalue divided by ``scale``.
     rapcsak: bool
     rapcsak_lambda_max: float
+    #: Verified margin of the nu-test divided by ``scale``: ``min(lambda_min(S(nu)),
+    #: -max_k lambda_max(M_k(nu)))``; ``>= -tol`` means pass. Near 0 at best, since each
+    #: M_k(nu) has a (near) zero eigenvalue along w_k. Above ``dense_max_dim``, when the search
+    #: proved that no nu passes and the dual bound at nu could not improve the reported bound,
+    #: the verification is skipped (the reason says "SDP-dual bound at nu not proved") and
+    #: this is the Lanczos estimate of the margin, not a verified one.
     sdp_margin: float
-    nu: tuple[float, ...] | None
+    nu: tuple[float, ...] | None  # the nu used by the SDP-dual test
+    #: ``max(asymmetry, stationarity)``: ``||Lambda - Lambda^T||_F / ||Lambda||_F`` and
+    #: ``||[R_k w_k]_k - W sym(Lambda)||_F / ||[R_k w_k]_k||_F``.
     first_order: float
     asymmetry: float
     stationarity: float
-    tol: float
-    seconds: float
+    tol: float  # relative tolerance of the verification (relative to scale)
+    seconds: float  # wall time of the test
+    #: One sentence: why W is certified, not certified (including an internal failure of the
+    #: test, named), or why the test does not apply.
     reason: str
+    #: The rigorous upper bound on ``max f`` that the verification proved, including the
+    #: tolerance: when certified it is ``f(W)`` plus the verified slack (so it shows what
+    #: ``gap = 0`` rounds away); otherwise ``upper_bound``. nan if none.
     verified_upper_bound: float = math.nan
+    #: How the largest eigenvalues behind the verified bounds were obtained, the weakest used:
+    #: "dense" (LAPACK ``eigh``), "lanczos+cholesky" (a Lanczos estimate proved an upper bound
+    #: by a Cholesky factorisation of ``mu I - A``, independent of Lanczos converging) or
+    #: "lanczos" alone (trusting ARPACK; only for operators too large to materialise).
     eigen_check: str | None = None
+    #: The ladder's verdict (:mod:`.ladder`): ``certified``, ``refuted`` (a better point
+    #: exists), ``gap`` (a bound, no proof), ``failed`` (the test could not run),
+    #: ``not_attempted`` or ``not_applicable`` (CAS: no test exists). What code decides on,
+    #: never ``reason``.
     status: str | None = None
+    #: A stronger level that may prove W where this one did not (``"moment"``: the opt-in
+    #: moment relaxation fits its size guard), else None.
     next_level: str | None = None
+    #: The dual data a moment-level bound was proved from (:mod:`.moment_dual`), with the class
+    #: matrices it was proved for: :func:`catdask.certificate.verify_certificate` re-checks the
+    #: bound from them without re-solving. Stored with a model as arrays (``model_io``), not in
+    #: :meth:`to_dict`.
     moment_dual: object = field(default=None, compare=False, repr=False)
 
     @property
@@ -205,43 +176,15 @@ def _empty(*, applicable, reason, status, objective=math.nan, tol=math.nan, seco
 
 
 def not_applicable(reason=None):
-    """A certificate that does not apply (CAS, or not attempted); never certified.
-
-    Parameters
-    ----------
-    reason : str, optional
-        Why the test was not attempted (status ``not_attempted``); None: the CAS objective is
-        not quadratic (status ``not_applicable``).
-
-    Returns
-    -------
-    Certificate
-    """
+    """A certificate that never certifies: ``reason`` why the test was not attempted (status
+    ``not_attempted``), or None for CAS, whose objective is not quadratic (``not_applicable``)."""
     if reason is None:
         return _empty(applicable=False, reason=_NOT_QUADRATIC, status="not_applicable")
     return _empty(applicable=False, reason=reason, status="not_attempted")
 
 
 def not_certified(reason, *, objective=math.nan, tol=math.nan, seconds=0.0, status="failed"):
-    """A test that ran but could not reach a verdict (an internal failure, named in ``reason``).
-
-    Parameters
-    ----------
-    reason : str
-        What failed, e.g. ``"not certified: the test failed (LinAlgError: ...)"``.
-    objective : float, optional
-        f(W), when it was computed before the failure.
-    tol : float, optional
-        The requested tolerance.
-    seconds : float, optional
-        Wall time until the failure.
-    status : str
-        ``failed``, or ``not_attempted`` for a test refused by its budget.
-
-    Returns
-    -------
-    Certificate
-        ``applicable=True, certified=False``, no bound.
-    """
+    """A test that ran without a verdict (``applicable=True``, no bound): ``reason`` names what
+    failed; ``status`` is ``failed``, or ``not_attempted`` for a test refused by its budget."""
     return _empty(applicable=True, reason=reason, status=status, objective=objective, tol=tol,
                   seconds=seconds)

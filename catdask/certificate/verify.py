@@ -42,30 +42,16 @@ def _estimator(model):
 def verify_certificate(model, class_matrices=None, *, rtol=1e-9):
     """Recompute a model's moment-level bound from its stored dual data and check its claim.
 
-    Parameters
-    ----------
-    model : CategorySpace, KernelCategorySpace or Pipeline ending in one
-        A fitted (or loaded) model whose certificate came from the moment relaxation. For a
-        linear model f is recomputed at its axes; for a kernel model (axes in the Gram
-        factor's space, not stored) the certificate's objective is used.
-    class_matrices : ndarray of shape (K, D, D), optional
-        The class matrices to verify against (e.g. recomputed from the training data);
-        default: the ones stored with the certificate.
-    rtol : float, default=1e-9
-        Relative slack allowed between the recomputed and the stored bound (the recomputation
-        is deterministic up to BLAS summation order).
+    ``model``: a fitted or loaded CategorySpace, KernelCategorySpace or Pipeline ending in one,
+    certified by the moment relaxation. For a linear model f is recomputed at its axes; for a
+    kernel model (axes in the Gram factor's space, not stored) the certificate's objective is
+    used. ``class_matrices`` (K, D, D): what to verify against (e.g. recomputed from the
+    training data; default: those stored with the certificate). ``rtol``: the slack allowed
+    between the recomputed and the stored bound (deterministic up to BLAS summation order).
 
-    Returns
-    -------
-    VerifiedBound
-
-    Raises
-    ------
-    CertificateVerificationError
-        When the recomputed bound is above the stored one, or a certified model's gap exceeds its
-        tolerance, or the data do not fit the model (shapes, layout).
-    ValueError
-        When the model carries no moment dual data.
+    Returns a :class:`VerifiedBound`. Raises :class:`CertificateVerificationError` when the
+    recomputed bound is above the stored one, a certified model's gap exceeds its tolerance,
+    or the data do not fit the model; ``ValueError`` when it carries no moment dual data.
     """
     est = _estimator(model)
     cert = getattr(est, "certificate_", None)

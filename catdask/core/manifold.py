@@ -45,12 +45,8 @@ def inv_sqrt_spd(S, *, rank_rtol=1e-12):
     """Inverse square root of symmetric positive-definite (batched, small) matrices.
 
     Used by the kernel W-step ``A = S^{-1/2} Z^T`` (docs/design.md §3). Eigenvalues below
-    ``rank_rtol * lambda_max`` are treated as zero (pseudo-inverse square root) and reported.
-
-    Returns
-    -------
-    S_inv_sqrt : ndarray, same shape as ``S``
-    rank_deficient : ndarray of bool, shape ``S.shape[:-2]``
+    ``rank_rtol * lambda_max`` are treated as zero (pseudo-inverse square root) and reported:
+    returns ``S^{-1/2}`` and a boolean ``rank_deficient`` of shape ``S.shape[:-2]``.
     """
     S = 0.5 * (S + np.swapaxes(S, -1, -2))
     lam, V = np.linalg.eigh(S)

@@ -19,16 +19,8 @@ from .manifold import inv_sqrt_spd, polar_factor
 from .protocols import DataOperator, GramOperator
 from .zstep import ZStep, absolute_zstep, quadratic_zstep
 
-__all__ = [
-    "CategoryObjective",
-    "LinearState",
-    "KernelState",
-    "LinearProblem",
-    "ClassMatrixProblem",
-    "KernelProblem",
-    "take_restarts",
-    "put_restarts",
-]
+__all__ = ["CategoryObjective", "LinearState", "KernelState", "LinearProblem",
+           "ClassMatrixProblem", "KernelProblem", "take_restarts", "put_restarts"]
 
 
 @dataclass(frozen=True)
@@ -128,11 +120,8 @@ class ClassMatrixProblem(LinearProblem):
     For CQS the Z-step and ``X^T Z`` collapse to ``Y = [R_1 w_1, ..., R_K w_K]`` and
     ``f = 1/2 sum_k w_k^T R_k w_k`` (paper eqs. (42), (43); docs/design.md §2), so every
     iteration after the pass that builds the R_k costs O(K D^2) on the driver.
-
-    Parameters
-    ----------
-    class_matrices : ndarray of shape (K, D, D)
-        The R_k: class scatter (class origin) or second moments about x0 (global origin).
+    ``class_matrices`` (K, D, D): class scatter (class origin) or second moments about x0
+    (global origin).
     """
 
     #: One O(K D^2) product on the driver per :meth:`point`, no pass over the data.
@@ -181,13 +170,8 @@ class KernelProblem:
     ``B = G Z`` is the only O(N^2) work; then on the driver ``S = Z^T B`` (K x K),
     ``A = S^{-1/2} Z^T`` and ``P = S^{-1/2} B^T``. This equals the paper's
     ``A = U V^T G^{-1/2}`` (eq. (37)) without any N x N eigendecomposition. The Z-step
-    uses ``u_i = P[y_i, i]``.
-
-    Parameters
-    ----------
-    operator : Gram operator
-        ``G`` for ``origin="class"``, the centred ``H G H`` for ``origin="global"``.
-    objective : CategoryObjective
+    uses ``u_i = P[y_i, i]``. ``operator``: ``G`` for ``origin="class"``, the centred
+    ``H G H`` for ``origin="global"``.
     """
 
     def __init__(self, operator: GramOperator, objective: CategoryObjective):

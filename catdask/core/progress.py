@@ -32,14 +32,10 @@ _SOLVER_CALLBACK: contextvars.ContextVar = contextvars.ContextVar("catdask_solve
 
 @contextlib.contextmanager
 def solver_progress(callback):
-    """Within the block, every solver loop reports to ``callback``.
-
-    Parameters
-    ----------
-    callback : callable or None
-        ``callback(iteration, objective, step, active)`` after every iteration of the batch
-        of restarts, with arrays over all restarts (see :func:`catdask.core.solver.solve`).
-        A callback with a ``stage(text)`` attribute also hears :func:`report_stage`.
+    """Within the block, every solver loop calls ``callback(iteration, objective, step,
+    active)`` (or None) after every iteration of the batch of restarts, with arrays over all
+    restarts (:func:`catdask.core.solver.solve`). A callback with a ``stage(text)`` attribute
+    also hears :func:`report_stage`.
     """
     token = _SOLVER_CALLBACK.set(callback)
     try:
@@ -99,13 +95,8 @@ def current_solver_callback():
 def report_stage(text):
     """Tell the current listeners that a long stage after the solver loops began or moved on (the
     certificate can take minutes after the last iteration). Listeners with a ``stage(text)``
-    attribute get ``text``; the others, and every listener inside :func:`quiet_solvers`, get
-    nothing.
-
-    Parameters
-    ----------
-    text : str
-        What is running now, in a few words.
+    attribute get ``text`` (what is running now, in a few words); the others, and every
+    listener inside :func:`quiet_solvers`, get nothing.
     """
     for listener in _listeners():
         stage = getattr(listener, "stage", None)

@@ -81,42 +81,27 @@ class GramOperator(_SampleOperator, Protocol):
 
     Every product returns rows in the operator's sample order (``classes``'s order), whatever
     order the operator works in internally.
-
-    Attributes
-    ----------
-    gram_passes : int
-        Number of full passes over G so far (for benchmarks and tests).
-    matvec_without_class_block : bool
-        True when :meth:`class_matvec` never forms the dense class block, so the decoupled
-        start may use Lanczos on it for classes too large to hold ``G[C_k, C_k]``.
-    uses_tiles : bool
-        True when :meth:`class_matmul` recomputes G by symmetric tiles (built-in kernel, G not
-        stored): then it can run in float32 (``set_precision``), and
-        :meth:`class_block_matmul` is one pass over the class blocks' tiles; every other
-        product stays float64.
-    precision : {"float32", "float64"}
-        The precision :meth:`class_matmul` currently evaluates tiles in.
-    makes_class_gram_rows : bool
-        An optional capability: True when :meth:`class_gram_rows` makes a class block's rows
-        in slabs (the certificate's class-block pass then reads ``n_k^2`` kernel entries
-        instead of ``N n_k`` through :meth:`columns`). False by default.
     """
 
+    #: True when :meth:`class_matvec` never forms the dense class block, so the decoupled start
+    #: may use Lanczos on it for classes too large to hold ``G[C_k, C_k]``.
     matvec_without_class_block: bool
 
     @property
     def gram_passes(self) -> int:
-        """Number of full passes over G so far."""
+        """Number of full passes over G so far (for benchmarks and tests)."""
         raise NotImplementedError
 
     @property
     def uses_tiles(self) -> bool:
-        """True when the products run over symmetric tiles of a recomputed G."""
+        """True when :meth:`class_matmul` recomputes G by symmetric tiles (built-in kernel, G not
+        stored): then it can run in float32 (``set_precision``), and :meth:`class_block_matmul`
+        is one pass over the class blocks' tiles; every other product stays float64."""
         raise NotImplementedError
 
     @property
     def precision(self) -> str:
-        """The precision of the tiles of :meth:`class_matmul`."""
+        """``"float32"`` or ``"float64"``: what :meth:`class_matmul` evaluates tiles in now."""
         raise NotImplementedError
 
     @abstractmethod
@@ -141,7 +126,9 @@ class GramOperator(_SampleOperator, Protocol):
 
     @property
     def makes_class_gram_rows(self) -> bool:
-        """Whether :meth:`class_gram_rows` works (an optional capability; False here)."""
+        """An optional capability (False here): True when :meth:`class_gram_rows` makes a class
+        block's rows in slabs (the certificate's class-block pass then reads ``n_k^2`` kernel
+        entries instead of ``N n_k`` through :meth:`columns`)."""
         return False
 
     def class_gram_rows(self, k: int, start: int, stop: int) -> np.ndarray:

@@ -28,36 +28,17 @@ logger = logging.getLogger("catdask.core.solver")
 
 @dataclass
 class RestartResult:
-    """Outcome of one restart (compare pymanopt's ``OptimizerResult``).
-
-    Attributes
-    ----------
-    index : int
-    start : str
-        How the restart was initialised (``"decoupled"``, ``"class-means"``, ``"random"``...).
-    objective : float
-    n_iter : int
-    converged : bool
-    stopping_reason : str
-        ``"tol"``, ``"max_iter"``, ``"objective-stalled"`` or ``"rank-deficient"``.
-    step : float
-        Size of the last step.
-    seconds : float
-    history : list of float
-        Objective after every iteration (starting point first).
-    certificate : object or None
-        Filled in by the fit engine (:func:`catdask.core.engine.fit_restarts`).
-    """
+    """Outcome of one restart (compare pymanopt's ``OptimizerResult``)."""
 
     index: int
-    start: str
+    start: str  # how it was initialised: "decoupled", "class-means", "random"...
     objective: float
     n_iter: int
     converged: bool
-    stopping_reason: str
-    step: float
+    stopping_reason: str  # "tol", "max_iter", "objective-stalled" or "rank-deficient"
+    step: float  # size of the last step
     seconds: float
-    history: list = field(default_factory=list, repr=False)
+    history: list = field(default_factory=list, repr=False)  # objective per iteration, start first
     # A catdask.certificate.Certificate, set by the fit engine's certifier (the core imports
     # no certificate: it sits below it).
     certificate: Any = None

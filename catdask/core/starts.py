@@ -96,16 +96,9 @@ def _centred_matvec(matvec: Callable[[np.ndarray], np.ndarray]
 def linear_starts(labels: list[str], *, class_matrices: np.ndarray | None,
                   class_means: np.ndarray, n_features: int,
                   rng: np.random.Generator) -> np.ndarray:
-    """Starting axes W0 of shape (R, D, K) for the linear method.
-
-    Parameters
-    ----------
-    labels : list of str
-    class_matrices : ndarray (K, D, D) or None
-        The class matrices R_k (needed for the decoupled start; skipped when None).
-    class_means : ndarray (K, D)
-        Class means of the data centred at x0.
-    """
+    """Starting axes W0 of shape (R, D, K) for the linear method, one per label. The decoupled
+    start needs the class matrices R_k (skipped when None); ``class_means`` (K, D) are measured
+    from x0."""
     K = class_means.shape[0]
     W0 = random_stiefel(len(labels), n_features, K, rng)
     for r, label in enumerate(labels):

@@ -19,17 +19,10 @@ __all__ = ["ZStep", "quadratic_zstep", "absolute_zstep", "class_multipliers"]
 
 @dataclass
 class ZStep:
-    """Result of a Z-step.
+    """Result of a Z-step."""
 
-    Attributes
-    ----------
-    z : ndarray of shape (R, N)
-        The non-zero entry of each row of Z (``Z[i, y_i] = z[i]``).
-    objective : ndarray of shape (R,)
-        ``f(W)`` at the axes that produced ``u`` (the maximised value of the Z-subproblem).
-    """
-
-    z: np.ndarray
+    z: np.ndarray  # (R, N): the non-zero entry of each row of Z (Z[i, y_i] = z[i])
+    #: (R,): ``f(W)`` at the axes that produced ``u`` (the maximised value of the Z-subproblem).
     objective: np.ndarray
 
 
@@ -55,11 +48,7 @@ def class_multipliers(u, classes, eps, *, max_iter=200):
     ``g_k(mu) = sum_{i in C_k} (u_i + mu) / sqrt((u_i + mu)^2 + eps^2)``, bracketed by
     ``[-max u - eps, -min u + eps]`` (docs/design.md §3c). Solved by Newton's method safeguarded by
     bisection, vectorised over restarts and classes. The paper's closed form (eq. (26)) is
-    not the KKT solution and makes the iteration cycle; it is not used.
-
-    Returns
-    -------
-    mu : ndarray of shape (R, K)
+    not the KKT solution and makes the iteration cycle; it is not used. Returns mu (R, K).
     """
     R = u.shape[0]
     v = classes.sort(u)

@@ -15,21 +15,13 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import (
-    BaseEstimator,
-    ClassifierMixin,
-    ClassNamePrefixFeaturesOutMixin,
-    TransformerMixin,
-)
+from sklearn.base import (BaseEstimator, ClassifierMixin, ClassNamePrefixFeaturesOutMixin,
+                          TransformerMixin)
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._available_if import available_if
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import (
-    _check_feature_names_in,
-    check_is_fitted,
-    check_random_state,
-    validate_data,
-)
+from sklearn.utils.validation import (_check_feature_names_in, check_is_fitted, check_random_state,
+                                      validate_data)
 
 from ..certificate.certifiers import NoCertifier
 from ..core.engine import CERTIFY_AT, SolverOptions
@@ -37,15 +29,8 @@ from ..core.validation import explain_invalid_input
 from ..distributed.inputs import is_distributed_input
 from ..method_names import MAX_RESTARTS
 from .certificate_access import CertificateOnAccess
-from .classify import (
-    CLASSIFIERS,
-    PROBABILISTIC,
-    ClassStatistics,
-    class_log_probabilities,
-    class_probabilities,
-    class_scores,
-    class_statistics,
-)
+from .classify import (CLASSIFIERS, PROBABILISTIC, ClassStatistics, class_log_probabilities,
+                       class_probabilities, class_scores, class_statistics)
 
 logger = logging.getLogger("catdask")
 
@@ -212,15 +197,8 @@ class BaseCategorySpace(
         common origin. Kernel: ``A k(X_fit, x)``, measured from the feature-space centroid or
         origin in the same way. The angle classifier measures angles from this origin.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Or a Dask array / zarr input chunked by rows: the result is then a lazy Dask
-            array computed one task per row block.
-
-        Returns
-        -------
-        X_new : ndarray of shape (n_samples, K)
+        ``X`` (n_samples, n_features) gives an ndarray (n_samples, K); a Dask array / zarr input
+        chunked by rows gives a lazy Dask array, computed one task per row block.
         """
         if is_distributed_input(X):
             from ..distributed.transform import transform_blockwise
@@ -277,16 +255,8 @@ class BaseCategorySpace(
         ``"qda"`` (default): a Gaussian rule with one covariance per class on the K
         coordinates; ``"lda"``: the shared-covariance Gaussian rule; ``"nearest-mean"``: the
         nearest class mean; ``"angle"``: the paper's angle classifier ``argmax_k |p_k|``.
-        See :mod:`catdask.estimators.classify`.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Or a Dask / zarr input chunked by rows (the result is then a lazy Dask array).
-
-        Returns
-        -------
-        y_pred : ndarray of shape (n_samples,)
+        See :mod:`catdask.estimators.classify`. A Dask / zarr ``X`` chunked by rows gives a lazy
+        Dask array (likewise in the methods below).
         """
         check_is_fitted(self)
         return self._blockwise(
@@ -298,17 +268,9 @@ class BaseCategorySpace(
         """Class scores of the ``classifier`` rule; ``predict`` is their argmax.
 
         Gaussian rules: the log posterior up to a per-row constant; ``"angle"``: the cosine
-        of the angle between the pattern and each (sign-free) axis.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        scores : ndarray of shape (n_samples, n_classes), or (n_samples,) for two classes
-            With two classes, scikit-learn's convention: the score of ``classes_[1]`` minus
-            that of ``classes_[0]`` (positive means ``classes_[1]``).
+        of the angle between the pattern and each (sign-free) axis. Shape (n_samples, n_classes);
+        with two classes, scikit-learn's convention: (n_samples,), the score of ``classes_[1]``
+        minus that of ``classes_[0]`` (positive means ``classes_[1]``).
         """
         check_is_fitted(self)
         K = len(self.classes_)
@@ -330,32 +292,14 @@ class BaseCategorySpace(
     @available_if(_has_probabilities)
     def predict_proba(self, X):
         """Posterior class probabilities of a Gaussian rule (``classifier`` in
-        ``{"qda", "lda", "nearest-mean"}``).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        proba : ndarray of shape (n_samples, n_classes)
-            Columns in the order of ``classes_``; rows sum to 1.
-        """
+        ``{"qda", "lda", "nearest-mean"}``): (n_samples, n_classes), columns in the order of
+        ``classes_``, rows summing to 1."""
         return self._per_class(X, class_probabilities)
 
     @available_if(_has_probabilities)
     def predict_log_proba(self, X):
         """Logarithm of :meth:`predict_proba`, from the class scores (finite where a probability
-        underflows to 0).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        log_proba : ndarray of shape (n_samples, n_classes)
-        """
+        underflows to 0)."""
         return self._per_class(X, class_log_probabilities)
 
     def _per_class(self, X, rule_output):
@@ -377,13 +321,8 @@ class BaseCategorySpace(
 
     def get_feature_names_out(self, input_features=None):
         """``axis_<class>`` for each output column: column k of :meth:`transform` is the axis of
-        ``classes_[k]``, named as ``catdask predict`` names it.
-
-        Parameters
-        ----------
-        input_features : array-like of str, optional
-            Checked against ``feature_names_in_`` as scikit-learn does; not used.
-        """
+        ``classes_[k]``, named as ``catdask predict`` names it. ``input_features`` is only
+        checked against ``feature_names_in_``, as scikit-learn does."""
         check_is_fitted(self, "classes_")
         _check_feature_names_in(self, input_features, generate_names=False)
         return np.asarray([f"axis_{c}" for c in self.classes_], dtype=object)

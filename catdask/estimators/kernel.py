@@ -62,11 +62,9 @@ class KernelCategorySpace(BaseCategorySpace):
         default). ``origin="global"`` uses the centred Gram ``H G H`` (x0 the feature-space
         centroid). ``tol`` applies to the RKHS norm of the change, ``sqrt(tr(dA G dA^T))``.
     certify_at : {"access", "fit"}, default="access"
-        When the test runs. ``"access"``: on first access of ``certificate_`` or
-        ``restarts_`` (or when the model is pickled, saved or registered); until then the
-        model keeps the Gram operator the test reads (at most ``max_gram_bytes``). A fit on
-        Dask input certifies in :meth:`fit` whatever this says (its operator lives on the
-        cluster). ``"fit"``: inside :meth:`fit`. The certificate is the same either way.
+        As in :class:`CategorySpace`; until the test runs the model keeps the Gram operator it
+        reads (at most ``max_gram_bytes``). A fit on Dask input certifies in :meth:`fit`
+        whatever this says (its operator lives on the cluster).
     init : {"auto", "random", "decoupled"} or array-like of shape (K, N), default="auto"
         ``"auto"``: the decoupled start (top kernel-PCA direction of each class), then random
         ones. An array is a single start given by coefficients (e.g. from a Nystroem fit).
@@ -219,17 +217,8 @@ class KernelCategorySpace(BaseCategorySpace):
     @_fit_context(prefer_skip_nested_validation=True)
     @logs_when_verbose
     def fit(self, X, y):
-        """Learn the kernel category axes.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,)
-
-        Returns
-        -------
-        self : KernelCategorySpace
-        """
+        """Learn the kernel category axes from X (n_samples, n_features) and labels y; returns
+        self."""
         t_start = time.perf_counter()
         if self.approximation == "nystroem":
             if self.device is not None:

@@ -159,18 +159,8 @@ class CategorySpace(BaseCategorySpace):
     @_fit_context(prefer_skip_nested_validation=True)
     @logs_when_verbose
     def fit(self, X, y):
-        """Learn the category axes from labelled patterns.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,)
-            Class labels (any hashable labels; ``classes_`` maps axes to labels).
-
-        Returns
-        -------
-        self : CategorySpace
-        """
+        """Learn the category axes from patterns X (n_samples, n_features) and their labels y
+        (any hashable labels; ``classes_`` maps axes to labels). Returns self."""
         self._fit(X, y)
         return self
 

@@ -14,11 +14,5 @@ from .experiments import paper_experiments, run_experiment
 from .paper_tables import PAPER_TABLES
 from .tables import markdown_table, write_experiment
 
-__all__ = [
-    "PAPER_DATASETS",
-    "PAPER_TABLES",
-    "markdown_table",
-    "paper_experiments",
-    "run_experiment",
-    "write_experiment",
-]
+__all__ = ["PAPER_DATASETS", "PAPER_TABLES", "markdown_table", "paper_experiments",
+           "run_experiment", "write_experiment"]

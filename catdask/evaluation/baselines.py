@@ -21,12 +21,8 @@ from numbers import Integral, Real
 
 import numpy as np
 import scipy.linalg
-from sklearn.base import (
-    BaseEstimator,
-    ClassNamePrefixFeaturesOutMixin,
-    TransformerMixin,
-    _fit_context,
-)
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.base import _fit_context
 from sklearn.decomposition import PCA, KernelPCA
 from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 from sklearn.metrics.pairwise import pairwise_kernels
@@ -34,14 +30,8 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-__all__ = [
-    "LeastSquaresLDA",
-    "KernelFisherDiscriminant",
-    "ye_indicator_matrix",
-    "make_pca",
-    "make_mcfld",
-    "make_kernel_pca",
-]
+__all__ = ["LeastSquaresLDA", "KernelFisherDiscriminant", "ye_indicator_matrix", "make_pca",
+           "make_mcfld", "make_kernel_pca"]
 
 
 def make_pca(n_classes, **params):
@@ -64,17 +54,8 @@ def ye_indicator_matrix(codes, n_classes):
 
     ``Y[i, j] = sqrt(n / n_j) - sqrt(n_j / n)`` if ``y_i = j``, else ``-sqrt(n_j / n)``.
     Its columns sum to zero (Y is already centred) and ``Y^T Y`` is ``n`` times a projection,
-    which makes the regression equivalent to LDA (Ye 2007, Theorem 4.1).
-
-    Parameters
-    ----------
-    codes : ndarray of shape (n_samples,)
-        Class codes ``0 .. n_classes - 1``.
-    n_classes : int
-
-    Returns
-    -------
-    Y : ndarray of shape (n_samples, n_classes)
+    which makes the regression equivalent to LDA (Ye 2007, Theorem 4.1). ``codes``: class codes
+    ``0 .. n_classes - 1`` (n_samples,); returns Y (n_samples, n_classes).
     """
     codes = np.asarray(codes)
     n = codes.shape[0]
@@ -181,7 +162,6 @@ class LeastSquaresLDA(
         return (X - self.mean_) @ self.coef_
 
 
-
 class KernelFisherDiscriminant(
     _SupervisedProjection, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
 ):
@@ -276,17 +256,7 @@ class KernelFisherDiscriminant(
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
-        """Solve the regularised multi-class kernel Fisher problem.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,)
-
-        Returns
-        -------
-        self : KernelFisherDiscriminant
-        """
+        """Solve the regularised multi-class kernel Fisher problem; returns self."""
         X, codes = _classification_data(self, X, y)
         K, n = len(self.classes_), X.shape[0]
         if K < 2:

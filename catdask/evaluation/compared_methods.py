@@ -22,35 +22,19 @@ SELECT_RESTARTS = 2
 
 @dataclass(frozen=True)
 class Method:
-    """One dimensionality-reduction method of the comparison.
+    """One dimensionality-reduction method of the comparison."""
 
-    Attributes
-    ----------
-    name : str
-        Our name, e.g. ``"K-CQS-global"``.
-    build : callable
-        ``build(n_classes, params, seed) -> estimator``. ``params`` holds the selected
-        hyper-parameters (``{"gamma": ...}`` for kernel methods, else empty); ``seed`` an int.
-        The estimator is a transformer, or (``classifier="angle"``) has ``predict``.
-    classifier : {"svm", "angle"}
-        Linear SVM on the reduced coordinates, or the estimator's own ``predict``.
-    kernel : bool
-        Select the RBF gamma by inner cross-validation.
-    paper_column : str or None
-        Column of the paper's table this method is compared with.
-    description : str
-    select_build : callable or None
-        Builder used inside the inner cross-validation only (e.g. fewer restarts); None
-        means ``build``. The final refit, which is what the test part scores, always uses
-        ``build``.
-    """
-
-    name: str
+    name: str  # ours, e.g. "K-CQS-global"
+    #: ``build(n_classes, params, seed) -> estimator``: ``params`` the selected hyper-parameters
+    #: (``{"gamma": ...}`` for kernel methods, else empty). The estimator is a transformer, or
+    #: (``classifier="angle"``) has ``predict``.
     build: Callable
-    classifier: str = "svm"
-    kernel: bool = False
-    paper_column: str | None = None
+    classifier: str = "svm"  # a linear SVM on the reduced coordinates, or "angle": own predict
+    kernel: bool = False  # select the RBF gamma by inner cross-validation
+    paper_column: str | None = None  # the column of the paper's table compared with
     description: str = ""
+    #: Builder of the inner cross-validation only (e.g. fewer restarts; None: ``build``); the
+    #: final refit, which the test part scores, always uses ``build``.
     select_build: Callable | None = None
 
     def builder(self, stage):
@@ -66,23 +50,12 @@ def paper_methods(*, n_restarts=5, select_restarts=SELECT_RESTARTS, tol=PROTOCOL
     """Every method of the paper's Tables 1-3, plus the variants we add.
 
     Category-space methods come in both origins (docs/design.md 3b): ``-class`` is the paper's
-    Algorithm 1, ``-global`` its eq. (1) with x0 the training centroid.
-
-    Parameters
-    ----------
-    n_restarts, max_iter : int
-        For the final refit on the whole training part (the model the test part scores).
-    select_restarts : int or None, default=SELECT_RESTARTS
-        Restarts per fit inside the inner cross-validation (None: ``n_restarts``).
-    tol : float, default=PROTOCOL_TOL
-        Stopping tolerance on the step (the paper's 1e-8 changes no SVM decision here and costs
-        the slow tail of the convergence: docs/reproduction.md).
-    certify : bool, default=False
-        Certificates are not needed for accuracy and cost time.
-
-    Returns
-    -------
-    dict of str to Method
+    Algorithm 1, ``-global`` its eq. (1) with x0 the training centroid. ``n_restarts`` and
+    ``max_iter`` are the final refit's (the model the test part scores), ``select_restarts``
+    those inside the inner cross-validation (None: ``n_restarts``). ``tol``: the paper's 1e-8
+    changes no SVM decision here and costs the slow tail of the convergence
+    (docs/reproduction.md). No certificates by default: accuracy needs none, and they cost time.
+    Returns name -> :class:`Method`.
     """
     methods = {}
 

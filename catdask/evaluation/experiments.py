@@ -20,24 +20,13 @@ __all__ = ["Experiment", "ExperimentResult", "paper_experiments", "run_experimen
 
 @dataclass(frozen=True)
 class Experiment:
-    """One of the paper's tables: which methods, which preprocessing, which paper numbers.
+    """One of the paper's tables: which methods, which preprocessing, which paper numbers."""
 
-    Attributes
-    ----------
-    key : str
-        ``"table1"``, ``"table2"``, ``"table3"``.
-    title : str
-    methods : tuple of str
-        Names in :func:`paper_methods`.
-    preprocessing : str
-    max_samples : int or None
-        Subsample larger data sets to this many rows (kernel tables; recorded per result).
-    """
-
-    key: str
+    key: str  # "table1", "table2", "table3"
     title: str
-    methods: tuple
+    methods: tuple  # names in paper_methods()
     preprocessing: str = "standardise"
+    #: Subsample larger data sets to this many rows (kernel tables; recorded per result).
     max_samples: int | None = None
 
 
@@ -76,27 +65,13 @@ class ExperimentResult:
 
 def run_experiment(experiment, datasets, *, loader=None, methods=None, n_splits=10,
                    random_state=0, inner_folds=3, n_jobs=1, progress=print, settings=None):
-    """Run one table's methods on the given data sets.
+    """Run one table's methods (default :func:`paper_methods`) on the named data sets: an
+    :class:`ExperimentResult` whose ``settings["seconds"]`` is the experiment's wall time.
 
-    Parameters
-    ----------
-    experiment : Experiment
-    datasets : sequence of str
-    loader : callable, default=None
-        ``loader(name) -> (X, y)``; default :func:`catdask.evaluation.data.load_xy`. A
-        :class:`FileNotFoundError` skips the data set, with a message through ``progress``.
-    methods : dict of str to Method, default=None
-        Default :func:`paper_methods`.
-    progress : callable or None
-        Called with one line of text per step.
-    settings : dict, default=None
-        Extra entries for ``ExperimentResult.settings`` (e.g. the estimators' ``tol`` and
-        restarts), so the written tables say how they were made.
-
-    Returns
-    -------
-    ExperimentResult
-        ``settings["seconds"]`` is the wall time of the whole experiment.
+    ``loader(name) -> (X, y)`` (default :func:`catdask.evaluation.data.load_xy`): a
+    FileNotFoundError skips the data set, said through ``progress`` (one line per step).
+    ``settings``: extra entries for ``ExperimentResult.settings`` (e.g. the estimators' ``tol``
+    and restarts), so the written tables say how they were made.
     """
     if loader is None:
         from .data import load_xy as loader

@@ -46,12 +46,8 @@ def category_space_panels(X, y, sigma, axes, *, origins=("class",), n_restarts=3
     """Fit K-CQS (one per origin), K-PCA and K-MC-FLD at one sigma and draw them.
 
     ``axes`` holds ``len(origins) + 2`` Axes: the K-CQS ones first (3-D Axes give a 3-D
-    scatter, 2-D ones the view along (1, 1, 1)), then K-PCA and K-MC-FLD.
-
-    Returns
-    -------
-    dict
-        ``{"K-CQS (class)": estimator, ..., "K-PCA": ..., "K-MC-FLD": ...}`` (fitted).
+    scatter, 2-D ones the view along (1, 1, 1)), then K-PCA and K-MC-FLD. Returns the fitted
+    ``{"K-CQS (class)": estimator, ..., "K-PCA": ..., "K-MC-FLD": ...}``.
     """
     from sklearn.decomposition import KernelPCA
 
@@ -88,27 +84,13 @@ def category_space_panels(X, y, sigma, axes, *, origins=("class",), n_restarts=3
 
 def paper_figure(data, sigma, path, *, origins=("class", "global"), n_restarts=3,
                  random_state=0, max_samples=600, dpi=80, scaling="minmax"):
-    """One grid like the paper's figures: rows = data sets, columns = K-CQS, K-PCA, K-MC-FLD.
+    """One grid like the paper's figures, written as a PNG to ``path`` (returned): rows = the
+    three-class data sets of ``data`` (name -> (X, y)), columns = K-CQS, K-PCA, K-MC-FLD.
 
-    Parameters
-    ----------
-    data : dict of str to (X, y)
-        Three-class data sets, in row order.
-    sigma : float
-        RBF width on the scaled data.
-    path : str or Path
-        PNG file to write.
-    origins : sequence of {"class", "global"}, default=("class", "global")
-        One K-CQS column per origin (``"class"`` is the paper's Algorithm 1, ``"global"`` the
-        origin that reproduces Table 1; docs/design.md 3b).
-    dpi : int, default=80
-        With a 256-colour palette this keeps a three-row grid near 150 KB.
-    scaling : {"minmax", "standardise"}, default="minmax"
-        How each data set is scaled before the kernel (see the module docstring).
-
-    Returns
-    -------
-    pathlib.Path
+    ``sigma``: the RBF width on the data scaled by ``scaling`` ("minmax" or "standardise"; see
+    the module docstring). ``origins``: one K-CQS column per origin (``"class"`` is the paper's
+    Algorithm 1, ``"global"`` the origin that reproduces Table 1; docs/design.md 3b). ``dpi=80``
+    with a 256-colour palette keeps a three-row grid near 150 KB.
     """
     # A bare Figure renders with Agg without touching pyplot's global backend or state.
     from matplotlib.figure import Figure
@@ -134,14 +116,11 @@ def paper_figure(data, sigma, path, *, origins=("class", "global"), n_restarts=3
 
 def _save_small_png(fig, path, dpi):
     """Save as a 256-colour palette PNG (a third of the RGBA size; scatter plots lose nothing
-    visible); plain ``savefig`` when Pillow is missing."""
+    visible). Pillow is a dependency of matplotlib."""
     import io
 
-    try:
-        from PIL import Image
-    except ImportError:  # pragma: no cover - Pillow is a matplotlib dependency
-        fig.savefig(path, dpi=dpi)
-        return
+    from PIL import Image
+
     buf = io.BytesIO()
     fig.savefig(buf, dpi=dpi, format="png")
     buf.seek(0)
@@ -152,16 +131,9 @@ def _save_small_png(fig, path, dpi):
 def paper_figures(datasets=("wine", "iris", "seeds"), out_dir="docs/figures", *,
                   loader=None, sigmas=None, origins=("class", "global"), n_restarts=3,
                   random_state=0, max_samples=600, scaling="minmax", progress=print):
-    """Figures 1-3: one grid PNG per sigma over the three-class data sets.
-
-    Each grid has one row per data set and the columns K-CQS (one per origin), K-PCA and
-    K-MC-FLD. Data sets that cannot be loaded (:class:`FileNotFoundError`) or do not have
-    three classes are skipped with a message through ``progress``.
-
-    Returns
-    -------
-    list of pathlib.Path
-    """
+    """Figures 1-3: the paths of one grid PNG per sigma (:func:`paper_figure`). Data sets that
+    cannot be loaded (FileNotFoundError) or do not have three classes are skipped, said through
+    ``progress``."""
     if loader is None:
         from .data import load_xy as loader
     say = progress or (lambda *_: None)

@@ -27,30 +27,14 @@ DATASET_NAMES = {
 
 @dataclass(frozen=True)
 class PaperTable:
-    """One published table.
+    """One published table."""
 
-    Attributes
-    ----------
-    key : str
-        ``"table1"``, ``"table2"`` or ``"table3"``.
-    label : str
-        The LaTeX label.
-    caption : str
-        The caption as printed.
-    columns : tuple of str
-        Method columns in printed order.
-    n_classes : dict of str to int
-        Data-set key -> number of classes as printed in the row name.
-    values : dict of str to dict of str to float
-        Data-set key -> column -> accuracy (%).
-    """
-
-    key: str
-    label: str
-    caption: str
-    columns: tuple
-    n_classes: dict
-    values: dict
+    key: str  # "table1", "table2" or "table3"
+    label: str  # the LaTeX label
+    caption: str  # as printed
+    columns: tuple  # method columns in printed order
+    n_classes: dict  # data-set key -> number of classes as printed in the row name
+    values: dict  # data-set key -> column -> accuracy (%)
 
     def value(self, dataset, column):
         """Published accuracy (%) or None when the table has no such cell."""

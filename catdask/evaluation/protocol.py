@@ -34,17 +34,8 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer, MinMaxScaler, StandardScaler
 from sklearn.svm import LinearSVC
 
-__all__ = [
-    "C_GRID",
-    "GAMMA_FACTORS",
-    "PREPROCESSING",
-    "MethodResult",
-    "make_preprocessor",
-    "make_splits",
-    "gamma_grid",
-    "evaluate_split",
-    "evaluate_method",
-]
+__all__ = ["C_GRID", "GAMMA_FACTORS", "PREPROCESSING", "MethodResult", "make_preprocessor",
+           "make_splits", "gamma_grid", "evaluate_split", "evaluate_method"]
 
 #: SVM ``C`` values tried by the inner cross-validation.
 C_GRID = (0.01, 0.1, 1.0, 10.0, 100.0, 1000.0)
@@ -77,12 +68,7 @@ def make_preprocessor(preprocessing):
 
 
 def make_splits(y, *, n_splits=10, test_size=1 / 3, random_state=0):
-    """The outer splits: ``n_splits`` stratified random 2/3 - 1/3 partitions.
-
-    Returns
-    -------
-    list of (train_idx, test_idx)
-    """
+    """The outer splits: ``n_splits`` stratified random 2/3 - 1/3 ``(train_idx, test_idx)``."""
     sss = StratifiedShuffleSplit(n_splits=n_splits, test_size=test_size, random_state=random_state)
     return list(sss.split(np.zeros(len(y)), y))
 
@@ -154,14 +140,9 @@ def _select(method, X, y, n_classes, preprocessing, seed, *, inner_folds, C_grid
 
 def evaluate_split(method, X, y, train, test, *, preprocessing="standardise", seed=0,
                    inner_folds=3, C_grid=C_GRID, gamma_factors=GAMMA_FACTORS):
-    """One outer split: select on ``train``, refit on ``train``, score on ``test``.
-
-    Returns
-    -------
-    dict
-        ``accuracy``, ``params`` (selected), ``C``, ``select_seconds``, ``fit_seconds``,
-        ``predict_seconds``, ``warnings`` (messages of ConvergenceWarnings raised).
-    """
+    """One outer split: select on ``train``, refit on ``train``, score on ``test``. Returns
+    ``accuracy``, the selected ``params`` and ``C``, ``select_seconds``, ``fit_seconds``,
+    ``predict_seconds`` and ``warnings`` (messages of the ConvergenceWarnings raised)."""
     n_classes = len(np.unique(y[train]))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
@@ -243,30 +224,12 @@ class MethodResult:
 def evaluate_method(method, X, y, *, dataset="", n_splits=10, test_size=1 / 3,
                     preprocessing="standardise", random_state=0, inner_folds=3,
                     C_grid=C_GRID, gamma_factors=GAMMA_FACTORS, max_samples=None, n_jobs=1):
-    """Run the protocol for one method on one data set.
+    """Run the protocol for one :class:`Method` on one data set: a :class:`MethodResult`.
 
-    Parameters
-    ----------
-    method : Method
-    X : ndarray of shape (n_samples, n_features)
-    y : ndarray of shape (n_samples,)
-    n_splits : int, default=10
-    test_size : float, default=1/3
-    preprocessing : {"none", "centre", "standardise", "minmax"} or transformer, \
-            default="standardise"
-    random_state : int, default=0
-        Seeds the outer splits (:func:`make_splits`), the inner folds and the estimators.
-    inner_folds : int, default=3
-    C_grid, gamma_factors : sequence of float
-    max_samples : int, default=None
-        Stratified subsample of the data set (seeded) before splitting, for kernel methods on
-        large sets; recorded in ``note``.
-    n_jobs : int, default=1
-        Outer splits run in parallel with joblib when > 1.
-
-    Returns
-    -------
-    MethodResult
+    ``preprocessing``: "none", "centre", "standardise", "minmax" or a transformer.
+    ``random_state`` seeds the outer splits (:func:`make_splits`), the inner folds and the
+    estimators. ``max_samples``: a stratified, seeded subsample before splitting (kernel methods
+    on large sets; recorded in ``note``). ``n_jobs > 1`` runs the outer splits with joblib.
     """
     X = np.asarray(X, dtype=float)
     y = np.asarray(y)

@@ -23,38 +23,15 @@ import numpy as np
 from .compared_methods import paper_methods
 from .paper_tables import PAPER_TABLES
 
-__all__ = [
-    "CSV_COLUMNS",
-    "DEFAULT_RESULTS_DIR",
-    "result_rows",
-    "markdown_table",
-    "write_experiment",
-    "repository_relative",
-]
+__all__ = ["CSV_COLUMNS", "DEFAULT_RESULTS_DIR", "result_rows", "markdown_table",
+           "write_experiment", "repository_relative"]
 
 DEFAULT_RESULTS_DIR = Path("docs") / "results"
 
 #: Columns of the CSV tables, in order.
-CSV_COLUMNS = (
-    "table",
-    "dataset",
-    "n_classes",
-    "method",
-    "paper_column",
-    "ours_mean",
-    "ours_std",
-    "n_splits",
-    "paper",
-    "diff",
-    "preprocessing",
-    "classifier",
-    "n_samples",
-    "n_features",
-    "seconds_per_split",
-    "convergence_warnings",
-    "selected",
-    "note",
-)
+CSV_COLUMNS = ("table", "dataset", "n_classes", "method", "paper_column", "ours_mean", "ours_std",
+               "n_splits", "paper", "diff", "preprocessing", "classifier", "n_samples",
+               "n_features", "seconds_per_split", "convergence_warnings", "selected", "note")
 
 
 def _pct(x):

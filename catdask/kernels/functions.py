@@ -19,15 +19,10 @@ _BUILTIN = ("rbf", "linear", "poly")
 
 @dataclass(frozen=True)
 class Kernel:
-    """``k(X, Y)``: a kernel with its parameters fixed.
-
-    Parameters
-    ----------
-    metric : str or callable
-        ``"rbf"``, ``"linear"``, ``"poly"``, or a callable ``k(x, y) -> float`` (as in
-        ``pairwise_kernels``) / ``k(X, Y) -> ndarray`` when ``vectorised=True``.
-    params : dict
-        Keyword parameters for ``pairwise_kernels`` (``gamma``, ``degree``, ``coef0``...).
+    """``k(X, Y)``: a kernel with its parameters fixed. ``metric``: ``"rbf"``, ``"linear"``,
+    ``"poly"``, or a callable ``k(x, y) -> float`` (as in ``pairwise_kernels``) /
+    ``k(X, Y) -> ndarray`` when ``vectorised=True``; ``params``: keyword parameters for
+    ``pairwise_kernels`` (``gamma``, ``degree``, ``coef0``...).
     """
 
     metric: str | Callable[..., Any]

@@ -22,14 +22,6 @@ from ..distributed.preloads import add_worker_imports
 add_worker_imports("catdask.kernels", "catdask.operators.blocks", "catdask.operators.gram_tiles",
                    "catdask.operators.dask_gram")
 
-__all__ = [
-    "CentredGramOperator",
-    "DaskDataOperator",
-    "DaskGramOperator",
-    "DataOperator",
-    "GramOperator",
-    "NumpyDataOperator",
-    "NumpyGramOperator",
-    "TorchGramOperator",
-]
+__all__ = ["CentredGramOperator", "DaskDataOperator", "DaskGramOperator", "DataOperator",
+           "GramOperator", "NumpyDataOperator", "NumpyGramOperator", "TorchGramOperator"]
 

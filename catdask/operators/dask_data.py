@@ -105,11 +105,9 @@ class DaskDataOperator(DataOperator):
         return self._center
 
     def class_means(self) -> np.ndarray:
-        """Class means measured from x0, shape (K, D)."""
         return self._statistics()["mean"] - self.center
 
     def class_second_moments(self, origin: str) -> np.ndarray:
-        """The class matrices R_k (K, D, D): scatter (``"class"``) or moment about x0."""
         return blocks.class_second_moments(self._statistics(), self.center, origin)
 
     def covariance_moments(self) -> tuple[float, float]:
@@ -128,7 +126,6 @@ class DaskDataOperator(DataOperator):
         return zip(self._x_blocks, self._codes, self._bounds[:-1], self._bounds[1:])
 
     def own_projections(self, W: np.ndarray) -> np.ndarray:
-        """``u[r, i] = w_{y_i}^T (x_i - x0)`` for W of shape (R, D, K); returns (R, N)."""
         W = np.asarray(W, dtype=float)
         tasks = [(blocks.block_own_projections, xb, cb, self.center, W)
                  for xb, cb, _, _ in self._blocks()]
@@ -136,7 +133,6 @@ class DaskDataOperator(DataOperator):
         return np.concatenate(self._runner.run(tasks, "own-projections"), axis=1)
 
     def class_weighted_sums(self, z: np.ndarray) -> np.ndarray:
-        """``Y[r, :, k] = sum_{i in C_k} z[r, i] (x_i - x0)`` (paper eq. (17)); (R, D, K)."""
         z = np.asarray(z, dtype=float)
         K = self.classes.n_classes
         Y_bytes = 8 * z.shape[0] * self.n_features * K

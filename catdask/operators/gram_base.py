@@ -214,7 +214,6 @@ class BlockGramOperator(GramOperator):
         return self._moments
 
     def class_matmul(self, z: np.ndarray) -> np.ndarray:
-        """``B[r] = G Z_r`` with ``Z_r[i, y_i] = z[r, i]``: (R, N) -> (R, N, K)."""
         zs = np.ascontiguousarray(self.classes.sort(np.asarray(z, dtype=float)))
         if self.uses_tiles:
             return self.classes.unsort(self._tiled_class_matmul(zs), 1)
@@ -252,7 +251,6 @@ class BlockGramOperator(GramOperator):
         return self._submatrix((a + start, min(a + stop, b)), (a, b))
 
     def class_matvec(self, k: int, V: np.ndarray) -> np.ndarray:
-        """``G[C_k, C_k] @ V`` for V of shape (n_k,) or (n_k, m)."""
         ck = self._class_range(k)
         V = np.asarray(V, dtype=float)
         return self._range_matmul(ck, ck, V.reshape(ck[1] - ck[0], -1)).reshape(V.shape)

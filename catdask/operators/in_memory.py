@@ -45,7 +45,6 @@ class NumpyDataOperator(DataOperator):
 
     @property
     def center(self) -> np.ndarray:
-        """The origin x0."""
         return self._center
 
     def own_projections(self, W: np.ndarray) -> np.ndarray:
@@ -141,7 +140,6 @@ class NumpyGramOperator(BlockGramOperator):
         return blocks.gram_range_matmul(self._Xs, rows, cols, V, self.kernel, self.col_block)
 
     def columns(self, idx: np.ndarray) -> np.ndarray:
-        """``G[:, idx]`` as a dense (N, len(idx)) array."""
         if self._G is None:
             return super().columns(idx)
         idx = np.asarray(idx)

@@ -309,7 +309,6 @@ class TorchGramOperator(GramOperator):
         return self.classes.unsort(out, 0)
 
     def covariance_moments(self) -> tuple[float, float]:
-        """``(tr G / N, ||G||_F^2 / N^2)``."""
         N = self.n_samples
         return float(self.diagonal().sum()) / N, self._gram_moments()[1] / N**2
 
