@@ -12,11 +12,14 @@ private``, as root) where
 
 and the servers it starts bind to its own loopback address (``127.0.0.2``, ``127.0.0.3``, ...:
 Linux routes the whole of 127/8 to ``lo``). The network is shared, as between real hosts.
+:func:`dask_cluster_hosts` starts a Dask scheduler and worker hosts, :func:`s3_server_host` a
+SeaweedFS S3 server host.
 
 Processes die with the test: the command runs in a session of its own under
-:func:`catdask.orchestration.server.guarded_command` (SIGTERM when the test process dies, even
-by SIGKILL), and :meth:`Host.stop` signals the whole group, waits a bounded time, then SIGKILLs
-the group and every descendant it saw (tests/helpers/procs.py, :class:`Managed`).
+:func:`catdask.orchestration.server.guarded_command` (SIGTERM, or ``death_signal``, when the
+test process dies, even by SIGKILL), and :meth:`Host.stop` signals the whole group, waits a
+bounded time, then SIGKILLs the group and every descendant it saw (tests/helpers/procs.py,
+:class:`Managed`).
 
 Where ``unshare`` or ``mount`` is not permitted (not root, a container without CAP_SYS_ADMIN),
 :func:`require_hosts` skips the test and says why; nothing passes without the isolation.
@@ -151,12 +154,12 @@ class Host:
     def pid(self) -> int:
         return self.proc.pid
 
-    def run(self, command, timeout: float = 60.0) -> subprocess.CompletedProcess:
+    def run(self, command, timeout: float = 60.0, **env) -> subprocess.CompletedProcess:
         """Run ``command`` on this host (in its mount namespace, from its working folder, with
-        the host's environment)."""
+        the host's environment and the variables ``env``)."""
         enter = ["nsenter", f"--target={self.pid}", "--mount", "--wd"]  # the host's own folder
         done = subprocess.run([*enter, *map(str, command)], capture_output=True, text=True,
-                              timeout=timeout, env=self.env)
+                              timeout=timeout, env={**self.env, **env})
         if done.stderr.startswith("nsenter:"):  # not the command's answer: never read it as one
             raise AssertionError(f"could not enter host {self.name}: {done.stderr.strip()}")
         return done
@@ -214,7 +217,8 @@ def s3_server_host(logs: Path, index: int):
     env = s3_client_env(f"http://{ip}:{port}", uuid.uuid4().hex)
     workdir = Path("/tmp/work")  # in the host's namespace
     args, filer_port = weed_server_args(binary, ip, workdir, port, workdir / "s3.json")
-    write_config = 'mkdir -p /tmp/work/data && printf %s "$1" > /tmp/work/s3.json && shift && exec "$@"'
+    write_config = ('mkdir -p /tmp/work/data && printf %s "$1" > /tmp/work/s3.json && shift && '
+                    'exec "$@"')  # the identity file, in the host's /tmp, then weed
     host = Host("s3", ip, ["sh", "-c", write_config, "s3",
                            identity_config(env["AWS_SECRET_ACCESS_KEY"]), *args],
                 log=logs / "s3.log", death_signal=signal.SIGKILL)
