@@ -28,8 +28,8 @@ from .helpers.paths import REPO
 
 pytest.importorskip("distributed")
 
-FIXES = ("mount a shared file system at the same path on every worker (a store on object "
-         "storage, s3://, is not supported yet")
+FIXES = ("mount a shared file system at the same path on every worker, or keep the store on "
+         "object storage (--store s3://bucket/prefix)")
 
 
 def _store_with_blobs(root: Path) -> Path:
@@ -46,11 +46,11 @@ def _probes_left(store: Path) -> list[Path]:
 
 
 def _check(client, store: Path) -> None:
-    from catdask.distributed.store_visibility import check_workers_see_folder
+    from catdask.distributed.store_visibility import check_workers_see_store
     from catdask.store import open_dataset_arrays
 
     with open_dataset_arrays(store, "blobs") as arrays:
-        check_workers_see_folder(client, arrays.path)
+        check_workers_see_store(client, arrays.path)
 
 
 def test_workers_of_an_embedded_cluster_see_the_store(dask_scheduler, tmp_path):

@@ -1,11 +1,15 @@
-"""Check that every Dask worker sees a local store at the driver's path, before a fit reads it.
+"""Check that every Dask worker reads the stored data set the driver sees, before a fit reads it.
 
-A worker on another host that does not mount the store would fail the fit only once it is under
-way. So the driver writes a probe file with random content beside the snapshot (a locked
-``.tmp-`` name, which the store's ``check`` and ``gc`` treat as a running writer's temporary) and
-one ``Client.run`` asks every worker whether it reads the same bytes at the same path; a
-read-only store uses the snapshot's own ``zarr.json``. A worker that does not see it stops the
-run in one line. An object-store URL needs no check.
+A worker on another host that does not mount the store, or has no credentials for the bucket,
+would fail the fit only once it is under way. For a local store the driver writes a probe file
+with random content beside the snapshot (a locked ``.tmp-`` name, which the store's ``check``
+and ``gc`` treat as a running writer's temporary) and one ``Client.run`` asks every worker
+whether it reads the same bytes at the same path; a read-only store uses the snapshot's own
+``zarr.json``. A worker that does not see it stops the run in one line. For a store on object
+storage (``s3://``) each worker opens the snapshot's URL with the credentials and endpoint of
+its own environment (as its reads of X will) and returns the sha256 of the snapshot's
+``zarr.json``, or the one-line error of its request (refused credentials, an endpoint that does
+not answer): a worker without the bucket stops the run in one line naming the fix.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import os
 import uuid
 from pathlib import Path
 
-__all__ = ["check_workers_see_folder"]
+__all__ = ["check_workers_see_store"]
 
 _PROBE_PREFIX = ".tmp-visibility-"
 #: How many worker addresses the message names.
@@ -30,6 +34,20 @@ def _file_sha256(path: str) -> str | None:
             return hashlib.sha256(f.read()).hexdigest()
     except OSError:
         return None
+
+
+def _object_sha256(url: str, key: str) -> tuple[str | None, str]:
+    """Runs on each worker: ``(sha256, "")`` of object ``key`` of the store at ``url``, opened
+    with this process's AWS environment, or ``(None, why)`` in one line (no secret in it)."""
+    from ..object_store import NotFound, ObjectStoreError, open_backend
+
+    try:
+        data, _ = open_backend(url).get(key)
+    except NotFound:
+        return None, f"{url}/{key} is absent at the worker's endpoint (check AWS_ENDPOINT_URL)"
+    except ObjectStoreError as exc:
+        return None, str(exc)
+    return hashlib.sha256(data).hexdigest(), ""
 
 
 def _local_folder(folder) -> Path | None:
@@ -81,16 +99,64 @@ def _write_probe(parent: Path):
     return probe, content, file
 
 
-def check_workers_see_folder(client, folder) -> None:
-    """Raise :class:`catdask.errors.WorkerEnvironmentError` when a worker of ``client`` does
-    not see the local folder ``folder`` (a stored data set's snapshot) at the same path.
+def check_workers_see_store(client, location) -> None:
+    """Raise :class:`catdask.errors.WorkerEnvironmentError` when a worker of ``client`` cannot
+    read the stored data set's snapshot at ``location`` (a local folder, or its ``s3://`` URL)
+    as the driver does.
 
-    No-op without a client, or when ``folder`` is not a folder on this machine (an object-store
-    location). The probe is written in ``folder``'s parent and removed before returning.
+    No-op without a client, or for a location that is neither a folder here nor an object-store
+    URL.
     """
+    from ..object_store import is_object_store_url
+
+    if client is None:
+        return
+    if is_object_store_url(location):
+        _check_workers_read_object_store(client, location)
+    else:
+        _check_workers_see_folder(client, location)
+
+
+def _blind_workers(client, replies: dict, expected: str) -> tuple[list[str], str]:
+    """The workers whose reply is not ``expected``, and "N of the M Dask workers of ADDR"."""
+    blind = sorted(w for w, digest in replies.items() if digest != expected)
+    return blind, f"{len(blind)} of the {len(replies)} Dask workers of {client.scheduler.address}"
+
+
+def _named(workers: list[str]) -> str:
+    return ", ".join(workers[:_NAMED]) + (" ..." if len(workers) > _NAMED else "")
+
+
+def _check_workers_read_object_store(client, url: str) -> None:
+    from ..errors import WorkerEnvironmentError
+    from ..object_store import open_backend
+
+    key = "zarr.json"  # the snapshot's metadata: small, and its commit (always present)
+    expected = hashlib.sha256(open_backend(url).get(key)[0]).hexdigest()
+    replies = client.run(_object_sha256, url, key, on_error="return")
+    digests = {w: r[0] if isinstance(r, tuple) else None for w, r in replies.items()}
+    blind, who = _blind_workers(client, digests, expected)
+    if not blind:
+        return
+    first = replies[blind[0]]
+    if isinstance(first, tuple):
+        why = first[1] or "it reads other content there: another server (AWS_ENDPOINT_URL)"
+    else:  # the task itself failed (catdask not importable there: the set-up check says so)
+        why = f"{type(first).__name__}: {str(first).strip().splitlines()[0][:200]}"
+    raise WorkerEnvironmentError(
+        f"{who} cannot read the stored data set at {url} ({_named(blind)}: {why}), and the "
+        "workers read it themselves: give every worker the store's credentials and endpoint in "
+        "its own environment (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE; "
+        "AWS_ENDPOINT_URL, and AWS_ALLOW_HTTP=true for an http endpoint)"
+    )
+
+
+def _check_workers_see_folder(client, folder) -> None:
+    """The check of a local snapshot folder ``folder``: a probe file written in its parent
+    (removed before returning) must read the same on every worker."""
     from ..errors import WorkerEnvironmentError
 
-    local = _local_folder(folder) if client is not None else None
+    local = _local_folder(folder)
     if local is None:
         return
     written = _write_probe(local.parent)
@@ -105,14 +171,12 @@ def check_workers_see_folder(client, folder) -> None:
         if written is not None:
             probe.unlink(missing_ok=True)
             held.close()  # the lock goes after the name: never an unlocked probe to report
-    expected = hashlib.sha256(content).hexdigest()
-    blind = sorted(w for w, digest in replies.items() if digest != expected)
+    blind, who = _blind_workers(client, replies, hashlib.sha256(content).hexdigest())
     if not blind:
         return
-    named = ", ".join(blind[:_NAMED]) + (" ..." if len(blind) > _NAMED else "")
     raise WorkerEnvironmentError(
-        f"{len(blind)} of the {len(replies)} Dask workers of {client.scheduler.address} cannot "
-        f"see the stored data set at {local} ({named}), and the workers read it "
-        "themselves: mount a shared file system at the same path on every worker (a store on "
-        "object storage, s3://, is not supported yet: docs/operations.md, Object storage)"
+        f"{who} cannot see the stored data set at {local} ({_named(blind)}), and the workers "
+        "read it themselves: mount a shared file system at the same path on every worker, or "
+        "keep the store on object storage (--store s3://bucket/prefix), which every worker "
+        "reads with its own credentials"
     )

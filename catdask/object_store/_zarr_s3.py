@@ -4,10 +4,15 @@ PUT, and pickled as the store's URL and prefix, never its credentials."""
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable
 from typing import Any
 
 __all__ = ["single_put_store_class"]
+
+# A DEBUG line per object read, so that a Dask worker's log shows what it read from where
+# (DASK_LOGGING='{"catdask.object_store": "debug"}' on the worker); the endpoint, never a secret.
+_reads = logging.getLogger("catdask.object_store")
 
 
 @functools.cache
@@ -37,7 +42,12 @@ def single_put_store_class() -> type:
             if self._first_use is not None:
                 check, self._first_use = self._first_use, None
                 check()
-            return await super().get(key, prototype, byte_range)
+            value = await super().get(key, prototype, byte_range)
+            if value is not None and _reads.isEnabledFor(logging.DEBUG):
+                _reads.debug("read s3://%s/%s (%d bytes) from %s", self.store.config.get(
+                    "bucket", "?"), f"{self.store.prefix}/{key}".lstrip("/"), len(value),
+                    self.store.config.get("endpoint", "AWS S3"))
+            return value
 
         def __reduce__(self) -> Any:
             if self._reopen is None:  # a copy zarr made (with_read_only): not re-openable

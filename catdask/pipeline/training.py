@@ -18,7 +18,7 @@ from sklearn.preprocessing import StandardScaler
 from ..certificate.budget import aiming_at, budget_scope
 from ..core.progress import quiet_solvers
 from ..core.validation import check_value_range
-from ..distributed.store_visibility import check_workers_see_folder
+from ..distributed.store_visibility import check_workers_see_store
 from ..methods import METHODS
 from ..store import open_dataset_arrays, register_estimator
 from .device import HOST, device_placement
@@ -101,7 +101,7 @@ def fit_on_dataset(store, dataset, spec, *, client=None):
     # (or the outcome released): between the fit and the registration no version refers to it.
     arrays = open_dataset_arrays(store, dataset, dask=client is not None)
     try:
-        check_workers_see_folder(client, arrays.path)  # a local store the workers lack: stop now
+        check_workers_see_store(client, arrays.path)  # a store the workers cannot read: stop now
         outcome = _fit_on_arrays(arrays, dataset, spec, client, t0)
     except BaseException:
         arrays.close()

