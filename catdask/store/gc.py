@@ -35,6 +35,7 @@ from ..dataset_pointer import (
 from ..errors import CatdaskError, StoreCorruptError
 from ..names import is_valid_name
 from ..object_store import Backend, PreconditionFailed
+from ..object_store.errors import ObjectStoreError
 from ..object_store.lease import LeaseHeldError, acquire, server_now
 from ._atomic import crash_point
 from .layout import changing_store, remove_local_temporaries
@@ -269,6 +270,8 @@ def _verifies(backend: Backend, folder_key: str, snapshot: str | None):
         return None
     try:
         return verify_snapshot(backend, f"{folder_key}/{snapshot}")
+    except ObjectStoreError:
+        raise  # the medium failed: not a reason to point the name at another snapshot
     except (CatdaskError, OSError):
         return None
     finally:
