@@ -112,16 +112,15 @@ def test_kill_9_of_gc_and_cleanup_at_random_points(any_store, action):
 @pytest.mark.slow
 @pytest.mark.parametrize("action", ["gc", "cleanup"])
 def test_kill_9_of_gc_and_cleanup_at_random_points_many(any_store, action):
-    landed, finished = _kill_removals_at_random(any_store, action, kills=10, seed=4)
+    landed, finished = _kill_removals_at_random(any_store, action, kills=8, seed=4)
     print(f"\n{any_store.kind} {action}: {landed} kills mid-removal, {finished} finished first")
-    assert landed >= 5, (landed, finished)
+    assert landed >= 4, (landed, finished)
 
 
 # --------------------------------------------------------------------------- server faults
 
 _WRITER = _CHILD + """
 from catdask.errors import CatdaskError
-from catdask.object_store.errors import ObjectStoreError
 rows = int(sys.argv[3])
 try:
     write_dataset(url, "ds", np.full((rows, 4), 2.0), [0, 1] * (rows // 2), replace=True,
@@ -129,7 +128,7 @@ try:
     print(json.dumps({"written": True}))
 except Exception as exc:
     print(json.dumps({"error": type(exc).__name__, "message": str(exc),
-                      "ours": isinstance(exc, (CatdaskError, ObjectStoreError))}))
+                      "ours": isinstance(exc, CatdaskError)}))
 """
 
 
@@ -209,7 +208,7 @@ def test_a_connection_dropped_mid_upload(s3_server, cuts):
         try:
             write_dataset(store, "ds", new, y, replace=True, chunk_rows=500)
             failed = None
-        except (CatdaskError, ObjectStoreError) as exc:
+        except CatdaskError as exc:  # the store's errors (ObjectStoreError among them)
             failed = exc
         proxy.cut_after = None
         assert proxy.cuts >= 1, "the proxy cut nothing: the test did not test"
