@@ -25,7 +25,7 @@ import pytest
 from catdask.errors import CatdaskError
 from catdask.object_store.errors import ObjectStoreError
 from catdask.object_store.s3 import S3Backend
-from catdask.store import check_store, read_dataset, write_dataset
+from catdask.store import check_store, gc_store, read_dataset, write_dataset
 from catdask.store.root import StoreRoot
 
 from ..helpers.cutting_proxy import CuttingProxy
@@ -96,7 +96,8 @@ def _kill_removals_at_random(st, action: str, kills: int, seed: int,
         if kept is not None:
             assert kept in _committed(st), where  # nor what retention keeps
         _honest_then_cleaned(st, where)
-        assert value(st) == v, where
+        # A killed gc's tombstone does not block the cleanup for its ttl.
+        assert value(st) == v and _committed(st) == [current], where
         if enough is not None and landed >= enough:
             break
     return landed, finished
@@ -115,6 +116,28 @@ def test_kill_9_of_gc_and_cleanup_at_random_points_many(any_store, action):
     landed, finished = _kill_removals_at_random(any_store, action, kills=8, seed=4)
     print(f"\n{any_store.kind} {action}: {landed} kills mid-removal, {finished} finished first")
     assert landed >= 4, (landed, finished)
+
+
+_TOMBSTONE_THEN_DIE = _CHILD + """
+from catdask.dataset_pointer import LEASE_TTL_S
+from catdask.object_store.lease import acquire
+from catdask.store.root import open_store
+acquire(open_store(url).backend, "datasets/ds/.removing/s1", "gc", LEASE_TTL_S)
+os._exit(9)  # as gc killed between its tombstone and its first deletion
+"""
+
+
+def test_a_killed_gcs_tombstone_does_not_block_the_next_gc(any_store):
+    """It kept the snapshot for the tombstone's ttl ("another gc is removing it")."""
+    st = any_store
+    write_dataset(st.store, "ds", np.full((12, 3), 1.0), [0, 1] * 6)
+    write_dataset(st.store, "ds", np.full((12, 3), 2.0), [0, 1] * 6, replace=True)
+    proc = _run(st, _TOMBSTONE_THEN_DIE, "die")
+    assert proc.wait(timeout=60) == 9, proc.stderr.read()
+    assert st.keys("datasets/ds/.removing/") == ["datasets/ds/.removing/s1"]
+    result = gc_store(st.store)
+    assert [str(p).rpartition("/")[2] for p in result.removed] == ["s1"], result.kept
+    assert st.contents("ds") == ["s2", "zarr.json"] and value(st) == 2.0
 
 
 # --------------------------------------------------------------------------- server faults
