@@ -3,25 +3,33 @@
 - ``gc`` and ``check --cleanup`` killed with SIGKILL at random points of their removals (local
   folder and SeaweedFS): no committed data lost (the current snapshot, the one gc keeps by
   retention), nothing half-visible (every snapshot that is committed reads whole and
-  verifies), ``check`` honest afterwards and ``check --cleanup`` makes the store whole;
+  verifies), ``check`` honest afterwards and ``check --cleanup`` makes the store whole, a
+  killed gc's tombstone not blocking it;
 - the S3 server killed and restarted mid-write: the writer fails in one line (the store's
-  error class), nothing half-visible, the next write succeeds;
+  error class), the CLI meanwhile in one line with exit 3, nothing half-visible, the next
+  write succeeds;
 - a connection dropped mid-upload (a proxy between client and server cuts it after N bytes):
   a cut retried by the client goes unnoticed, cuts that persist fail in one line; nothing
-  half-visible either way, and the next write succeeds.
+  half-visible either way, and the next write succeeds; a read cut mid-reply is an error of
+  the medium, never a damaged snapshot to ``check`` or a reason for ``check --cleanup`` to
+  move the pointer.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import signal
+import subprocess
+import sys
 import time
 import uuid
 
 import numpy as np
 import pytest
 
+from catdask.cli.exits import EXIT_INPUT
 from catdask.errors import CatdaskError
 from catdask.object_store.errors import ObjectStoreError
 from catdask.object_store.s3 import S3Backend
@@ -30,6 +38,7 @@ from catdask.store.root import StoreRoot
 
 from ..helpers.cutting_proxy import CuttingProxy
 from ..helpers.dataset_store import StoreUnderTest
+from ..helpers.paths import REPO
 from ..helpers.s3_server import BUCKET, running_s3_server, weed_binary
 from .test_store_backends import _CHILD, _honest_then_cleaned, _run, value
 
@@ -179,7 +188,7 @@ def _one_line_store_error(result, secret):
 
 
 @pytest.mark.slow  # about 40 s: the writer gives up after 10 s, the restart takes 15 s
-def test_the_s3_server_killed_and_restarted_mid_write(own_s3_server, monkeypatch):
+def test_the_s3_server_killed_and_restarted_mid_write(own_s3_server, monkeypatch, tmp_path):
     server = own_s3_server
     st = _store_on(server, f"t-{uuid.uuid4().hex[:12]}")
     for key, val in st.env.items():
@@ -197,6 +206,15 @@ def test_the_s3_server_killed_and_restarted_mid_write(own_s3_server, monkeypatch
     result = json.loads(out.strip().splitlines()[-1])
     _one_line_store_error(result, server.secret)
     assert took < 30, f"the writer took {took:.0f} s to give up"
+    # A user's retry while the server is away: one line, exit 3.
+    (work := tmp_path / "work").mkdir()
+    start = time.monotonic()
+    cli = subprocess.run([sys.executable, "-m", "catdask", "--store", st.url, "ingest", "iris"],
+                         cwd=work, env=dict(os.environ, PYTHONPATH=str(REPO)),
+                         capture_output=True, text=True, timeout=120)
+    assert cli.returncode == EXIT_INPUT and len(cli.stderr.strip().splitlines()) == 1, cli.stderr
+    assert server.secret not in cli.stderr + cli.stdout and os.listdir(work) == []
+    assert time.monotonic() - start < 30  # (most of it importing catdask)
     server.restart()
     assert value(st) == 1.0  # nothing half-visible: the old content, whole
     _honest_then_cleaned(st, "after the restart")
