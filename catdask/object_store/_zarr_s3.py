@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
+
+from .errors import ObjectStoreError
 
 __all__ = ["single_put_store_class"]
 
@@ -29,25 +31,51 @@ def single_put_store_class() -> type:
 
         def __init__(self, store: Any, *, read_only: bool = False,
                      reopen: tuple[Callable[..., Any], tuple[str, str]] | None = None,
-                     first_use: Callable[[], Any] | None = None):
+                     first_use: Callable[[], Any] | None = None,
+                     errors: Callable[[BaseException, str, str], ObjectStoreError]
+                     | None = None):
             super().__init__(store, read_only=read_only)
             self._reopen = reopen  # (function, (url, prefix)): reopens it where unpickled
+            # The backend's one-line errors: obstore's own (a dropped connection's is a
+            # 20-line Rust debug dump) read as a damaged chunk to zarr's callers.
+            self._errors = errors
             # The access check of a store reopened by unpickling, run on its first read: in
             # the task that reads, whose error (wrong credentials: one line) reaches the
             # caller. Run while unpickling, it failed the worker's message handler and the
             # fit waited for ever.
             self._first_use = first_use
 
+        def _error(self, exc: Exception, op: str, key: str) -> Exception:
+            if self._errors is None or isinstance(exc, ObjectStoreError):
+                return exc
+            return self._errors(exc, op, f"{self.store.prefix or ''}/{key}".lstrip("/"))
+
         async def get(self, key: str, prototype: Any, byte_range: Any = None) -> Any:
             if self._first_use is not None:
                 check, self._first_use = self._first_use, None
                 check()
-            value = await super().get(key, prototype, byte_range)
+            try:
+                value = await super().get(key, prototype, byte_range)
+            except Exception as exc:  # noqa: BLE001 - classified
+                raise self._error(exc, "get", key) from None
             if value is not None and _reads.isEnabledFor(logging.DEBUG):
                 _reads.debug("read s3://%s/%s (%d bytes) from %s", self.store.config.get(
                     "bucket", "?"), f"{self.store.prefix}/{key}".lstrip("/"), len(value),
                     self.store.config.get("endpoint", "AWS S3"))
             return value
+
+        async def exists(self, key: str) -> bool:
+            try:
+                return await super().exists(key)
+            except Exception as exc:  # noqa: BLE001 - classified
+                raise self._error(exc, "head", key) from None
+
+        async def _list(self, prefix: str | None = None) -> AsyncGenerator[Any, None]:
+            try:
+                async for item in super()._list(prefix):
+                    yield item
+            except Exception as exc:  # noqa: BLE001 - classified
+                raise self._error(exc, "list", prefix or "") from None
 
         def __reduce__(self) -> Any:
             if self._reopen is None:  # a copy zarr made (with_read_only): not re-openable
@@ -60,7 +88,10 @@ def single_put_store_class() -> type:
             import obstore
 
             self._check_writable()
-            await obstore.put_async(self.store, key, value.as_buffer_like(),
-                                    use_multipart=False)
+            try:
+                await obstore.put_async(self.store, key, value.as_buffer_like(),
+                                        use_multipart=False)
+            except Exception as exc:  # noqa: BLE001 - classified
+                raise self._error(exc, "put", key) from None
 
     return SinglePutObjectStore

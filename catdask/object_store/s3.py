@@ -313,7 +313,8 @@ class S3Backend:
         full = "/".join(p for p in (self.prefix, prefix.strip("/")) if p)
         return single_put_store_class()(self._make_store(full), read_only=read_only,
                                         reopen=(_reopen_zarr_store, (self.url, prefix)),
-                                        first_use=None if check_now else self._store)
+                                        first_use=None if check_now else self._store,
+                                        errors=self._error)
 
     # -- conditional writes -----------------------------------------------------------------
 

@@ -15,6 +15,7 @@ import zarr
 from ..dataset_pointer import location, read_zarr_json
 from ..errors import StoreCorruptError
 from ..object_store import Backend
+from ..object_store.errors import ObjectStoreError
 
 __all__ = [
     "NUMERIC_DTYPES",
@@ -150,6 +151,8 @@ def open_group_at(backend: Backend, entry_key: str) -> zarr.Group:
         raise StoreCorruptError(entry, "zarr.json does not describe a group")
     try:
         return zarr.open_group(store=backend.zarr_store(entry_key, read_only=True), mode="r")
+    except ObjectStoreError:
+        raise  # the medium failed (a dropped connection): not a damaged entry
     except Exception as exc:  # zarr raises a variety of types for bad metadata
         raise StoreCorruptError(entry, f"zarr cannot open the group: {exc}") from exc
 
@@ -161,6 +164,8 @@ def open_array_at(group: zarr.Group, name: str, backend: Backend, entry_key: str
     entry = location(backend, entry_key)
     try:
         arr = group[name]
+    except ObjectStoreError:
+        raise
     except Exception as exc:
         raise StoreCorruptError(entry, f"zarr cannot open array {name!r}: {exc}") from exc
     if not isinstance(arr, zarr.Array):
@@ -172,6 +177,8 @@ def check_chunks(arr: zarr.Array, entry, name: str) -> None:
     """Every chunk file of ``arr`` exists (a missing one would read as fill values)."""
     try:
         n_init = arr.nchunks_initialized
+    except ObjectStoreError:
+        raise
     except Exception as exc:
         raise StoreCorruptError(entry, f"cannot list chunks of array {name!r}: {exc}") from exc
     if n_init != arr.nchunks:
@@ -187,6 +194,8 @@ def read_array(arr: zarr.Array, entry, name: str) -> np.ndarray:
     check_chunks(arr, entry, name)
     try:
         data = arr[...]
+    except ObjectStoreError:
+        raise
     except Exception as exc:  # zstd/blosc errors surface as RuntimeError/ValueError
         raise StoreCorruptError(
             entry, f"array {name!r} cannot be read (truncated or corrupt chunk?): {exc}"

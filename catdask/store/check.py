@@ -29,6 +29,7 @@ from ..dataset_pointer import hold_pointed, location, store_now
 from ..errors import CatdaskError, StoreCorruptError
 from ..names import is_valid_name
 from ..object_store import Backend
+from ..object_store.errors import ObjectStoreError
 from .check_report import StoreProblem, StoreReport, temporary_problem
 from .gc import (
     cleanup_temporaries,
@@ -238,6 +239,8 @@ def _check_listed(backend: Backend, folder_key: str, pointer, listing: Listing, 
             continue
         try:
             attrs = verify_snapshot(backend, key)
+        except ObjectStoreError:
+            raise  # the medium failed: say so, not that the snapshot is damaged
         except (CatdaskError, OSError) as exc:
             msg = problem("corrupt-snapshot", key, getattr(exc, "problem", str(exc)))
             if snapshot == current:

@@ -35,9 +35,11 @@ from ..dataset_pointer import (
 from ..errors import CatdaskError, StoreCorruptError
 from ..names import is_valid_name
 from ..object_store import Backend, PreconditionFailed
+from ..object_store.errors import ObjectStoreError
 from ..object_store.lease import LeaseHeldError, acquire, server_now
 from ._atomic import crash_point
 from .layout import changing_store, remove_local_temporaries
+from .lease import release_if_dead_here
 from .model_entries import remove_uncommitted_versions
 from .pointer import write_pointer
 from .root import StoreRoot, open_store
@@ -152,6 +154,7 @@ def remove_snapshot(backend: Backend, folder_key: str, snapshot: str,
     a fit that held the snapshot until then.
     """
     tombstone = f"{folder_key}/{REMOVING}/{snapshot}"
+    release_if_dead_here(backend, tombstone)  # a killed gc's: its removal is ours to finish
     try:
         lease = acquire(backend, tombstone, "gc", LEASE_TTL_S, margin_s=LEASE_MARGIN_S)
     except LeaseHeldError:
@@ -269,6 +272,8 @@ def _verifies(backend: Backend, folder_key: str, snapshot: str | None):
         return None
     try:
         return verify_snapshot(backend, f"{folder_key}/{snapshot}")
+    except ObjectStoreError:
+        raise  # the medium failed: not a reason to point the name at another snapshot
     except (CatdaskError, OSError):
         return None
     finally:

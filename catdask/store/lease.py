@@ -35,7 +35,7 @@ from ._json import utc_now
 from .root import open_store
 
 __all__ = ["TRAINING_LEASES", "TRAINING_LEASE_TTL_S", "training_lease", "training_lease_key",
-           "holder_description", "models_in_training", "lease_is_live"]
+           "holder_description", "models_in_training", "lease_is_live", "release_if_dead_here"]
 
 #: The prefix, in the store's root, of the models' training leases.
 TRAINING_LEASES = ".training"
@@ -78,7 +78,7 @@ def lease_is_live(backend: Backend, key: str) -> bool:
     return live_lease(*read_lease(backend, key), store_now(backend))
 
 
-def _release_if_dead_here(backend: Backend, key: str) -> None:
+def release_if_dead_here(backend: Backend, key: str) -> None:
     """Mark the lease released when its holder is a dead process of this host (so it is taken
     over now, not after its ttl); compare-and-swap over exactly the record judged."""
     try:
@@ -155,7 +155,7 @@ def training_lease(store, model_name: str, *, holder: str = "", on_wait=None,
     start = time.monotonic()
     next_report, waited = start, 0.0
     while True:
-        _release_if_dead_here(root.backend, key)
+        release_if_dead_here(root.backend, key)
         try:
             lease = object_lease.acquire(root.backend, key, described, ttl)
             break

@@ -35,6 +35,7 @@ from ..errors import DatasetNotFoundError, StoreCorruptError
 from ..names import did_you_mean
 from ..object_store import Backend
 from ..object_store import lease as leases
+from ..object_store.errors import ObjectStoreError
 from . import _zarr_io
 from .content import check_attrs, verify_content
 from .ids import take_next_id
@@ -230,8 +231,8 @@ def verify_snapshot(backend: Backend, key: str) -> dict:
         _zarr_io.check_chunks(arr, entry, label)
     try:
         verify_content(entry, attrs, X, y)
-    except StoreCorruptError:
-        raise
+    except (StoreCorruptError, ObjectStoreError):
+        raise  # damaged, or the medium failed (then nothing is known about the content)
     except Exception as exc:
         raise StoreCorruptError(
             entry, f"cannot read the arrays (truncated or corrupt chunk?): {exc}"

@@ -37,6 +37,8 @@ from .procs import LOCALHOST, free_port
 
 BUCKET = "catdask-test"
 ACCESS_KEY = "catdask-test-key"
+# Written when the server is first ready, read when it is ready again after a restart.
+_READY_KEY = ".ready/probe"
 REGION = "us-east-1"
 
 # Runs in the child before exec: the parent-death signal is SIGKILL (weed ignores SIGTERM),
@@ -72,14 +74,23 @@ class S3Server:
         (workdir / "data").mkdir(exist_ok=True)
         args, self.filer_port = weed_server_args(binary, LOCALHOST, workdir, self.port, config)
         self.log = workdir / "weed.log"
+        self.args = args
+        self._start()
+
+    def _start(self) -> None:
         self._out = open(self.log, "ab")
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(
             [str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
-        self.args = args
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", _GUARD, str(os.getpid()), *args], cwd=workdir, env=env,
-            stdout=self._out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            [sys.executable, "-c", _GUARD, str(os.getpid()), *self.args], cwd=self.workdir,
+            env=env, stdout=self._out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True)
+
+    def restart(self) -> None:
+        """Start the stopped server again: the same ports, data folder and credentials (a
+        server that went away and came back, as its clients see it)."""
+        self._start()
+        self.wait_ready()
 
     def tail(self, n: int = 30) -> str:
         text = self.log.read_text(errors="replace") if self.log.exists() else ""
@@ -95,14 +106,16 @@ class S3Server:
         except RuntimeError as exc:
             raise RuntimeError(f"{exc}:\n{self.tail()}") from None
 
-    def stop(self) -> None:
-        """SIGTERM the group, 2 s, then SIGKILL it (weed lingers after SIGTERM for >15 s)."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            pass
+    def stop(self, grace_s: float = 2.0) -> None:
+        """SIGTERM the group, ``grace_s``, then SIGKILL it (weed lingers after SIGTERM for
+        >15 s); ``grace_s=0``: SIGKILL at once (a server that dies)."""
+        if grace_s > 0:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                pass
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -146,6 +159,7 @@ def create_bucket_when_ready(ip: str, filer_port: int, env: dict, exited, timeou
     """Until the bucket exists and S3 answers with it (SeaweedFS keeps buckets as folders of
     its filer: one is made there, then listed through S3 with the credentials ``env``).
     ``exited()`` says why the server is gone, or None while it runs."""
+    from catdask.object_store import NotFound
     from catdask.object_store.s3 import S3Backend
 
     deadline = time.monotonic() + timeout
@@ -162,7 +176,14 @@ def create_bucket_when_ready(ip: str, filer_port: int, env: dict, exited, timeou
             except urllib.error.HTTPError as exc:
                 if exc.code != 409:  # 409: made by an earlier round
                     raise
-            list(S3Backend(BUCKET, environ=env).list(""))
+            backend = S3Backend(BUCKET, environ=env)
+            list(backend.list(""))
+            # Data written before a restart reads again (a restarted server answered 500
+            # for a while after its listing worked).
+            try:
+                backend.get(_READY_KEY)
+            except NotFound:
+                backend.put(_READY_KEY, b"ready")
             return
         except Exception as exc:  # noqa: BLE001 - not up yet: retry until the deadline
             last = exc
