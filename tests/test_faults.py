@@ -51,14 +51,14 @@ pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceW
 
 def _models(store):
     """``name/entry`` of every version and temporary under the registry (lock files and the
-    registry's bookkeeping, ``.runs`` and ``.writing``, aside)."""
+    registry's bookkeeping, ``.runs``, ``.writing`` and ``.index``, aside)."""
     d = Path(store) / "models"
     if not d.exists():
         return []
     out = [p.name for p in d.iterdir() if p.name.startswith(".tmp-")]
     for model in (p for p in d.iterdir() if p.is_dir() and not p.name.startswith(".")):
         out += [f"{model.name}/{e.name}" for e in model.iterdir() if e.is_dir()
-                and e.name not in (".runs", ".writing")]
+                and e.name not in (".runs", ".writing", ".index")]
     return sorted(out)
 
 

@@ -113,7 +113,7 @@ def gc_candidates(store, *, dry_run: bool = False) -> list[tuple[Path | str, str
 
     root = candidates_root(store)
     doomed = []
-    for candidate in list_models(root):
+    for candidate in list_models(root, verify=True):  # not the listing's cache: gc removes
         meta = candidate.meta
         try:
             sha = current_content_sha256(store, meta.get("dataset", ""))

@@ -86,7 +86,7 @@ def model_references(root: StoreRoot):
     from .registry_read import list_models
 
     snapshots, shas, unreadable = set(), {}, []
-    for version in list_models(root):
+    for version in list_models(root, verify=True):  # the versions, not the listing's cache
         if version.problem is not None:
             unreadable.append(version.path)
             continue

@@ -1,7 +1,7 @@
 """Check's model part: every committed version loads with the real loader (arrays, JSON, the
 estimator rebuilt; never a pickle), nothing stray lies in ``models/``, no uncommitted version
-of a dead registration is left, and models whose data set now holds other content are flagged
-(stale lineage). On any store :func:`~catdask.store.root.open_store` opens."""
+of a dead registration is left, the listing index agrees with the versions' metadata, and
+models whose data set now holds other content are flagged (stale lineage). On any store :func:`~catdask.store.root.open_store` opens."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from ._atomic import is_temporary
 from .check_report import StoreProblem, StoreReport, temporary_problem
 from .layout import MODEL_COUNTER, models_dir
 from ..dataset_pointer import location
+from ._json import json_sha256
 from .model_entries import (
+    INDEX,
     LEGACY_NAMES,
     RUNS,
     WRITING,
@@ -19,8 +21,10 @@ from .model_entries import (
     is_dead_leftover,
     model_listing,
     read_version_node,
+    version_folders,
     version_key,
 )
+from .model_index import entries_without_version, indexed_meta
 from .pointer import read_pointer
 from .root import StoreRoot, open_store
 
@@ -58,13 +62,19 @@ def check_models_into(store, report: StoreReport) -> None:
             continue
         for rest in listing.other.get(name, []):
             if rest not in (MODEL_COUNTER, *LEGACY_NAMES) and rest.partition("/")[0] not in (
-                    RUNS, WRITING):
+                    RUNS, WRITING, INDEX):
                 problem("stray", f"models/{name}/{rest}", f"an object the store does not "
                         f"write, in model {name!r}; move or delete it by hand")
         for v in listing.uncommitted(name):
             if is_dead_leftover(root, name, v):
                 problem("temporary", version_key(name, v), "an uncommitted version left by a "
                         "crashed registration; `check --cleanup` removes it")
+        indexed = indexed_meta(root, name, listing.committed(name))
+        for v in entries_without_version(root, name, version_folders(root, name),
+                                         listing.committed(name)):
+            problem("model", StoreRoot.model_key(name, INDEX), f"the listing index names "
+                    f"{name}:v{v}, which is not committed (deleted by hand?); delete this "
+                    "folder (a cache: the next listing writes it again)")
         for v in listing.committed(name):
             path = location(root.backend, version_key(name, v))
             status = "ok"
@@ -76,6 +86,10 @@ def check_models_into(store, report: StoreReport) -> None:
                 report.problems.append(StoreProblem("model", path, status))
             else:
                 _check_lineage(root, path, meta, report)
+                if v in indexed and json_sha256(indexed[v]) != json_sha256(meta):
+                    problem("model", StoreRoot.model_key(name, INDEX), f"the listing index "
+                            f"holds other metadata for {name}:v{v} than its zarr.json; delete "
+                            "this folder (a cache: the next listing writes it again)")
             report.checked.append({"kind": "model", "name": f"{name}:v{v}", "status": status})
     if root.path is not None:  # temporaries of an earlier catdask's registrations
         for folder in sorted(models_dir(root.path).glob("*/")):

@@ -8,6 +8,8 @@
     models/<name>/.newest-version    the highest N ever given (catdask.store.ids)
     models/<name>/.writing/v<N>      the lease of the registration writing v<N>
     models/<name>/.runs/<sha256>     the run key's claim: which version its run registers
+    models/<name>/.index/<P>         the listing index: committed versions' metadata
+                                     (a cache, :mod:`catdask.store.model_index`)
 
 A version prefix without its ``zarr.json`` is uncommitted: a registration writing it (its
 lease is live) or one that died (its lease expired or was released). Nothing reads it;
@@ -21,19 +23,20 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor
 
 from ..dataset_pointer import location
 from ..errors import StoreCorruptError
 from ..names import is_valid_name
+from ._parallel import in_parallel
 from ._zarr_io import read_node
 from .lease import lease_is_live
+from .model_index import INDEX, forget_version
 from .root import StoreRoot
 
 __all__ = ["ModelListing", "model_listing", "model_names", "version_folders",
            "committed_versions", "in_parallel", "version_number", "version_key",
            "read_version_node", "checked_attrs", "remove_uncommitted_versions",
-           "remove_version", "FORMAT", "WRITING", "RUNS", "LEGACY_NAMES"]
+           "remove_version", "FORMAT", "WRITING", "RUNS", "INDEX", "LEGACY_NAMES"]
 
 FORMAT = 1
 #: The writers' leases and the run keys' claims, inside a model's prefix.
@@ -42,8 +45,6 @@ RUNS = ".runs"
 #: Names an earlier catdask kept in a model folder (the registry lock, the counter).
 LEGACY_NAMES = (".registry.lock",)
 _VERSION = re.compile(r"v([1-9][0-9]*)")
-#: Requests made at once by a listing that reads every version (small GETs or HEADs).
-READ_THREADS = 16
 
 
 def version_number(part: str) -> int | None:
@@ -110,15 +111,6 @@ def version_folders(root: StoreRoot, name: str) -> list[int]:
     return sorted(n for n in found if n is not None)
 
 
-def in_parallel(fn, items: list) -> list:
-    """``[fn(item) ...]``, up to :data:`READ_THREADS` at once (each is one small request on
-    object storage)."""
-    if len(items) < 2:
-        return [fn(item) for item in items]
-    with ThreadPoolExecutor(min(READ_THREADS, len(items))) as pool:
-        return list(pool.map(fn, items))
-
-
 def committed_versions(root: StoreRoot, name: str) -> list[int]:
     """The committed versions of ``name`` (their ``zarr.json`` exists), lowest first."""
     numbers = version_folders(root, name)
@@ -158,9 +150,12 @@ def writer_lease_key(name: str, version: int) -> str:
 
 
 def remove_version(root: StoreRoot, name: str, version: int) -> None:
-    """Remove a version: its ``zarr.json`` first (it stops existing for every reader), then
-    the rest of its prefix. Idempotent."""
+    """Remove a version: a committed one leaves the listing index first, then its
+    ``zarr.json`` goes (it stops existing for every reader), then the rest of its prefix.
+    Idempotent."""
     backend = root.backend
+    if backend.head(version_key(name, version, "zarr.json")) is not None:
+        forget_version(root, name, version)
     backend.delete(version_key(name, version, "zarr.json"))
     for meta in list(backend.list(version_key(name, version) + "/")):
         backend.delete(meta.key)

@@ -26,7 +26,9 @@ A registration works the same on a local folder and on S3, through the store's b
 4. it writes the arrays in place, each a root array of ``v<N>/<array>``, then commits by
    writing the group document ``v<N>/zarr.json`` last, create-only. Until then the version
    does not exist for any reader; a writer killed at any point leaves only an uncommitted
-   prefix, which nothing reads and cleanup removes once its lease is dead.
+   prefix, which nothing reads and cleanup removes once its lease is dead;
+5. it adds the version's metadata to the model's listing index (:mod:`.model_index`, a
+   cache that listings read instead of every version's ``zarr.json``).
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ from .model_entries import (
     version_number,
     writer_lease_key,
 )
+from .model_index import record_versions
 from .root import StoreRoot, open_store
 
 __all__ = [
@@ -264,6 +267,7 @@ def _register(root: StoreRoot, name: str, arrays: dict, meta: dict, run_key) -> 
         _undo(root, name, version, lease, tag)
         raise
     crash_point("model-committed")
+    record_versions(root, name, {version: meta})  # a cache: a version it lacks still lists
     _let_go(root, name, version, lease)
     return ModelVersion(name, version, location(root.backend, version_key(name, version)), meta)
 

@@ -26,6 +26,7 @@ from .model_entries import (
     version_folders,
     version_key,
 )
+from .model_index import indexed_meta, record_versions
 from .registry import ModelVersion, array_sha256
 from .root import StoreRoot, open_store
 
@@ -193,43 +194,60 @@ def load_model_version(store, name: str, version=None, *, verify: bool = True):
     return arrays, meta
 
 
-def _listed(root: StoreRoot, names: list[str]) -> list[ModelVersion]:
+def _listed(root: StoreRoot, names: list[str], verify: bool = False) -> list[ModelVersion]:
     """The committed versions of ``names`` with their metadata: one listing of each model's
-    version prefixes, then every version's ``zarr.json`` read, many at once (a prefix without
-    it is a registration being written, or a dead one's: not listed)."""
-    wanted = [(name, v) for name in names for v in version_folders(root, name)]
+    version prefixes, then its listing index (:mod:`.model_index`; not with ``verify``); the
+    versions the index lacks are read from their ``zarr.json``, many at once (a prefix without
+    it is a registration being written, or a dead one's: not listed), and added to it."""
+    found: list[ModelVersion] = []
+    for name in names:
+        numbers = version_folders(root, name)
+        indexed = {} if verify else indexed_meta(root, name, numbers)
+        found += [ModelVersion(name, v, location(root.backend, version_key(name, v)),
+                               indexed[v]) for v in numbers if v in indexed]
+        read = [mv for mv in in_parallel(lambda v: _read_listed(root, name, v),
+                                         [v for v in numbers if v not in indexed])
+                if mv is not None]
+        if not verify:
+            record_versions(root, name, {mv.version: mv.meta for mv in read
+                                         if mv.problem is None})
+        found += read
+    return sorted(found, key=lambda mv: (mv.name, mv.version))
 
-    def read(item: tuple[str, int]) -> ModelVersion | None:
-        name, v = item
-        path = location(root.backend, version_key(name, v))
-        try:
-            node = _zarr_io.read_node(root.backend, version_key(name, v), version_key(name, v),
-                                      missing_ok=True)
-            if node is None:
-                return None
-            attrs = checked_attrs(node, path)
-            return ModelVersion(name, v, path, attrs["meta"])
-        except StoreCorruptError as exc:
-            return ModelVersion(name, v, path, {}, problem=exc.problem)
 
-    return [mv for mv in in_parallel(read, wanted) if mv is not None]
+def _read_listed(root: StoreRoot, name: str, v: int) -> ModelVersion | None:
+    """Version ``v`` read from its ``zarr.json`` (None when uncommitted; ``problem`` set when
+    it cannot be read)."""
+    path = location(root.backend, version_key(name, v))
+    try:
+        node = _zarr_io.read_node(root.backend, version_key(name, v), version_key(name, v),
+                                  missing_ok=True)
+        if node is None:
+            return None
+        return ModelVersion(name, v, path, checked_attrs(node, path)["meta"])
+    except StoreCorruptError as exc:
+        return ModelVersion(name, v, path, {}, problem=exc.problem)
 
 
-def list_versions(store, name: str) -> list[ModelVersion]:
+def list_versions(store, name: str, *, verify: bool = False) -> list[ModelVersion]:
     """All versions of one model, oldest first (``[]`` if the model does not exist)."""
-    return _listed(open_store(store), [validate_name(name, kind="model")])
+    return _listed(open_store(store), [validate_name(name, kind="model")], verify)
 
 
-def list_models(store=None, name: str | None = None) -> list[ModelVersion]:
+def list_models(store=None, name: str | None = None, *,
+                verify: bool = False) -> list[ModelVersion]:
     """Registered versions, sorted by (name, version); only model ``name`` if given.
 
     Versions being written (or left uncommitted by a crashed registration) never appear.
-    Versions whose metadata cannot be read are listed with ``problem`` set.
+    The metadata comes from the models' listing index, a cache of what each version's
+    ``zarr.json`` held when it was registered (:mod:`.model_index`); with ``verify`` (gc's
+    decisions) every version's ``zarr.json`` is read instead, and versions whose metadata
+    cannot be read are listed with ``problem`` set (without it, only those the index lacks).
     """
     if name is not None:
-        return list_versions(store, name)
+        return list_versions(store, name, verify=verify)
     root = open_store(store)
-    return _listed(root, model_names(root))
+    return _listed(root, model_names(root), verify)
 
 
 def compare_versions(store, name: str, v1, v2) -> dict:
