@@ -27,9 +27,6 @@ __all__ = [
     "READ_ONLY_ERRNOS",
     "fsync_tree",
     "remove_tree",
-    "file_lock",
-    "open_lock_file",
-    "is_current_lock_file",
     "is_temporary",
     "remove_temporaries",
     "crash_point",
@@ -96,11 +93,9 @@ def remove_temporaries(parent: Path, older_than_seconds: float) -> list[Path]:
     """Delete ``.tmp-*`` entries directly under ``parent`` at least the given age old whose
     lock is free.
 
-    Call with ``parent``'s guard lock held exclusively (see :func:`locked_temp_dir`), so a
-    temporary whose lock is free is one whose writer is gone: a running writer holds its
-    temporary's lock from the moment it is created. The age test is a second guard (and the
-    only one where locks are unsupported); a temporary whose modification time lies in the
-    future has no known age and is removed when its lock is free.
+    Only earlier catdask versions wrote such temporaries here (a running writer of theirs held
+    its temporary's lock from the moment it was created); a temporary whose modification time
+    lies in the future has no known age and is removed when its lock is free.
     """
     removed = []
     if not parent.is_dir():
@@ -141,75 +136,3 @@ def try_lock(path: Path):
         yield flock_fd(fd, wait=False)
     finally:
         os.close(fd)
-
-
-def open_lock_file(path: Path):
-    """The lock file opened for locking; None on a store that cannot be written where it does
-    not exist (no writer can run there, so there is nothing to exclude)."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return open(path, "a+b")
-    except OSError as exc:
-        if exc.errno not in READ_ONLY_ERRNOS:
-            raise
-    try:
-        return open(path, "rb")
-    except FileNotFoundError:
-        return None
-
-
-def is_current_lock_file(fh, path: Path) -> bool:
-    """Whether the open (locked) ``fh`` is still the file at ``path``: a holder may unlink its
-    lock file before letting go, and a file locked after that excludes nobody."""
-    try:
-        return os.path.samestat(os.fstat(fh.fileno()), os.stat(path))
-    except FileNotFoundError:
-        return False
-
-
-@contextlib.contextmanager
-def file_lock(path: Path, shared: bool = False):
-    """Advisory lock on ``path`` (created if missing), released on exit; exclusive unless
-    ``shared``.
-
-    Uses ``fcntl.flock`` (POSIX) or ``msvcrt.locking`` (Windows, always exclusive). The OS drops
-    the lock when the holder dies, so a crash never leaves a stale lock. Each call opens its
-    own file description, so the lock also excludes threads of the same process. Once locked,
-    the path must still lead to the file locked: a holder may unlink the lock file, and a
-    waiter then locks the new file.
-    On a store that cannot be written (read-only mount) the lock file is opened read-only, or
-    skipped if it does not exist: no writer can run there.
-    """
-    while True:
-        fh = open_lock_file(path)
-        if fh is None:
-            yield
-            return
-        with fh:
-            try:
-                import fcntl
-            except ImportError:  # pragma: no cover - Windows
-                import msvcrt
-
-                while True:
-                    try:
-                        fh.seek(0)
-                        msvcrt.locking(fh.fileno(), msvcrt.LK_LOCK, 1)
-                        break
-                    except OSError:
-                        continue
-                try:
-                    yield
-                finally:
-                    fh.seek(0)
-                    msvcrt.locking(fh.fileno(), msvcrt.LK_UNLCK, 1)
-                return
-            fcntl.flock(fh.fileno(), fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
-            if not is_current_lock_file(fh, path):  # unlinked by its previous holder: lock the file there now
-                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-                continue
-            try:
-                yield
-            finally:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-            return

@@ -25,7 +25,6 @@ from ..names import validate_name
 from ..errors import StoreWriteError
 from ._atomic import (
     READ_ONLY_ERRNOS,
-    file_lock,
     is_temporary,
     remove_temporaries,
     remove_tree,
@@ -48,14 +47,11 @@ __all__ = [
     "require_writable",
     "read_only_answer",
     "changing_store",
-    "MODEL_LOCK",
     "MODEL_COUNTER",
     "SNAPSHOT_COUNTER",
 ]
 
 DEFAULT_STORE = "catdask-store"
-#: The registry lock of a model folder.
-MODEL_LOCK = ".registry.lock"
 #: The highest version number ever reserved under a model name (never given twice).
 MODEL_COUNTER = ".newest-version"
 #: The highest snapshot number ever given under a data-set name (never given twice).
@@ -216,11 +212,8 @@ def remove_local_temporaries(root: Path, older_than_seconds: float) -> list[Path
         for entry in sorted(parent.iterdir()):
             if not entry.is_dir() or entry.name.startswith("."):
                 continue
-            # Under the model folder's registry lock, held exclusively: a registration creates
-            # and locks its temporary under it (shared), so every unlocked temporary seen here
-            # is a leftover.
-            with file_lock(entry / MODEL_LOCK):
-                removed += remove_temporaries(entry, older_than_seconds)
+            # An earlier catdask's registrations wrote (and locked) temporaries here.
+            removed += remove_temporaries(entry, older_than_seconds)
     return removed
 
 
