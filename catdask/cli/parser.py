@@ -29,7 +29,7 @@ METHODS = list(METHOD_NAMES)
 _PAPER_NAMES = ", ".join(e.paper_name for e in METHOD_NAMES.values())
 DESCRIPTION = (f"catdask: category-space supervised dimensionality reduction ({_PAPER_NAMES}) "
                "with certified fits, a zarr store and Prefect flows.")
-STORE_HELP = "store folder (default: $CATDASK_STORE, else ./catdask-store)"
+STORE_HELP = "a folder or s3://bucket/prefix (default: $CATDASK_STORE, else ./catdask-store)"
 SOURCE_DIR_HELP = ("folder with the original UCI files, flat or one subfolder per data set "
                    "(default: $CATDASK_SOURCE_DIR; in a checkout, also ../shared/data/uci "
                    "beside it)")
