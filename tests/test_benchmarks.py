@@ -48,6 +48,8 @@ def test_benchmarks_measure_the_same_optimum_on_every_path(quick_results):
         assert row["objective_rel_diff_dask"] <= 1e-9
         assert row["objective_rel_diff_accelerated"] <= 1e-9
         assert row["accelerated_iterations"] < row["iterations"]["numpy"]
+    # Issue 40: the fit from an S3 store and from a local store on the same workers.
+    assert quick_results["bench_cluster_s3_vs_local"]["objectives_agree_to_1e-9"]
     linear = quick_results["bench_linear"]["in_memory"]
     assert linear["objective_rel_diff_numpy_dask"] <= 1e-9
     for row in quick_results["bench_warm_start"]["rows"]:

@@ -114,6 +114,27 @@ def test_dask_recipes_parse(name):
     assert isinstance(yaml.safe_load((DEPLOY / "dask" / name).read_text()), dict)
 
 
+def test_kubernetes_recipe_keeps_the_store_on_s3_with_credentials_from_a_secret():
+    """No shared volume (issue 40): the workers read the store on S3 with the AWS variables of
+    their own environment, each taken from one Secret (no value written in the file); the
+    scheduler, which never reads the store, gets none."""
+    spec = yaml.safe_load((DEPLOY / "dask" / "kubernetes-daskcluster.yaml").read_text())["spec"]
+    text = (DEPLOY / "dask" / "kubernetes-daskcluster.yaml").read_text()
+    pods = {role: spec[role]["spec"] for role in ("worker", "scheduler")}
+    assert not [role for role, pod in pods.items() if "volumes" in pod
+                or any("volumeMounts" in c for c in pod["containers"])]
+    worker_env = {e["name"]: e for e in pods["worker"]["containers"][0]["env"]}
+    secrets = set()
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL"):
+        assert "value" not in worker_env[name], name
+        ref = worker_env[name]["valueFrom"]["secretKeyRef"]
+        assert ref["key"] == name
+        secrets.add(ref["name"])
+    assert len(secrets) == 1 and f"kubectl create secret generic {secrets.pop()}" in text
+    scheduler_env = pods["scheduler"]["containers"][0].get("env") or []
+    assert not [e for e in scheduler_env if e["name"].startswith("AWS_")]
+
+
 def _unknown_keys(given: dict, reference: dict, prefix=""):
     for key, value in given.items():
         if key not in reference:
