@@ -121,9 +121,11 @@ def require_hosts() -> None:
 
 def host_env(**extra) -> dict:
     """A host's environment: this one without catdask/Prefect/Dask settings, its home in its
-    private /tmp, and no byte-code written (the code is read-only there)."""
+    private /tmp, and no byte-code written (the code is read-only there). ``make test`` sets
+    PREFECT_HOME inside the checkout, which a host sees read-only: no Prefect setting of the
+    driver's shell reaches a host."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("CATDASK_", "PREFECT_API_URL", "DASK_"))}
+           if not k.startswith(("CATDASK_", "PREFECT_", "DASK_"))}
     env.update(HOME="/tmp/home", TMPDIR="/tmp", PYTHONDONTWRITEBYTECODE="1",
                PYTHONUNBUFFERED="1", MPLBACKEND="Agg")
     env.update({k: str(v) for k, v in extra.items()})
