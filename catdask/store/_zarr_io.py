@@ -9,6 +9,8 @@ error`` for a truncated chunk) into :class:`~catdask.errors.StoreCorruptError` n
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import zarr
 
@@ -25,6 +27,7 @@ __all__ = [
     "open_array_at",
     "read_array",
     "check_chunks",
+    "damage_as_corrupt",
     "write_array",
     "EntryArrays",
 ]
@@ -143,18 +146,27 @@ def check_array_node(backend: Backend, array_key: str, entry_key: str, *,
     return meta
 
 
+@contextlib.contextmanager
+def damage_as_corrupt(entry, what: str):
+    """zarr's errors inside as :class:`StoreCorruptError` of ``entry`` ("<what>: <error>"); an
+    ObjectStoreError (the medium failed, e.g. a dropped connection: nothing is known about the
+    entry) and a StoreCorruptError pass unchanged."""
+    try:
+        yield
+    except (ObjectStoreError, StoreCorruptError):
+        raise
+    except Exception as exc:  # zarr, zstd and blosc raise a variety of types
+        raise StoreCorruptError(entry, f"{what}: {exc}") from exc
+
+
 def open_group_at(backend: Backend, entry_key: str) -> zarr.Group:
     """Open entry ``entry_key`` read-only as a zarr group after checking its JSON."""
     meta = read_node(backend, entry_key, entry_key)
     entry = location(backend, entry_key)
     if meta.get("node_type") != "group":
         raise StoreCorruptError(entry, "zarr.json does not describe a group")
-    try:
+    with damage_as_corrupt(entry, "zarr cannot open the group"):
         return zarr.open_group(store=backend.zarr_store(entry_key, read_only=True), mode="r")
-    except ObjectStoreError:
-        raise  # the medium failed (a dropped connection): not a damaged entry
-    except Exception as exc:  # zarr raises a variety of types for bad metadata
-        raise StoreCorruptError(entry, f"zarr cannot open the group: {exc}") from exc
 
 
 def open_array_at(group: zarr.Group, name: str, backend: Backend, entry_key: str,
@@ -162,12 +174,8 @@ def open_array_at(group: zarr.Group, name: str, backend: Backend, entry_key: str
     """Check ``<entry_key>/<name>/zarr.json`` then return the zarr array (not yet read)."""
     check_array_node(backend, f"{entry_key}/{name}", entry_key, **check)
     entry = location(backend, entry_key)
-    try:
+    with damage_as_corrupt(entry, f"zarr cannot open array {name!r}"):
         arr = group[name]
-    except ObjectStoreError:
-        raise
-    except Exception as exc:
-        raise StoreCorruptError(entry, f"zarr cannot open array {name!r}: {exc}") from exc
     if not isinstance(arr, zarr.Array):
         raise StoreCorruptError(entry, f"{name!r} is not an array")
     return arr
@@ -175,12 +183,8 @@ def open_array_at(group: zarr.Group, name: str, backend: Backend, entry_key: str
 
 def check_chunks(arr: zarr.Array, entry, name: str) -> None:
     """Every chunk file of ``arr`` exists (a missing one would read as fill values)."""
-    try:
+    with damage_as_corrupt(entry, f"cannot list chunks of array {name!r}"):
         n_init = arr.nchunks_initialized
-    except ObjectStoreError:
-        raise
-    except Exception as exc:
-        raise StoreCorruptError(entry, f"cannot list chunks of array {name!r}: {exc}") from exc
     if n_init != arr.nchunks:
         raise StoreCorruptError(
             entry,
@@ -192,14 +196,9 @@ def check_chunks(arr: zarr.Array, entry, name: str) -> None:
 def read_array(arr: zarr.Array, entry, name: str) -> np.ndarray:
     """Read a whole array, turning missing or damaged chunks into StoreCorruptError."""
     check_chunks(arr, entry, name)
-    try:
+    with damage_as_corrupt(
+            entry, f"array {name!r} cannot be read (truncated or corrupt chunk?)"):
         data = arr[...]
-    except ObjectStoreError:
-        raise
-    except Exception as exc:  # zstd/blosc errors surface as RuntimeError/ValueError
-        raise StoreCorruptError(
-            entry, f"array {name!r} cannot be read (truncated or corrupt chunk?): {exc}"
-        ) from exc
     return np.asarray(data)
 
 

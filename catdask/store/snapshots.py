@@ -35,7 +35,6 @@ from ..errors import DatasetNotFoundError, StoreCorruptError
 from ..names import did_you_mean
 from ..object_store import Backend
 from ..object_store import lease as leases
-from ..object_store.errors import ObjectStoreError
 from . import _zarr_io
 from .content import check_attrs, verify_content
 from .ids import take_next_id
@@ -229,14 +228,9 @@ def verify_snapshot(backend: Backend, key: str) -> dict:
     attrs, X, y = open_snapshot(backend, key)
     for arr, label in ((X, "X"), (y, "y")):
         _zarr_io.check_chunks(arr, entry, label)
-    try:
+    with _zarr_io.damage_as_corrupt(
+            entry, "cannot read the arrays (truncated or corrupt chunk?)"):
         verify_content(entry, attrs, X, y)
-    except (StoreCorruptError, ObjectStoreError):
-        raise  # damaged, or the medium failed (then nothing is known about the content)
-    except Exception as exc:
-        raise StoreCorruptError(
-            entry, f"cannot read the arrays (truncated or corrupt chunk?): {exc}"
-        ) from exc
     return attrs
 
 
