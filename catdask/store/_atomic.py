@@ -29,6 +29,7 @@ __all__ = [
     "remove_tree",
     "is_temporary",
     "remove_temporaries",
+    "seam_write_in_flight",
     "crash_point",
     "try_lock",
     "flock_fd",
@@ -89,6 +90,22 @@ def temporary_age(path: Path, now: float | None = None) -> float | None:
     return None if age < -1.0 else max(age, 0.0)
 
 
+#: The object-store seam's own momentary files (a write's ``.tmp-put-``, the clock probe) hold
+#: no lock: younger than this, one is a running write's, never a crashed writer's.
+SEAM_TEMPORARY_S = 60.0
+
+
+def seam_write_in_flight(path: Path, now: float | None = None) -> bool:
+    """True for a seam temporary that a running write may still own (or that vanished)."""
+    if not path.name.startswith((f"{TMP_PREFIX}put-", f"{TMP_PREFIX}clock-")):
+        return False
+    try:
+        age = temporary_age(path, now)
+    except FileNotFoundError:
+        return True
+    return age is not None and age < SEAM_TEMPORARY_S
+
+
 def remove_temporaries(parent: Path, older_than_seconds: float) -> list[Path]:
     """Delete ``.tmp-*`` entries directly under ``parent`` at least the given age old whose
     lock is free.
@@ -102,7 +119,7 @@ def remove_temporaries(parent: Path, older_than_seconds: float) -> list[Path]:
         return removed
     now = time.time()
     for entry in parent.iterdir():
-        if not is_temporary(entry):
+        if not is_temporary(entry) or seam_write_in_flight(entry, now):
             continue
         try:
             age = temporary_age(entry, now)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from ._atomic import temporary_age, try_lock
+from ._atomic import seam_write_in_flight, temporary_age, try_lock
 
 __all__ = ["StoreProblem", "StoreReport", "temporary_problem"]
 
@@ -64,7 +64,10 @@ class StoreReport:
 
 
 def temporary_problem(child: Path):
-    """The problem of an unlocked local temporary, None if locked (a model registration's)."""
+    """The problem of a local temporary, None while a running writer may own it (locked, or
+    a seam write younger than a minute)."""
+    if seam_write_in_flight(child):
+        return None
     with try_lock(child) as free:
         if not free:
             return None  # a running writer holds it: in use, not a leftover

@@ -26,6 +26,7 @@ from ..errors import StoreWriteError
 from ._atomic import (
     READ_ONLY_ERRNOS,
     is_temporary,
+    seam_write_in_flight,
     remove_temporaries,
     remove_tree,
     temporary_age,
@@ -161,11 +162,6 @@ def numbered_folders(parent: Path, number) -> list[str]:
     return sorted(found, key=number)
 
 
-#: The seam's own momentary files (a write's temporary, the clock probe): never a crashed
-#: writer's until this old.
-_SEAM_TEMPORARY_S = 60.0
-
-
 def local_temporaries(root: Path) -> list[Path]:
     """The ``.tmp-*`` entries of a local store's data sets (``datasets/``, each data set and
     its snapshots, and their lease folders) that no running write can own: earlier versions'
@@ -178,13 +174,8 @@ def local_temporaries(root: Path) -> list[Path]:
     for folder in folders:
         with contextlib.suppress(FileNotFoundError):
             for entry in folder.iterdir():
-                if not is_temporary(entry):
-                    continue
-                if entry.name.startswith((".tmp-put-", ".tmp-clock-")):
-                    age = _age(entry)
-                    if age is not None and age < _SEAM_TEMPORARY_S:
-                        continue
-                found.append(entry)
+                if is_temporary(entry) and not seam_write_in_flight(entry):
+                    found.append(entry)
     return sorted(found)
 
 
