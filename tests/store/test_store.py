@@ -392,6 +392,23 @@ def test_cleanup_skips_a_running_writers_temporary(store):
     assert read_dataset(store, "toy").snapshot == "s1"
 
 
+@pytest.mark.parametrize("folder", ["datasets/toy", "models/m"])
+def test_a_seam_write_in_flight_is_no_leftover_for_a_minute(store, folder):
+    """A seam write's ``.tmp-put-`` holds no lock: check and cleanup leave it alone while it
+    is younger than a minute (a running registration's index write, in CI), not after."""
+    import os
+
+    make(store)
+    tmp = store / folder / ".tmp-put-0123456789abcdef"
+    tmp.parent.mkdir(parents=True, exist_ok=True)
+    tmp.write_bytes(b"{}")
+    assert [p.path for p in check_store(store).problems if p.kind == "temporary"] == []
+    assert cleanup_temporaries(store, older_than_seconds=0) == [] and tmp.exists()
+    os.utime(tmp, (tmp.stat().st_atime - 120, tmp.stat().st_mtime - 120))
+    assert [p.path for p in check_store(store).problems if p.kind == "temporary"] == [tmp]
+    assert cleanup_temporaries(store, older_than_seconds=0) == [tmp] and not tmp.exists()
+
+
 # --------------------------------------------------------------------------- damaged stores
 
 
