@@ -66,6 +66,12 @@ class _Api:
         return self.call("POST", f"/deployments/{deployment_id}/create_flow_run",
                          {"parameters": parameters, **extra})
 
+    def logs(self, run_id):
+        status, logs = self.call("POST", "/logs/filter",
+                                 {"logs": {"flow_run_id": {"any_": [run_id]}}})
+        assert status == 200, logs
+        return logs
+
     def final_state(self, run_id, timeout=240):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -161,3 +167,31 @@ def test_a_run_that_bypasses_the_schema_fails_in_one_line(served):
     assert "\n" not in state["message"]
     lines = [line for line in served.proc.text().splitlines() if "store_" in line]
     assert lines and all(line.startswith("catdask serve: flow run") for line in lines), lines
+
+
+def test_cancelling_a_run_of_a_patched_deployment_runs_only_serves_code(served, tmp_path):
+    """Serve's runner resolves the flow of a cancelled (or crashed) run to run its hooks: from
+    the deployment, pull steps included, in serve's own process, unless it has serve's flow."""
+    from catdask.store import training_lease
+
+    marker = tmp_path / "ran"
+    deployment = served.api.deployment("catdask-train/train")
+    status, body = served.api.call("PATCH", f"/deployments/{deployment['id']}", {
+        "pull_steps": [{"prefect.deployments.steps.run_shell_script": {
+            "script": f"touch {marker}"}}]})
+    assert status == 204, body
+    # Held here, the model's training lease keeps the run waiting (running) until cancelled.
+    with training_lease(served.store, "iris-cqs", holder="this test"):
+        status, run = served.api.run(deployment["id"], {"dataset": "iris"})
+        assert status == 201, run
+        deadline = time.monotonic() + 120
+        while not any("is being trained by this test" in log["message"]
+                      for log in served.api.logs(run["id"])):
+            assert time.monotonic() < deadline, served.proc.tail()
+            time.sleep(0.5)
+        status, body = served.api.call("POST", f"/flow_runs/{run['id']}/set_state", {
+            "state": {"type": "CANCELLING", "name": "Cancelling"}, "force": True})
+        assert status in (200, 201), body
+        state = served.api.final_state(run["id"])
+    assert state["type"] == "CANCELLED", state
+    assert not marker.exists(), "the patched pull step ran"

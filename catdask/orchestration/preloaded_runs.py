@@ -8,7 +8,8 @@ child then executes ``prefect.engine`` as ``__main__``, exactly what the runner'
 
 - A run process watches ``catdask serve`` and terminates itself when serve is gone.
 - A run process imports the entry point serve registered, not the deployment's (which an API
-  user can edit): :func:`.served.served_entrypoint_env`. Serve refuses to start when the
+  user can edit): :func:`.served.served_entrypoint_env`; so do the hooks of a cancelled or
+  crashed run (:meth:`ServeRunner.add_preloaded_deployment`). Serve refuses to start when the
   installed Prefect lacks the runner internals this relies on.
 - The flows' code is what the fork server imported: restart ``catdask serve`` after upgrading
   (a warning says so, :func:`warn_if_upgraded_under_serve`); runs record the hash of the code
@@ -373,9 +374,19 @@ class ServeRunner(_runner_base()):
             raise KeyboardInterrupt(f"signal {signum}")
 
     def add_preloaded_deployment(self, deployment):
-        """Register ``deployment`` (as :meth:`add_deployment`); its runs start preloaded."""
+        """Register ``deployment`` (as :meth:`add_deployment`); its runs start preloaded.
+
+        The runner also gets serve's flow object for it: to run the hooks of a cancelled or
+        crashed run, Prefect's runner otherwise loads the flow from the deployment, in serve's
+        own process, running the pull steps an API user can PATCH.
+        """
+        from prefect.flows import load_flow_from_entrypoint
+
         deployment_id = self.add_deployment(deployment)
         self._preloaded_entrypoints[deployment_id] = deployment.entrypoint
+        self._deployment_registry.register_flow(
+            deployment_id, load_flow_from_entrypoint(deployment.entrypoint,
+                                                     use_placeholder_flow=False))
         return deployment_id
 
     async def __aenter__(self):
