@@ -378,9 +378,12 @@ def _gc(root: StoreRoot, dry_run: bool, keep_last: int, older_than: float) -> Gc
         if pointer is None:  # never committed: check_store/cleanup decides, not gc
             result.kept += [(where(s), "no current snapshot") for s in ids]
             continue
-        if pointer.snapshot not in ids:  # lost: an older one may be the only good copy
+        # Lost, or its metadata unreadable: an older one may be the only good copy.
+        lost = ("missing" if pointer.snapshot not in ids else "damaged"
+                if _snapshot_sha(backend, f"{folder_key}/{pointer.snapshot}") is None else None)
+        if lost is not None:
             result.kept += [(where(s), f"the pointer names {pointer.snapshot}, which is "
-                             "missing; `check --cleanup` restores the newest that verifies")
+                             f"{lost}; `check --cleanup` restores the newest that verifies")
                             for s in ids]
             continue
         # Content addressing moves the pointer back to an older snapshot that holds the
