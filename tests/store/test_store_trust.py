@@ -91,6 +91,35 @@ def test_a_damaged_pointer_does_not_let_older_content_replace_the_newest(any_sto
     assert check_store(store).ok
 
 
+def test_cleanup_of_an_unreadable_pointer_removes_nothing_it_guessed_about(any_store):
+    """A, B, then A again: the pointer names s1 (content addressing), s2 is newer. With the
+    pointer truncated, check --cleanup can only guess (the newest that verifies, s2); it removed
+    s1 in the same pass, the content that was current. Now it keeps it and says so."""
+    st, store = any_store, any_store.store
+    write_dataset(store, "ds", *table(1.0))
+    write_dataset(store, "ds", *table(2.0), replace=True)
+    assert write_dataset(store, "ds", *table(1.0), replace=True).snapshot == "s1"
+    st.write("datasets/ds/zarr.json", b"")
+    report = check_store(store, cleanup=True)
+    assert report.restored == ["ds: unreadable pointer -> s2 (the newest that verifies; the "
+                               "other snapshots stay)"]
+    assert report.removed == [] and on_disk(st) == ["s1", "s2", "zarr.json"]
+    assert write_dataset(store, "ds", *table(1.0), replace=True).snapshot == "s1"
+
+
+def test_cleanup_restores_the_content_a_readable_pointer_records(any_store):
+    """The pointer names a lost snapshot but records its content, which an older snapshot
+    holds too: that one is restored, not merely the newest that verifies."""
+    st, store = any_store, any_store.store
+    write_dataset(store, "ds", *table(1.0))  # s1: A
+    write_dataset(store, "ds", *table(2.0), replace=True)  # s2: B
+    write_dataset(store, "ds", *table(1.0, features=("p", "q", "r")), replace=True)  # s3: A
+    st.remove("datasets/ds/s3")
+    report = check_store(store, cleanup=True)
+    assert report.restored == ["ds: s3 -> s1"], report.restored
+    np.testing.assert_array_equal(read_dataset(store, "ds").X, np.full((6, 3), 1.0))
+
+
 def test_replace_over_a_damaged_pointer_is_allowed_and_keeps_the_old_snapshots(any_store):
     st, store = any_store, any_store.store
     write_dataset(store, "ds", *table(1.0))
