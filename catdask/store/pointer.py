@@ -81,4 +81,3 @@ def write_pointer(backend: Backend, folder_key: str, name: str, snapshot: str,
                                                                                   version)
     crash_point("pointer-replaced")
     return new
-
