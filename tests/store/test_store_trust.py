@@ -54,7 +54,7 @@ def test_a_damaged_pointer_makes_a_writer_refuse_and_loses_nothing(any_store, da
     assert gc_store(store).removed == []  # the old content is not anybody's garbage
     report = check_store(store, cleanup=True)
     damaged = ["corrupt-snapshot"] if damage == "snapshot-metadata" else []  # stays, reported
-    assert [p.kind for p in report.problems] == damaged, report.problems
+    assert [p.kind for p in report.errors] == damaged, report.problems
     expected = 2.0 if damage == "empty" else 1.0  # the newest committed one that verifies
     np.testing.assert_array_equal(read_dataset(store, "ds").X, np.full((6, 3), expected))
     with pytest.raises(DatasetExistsError):  # and now the usual rule: replace needs --replace
