@@ -46,7 +46,7 @@ from .content import (
 from .dataset_info import DatasetInfo, info_from_attrs
 from .gc import remove_snapshot
 from .layout import SNAPSHOT_COUNTER, space_hint
-from .pointer import Pointer, hold_snapshot, pointer_damage, resolve_pointer, write_pointer
+from .pointer import Pointer, hold_snapshot, resolve_pointer, write_pointer
 from .snapshots import (
     list_dataset,
     name_key,
@@ -280,11 +280,12 @@ def _refuse_over_damaged_pointer(backend: Backend, folder_key: str, want: _Wante
                                  pointer=False) -> None:
     """Refuse to commit new content under a damaged pointer unless told to ``replace``.
 
-    A pointer that cannot be read (or names a missing snapshot) hides which content is current:
-    committing other content over it would replace that content without ``--replace``, and
-    the next gc would then remove its only copy. Only the newest snapshot that verifies (what
-    ``check --cleanup`` restores) may be named again without ``replace``, when it holds this
-    content (:func:`_held_stored_copy`).
+    A pointer that cannot be read, or that names a snapshot that is missing or whose metadata
+    cannot be read, hides which content is current: committing other content over it would
+    replace that content without ``--replace``, and the next gc would then remove its only
+    copy. The content the pointer records may be written again (that repairs it); only the
+    newest snapshot that verifies (what ``check --cleanup`` restores) may be named again
+    without ``replace``, when it holds this content (:func:`_held_stored_copy`).
 
     Raises
     ------
@@ -296,16 +297,42 @@ def _refuse_over_damaged_pointer(backend: Backend, folder_key: str, want: _Wante
         return
     if pointer is False:
         pointer, _version = read_pointer_versioned(backend, folder_key)
-    damage = pointer_damage(backend, folder_key, pointer)
+    damage = _blocking_damage(backend, folder_key, want, pointer)
     if damage is None:
         return
     raise StoreCorruptError(
         location(backend, folder_key),
-        f"the pointer of data set {want.name!r} is damaged ({damage}); nothing was "
-        "written, so no stored content is replaced: run `catdask check --cleanup` to restore "
-        "its newest committed snapshot that verifies, then ingest again (with --replace to "
-        "replace that content)",
+        f"data set {want.name!r} is damaged ({damage}); nothing was written, so no stored "
+        "content is replaced: run `catdask check --cleanup` to restore its newest committed "
+        "snapshot that verifies, then ingest again (with --replace to replace that content)",
     )
+
+
+def _blocking_damage(backend: Backend, folder_key: str, want: _Wanted, pointer) -> str | None:
+    """What is wrong with a pointer read by :func:`read_pointer_versioned` that stops this
+    write without ``replace``: the pointer is unreadable, or names a snapshot that is missing
+    or whose metadata cannot be read (its content is then unknown, or its labels lost) and
+    records other content than this. None when the write may go on."""
+    if want.replace or pointer is None:
+        return None
+    if isinstance(pointer, StoreCorruptError):
+        return f"its pointer: {pointer.problem.rstrip('.')}"
+    if pointer.content_sha256 == want.content:
+        return None  # the content the pointer records: writing it again repairs the name
+    key = f"{folder_key}/{pointer.snapshot}"
+    damage = None
+    if backend.head(f"{key}/zarr.json") is None:
+        damage = f"its pointer names snapshot {pointer.snapshot!r}, which is missing"
+    else:
+        try:
+            snapshot_attrs(backend, key)
+        except StoreCorruptError as exc:
+            damage = f"its current snapshot {pointer.snapshot!r}: {exc.problem.rstrip('.')}"
+    if damage is not None:
+        again, _version = read_pointer_versioned(backend, folder_key)
+        if not (isinstance(again, Pointer) and again.snapshot == pointer.snapshot):
+            return None  # the pointer moved (gc may then remove what it named): judged again
+    return damage
 
 
 def _current_state(backend: Backend, folder_key: str, want: _Wanted):
@@ -329,7 +356,7 @@ def _current_state(backend: Backend, folder_key: str, want: _Wanted):
         try:
             attrs = snapshot_attrs(backend, key)
         except StoreCorruptError:
-            return None  # unreadable: nothing readable is lost by writing a new snapshot
+            return None  # unreadable: the caller refuses other content without replace
         stored = attrs["content_sha256"]
         if stored == want.content and _named_as(attrs, want.naming):
             try:
@@ -395,8 +422,7 @@ def _without_writing(backend: Backend, folder_key: str, want: _Wanted):
     if current is not None:
         return current
     pointer, _version = read_pointer_versioned(backend, folder_key)
-    damaged = pointer_damage(backend, folder_key, pointer) is not None
-    newest_only = damaged and not want.replace
+    newest_only = _blocking_damage(backend, folder_key, want, pointer) is not None
     named = pointer.snapshot if isinstance(pointer, Pointer) else None
     with _held_stored_copy(backend, folder_key, want, named, newest_only) as (snapshot, attrs):
         if snapshot is None:

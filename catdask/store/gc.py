@@ -280,10 +280,26 @@ def _verifies(backend: Backend, folder_key: str, snapshot: str | None):
         hold.close()
 
 
+def _restorable(backend: Backend, folder_key: str, ids: list, current: str | None,
+                recorded: str | None):
+    """``(snapshot, verified attributes)`` that cleanup points a damaged name at: the newest
+    other snapshot that verifies and holds the content the pointer records (``recorded``),
+    else the newest that verifies; ``(None, None)`` when none does."""
+    others = [s for s in reversed(ids) if s != current]
+    same = [s for s in others
+            if recorded is not None and _snapshot_sha(backend, f"{folder_key}/{s}") == recorded]
+    for snapshot in dict.fromkeys(same + others):
+        attrs = _verifies(backend, folder_key, snapshot)
+        if attrs:
+            return snapshot, attrs
+    return None, None
+
+
 def repair_dataset(root: StoreRoot, folder_key: str, refs) -> tuple[list, list]:
     """``check --cleanup`` of one data set: upgrade the old in-place layout, restore a valid
-    current snapshot if needed (the newest that verifies), then remove redundant snapshots;
-    returns ``(what was restored, what was removed)``."""
+    current snapshot if needed (:func:`_restorable`), then remove redundant snapshots (none
+    after restoring from an unreadable pointer: which was current is then a guess); returns
+    ``(what was restored, what was removed)``."""
     backend, name = root.backend, folder_key.rpartition("/")[2]
     restored: list = []
     removed: list = []
@@ -292,11 +308,11 @@ def repair_dataset(root: StoreRoot, folder_key: str, refs) -> tuple[list, list]:
         restored.append(f"{name}: old in-place layout -> {upgraded}")
     pointer, version = read_pointer_versioned(backend, folder_key)
     ids = list_dataset(backend, folder_key).committed
-    current = pointer.snapshot if not isinstance(pointer, (StoreCorruptError, type(None))) \
-        else None
+    unreadable = isinstance(pointer, StoreCorruptError)
+    current = None if unreadable or pointer is None else pointer.snapshot
     if _verifies(backend, folder_key, current) is None:
-        good, attrs = next(((s, a) for s in reversed(ids) if s != current
-                            for a in [_verifies(backend, folder_key, s)] if a), (None, None))
+        recorded = None if current is None else pointer.content_sha256
+        good, attrs = _restorable(backend, folder_key, ids, current, recorded)
         if good is None:
             return restored, removed  # nothing verified to restore: all stays for a human
         try:
@@ -304,6 +320,12 @@ def repair_dataset(root: StoreRoot, folder_key: str, refs) -> tuple[list, list]:
                           version)
         except PreconditionFailed:
             return restored, removed  # a writer moved the pointer meanwhile: sound again
+        if unreadable:
+            # Which content was current is unknown (content addressing may have moved the
+            # pointer back to an older snapshot): the others stay, for gc or a human to judge.
+            restored.append(f"{name}: unreadable pointer -> {good} (the newest that verifies; "
+                            "the other snapshots stay)")
+            return restored, removed
         restored.append(f"{name}: {current or 'no snapshot'} -> {good}")
         current = good
     for snapshot in ids:
@@ -378,9 +400,12 @@ def _gc(root: StoreRoot, dry_run: bool, keep_last: int, older_than: float) -> Gc
         if pointer is None:  # never committed: check_store/cleanup decides, not gc
             result.kept += [(where(s), "no current snapshot") for s in ids]
             continue
-        if pointer.snapshot not in ids:  # lost: an older one may be the only good copy
+        # Lost, or its metadata unreadable: an older one may be the only good copy.
+        lost = ("missing" if pointer.snapshot not in ids else "damaged"
+                if _snapshot_sha(backend, f"{folder_key}/{pointer.snapshot}") is None else None)
+        if lost is not None:
             result.kept += [(where(s), f"the pointer names {pointer.snapshot}, which is "
-                             "missing; `check --cleanup` restores the newest that verifies")
+                             f"{lost}; `check --cleanup` restores the newest that verifies")
                             for s in ids]
             continue
         # Content addressing moves the pointer back to an older snapshot that holds the

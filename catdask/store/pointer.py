@@ -26,7 +26,6 @@ from ..dataset_pointer import (
     resolve_pointer,
     snapshot_number,
 )
-from ..errors import StoreCorruptError
 from ..object_store import Backend
 from ._atomic import crash_point
 
@@ -82,13 +81,3 @@ def write_pointer(backend: Backend, folder_key: str, name: str, snapshot: str,
                                                                                   version)
     crash_point("pointer-replaced")
     return new
-
-
-def pointer_damage(backend: Backend, folder_key: str, pointer) -> str | None:
-    """What is wrong with a pointer read by :func:`read_pointer_versioned` (unreadable, or
-    naming a missing snapshot); None when it is sound or absent."""
-    if isinstance(pointer, StoreCorruptError):
-        return pointer.problem.rstrip(".")
-    if pointer is None or backend.head(f"{folder_key}/{pointer.snapshot}/zarr.json"):
-        return None
-    return f"it names snapshot {pointer.snapshot!r}, which is missing"

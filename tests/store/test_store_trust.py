@@ -29,16 +29,19 @@ def on_disk(st, name="ds"):
     return st.contents(name)
 
 
-@pytest.mark.parametrize("damage", ["empty", "missing-snapshot"])
+@pytest.mark.parametrize("damage", ["empty", "missing-snapshot", "snapshot-metadata"])
 def test_a_damaged_pointer_makes_a_writer_refuse_and_loses_nothing(any_store, damage):
     """Was: with datasets/<name>/zarr.json truncated to 0 bytes, an ingest of other content
     without --replace committed it ("replaced"), and the next gc removed the only copy of
-    the old content."""
+    the old content. The same with the current snapshot's zarr.json truncated (its arrays
+    intact): the ingest replaced it, and gc removed both it and the older good copy."""
     st, store = any_store, any_store.store
     write_dataset(store, "ds", *table(1.0))
     write_dataset(store, "ds", *table(2.0), replace=True)  # s2 current, s1 kept
     if damage == "empty":
         st.write("datasets/ds/zarr.json", b"")
+    elif damage == "snapshot-metadata":
+        st.write("datasets/ds/s2/zarr.json", b"")
     else:
         st.remove("datasets/ds/s2")
     before = on_disk(st)
@@ -50,12 +53,26 @@ def test_a_damaged_pointer_makes_a_writer_refuse_and_loses_nothing(any_store, da
     assert listed.problem  # listed, flagged
     assert gc_store(store).removed == []  # the old content is not anybody's garbage
     report = check_store(store, cleanup=True)
-    assert report.ok, report.problems
+    damaged = ["corrupt-snapshot"] if damage == "snapshot-metadata" else []  # stays, reported
+    assert [p.kind for p in report.errors] == damaged, report.problems
     expected = 2.0 if damage == "empty" else 1.0  # the newest committed one that verifies
     np.testing.assert_array_equal(read_dataset(store, "ds").X, np.full((6, 3), expected))
     with pytest.raises(DatasetExistsError):  # and now the usual rule: replace needs --replace
         write_dataset(store, "ds", *table(3.0))
     assert write_dataset(store, "ds", *table(3.0), replace=True).snapshot == "s3"
+
+
+def test_the_content_a_damaged_pointer_records_may_be_written_again(any_store):
+    """The pointer names a lost snapshot but records its checksum: ingesting that content again
+    repairs the name without --replace (was: refused, and check --cleanup then restored the
+    older content, so the user's own re-ingest needed --replace)."""
+    st, store = any_store, any_store.store
+    write_dataset(store, "ds", *table(1.0))
+    write_dataset(store, "ds", *table(2.0), replace=True)
+    st.remove("datasets/ds/s2")
+    info = write_dataset(store, "ds", *table(2.0))
+    assert info.written and info.snapshot == "s3", info
+    assert check_store(store).ok
 
 
 def test_a_damaged_pointer_does_not_let_older_content_replace_the_newest(any_store):
@@ -72,6 +89,35 @@ def test_a_damaged_pointer_does_not_let_older_content_replace_the_newest(any_sto
     info = write_dataset(store, "ds", *table(2.0))  # B: what check --cleanup restores
     assert not info.written and info.snapshot == "s2"
     assert check_store(store).ok
+
+
+def test_cleanup_of_an_unreadable_pointer_removes_nothing_it_guessed_about(any_store):
+    """A, B, then A again: the pointer names s1 (content addressing), s2 is newer. With the
+    pointer truncated, check --cleanup can only guess (the newest that verifies, s2); it removed
+    s1 in the same pass, the content that was current. Now it keeps it and says so."""
+    st, store = any_store, any_store.store
+    write_dataset(store, "ds", *table(1.0))
+    write_dataset(store, "ds", *table(2.0), replace=True)
+    assert write_dataset(store, "ds", *table(1.0), replace=True).snapshot == "s1"
+    st.write("datasets/ds/zarr.json", b"")
+    report = check_store(store, cleanup=True)
+    assert report.restored == ["ds: unreadable pointer -> s2 (the newest that verifies; the "
+                               "other snapshots stay)"]
+    assert report.removed == [] and on_disk(st) == ["s1", "s2", "zarr.json"]
+    assert write_dataset(store, "ds", *table(1.0), replace=True).snapshot == "s1"
+
+
+def test_cleanup_restores_the_content_a_readable_pointer_records(any_store):
+    """The pointer names a lost snapshot but records its content, which an older snapshot
+    holds too: that one is restored, not merely the newest that verifies."""
+    st, store = any_store, any_store.store
+    write_dataset(store, "ds", *table(1.0))  # s1: A
+    write_dataset(store, "ds", *table(2.0), replace=True)  # s2: B
+    write_dataset(store, "ds", *table(1.0, features=("p", "q", "r")), replace=True)  # s3: A
+    st.remove("datasets/ds/s3")
+    report = check_store(store, cleanup=True)
+    assert report.restored == ["ds: s3 -> s1"], report.restored
+    np.testing.assert_array_equal(read_dataset(store, "ds").X, np.full((6, 3), 1.0))
 
 
 def test_replace_over_a_damaged_pointer_is_allowed_and_keeps_the_old_snapshots(any_store):
