@@ -1,19 +1,4 @@
-"""The moment certificate's dual data and its verification (docs/design.md section 4b).
-
-A :class:`MomentDual` is what the level-2 relaxation proves a bound with: a reduction basis,
-the normalising scale, ``gamma``, the Gram matrices ``Q_b`` and the multipliers ``lambda`` of
-the identity of :mod:`.moment_sos`. :func:`dual_bound` turns it, together with the class
-matrices, into a rigorous upper bound on ``max f`` without any solver: whatever the data (a
-solver's rough output, or numbers read back from a store, tampered or not), the value returned
-bounds ``max f`` from above; bad data only makes it large.
-
-The bound charges, in units of f (``scale`` times the identity's units):
-
-* the leftover residual ``rho`` of the identity, group by group in a weighted l2 norm;
-* ``max(0, -lambda_min(Q_b))`` times ``max ||v_b||^2`` for a Gram matrix below the PSD cone;
-* the part of the class matrices outside the reduction basis (the dropped eigenvalues);
-* rounding in every step above.
-"""
+"""The moment certificate's dual data and its verification (docs/design.md section 4b)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,4 @@
-"""The point W under test and the class matrices R_k seen from it (docs/design.md section 4).
-
-:class:`StationaryPoint` holds what every test shares: access to ``R_k`` (dense, or an operator
-``apply(k, V)``), the point W, ``Lambda = W^T [R_k w_k]_k`` with the first-order residuals
-(paper eq. (50)), the scale of the tolerances and the eigen-solvers.
-
-Dense class matrices are divided by a power of two near their largest entry first (exact in
-floating point), so data around 1e77 and above neither overflows nor underflows in the tests;
-values and bounds are scaled back by :attr:`StationaryPoint.unit` when reported.
-"""
+"""The point W under test and the class matrices R_k seen from it (docs/design.md section 4)."""
 
 from __future__ import annotations
 
@@ -153,13 +144,7 @@ class StationaryPoint:
 
     def _scale(self):
         """``scale = max_k ||R_k||_2`` (tolerances) and verified ``lambda_max(R_k)`` (trivial
-        bound).
-
-        Dense: one ``eigvalsh`` per class. Otherwise one Lanczos estimate per class: a tolerance
-        unit need not be proved (a smaller one only makes the test stricter). The proved upper
-        bounds, needed by the trivial bound only, are computed on first use of :attr:`lam_max_R`
-        (one Cholesky per class for arrays, docs/design.md §4 "At high D").
-        """
+        bound)."""
         K = self.K
         self._lam_max_R = None
         self.lam_low_R = np.empty(K)  # Rayleigh quotients: lower bounds on lambda_max(R_k)
@@ -215,13 +200,7 @@ class StationaryPoint:
         return top_eig(n, matvec=matvec, shift=shift, v0=v0)
 
     def top_upper(self, *, matrix_of, matvec, shift=0.0, n=None, estimate=None):
-        """Verified upper bound on lambda_max (recording how it was verified).
-
-        ``matrix_of()`` builds the dense matrix; it is called only when the class matrices are
-        dense (so the bound does not rely on Lanczos converging), else ``matvec`` is used.
-        ``estimate`` (an estimated top pair from the search) lets a large dense matrix be proved
-        by one Cholesky factorisation (:func:`~catdask.certificate.eigen.verified_top`).
-        """
+        """Verified upper bound on lambda_max (recording how it was verified)."""
         n = self.D if n is None else n
         matrix = matrix_of() if self.R_all is not None else None
         upper, v, check = verified_top(

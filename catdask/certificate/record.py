@@ -87,11 +87,7 @@ class Certificate:
 
     @property
     def verified_gap(self):
-        """``(verified_upper_bound - objective) / |objective|`` clipped at 0 (nan if unknown).
-
-        Unlike :attr:`gap` it is not rounded to 0 when certified: it is the verified margin of
-        the certificate on the objective's relative scale.
-        """
+        """``(verified_upper_bound - objective) / |objective|`` clipped at 0 (nan if unknown)."""
         bound, f = self.verified_upper_bound, self.objective
         if not (math.isfinite(bound) and math.isfinite(f)):
             return math.nan
@@ -119,10 +115,7 @@ class Certificate:
     __repr__ = __str__
 
     def to_dict(self):
-        """JSON-serialisable dict (nan becomes None, ``nu`` a list) for the model registry.
-
-        Includes the derived ``verified_gap``.
-        """
+        """JSON-serialisable dict (nan becomes None, ``nu`` a list) for the model registry."""
         d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "moment_dual"}
         d["verified_gap"] = self.verified_gap
         for key, value in d.items():

@@ -79,13 +79,7 @@ def _model(point, V, betas, RV):
 
 
 def _small_dual(point, V, betas, RV, T0, sigma0=None, smoothing=SMOOTHING):
-    """T (m x m, PSD) minimising the small model of the module docstring, and the final ``log s``.
-
-    ``tr T + sum_k nu_k`` with ``nu_k = max(beta_k + s_k, lambda_max(A_k - T + H_k / s_k))``
-    minimised over ``T = L L^T`` and ``s_k = exp(sigma_k)``, both max functions smoothed
-    (``mu log sum exp``, >= the max) with mu decreasing, by L-BFGS: each evaluation is K
-    eigendecompositions of order m (an interior-point solver is far slower).
-    """
+    """T (m x m, PSD) minimising the module docstring's small model, and the final ``log s``."""
     from scipy.optimize import minimize
 
     K, m = point.K, V.shape[1]
@@ -133,14 +127,7 @@ def _small_dual(point, V, betas, RV, T0, sigma0=None, smoothing=SMOOTHING):
 
 
 def subspace_dual_bound(point, directions, nu=None, *, rounds=None):
-    """Upper bound on ``max f`` from the relaxation's dual restricted to a growing subspace.
-
-    ``directions`` are the top direction of each R_k orthogonal to W (the SDP-dual test's nu box),
-    ``nu`` its best multipliers (warm start ``Y = W (Lambda - diag nu)_+ W^T``), ``rounds`` the
-    growth rounds (default: the budget's ``subspace_rounds``). Returns ``(bound, info)``: the
-    verified bound (normalised scale) and ``m``, ``rounds``, ``estimates`` (per round), ``seconds``
-    and the final ``V`` and ``T``.
-    """
+    """Upper bound on ``max f`` from the relaxation's dual restricted to a growing subspace."""
     t0 = time.perf_counter()
     K, D = point.K, point.D
     V = _orthonormal_extension(point.W, np.column_stack(directions)) if directions else point.W

@@ -77,14 +77,7 @@ class SubspaceFactor:
 
     def grow(self, target, limit=None, block=BLOCK, plan=None):
         """Add pivots until ``sum max(d, 0) <= target`` or ``limit`` (default: the capacity)
-        columns are in the factor.
-
-        ``plan`` (default ``limit``): the limit the blocks of candidates are sized for. A
-        growth that stops at ``limit < plan`` inside a block keeps the block pending and the
-        next call finishes it first, so growing to ``limit`` and then to ``plan`` picks the same
-        pivots in the same order, with the same arithmetic, as growing to ``plan`` at once (the
-        low-rank test's probe at a few landmarks leaves its first round unchanged).
-        """
+        columns are in the factor."""
         limit = self.capacity if limit is None else min(limit, self.capacity)
         plan = limit if plan is None else max(limit, min(plan, self.capacity))
         if self._pending is not None or self.residual() > target:
