@@ -1,9 +1,4 @@
-"""The centred Gram ``H G H`` (x0 the feature-space centroid), without forming it.
-
-Wraps any Gram operator (:class:`~catdask.core.protocols.GramOperator`) for
-``origin="global"`` (docs/design.md §3b); each product costs one product with the base operator
-plus O(N R K).
-"""
+"""The centred Gram ``H G H`` (x0 the feature-space centroid), without forming it."""
 
 from __future__ import annotations
 

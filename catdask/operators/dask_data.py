@@ -1,11 +1,4 @@
-"""The linear data operator on Dask workers: the :mod:`.blocks` functions, one task per row block.
-
-X stays a row-chunked Dask array (docs/design.md §2). One pass builds the class means,
-scatter matrices and the total covariance's moments; when the solver streams (CAS, or class
-matrices too big to keep), each iteration costs two passes, ``own_projections`` (X W) and
-``class_weighted_sums`` (X^T Z). Workers return arrays of size R x N or K x D x D; the driver
-does the Z-step and the polar step.
-"""
+"""The linear data operator on Dask workers: the :mod:`.blocks` functions, one task per row block."""
 
 from __future__ import annotations
 

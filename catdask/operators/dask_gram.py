@@ -1,10 +1,4 @@
-"""The Gram operator on Dask workers: the :mod:`.blocks` functions, one task per row block.
-
-``G Z`` is computed row block by row block (docs/design.md §3), never materialising G; blocks
-are recomputed every pass, or cached once (worker memory or a zarr store) and streamed. The
-products are :class:`.gram_base.BlockGramOperator`'s; this module runs the passes on the
-cluster and builds the caches.
-"""
+"""The Gram operator on Dask workers: the :mod:`.blocks` functions, one task per row block."""
 
 from __future__ import annotations
 

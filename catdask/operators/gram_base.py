@@ -72,11 +72,7 @@ class BlockGramOperator(GramOperator):
         self._class_tile_pairs: np.ndarray | None = None
 
     def set_precision(self, precision: str) -> None:
-        """Evaluate the recomputed tiles of ``G Z`` in ``"float32"`` or ``"float64"``.
-
-        Only the tile pass (``uses_tiles``) has a float32 form; with a stored or cached G, or a
-        user's kernel, products stay as they are. Every other product is float64 throughout.
-        """
+        """Evaluate the recomputed tiles of ``G Z`` in ``"float32"`` or ``"float64"``."""
         if precision not in GRAM_PRECISIONS:
             raise ValueError(f"precision must be one of {GRAM_PRECISIONS}; got {precision!r}.")
         self.precision = precision
@@ -106,11 +102,7 @@ class BlockGramOperator(GramOperator):
             add(part)
 
     def _tiled_class_matmul(self, zs, pairs=None):
-        """``G Z`` from the symmetric tiles; ``zs`` (R, N) sorted, result (R, N, K) sorted.
-
-        ``pairs`` (default: all of G's upper triangle) may restrict the pass to some tiles
-        (the class-diagonal blocks for :meth:`class_block_matmul`).
-        """
+        """``G Z`` from the symmetric tiles; ``zs`` (R, N) sorted, result (R, N, K) sorted."""
         if pairs is None:
             self.gram_passes += 1
             pairs = self._tile_pairs
@@ -129,14 +121,7 @@ class BlockGramOperator(GramOperator):
         return np.ascontiguousarray(acc.transpose(2, 0, 1)).transpose(0, 2, 1)
 
     def class_block_matmul(self, V: np.ndarray) -> np.ndarray:
-        """``diag(G_11, ..., G_KK) V``: every class block times its rows of V.
-
-        ``V`` (N, m) in the caller's order. With ``uses_tiles``: one pass over the class
-        blocks' upper-triangle tiles (``sum n_k^2 / 2`` kernel entries, in :attr:`precision`),
-        so the decoupled start's Lanczos does all classes per round trip
-        (:func:`catdask.core.class_eigen.class_block_top_eigenpairs`). Otherwise one
-        :meth:`class_matvec` product per class.
-        """
+        """``diag(G_11, ..., G_KK) V``: every class block times its rows of V."""
         V = np.asarray(V, dtype=float)
         Vs = np.ascontiguousarray(self.classes.sort_rows(V))  # (N, m) sorted
         if not self.uses_tiles:

@@ -1,10 +1,4 @@
-"""In-memory (numpy) operators: the :mod:`.blocks` functions run in this process.
-
-- :class:`NumpyDataOperator`: the linear method's data, centred at x0 and sorted by class once,
-  so each product is one call of a block function on one (whole-data) block.
-- :class:`NumpyGramOperator`: the Gram products as passes over row blocks of G, which is either
-  precomputed and kept (when it fits ``max_gram_bytes``) or recomputed block by block.
-"""
+"""In-memory (numpy) operators: the :mod:`.blocks` functions run in this process."""
 
 from __future__ import annotations
 
