@@ -21,19 +21,7 @@ BLOCK = 4
 
 def class_block_top_eigenpairs(matmul, members, *, n=None, tol=1e-10, max_dim=200, seed=0,
                                block=BLOCK, start=None):
-    """Top eigenpair of every diagonal block of a symmetric PSD block-diagonal operator.
-
-    ``matmul`` maps V (n, m) to M V, with block k of M on the indices ``members[k]`` (disjoint,
-    maybe empty; ``n``, by default the largest index plus one, may exceed them: vectors are zero
-    outside the blocks). A block stops when its Ritz residual ``||(I - Q Q^T) M Q s||`` (the block
-    form of Lanczos' ``|beta_j s_j|``) is at most ``tol`` times its top Ritz value, or at Krylov
-    dimension ``max_dim`` (its best Ritz pair then). ``block`` vectors per block and step (1: plain
-    Lanczos), started from seeded random blocks whose first column ``start(k, idx) -> (n_k, 1)`` may
-    give.
-
-    Returns ``[(lambda_k, a_k)]`` in the order of ``members``, ``a_k`` of unit norm with its
-    largest-magnitude entry positive.
-    """
+    """Top eigenpair of every diagonal block of a symmetric PSD block-diagonal operator."""
     rng = np.random.default_rng(seed)
     members = [np.asarray(m) for m in members]
     n_total = max(int(max((np.max(m) for m in members if len(m)), default=-1)) + 1,

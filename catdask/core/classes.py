@@ -1,8 +1,4 @@
-"""Per-class bookkeeping: which samples belong to which category axis.
-
-Z has one non-zero per row (docs/design.md §1), so every per-class quantity is a segmented
-sum over samples. :class:`ClassIndex` does those sums once, vectorised over restarts.
-"""
+"""Per-class bookkeeping: which samples belong to which category axis."""
 
 from __future__ import annotations
 

@@ -1,16 +1,4 @@
-"""The fit engine: all restarts of one problem run, chosen among and certified.
-
-:func:`fit_restarts` is the one path every fit takes: the estimator builds a problem, its
-starts, solver options, a certifier and a precision schedule, and gets back a frozen
-:class:`FitResult`. Nothing is stored on the estimator during the fit.
-
-Choosing among restarts: the highest objective wins; restarts within :data:`TIE_RTOL` of it tie,
-and among those a converged one wins. The test runs once, on the chosen restart; a tied restart
-shares its verdict, and a restart below another one is not a global maximiser, its gap bounded
-by the chosen one's upper bound. The choice never depends on the verdict, and
-:func:`certify_restarts` is a pure function of its inputs, so :class:`RestartCertification` can
-run it inside the fit or on first use of the certificates.
-"""
+"""The fit engine: all restarts of one problem run, chosen among and certified."""
 
 from __future__ import annotations
 
@@ -194,12 +182,6 @@ def fit_restarts(problem, starts: Starts, *, solver_options: SolverOptions,
                  certify_at: str = "fit", release: Callable[[], Any] | None = None) -> FitResult:
     """Run every restart of ``problem`` from ``starts`` as one batch under ``precision_schedule``,
     choose one and certify it with ``certifier`` (``moment``: also the level-2 moment relaxation).
-
-    ``started_at`` (``time.perf_counter()``, default now) begins the ``"setup"`` phase.
-    ``certify_at="fit"`` runs the test here (phase ``"certificate"``); ``"access"`` defers it to the
-    first use of the result's certificates (:class:`RestartCertification`), keeping the certifier
-    and what it reads alive until then and calling ``release`` once after. A certifier that does not
-    apply gives its record here either way. Returns a :class:`FitResult`.
     """
     if certify_at not in CERTIFY_AT:
         raise ValueError(f"certify_at must be one of {CERTIFY_AT}; got {certify_at!r}.")
@@ -283,11 +265,7 @@ def _tied_certificate(reference, objective, best_index):
 
 
 def _dominated_certificate(reference, objective, best_index):
-    """Certificate of a restart that another restart beats: provably not global.
-
-    ``reference`` is the best restart's certificate; its upper bound on the global maximum
-    (when it has one) also bounds this restart's gap.
-    """
+    """Certificate of a restart that another restart beats: provably not global."""
     bound = reference.upper_bound
     gap = (bound - objective) / abs(objective) if np.isfinite(bound) and objective else np.nan
     return dataclasses.replace(

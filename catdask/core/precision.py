@@ -1,13 +1,4 @@
-"""Precision schedules: in which precision the fit engine's solver runs evaluate the Gram tiles.
-
-A schedule owns the whole iteration of a fit (:func:`catdask.core.engine.fit_restarts`): the
-evaluation of the starts and the solver runs. :data:`FLOAT64` is one run with exact products;
-:class:`Float32ThenFloat64` iterates with float32 Gram tiles (float64 accumulation) to a step of
-``float32_tol``, then polishes to ``tol`` on float32 tiles made exact by an anchor,
-``G z0 + G32 (z - z0)``, between two exact float64 iterations: the first anchors, the last
-gives the reported point and the stopping test (``KernelCategorySpace(precision="auto")``
-when G is recomputed by tiles; docs/design.md §3d).
-"""
+"""Precision schedules: in which precision the fit engine's solver runs evaluate the Gram tiles."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""The category-space problems: one alternating iteration (Z-step, then W-step) each.
-
-A problem owns the data through an operator and the objective (CQS / CAS, class or global
-origin). The solver only calls ``start``, ``step``, ``distance`` (and, accelerated,
-``coordinates``, ``lift``, ``point``) and never sees the data: one loop serves numpy and Dask,
-linear and kernel, one restart or a batch (pymanopt's problem/solver split). States carry a
-leading restart axis R and are plain dataclasses of arrays.
-"""
+"""The category-space problems: one alternating iteration (Z-step, then W-step) each."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""The solver's progress listener for the current context (a CLI bar, a Prefect task's log).
-
-:func:`catdask.core.solver.solve` calls the listener set here when it is given no ``callback`` of
-its own, so a caller several layers above the solver (a flow task, the CLI) can follow a fit
-without a parameter on every estimator in between. A :class:`contextvars.ContextVar` keeps
-concurrent fits in other threads or tasks apart.
-"""
+"""The solver's progress listener for the current context (a CLI bar, a Prefect task's log)."""
 
 from __future__ import annotations
 
