@@ -1,9 +1,4 @@
-"""Catalog entries: the schema of ``catalog.json``, its validation and lookup by name.
-
-The canonical catalog ships inside the package (``catdask/catalog/catalog.json``, read with
-:mod:`importlib.resources` so that a wheel install finds it); ``data/catalog.json`` in the
-repository is a symlink to it. ``$CATDASK_CATALOG`` or an explicit path overrides it.
-"""
+"""Catalog entries: the schema of ``catalog.json``, its validation and lookup by name."""
 
 from __future__ import annotations
 

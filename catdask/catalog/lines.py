@@ -1,11 +1,4 @@
-"""Line-level table reading: the header, and the exact line and column of a problem.
-
-pandas parses the bulk of a table (:mod:`catdask.catalog.tables`); this thin layer reads the
-lines before the first data row and, when something is wrong, re-reads the file line by line
-(streaming) to name the first offending line and column. Lines split on ``"\\n"`` only;
-``"whitespace"`` splits on any run of spaces/tabs; ``"csv"`` uses one :mod:`csv` reader per line
-(a stray quote must not swallow the following lines); blank and comment lines are skipped.
-"""
+"""Line-level table reading: the header, and the exact line and column of a problem."""
 
 from __future__ import annotations
 
