@@ -1,10 +1,4 @@
-"""The paper's eight UCI data sets as ``(X, y)`` arrays, for the evaluation protocol.
-
-:func:`load_xy` reads them through the catalog (:mod:`catdask.catalog`), from the original files
-checked against their sha256; a data set whose files are not there raises
-:class:`FileNotFoundError` saying what was looked for, so callers skip it with a message.
-The ``evaluate`` flow reads the same data sets from the zarr store instead.
-"""
+"""The paper's eight UCI data sets as ``(X, y)`` arrays, for the evaluation protocol."""
 
 from __future__ import annotations
 

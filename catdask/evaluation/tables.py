@@ -1,11 +1,4 @@
-"""Tables of our accuracies beside the paper's: CSV, Markdown and JSON.
-
-Per experiment (paper table) :func:`write_experiment` writes ``<key>.csv`` (one row per data
-set x method: ours mean and std, paper, difference, settings), ``<key>.md`` (the same as a
-Markdown table) and ``<key>.json`` (every split's accuracy, selected parameters and timings),
-under a results folder (default ``docs/results/``). Accuracies are percentages, like the paper's.
-Data sets of the paper that could not be run appear with the reason, never silently dropped.
-"""
+"""Tables of our accuracies beside the paper's: CSV, Markdown and JSON."""
 
 from __future__ import annotations
 
