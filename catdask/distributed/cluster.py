@@ -1,11 +1,4 @@
-"""Where catdask's Dask work runs: an existing scheduler, or an embedded local cluster.
-
-:func:`dask_client_context` picks, in order: the ``address`` argument, ``$CATDASK_SCHEDULER``,
-the Dask client already current in this process, else an embedded
-:class:`distributed.LocalCluster` on 127.0.0.1 started once per process (dashboard on 8787 or a
-free port), closed at exit or by :func:`close_embedded_cluster`. Every worker thread gets one
-BLAS thread (docs/stack.md). See ``deploy/dask/README.md`` for a real cluster and TLS.
-"""
+"""Where catdask's Dask work runs: an existing scheduler, or an embedded local cluster."""
 
 from __future__ import annotations
 
