@@ -1,8 +1,5 @@
 """What ``catdask models show`` and ``models compare`` print for a person: a few labelled
-lines from a model version's metadata (``--json`` prints the metadata itself).
-
-Pure functions of the metadata dicts (no store access), so they are tested on dicts.
-"""
+lines from a model version's metadata (``--json`` prints the metadata itself)."""
 
 from __future__ import annotations
 
