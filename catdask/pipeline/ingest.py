@@ -66,14 +66,7 @@ def ingest_dataset(name, store=None, *, source_dir=None, allow_download=False, c
 def ingest_file(path, name, label_column, store=None, *, delimiter=None, header="infer",
                 replace=False):
     """Ingest any CSV / whitespace table with a named (or indexed) label column, parsed by
-    :func:`catdask.catalog.parse_table`.
-
-    Raises
-    ------
-    ParseError
-        Naming file, line and column of the problem; also for what is not a text table, a file over
-        ``$CATDASK_MAX_TABLE_BYTES`` and a table whose array would not fit in memory.
-    """
+    :func:`catdask.catalog.parse_table`."""
     name = validate_name(name, kind="data set")
     X, y, label_names, provenance = parse_table(path, label_column, delimiter=delimiter, header=header)
     _check_arithmetic_range(X)

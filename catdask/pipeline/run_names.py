@@ -1,8 +1,5 @@
 """Flow-run names that say what a run does (``iris-kcqs``), instead of Prefect's generated
-ones (``chocolate-scallop``), which tell runs apart in the UI's list only by clicking them.
-
-Each flow builds its run's name from the run's parameters with one of these functions.
-"""
+ones (``chocolate-scallop``), which tell runs apart in the UI's list only by clicking them."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""What to train and on what terms to register it: :class:`ModelSpec`.
-
-Its own module, importing nothing heavy (the method names only; the estimators when a fit asks
-for one), so that the CLI can ask the train cache (:mod:`catdask.pipeline.model_cache`) before
-scikit-learn, Prefect or Dask is imported.
-"""
+"""What to train and on what terms to register it: :class:`ModelSpec`."""
 
 from __future__ import annotations
 
@@ -137,11 +132,7 @@ class ModelSpec:
 
     @classmethod
     def recorded(cls, meta):
-        """The spec a registered version was trained with (``meta["spec"]``).
-
-        A version registered before ``allow_uncertified`` was part of the spec records the
-        policy only in its status: ``"uncertified-allowed"`` means it was on.
-        """
+        """The spec a registered version was trained with (``meta["spec"]``)."""
         spec = dict(meta["spec"])
         if "allow_uncertified" not in spec:
             spec["allow_uncertified"] = meta.get("registration_status") == "uncertified-allowed"

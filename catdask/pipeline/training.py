@@ -1,9 +1,4 @@
-"""Train: fit restarts on a stored data set, test the best for global optimality, decide, register.
-
-The estimator tests its best restart for global optimality and marks the others tied with it or
-beaten (``certificate_``, ``restarts_``); :func:`registration_decision` then applies the caller's
-policy, and only then :func:`register_outcome` writes an immutable registry version.
-"""
+"""Train: fit restarts on a stored data set, test the best for global optimality, decide, register."""
 
 from __future__ import annotations
 
@@ -310,12 +305,7 @@ def outcome_meta(outcome, *, status, extra=None) -> dict:
 
 
 def register_outcome(store, name, outcome, *, status, run_key=None, extra=None):
-    """Register a fitted outcome as a new immutable version (idempotent per ``run_key``).
-
-    The version records the train cache's key of its fit (``cache_key``: data-set checksum,
-    the spec's identity, code version; :mod:`catdask.pipeline.model_cache`) and the code
-    version itself.
-    """
+    """Register a fitted outcome as a new immutable version (idempotent per ``run_key``)."""
     meta = outcome_meta(outcome, status=status, extra=extra)
     version = register_estimator(store, name, outcome.model, meta, run_key=run_key)
     outcome.release()  # the version refers to the snapshot now
