@@ -1,13 +1,4 @@
-"""Exceptions for data, catalog and store problems.
-
-Every class derives from :class:`CatdaskError` and from the built-in exception a caller would
-naturally catch (``KeyError`` for "no such thing", ``ValueError`` for "bad content",
-``OSError`` for "could not write"), so ``except KeyError`` keeps working for code that does not
-know about catdask. Messages name the problem and say what to do about it.
-
-The estimators raise plain ``ValueError`` for bad arguments; these classes are for data sets,
-catalogs and stores.
-"""
+"""Exceptions for data, catalog and store problems."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""The one registry of the paper's methods: name -> estimator class and objective.
-
-The names and what each method is live in :mod:`catdask.method_names`, which imports nothing
-heavy (the CLI reads them before scikit-learn is loaded); this module adds the estimator classes.
-"""
+"""The one registry of the paper's methods: name -> estimator class and objective."""
 
 from __future__ import annotations
 

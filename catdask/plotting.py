@@ -1,11 +1,4 @@
-"""Category-space scatter plots (matplotlib), in the style of the paper's Figures 1-3.
-
-:func:`plot_category_space` draws the coordinates of ``X`` under a fitted transformer with the
-category axes marked: a 3-D scatter for three classes (or, on a 2-D ``ax``, the projection along
-(1, 1, 1)), a plain scatter for two, a grid of axis pairs for more; :func:`plot_coordinates`
-does the same for an array. Axes and legend use the classes' display names when given.
-matplotlib is imported only when a function is called.
-"""
+"""Category-space scatter plots (matplotlib), in the style of the paper's Figures 1-3."""
 
 from __future__ import annotations
 
