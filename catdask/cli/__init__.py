@@ -1,4 +1,10 @@
-"""The ``catdask`` command line: ingest, train, evaluate, models, plot, check, serve, demo."""
+"""The ``catdask`` command line: ingest, train, evaluate, models, plot, check, serve, demo.
+
+:mod:`.parser` holds the options and help, :mod:`.checks` the argument checks that run before
+any heavy import, :mod:`.runtime` Prefect's environment and the service checks, the
+``*_commands`` modules and :mod:`.demo` the commands, :mod:`.main` dispatch and error handling;
+exit codes are in :mod:`.exits`.
+"""
 
 from .exits import (
     EXIT_BROKEN_PIPE,

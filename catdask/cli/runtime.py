@@ -1,6 +1,10 @@
 """What the CLI sets up before the heavy imports: Prefect's home and telemetry, the Dask
 scheduler and Prefect API checks, the console set-up for flow runs (:func:`flow`), the Dask
-client, and the embedded cluster's quiet shutdown."""
+client, and the embedded cluster's quiet shutdown.
+
+Nothing here imports Prefect or Dask at module level; the commands that need no flow
+(``datasets``, ``models``, ``check``, ``plot``) never load them.
+"""
 
 from __future__ import annotations
 
@@ -55,7 +59,11 @@ class _NoRunFailureEchoes(logging.Filter):
 
 def flow(function):
     """``function`` (a flow, or a function running one, e.g. ``run_train``), once the console
-    is set up for flow runs."""
+    is set up for flow runs.
+
+    The commands import their flows (and so Prefect) inside their own bodies, after the
+    arguments are checked, and pass them through here before running them.
+    """
     if not show_tracebacks:  # Prefect has configured its console handlers by now
         for handler in logging.getLogger().handlers:
             if not any(isinstance(f, _NoRunFailureEchoes) for f in handler.filters):
