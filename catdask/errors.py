@@ -157,11 +157,7 @@ class StoreCorruptError(CatdaskError, ValueError):
 
 
 class StoreWriteError(CatdaskError, OSError):
-    """Writing to the store failed (disk full, permissions, ...).
-
-    Raised from the original ``OSError`` (see ``__cause__``) and keeps its ``errno``; the
-    temporary directory has been removed and what was in the store before is untouched.
-    """
+    """Writing to the store failed (disk full, permissions, ...)."""
 
     def __str__(self) -> str:
         # The message is a sentence that names the path; OSError's "[Errno 30] <sentence>:

@@ -57,11 +57,7 @@ class LinearCertifier:
 
 @dataclass(frozen=True)
 class KernelCertifier:
-    """K-CQS: the Gram operator the problem was solved on, tested at the coefficients A (K, N).
-
-    One call of :func:`catdask.certificate.kernel.certify_kernel_axes` (through an exact
-    pivoted-Cholesky factor of G up to ``budget.dense_max_samples``, the low-rank test above).
-    """
+    """K-CQS: the Gram operator the problem was solved on, tested at the coefficients A (K, N)."""
 
     operator: Any
     classes: Any

@@ -77,13 +77,7 @@ class SdpDual:
 
 
 class CheapBound:
-    """The trivial bound, the SDP-dual bound at nu and, dense, the projected subgradient.
-
-    Above ``dense_max_dim`` the first two cost K eigenvalue proofs of order D each and are
-    held *pending* with a proved lower bound (Rayleigh quotients): one is proved only where
-    it could decide something (within ``subspace_min_gap`` here, below the best bound at the
-    end). Skipping one whose lower bound is already beaten leaves the result unchanged.
-    """
+    """The trivial bound, the SDP-dual bound at nu and, dense, the projected subgradient."""
 
     name = "cheap bound"
 

@@ -17,16 +17,7 @@ _EPS = np.finfo(float).eps
 
 @dataclass(frozen=True, eq=False)
 class MomentDual:
-    """Dual data of a level-2 moment certificate (numeric arrays and a layout name).
-
-    ``basis`` (D, r) is an orthonormal (to round-off) basis of the reduced space, the identity being
-    in ``Y = basis^T W`` for the class matrices divided by ``scale``; ``gamma`` is its bound on the
-    reduced problem (units of ``f / scale``); ``gram`` the upper triangles (``numpy.triu_indices``
-    order) of the Gram matrices ``Q_b``; ``multipliers`` the ``lambda_j``; ``anchor`` the Gram basis
-    of :class:`~.moment_sos.Identity` (None: full) and ``layout`` the basis layout of
-    :mod:`.moment_sos` the data were written for; ``class_matrices`` (K, D, D) those the bound was
-    proved for, when kept with the certificate.
-    """
+    """Dual data of a level-2 moment certificate (numeric arrays and a layout name)."""
 
     basis: np.ndarray
     scale: float
@@ -71,10 +62,7 @@ class MomentDual:
 
 @dataclass(frozen=True)
 class DualBound:
-    """A rigorous bound from :func:`dual_bound` and what it charged (all in units of f).
-
-    ``residual_l1`` is what the former charge ``||rho||_1`` would have been (for comparison).
-    """
+    """A rigorous bound from :func:`dual_bound` and what it charged (all in units of f)."""
 
     upper_bound: float
     reduced_bound: float

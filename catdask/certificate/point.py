@@ -16,11 +16,7 @@ __all__ = ["CannotTest", "ClassMatrixOperator", "StationaryPoint", "read_inputs"
 
 @runtime_checkable
 class ClassMatrixOperator(Protocol):
-    """The class matrices R_k (D, D) as products, for a D too large to hold K of them.
-
-    What :func:`~catdask.certificate.certify_global_optimum` accepts instead of the (K, D, D)
-    stack: D, K and ``apply(k, V) = R_k @ V``.
-    """
+    """The class matrices R_k (D, D) as products, for a D too large to hold K of them."""
 
     n_features: int  # D
     n_classes: int  # K
@@ -71,14 +67,7 @@ def _power_of_two_unit(largest):
 
 
 class StationaryPoint:
-    """What the tests share: R_k, the point W, Lambda, the scale, eigen-solvers.
-
-    Built from ``inputs`` (``(R, operator, W)`` of :func:`read_inputs`), the relative ``tol``
-    (``tau = tol * scale``), the budget's ``dense_max_dim`` (dense search) and
-    ``verify_dense_max_dim`` (dense proofs), and ``rng`` for Lanczos start vectors. Raises
-    :class:`CannotTest` on well-formed input no test can run on: non-finite values, ``D < K`` (no
-    orthonormal W exists), or W far from orthonormal.
-    """
+    """What the tests share: R_k, the point W, Lambda, the scale, eigen-solvers."""
 
     def __init__(self, inputs, *, tol, budget, rng):
         self.notes = []

@@ -15,11 +15,7 @@ _NOT_QUADRATIC = "not applicable: the absolute-value objective (CAS) is not quad
 
 @dataclass(frozen=True)
 class Certificate:
-    """Outcome of the global-optimality test for one point W (docs/design.md section 4).
-
-    Objective values and bounds are on the scale ``f(W) = 1/2 sum_k w_k^T R_k w_k`` that the
-    estimators report; ``scale = max_k ||R_k||_2`` is the tolerances' unit.
-    """
+    """Outcome of the global-optimality test for one point W (docs/design.md section 4)."""
 
     #: False for the absolute-value objective (CAS), which is never certified, and for a test
     #: that was not attempted.

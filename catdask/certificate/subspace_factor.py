@@ -23,13 +23,7 @@ _EPS = np.finfo(float).eps
 
 
 class SubspaceFactor:
-    """Incremental pivoted Cholesky of the Gram matrix of ``[w_1..w_K, psi_1..psi_N]``.
-
-    The K axes are the first pivots, so the basis of S contains span(W) exactly (in exact
-    arithmetic); later pivots are training points chosen greedily by leftover diagonal, a block
-    of candidates per Gram-column request. Rows ``L[i]`` are the coordinates of ``P_S psi_i``
-    and rows ``LW[k]`` those of ``w_k``, in the same orthonormal basis of S.
-    """
+    """Incremental pivoted Cholesky of the Gram matrix of ``[w_1..w_K, psi_1..psi_N]``."""
 
     def __init__(self, operator, A, capacity, projections=None):
         self.op = operator

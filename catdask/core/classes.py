@@ -9,12 +9,7 @@ __all__ = ["ClassIndex"]
 
 class ClassIndex:
     """Class membership of N samples with labels coded ``0..K-1`` (``codes``, in
-    ``range(n_classes)``).
-
-    ``counts`` holds each class's ``n_k``; ``order`` the stable permutation that sorts samples by
-    class (None when already sorted); class ``k`` occupies ``offsets[k]:offsets[k+1]`` of the sorted
-    order.
-    """
+    ``range(n_classes)``)."""
 
     def __init__(self, codes, n_classes):
         codes = np.asarray(codes, dtype=np.intp)

@@ -28,11 +28,7 @@ CERTIFY_AT = ("access", "fit")
 
 @dataclass(frozen=True)
 class SolverOptions:
-    """Settings of every solver run of a fit (:func:`catdask.core.solver.solve`).
-
-    ``log_every``: INFO progress records every that many iterations (0: none). Progress
-    listeners come from the caller's context (:mod:`catdask.core.progress`), not from here.
-    """
+    """Settings of every solver run of a fit (:func:`catdask.core.solver.solve`)."""
 
     tol: float = 1e-8
     max_iter: int = 2000
@@ -51,10 +47,7 @@ class Starts:
 
 
 class Certifier(Protocol):
-    """Tests one restart's axes (W or kernel coefficients A) for global optimality.
-
-    ``applies = False``: no test; ``certify(None)`` gives the certificate every restart gets.
-    """
+    """Tests one restart's axes (W or kernel coefficients A) for global optimality."""
 
     applies: bool
 
@@ -62,14 +55,7 @@ class Certifier(Protocol):
 
 
 class RestartCertification:
-    """Each restart's certificate (:func:`certify_restarts`), computed at most once.
-
-    Holds the solver's records ``runs`` (no certificates yet), ``best_index``, the chosen restart's
-    axes ``point`` (None when the certifier does not apply), the ``certifier`` and ``moment`` until
-    :meth:`restarts` runs the test; then keeps only the certified records, drops the certifier and
-    calls ``release`` once. Pickling runs the test first, so a pickle never holds a certifier or an
-    operator. ``seconds``: the test's wall seconds, once it has run.
-    """
+    """Each restart's certificate (:func:`certify_restarts`), computed at most once."""
 
     def __init__(self, runs, best_index, point, certifier, *, moment=False, release=None):
         self.runs = tuple(runs)
@@ -117,15 +103,7 @@ class RestartCertification:
 
 @dataclass(frozen=True)
 class FitResult:
-    """The record of one fit: the restarts, the chosen one, its certificate and the timings.
-
-    ``certification`` holds the restarts' records and certificates, ``best_index`` the chosen
-    restart, ``state`` the solver's final state of every restart, ``float32_iterations`` each
-    restart's iterations on float32 tiles (included in ``n_iter``), ``started_at`` the fit's start
-    (``time.perf_counter()``) and ``phases`` wall seconds: ``"setup"`` (to the first iteration),
-    ``"iterations"`` or ``"float32"`` and ``"polish"``, and ``"certificate"`` when the test ran in
-    the fit.
-    """
+    """The record of one fit: the restarts, the chosen one, its certificate and the timings."""
 
     certification: RestartCertification
     best_index: int

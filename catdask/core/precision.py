@@ -63,12 +63,7 @@ FLOAT64 = Float64Throughout()
 class AnchoredProducts:
     """A kernel ``problem`` whose ``G Z`` is ``G Z0 + G32 (Z - Z0)``: an exact anchor ``B0 = G Z0``
     (float64; anchors ``z0``, one per restart of the batch it serves) plus a float32 correction (the
-    polish of :class:`Float32ThenFloat64`).
-
-    The product is affine in z, so Anderson mixtures still cost no pass, and its error
-    ``(G32 - G) dz`` is float32 rounding times the small ``|dz|`` left by the float32 phase, far
-    below ``tol``; nothing is accepted on it (every restart ends with an exact float64 iteration).
-    """
+    polish of :class:`Float32ThenFloat64`)."""
 
     #: ``lift`` takes the batch's restart indices (catdask.core.acceleration).
     per_restart_products = True
@@ -97,13 +92,7 @@ class AnchoredProducts:
 class Float32ThenFloat64:
     """Float32 Gram tiles to a step of ``float32_tol`` (never below the solver's ``tol``), then the
     polish to ``tol`` (docs/design.md §3d); ``operator``'s tiles switch precision, float64 again
-    after the run.
-
-    The polish iterates on float32 tiles made exact by an anchor (:class:`AnchoredProducts`); when a
-    restart's step is below ``tol``, one exact float64 iteration from its point gives the reported
-    state and the stopping test (a restart that fails it is anchored again there, for free). Both
-    phases share ``max_iter``. Kernel problems only.
-    """
+    after the run."""
 
     operator: Any
     float32_tol: float = FLOAT32_PHASE_TOL

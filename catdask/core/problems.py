@@ -18,10 +18,7 @@ __all__ = ["CategoryObjective", "LinearState", "KernelState", "LinearProblem",
 
 @dataclass(frozen=True)
 class CategoryObjective:
-    """The objective: ``"quadratic"`` (CQS) or ``"absolute"`` (CAS), and the origin.
-
-    ``eps`` is the absolute smoothing length of CAS (already scaled by the estimator).
-    """
+    """The objective: ``"quadratic"`` (CQS) or ``"absolute"`` (CAS), and the origin."""
 
     kind: str
     origin: str
@@ -59,12 +56,7 @@ class LinearState:
 
 
 class LinearProblem:
-    """CQS/CAS on data (paper Algorithm 1): two data passes per iteration.
-
-    Z-step from ``u = own_projections(W)``, then ``Y = X^T Z`` (paper eq. (17)) and the polar
-    step ``W = polar(Y)`` (paper eq. (22)). Works for every objective and streams the data,
-    so it is the form used when the class matrices do not fit in memory, and for CAS.
-    """
+    """CQS/CAS on data (paper Algorithm 1): two data passes per iteration."""
 
     def __init__(self, operator: DataOperator, objective: CategoryObjective):
         self.op = operator
@@ -108,14 +100,7 @@ class LinearProblem:
 
 
 class ClassMatrixProblem(LinearProblem):
-    """CQS with the class matrices R_k precomputed (one data pass in all).
-
-    For CQS the Z-step and ``X^T Z`` collapse to ``Y = [R_1 w_1, ..., R_K w_K]`` and
-    ``f = 1/2 sum_k w_k^T R_k w_k`` (paper eqs. (42), (43); docs/design.md §2), so every
-    iteration after the pass that builds the R_k costs O(K D^2) on the driver.
-    ``class_matrices`` (K, D, D): class scatter (class origin) or second moments about x0
-    (global origin).
-    """
+    """CQS with the class matrices R_k precomputed (one data pass in all)."""
 
     #: One O(K D^2) product on the driver per :meth:`point`, no pass over the data.
     point_is_free = True
@@ -158,14 +143,7 @@ class KernelPoint:
 
 
 class KernelProblem:
-    """K-CQS/K-CAS with the exact cheap W-step (docs/design.md §3).
-
-    ``B = G Z`` is the only O(N^2) work; then on the driver ``S = Z^T B`` (K x K),
-    ``A = S^{-1/2} Z^T`` and ``P = S^{-1/2} B^T``. This equals the paper's
-    ``A = U V^T G^{-1/2}`` (eq. (37)) without any N x N eigendecomposition. The Z-step
-    uses ``u_i = P[y_i, i]``. ``operator``: ``G`` for ``origin="class"``, the centred
-    ``H G H`` for ``origin="global"``.
-    """
+    """K-CQS/K-CAS with the exact cheap W-step (docs/design.md §3)."""
 
     def __init__(self, operator: GramOperator, objective: CategoryObjective):
         self.op = operator

@@ -64,11 +64,7 @@ class DataOperator(_SampleOperator, Protocol):
 
 @runtime_checkable
 class GramOperator(_SampleOperator, Protocol):
-    """The kernel method's Gram matrix ``G`` (N, N), never required to exist in memory.
-
-    Every product returns rows in the operator's sample order (``classes``'s order), whatever
-    order the operator works in internally.
-    """
+    """The kernel method's Gram matrix ``G`` (N, N), never required to exist in memory."""
 
     #: True when :meth:`class_matvec` never forms the dense class block, so the decoupled start
     #: may use Lanczos on it for classes too large to hold ``G[C_k, C_k]``.

@@ -14,10 +14,7 @@ __all__ = [
 
 
 class CodedLabels:
-    """Labels stored as codes into a list of classes (a data set's ``y`` and its attributes).
-
-    Kept coded so that a fit on N = 1e7 rows does not sort N label strings again.
-    """
+    """Labels stored as codes into a list of classes (a data set's ``y`` and its attributes)."""
 
     def __init__(self, classes, codes):
         self.classes = np.asarray(classes)

@@ -55,11 +55,7 @@ def _untokenized(graph):
 
 
 class BlockRunner:
-    """Submit graphs of block tasks to the current client (or local threads).
-
-    Tasks are ``(func, *args)`` tuples; an argument that is a key returned by :meth:`put`,
-    :meth:`persist` or :meth:`array_keys` is replaced by its value on the worker.
-    """
+    """Submit graphs of block tasks to the current client (or local threads)."""
 
     def __init__(self):
         self.client = current_client()

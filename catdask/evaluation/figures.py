@@ -1,14 +1,4 @@
-"""The paper's Figures 1-3: K-CQS beside K-PCA and K-MC-FLD for three-class data sets.
-
-For small, medium and large RBF widths sigma (``gamma = 1 / (2 sigma^2)``), one row per
-three-class data set and the columns K-CQS (one per origin), K-PCA and K-MC-FLD:
-:func:`paper_figure` draws one grid, :func:`paper_figures` one PNG per sigma, named by the sigma
-used (the paper's captions and labels disagree).
-
-Every data set is scaled on all its rows (a picture, no test split) and subsampled above
-``max_samples`` rows. Scaling is min-max to [0, 1] by default: on z-scored data the paper's
-sigma range makes the Gram nearly the identity, so all three sigmas look alike.
-"""
+"""The paper's Figures 1-3: K-CQS beside K-PCA and K-MC-FLD for three-class data sets."""
 
 from __future__ import annotations
 

@@ -13,11 +13,7 @@ _SLAB_ENTRIES = 512 * 1024
 
 
 class CentredGramOperator(GramOperator):
-    """``G_c = H G H`` (H = I - 11^T/N) on top of any Gram operator, without forming it.
-
-    Used for ``origin="global"``: x0 is the feature-space centroid (docs/design.md §3b). Each
-    product costs one product with the base operator plus O(N R K).
-    """
+    """``G_c = H G H`` (H = I - 11^T/N) on top of any Gram operator, without forming it."""
 
     def __init__(self, base: GramOperator):
         self.base = base

@@ -21,14 +21,7 @@ _INLINE_BYTES = 8 * 1024**2
 
 
 class DaskDataOperator(DataOperator):
-    """Linear data operator on a row-chunked Dask array X (N, D) (mirrors ``NumpyDataOperator``).
-
-    Blocks of any real dtype are promoted to float64 on the workers (float32 storage halves I/O
-    without changing the arithmetic); the class codes stay on the driver; ``center`` is the origin
-    x0 (default the mean of X). ``persist`` keeps X in worker memory once the solver streams it
-    (``"auto"``: when it takes at most half the cluster's memory). ``passes`` counts the passes
-    over X.
-    """
+    """Linear data operator on a row-chunked Dask array X (N, D) (mirrors ``NumpyDataOperator``)."""
 
     def __init__(self, X, classes: ClassIndex, center: np.ndarray | None = None, *,
                  persist: bool | str = "auto"):

@@ -86,13 +86,7 @@ def release_worker_operator(token):
 
 
 class DaskTorchGramOperator(TorchGramOperator):
-    """:class:`TorchGramOperator` whose Gram products run on the cluster's GPU workers.
-
-    ``worker_device`` is the device each GPU worker computes on (its own GPU, "cuda"; "cpu" runs the
-    same tasks on the workers' CPUs, the tests' stand-in). ``round_trips`` counts the Dask graphs
-    run for the products (placing and freeing X not counted). Raises ``ValueError`` when no worker
-    of the current cluster declares the ``GPU`` resource.
-    """
+    """:class:`TorchGramOperator` whose Gram products run on the cluster's GPU workers."""
 
     def __init__(self, X, classes, kernel, *, precision="float64", worker_device="cuda"):
         super().__init__(X, classes, kernel, device="cpu", precision=precision, fused=False)

@@ -34,12 +34,7 @@ GRAM_TILE = 384
 
 
 class BlockGramOperator(GramOperator):
-    """Gram products as passes of block functions over row blocks (see module docstring).
-
-    Subclasses call :meth:`_init_blocks` and implement :meth:`_run`, :meth:`_pass_input`,
-    :meth:`_submatrix` and :meth:`_range_matmul`; ``self._cache`` holds, per row block, what
-    the block functions read instead of recomputing (None: recompute).
-    """
+    """Gram products as passes of block functions over row blocks (see module docstring)."""
 
     matvec_without_class_block = False
     makes_class_gram_rows: bool = True  # class_gram_rows below

@@ -81,14 +81,7 @@ class NumpyDataOperator(DataOperator):
 
 
 class NumpyGramOperator(BlockGramOperator):
-    """Gram operator on in-memory data X (N, D; any order, ``classes`` gives the block structure).
-
-    G is precomputed and kept when it needs at most ``max_gram_bytes``; otherwise row blocks
-    ``k(X_I, X)`` of ``block_rows`` rows are recomputed in every product. With a built-in kernel and
-    G not stored, ``uses_tiles``: ``G Z`` is one pass over G's symmetric square tiles of
-    ``tile_rows`` (default ``GRAM_TILE``), each off-diagonal tile evaluated once for both its
-    products, in ``precision`` (:meth:`set_precision`).
-    """
+    """Gram operator on in-memory data X (N, D; any order, ``classes`` gives the block structure)."""
 
     def __init__(self, X: np.ndarray, classes: ClassIndex, kernel: Kernel, *,
                  max_gram_bytes: int = 2 * 1024**3, block_rows: int | None = None,

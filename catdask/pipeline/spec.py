@@ -13,17 +13,7 @@ __all__ = ["ModelSpec"]
 
 @dataclasses.dataclass(frozen=True)
 class ModelSpec:
-    """What to train and on what terms to register it (JSON round-trippable).
-
-    ``standardise`` fits a StandardScaler first (as in the paper's experiments). ``certify`` is the
-    strongest test to run on the best restart: ``"dual"`` (Rapcsák and the SDP dual) or
-    ``"moment"``. ``allow_uncertified`` registers a CQS / K-CQS model that cannot be certified
-    (marked so); ``max_gap`` one whose proved relative gap is at most that. ``device`` (kernel
-    methods) runs the Gram products with PyTorch (:mod:`catdask.pipeline.device`); the model is the
-    same either way. The spec is recorded whole with every version, and the nightly retrain fits
-    from that record: every field is also a parameter of the ``catdask-train`` flow (a test checks
-    it).
-    """
+    """What to train and on what terms to register it (JSON round-trippable)."""
 
     method: str = "cqs"
     origin: str = "global"
