@@ -1,18 +1,7 @@
 """The SDP relaxation's dual at high D, in a growing subspace (docs/design.md §4, "At high D").
 
-The dual ``min sum_k nu_k + tr Y  s.t.  Y PSD,  Y + nu_k I >= R_k`` has an optimum of rank
-<= K, so Y is sought as ``V T V^T`` with V (D x m, orthonormal) a few times K wide: W, the top
-direction of each R_k off W, then the top eigenvectors of ``R_k - V T V^T``, round by round.
-
-For a fixed V, T comes from a small model: with ``A_k = V^T R_k V``, ``C_k = V^T R_k P``
-(P = I - V V^T) and ``beta_k >= lambda_max(P R_k P)``, the Schur complement gives
-``nu I >= R_k - V T V^T`` whenever ``s = nu - beta_k > 0`` and
-
-    [[ (beta_k + s) I - A_k + T,  G_k ],
-     [ G_k^T,                     s I ]]  PSD,      G_k G_k^T = C_k C_k^T.
-
-This only *chooses* T: the bound is the dual value at ``Y = V T_+ V^T`` with each ``nu_k`` a
-verified upper bound on ``lambda_max(R_k - Y)``, valid whatever the choice.
+``Y = V T V^T`` with V a few times K wide grows round by round; the small model only *chooses*
+T: the bound is the dual value at ``V T_+ V^T`` with verified ``nu_k``, valid whatever the choice.
 """
 
 from __future__ import annotations
@@ -79,7 +68,7 @@ def _model(point, V, betas, RV):
 
 
 def _small_dual(point, V, betas, RV, T0, sigma0=None, smoothing=SMOOTHING):
-    """T (m x m, PSD) minimising the module docstring's small model, and the final ``log s``."""
+    """T (m x m, PSD) minimising the Schur-complement model of docs/design.md §4, and the final ``log s``."""
     from scipy.optimize import minimize
 
     K, m = point.K, V.shape[1]

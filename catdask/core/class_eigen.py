@@ -1,12 +1,7 @@
 """Top eigenpairs of every class block of a Gram operator, all classes per Gram pass.
 
-The decoupled kernel start needs the top eigenvector of each class block ``G_kk`` (or its
-centred form; docs/design.md §3c). The K eigenproblems run in lockstep as K block Lanczos runs
-(full reorthogonalisation) sharing their passes: each step is one product with
-``diag(G_11, ..., G_KK)`` (:meth:`BlockGramOperator.class_block_matmul`), one pass over the
-class blocks' tiles. A tile pass costs mostly its kernel evaluations, so a *block* of vectors
-per class costs little more than one and converges at the gap to the ``block + 1``-th
-eigenvalue: the caller (:mod:`catdask.core.starts`) uses one where the top gap is small.
+K block Lanczos runs in lockstep share each ``diag(G_11, ..., G_KK)`` product (docs/design.md §3c);
+a block of vectors per class costs little more than one and converges where the top gap is small.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """The Gram operator's products, once, over row blocks of a class-sorted G.
 
-:class:`BlockGramOperator` holds X sorted by class; every product is one pass of a
-:mod:`.blocks` function over G's row blocks. Subclasses say how a pass runs (a loop here, or
-one task per block on Dask workers) and where a block of G comes from (recomputed, stored, a
-cache). Class k's columns are one contiguous slice; results go back to the caller's order.
-
-In recompute mode with a built-in kernel, ``G Z`` is one pass over the square tiles of G's
-upper triangle (:mod:`.gram_tiles`) in :attr:`BlockGramOperator.precision`; the centring
-moments come from one float64 pass over the same tiles.
+Every product is one pass of a :mod:`.blocks` function over G's row blocks; subclasses say how a
+pass runs and where a block comes from (recomputed, stored, a cache).
 """
 
 from __future__ import annotations
@@ -34,7 +28,7 @@ GRAM_TILE = 384
 
 
 class BlockGramOperator(GramOperator):
-    """Gram products as passes of block functions over row blocks (see module docstring)."""
+    """Gram products as passes of block functions over row blocks."""
 
     matvec_without_class_block = False
     makes_class_gram_rows: bool = True  # class_gram_rows below
