@@ -292,13 +292,8 @@ def _current_client():
 def dask_client_context(address=None, *, security=None, **cluster_kwargs):
     """Context manager yielding the :class:`distributed.Client` that catdask computes on.
 
-    Inside the ``with`` block the client is the current one, so ``dask.compute`` and
-    ``.persist()`` run on it. A client connected here (``address`` / ``CATDASK_SCHEDULER``)
-    is closed on exit; a client that was already current and the embedded cluster are left
-    running. The workers of a scheduler connected here are checked to run the driver's
-    software before the block (:mod:`catdask.distributed.worker_check`), and those that
-    joined during it when it ends, so a block that ends normally may still raise
-    :class:`~catdask.errors.WorkerEnvironmentError`.
+    A client connected here is closed on exit; its workers are checked against the driver's
+    software before and after the block (:class:`~catdask.errors.WorkerEnvironmentError`).
 
     Parameters
     ----------

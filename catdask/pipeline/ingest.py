@@ -35,13 +35,6 @@ def ingest_dataset(name, store=None, *, source_dir=None, allow_download=False, c
                    replace=False):
     """Ingest one catalog data set into the store; a no-op when the content is unchanged.
 
-    Different content under an existing name needs ``replace=True`` (CLI ``--replace``): it
-    becomes the name's new snapshot; models trained on the old one keep it until ``gc``.
-
-    Sources are looked up in ``source_dir``, ``$CATDASK_SOURCE_DIR`` and ``../shared/data/uci``;
-    downloads happen only with ``allow_download=True`` (HTTPS, checksum-verified when the
-    catalog knows the checksum).
-
     Returns
     -------
     dict

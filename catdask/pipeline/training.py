@@ -255,9 +255,6 @@ def _cv_accuracy_of_predict(estimator, X, y, n_folds):
 def registration_decision(outcome, *, allow_uncertified=False, max_gap=None):
     """Whether to register, and the status recorded with the version.
 
-    The gate guards against registering a local optimum where a test exists (CQS, K-CQS); CAS and
-    K-CAS have none and are registered, marked ``"certificate-not-applicable"``.
-
     Parameters
     ----------
     outcome : FitOutcome
