@@ -2,25 +2,6 @@
 
 from __future__ import annotations
 
-__all__ = [
-    "CatdaskError",
-    "InvalidNameError",
-    "CatalogError",
-    "DatasetNotFoundError",
-    "DatasetExistsError",
-    "ModelNotFoundError",
-    "SourceNotFoundError",
-    "ChecksumMismatchError",
-    "ParseError",
-    "StoreCorruptError",
-    "StoreWriteError",
-    "ServiceStartError",
-    "ServiceLostError",
-    "SchedulerConnectionError",
-    "WorkerEnvironmentError",
-    "ParameterError",
-]
-
 
 class CatdaskError(Exception):
     """Base class of every catdask data/store error."""

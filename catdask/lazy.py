@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from importlib import import_module
 
-__all__ = ["lazy_attributes"]
-
 
 def lazy_attributes(package: str, table: dict, namespace: dict):
     """``(__getattr__, __dir__)`` for a package whose names ``table`` maps to the relative

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["METHOD_NAMES", "MethodName", "CERTIFY_LEVELS", "KERNEL_METHODS",
-           "QUADRATIC_METHODS", "MAX_RESTARTS", "method_name"]
-
 
 class MethodName(NamedTuple):
     """What a method is, without its estimator: kernel or linear, and its objective."""

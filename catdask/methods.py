@@ -7,8 +7,6 @@ from typing import NamedTuple
 from .estimators import ESTIMATOR_CLASSES, CategorySpace, KernelCategorySpace
 from .method_names import METHOD_NAMES, MethodName, method_name
 
-__all__ = ["METHODS", "ESTIMATOR_CLASSES", "RegisteredMethod", "make_estimator", "method_name"]
-
 
 class RegisteredMethod(NamedTuple):
     """``(estimator_class, objective)``; unpacks as a pair."""

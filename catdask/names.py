@@ -7,8 +7,6 @@ import re
 
 from .errors import InvalidNameError
 
-__all__ = ["validate_name", "is_valid_name", "did_you_mean", "InvalidNameError", "NAME_PATTERN", "MAX_NAME_LENGTH"]
-
 MAX_NAME_LENGTH = 64
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _WINDOWS_DEVICES = frozenset(

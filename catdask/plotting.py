@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["plot_category_space", "plot_coordinates", "category_axis_labels", "plot_format",
-           "PLOT_FORMATS"]
-
 _KINDS = ("auto", "2d", "3d", "simplex", "pairs")
 #: File formats a plot is saved in, chosen by the file's extension.
 PLOT_FORMATS = ("png", "pdf", "svg")

@@ -14,8 +14,6 @@ from zarr.storage import WrapperStore
 
 from .errors import CatdaskError, StoreCorruptError
 
-__all__ = ["ChunkCheckedStore", "checked_array", "is_checked", "dask_array"]
-
 # A chunk's key under zarr v3's default encoding: "c/<i>/<j>" below the array's path.
 _CHUNK_KEY = re.compile(r"(?:^|/)c(?:/\d+)*$")
 

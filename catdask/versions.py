@@ -8,9 +8,6 @@ import time
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-__all__ = ["installed_version", "source_sha256", "sources_changed_since_import",
-           "IMPORTED_AT_NS"]
-
 #: Wall-clock time (ns) at which this process imported catdask: ``catdask/__init__.py``
 #: imports this module before anything else of the package.
 IMPORTED_AT_NS = time.time_ns()

@@ -12,8 +12,6 @@ from .lines import iter_lines
 from .sources import locate_sources
 from .tables import open_source, read_table
 
-__all__ = ["parse_table", "parse_features", "parse_dataset", "check_label_types"]
-
 
 def check_label_types(y, where=None) -> None:
     """Refuse labels that mix numbers and text (``[1, "a", 2]``): they have no common order.

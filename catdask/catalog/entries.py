@@ -13,8 +13,6 @@ from ..errors import CatalogError, DatasetNotFoundError
 from .. import settings
 from ..names import did_you_mean, validate_name
 
-__all__ = ["CatalogEntry", "load_catalog", "get_entry", "DEFAULT_CATALOG", "CATALOG_ENV"]
-
 #: The catalog shipped with the package (a real file for a regular or wheel install).
 DEFAULT_CATALOG = Path(str(resources.files(__package__).joinpath("catalog.json")))
 CATALOG_ENV = settings.CATALOG.name

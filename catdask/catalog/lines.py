@@ -11,9 +11,6 @@ import numpy as np
 from ..errors import ParseError
 from ..names import did_you_mean
 
-__all__ = ["Head", "iter_lines", "split_cells", "read_head", "resolve_column", "locate_problem",
-           "line_of_row", "is_missing", "MAX_LINE_BYTES", "MAX_COLUMNS"]
-
 INT_PATTERN = re.compile(r"[+-]?[0-9]+")
 #: A number written with a decimal comma ("0,942", "-1,5e3").
 DECIMAL_COMMA = re.compile(r"[+-]?[0-9]*,[0-9]+([eE][+-]?[0-9]+)?")

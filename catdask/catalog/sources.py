@@ -13,9 +13,6 @@ from .. import settings
 from ..errors import ChecksumMismatchError, SourceNotFoundError
 from .entries import _check_https, get_entry
 
-__all__ = ["locate_sources", "source_folders", "fetch_sources", "obtain_sources", "file_sha256",
-           "SHARED_UCI_DIR", "SOURCE_ENV", "DOWNLOAD_CACHE_DIR"]
-
 SOURCE_ENV = settings.SOURCE_DIR.name
 #: The download cache's folder under the store root (``<store>/.downloads/<name>/``).
 DOWNLOAD_CACHE_DIR = ".downloads"

@@ -19,9 +19,6 @@ from ..errors import ParseError
 from .lines import (INT_PATTERN, MISSING_CELLS, Head, line_of_row, locate_problem, read_head,
                     resolve_column)
 
-__all__ = ["Table", "read_table", "MAX_TABLE_BYTES", "MAX_TABLE_BYTES_ENV", "CHUNK_ROWS",
-           "WHOLE_READ_MAX_BYTES"]
-
 #: Largest text file parsed (bytes); ``$CATDASK_MAX_TABLE_BYTES`` overrides it.
 MAX_TABLE_BYTES = 16 * 2**30
 MAX_TABLE_BYTES_ENV = settings.MAX_TABLE_BYTES.name

@@ -8,9 +8,6 @@ import numpy as np
 
 from .eigen import NumericalFailure, sym, top_eig
 
-__all__ = ["full_sdp_bound", "reduced_bound", "relative_gap", "trivial_bound",
-           "want_full_sdp"]
-
 
 
 def trivial_bound(point):

@@ -11,8 +11,6 @@ import contextlib
 import contextvars
 from dataclasses import dataclass, replace
 
-__all__ = ["CertificateBudget", "DEFAULT_BUDGET", "budget_scope", "current_budget"]
-
 _MiB = 1024**2
 
 

@@ -18,8 +18,6 @@ from .kernel import certify_kernel_axes
 from .moment import moment_hint
 from .record import Certificate, not_applicable
 
-__all__ = ["LinearCertifier", "KernelCertifier", "NoCertifier", "CERTIFIER_SEED"]
-
 #: Seed of the test's random numbers: a certificate is a function of the fit alone.
 CERTIFIER_SEED = 0
 

@@ -18,8 +18,6 @@ from .point import CannotTest, ClassMatrixOperator, StationaryPoint, read_inputs
 from .record import Certificate, not_certified
 from .resources import estimated_seconds, numerical_failures, one_blas_thread, size_guard
 
-__all__ = ["certify_global_optimum", "estimated_seconds", "numerical_failures", "one_blas_thread"]
-
 logger = logging.getLogger("catdask.certificate")
 
 

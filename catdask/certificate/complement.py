@@ -10,8 +10,6 @@ from .budget import DEFAULT_BUDGET
 from .certify import one_blas_thread
 from .eigen import sym, verified_top
 
-__all__ = ["class_block_leftover"]
-
 _EPS = np.finfo(float).eps
 # The pass's sizes are the budget's (:mod:`.budget`): ``spectral_max_class_bytes`` (a class
 # block kept for the spectral bound), ``class_gram_max_bytes`` (blocks asked for whole through

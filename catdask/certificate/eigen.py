@@ -8,9 +8,6 @@ from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, LinearOperator
 
 from .budget import DEFAULT_BUDGET
 
-__all__ = ["EIGEN_CHECKS", "cholesky_upper", "NumericalFailure", "sym", "top_eig",
-           "verified_top", "weakest_check"]
-
 # From strongest to weakest; a certificate records the weakest one it relied on.
 EIGEN_CHECKS = ("dense", "lanczos+cholesky", "lanczos")
 # Lanczos accuracy (relative to a shifted, well-separated eigenvalue; see top_eig).

@@ -5,8 +5,6 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import linprog
 
-__all__ = ["solve_kelley_lp"]
-
 try:  # SciPy's bundled HiGHS (private: the fallback below keeps linprog's behaviour)
     from scipy.optimize._highspy import _core as _highs
 

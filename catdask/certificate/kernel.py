@@ -17,9 +17,6 @@ from .kernel_lowrank import certify_kernel_lowrank
 from .ladder import CERTIFIED, GAP, NOT_ATTEMPTED, Outcome, climb
 from .record import not_applicable
 
-__all__ = ["certify_kernel_axes", "dense_kernel_test", "lift_keeps_gap_open",
-           "equivalent_class_matrices", "KERNEL_LADDER"]
-
 
 @dataclass
 class KernelState:

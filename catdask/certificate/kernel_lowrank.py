@@ -18,8 +18,6 @@ from .lift import _delta, lifted_dual_bound, sqrt_lift_bound  # noqa: F401 (re-e
 from .record import Certificate, not_certified
 from .subspace_factor import SubspaceFactor
 
-__all__ = ["LowRankResult", "certify_kernel_lowrank", "lifted_dual_bound", "sqrt_lift_bound"]
-
 _EPS = np.finfo(float).eps
 
 

@@ -14,9 +14,6 @@ from .budget import CertificateBudget
 
 logger = logging.getLogger("catdask.certificate")
 
-__all__ = ["CERTIFIED", "FAILED", "GAP", "NEXT", "NOT_ATTEMPTED", "REFUTED", "Level", "Outcome",
-           "climb"]
-
 #: The statuses of an :class:`Outcome` (and of a :class:`~.record.Certificate`).
 CERTIFIED, REFUTED, GAP, NOT_ATTEMPTED, FAILED = (
     "certified", "refuted", "gap", "not_attempted", "failed")

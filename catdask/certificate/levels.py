@@ -16,8 +16,6 @@ from .resources import numerical_failures
 from .sdp_dual import sdp_dual_test
 from .subspace_dual import have_small_sdp_solver, subspace_dual_bound
 
-__all__ = ["LINEAR_LADDER", "LinearState"]
-
 
 @dataclasses.dataclass
 class LinearState:

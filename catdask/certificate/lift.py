@@ -11,8 +11,6 @@ import scipy.linalg
 from .certify import one_blas_thread
 from .eigen import sym, verified_top
 
-__all__ = ["lifted_dual_bound", "sqrt_lift_bound"]
-
 _EPS = np.finfo(float).eps
 
 

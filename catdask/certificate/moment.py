@@ -17,9 +17,6 @@ from .moment_polish import polish as slackness_polish
 from .moment_polish import slackness_system
 from .moment_sos import block_sizes, count_moments, identity
 
-__all__ = ["MomentBound", "RelaxationTooLarge", "moment_relaxation_bound",
-           "moment_relaxation_size", "MOMENT_HINT", "moment_install_note", "moment_hint"]
-
 class RelaxationTooLarge(ValueError):
     """The relaxation would exceed the size guard; the message says what it would cost."""
 

@@ -10,8 +10,6 @@ import numpy as np
 from .moment_sos import LAYOUT
 from .moment_sos import identity as shared_identity
 
-__all__ = ["DualBound", "MomentDual", "dual_bound", "reduction_basis"]
-
 _EPS = np.finfo(float).eps
 
 

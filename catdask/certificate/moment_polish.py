@@ -10,8 +10,6 @@ from scipy.sparse.linalg import lsqr
 
 from .moment_dual import MomentDual
 
-__all__ = ["basis_values", "slackness_system", "polish"]
-
 # LSQR per round: at most 300 iterations, stopping once the residual is 1e-4 of the round's
 # starting one (the next round starts from what is left; the last round's is charged by the
 # proof).

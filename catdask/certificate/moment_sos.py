@@ -9,8 +9,6 @@ from collections import Counter
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["LAYOUT", "Identity", "block_sizes", "count_moments", "identity"]
-
 # Name of the basis layout below; stored with a certificate so that a verifier refuses data
 # written for another layout.
 LAYOUT = "level2-parity-v2"

@@ -11,8 +11,6 @@ import scipy.linalg
 
 from .eigen import top_eig, verified_top
 
-__all__ = ["CannotTest", "ClassMatrixOperator", "StationaryPoint", "read_inputs"]
-
 
 @runtime_checkable
 class ClassMatrixOperator(Protocol):

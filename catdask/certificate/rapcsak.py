@@ -7,8 +7,6 @@ import scipy.linalg
 
 from .eigen import verified_top
 
-__all__ = ["rapcsak_lambda_max"]
-
 
 def rapcsak_lambda_max(point):
     """Upper bound on ``lambda_max(blockdiag(R_k) - Lambda (x) I_D)`` at a StationaryPoint

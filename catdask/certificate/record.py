@@ -5,8 +5,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, fields
 
-__all__ = ["Certificate", "not_applicable", "not_certified"]
-
 _BOOL_FIELDS = ("applicable", "certified", "rapcsak")
 _OPTIONAL_STR_FIELDS = ("method", "bound_method", "eigen_check", "status", "next_level")
 #: The reason of :func:`not_applicable` by default: the CAS objective has no test.

@@ -12,8 +12,6 @@ from scipy.sparse.linalg import ArpackError
 from .eigen import NumericalFailure
 from .record import not_certified
 
-__all__ = ["estimated_seconds", "numerical_failures", "one_blas_thread", "size_guard"]
-
 logger = logging.getLogger("catdask.certificate")
 
 #: Dense D x D factorisations of the whole test, per class (the scale, the verifications, the

@@ -8,8 +8,6 @@ import numpy as np
 from .eigen import sym, top_eig
 from .kelley_lp import solve_kelley_lp
 
-__all__ = ["sdp_dual_test", "verify_nu"]
-
 
 def _complement_top(point, k):
     """lambda_max(P R_k P) on the complement of W (Rayleigh quotient of a unit q with

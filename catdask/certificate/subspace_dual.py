@@ -16,8 +16,6 @@ import numpy as np
 
 from .eigen import sym
 
-__all__ = ["subspace_dual_bound", "have_small_sdp_solver"]
-
 #: Smoothing widths (relative to the scale) of the model's maxima, one L-BFGS run each.
 SMOOTHING = (1e-2, 1e-3, 1e-4)
 

@@ -10,8 +10,6 @@ import scipy.linalg
 
 from .eigen import sym
 
-__all__ = ["SubspaceFactor", "BLOCK", "ACCEPT"]
-
 #: Landmark columns fetched per block (one ``columns`` call, N * block kernel entries).
 BLOCK = 64
 #: A candidate in a block is used as a pivot only while its leftover diagonal is at least this

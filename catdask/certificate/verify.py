@@ -9,8 +9,6 @@ import numpy as np
 
 from .moment_dual import DualBound, dual_bound
 
-__all__ = ["CertificateVerificationError", "VerifiedBound", "verify_certificate"]
-
 
 class CertificateVerificationError(ValueError):
     """The stored certificate does not prove what it claims (tampered or inconsistent data)."""

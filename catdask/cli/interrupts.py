@@ -7,8 +7,6 @@ import signal
 import threading
 from contextlib import contextmanager
 
-__all__ = ["interrupt_handling", "interrupted"]
-
 _STATE = {"interrupted": False, "verbose": False}
 #: Loggers whose own handlers print to the console besides the root's (distributed installs
 #: one when its logging configuration is the old style).

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["model_summary", "comparison_summary"]
-
 _CERTIFICATE_METHODS = {"sdp-dual": "SDP dual", "rapcsak": "Rapcsak's condition",
                         "moment": "moment relaxation"}
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["class_block_top_eigenpairs"]
-
 #: Vectors per class and pass (see the module docstring).
 BLOCK = 4
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["ClassIndex"]
-
 
 class ClassIndex:
     """Class membership of N samples with labels coded ``0..K-1`` (``codes``, in

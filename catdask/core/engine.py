@@ -14,10 +14,6 @@ from .precision import FLOAT64, PrecisionSchedule
 from .problems import KernelPoint, KernelState
 from .progress import report_stage
 
-__all__ = ["SolverOptions", "Starts", "Certifier", "FitResult", "RestartCertification",
-           "fit_restarts", "choose_restart", "certify_restarts", "ties_with", "TIE_RTOL",
-           "CERTIFY_AT"]
-
 # Restarts whose objectives agree to this relative tolerance count as ties: one test, of the
 # chosen one, speaks for all of them.
 TIE_RTOL = 1e-9

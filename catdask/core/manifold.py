@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["random_stiefel", "polar_factor", "inv_sqrt_spd"]
-
 
 def random_stiefel(n_points, n_rows, n_cols, rng):
     """``n_points`` matrices drawn uniformly (Haar) from St(n_rows, n_cols), ``n_rows >= n_cols >=

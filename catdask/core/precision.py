@@ -13,9 +13,6 @@ from .problems import put_restarts, take_restarts
 from .progress import SOLVER_PHASES, report_stage
 from .solver import solve
 
-__all__ = ["AnchoredProducts", "FLOAT32_PHASE_TOL", "FLOAT64", "Float64Throughout",
-           "Float32ThenFloat64", "PrecisionSchedule", "ScheduledRun"]
-
 # precision="auto": the float32 phase stops at this RKHS step (never below ``tol``), then the
 # polish iterates on anchored products to ``tol``. The float32 map's fixed point is about 1e-6
 # from the float64 one and Anderson stalls near it, while the anchored map's error grows only

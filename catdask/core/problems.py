@@ -12,9 +12,6 @@ from .manifold import inv_sqrt_spd, polar_factor
 from .protocols import DataOperator, GramOperator
 from .zstep import ZStep, absolute_zstep, quadratic_zstep
 
-__all__ = ["CategoryObjective", "LinearState", "KernelState", "LinearProblem",
-           "ClassMatrixProblem", "KernelProblem", "take_restarts", "put_restarts"]
-
 
 @dataclass(frozen=True)
 class CategoryObjective:

@@ -5,9 +5,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 
-__all__ = ["solver_progress", "current_solver_callback", "watch_solvers", "quiet_solvers",
-           "report_stage", "CONSOLE_NOTE", "CONSOLE_REPEATED", "SOLVER_PHASES"]
-
 #: The stages :class:`catdask.core.precision.Float32ThenFloat64` reports as its phases begin
 #: (the polish's loop counts its iterations from 1 again).
 SOLVER_PHASES = ("float32 phase", "float64 polish")

@@ -9,8 +9,6 @@ import numpy as np
 
 from .classes import ClassIndex
 
-__all__ = ["DataOperator", "GramOperator"]
-
 
 class _SampleOperator(Protocol):
     """What both operators have: ``classes`` (the N samples' :class:`ClassIndex`, in the operator's

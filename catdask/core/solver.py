@@ -14,8 +14,6 @@ from .problems import put_restarts, take_restarts
 from .progress import current_solver_callback
 
 
-__all__ = ["RestartResult", "solve"]
-
 logger = logging.getLogger("catdask.core.solver")
 
 

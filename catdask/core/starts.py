@@ -13,8 +13,6 @@ from .classes import ClassIndex
 from .manifold import polar_factor, random_stiefel
 from .protocols import GramOperator
 
-__all__ = ["start_labels", "linear_starts", "kernel_decoupled_z", "kernel_random_z"]
-
 _DENSE_EIG_MAX = 2000
 #: Dense matrices up to this order take their top pair from LAPACK (``evx``); larger ones from
 #: Lanczos (cheaper than reducing the whole matrix to tridiagonal form).

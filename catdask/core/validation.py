@@ -7,11 +7,6 @@ from numbers import Number
 
 import numpy as np
 
-__all__ = [
-    "CodedLabels", "check_data_scale", "check_missing_labels", "check_numeric_columns",
-    "check_value_range", "encode_class_labels", "explain_invalid_input",
-]
-
 
 class CodedLabels:
     """Labels stored as codes into a list of classes (a data set's ``y`` and its attributes)."""

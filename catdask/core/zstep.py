@@ -6,8 +6,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ZStep", "quadratic_zstep", "absolute_zstep", "class_multipliers"]
-
 
 @dataclass
 class ZStep:

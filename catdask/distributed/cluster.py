@@ -24,29 +24,6 @@ from .preloads import (
 from .probe import ENV_SCHEDULER, address_problem, connect_scheduler, probe_scheduler
 from .spawn_guard import SPAWN_GUARD_HINT, importing_main_in_a_child, started_with_hint
 
-__all__ = [
-    "ENV_SCHEDULER",
-    "BLAS_ENV",
-    "WORKER_CONFIG",
-    "default_threads_per_worker",
-    "dask_client_context",
-    "embedded_cluster",
-    "close_embedded_cluster",
-    "quiet_embedded_workers",
-    "start_local_cluster",
-    "connect_scheduler",
-    "probe_scheduler",
-    "address_problem",
-    "restore_embedded_workers",
-    "reduce_message_batching",
-    "shorten_worker_batching",
-    "MESSAGE_BATCH_SECONDS",
-    "add_worker_imports",
-    "worker_imports",
-    "worker_preloads",
-    "WORKER_PRELOAD",
-]
-
 logger = logging.getLogger("catdask.distributed")
 
 # One BLAS thread per worker thread; set before the worker process loads numpy.

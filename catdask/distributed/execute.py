@@ -7,9 +7,6 @@ import uuid
 
 from .host import available_memory_bytes, usable_cores
 
-__all__ = ["BlockRunner", "current_client", "cluster_resources", "workers_with_resource",
-           "count_with_resource"]
-
 _COUNTER = itertools.count()
 
 #: Bytes of task results a :meth:`BlockRunner.reduce` may gather to the driver to combine

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-__all__ = ["usable_cores", "usable_memory_bytes", "available_memory_bytes", "limit_blas_threads"]
-
 
 def usable_cores() -> int:
     """Cores this process may use (``dask.system.CPU_COUNT``; at least 1)."""

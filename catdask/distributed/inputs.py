@@ -13,13 +13,6 @@ import numpy as np
 from ..core.validation import CodedLabels
 from ..stored_arrays import checked_array, dask_array, is_checked
 
-__all__ = [
-    "is_distributed_input",
-    "as_row_chunked",
-    "load_training_data",
-    "LabelledArrays",
-]
-
 # Attribute names under which a data set may record its class labels (codes index into them).
 _LABEL_ATTRS = ("classes", "class_labels", "labels", "target_names")
 

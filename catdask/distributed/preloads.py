@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-__all__ = ["WORKER_PRELOAD", "add_worker_imports", "worker_imports", "worker_preloads",
-           "worker_preload_argv"]
-
 #: Worker preload of catdask's local clusters (:mod:`.worker_setup`): workers ignore a
 #: terminal's Ctrl-C, which the command that owns them handles.
 WORKER_PRELOAD = "catdask.distributed.worker_setup"

@@ -11,9 +11,6 @@ from .. import settings
 from ..errors import SchedulerConnectionError
 from .batching import reduce_message_batching
 
-__all__ = ["SCHEDULER_CONNECT_TIMEOUT", "address_problem", "connect_scheduler", "probe_scheduler",
-           "web_server_note"]
-
 ENV_SCHEDULER = settings.SCHEDULER.name
 
 # What a web server's reply may be read up to: a dashboard's identity lists every worker.

@@ -8,8 +8,6 @@ import os
 import uuid
 from pathlib import Path
 
-__all__ = ["check_workers_see_store"]
-
 _PROBE_PREFIX = ".tmp-visibility-"
 #: How many worker addresses the message names.
 _NAMED = 3

@@ -6,8 +6,6 @@ import numpy as np
 
 from .inputs import as_row_chunked
 
-__all__ = ["transform_blockwise"]
-
 
 def _transform_block(x, est):
     return est.transform(np.asarray(x, dtype=np.float64))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-__all__ = ["software_versions", "check_worker_software", "check_workers_that_joined"]
-
 #: What must match between the driver and every worker.
 _COMPARED = ("python", "catdask", "catdask sources sha256", "dask", "distributed", "numpy")
 #: Compared by major.minor only: a patch release of Python or NumPy changes neither what a task

@@ -13,8 +13,6 @@ import threading
 
 import click
 
-__all__ = ["dask_setup", "survive_interrupts", "import_task_modules", "QUIET_SECONDS"]
-
 #: Seconds a worker's logging stays muted after SIGINT.
 QUIET_SECONDS = 60.0
 

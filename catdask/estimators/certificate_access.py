@@ -6,8 +6,6 @@ attributes; it is the certificate ``fit`` would have given.
 
 from __future__ import annotations
 
-__all__ = ["CERTIFIED_ATTRIBUTES", "CertificateOnAccess"]
-
 #: The fitted attributes that report the certificate test: set when it has run.
 CERTIFIED_ATTRIBUTES = ("certificate_", "restarts_")
 

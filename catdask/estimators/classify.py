@@ -23,10 +23,6 @@ import logging
 import numpy as np
 from scipy.special import log_softmax, softmax
 
-__all__ = ["CLASSIFIERS", "DEFAULT_CLASSIFIER", "ClassStatistics", "class_statistics",
-           "class_scores", "class_probabilities", "class_log_probabilities",
-           "check_class_count_memory"]
-
 logger = logging.getLogger("catdask.estimators")
 
 #: The rules ``predict`` can use; the first is the default.

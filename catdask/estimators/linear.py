@@ -13,8 +13,6 @@ from .base import BaseCategorySpace, logs_when_verbose
 from .classify import ClassStatistics
 from .target import ComputeTarget
 
-__all__ = ["CategorySpace"]
-
 # Keep the K class matrices (K D^2 floats) when they fit in this many bytes; beyond it the
 # solver streams the data twice per iteration instead (docs/design.md §2).
 CLASS_MATRIX_BUDGET_BYTES = 1024**3

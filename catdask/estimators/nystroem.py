@@ -14,9 +14,6 @@ from ..distributed.inputs import is_distributed_input
 from ..kernels.gram_factor import pivoted_cholesky
 from .linear import CategorySpace
 
-__all__ = ["fit_nystroem", "nystroem_map", "choose_landmarks", "DEFAULT_LANDMARKS",
-           "AUTO_LANDMARK_RTOL"]
-
 DEFAULT_LANDMARKS = 500
 
 #: ``n_landmarks="auto"`` stops adding landmarks once the Nystroem residual's trace is at most

@@ -20,8 +20,6 @@ from ..distributed.inputs import is_distributed_input, load_training_data
 from ..distributed.options import gram_cache_settings
 from ..operators import DaskDataOperator, DaskGramOperator, NumpyDataOperator, NumpyGramOperator
 
-__all__ = ["ComputeTarget"]
-
 #: ``dask.config`` schedulers that keep a fit off the distributed client when chosen explicitly
 #: (``dask.config.set(scheduler="threads")``).
 _LOCAL_SCHEDULERS = {"threads", "threading", "sync", "synchronous", "single-threaded",

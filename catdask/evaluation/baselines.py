@@ -15,9 +15,6 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-__all__ = ["LeastSquaresLDA", "KernelFisherDiscriminant", "ye_indicator_matrix", "make_pca",
-           "make_mcfld", "make_kernel_pca"]
-
 
 def make_pca(n_classes, **params):
     """PCA baseline: ``PCA(n_components=K)`` (as many dimensions as the category space)."""

@@ -8,8 +8,6 @@ from typing import Callable
 from ..methods import make_estimator, method_name
 from . import baselines
 
-__all__ = ["PROTOCOL_TOL", "SELECT_RESTARTS", "Method", "paper_methods"]
-
 #: Category-space stopping tolerance in the protocol (the paper's is 1e-8; see paper_methods).
 PROTOCOL_TOL = 1e-6
 #: Category-space restarts per fit inside the inner cross-validation (final refit: 5).

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["PAPER_DATASETS", "load_xy"]
-
 #: The data sets of the paper's Tables 1-3, in the paper's row order.
 PAPER_DATASETS = ("vehicle", "wine", "iris", "seeds", "thyroid", "satellite", "segmentation",
                   "vertebral")

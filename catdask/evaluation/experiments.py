@@ -10,8 +10,6 @@ import numpy as np
 from .compared_methods import paper_methods
 from .protocol import C_GRID, GAMMA_FACTORS, MethodResult, evaluate_method
 
-__all__ = ["Experiment", "ExperimentResult", "paper_experiments", "run_experiment"]
-
 
 @dataclass(frozen=True)
 class Experiment:

@@ -6,8 +6,6 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["SIGMAS", "sigma_to_gamma", "category_space_panels", "paper_figure", "paper_figures"]
-
 #: The three RBF widths drawn (the paper's range is [0.1, 0.8]).
 SIGMAS = {"small": 0.1, "medium": 0.4, "large": 0.8}
 

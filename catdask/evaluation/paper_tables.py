@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["PaperTable", "PAPER_TABLES", "TABLE1", "TABLE2", "TABLE3", "DATASET_NAMES"]
-
 #: Row names as printed in the paper -> our data-set keys (see catdask.evaluation.data).
 DATASET_NAMES = {
     "Vehicle": "vehicle",

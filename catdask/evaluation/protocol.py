@@ -14,9 +14,6 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer, MinMaxScaler, StandardScaler
 from sklearn.svm import LinearSVC
 
-__all__ = ["C_GRID", "GAMMA_FACTORS", "PREPROCESSING", "MethodResult", "make_preprocessor",
-           "make_splits", "gamma_grid", "evaluate_split", "evaluate_method"]
-
 #: SVM ``C`` values tried by the inner cross-validation.
 C_GRID = (0.01, 0.1, 1.0, 10.0, 100.0, 1000.0)
 #: RBF gamma = factor / (D * var(X_train)) for these factors (kernel methods).

@@ -7,8 +7,6 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["PROTOCOL_SETTINGS", "read_experiment", "merge_experiments"]
-
 
 #: Settings that define the protocol: two runs can share a table only if these agree.
 PROTOCOL_SETTINGS = ("n_splits", "random_state", "inner_folds", "preprocessing", "max_samples",

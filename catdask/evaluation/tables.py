@@ -16,9 +16,6 @@ import numpy as np
 from .compared_methods import paper_methods
 from .paper_tables import PAPER_TABLES
 
-__all__ = ["CSV_COLUMNS", "DEFAULT_RESULTS_DIR", "result_rows", "markdown_table",
-           "write_experiment", "repository_relative"]
-
 DEFAULT_RESULTS_DIR = Path("docs") / "results"
 
 #: Columns of the CSV tables, in order.

@@ -8,8 +8,6 @@ from typing import Any, cast
 
 import numpy as np
 
-__all__ = ["Kernel", "make_kernel", "rbf_kernel"]
-
 _BUILTIN = ("rbf", "linear", "poly")
 
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["pivoted_cholesky"]
-
 
 def pivoted_cholesky(diagonal, columns, *, rtol=1e-12, max_rank=1000, return_pivots=False):
     """Greedy pivoted Cholesky factor ``L`` (N, r) of a PSD matrix G given by its ``diagonal`` and

@@ -4,12 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["column_blocks", "cross_product", "class_segments", "block_class_stats",
-           "combine_class_stats", "class_second_moments", "block_own_projections",
-           "block_weighted_sums", "sum_arrays", "gram_class_product", "gram_class_product_by_rows",
-           "gram_matmul", "gram_moments", "gram_rows", "gram_rows_to_zarr", "gram_range_matmul",
-           "gram_submatrix"]
-
 
 # ---------------------------------------------------------------------------------- linear
 def cross_product(a):

@@ -6,8 +6,6 @@ import numpy as np
 
 from ..core.protocols import GramOperator
 
-__all__ = ["CentredGramOperator"]
-
 #: Entries per slab of rows in :meth:`CentredGramOperator.class_gram` (4 MB of float64).
 _SLAB_ENTRIES = 512 * 1024
 

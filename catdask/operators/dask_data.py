@@ -12,8 +12,6 @@ from ..core.protocols import DataOperator
 from ..distributed.execute import BlockRunner, cluster_resources
 from . import blocks
 
-__all__ = ["DaskDataOperator"]
-
 logger = logging.getLogger("catdask.distributed")
 
 # Per-pass partial results are combined on the driver up to this many bytes in all.

@@ -21,8 +21,6 @@ from .gram_base import GRAM_PRECISIONS, BlockGramOperator
 if TYPE_CHECKING:
     from ..kernels import Kernel
 
-__all__ = ["DaskGramOperator", "GRAM_CACHE_MODES"]
-
 logger = logging.getLogger("catdask.distributed")
 
 GRAM_CACHE_MODES = ("auto", "recompute", "memory", "zarr")

@@ -11,8 +11,6 @@ from ..core.classes import ClassIndex
 from ..distributed.execute import INLINE_BYTES, BlockRunner, workers_with_resource
 from .torch_gram import TorchGramOperator, import_torch
 
-__all__ = ["DaskTorchGramOperator", "GPU_RESOURCE"]
-
 #: The Dask worker resource a GPU worker declares (``--resources GPU=1``).
 GPU_RESOURCE = "GPU"
 

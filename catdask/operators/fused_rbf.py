@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import functools
 
-__all__ = ["FLOAT32_DOT", "MAX_V_COLUMNS", "TUNING", "fused_available", "padded_width",
-           "rbf_matmul"]
-
 #: Products of the float32 phase: "tf32x3" (tensor cores) or "ieee" (FMA); chosen by
 #: benchmarks/bench_device.py.
 FLOAT32_DOT = "tf32x3"

@@ -17,8 +17,6 @@ from . import blocks, gram_tiles
 if TYPE_CHECKING:
     from ..kernels import Kernel
 
-__all__ = ["BlockGramOperator", "GRAM_PRECISIONS", "GRAM_TILE"]
-
 #: Precisions of the recomputed Gram tiles in ``G Z``.
 GRAM_PRECISIONS = ("float64", "float32")
 

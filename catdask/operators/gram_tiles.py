@@ -6,9 +6,6 @@ import numpy as np
 
 from .blocks import column_blocks
 
-__all__ = ["symmetric_tile_pairs", "class_diagonal_tile_pairs", "gram_symmetric_class_product",
-           "add_class_product_part", "gram_symmetric_moments"]
-
 
 def symmetric_tile_pairs(N, tile):
     """The tiles ``(a, b, c, d)`` (rows a:b, columns c:d, a <= c) of G's upper triangle."""

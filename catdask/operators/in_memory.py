@@ -14,8 +14,6 @@ from .gram_base import BlockGramOperator
 if TYPE_CHECKING:
     from ..kernels import Kernel
 
-__all__ = ["NumpyDataOperator", "NumpyGramOperator"]
-
 #: The covariance moments come from the class statistics when these (K D^2 floats) fit here.
 _STATS_FOR_MOMENTS_BYTES = 256 * 2**20
 

@@ -20,8 +20,6 @@ from .gram_base import GRAM_PRECISIONS
 if TYPE_CHECKING:
     from ..kernels import Kernel
 
-__all__ = ["TILE_ENTRIES", "TorchGramOperator", "import_torch", "torch_device"]
-
 logger = logging.getLogger("catdask.operators")
 
 # (precision, square) -> whether the fused kernel compiled and ran in this process.

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["CANDIDATES_FOLDER", "candidates_root", "save_candidate", "reconsider_candidate",
-           "gc_candidates", "look_up_fit"]
-
 #: The candidates' registry, under the store root.
 CANDIDATES_FOLDER = "candidates"
 REJECTED_STATUS = "rejected-uncertified"

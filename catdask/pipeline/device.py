@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from ..errors import ParameterError
 
-__all__ = ["HOST", "GPU_WORKERS", "check_device", "device_placement"]
-
 #: The products run on this process's device, on X read into memory.
 HOST = "host"
 #: The products run on the Dask workers that declare a GPU, on the Dask array.

@@ -13,8 +13,6 @@ from ..names import validate_name
 from ..store import write_dataset
 from ..store.root import open_store
 
-__all__ = ["ingest_dataset", "ingest_file"]
-
 
 def _report(info, source):
     out = {k: v for k, v in dataclasses.asdict(info).items() if k != "path"}

@@ -8,10 +8,6 @@ import json
 from ..errors import CatdaskError
 from ..versions import installed_version, source_sha256
 
-__all__ = ["CACHE_KEY_FORMAT", "code_version", "cache_key", "current_content_sha256",
-           "same_fit", "find_stored_fit", "find_cached_version", "cached_summary",
-           "CACHE_MISSES"]
-
 #: What a lookup may raise that counts as a miss (no such data set, a damaged snapshot or
 #: registry entry): the fit then runs and reports the problem itself.
 CACHE_MISSES = (CatdaskError, LookupError, ValueError, OSError)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-__all__ = ["NOT_IDENTITY_FIELDS", "identity", "default_model_name", "spec_conflict"]
-
 #: Spec fields that do not change the fitted model (registration policy, device placement).
 NOT_IDENTITY_FIELDS = ("allow_uncertified", "max_gap", "device")
 #: Identity fields that change how the model is searched for and tested, not which model it

@@ -8,11 +8,6 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["reported_gap", "restart_rows", "restart_verdict", "certificate_summary",
-           "metrics_table_rows", "metrics_markdown", "save_category_space_plot",
-           "check_feature_count", "plot_file_name", "plot_title", "rejection_note",
-           "class_names_of", "write_model_plot", "png_markdown", "summary_markdown", "PLOT_DPI"]
-
 # 150 dpi: a 3-D plot is about 740 x 710 px, readable in the Prefect UI (it was 370 x 361).
 PLOT_DPI = 150
 METRIC_DIGITS = 4

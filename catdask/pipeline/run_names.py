@@ -3,8 +3,6 @@ ones (``chocolate-scallop``), which tell runs apart in the UI's list only by cli
 
 from __future__ import annotations
 
-__all__ = ["train_run_name", "ingest_run_name", "retrain_run_name", "evaluate_run_name"]
-
 # More names than this are counted, not listed: a run name is one line of the UI's table.
 MAX_LISTED = 3
 

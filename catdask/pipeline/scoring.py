@@ -11,9 +11,6 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["Predictions", "align_features", "feature_names_of", "predict_table",
-           "write_predictions"]
-
 
 @dataclass
 class Predictions:

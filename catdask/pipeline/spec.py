@@ -8,8 +8,6 @@ from numbers import Integral
 
 from ..method_names import CERTIFY_LEVELS, KERNEL_METHODS, MAX_RESTARTS, METHOD_NAMES
 
-__all__ = ["ModelSpec"]
-
 
 @dataclasses.dataclass(frozen=True)
 class ModelSpec:

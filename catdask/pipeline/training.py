@@ -20,9 +20,6 @@ from .device import HOST, device_placement
 from .reports import reported_gap
 from .spec import ModelSpec
 
-__all__ = ["METHODS", "ModelSpec", "FitOutcome", "fit_on_dataset", "training_metrics",
-           "registration_decision", "register_outcome", "outcome_meta"]
-
 @dataclasses.dataclass
 class FitOutcome:
     """A fitted model with everything the registry and the reports need."""
