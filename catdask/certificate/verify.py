@@ -26,14 +26,10 @@ class VerifiedBound:
     detail: DualBound
 
 
-def _estimator(model):
-    steps = getattr(model, "steps", None)
-    return steps[-1][1] if steps else model
-
-
 def verify_certificate(model, class_matrices=None, *, rtol=1e-9):
     """Recompute a model's moment-level bound from its stored dual data and check its claim."""
-    est = _estimator(model)
+    steps = getattr(model, "steps", None)
+    est = steps[-1][1] if steps else model
     cert = getattr(est, "certificate_", None)
     dual = getattr(cert, "moment_dual", None)
     if cert is None or dual is None:

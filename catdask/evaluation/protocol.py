@@ -77,16 +77,11 @@ def _svm(C, seed):
     return make_pipeline(StandardScaler(), LinearSVC(C=C, max_iter=10000, random_state=seed))
 
 
-def _candidates(method, X_train, preprocessing, gamma_factors):
-    if not method.kernel:
-        return [{}]
-    Xp = make_preprocessor(preprocessing).fit_transform(X_train)
-    return [{"gamma": g} for g in gamma_grid(Xp, gamma_factors)]
-
-
 def _select(method, X, y, n_classes, preprocessing, seed, *, inner_folds, C_grid, gamma_factors):
     """Inner stratified CV on the training part: the best (params, C) by mean accuracy."""
-    candidates = _candidates(method, X, preprocessing, gamma_factors)
+    candidates = [{}] if not method.kernel else [
+        {"gamma": g} for g in gamma_grid(make_preprocessor(preprocessing).fit_transform(X),
+                                         gamma_factors)]
     Cs = list(C_grid) if method.classifier == "svm" else [None]
     if len(candidates) * len(Cs) == 1:
         return candidates[0], Cs[0]

@@ -82,7 +82,7 @@ def gc_candidates(store, *, dry_run: bool = False) -> list[tuple[Path | str, str
     storage): the data set's content or the code changed
     since (no train can ask for that fit again), or the fit is registered already."""
     from ..store import list_models
-    from .model_cache import CACHE_MISSES, current_content_sha256, find_stored_fit
+    from .model_cache import CACHE_MISSES, code_version, current_content_sha256, find_stored_fit
 
     root = candidates_root(store)
     doomed = []
@@ -96,7 +96,7 @@ def gc_candidates(store, *, dry_run: bool = False) -> list[tuple[Path | str, str
             why = f"unreadable ({candidate.problem})"
         elif sha != meta.get("dataset_sha256"):
             why = "its data set has new content (or is gone)"
-        elif not _same_code(meta):
+        elif meta.get("code_version") != code_version():
             why = "fitted by other catdask code"
         elif find_stored_fit(store, candidate.name, meta["dataset"], sha, meta["spec"]):
             why = "its fit is registered"
@@ -106,12 +106,6 @@ def gc_candidates(store, *, dry_run: bool = False) -> list[tuple[Path | str, str
         if not dry_run:
             _remove(root, candidate)
     return doomed
-
-
-def _same_code(meta: dict) -> bool:
-    from .model_cache import code_version
-
-    return meta.get("code_version") == code_version()
 
 
 def look_up_fit(store, model_name: str, dataset: str, spec: dict, *, run_key=None):
