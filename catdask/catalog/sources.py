@@ -68,7 +68,10 @@ def _verify_file(path: Path, f: dict, hint: str) -> None:
 
 
 def locate_sources(entry, source_dir=None, *, verify: bool = True) -> list[Path]:
-    """Local paths of a catalog data set's original files (no download)."""
+    """Local paths of a catalog data set's original files (no download).
+    Returns one path per file record, in catalog order (none for scikit-learn data sets).
+    Raises :class:`SourceNotFoundError` (listing the folders searched and how to provide the
+    files) or :class:`ChecksumMismatchError` (a local file differs from the original)."""
     entry = get_entry(entry)
     if entry.kind == "sklearn":
         return []

@@ -70,7 +70,10 @@ def _writable(block):
 
 
 def class_block_leftover(operator, L, members, origin, *, spectral=True, budget=DEFAULT_BUDGET):
-    """Frobenius (Lemma 1b) and spectral (Lemma 1c) bounds on ``||D_k||``, one class-block pass."""
+    """Frobenius (Lemma 1b) and spectral (Lemma 1c) bounds on ``||D_k||``, one class-block pass.
+    Returns ``(frobenius, spectral, cross)``: the bounds (K,), rounding allowances included, and per
+    class ``(Z_k, a_k)`` with ``Z_k + a_k I >= C_k C_k^T`` (Lemma 2'') where the block was kept,
+    else None."""
     with one_blas_thread():  # small eigenproblems: a second BLAS thread under load costs 100x
         return _class_block_leftover(operator, L, members, origin, spectral, budget)
 

@@ -98,7 +98,9 @@ def cholesky_upper(matrix, estimate, *, shift=0.0):
 
 def verified_top(n, *, matrix=None, matvec=None, shift=0.0, v0=None, estimate=None,
                  budget=DEFAULT_BUDGET):
-    """A verified upper bound on lambda_max of a symmetric matrix (order ``n``) or operator."""
+    """A verified upper bound on lambda_max of a symmetric matrix (order ``n``) or operator.
+    Returns ``(upper, v, check)``: the bound, a unit vector with Rayleigh quotient close to it, and
+    how the bound was obtained (one of :data:`EIGEN_CHECKS`)."""
     if matrix is None:
         upper, v = top_eig(n, matvec=matvec, shift=shift, v0=v0)
         return upper, v, "dense" if n <= 8 else "lanczos"

@@ -116,7 +116,9 @@ def certify_kernel_axes(operator, classes, origin, A, *, full_sdp="auto", moment
     the one the problem was solved on. ``full_sdp``, ``moment`` and ``rng`` as in
     :func:`certify_global_optimum`; ``projections``, the fit's ``A G`` in float64, spare the
     low-rank test its product with G; ``fit_seconds``, the fit's wall seconds, is what the low-rank
-    test may grow its landmarks against; ``budget`` sizes the ladder (:data:`KERNEL_LADDER`)."""
+    test may grow its landmarks against; ``budget`` sizes the ladder (:data:`KERNEL_LADDER`).
+    Returns the ladder's certificate (docs/design.md §4c); where the exact factor runs after
+    the low-rank test, the better outcome (certified, else the smaller gap)."""
     state = KernelState(operator, classes, origin, A, full_sdp, moment, rng, projections,
                         fit_seconds)
     return _render(climb(KERNEL_LADDER, budget, state))

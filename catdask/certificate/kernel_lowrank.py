@@ -81,7 +81,8 @@ def certify_kernel_lowrank(operator, origin, A, *, full_sdp="auto", moment=False
                            details=False, probe_only=False, fit_seconds=None,
                            budget=DEFAULT_BUDGET):
     """Certify K-CQS coefficients A (K, N; operator's sample order, ``A G A^T = I``) through a
-    rank-r subspace and a lifted bound (§4c)."""
+    rank-r subspace and a lifted bound (§4c).
+    Returns a Certificate (and a :class:`LowRankResult` when ``details``)."""
     if origin not in ("class", "global"):
         raise ValueError(f"origin must be 'class' or 'global'; got {origin!r}.")
     # One BLAS thread throughout: small eigenproblems and products of order K + r, where a

@@ -27,7 +27,8 @@ def _delta(nu, eps, rho):
 
 def lifted_dual_bound(R_S, W_S, nu, eps, rho=None, gamma2=None, Y=None, cross=None, *,
                       cache=None, key=None, above=math.inf):
-    """Lemma 2 (docs/design.md §4c): an upper bound on ``max f`` of the full problem."""
+    """Lemma 2 (docs/design.md §4c): an upper bound on ``max f`` of the full problem.
+    Returns ``(bound on max f, rho)``."""
     with one_blas_thread():
         if cache is None or key is None:
             return _lifted_dual_bound(R_S, W_S, nu, eps, rho, gamma2, Y, cross, {}, above)

@@ -179,7 +179,10 @@ def moment_relaxation_bound(R, *, W=None, eps=1e-8, max_iters=20_000, budget=DEF
                             verbose=False, anchor="auto", scs_options=None, target_gap=None,
                             polish=True):
     """Rigorous upper bound on ``max 1/2 sum_k w_k^T R_k w_k`` over orthonormal W (level 2), as a
-    :class:`MomentBound`."""
+    :class:`MomentBound`.
+    Raises :class:`RelaxationTooLarge` above the budget's size guard (``max_moment_block``,
+    ``max_moments``; the message gives the size) and ``ImportError`` without SCS (``pip install
+    catdask[sdp]``)."""
     t0 = time.perf_counter()
     R = _as_stack(R)
     K, D, _ = R.shape

@@ -59,7 +59,11 @@ def _restricted_matvec(point, k, nu):
 
 
 def _margin_pieces(point, nu, v0s):
-    """Margin t(nu) and one affine majorant (cut) per piece, from the eigenvectors."""
+    """Margin t(nu) and one affine majorant (cut) per piece, from the eigenvectors.
+    Returns ``(t, cuts, pairs)`` with cuts ``(c, g)`` meaning ``t(nu') <= c + g @ nu'`` for all
+    nu', and ``pairs`` the estimated top pair (value, vector) of each restricted M_k(nu) (what
+    :func:`verify_nu` proves by Cholesky above ``dense_max_dim``). The cuts are Rayleigh
+    quotients, so they are valid even for inexact eigenvectors."""
     W = point.W
     cuts = []
     # (a): lambda_min(Lambda - diag nu) <= u^T Lambda u - sum_j u_j^2 nu_j.
@@ -151,7 +155,11 @@ def _kelley(point, lo, hi):
 
 def sdp_dual_test(point):
     """Search nu (Kelley cutting planes, docs/design.md 3c) at ``point``, then verify it by
-    eigenvalues."""
+    eigenvalues.
+    Returns a dict: ``passed``, ``margin`` (normalised; verified, or estimated while deferred),
+    ``nu``, ``bound`` (the verified dual bound at nu, or None), ``bound_low`` and ``verify`` (None
+    unless deferred), ``reason``, ``iterations``, ``directions`` (the top complement direction of
+    each R_k) and ``refuted`` (the nu interval is empty: a better W exists)."""
     lo, hi, witness, directions = _nu_box(point)
     if witness is not None:
         k, excess = witness

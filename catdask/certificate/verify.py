@@ -27,7 +27,10 @@ class VerifiedBound:
 
 
 def verify_certificate(model, class_matrices=None, *, rtol=1e-9):
-    """Recompute a model's moment-level bound from its stored dual data and check its claim."""
+    """Recompute a model's moment-level bound from its stored dual data and check its claim.
+    Returns a :class:`VerifiedBound`. Raises :class:`CertificateVerificationError` when the
+    recomputed bound is above the stored one, a certified model's gap exceeds its tolerance,
+    or the data do not fit the model; ``ValueError`` when it carries no moment dual data."""
     steps = getattr(model, "steps", None)
     est = steps[-1][1] if steps else model
     cert = getattr(est, "certificate_", None)

@@ -354,7 +354,9 @@ def file_dataset_name(path, name: str | None) -> str:
 
 def check_table_file(path, name: str) -> None:
     """``ingest --file``: a safe data-set name and a regular, readable file, checked before
-    the ingest pipeline (pandas, scikit-learn, zarr: seconds of imports) is loaded."""
+    the ingest pipeline (pandas, scikit-learn, zarr: seconds of imports) is loaded.
+    Raises the same errors as the ingest itself (:class:`catdask.errors.ParseError`,
+    :class:`catdask.errors.InvalidNameError`), one line each."""
     from catdask.names import validate_name
 
     validate_name(name, kind="data set")

@@ -14,7 +14,9 @@ BLOCK = 4
 
 def class_block_top_eigenpairs(matmul, members, *, n=None, tol=1e-10, max_dim=200, seed=0,
                                block=BLOCK, start=None):
-    """Top eigenpair of every diagonal block of a symmetric PSD block-diagonal operator."""
+    """Top eigenpair of every diagonal block of a symmetric PSD block-diagonal operator.
+    Returns ``[(lambda_k, a_k)]`` in the order of ``members``, ``a_k`` of unit norm with its
+    largest-magnitude entry positive."""
     rng = np.random.default_rng(seed)
     members = [np.asarray(m) for m in members]
     n_total = max(int(max((np.max(m) for m in members if len(m)), default=-1)) + 1,

@@ -63,7 +63,9 @@ def solve(
     acceleration="auto",
     memory=8,
 ):
-    """Run the alternating iteration on a batch of restarts until each one stops."""
+    """Run the alternating iteration on a batch of restarts until each one stops.
+    Returns ``(state, results)``: the final state of every restart and one
+    :class:`RestartResult` each."""
     callback = current_solver_callback()  # a listener set by the caller's context (progress)
     R = state.objective.shape[0]
     starts = list(starts) if starts is not None else ["given"] * R

@@ -50,7 +50,11 @@ def _short(exc: BaseException) -> str:
 def check_worker_software(client, address, n_threads=1, workers=None) -> dict:
     """Set every worker of ``client`` (or those in ``workers``: the ones that joined during
     the work) to ``n_threads`` BLAS threads and check that each runs the driver's Python and
-    numpy (major.minor), catdask (version and sources), dask and distributed."""
+    numpy (major.minor), catdask (version and sources), dask and distributed.
+    Returns ``{worker address: versions}``. Raises
+    :class:`catdask.errors.WorkerEnvironmentError` naming the workers that cannot import
+    catdask, whose catdask sources changed on disk after they imported it, or the first
+    differing version and the workers that have it."""
     from ..errors import WorkerEnvironmentError
 
     where = (f"the {{}} Dask workers of {address}" if workers is None else

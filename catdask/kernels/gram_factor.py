@@ -8,7 +8,10 @@ import numpy as np
 def pivoted_cholesky(diagonal, columns, *, rtol=1e-12, max_rank=1000, return_pivots=False):
     """Greedy pivoted Cholesky factor ``L`` (N, r) of a PSD matrix G given by its ``diagonal`` and
     ``columns(idx) -> (N, len(idx))``, stopped when ``trace(G - L L^T) <= rtol * trace(G)``, or
-    unconverged at rank ``max_rank``."""
+    unconverged at rank ``max_rank``.
+    Returns ``(L, residual_trace, converged)``, and with ``return_pivots`` the pivots too: the rows
+    of G chosen in order, whose kernel columns span the factor (``L L^T = G[:, P] G[P, P]^{-1}
+    G[P, :]``, the Nystroem approximation on the landmarks P)."""
     d = np.array(diagonal, dtype=float)
     N = d.shape[0]
     total = max(float(d.sum()), np.finfo(float).tiny)

@@ -42,7 +42,11 @@ def import_torch():
 
 
 def torch_device(device, *, here=True):
-    """``device`` ("cuda", "cuda:1", "cpu", a torch.device) as a torch.device, checked."""
+    """``device`` ("cuda", "cuda:1", "cpu", a torch.device) as a torch.device, checked.
+    Raises a ValueError naming the problem when the device does not exist here (no CUDA build
+    of PyTorch, no GPU, an index beyond the GPUs present). ``here=False`` checks only that
+    PyTorch is installed and knows the form: for a device of other machines (the GPU workers
+    of a Dask cluster, which compute on their own ``cuda``)."""
     torch = import_torch()
     try:
         dev = torch.device(device)

@@ -47,7 +47,11 @@ def _candidate_summary(candidate, store, plot) -> dict:
 def reconsider_candidate(store, model_name: str, dataset: str, dataset_sha256: str,
                          spec: dict, *, run_key=None) -> dict | None:
     """The train cache's second look: a candidate fitted on this content with this spec's
-    identity and code, decided again under ``spec``'s policy; None when there is none."""
+    identity and code, decided again under ``spec``'s policy; None when there is none.
+    Returns the summary of the version registered from it (``reused`` ``"candidate"``), or of
+    the candidate rejected again (``version`` None, ``status`` ``"rejected-uncertified"``).
+    ``run_key`` (default: one derived from the candidate) makes the registration idempotent,
+    so two runs promoting the same candidate at once register one version."""
     from ..certificate import Certificate
     from ..store import load_model_version, register_model
     from .model_cache import find_stored_fit
@@ -110,7 +114,9 @@ def gc_candidates(store, *, dry_run: bool = False) -> list[tuple[Path | str, str
 
 def look_up_fit(store, model_name: str, dataset: str, spec: dict, *, run_key=None):
     """The train cache's one lookup (the train flow's first task and the CLI make it):
-    ``(current content sha256, summary or None)``."""
+    ``(current content sha256, summary or None)``.
+    Raises what reading the store raises (a missing data set, a damaged snapshot); callers
+    treat that as a miss and let the fit report it."""
     from .model_cache import cached_summary, current_content_sha256, find_cached_version
 
     sha = current_content_sha256(store, dataset)

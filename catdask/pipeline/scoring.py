@@ -39,7 +39,10 @@ def _listed(names, most=6):
 def align_features(X, names, expected, *, model_label, data):
     """``X``'s columns in the order of the model's training features (``expected``), matched by the
     names ``names`` (a file's header; either None: taken by position), so a header with the training
-    features in another order is not predicted on mixed-up columns."""
+    features in another order is not predicted on mixed-up columns.
+    Returns ``(X, note)``: ``X`` reordered where needed, and what was done, for the user (or None).
+    Raises ``ValueError``, naming ``model_label`` and ``data``, when the header names some training
+    features but not all, or others beside them."""
     if not names or not expected or list(names) == list(expected):
         return X, None
     names, expected = [str(n) for n in names], [str(n) for n in expected]
