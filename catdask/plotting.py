@@ -17,23 +17,8 @@ MAX_TICKS = 5
 
 
 def plot_format(path):
-    """The file format of a plot written to ``path``, from its extension.
-
-    Parameters
-    ----------
-    path : str or path-like
-
-    Returns
-    -------
-    str
-        One of :data:`PLOT_FORMATS`.
-
-    Raises
-    ------
-    ValueError
-        The extension is missing or not one of :data:`PLOT_FORMATS` (matplotlib would
-        otherwise write some other format, or PNG bytes, under that name).
-    """
+    """The file format (one of :data:`PLOT_FORMATS`) of a plot written to ``path``, from its
+    extension; ``ValueError`` for any other (matplotlib would write PNG bytes under that name)."""
     from pathlib import PurePath
 
     suffix = PurePath(path).suffix.lower().lstrip(".")

@@ -80,15 +80,8 @@ def _restart_rows(meta: dict) -> list[str]:
 
 
 def model_summary(meta: dict, label: str) -> str:
-    """``catdask models show``: one version of a model, for a person.
-
-    Parameters
-    ----------
-    meta : dict
-        The version's metadata (as ``load_model_version`` returns it).
-    label : str
-        ``NAME:vN``, printed first.
-    """
+    """``catdask models show``: one version of a model (its ``meta`` as ``load_model_version``
+    returns it), for a person, headed by ``label`` (``NAME:vN``)."""
     data = meta.get("dataset")
     if meta.get("dataset_snapshot"):
         data = f"{data} (snapshot {meta['dataset_snapshot']})"

@@ -76,21 +76,8 @@ def find_stored_fit(store, model_name: str, dataset: str, dataset_sha256: str, s
 def find_cached_version(store, model_name: str, dataset: str, dataset_sha256: str,
                         spec: dict):
     """Any registered version of the model fitted on this content with this spec's identity
-    and this code, intact (the newest such); else None.
-
-    Parameters
-    ----------
-    store : path or None
-    model_name, dataset : str
-    dataset_sha256 : str
-        The content the fit would be on (:func:`current_content_sha256`).
-    spec : dict
-        ``ModelSpec.to_dict()`` of the fit asked for.
-
-    Returns
-    -------
-    catdask.store.registry.ModelVersion or None
-    """
+    and this code, intact (the newest such ``ModelVersion``); else None. ``dataset_sha256``:
+    the content the fit would be on; ``spec``: ``ModelSpec.to_dict()`` of the fit asked for."""
     return find_stored_fit(store, model_name, dataset, dataset_sha256, spec)
 
 

@@ -64,25 +64,10 @@ def _fitted_scaler(mean, scale, n_samples):
 
 def fit_on_dataset(store, dataset, spec, *, client=None):
     """Fit ``spec`` on a stored data set; the estimator tests its best restart for global
-    optimality.
-
-    Parameters
-    ----------
-    store : path or None
-    dataset : str
-    spec : ModelSpec
-    client : distributed.Client or None
-        With a client the data stay in zarr and are read as Dask arrays (blocked products on
-        the workers, docs/design.md section 5); without one they are read into memory. With
-        ``spec.device`` they are read into memory too unless the cluster has GPU workers
-        (:func:`catdask.pipeline.device.device_placement`, checked before any data are read).
-
-    Returns
-    -------
-    FitOutcome
-        Holding the snapshot it was fitted on (gc keeps it) until :func:`register_outcome`
-        registers it or :meth:`FitOutcome.release` is called.
-    """
+    optimality. With a ``client`` the data stay in zarr, read as Dask arrays (docs/design.md
+    section 5), unless ``spec.device`` runs on this host (:func:`.device.device_placement`).
+    The :class:`FitOutcome` holds its snapshot (gc keeps it) until :func:`register_outcome` or
+    :meth:`FitOutcome.release`."""
     t0 = time.perf_counter()
     placement = device_placement(spec.device, client)
     if placement == HOST:
@@ -250,23 +235,10 @@ def _cv_accuracy_of_predict(estimator, X, y, n_folds):
 
 
 def registration_decision(outcome, *, allow_uncertified=False, max_gap=None):
-    """Whether to register, and the status recorded with the version.
-
-    Parameters
-    ----------
-    outcome : FitOutcome
-    allow_uncertified : bool, default=False
-        Register a CQS / K-CQS model whatever its gap (marked so).
-    max_gap : float or None, default=None
-        Register a model that is not certified when its rigorous relative gap is at most this.
-
-    Returns
-    -------
-    register : bool
-    status : str
-        ``"certified"``, ``"certificate-not-applicable"``, ``"gap-within-tolerance"``,
-        ``"uncertified-allowed"`` or ``"rejected-uncertified"`` (not registered).
-    """
+    """``(register, status)``: whether to register ``outcome`` and the status recorded with it:
+    ``"certified"``, ``"certificate-not-applicable"`` (CAS, K-CAS), ``"gap-within-tolerance"``
+    (rigorous gap at most ``max_gap``), ``"uncertified-allowed"`` (``allow_uncertified``) or
+    ``"rejected-uncertified"`` (not registered)."""
     policy = dataclasses.replace(outcome.spec, allow_uncertified=allow_uncertified,
                                  max_gap=max_gap)
     return policy.registration_decision(outcome.certificate)
