@@ -42,7 +42,8 @@ def _runs(exp_result):
 
 def merge_experiments(base, update, order=None):
     """``base`` with the data sets of ``update`` put in (replacing their rows and skip notes), so a
-    table gains data sets without re-running the others."""
+    table gains data sets without re-running the others. Both must be the same experiment and
+    protocol (``ValueError`` names the setting that differs); ``order``: the merged data-set order."""
     from .data import PAPER_DATASETS
     from .experiments import ExperimentResult
 
