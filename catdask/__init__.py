@@ -1,9 +1,4 @@
-"""catdask: category-space supervised dimensionality reduction on numpy or Dask.
-
-Implements Smith & Rangarajan, "A Category Space Approach to Supervised Dimensionality
-Reduction" (CQS, CAS and their kernel versions) with a global-optimality test on every CQS /
-K-CQS fit (certified, or a bounded gap; CAS is never certified). See ``README.md`` and ``docs/``.
-"""
+"""catdask: category-space supervised dimensionality reduction on numpy or Dask."""
 
 # First, so that ``versions.IMPORTED_AT_NS`` is when this process imported catdask (the Dask
 # workers' check that their sources were not upgraded under them, ``distributed.worker_check``).

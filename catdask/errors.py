@@ -1,34 +1,6 @@
-"""Exceptions for data, catalog and store problems.
-
-Every class derives from :class:`CatdaskError` and from the built-in exception a caller would
-naturally catch (``KeyError`` for "no such thing", ``ValueError`` for "bad content",
-``OSError`` for "could not write"), so ``except KeyError`` keeps working for code that does not
-know about catdask. Messages name the problem and say what to do about it.
-
-The estimators raise plain ``ValueError`` for bad arguments; these classes are for data sets,
-catalogs and stores.
-"""
+"""Exceptions for data, catalog and store problems."""
 
 from __future__ import annotations
-
-__all__ = [
-    "CatdaskError",
-    "InvalidNameError",
-    "CatalogError",
-    "DatasetNotFoundError",
-    "DatasetExistsError",
-    "ModelNotFoundError",
-    "SourceNotFoundError",
-    "ChecksumMismatchError",
-    "ParseError",
-    "StoreCorruptError",
-    "StoreWriteError",
-    "ServiceStartError",
-    "ServiceLostError",
-    "SchedulerConnectionError",
-    "WorkerEnvironmentError",
-    "ParameterError",
-]
 
 
 class CatdaskError(Exception):
@@ -166,11 +138,7 @@ class StoreCorruptError(CatdaskError, ValueError):
 
 
 class StoreWriteError(CatdaskError, OSError):
-    """Writing to the store failed (disk full, permissions, ...).
-
-    Raised from the original ``OSError`` (see ``__cause__``) and keeps its ``errno``; the
-    temporary directory has been removed and what was in the store before is untouched.
-    """
+    """Writing to the store failed (disk full, permissions, ...)."""
 
     def __str__(self) -> str:
         # The message is a sentence that names the path; OSError's "[Errno 30] <sentence>:

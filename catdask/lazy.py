@@ -1,16 +1,8 @@
-"""Names a package loads on first use (PEP 562), so importing the package stays cheap.
-
-``catdask`` (the estimators: scikit-learn, SciPy) and ``catdask.pipeline`` (the training code)
-expose their public names this way: the CLI imports ``catdask.catalog`` or
-``catdask.pipeline.model_cache`` to check arguments or ask the train cache before anything
-heavy is imported.
-"""
+"""Names a package loads on first use (PEP 562), so importing the package stays cheap."""
 
 from __future__ import annotations
 
 from importlib import import_module
-
-__all__ = ["lazy_attributes"]
 
 
 def lazy_attributes(package: str, table: dict, namespace: dict):

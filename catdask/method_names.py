@@ -1,16 +1,8 @@
-"""The light half of the method registry: the paper's method names and what each one is.
-
-No import beyond the standard library, so the CLI derives its ``--method`` choices, its help
-texts and its option checks from here before scikit-learn is loaded. :mod:`catdask.methods`
-extends each entry with its estimator class (the heavy half).
-"""
+"""The light half of the method registry: the paper's method names and what each one is."""
 
 from __future__ import annotations
 
 from typing import NamedTuple
-
-__all__ = ["METHOD_NAMES", "MethodName", "CERTIFY_LEVELS", "KERNEL_METHODS",
-           "QUADRATIC_METHODS", "MAX_RESTARTS", "method_name"]
 
 
 class MethodName(NamedTuple):
@@ -52,13 +44,7 @@ MAX_RESTARTS = 1000
 
 
 def method_name(*, kernel, objective):
-    """The registry name of the method with this kernel flag and objective.
-
-    Examples
-    --------
-    >>> method_name(kernel=True, objective="quadratic")
-    'kcqs'
-    """
+    """The registry name of the method with this kernel flag and objective."""
     for name, entry in METHOD_NAMES.items():
         if entry.kernel == bool(kernel) and entry.objective == objective:
             return name

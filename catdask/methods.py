@@ -1,8 +1,4 @@
-"""The one registry of the paper's methods: name -> estimator class and objective.
-
-The names and what each method is live in :mod:`catdask.method_names`, which imports nothing
-heavy (the CLI reads them before scikit-learn is loaded); this module adds the estimator classes.
-"""
+"""The one registry of the paper's methods: name -> estimator class and objective."""
 
 from __future__ import annotations
 
@@ -10,8 +6,6 @@ from typing import NamedTuple
 
 from .estimators import ESTIMATOR_CLASSES, CategorySpace, KernelCategorySpace
 from .method_names import METHOD_NAMES, MethodName, method_name
-
-__all__ = ["METHODS", "ESTIMATOR_CLASSES", "RegisteredMethod", "make_estimator", "method_name"]
 
 
 class RegisteredMethod(NamedTuple):

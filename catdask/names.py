@@ -1,16 +1,4 @@
-"""Validation of data-set, model and array names.
-
-A name becomes a directory name inside the store (``<root>/datasets/<name>``,
-``<root>/models/<name>``), so it must not be able to point anywhere else: no path separators,
-no ``..``, no leading dot (dot-names are the store's own temporaries), no characters that
-shells, URLs or other operating systems treat specially. The rule is deliberately narrow:
-
-    ^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$
-
-plus: no ``..`` anywhere, no trailing ``.`` (Windows drops it, so ``a.`` and ``a`` would
-collide), and none of the Windows device names (``CON``, ``NUL``, ``COM1`` ... also with an
-extension, e.g. ``nul.txt``).
-"""
+"""Validation of data-set, model and array names."""
 
 from __future__ import annotations
 
@@ -18,8 +6,6 @@ import difflib
 import re
 
 from .errors import InvalidNameError
-
-__all__ = ["validate_name", "is_valid_name", "did_you_mean", "InvalidNameError", "NAME_PATTERN", "MAX_NAME_LENGTH"]
 
 MAX_NAME_LENGTH = 64
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")

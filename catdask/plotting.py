@@ -1,18 +1,8 @@
-"""Category-space scatter plots (matplotlib), in the style of the paper's Figures 1-3.
-
-:func:`plot_category_space` draws the coordinates of ``X`` under a fitted transformer with the
-category axes marked: a 3-D scatter for three classes (or, on a 2-D ``ax``, the projection along
-(1, 1, 1)), a plain scatter for two, a grid of axis pairs for more; :func:`plot_coordinates`
-does the same for an array. Axes and legend use the classes' display names when given.
-matplotlib is imported only when a function is called.
-"""
+"""Category-space scatter plots (matplotlib), in the style of the paper's Figures 1-3."""
 
 from __future__ import annotations
 
 import numpy as np
-
-__all__ = ["plot_category_space", "plot_coordinates", "category_axis_labels", "plot_format",
-           "PLOT_FORMATS"]
 
 _KINDS = ("auto", "2d", "3d", "simplex", "pairs")
 #: File formats a plot is saved in, chosen by the file's extension.
@@ -27,23 +17,8 @@ MAX_TICKS = 5
 
 
 def plot_format(path):
-    """The file format of a plot written to ``path``, from its extension.
-
-    Parameters
-    ----------
-    path : str or path-like
-
-    Returns
-    -------
-    str
-        One of :data:`PLOT_FORMATS`.
-
-    Raises
-    ------
-    ValueError
-        The extension is missing or not one of :data:`PLOT_FORMATS` (matplotlib would
-        otherwise write some other format, or PNG bytes, under that name).
-    """
+    """The file format (one of :data:`PLOT_FORMATS`) of a plot written to ``path``, from its
+    extension; ``ValueError`` for any other (matplotlib would write PNG bytes under that name)."""
     from pathlib import PurePath
 
     suffix = PurePath(path).suffix.lower().lstrip(".")

@@ -1,19 +1,8 @@
 """Reading a stored data set's arrays so that a chunk that cannot be read is an error, never a
 fill value.
 
-zarr reads a chunk whose key is absent as the array's fill value. Every snapshot the store
-writes has all of its chunks (``write_empty_chunks``: an all-fill chunk is written too), so an
-absent chunk is always a lost one: deleted, or not visible on the worker that reads it. Dask
-workers read X block by block long after the driver checked the snapshot, so the check travels
-with the array: :class:`ChunkCheckedStore` wraps the snapshot's zarr store and raises
-:class:`~catdask.errors.StoreCorruptError` naming the snapshot and the chunk key when a chunk
-is absent. Chunks written since the crc32c codec was added also carry a checksum that zarr
-verifies on every read; :func:`dask_array` turns a mismatch (or a damaged compressed frame)
-into the same error, naming the rows. Older snapshots without per-chunk checksums still read;
-their full-content sha256 applies at ``catdask check``.
-
-Used by the store's reader (:func:`catdask.store.open_dataset_arrays`) and by the library's
-reader of a data set given to ``fit`` by path (:mod:`catdask.distributed.inputs`).
+zarr reads an absent chunk as the fill value; every snapshot is written with all of its chunks
+(``write_empty_chunks``), so an absent one is lost (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -24,8 +13,6 @@ import zarr
 from zarr.storage import WrapperStore
 
 from .errors import CatdaskError, StoreCorruptError
-
-__all__ = ["ChunkCheckedStore", "checked_array", "is_checked", "dask_array"]
 
 # A chunk's key under zarr v3's default encoding: "c/<i>/<j>" below the array's path.
 _CHUNK_KEY = re.compile(r"(?:^|/)c(?:/\d+)*$")

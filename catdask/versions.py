@@ -1,10 +1,4 @@
-"""Which catdask this is: the installed version and a sha256 of the package's sources.
-
-Standard library only, at the bottom of the layers: the store stamps the version, the train
-cache keys on both, and the Dask side compares both with a cluster's workers. It also notes when
-catdask was imported, so a long-lived worker whose sources were upgraded on disk can say it runs
-older code than its files describe.
-"""
+"""Which catdask this is: the installed version and a sha256 of the package's sources."""
 
 from __future__ import annotations
 
@@ -13,9 +7,6 @@ import os
 import time
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-
-__all__ = ["installed_version", "source_sha256", "sources_changed_since_import",
-           "IMPORTED_AT_NS"]
 
 #: Wall-clock time (ns) at which this process imported catdask: ``catdask/__init__.py``
 #: imports this module before anything else of the package.
@@ -39,10 +30,7 @@ def installed_version() -> str:
 
 @functools.lru_cache(maxsize=1)
 def source_sha256() -> str:
-    """sha256 over every ``*.py`` file of the imported catdask package (path and bytes).
-
-    Measured 9 ms for the package's 124 modules; computed once per process.
-    """
+    """sha256 over every ``*.py`` file of the imported catdask package (path and bytes)."""
     import hashlib  # here: ``import catdask`` imports this module and need not pay for it
 
     package = _PACKAGE

@@ -1,11 +1,4 @@
-"""Assembly: parsed tables -> ``(X, y, label_names, provenance)``, checked against the catalog.
-
-:func:`parse_table` reads any delimited table with a label column; :func:`parse_dataset` reads
-a catalog data set (scikit-learn's bundled sets, or the original files concatenated in catalog
-order) and checks the result against the catalog's expected counts. Both refuse classes that
-are too small (the method needs two samples per class, docs/design.md section 1) and labels
-that mix numbers and text.
-"""
+"""Assembly: parsed tables -> ``(X, y, label_names, provenance)``, checked against the catalog."""
 
 from __future__ import annotations
 
@@ -18,8 +11,6 @@ from .entries import CatalogEntry, _check_spec, get_entry
 from .lines import iter_lines
 from .sources import locate_sources
 from .tables import open_source, read_table
-
-__all__ = ["parse_table", "parse_features", "parse_dataset", "check_label_types"]
 
 
 def check_label_types(y, where=None) -> None:
@@ -184,12 +175,7 @@ def parse_table(
 
 
 def parse_features(path, *, label_column=None, delimiter=None, header="infer"):
-    """Parse a delimited text table of features to predict on (:func:`parse_table`'s rules).
-
-    ``label_column``: a column of known labels, not a feature (default: every column is one).
-    Returns ``(X, y, feature_names)``: y None without ``label_column``, the names from the
-    header if any.
-    """
+    """Parse a delimited text table of features to predict on (:func:`parse_table`'s rules)."""
     path = Path(path)
     fmt, delim = _format_for(path, delimiter, 0, None)
     spec = {"format": fmt, "delimiter": delim, "skip_lines": 0, "header": header,
@@ -246,14 +232,7 @@ def _load_sklearn(entry: CatalogEntry):
 
 
 def parse_dataset(entry, paths=None):
-    """Parse a catalog data set from its original files and check it against the catalog.
-
-    ``paths``: one per file record (:func:`locate_sources`, the default, or
-    :func:`fetch_sources`); ignored for scikit-learn data sets. Returns ``(X, y, label_names,
-    provenance)`` as :func:`parse_table` does, labels as in the files (seeds: 1, 2, 3; vehicle:
-    "bus", ...), provenance with the source URLs. A ParseError names a malformed file's line, or
-    the expected count the result disagrees with.
-    """
+    """Parse a catalog data set from its original files and check it against the catalog."""
     entry = get_entry(entry)
     if entry.kind == "sklearn":
         X, y, label_names, provenance = _load_sklearn(entry)

@@ -1,9 +1,4 @@
-"""Catalog entries: the schema of ``catalog.json``, its validation and lookup by name.
-
-The canonical catalog ships inside the package (``catdask/catalog/catalog.json``, read with
-:mod:`importlib.resources` so that a wheel install finds it); ``data/catalog.json`` in the
-repository is a symlink to it. ``$CATDASK_CATALOG`` or an explicit path overrides it.
-"""
+"""Catalog entries: the schema of ``catalog.json``, its validation and lookup by name."""
 
 from __future__ import annotations
 
@@ -17,8 +12,6 @@ from pathlib import Path
 from ..errors import CatalogError, DatasetNotFoundError
 from .. import settings
 from ..names import did_you_mean, validate_name
-
-__all__ = ["CatalogEntry", "load_catalog", "get_entry", "DEFAULT_CATALOG", "CATALOG_ENV"]
 
 #: The catalog shipped with the package (a real file for a regular or wheel install).
 DEFAULT_CATALOG = Path(str(resources.files(__package__).joinpath("catalog.json")))

@@ -1,11 +1,4 @@
-"""Line-level table reading: the header, and the exact line and column of a problem.
-
-pandas parses the bulk of a table (:mod:`catdask.catalog.tables`); this thin layer reads the
-lines before the first data row and, when something is wrong, re-reads the file line by line
-(streaming) to name the first offending line and column. Lines split on ``"\\n"`` only;
-``"whitespace"`` splits on any run of spaces/tabs; ``"csv"`` uses one :mod:`csv` reader per line
-(a stray quote must not swallow the following lines); blank and comment lines are skipped.
-"""
+"""Line-level table reading: the header, and the exact line and column of a problem."""
 
 from __future__ import annotations
 
@@ -17,9 +10,6 @@ import numpy as np
 
 from ..errors import ParseError
 from ..names import did_you_mean
-
-__all__ = ["Head", "iter_lines", "split_cells", "read_head", "resolve_column", "locate_problem",
-           "line_of_row", "is_missing", "MAX_LINE_BYTES", "MAX_COLUMNS"]
 
 INT_PATTERN = re.compile(r"[+-]?[0-9]+")
 #: A number written with a decimal comma ("0,942", "-1,5e3").

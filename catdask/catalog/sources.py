@@ -1,8 +1,4 @@
-"""Source files of catalog data sets: find them locally, download them, verify their sha256.
-
-Files are found locally first (:func:`locate_sources`) and downloaded only on request
-(:func:`fetch_sources`: HTTPS only, redirects included, sha256 checked when the catalog has it).
-"""
+"""Source files of catalog data sets: find them locally, download them, verify their sha256."""
 
 from __future__ import annotations
 
@@ -17,19 +13,13 @@ from .. import settings
 from ..errors import ChecksumMismatchError, SourceNotFoundError
 from .entries import _check_https, get_entry
 
-__all__ = ["locate_sources", "source_folders", "fetch_sources", "obtain_sources", "file_sha256",
-           "SHARED_UCI_DIR", "SOURCE_ENV", "DOWNLOAD_CACHE_DIR"]
-
 SOURCE_ENV = settings.SOURCE_DIR.name
 #: The download cache's folder under the store root (``<store>/.downloads/<name>/``).
 DOWNLOAD_CACHE_DIR = ".downloads"
 
 
 def _shared_uci_dir() -> Path:
-    """The team's shared raw copies (read-only), beside a checkout: ../shared/data/uci/<name>/.
-
-    An installed (non-editable) catdask lives in site-packages, so when nothing is beside the
-    package, look beside the working directory (``pip install .`` run from a checkout)."""
+    """The team's shared raw copies (read-only), beside a checkout: ../shared/data/uci/<name>/."""
     beside_package = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "uci"
     beside_cwd = Path.cwd().resolve().parent / "shared" / "data" / "uci"
     return beside_package if beside_package.is_dir() or not beside_cwd.is_dir() else beside_cwd
@@ -79,17 +69,9 @@ def _verify_file(path: Path, f: dict, hint: str) -> None:
 
 def locate_sources(entry, source_dir=None, *, verify: bool = True) -> list[Path]:
     """Local paths of a catalog data set's original files (no download).
-
-    Looks, in order, in ``source_dir``, in ``$CATDASK_SOURCE_DIR`` (each flat or with a subfolder
-    named after the data set) and in ``../shared/data/uci/<name>/`` beside the checkout (or beside
-    the working directory); the first folder holding every file wins. For a file shipped in a zip
-    archive, either the extracted file or the archive is accepted. ``verify`` checks sha256
-    where the catalog records one.
-
     Returns one path per file record, in catalog order (none for scikit-learn data sets).
     Raises :class:`SourceNotFoundError` (listing the folders searched and how to provide the
-    files) or :class:`ChecksumMismatchError` (a local file differs from the original).
-    """
+    files) or :class:`ChecksumMismatchError` (a local file differs from the original)."""
     entry = get_entry(entry)
     if entry.kind == "sklearn":
         return []
@@ -179,15 +161,7 @@ def _download(url: str, dest: Path, expected: str | None, timeout: float) -> Non
 def fetch_sources(
     entry, cache_dir, allow_download: bool = True, *, timeout: float = 60.0
 ) -> list[Path]:
-    """Paths of a data set's files in ``cache_dir/<name>/``, downloading what is missing.
-
-    Downloads use HTTPS only (other schemes and redirects to them are refused), go to a
-    temporary file that is renamed into place only after its sha256 matched the catalog
-    (when the catalog has one). Cached files are re-checked and re-downloaded if they differ.
-    Raises :class:`SourceNotFoundError` for a file not cached when ``allow_download`` is False,
-    :class:`ChecksumMismatchError` naming the file and both sha256, ValueError for a non-HTTPS
-    URL.
-    """
+    """Paths of a data set's files in ``cache_dir/<name>/``, downloading what is missing."""
     entry = get_entry(entry)
     if entry.kind == "sklearn":
         return []

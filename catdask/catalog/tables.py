@@ -1,12 +1,4 @@
-"""Table reading at library speed: one text file (or zip member) -> float64 features + labels.
-
-pandas' C parser reads the rows in bounded chunks straight into a preallocated float64 array,
-so memory grows with the result, not the text. Everything pandas accepts is then checked
-(numeric, finite, labels present); on a problem :func:`catdask.catalog.lines.locate_problem`
-names the line and column. One streaming pass first hashes the file and refuses what is not a
-text table: non-regular files, oversized files, NUL or non-UTF-8 bytes, empty files, and tables
-whose array would not fit in memory.
-"""
+"""Table reading at library speed: one text file (or zip member) -> float64 features + labels."""
 
 from __future__ import annotations
 
@@ -26,9 +18,6 @@ from .. import settings
 from ..errors import ParseError
 from .lines import (INT_PATTERN, MISSING_CELLS, Head, line_of_row, locate_problem, read_head,
                     resolve_column)
-
-__all__ = ["Table", "read_table", "MAX_TABLE_BYTES", "MAX_TABLE_BYTES_ENV", "CHUNK_ROWS",
-           "WHOLE_READ_MAX_BYTES"]
 
 #: Largest text file parsed (bytes); ``$CATDASK_MAX_TABLE_BYTES`` overrides it.
 MAX_TABLE_BYTES = 16 * 2**30
@@ -102,12 +91,7 @@ def _open_regular(path: Path):
 
 
 def _scan(stream, where, *, text: bool = True, count_lines: bool = True) -> dict:
-    """One streaming pass: sha256, size, line count; refuse empty, binary or non-UTF-8 text.
-
-    With ``text=False`` (a zip archive) only the sha256 and size are taken. ``count_lines``
-    (the line count preallocates the chunked parse; a whole-file read needs none) costs 15 ms
-    of 240 on a 51 MB table; an error's line number is counted when one is found, either way.
-    """
+    """One streaming pass: sha256, size, line count; refuse empty, binary or non-UTF-8 text."""
     sha, size, newlines, has_text = hashlib.sha256(), 0, 0, False
     decoder = codecs.getincrementaldecoder("utf-8")()
     for block in iter(lambda: stream.read(_READ_BLOCK), b""):
@@ -179,11 +163,7 @@ def _read_member(path: Path, member: str) -> bytes:
 
 
 def open_source(path, member: str | None = None):
-    """Check a source and return ``(open_stream, info, where)``.
-
-    ``open_stream()`` gives a fresh binary stream (a context manager) of the file or of the zip
-    ``member``; ``info`` is its provenance record (name, path, bytes, sha256, ...).
-    """
+    """Check a source and return ``(open_stream, info, where)``."""
     path = Path(path)
     with _open_regular(path) as fh:
         is_zip = zipfile.is_zipfile(fh)
@@ -246,11 +226,7 @@ def _csv_options(spec: dict, head: Head, label: int | None) -> dict:
 
 
 def _chunks(open_stream, spec: dict, head: Head, label: int | None, whole_file=None):
-    """Yield the pandas chunks; pandas' errors (too many fields, a non-number) surface as is.
-
-    ``whole_file``: the path of a regular file small enough to parse in one call (see
-    :data:`WHOLE_READ_MAX_BYTES`); its one "chunk" is the whole table.
-    """
+    """Yield the pandas chunks; pandas' errors (too many fields, a non-number) surface as is."""
     import pandas as pd
 
     options = _csv_options(spec, head, label)

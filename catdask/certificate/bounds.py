@@ -1,17 +1,4 @@
-"""Upper bounds on ``max f`` when W is not certified (docs/design.md section 4).
-
-Every bound is the value of a feasible point of the SDP relaxation's dual
-``min sum_k nu_k + tr Y  s.t.  Y PSD,  Y + nu_k I >= R_k`` (arXiv:2205.13653), halved to the
-estimators' scale ``1/2 sum_k w_k^T R_k w_k``:
-
-- :func:`trivial_bound`: ``Y = 0``;
-- :func:`reduced_bound`: ``Y = V T V^T`` with V spanning W and each class's top direction
-  orthogonal to W, T polished by projected subgradient steps;
-- :func:`full_sdp_bound`: the full dual solved by cvxpy/Clarabel for small D, made exactly
-  feasible afterwards.
-
-Values are on the normalised scale of :class:`~catdask.certificate.point.StationaryPoint`.
-"""
+"""Upper bounds on ``max f`` when W is not certified (docs/design.md section 4)."""
 
 from __future__ import annotations
 
@@ -20,9 +7,6 @@ import math
 import numpy as np
 
 from .eigen import NumericalFailure, sym, top_eig
-
-__all__ = ["full_sdp_bound", "reduced_bound", "relative_gap", "trivial_bound",
-           "want_full_sdp"]
 
 
 
@@ -80,14 +64,7 @@ def _dual_value_verified(point, T, V):
 
 
 def reduced_bound(point, nu, directions, steps=None, out=None):
-    """Cheap bound: dual value of ``Y = V T V^T`` minimised over PSD T (small).
-
-    Projected subgradient with Polyak steps towards ``2 f(W)`` (a lower bound on the optimum),
-    started at ``(Lambda - diag nu)_+`` on the W block. Every iterate is dual feasible; the
-    best one is re-evaluated with verified eigenvalues, which is the bound returned. ``out``
-    (a dict), when given, receives that point: ``V`` and ``T`` (caller's units). ``steps``:
-    the budget's ``reduced_steps`` by default.
-    """
+    """Cheap bound: dual value of ``Y = V T V^T`` minimised over PSD T (small)."""
     steps = point.budget.reduced_steps if steps is None else steps
     V = _subspace(point, directions)
     m = V.shape[1]
@@ -121,12 +98,7 @@ def reduced_bound(point, nu, directions, steps=None, out=None):
 
 
 def full_sdp_bound(point):
-    """Full SDP relaxation's dual (arXiv:2205.13653), solved by Clarabel, made safe.
-
-    ``min sum_k nu_k + tr Y  s.t.  Y PSD,  Y + nu_k I - R_k PSD``. The solver's Y is projected
-    to PSD and each nu_k reset to ``lambda_max(R_k - Y)``, so the point is exactly feasible (up
-    to rounding, allowed for) whatever the solver's accuracy.
-    """
+    """Full SDP relaxation's dual (arXiv:2205.13653), solved by Clarabel, made safe."""
     import cvxpy as cp
 
     K, D = point.K, point.D

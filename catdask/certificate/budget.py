@@ -11,8 +11,6 @@ import contextlib
 import contextvars
 from dataclasses import dataclass, replace
 
-__all__ = ["CertificateBudget", "DEFAULT_BUDGET", "budget_scope", "current_budget"]
-
 _MiB = 1024**2
 
 
@@ -74,20 +72,14 @@ class CertificateBudget:
     lowrank_max_bytes: int = 512 * _MiB
     #: Landmarks of the first round (doubling each round while the relaxation is tight).
     first_rank: int = 128
-    #: Landmarks cap where the relaxation is not tight (blobs: 1,024 took 7x the fit, gap 3e-3),
-    #: unless the fit's time affords more (``growth_fit_share``).
+    #: Landmarks cap where the relaxation is not tight (blobs: 1,024 took 7x the fit, gap 3e-3).
     untight_max_rank: int = 256
-    #: Beyond untight_max_rank, landmarks grow while the lift keeps the gap open and the test,
-    #: with the next round's estimate, stays within this share of the fit's wall time (issue
-    #: 42: no test longer than its fit; 784-pixel images, N = 4,000: 256 -> 512 landmarks took
-    #: the global-origin gap from 1.7e-2 to 9.9e-3, the relaxation's own 7.5e-3).
+    #: Past untight_max_rank, the test's share of the fit's time (images N = 4,000: 1.7e-2 -> 9.9e-3).
     growth_fit_share: float = 0.5
-    #: From this many samples on, the share is at most growth_large_share (issue 42's goal: the
-    #: kernel test at most 10% of the fit from N = 20,000 on; blobs N = 20,000: 6-10% at 128).
+    #: From this N on, the share is growth_large_share (blobs N = 20,000: 6-10% at 128 landmarks).
     growth_large_samples: int = 20_000
     growth_large_share: float = 0.1
-    #: A round at twice the landmarks is estimated at this multiple of the last round's time
-    #: (images, N = 4,000: 4.5 -> 19 s at 256 -> 512 landmarks, 17 -> 66 s at 512 -> 1,024).
+    #: Time of a round at twice the landmarks over the last one's (images N = 4,000: 4.2, 3.9).
     round_cost_growth: float = 4.0
     #: First residual target: sum_k eps_k <= first_target * gap_tol * f(W).
     first_target: float = 0.1

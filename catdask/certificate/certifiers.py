@@ -1,14 +1,7 @@
 """One certifier per method: how a fit's chosen restart is tested for global optimality.
 
-The fit engine (:func:`catdask.core.engine.fit_restarts`) calls ``certify(point, full_sdp=...,
-moment=...)`` on the chosen restart's axes only and derives every other restart's certificate
-from that one (tied or beaten); :class:`NoCertifier` means no test at all. The test's random
-numbers come from the fixed :data:`CERTIFIER_SEED` and each certifier keeps the budget in force
-where it was built, so a certificate is a function of the fit alone, whether it runs inside
-``fit`` or later on first access. One exception: where a kernel fit's compressed relaxation is
-not tight and the lift keeps its gap open, how many landmarks past ``untight_max_rank`` the test
-buys depends on the fit's and its own wall time (``growth_fit_share``); the bound is rigorous
-either way, only its size can differ.
+Only the chosen restart is tested (the others are tied or beaten); the seed is fixed and the
+budget the one in force where the certifier was built, so the certificate is a function of the fit.
 """
 
 from __future__ import annotations
@@ -25,9 +18,7 @@ from .kernel import certify_kernel_axes
 from .moment import moment_hint
 from .record import Certificate, not_applicable
 
-__all__ = ["LinearCertifier", "KernelCertifier", "NoCertifier", "CERTIFIER_SEED"]
-
-#: Seed of the test's random numbers (see the module docstring).
+#: Seed of the test's random numbers: a certificate is a function of the fit alone.
 CERTIFIER_SEED = 0
 
 
@@ -57,11 +48,7 @@ class LinearCertifier:
 
 @dataclass(frozen=True)
 class KernelCertifier:
-    """K-CQS: the Gram operator the problem was solved on, tested at the coefficients A (K, N).
-
-    One call of :func:`catdask.certificate.kernel.certify_kernel_axes` (through an exact
-    pivoted-Cholesky factor of G up to ``budget.dense_max_samples``, the low-rank test above).
-    """
+    """K-CQS: the Gram operator the problem was solved on, tested at the coefficients A (K, N)."""
 
     operator: Any
     classes: Any

@@ -18,8 +18,6 @@ from .point import CannotTest, ClassMatrixOperator, StationaryPoint, read_inputs
 from .record import Certificate, not_certified
 from .resources import estimated_seconds, numerical_failures, one_blas_thread, size_guard
 
-__all__ = ["certify_global_optimum", "estimated_seconds", "numerical_failures", "one_blas_thread"]
-
 logger = logging.getLogger("catdask.certificate")
 
 
@@ -37,12 +35,8 @@ def certify_global_optimum(
 ) -> Certificate:
     """Test whether W globally maximises ``f(W) = 1/2 sum_k w_k^T R_k w_k`` on the Stiefel manifold.
 
-    Runs Rapcsák's test and the SDP-dual test of Gilman, Burer & Balzano (docs/design.md
-    section 4), verifies any candidate by eigenvalue upper bounds, and bounds ``max f`` from
-    above when W is not certified. The test never raises on well-formed input: a numerical
-    failure (a LAPACK or ARPACK error, a solver without an answer, W off the manifold,
-    ``D < K`` on rank-deficient data, overflow; :func:`numerical_failures`) gives a certificate
-    with ``certified=False`` whose ``reason`` names what failed. A bug propagates.
+    Never raises on well-formed input: a numerical failure (:func:`numerical_failures`) gives
+    ``certified=False`` with a reason naming it; a bug propagates.
 
     Parameters
     ----------

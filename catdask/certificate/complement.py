@@ -1,24 +1,4 @@
-"""Bounds on what the low-rank test's subspace leaves out: ``||D_k||`` (docs/design.md §4c).
-
-``D_k = (I - P) R_k (I - P)`` is the class matrix's part in the complement T of the subspace S.
-Its non-zero eigenvalues are those of ``E_k Delta_kk E_k``, where ``Delta = G^ - L L^T`` is the
-Gram matrix of the leftover features ``(I - P) psi_i`` (Lemma 1b), so three bounds of
-increasing cost and tightness are available:
-
-- the trace, ``sum_{i in C_k} Delta_ii`` (Lemma 1; free: the factor's leftover diagonal);
-- the Frobenius norm ``||Delta_kk||_F`` (Lemma 1b; one pass over the class blocks);
-- the spectral norm ``lambda_max(E_k Delta_kk E_k)`` itself (Lemma 1c; the same pass, the
-  ``n_k x n_k`` block kept in memory, one verified top eigenvalue per class).
-
-With the block in memory the same pass also gives the cross term between S and T exactly,
-``C_k C_k^T = L_k^T E_k Delta_kk E_k L_k`` (an ``m x m`` matrix), for the Schur lift of
-docs/design.md §4c (Lemma 2'').
-
-On a slowly decaying Gram spectrum the leftover is spread over many directions: the trace is
-then about ``n_k`` times the spectral norm and the Frobenius norm about ``sqrt(n_k)`` times it
-(high-rank blobs, N = 1,500, D = 200). Every bound carries an allowance for the rounding of the
-entries ``G^_ij - L_i . L_j`` it was computed from.
-"""
+"""Bounds on what the low-rank test's subspace leaves out: ``||D_k||`` (docs/design.md §4c)."""
 
 from __future__ import annotations
 
@@ -30,8 +10,6 @@ from .budget import DEFAULT_BUDGET
 from .certify import one_blas_thread
 from .eigen import sym, verified_top
 
-__all__ = ["class_block_leftover"]
-
 _EPS = np.finfo(float).eps
 # The pass's sizes are the budget's (:mod:`.budget`): ``spectral_max_class_bytes`` (a class
 # block kept for the spectral bound), ``class_gram_max_bytes`` (blocks asked for whole through
@@ -42,11 +20,7 @@ _EPS = np.finfo(float).eps
 
 def _class_block(operator, L, idx, keep, budget, rows_of, k=None):
     """``Delta_kk = G^_kk - L_k L_k^T`` entry by entry (no cancellation between large sums):
-    the block itself when ``keep``, the sum of its squared entries and ``max |G^_ij|``.
-
-    ``k``: the class, when ``idx`` are its members in the operator's ``class_gram`` order and
-    the block is small enough to ask for whole. ``rows_of``: the operator's
-    ``class_gram_rows`` where it makes them, else None."""
+    the block itself when ``keep``, the sum of its squared entries and ``max |G^_ij|``."""
     Lk = L[idx]
     block = budget.class_block_columns
     total, gmax = 0.0, 0.0
@@ -97,16 +71,9 @@ def _writable(block):
 
 def class_block_leftover(operator, L, members, origin, *, spectral=True, budget=DEFAULT_BUDGET):
     """Frobenius (Lemma 1b) and spectral (Lemma 1c) bounds on ``||D_k||``, one class-block pass.
-
-    ``operator`` is the one the factor ``L`` (N, m; coordinates of ``P psi_i`` in S) was built from,
-    ``members`` each class's sample indices; with ``origin="class"`` ``D_k``'s spectrum is that of
-    the centred ``E_k Delta_kk E_k``. ``spectral`` also bounds ``lambda_max`` for classes whose
-    block fits ``budget.spectral_max_class_bytes`` (the others get ``inf``).
-
     Returns ``(frobenius, spectral, cross)``: the bounds (K,), rounding allowances included, and per
     class ``(Z_k, a_k)`` with ``Z_k + a_k I >= C_k C_k^T`` (Lemma 2'') where the block was kept,
-    else None.
-    """
+    else None."""
     with one_blas_thread():  # small eigenproblems: a second BLAS thread under load costs 100x
         return _class_block_leftover(operator, L, members, origin, spectral, budget)
 
@@ -136,13 +103,7 @@ def _class_block_leftover(operator, L, members, origin, spectral, budget):
 
 def _centred(Delta, origin, entry):
     """``E Delta E`` from the computed ``Delta`` and a bound on its distance (spectral norm)
-    from ``E Delta_true E``.
-
-    ``Delta_true = Delta + Err`` with ``|Err_ij| <= entry``, so ``||Err||_2 <= n entry``, and
-    ``E`` (a projector) does not increase the norm. Centring in floating point adds at most
-    ``4 (n + 4) eps max|Delta|`` per entry (row and column means, then the grand mean), charged
-    as ``n`` times that.
-    """
+    from ``E Delta_true E``."""
     n = Delta.shape[0]
     M = _symmetrise(Delta)  # in place: the block is the largest array of the test
     err = n * entry
@@ -173,13 +134,7 @@ def _symmetrise(M, tile=512):
 
 def _cross(Lk, M, err):
     """``Z = L_k^T E Delta E L_k`` (``= C_k C_k^T`` in S's coordinates, docs/design.md §4c)
-    and an allowance ``a`` with ``C_k C_k^T <= Z + a I``.
-
-    ``C_k C_k^T = (P Psi_k) E_k Delta_true E_k (P Psi_k)^T``, and ``P Psi_k`` has the
-    coordinates ``L_k^T``. The centred block is within ``err`` of the true one, which moves Z by
-    at most ``||E L_k||^2 err <= ||L_k||_F^2 err``; the products ``L^T (M L)`` round by at most
-    ``gamma ||M||_F ||L_k||_F^2`` in the Frobenius norm, ``gamma = 2 (n + 2) eps / (1 - ...)``.
-    """
+    and an allowance ``a`` with ``C_k C_k^T <= Z + a I``."""
     n = M.shape[0]
     lf2 = float(np.einsum("ij,ij->", Lk, Lk))
     Z = sym(Lk.T @ (M @ Lk))

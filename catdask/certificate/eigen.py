@@ -1,13 +1,4 @@
-"""Largest eigenvalues for the certificate: estimates for the search, verified upper bounds.
-
-- :func:`top_eig` estimates the top eigenpair (dense ``eigh`` or Lanczos). The search uses only
-  its eigenvector, through Rayleigh quotients, which are valid lower bounds on ``lambda_max``.
-- :func:`verified_top` returns an *upper bound* on ``lambda_max``, which makes a test rigorous:
-  dense LAPACK ``eigh`` up to ``verify_dense_max_dim``; above it a Lanczos estimate ``mu``
-  proved by a Cholesky factorisation of ``mu I - A`` (Sylvester's law of inertia), so the bound
-  does not depend on Lanczos having converged. Operators too large to materialise can only use
-  Lanczos, and say so (``"lanczos"``).
-"""
+"""Largest eigenvalues for the certificate: estimates for the search, verified upper bounds."""
 
 from __future__ import annotations
 
@@ -16,9 +7,6 @@ import scipy.linalg
 from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, LinearOperator, eigsh
 
 from .budget import DEFAULT_BUDGET
-
-__all__ = ["EIGEN_CHECKS", "cholesky_upper", "NumericalFailure", "sym", "top_eig",
-           "verified_top", "weakest_check"]
 
 # From strongest to weakest; a certificate records the weakest one it relied on.
 EIGEN_CHECKS = ("dense", "lanczos+cholesky", "lanczos")
@@ -69,13 +57,7 @@ def _rayleigh_upper(v, Av):
 
 
 def top_eig(n, *, matrix=None, matvec=None, shift=0.0, v0=None):
-    """Estimate of the largest eigenvalue of a symmetric matrix or operator, and a unit vector.
-
-    Dense ``eigh`` (top pair only) for a matrix; Lanczos otherwise, run on ``A + shift I`` so
-    that the wanted eigenvalue is well away from 0 (ARPACK's stopping test is relative to it).
-    The value is the Rayleigh quotient plus the residual norm, an upper bound on lambda_max
-    once the iteration has converged to the top eigenvalue.
-    """
+    """Estimate of the largest eigenvalue of a symmetric matrix or operator, and a unit vector."""
     if matrix is None and n <= 8:  # too small for ARPACK
         matrix = sym(np.column_stack([matvec(e) for e in np.eye(n)]))
     if matrix is not None:
@@ -87,12 +69,7 @@ def top_eig(n, *, matrix=None, matvec=None, shift=0.0, v0=None):
 
 
 def _cholesky_proves(matrix, mu):
-    """Whether a Cholesky factorisation proves ``lambda_max(matrix) < mu``.
-
-    Factorises ``B - c I`` with ``B = mu I - matrix`` and ``c = 4 (n + 2) eps tr(B)``, which
-    covers the rounding of a floating-point Cholesky (Rump, "Verification of positive
-    definiteness", BIT 46, 2006), so success proves ``B`` positive definite.
-    """
+    """Whether a Cholesky factorisation proves ``lambda_max(matrix) < mu``."""
     n = matrix.shape[0]
     B = -matrix.astype(float, copy=True)
     B[np.diag_indices(n)] += mu
@@ -108,14 +85,7 @@ def _cholesky_proves(matrix, mu):
 
 
 def cholesky_upper(matrix, estimate, *, shift=0.0):
-    """A verified upper bound on lambda_max(matrix) near ``estimate``, or None.
-
-    Tries ``mu = estimate + slack`` for growing slacks (relative to the matrix's size, as in
-    :func:`verified_top`) and returns the first ``mu`` that :func:`_cholesky_proves`: one
-    Cholesky factorisation (n^3 / 3 flops) per try, no eigendecomposition. ``estimate`` may come
-    from anywhere (a Lanczos run of the search, a previous iterate): a wrong estimate costs a
-    failed try, never a wrong bound.
-    """
+    """A verified upper bound on lambda_max(matrix) near ``estimate``, or None."""
     n = matrix.shape[0]
     width = float(np.max(np.abs(np.diag(matrix)))) + abs(estimate) + abs(shift)
     unit = 16.0 * (n + 2) * _EPS * n * max(width, _EPS)
@@ -129,15 +99,8 @@ def cholesky_upper(matrix, estimate, *, shift=0.0):
 def verified_top(n, *, matrix=None, matvec=None, shift=0.0, v0=None, estimate=None,
                  budget=DEFAULT_BUDGET):
     """A verified upper bound on lambda_max of a symmetric matrix (order ``n``) or operator.
-
-    Give ``matrix`` whenever it can be formed; otherwise ``matvec`` (``x -> A x``) runs Lanczos on
-    ``A + shift I`` (``shift`` making it positive definite) from ``v0``. ``estimate``: a top pair
-    ``(value, vector)`` already at hand, proved by :func:`cholesky_upper` without a new Lanczos run
-    or eigendecomposition (the bound is computed as without it if that fails).
-
     Returns ``(upper, v, check)``: the bound, a unit vector with Rayleigh quotient close to it, and
-    how the bound was obtained (one of :data:`EIGEN_CHECKS`).
-    """
+    how the bound was obtained (one of :data:`EIGEN_CHECKS`)."""
     if matrix is None:
         upper, v = top_eig(n, matvec=matvec, shift=shift, v0=v0)
         return upper, v, "dense" if n <= 8 else "lanczos"

@@ -1,18 +1,9 @@
-"""The LP of the SDP-dual search's Kelley cutting planes, solved by HiGHS without linprog.
-
-Each Kelley iteration solves ``max s  s.t.  s <= c_i + g_i . nu,  lo <= nu <= hi,  s <= s_cap``
-(``K + 1`` variables, a few dozen rows). ``linprog``'s argument handling costs about 8x the
-solve itself on such LPs, so :func:`solve_kelley_lp` hands the same model and options to SciPy's
-own HiGHS build directly (``tests/certificate/test_kelley_lp.py`` compares the two), falling
-back to linprog when that private module is not importable.
-"""
+"""The LP of the SDP-dual search's Kelley cutting planes, solved by HiGHS without linprog."""
 
 from __future__ import annotations
 
 import numpy as np
 from scipy.optimize import linprog
-
-__all__ = ["solve_kelley_lp"]
 
 try:  # SciPy's bundled HiGHS (private: the fallback below keeps linprog's behaviour)
     from scipy.optimize._highspy import _core as _highs

@@ -1,15 +1,4 @@
-"""The kernel certificate: K-CQS certified as the linear problem on a Gram factor's rows.
-
-With ``G = L L^T`` (pivoted Cholesky) the kernel problem is exactly the linear one on the rows of
-L (docs/design.md §4, "Kernel version"), so :func:`certify_global_optimum` applies to the class
-matrices of L's rows at ``W = L^T A^T``. Above ``budget.dense_max_samples`` the low-rank test of
-§4c (:mod:`.kernel_lowrank`) runs instead, in ``O(N r)`` memory.
-
-The kernel ladder: ``probe`` (the low-rank test at a few landmarks; ends the climb only when it
-certifies), ``low-rank`` (the rounds with their lifts), ``exact factor`` (below
-``dense_max_samples`` after the probe, and above it up to ``exact_factor_max_rank`` samples
-where the lift, not the relaxation, left the gap open).
-"""
+"""The kernel certificate: K-CQS certified as the linear problem on a Gram factor's rows."""
 
 from __future__ import annotations
 
@@ -27,9 +16,6 @@ from .certify import certify_global_optimum
 from .kernel_lowrank import certify_kernel_lowrank
 from .ladder import CERTIFIED, GAP, NOT_ATTEMPTED, Outcome, climb
 from .record import not_applicable
-
-__all__ = ["certify_kernel_axes", "dense_kernel_test", "lift_keeps_gap_open",
-           "equivalent_class_matrices", "KERNEL_LADDER"]
 
 
 @dataclass
@@ -131,10 +117,8 @@ def certify_kernel_axes(operator, classes, origin, A, *, full_sdp="auto", moment
     :func:`certify_global_optimum`; ``projections``, the fit's ``A G`` in float64, spare the
     low-rank test its product with G; ``fit_seconds``, the fit's wall seconds, is what the low-rank
     test may grow its landmarks against; ``budget`` sizes the ladder (:data:`KERNEL_LADDER`).
-
-    Returns the ladder's certificate (see the module docstring); where the exact factor runs after
-    the low-rank test, the better outcome (certified, else the smaller gap).
-    """
+    Returns the ladder's certificate (docs/design.md §4c); where the exact factor runs after
+    the low-rank test, the better outcome (certified, else the smaller gap)."""
     state = KernelState(operator, classes, origin, A, full_sdp, moment, rng, projections,
                         fit_seconds)
     return _render(climb(KERNEL_LADDER, budget, state))

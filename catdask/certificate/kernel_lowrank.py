@@ -1,23 +1,4 @@
-"""A kernel certificate of any rank in O(N r) memory: a compressed test plus a lifted bound.
-
-Split the feature space into S (the fitted axes and r landmark features) and its complement T
-(docs/design.md §4c):
-
-1. A pivoted-Cholesky factor of the Gram matrix of ``[W, psi_1..psi_N]``, the axes first
-   (:class:`SubspaceFactor`, memory ``N (K + r)``), gives every feature's coordinates in S; its
-   leftover diagonal bounds the complement: ``eps_k = sum_{i in C_k} ||P_T psi_i||^2 >= ||D_k||``.
-2. The linear certificate runs on the compressed ``R_k^S`` at the fitted point, which lies in S.
-3. Lifting: a compressed dual point ``(Y_S, nu)`` becomes a full one with ``nu_k + delta_k``,
-   ``delta_k (nu_k + delta_k - eps_k) = rho_k eps_k`` (Lemma 2; Lemma 2' uses the axes' leak
-   into T, :func:`axis_leakage`); any compressed bound ``U_S`` gives
-   ``max f <= (sqrt(2 U_S) + sqrt(sum_k eps_k))^2 / 2`` (Lemma 3).
-
-W is certified when the smaller lifted bound is within ``gap_tol`` of f(W). The rank grows until
-that holds, the compressed test fails, or the budget is reached; where the compressed relaxation
-is not tight, until the lifted gap is within twice its own or the rank reaches
-``untight_max_rank``, beyond which only the fit's time buys more (``growth_fit_share``). A probe
-at ``probe_rank`` landmarks comes first and ends the test only when it certifies W.
-"""
+"""A kernel certificate of any rank in O(N r) memory: a compressed test plus a lifted bound."""
 
 from __future__ import annotations
 
@@ -36,8 +17,6 @@ from .ladder import CERTIFIED, FAILED, GAP, REFUTED
 from .lift import _delta, lifted_dual_bound, sqrt_lift_bound  # noqa: F401 (re-exported)
 from .record import Certificate, not_certified
 from .subspace_factor import SubspaceFactor
-
-__all__ = ["LowRankResult", "certify_kernel_lowrank", "lifted_dual_bound", "sqrt_lift_bound"]
 
 _EPS = np.finfo(float).eps
 
@@ -69,14 +48,7 @@ def _class_matrices(L, members, origin):
 
 
 def axis_leakage(operator, L, W_S, members, origin):
-    """``gamma_k^2 >= ||(I - P) R_k u_k||^2`` for the unit axes ``u_k = w_k / ||w_k||`` (§4c).
-
-    ``R_k u_k = Psi_k v_k`` with ``v_k = E_k Psi_k^T u_k = E_k L_k u_k``, so the leak is
-    ``v^T Delta_kk v = v^T G^_kk v - ||L_k^T v||^2``: one class-block product per class
-    (``class_matvec``, ``sum_k n_k^2`` kernel entries). At a stationary point it is the
-    stationarity residual's complement part, near 0. The rounding of the product and of the
-    difference, at most ``2 n_k (n_k + m + 2) eps max_i G^_ii ||v||^2``, is added.
-    """
+    """``gamma_k^2 >= ||(I - P) R_k u_k||^2`` for the unit axes ``u_k = w_k / ||w_k||`` (§4c)."""
     diag = np.asarray(operator.diagonal(), dtype=float)
     m = L.shape[1]
     out = np.empty(len(members))
@@ -110,23 +82,7 @@ def certify_kernel_lowrank(operator, origin, A, *, full_sdp="auto", moment=False
                            budget=DEFAULT_BUDGET):
     """Certify K-CQS coefficients A (K, N; operator's sample order, ``A G A^T = I``) through a
     rank-r subspace and a lifted bound (§4c).
-
-    ``operator`` is ``G`` (class origin) or ``H G H`` (global), numpy or Dask; only its
-    ``diagonal``, ``columns``, ``matmul`` and ``classes`` are used. ``full_sdp`` and ``moment`` go
-    to :func:`certify_global_optimum` for the compressed problem. Where the lift, not the compressed
-    relaxation, keeps the gap open, ``frobenius`` spends one more pass of Gram columns on the
-    leftover's class blocks (Lemmas 1b, 1c) and lifts again, with ``spectral`` also each class
-    block's verified top eigenvalue where it fits ``budget.spectral_max_class_bytes``.
-    ``projections``: the fit's ``A G`` in float64 (saves the one product with G). ``probe_only``:
-    the probe's certificate when it certifies W, else None (no rounds). ``fit_seconds``: the fit's
-    wall seconds; where the compressed relaxation is not tight and the lift keeps the gap open,
-    landmarks grow past ``untight_max_rank`` while the test, with its next round's estimate, stays
-    within ``growth_fit_share`` of them (None: no growth there). The budget's ``lowrank_*``,
-    ``probe_*``, ``first_rank``, ``untight_max_rank`` and ``max_rounds`` size the test
-    (:mod:`.budget`).
-
-    Returns a Certificate (and a :class:`LowRankResult` when ``details``).
-    """
+    Returns a Certificate (and a :class:`LowRankResult` when ``details``)."""
     if origin not in ("class", "global"):
         raise ValueError(f"origin must be 'class' or 'global'; got {origin!r}.")
     # One BLAS thread throughout: small eigenproblems and products of order K + r, where a
@@ -214,13 +170,7 @@ def _certify(operator, origin, A, full_sdp, moment, frobenius, spectral, project
 def _subspace_test(operator, origin, fac, members, f, frobenius, spectral, rounds,
                    compressed, budget, only_certified=False):
     """One compressed test on the factor's current subspace and its lifts: ``(result or None,
-    compressed certificate, eps)``.
-
-    The lifts run cheapest first and stop once the gap is within ``lowrank_gap_tol`` or near
-    the compressed relaxation's own: the trace bound (free), Lemma 2' (the axes' leak: one
-    class-block product), then the class-block pass (Lemmas 1b, 1c, 2''). ``only_certified``
-    (the probe): lift only a certified compressed test, and give up (None) there otherwise.
-    """
+    compressed certificate, eps)``."""
     L = fac.L[:, : fac.m]
     lo = fac.leftover()
     eps = np.array([float(lo[idx].sum()) for idx in members])  # Lemma 1: tr D_k
@@ -295,14 +245,7 @@ def _within_reach(prev_gap, gap, gap_tol, rank, r_max):
 
 def _lift(R_S, W_S, comp, eps, fac, rounds, gamma2=None, dual_point=None, cross=None,
           cache=None):
-    """Both lifted bounds (Lemmas 2 and 3) for complement bounds ``eps``.
-
-    Lemma 2 (with 2' and 2'' where ``gamma2`` and ``cross`` are given) lifts up to three
-    compressed dual points and keeps the best: ``W S(nu)_+ W^T`` of the SDP-dual search, and,
-    when W was not certified, the cheap bound's and the subspace bound's ``V T V^T``
-    (``dual_point``). ``cache``: one dict per compressed test (same R_S, W_S, comp and
-    dual_point), shared by its lifts (:func:`lifted_dual_bound`).
-    """
+    """Both lifted bounds (Lemmas 2 and 3) for complement bounds ``eps``."""
     nu = None if comp.nu is None else np.asarray(comp.nu)
     if nu is None and math.isfinite(comp.objective):
         nu = np.diag(W_S.T @ np.column_stack([R_S[k] @ W_S[:, k] for k in range(len(R_S))]))

@@ -1,16 +1,6 @@
 """The certificate as an ordered ladder: levels of increasing cost, walked under a budget.
 
-Every level has the same small interface (:class:`Level`): whether it ``applies`` to this
-problem under this budget, an ``estimate`` of its size before it runs, and ``run``, which
-returns an :class:`Outcome`: a status, the bound it proved, its evidence and which level to
-try next. :func:`climb` walks a ladder and returns the trail of outcomes; the caller renders
-the certificate (its reason text included) from that trail once. No code decides anything by
-reading a reason's prose: decisions read the outcomes' fields.
-
-The ladders (docs/design.md §4 has their table): the linear test's in :mod:`.levels`
-(SDP dual, cheap bound, full SDP, subspace dual, projected subgradient, moment), the kernel
-test's in :mod:`.kernel` (probe, low-rank rounds with lifts, exact factor). A new relaxation
-is one more class with this interface, placed in its ladder's tuple where it belongs.
+Decisions read the outcomes' fields, never a reason's prose (docs/design.md §4 has the table).
 """
 
 from __future__ import annotations
@@ -23,9 +13,6 @@ from typing import Any, Protocol, Sequence
 from .budget import CertificateBudget
 
 logger = logging.getLogger("catdask.certificate")
-
-__all__ = ["CERTIFIED", "FAILED", "GAP", "NEXT", "NOT_ATTEMPTED", "REFUTED", "Level", "Outcome",
-           "climb"]
 
 #: The statuses of an :class:`Outcome` (and of a :class:`~.record.Certificate`).
 CERTIFIED, REFUTED, GAP, NOT_ATTEMPTED, FAILED = (
@@ -68,12 +55,7 @@ class Level(Protocol):
 
 
 def climb(ladder: Sequence[Level], budget: CertificateBudget, state: Any) -> list[Outcome]:
-    """Walk ``ladder`` from its first level and return the trail.
-
-    A level that does not apply is passed over (``not_attempted``, recorded); the walk goes
-    where each outcome's ``next`` says and ends at None or past the last level. With the
-    ``catdask.certificate`` logger at DEBUG, each level's estimate is logged before it runs.
-    """
+    """Walk ``ladder`` from its first level and return the trail."""
     names = [level.name for level in ladder]
     trail: list[Outcome] = []
     at = 0

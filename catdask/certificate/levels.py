@@ -1,18 +1,4 @@
-"""The linear test's ladder (docs/design.md §4): the levels :func:`certify_global_optimum` climbs.
-
-1. ``sdp dual``: Rapcsák's condition and the SDP-dual test at W: certified, refuted (an
-   empty nu interval) or a gap.
-2. ``cheap bound``: ``sum_k lambda_max(R_k) / 2``, the SDP-dual bound at nu and, on dense
-   matrices, the projected-subgradient bound (a few K eigh of order D).
-3. ``full SDP``: the SDP relaxation itself (cvxpy + Clarabel), up to ``max_sdp_dim``.
-4. ``subspace dual``: the relaxation's dual restricted to a growing subspace, where the full
-   SDP is too large and the cheap bounds leave a gap above ``subspace_min_gap``.
-5. ``projected subgradient``: the reduced bound on matvecs, where nothing above gave one.
-6. ``moment``: the level-2 moment relaxation (opt-in, ``moment=True``).
-
-A new relaxation is one more class here (``name``, ``applies``, ``estimate``, ``run``
-appending its bound to ``state.bounds``), placed in :data:`LINEAR_LADDER` before ``moment``.
-"""
+"""The linear test's ladder: the levels :func:`certify_global_optimum` climbs (design.md §4)."""
 
 from __future__ import annotations
 
@@ -29,8 +15,6 @@ from .rapcsak import rapcsak_lambda_max
 from .resources import numerical_failures
 from .sdp_dual import sdp_dual_test
 from .subspace_dual import have_small_sdp_solver, subspace_dual_bound
-
-__all__ = ["LINEAR_LADDER", "LinearState"]
 
 
 @dataclasses.dataclass
@@ -91,13 +75,7 @@ class SdpDual:
 
 
 class CheapBound:
-    """The trivial bound, the SDP-dual bound at nu and, dense, the projected subgradient.
-
-    Above ``dense_max_dim`` the first two cost K eigenvalue proofs of order D each and are
-    held *pending* with a proved lower bound (Rayleigh quotients): one is proved only where
-    it could decide something (within ``subspace_min_gap`` here, below the best bound at the
-    end). Skipping one whose lower bound is already beaten leaves the result unchanged.
-    """
+    """The trivial bound, the SDP-dual bound at nu and, dense, the projected subgradient."""
 
     name = "cheap bound"
 

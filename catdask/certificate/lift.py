@@ -1,16 +1,5 @@
 """The lifts of docs/design.md §4c: a bound on the compressed problem (on a subspace S that
-contains the fitted axes) made into a bound on the full kernel problem.
-
-- :func:`lifted_dual_bound`: Lemma 2 (the complement through ``||C_k||^2 <= rho_k eps_k``) and,
-  given the axes' leak ``gamma_k^2``, Lemma 2' (the complement absorbed by the certificate's
-  margin off the axis), for any compressed dual point;
-- :func:`sqrt_lift_bound`: Lemma 3, from any compressed upper bound;
-- Lemma 2'' (inside :func:`lifted_dual_bound`, given ``cross``): the complement through the
-  exact cross term ``C_k C_k^T`` and a Schur complement, where a class-block pass gave it.
-
-Every ``nu`` is recomputed as a verified eigenvalue bound plus a rounding allowance, so the
-bounds hold whatever the search that proposed the dual point returned.
-"""
+contains the fitted axes) made into a bound on the full kernel problem."""
 
 from __future__ import annotations
 
@@ -21,8 +10,6 @@ import scipy.linalg
 
 from .certify import one_blas_thread
 from .eigen import sym, verified_top
-
-__all__ = ["lifted_dual_bound", "sqrt_lift_bound"]
 
 _EPS = np.finfo(float).eps
 
@@ -41,20 +28,7 @@ def _delta(nu, eps, rho):
 def lifted_dual_bound(R_S, W_S, nu, eps, rho=None, gamma2=None, Y=None, cross=None, *,
                       cache=None, key=None, above=math.inf):
     """Lemma 2 (docs/design.md §4c): an upper bound on ``max f`` of the full problem.
-
-    ``Y_S = W S(nu)_+ W^T`` with ``S(nu) = Lambda - diag(nu)`` (or the PSD part of a given ``Y``),
-    ``nu'_k`` a verified upper bound on ``lambda_max(R_k^S - Y_S)``, then ``nu'_k + delta_k`` for
-    the complement: valid for any nu and any W_S. With ``gamma2`` also Lemma 2', with ``cross``
-    (per class ``(Z_k, a_k)``, ``Z_k + a_k I >= C_k C_k^T``, or None) also Lemma 2''; each class
-    keeps the smallest of its multipliers.
-
-    ``cache`` and ``key`` let repeated calls on the same ``R_S`` and ``W_S`` share what does not
-    depend on ``eps``, ``gamma2`` or ``cross``. ``above``: a bound the caller already holds; every
-    multiplier is at least a Rayleigh quotient ``theta_k`` of the verified top vector, so when
-    ``(tr Y_S + sum_k theta_k) / 2 >= above`` the cheap Lemma 2 bound is returned.
-
-    Returns ``(bound on max f, rho)``.
-    """
+    Returns ``(bound on max f, rho)``."""
     with one_blas_thread():
         if cache is None or key is None:
             return _lifted_dual_bound(R_S, W_S, nu, eps, rho, gamma2, Y, cross, {}, above)

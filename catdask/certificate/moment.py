@@ -1,21 +1,4 @@
-"""Second-level moment relaxation (Lasserre) of the CQS problem: a rigorous upper bound on max f.
-
-Where the SDP-dual test is not tight (e.g. wine with ``origin="class"``), the level-2 moment /
-sum-of-squares relaxation usually is (docs/design.md section 4b). This module solves
-
-    minimise gamma  s.t.  gamma - f(y) = sum_b v_b(y)^T Q_b v_b(y) + sum_j lambda_j h_j(y) m_j(y),
-                          Q_b PSD,
-
-(:mod:`.moment_sos`) by handing its moment side to SCS, and proves the bound from the dual data
-alone (:mod:`.moment_dual`): the solver's accuracy decides how tight the bound is, never whether
-it holds. Given W and a target gap, SCS runs in stages and the complementary-slackness polish
-(:mod:`.moment_polish`) turns an early iterate into proof data when W is the optimum.
-
-Exact reductions: **sign symmetry** (``w_k -> -w_k``: only monomials of even degree in every
-``w_k``; the Gram matrix splits into ``[1, y_ki y_kj]`` and K blocks ``[y_ki]``; the cross
-blocks ``[y_ki y_lj]`` are left out, a valid, possibly weaker bound) and the **common null
-space** (solved in the span of ``sum_k R_k``; what lies outside is charged to the bound).
-"""
+"""Second-level moment relaxation (Lasserre) of the CQS problem: a rigorous upper bound on max f."""
 
 from __future__ import annotations
 
@@ -33,9 +16,6 @@ from .moment_dual import MomentDual, dual_bound, reduction_basis
 from .moment_polish import polish as slackness_polish
 from .moment_polish import slackness_system
 from .moment_sos import block_sizes, count_moments, identity
-
-__all__ = ["MomentBound", "RelaxationTooLarge", "moment_relaxation_bound",
-           "moment_relaxation_size", "MOMENT_HINT", "moment_install_note", "moment_hint"]
 
 class RelaxationTooLarge(ValueError):
     """The relaxation would exceed the size guard; the message says what it would cost."""
@@ -200,22 +180,9 @@ def moment_relaxation_bound(R, *, W=None, eps=1e-8, max_iters=20_000, budget=DEF
                             polish=True):
     """Rigorous upper bound on ``max 1/2 sum_k w_k^T R_k w_k`` over orthonormal W (level 2), as a
     :class:`MomentBound`.
-
-    ``W``, a point believed optimal, warm-starts the solver and anchors the Gram basis (any W is
-    safe: it changes how tight the bound is, never whether it holds). ``anchor`` is the basis of the
-    block ``[1, y_ki y_kj]``: ``"full"`` every ``i <= j``; an int ``a`` only ``i < a`` in
-    coordinates whose first K axes span W (:mod:`.moment_sos`); ``"auto"`` anchors at K when W is
-    given, the full block has ``budget.anchor_min_block`` rows and anchoring halves it. SCS runs to
-    accuracy ``eps`` (a looser solve only loosens the bound) within ``max_iters`` and the budget's
-    ``max_solve_seconds``; ``scs_options`` override its settings (``verbose`` shows its log). With
-    W, ``polish`` and a ``target_gap``, SCS runs in stages (``polish_first_iters``, doubling) and
-    after each the polish (:mod:`.moment_polish`) tries to prove ``polish_margin * target_gap``;
-    when none does, SCS runs to ``eps``.
-
     Raises :class:`RelaxationTooLarge` above the budget's size guard (``max_moment_block``,
     ``max_moments``; the message gives the size) and ``ImportError`` without SCS (``pip install
-    catdask[sdp]``).
-    """
+    catdask[sdp]``)."""
     t0 = time.perf_counter()
     R = _as_stack(R)
     K, D, _ = R.shape

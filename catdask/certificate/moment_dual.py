@@ -1,19 +1,4 @@
-"""The moment certificate's dual data and its verification (docs/design.md section 4b).
-
-A :class:`MomentDual` is what the level-2 relaxation proves a bound with: a reduction basis,
-the normalising scale, ``gamma``, the Gram matrices ``Q_b`` and the multipliers ``lambda`` of
-the identity of :mod:`.moment_sos`. :func:`dual_bound` turns it, together with the class
-matrices, into a rigorous upper bound on ``max f`` without any solver: whatever the data (a
-solver's rough output, or numbers read back from a store, tampered or not), the value returned
-bounds ``max f`` from above; bad data only makes it large.
-
-The bound charges, in units of f (``scale`` times the identity's units):
-
-* the leftover residual ``rho`` of the identity, group by group in a weighted l2 norm;
-* ``max(0, -lambda_min(Q_b))`` times ``max ||v_b||^2`` for a Gram matrix below the PSD cone;
-* the part of the class matrices outside the reduction basis (the dropped eigenvalues);
-* rounding in every step above.
-"""
+"""The moment certificate's dual data and its verification (docs/design.md section 4b)."""
 
 from __future__ import annotations
 
@@ -25,23 +10,12 @@ import numpy as np
 from .moment_sos import LAYOUT
 from .moment_sos import identity as shared_identity
 
-__all__ = ["DualBound", "MomentDual", "dual_bound", "reduction_basis"]
-
 _EPS = np.finfo(float).eps
 
 
 @dataclass(frozen=True, eq=False)
 class MomentDual:
-    """Dual data of a level-2 moment certificate (numeric arrays and a layout name).
-
-    ``basis`` (D, r) is an orthonormal (to round-off) basis of the reduced space, the identity being
-    in ``Y = basis^T W`` for the class matrices divided by ``scale``; ``gamma`` is its bound on the
-    reduced problem (units of ``f / scale``); ``gram`` the upper triangles (``numpy.triu_indices``
-    order) of the Gram matrices ``Q_b``; ``multipliers`` the ``lambda_j``; ``anchor`` the Gram basis
-    of :class:`~.moment_sos.Identity` (None: full) and ``layout`` the basis layout of
-    :mod:`.moment_sos` the data were written for; ``class_matrices`` (K, D, D) those the bound was
-    proved for, when kept with the certificate.
-    """
+    """Dual data of a level-2 moment certificate (numeric arrays and a layout name)."""
 
     basis: np.ndarray
     scale: float
@@ -86,10 +60,7 @@ class MomentDual:
 
 @dataclass(frozen=True)
 class DualBound:
-    """A rigorous bound from :func:`dual_bound` and what it charged (all in units of f).
-
-    ``residual_l1`` is what the former charge ``||rho||_1`` would have been (for comparison).
-    """
+    """A rigorous bound from :func:`dual_bound` and what it charged (all in units of f)."""
 
     upper_bound: float
     reduced_bound: float

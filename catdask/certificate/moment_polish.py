@@ -1,15 +1,4 @@
-"""Complementary-slackness polish of the moment certificate's dual data (docs/design.md 4b).
-
-When the level-2 relaxation is tight at W, its primal optimum is the moments of W, whose Gram
-blocks are rank one, ``v_b(Y) v_b(Y)^T`` at ``Y = B^T W``; any dual optimum then has
-``Q_b v_b(Y) = 0``. This module finds such dual data from a rough solver iterate by alternating
-projections: (1) the least-norm change that makes the identity (all but its constant) exact
-and ``Q_b u_b = 0`` (one sparse LSQR solve, warm from the iterate); (2) the Gram matrices
-projected onto the PSD cone (which keeps ``u_b`` in the null space).
-
-Nothing here is trusted: every round's data go to :func:`.moment_dual.dual_bound`, and a wrong W
-only makes the proved bound large, never wrong.
-"""
+"""Complementary-slackness polish of the moment certificate's dual data (docs/design.md 4b)."""
 
 from __future__ import annotations
 
@@ -20,8 +9,6 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import lsqr
 
 from .moment_dual import MomentDual
-
-__all__ = ["basis_values", "slackness_system", "polish"]
 
 # LSQR per round: at most 300 iterations, stopping once the residual is 1e-4 of the round's
 # starting one (the next round starts from what is left; the last round's is charged by the
@@ -82,13 +69,7 @@ def _psd_part(t, size):
 
 def polish(ident, dual, f_vec, system, prove, target, max_rounds=8, lsqr_iters=LSQR_ITERS):
     """Alternating projections from ``dual`` (a solver iterate) until a proved bound is within
-    ``target``, for at most ``max_rounds`` rounds (fewer when a round does not halve the gap).
-
-    ``f_vec`` are the objective's coefficients in the identity ``ident``, ``system`` the point's
-    :func:`slackness_system`, ``prove(MomentDual) -> (gap, DualBound)`` the rigorous proof. Returns
-    the best proved round as ``(gap, DualBound, MomentDual, rounds)`` (``gap`` inf when none was
-    finite).
-    """
+    ``target``, for at most ``max_rounds`` rounds (fewer when a round does not halve the gap)."""
     L, keep, _ = system
     sizes = ident.sizes()
     cuts = np.cumsum([s * (s + 1) // 2 for s in sizes])  # the last cut splits off lambda

@@ -1,17 +1,4 @@
-"""The polynomial identity of the level-2 moment / sum-of-squares certificate, as sparse maps.
-
-Shared by the solver (:mod:`.moment`) and the verifier (:mod:`.moment_dual`), so that a stored
-certificate is checked against exactly the identity it was solved for (docs/design.md section
-4b). Variables are ``y = vec(Y)`` of the reduced point Y (r x K): variable ``k * r + i`` is
-``Y[i, k]``. A monomial is a sorted tuple of variable numbers.
-
-The identity is
-
-    gamma - f(y) = sum_b v_b(y)^T Q_b v_b(y) + sum_j lambda_j h_j(y) m_j(y) + rho(y)
-
-with ``f(y) = 1/2 sum_k y_k^T A_k y_k``, ``h_j`` the orthonormality constraints ``y_k^T y_l -
-delta_kl`` and ``rho`` the leftover residual that the verifier charges to the bound.
-"""
+"""The polynomial identity of the level-2 moment / sum-of-squares certificate, as sparse maps."""
 
 from __future__ import annotations
 
@@ -21,8 +8,6 @@ from collections import Counter
 
 import numpy as np
 import scipy.sparse as sp
-
-__all__ = ["LAYOUT", "Identity", "block_sizes", "count_moments", "identity"]
 
 # Name of the basis layout below; stored with a certificate so that a verifier refuses data
 # written for another layout.
@@ -156,12 +141,7 @@ class Identity:
         return sum(abs(A) @ np.abs(t) for A, t in zip(self._A, triu_blocks))
 
     def groups(self):
-        """(group id, weight) per monomial for the residual charge (docs/design.md 4b).
-
-        Monomials are grouped by their multiset of classes (constant; ``kk``; ``kkkk``;
-        ``kkll``); within a group, ``sum_alpha weight_alpha (y^alpha)^2 <= 1`` for every Y with
-        unit columns, where ``weight_alpha`` counts the ordered index tuples giving alpha.
-        """
+        """(group id, weight) per monomial for the residual charge (docs/design.md 4b)."""
         if self._groups is not None:
             return self._groups
         r = self.r

@@ -1,13 +1,4 @@
-"""The point W under test and the class matrices R_k seen from it (docs/design.md section 4).
-
-:class:`StationaryPoint` holds what every test shares: access to ``R_k`` (dense, or an operator
-``apply(k, V)``), the point W, ``Lambda = W^T [R_k w_k]_k`` with the first-order residuals
-(paper eq. (50)), the scale of the tolerances and the eigen-solvers.
-
-Dense class matrices are divided by a power of two near their largest entry first (exact in
-floating point), so data around 1e77 and above neither overflows nor underflows in the tests;
-values and bounds are scaled back by :attr:`StationaryPoint.unit` when reported.
-"""
+"""The point W under test and the class matrices R_k seen from it (docs/design.md section 4)."""
 
 from __future__ import annotations
 
@@ -20,16 +11,10 @@ import scipy.linalg
 
 from .eigen import top_eig, verified_top
 
-__all__ = ["CannotTest", "ClassMatrixOperator", "StationaryPoint", "read_inputs"]
-
 
 @runtime_checkable
 class ClassMatrixOperator(Protocol):
-    """The class matrices R_k (D, D) as products, for a D too large to hold K of them.
-
-    What :func:`~catdask.certificate.certify_global_optimum` accepts instead of the (K, D, D)
-    stack: D, K and ``apply(k, V) = R_k @ V``.
-    """
+    """The class matrices R_k (D, D) as products, for a D too large to hold K of them."""
 
     n_features: int  # D
     n_classes: int  # K
@@ -80,14 +65,7 @@ def _power_of_two_unit(largest):
 
 
 class StationaryPoint:
-    """What the tests share: R_k, the point W, Lambda, the scale, eigen-solvers.
-
-    Built from ``inputs`` (``(R, operator, W)`` of :func:`read_inputs`), the relative ``tol``
-    (``tau = tol * scale``), the budget's ``dense_max_dim`` (dense search) and
-    ``verify_dense_max_dim`` (dense proofs), and ``rng`` for Lanczos start vectors. Raises
-    :class:`CannotTest` on well-formed input no test can run on: non-finite values, ``D < K`` (no
-    orthonormal W exists), or W far from orthonormal.
-    """
+    """What the tests share: R_k, the point W, Lambda, the scale, eigen-solvers."""
 
     def __init__(self, inputs, *, tol, budget, rng):
         self.notes = []
@@ -153,13 +131,7 @@ class StationaryPoint:
 
     def _scale(self):
         """``scale = max_k ||R_k||_2`` (tolerances) and verified ``lambda_max(R_k)`` (trivial
-        bound).
-
-        Dense: one ``eigvalsh`` per class. Otherwise one Lanczos estimate per class: a tolerance
-        unit need not be proved (a smaller one only makes the test stricter). The proved upper
-        bounds, needed by the trivial bound only, are computed on first use of :attr:`lam_max_R`
-        (one Cholesky per class for arrays, docs/design.md §4 "At high D").
-        """
+        bound)."""
         K = self.K
         self._lam_max_R = None
         self.lam_low_R = np.empty(K)  # Rayleigh quotients: lower bounds on lambda_max(R_k)
@@ -215,13 +187,7 @@ class StationaryPoint:
         return top_eig(n, matvec=matvec, shift=shift, v0=v0)
 
     def top_upper(self, *, matrix_of, matvec, shift=0.0, n=None, estimate=None):
-        """Verified upper bound on lambda_max (recording how it was verified).
-
-        ``matrix_of()`` builds the dense matrix; it is called only when the class matrices are
-        dense (so the bound does not rely on Lanczos converging), else ``matvec`` is used.
-        ``estimate`` (an estimated top pair from the search) lets a large dense matrix be proved
-        by one Cholesky factorisation (:func:`~catdask.certificate.eigen.verified_top`).
-        """
+        """Verified upper bound on lambda_max (recording how it was verified)."""
         n = self.D if n is None else n
         matrix = matrix_of() if self.R_all is not None else None
         upper, v, check = verified_top(

@@ -1,8 +1,4 @@
-"""Rapcsák's sufficient condition (paper, section "Euclidean setting"; docs/design.md section 4).
-
-W is a global maximiser if ``blockdiag(R_k) - Lambda (x) I_D`` is negative semidefinite. Sound but
-vacuous in practice: it needs every w_k to be a top eigenvector of its own R_k.
-"""
+"""Rapcsák's sufficient condition (paper, "Euclidean setting"; docs/design.md section 4)."""
 
 from __future__ import annotations
 
@@ -10,8 +6,6 @@ import numpy as np
 import scipy.linalg
 
 from .eigen import verified_top
-
-__all__ = ["rapcsak_lambda_max"]
 
 
 def rapcsak_lambda_max(point):

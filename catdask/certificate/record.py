@@ -5,8 +5,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, fields
 
-__all__ = ["Certificate", "not_applicable", "not_certified"]
-
 _BOOL_FIELDS = ("applicable", "certified", "rapcsak")
 _OPTIONAL_STR_FIELDS = ("method", "bound_method", "eigen_check", "status", "next_level")
 #: The reason of :func:`not_applicable` by default: the CAS objective has no test.
@@ -15,11 +13,7 @@ _NOT_QUADRATIC = "not applicable: the absolute-value objective (CAS) is not quad
 
 @dataclass(frozen=True)
 class Certificate:
-    """Outcome of the global-optimality test for one point W (docs/design.md section 4).
-
-    Objective values and bounds are on the scale ``f(W) = 1/2 sum_k w_k^T R_k w_k`` that the
-    estimators report; ``scale = max_k ||R_k||_2`` is the tolerances' unit.
-    """
+    """Outcome of the global-optimality test for one point W (docs/design.md section 4)."""
 
     #: False for the absolute-value objective (CAS), which is never certified, and for a test
     #: that was not attempted.
@@ -87,11 +81,7 @@ class Certificate:
 
     @property
     def verified_gap(self):
-        """``(verified_upper_bound - objective) / |objective|`` clipped at 0 (nan if unknown).
-
-        Unlike :attr:`gap` it is not rounded to 0 when certified: it is the verified margin of
-        the certificate on the objective's relative scale.
-        """
+        """``(verified_upper_bound - objective) / |objective|`` clipped at 0 (nan if unknown)."""
         bound, f = self.verified_upper_bound, self.objective
         if not (math.isfinite(bound) and math.isfinite(f)):
             return math.nan
@@ -119,10 +109,7 @@ class Certificate:
     __repr__ = __str__
 
     def to_dict(self):
-        """JSON-serialisable dict (nan becomes None, ``nu`` a list) for the model registry.
-
-        Includes the derived ``verified_gap``.
-        """
+        """JSON-serialisable dict (nan becomes None, ``nu`` a list) for the model registry."""
         d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "moment_dual"}
         d["verified_gap"] = self.verified_gap
         for key, value in d.items():

@@ -1,7 +1,4 @@
-"""What the test may spend: BLAS threads, the failures it absorbs, the size guard at large D.
-
-Split from :mod:`.certify` (which re-exports these names) to keep each module short.
-"""
+"""What the test may spend: BLAS threads, the failures it absorbs, the size guard at large D."""
 
 from __future__ import annotations
 
@@ -14,8 +11,6 @@ from scipy.sparse.linalg import ArpackError
 
 from .eigen import NumericalFailure
 from .record import not_certified
-
-__all__ = ["estimated_seconds", "numerical_failures", "one_blas_thread", "size_guard"]
 
 logger = logging.getLogger("catdask.certificate")
 
@@ -43,13 +38,7 @@ _BLAS_CONTROLLER = None
 
 
 def numerical_failures():
-    """The exceptions a test can meet on well-formed input, which become "not certified".
-
-    LAPACK's ``LinAlgError``; ARPACK's errors (``ArpackNoConvergence`` among them); a Lanczos
-    run or a conic solver that returns no answer (:class:`~.eigen.NumericalFailure`, cvxpy's
-    ``SolverError``); floating-point overflow; memory. Anything else, a ``TypeError`` or an
-    ``AttributeError`` say, is a bug and propagates.
-    """
+    """The exceptions a test can meet on well-formed input, which become "not certified"."""
     failures: tuple[type[BaseException], ...] = (
         np.linalg.LinAlgError, ArpackError, NumericalFailure, FloatingPointError, OverflowError,
         MemoryError)

@@ -1,15 +1,4 @@
-"""The verified SDP-dual test (Gilman, Burer & Balzano, arXiv:2205.13653; docs/design.md 4, 3c).
-
-W is a global maximiser if some nu in R^K makes
-
-    (a) S(nu) = Lambda - diag(nu) PSD,
-    (b) M_k(nu) = R_k - W S(nu) W^T - nu_k I NSD for every k,
-
-because ``Y = W S W^T`` and ``nu`` are then feasible for the dual of the SDP relaxation with dual
-value ``tr Lambda = 2 f(W)``. nu is searched for by Kelley cutting planes on the concave margin
-(:func:`sdp_dual_test`), then verified with eigenvalue upper bounds (:func:`verify_nu`); the
-verification is what makes it a certificate.
-"""
+"""The verified SDP-dual test (Gilman, Burer & Balzano, arXiv:2205.13653; docs/design.md 4, 3c)."""
 
 from __future__ import annotations
 
@@ -18,8 +7,6 @@ import math
 import numpy as np
 from .eigen import sym, top_eig
 from .kelley_lp import solve_kelley_lp
-
-__all__ = ["sdp_dual_test", "verify_nu"]
 
 
 def _complement_top(point, k):
@@ -49,11 +36,7 @@ def _deflation(point, nu):
 
 
 def _restricted_matrix(point, k, nu):
-    """``P_k M_k(nu) P_k - big w_k w_k^T`` as a dense D x D matrix (``P_k = I - w_k w_k^T``).
-
-    Its top eigenvalue is the one of ``Q^T M_k Q`` (Q an orthonormal basis of the complement of
-    w_k), with ``M_k(nu) = R_k - W (Lambda - diag nu) W^T - nu_k I`` (docs/design.md 4, (b)).
-    """
+    """``P_k M_k(nu) P_k - big w_k w_k^T`` as a dense D x D matrix (``P_k = I - w_k w_k^T``)."""
     W, w = point.W, point.W[:, k]
     M = point.R_all[k] - W @ (point.Lam - np.diag(nu)) @ W.T - nu[k] * np.eye(point.D)
     Mw = M @ w
@@ -77,12 +60,10 @@ def _restricted_matvec(point, k, nu):
 
 def _margin_pieces(point, nu, v0s):
     """Margin t(nu) and one affine majorant (cut) per piece, from the eigenvectors.
-
     Returns ``(t, cuts, pairs)`` with cuts ``(c, g)`` meaning ``t(nu') <= c + g @ nu'`` for all
     nu', and ``pairs`` the estimated top pair (value, vector) of each restricted M_k(nu) (what
     :func:`verify_nu` proves by Cholesky above ``dense_max_dim``). The cuts are Rayleigh
-    quotients, so they are valid even for inexact eigenvectors.
-    """
+    quotients, so they are valid even for inexact eigenvectors."""
     W = point.W
     cuts = []
     # (a): lambda_min(Lambda - diag nu) <= u^T Lambda u - sum_j u_j^2 nu_j.
@@ -115,11 +96,7 @@ def _margin_pieces(point, nu, v0s):
 
 def _nu_box(point):
     """Necessary interval for each nu_k (padded by tau), whether it is empty, and the top
-    complement direction of each R_k (used by the reduced bound).
-
-    ``nu_k in [lambda_max(P R_k P), Lambda_kk]`` with P the projector on the complement of W; an
-    empty interval proves W is not a global maximiser.
-    """
+    complement direction of each R_k (used by the reduced bound)."""
     K, tau, Lam = point.K, point.tau, point.Lam
     hi = np.diag(Lam).copy()
     lo = np.empty(K)
@@ -179,18 +156,10 @@ def _kelley(point, lo, hi):
 def sdp_dual_test(point):
     """Search nu (Kelley cutting planes, docs/design.md 3c) at ``point``, then verify it by
     eigenvalues.
-
-    When the search has proved that no nu passes (its LP value, an upper bound on the margin, is
-    below -tau) and the class matrices are not dense, the verification can only contribute the
-    dual bound at nu; it is then deferred: ``verify`` runs it, and ``bound_low`` is a proved lower
-    bound on what it would give, so a caller holding a bound <= ``bound_low`` skips it
-    (docs/design.md §4, "At high D").
-
     Returns a dict: ``passed``, ``margin`` (normalised; verified, or estimated while deferred),
     ``nu``, ``bound`` (the verified dual bound at nu, or None), ``bound_low`` and ``verify`` (None
     unless deferred), ``reason``, ``iterations``, ``directions`` (the top complement direction of
-    each R_k) and ``refuted`` (the nu interval is empty: a better W exists).
-    """
+    each R_k) and ``refuted`` (the nu interval is empty: a better W exists)."""
     lo, hi, witness, directions = _nu_box(point)
     if witness is not None:
         k, excess = witness
@@ -243,13 +212,7 @@ def sdp_dual_test(point):
 
 
 def _nu_bound(point, nu, tops):
-    """Margin at nu and the dual bound it yields, given ``tops[k] >= lambda_max(Q^T M_k Q)``.
-
-    ``lambda_max(M_k) <= lambda_max([[a, b], [b, c]])`` with ``a = w_k^T M_k w_k``,
-    ``b = ||P_k M_k w_k||`` and ``c = tops[k]`` (Notes of
-    :func:`~catdask.certificate.certify_global_optimum`); the right side is nondecreasing in
-    c, so lower values of c give a lower bound on the verified result.
-    """
+    """Margin at nu and the dual bound it yields, given ``tops[k] >= lambda_max(Q^T M_k Q)``."""
     W, K = point.W, point.K
     S = point.Lam - np.diag(nu)
     evals, evecs = np.linalg.eigh(S)
@@ -273,15 +236,7 @@ def _nu_bound(point, nu, tops):
 
 
 def verify_nu(point, nu, estimates=None, known=None):
-    """Verified margin at nu by eigenvalue upper bounds, and the dual bound it yields.
-
-    ``c_k`` of :func:`_nu_bound` is a verified upper bound (:meth:`StationaryPoint.top_upper`);
-    ``estimates`` (the search's estimated top pair of each restricted M_k at this nu) let a
-    large dense matrix be proved by one Cholesky factorisation instead of an ``eigh``.
-    ``known``: the search's pairs at this nu when it computed them by dense ``eigh`` on the
-    same matrices, which is what ``top_upper`` would compute again
-    (:meth:`StationaryPoint.top_upper_known`: the same values, no second ``eigh``).
-    """
+    """Verified margin at nu by eigenvalue upper bounds, and the dual bound it yields."""
     if known is not None and point.D > 1 and point.verifies_dense(point.D):
         return _nu_bound(point, nu, [point.top_upper_known(pair)[0] for pair in known])
     tops = []

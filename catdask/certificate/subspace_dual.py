@@ -1,18 +1,7 @@
 """The SDP relaxation's dual at high D, in a growing subspace (docs/design.md §4, "At high D").
 
-The dual ``min sum_k nu_k + tr Y  s.t.  Y PSD,  Y + nu_k I >= R_k`` has an optimum of rank
-<= K, so Y is sought as ``V T V^T`` with V (D x m, orthonormal) a few times K wide: W, the top
-direction of each R_k off W, then the top eigenvectors of ``R_k - V T V^T``, round by round.
-
-For a fixed V, T comes from a small model: with ``A_k = V^T R_k V``, ``C_k = V^T R_k P``
-(P = I - V V^T) and ``beta_k >= lambda_max(P R_k P)``, the Schur complement gives
-``nu I >= R_k - V T V^T`` whenever ``s = nu - beta_k > 0`` and
-
-    [[ (beta_k + s) I - A_k + T,  G_k ],
-     [ G_k^T,                     s I ]]  PSD,      G_k G_k^T = C_k C_k^T.
-
-This only *chooses* T: the bound is the dual value at ``Y = V T_+ V^T`` with each ``nu_k`` a
-verified upper bound on ``lambda_max(R_k - Y)``, valid whatever the choice.
+``Y = V T V^T`` with V a few times K wide grows round by round; the small model only *chooses*
+T: the bound is the dual value at ``V T_+ V^T`` with verified ``nu_k``, valid whatever the choice.
 """
 
 from __future__ import annotations
@@ -26,8 +15,6 @@ from typing import Any
 import numpy as np
 
 from .eigen import sym
-
-__all__ = ["subspace_dual_bound", "have_small_sdp_solver"]
 
 #: Smoothing widths (relative to the scale) of the model's maxima, one L-BFGS run each.
 SMOOTHING = (1e-2, 1e-3, 1e-4)
@@ -79,13 +66,7 @@ def _model(point, V, betas, RV):
 
 
 def _small_dual(point, V, betas, RV, T0, sigma0=None, smoothing=SMOOTHING):
-    """T (m x m, PSD) minimising the small model of the module docstring, and the final ``log s``.
-
-    ``tr T + sum_k nu_k`` with ``nu_k = max(beta_k + s_k, lambda_max(A_k - T + H_k / s_k))``
-    minimised over ``T = L L^T`` and ``s_k = exp(sigma_k)``, both max functions smoothed
-    (``mu log sum exp``, >= the max) with mu decreasing, by L-BFGS: each evaluation is K
-    eigendecompositions of order m (an interior-point solver is far slower).
-    """
+    """T (m x m, PSD) minimising the Schur-complement model of docs/design.md §4, and the final ``log s``."""
     from scipy.optimize import minimize
 
     K, m = point.K, V.shape[1]
@@ -133,14 +114,7 @@ def _small_dual(point, V, betas, RV, T0, sigma0=None, smoothing=SMOOTHING):
 
 
 def subspace_dual_bound(point, directions, nu=None, *, rounds=None):
-    """Upper bound on ``max f`` from the relaxation's dual restricted to a growing subspace.
-
-    ``directions`` are the top direction of each R_k orthogonal to W (the SDP-dual test's nu box),
-    ``nu`` its best multipliers (warm start ``Y = W (Lambda - diag nu)_+ W^T``), ``rounds`` the
-    growth rounds (default: the budget's ``subspace_rounds``). Returns ``(bound, info)``: the
-    verified bound (normalised scale) and ``m``, ``rounds``, ``estimates`` (per round), ``seconds``
-    and the final ``V`` and ``T``.
-    """
+    """Upper bound on ``max f`` from the relaxation's dual restricted to a growing subspace."""
     t0 = time.perf_counter()
     K, D = point.K, point.D
     V = _orthonormal_extension(point.W, np.column_stack(directions)) if directions else point.W

@@ -10,8 +10,6 @@ import scipy.linalg
 
 from .eigen import sym
 
-__all__ = ["SubspaceFactor", "BLOCK", "ACCEPT"]
-
 #: Landmark columns fetched per block (one ``columns`` call, N * block kernel entries).
 BLOCK = 64
 #: A candidate in a block is used as a pivot only while its leftover diagonal is at least this
@@ -23,13 +21,7 @@ _EPS = np.finfo(float).eps
 
 
 class SubspaceFactor:
-    """Incremental pivoted Cholesky of the Gram matrix of ``[w_1..w_K, psi_1..psi_N]``.
-
-    The K axes are the first pivots, so the basis of S contains span(W) exactly (in exact
-    arithmetic); later pivots are training points chosen greedily by leftover diagonal, a block
-    of candidates per Gram-column request. Rows ``L[i]`` are the coordinates of ``P_S psi_i``
-    and rows ``LW[k]`` those of ``w_k``, in the same orthonormal basis of S.
-    """
+    """Incremental pivoted Cholesky of the Gram matrix of ``[w_1..w_K, psi_1..psi_N]``."""
 
     def __init__(self, operator, A, capacity, projections=None):
         self.op = operator
@@ -77,14 +69,7 @@ class SubspaceFactor:
 
     def grow(self, target, limit=None, block=BLOCK, plan=None):
         """Add pivots until ``sum max(d, 0) <= target`` or ``limit`` (default: the capacity)
-        columns are in the factor.
-
-        ``plan`` (default ``limit``): the limit the blocks of candidates are sized for. A
-        growth that stops at ``limit < plan`` inside a block keeps the block pending and the
-        next call finishes it first, so growing to ``limit`` and then to ``plan`` picks the same
-        pivots in the same order, with the same arithmetic, as growing to ``plan`` at once (the
-        low-rank test's probe at a few landmarks leaves its first round unchanged).
-        """
+        columns are in the factor."""
         limit = self.capacity if limit is None else min(limit, self.capacity)
         plan = limit if plan is None else max(limit, min(plan, self.capacity))
         if self._pending is not None or self.residual() > target:

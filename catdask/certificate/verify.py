@@ -1,10 +1,4 @@
-"""Re-verify a stored moment certificate from its dual data, without re-solving anything.
-
-:func:`verify_certificate` recomputes the rigorous bound from the stored
-:class:`~.moment_dual.MomentDual` and class matrices, evaluates f at the model's own axes, and
-checks the stored claim: the bound is not above the stored one, and a certified model is still
-within its tolerance.
-"""
+"""Re-verify a stored moment certificate from its dual data, without re-solving anything."""
 
 from __future__ import annotations
 
@@ -14,8 +8,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from .moment_dual import DualBound, dual_bound
-
-__all__ = ["CertificateVerificationError", "VerifiedBound", "verify_certificate"]
 
 
 class CertificateVerificationError(ValueError):
@@ -34,26 +26,13 @@ class VerifiedBound:
     detail: DualBound
 
 
-def _estimator(model):
-    steps = getattr(model, "steps", None)
-    return steps[-1][1] if steps else model
-
-
 def verify_certificate(model, class_matrices=None, *, rtol=1e-9):
     """Recompute a model's moment-level bound from its stored dual data and check its claim.
-
-    ``model``: a fitted or loaded CategorySpace, KernelCategorySpace or Pipeline ending in one,
-    certified by the moment relaxation. For a linear model f is recomputed at its axes; for a
-    kernel model (axes in the Gram factor's space, not stored) the certificate's objective is
-    used. ``class_matrices`` (K, D, D): what to verify against (e.g. recomputed from the
-    training data; default: those stored with the certificate). ``rtol``: the slack allowed
-    between the recomputed and the stored bound (deterministic up to BLAS summation order).
-
     Returns a :class:`VerifiedBound`. Raises :class:`CertificateVerificationError` when the
     recomputed bound is above the stored one, a certified model's gap exceeds its tolerance,
-    or the data do not fit the model; ``ValueError`` when it carries no moment dual data.
-    """
-    est = _estimator(model)
+    or the data do not fit the model; ``ValueError`` when it carries no moment dual data."""
+    steps = getattr(model, "steps", None)
+    est = steps[-1][1] if steps else model
     cert = getattr(est, "certificate_", None)
     dual = getattr(cert, "moment_dual", None)
     if cert is None or dual is None:

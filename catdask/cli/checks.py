@@ -105,11 +105,7 @@ def missing_store_note(root) -> str:
 
 
 def check_registered_model(store, name: str) -> None:
-    """``name`` must be a safe name and a registered model (``models``, ``plot``).
-
-    Checked here, before the model is loaded, so a typo gets a "did you mean" and the list of
-    registered names.
-    """
+    """``name`` must be a safe name and a registered model (``models``, ``plot``)."""
     from catdask.names import validate_name
     from catdask.store import registered_model_names
 
@@ -359,10 +355,8 @@ def file_dataset_name(path, name: str | None) -> str:
 def check_table_file(path, name: str) -> None:
     """``ingest --file``: a safe data-set name and a regular, readable file, checked before
     the ingest pipeline (pandas, scikit-learn, zarr: seconds of imports) is loaded.
-
     Raises the same errors as the ingest itself (:class:`catdask.errors.ParseError`,
-    :class:`catdask.errors.InvalidNameError`), one line each.
-    """
+    :class:`catdask.errors.InvalidNameError`), one line each."""
     from catdask.names import validate_name
 
     validate_name(name, kind="data set")

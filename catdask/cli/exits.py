@@ -1,8 +1,4 @@
-"""Exit codes of the ``catdask`` command and the error that carries one.
-
-Every failure the CLI foresees ends in one line on stderr, ``catdask <command>: error: <what
-is wrong>``, and one of these codes; ``-v``/``--debug`` adds the traceback.
-"""
+"""Exit codes of the ``catdask`` command and the error that carries one."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""Ctrl-C in a ``catdask`` command: one line, ``interrupted``, and exit 130.
-
-Once SIGINT arrives, console logging is muted (unless ``-v``): Prefect's crash lines, asyncio's
-and the scheduler's warnings say nothing the user does not know. Prefect's API handlers sit on
-the run loggers, before the console, so the UI still records the crash.
-"""
+"""Ctrl-C in a ``catdask`` command: one line, ``interrupted``, and exit 130."""
 
 from __future__ import annotations
 
@@ -11,8 +6,6 @@ import logging
 import signal
 import threading
 from contextlib import contextmanager
-
-__all__ = ["interrupt_handling", "interrupted"]
 
 _STATE = {"interrupted": False, "verbose": False}
 #: Loggers whose own handlers print to the console besides the root's (distributed installs

@@ -1,14 +1,9 @@
 """What ``catdask models show`` and ``models compare`` print for a person: a few labelled
-lines from a model version's metadata (``--json`` prints the metadata itself).
-
-Pure functions of the metadata dicts (no store access), so they are tested on dicts.
-"""
+lines from a model version's metadata (``--json`` prints the metadata itself)."""
 
 from __future__ import annotations
 
 import re
-
-__all__ = ["model_summary", "comparison_summary"]
 
 _CERTIFICATE_METHODS = {"sdp-dual": "SDP dual", "rapcsak": "Rapcsak's condition",
                         "moment": "moment relaxation"}
@@ -85,15 +80,8 @@ def _restart_rows(meta: dict) -> list[str]:
 
 
 def model_summary(meta: dict, label: str) -> str:
-    """``catdask models show``: one version of a model, for a person.
-
-    Parameters
-    ----------
-    meta : dict
-        The version's metadata (as ``load_model_version`` returns it).
-    label : str
-        ``NAME:vN``, printed first.
-    """
+    """``catdask models show``: one version of a model (its ``meta`` as ``load_model_version``
+    returns it), for a person, headed by ``label`` (``NAME:vN``)."""
     data = meta.get("dataset")
     if meta.get("dataset_snapshot"):
         data = f"{data} (snapshot {meta['dataset_snapshot']})"

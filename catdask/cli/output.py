@@ -1,8 +1,4 @@
-"""What the CLI prints: JSON and tables on stdout, progress and notes on stderr.
-
-Progress is a live rich display when stderr is a terminal and plain log lines otherwise (so
-logs and CI output stay readable).
-"""
+"""What the CLI prints: JSON and tables on stdout, progress and notes on stderr."""
 
 from __future__ import annotations
 
@@ -76,12 +72,7 @@ def fitted_columns(rows: list[dict], width: int | None, wrap: str | None = None)
 
 
 def print_table(rows: list[dict], *, wrap: str | None = None) -> None:
-    """Rows of one shape as a table on stdout; ``(none)`` when there are none.
-
-    Cells are never cut: a table wider than the terminal (``$COLUMNS``) leaves out its
-    rightmost columns, saying which on stderr (``wrap`` names a column that may wrap instead,
-    e.g. a description); in a file or a pipe every column is printed whole.
-    """
+    """Rows of one shape as a table on stdout; ``(none)`` when there are none."""
     from rich.console import Console
     from rich.table import Table
 

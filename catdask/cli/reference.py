@@ -1,12 +1,5 @@
 """The CLI reference, ``docs/cli.md``, written from the parser itself: every command's and
-subcommand's ``--help``, word for word, at a fixed width (:data:`WIDTH`).
-
-Regenerate it after changing an option or a help text::
-
-    python -m catdask.cli.reference > docs/cli.md
-
-``tests/cli/test_cli_reference.py`` fails when the page differs from the parser.
-"""
+subcommand's ``--help``, word for word, at a fixed width (:data:`WIDTH`)."""
 
 from __future__ import annotations
 

@@ -53,11 +53,7 @@ def cmd_datasets(args) -> int:
 
 
 def cmd_check(args) -> int:
-    """Report every problem of the store (non-zero exit if it is not whole); optionally clean up.
-
-    Runs :func:`catdask.store.check_store`: checksums of every snapshot, pointers, crash
-    leftovers, stray files, every model version loaded with the real loader, stale lineage.
-    """
+    """Report every problem of the store (non-zero exit if it is not whole); optionally clean up."""
     from catdask.store import check_store
 
     root = checks.require_store(args.store)
@@ -145,11 +141,7 @@ def compared_versions(specs: list[str]) -> tuple[str, str, str]:
 
 
 def method_key(meta: dict) -> str | None:
-    """The method as ``train --method`` names it (cqs, cas, kcqs, kcas).
-
-    From the training spec the train flow records; for a model registered from Python, from
-    the estimator's class and objective (the class name when neither is known).
-    """
+    """The method as ``train --method`` names it (cqs, cas, kcqs, kcas)."""
     spec = meta.get("spec")
     if isinstance(spec, dict) and spec.get("method"):
         return spec["method"]

@@ -28,12 +28,7 @@ def unwritable_reason(path: Path) -> str | None:
 def check_store_writable(store, writes: str, subfolders=()):
     """The store of a command that writes it: creatable (:func:`check_store_creatable`) or, when
     it is a folder that exists, writable here, and so are those of its ``subfolders`` that exist.
-    (A read-only store still answers the commands that only read.)
-
-    Parameters
-    ----------
-    writes : str
-        What the command writes there, for the message.
+    ``writes``: what the command writes there, for the message.
     Raises :class:`CliError`: exit code 3, naming the folder, why it cannot be written and what to
     do.
     """
@@ -56,12 +51,8 @@ def check_store_writable(store, writes: str, subfolders=()):
 
 def check_output_writable(path, what: str) -> None:
     """The file or folder ``path`` a command will write can be made here: its nearest existing
-    folder is writable (checked before the work, not when writing its result).
-
-    Parameters
-    ----------
-    what : str
-        Who named the path, for the message: ``"--out p.csv"``, ``"the plot p.png"``.
+    folder is writable (checked before the work, not when writing its result). ``what``: who
+    named the path, for the message (``"--out p.csv"``).
     Raises :class:`CliError`: exit code 3, naming the path, the folder and why.
     """
     folder = Path(path).absolute().parent

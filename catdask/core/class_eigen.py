@@ -1,19 +1,12 @@
 """Top eigenpairs of every class block of a Gram operator, all classes per Gram pass.
 
-The decoupled kernel start needs the top eigenvector of each class block ``G_kk`` (or its
-centred form; docs/design.md §3c). The K eigenproblems run in lockstep as K block Lanczos runs
-(full reorthogonalisation) sharing their passes: each step is one product with
-``diag(G_11, ..., G_KK)`` (:meth:`BlockGramOperator.class_block_matmul`), one pass over the
-class blocks' tiles. A tile pass costs mostly its kernel evaluations, so a *block* of vectors
-per class costs little more than one and converges at the gap to the ``block + 1``-th
-eigenvalue: the caller (:mod:`catdask.core.starts`) uses one where the top gap is small.
+K block Lanczos runs in lockstep share each ``diag(G_11, ..., G_KK)`` product (docs/design.md §3c);
+a block of vectors per class costs little more than one and converges where the top gap is small.
 """
 
 from __future__ import annotations
 
 import numpy as np
-
-__all__ = ["class_block_top_eigenpairs"]
 
 #: Vectors per class and pass (see the module docstring).
 BLOCK = 4
@@ -22,18 +15,8 @@ BLOCK = 4
 def class_block_top_eigenpairs(matmul, members, *, n=None, tol=1e-10, max_dim=200, seed=0,
                                block=BLOCK, start=None):
     """Top eigenpair of every diagonal block of a symmetric PSD block-diagonal operator.
-
-    ``matmul`` maps V (n, m) to M V, with block k of M on the indices ``members[k]`` (disjoint,
-    maybe empty; ``n``, by default the largest index plus one, may exceed them: vectors are zero
-    outside the blocks). A block stops when its Ritz residual ``||(I - Q Q^T) M Q s||`` (the block
-    form of Lanczos' ``|beta_j s_j|``) is at most ``tol`` times its top Ritz value, or at Krylov
-    dimension ``max_dim`` (its best Ritz pair then). ``block`` vectors per block and step (1: plain
-    Lanczos), started from seeded random blocks whose first column ``start(k, idx) -> (n_k, 1)`` may
-    give.
-
     Returns ``[(lambda_k, a_k)]`` in the order of ``members``, ``a_k`` of unit norm with its
-    largest-magnitude entry positive.
-    """
+    largest-magnitude entry positive."""
     rng = np.random.default_rng(seed)
     members = [np.asarray(m) for m in members]
     n_total = max(int(max((np.max(m) for m in members if len(m)), default=-1)) + 1,

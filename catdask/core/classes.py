@@ -1,24 +1,13 @@
-"""Per-class bookkeeping: which samples belong to which category axis.
-
-Z has one non-zero per row (docs/design.md §1), so every per-class quantity is a segmented
-sum over samples. :class:`ClassIndex` does those sums once, vectorised over restarts.
-"""
+"""Per-class bookkeeping: which samples belong to which category axis."""
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["ClassIndex"]
-
 
 class ClassIndex:
     """Class membership of N samples with labels coded ``0..K-1`` (``codes``, in
-    ``range(n_classes)``).
-
-    ``counts`` holds each class's ``n_k``; ``order`` the stable permutation that sorts samples by
-    class (None when already sorted); class ``k`` occupies ``offsets[k]:offsets[k+1]`` of the sorted
-    order.
-    """
+    ``range(n_classes)``)."""
 
     def __init__(self, codes, n_classes):
         codes = np.asarray(codes, dtype=np.intp)

@@ -1,16 +1,4 @@
-"""The fit engine: all restarts of one problem run, chosen among and certified.
-
-:func:`fit_restarts` is the one path every fit takes: the estimator builds a problem, its
-starts, solver options, a certifier and a precision schedule, and gets back a frozen
-:class:`FitResult`. Nothing is stored on the estimator during the fit.
-
-Choosing among restarts: the highest objective wins; restarts within :data:`TIE_RTOL` of it tie,
-and among those a converged one wins. The test runs once, on the chosen restart; a tied restart
-shares its verdict, and a restart below another one is not a global maximiser, its gap bounded
-by the chosen one's upper bound. The choice never depends on the verdict, and
-:func:`certify_restarts` is a pure function of its inputs, so :class:`RestartCertification` can
-run it inside the fit or on first use of the certificates.
-"""
+"""The fit engine: all restarts of one problem run, chosen among and certified."""
 
 from __future__ import annotations
 
@@ -26,10 +14,6 @@ from .precision import FLOAT64, PrecisionSchedule
 from .problems import KernelPoint, KernelState
 from .progress import report_stage
 
-__all__ = ["SolverOptions", "Starts", "Certifier", "FitResult", "RestartCertification",
-           "fit_restarts", "choose_restart", "certify_restarts", "ties_with", "TIE_RTOL",
-           "CERTIFY_AT"]
-
 # Restarts whose objectives agree to this relative tolerance count as ties: one test, of the
 # chosen one, speaks for all of them.
 TIE_RTOL = 1e-9
@@ -40,11 +24,7 @@ CERTIFY_AT = ("access", "fit")
 
 @dataclass(frozen=True)
 class SolverOptions:
-    """Settings of every solver run of a fit (:func:`catdask.core.solver.solve`).
-
-    ``log_every``: INFO progress records every that many iterations (0: none). Progress
-    listeners come from the caller's context (:mod:`catdask.core.progress`), not from here.
-    """
+    """Settings of every solver run of a fit (:func:`catdask.core.solver.solve`)."""
 
     tol: float = 1e-8
     max_iter: int = 2000
@@ -63,10 +43,7 @@ class Starts:
 
 
 class Certifier(Protocol):
-    """Tests one restart's axes (W or kernel coefficients A) for global optimality.
-
-    ``applies = False``: no test; ``certify(None)`` gives the certificate every restart gets.
-    """
+    """Tests one restart's axes (W or kernel coefficients A) for global optimality."""
 
     applies: bool
 
@@ -74,14 +51,7 @@ class Certifier(Protocol):
 
 
 class RestartCertification:
-    """Each restart's certificate (:func:`certify_restarts`), computed at most once.
-
-    Holds the solver's records ``runs`` (no certificates yet), ``best_index``, the chosen restart's
-    axes ``point`` (None when the certifier does not apply), the ``certifier`` and ``moment`` until
-    :meth:`restarts` runs the test; then keeps only the certified records, drops the certifier and
-    calls ``release`` once. Pickling runs the test first, so a pickle never holds a certifier or an
-    operator. ``seconds``: the test's wall seconds, once it has run.
-    """
+    """Each restart's certificate (:func:`certify_restarts`), computed at most once."""
 
     def __init__(self, runs, best_index, point, certifier, *, moment=False, release=None):
         self.runs = tuple(runs)
@@ -129,15 +99,7 @@ class RestartCertification:
 
 @dataclass(frozen=True)
 class FitResult:
-    """The record of one fit: the restarts, the chosen one, its certificate and the timings.
-
-    ``certification`` holds the restarts' records and certificates, ``best_index`` the chosen
-    restart, ``state`` the solver's final state of every restart, ``float32_iterations`` each
-    restart's iterations on float32 tiles (included in ``n_iter``), ``started_at`` the fit's start
-    (``time.perf_counter()``) and ``phases`` wall seconds: ``"setup"`` (to the first iteration),
-    ``"iterations"`` or ``"float32"`` and ``"polish"``, and ``"certificate"`` when the test ran in
-    the fit.
-    """
+    """The record of one fit: the restarts, the chosen one, its certificate and the timings."""
 
     certification: RestartCertification
     best_index: int
@@ -194,12 +156,6 @@ def fit_restarts(problem, starts: Starts, *, solver_options: SolverOptions,
                  certify_at: str = "fit", release: Callable[[], Any] | None = None) -> FitResult:
     """Run every restart of ``problem`` from ``starts`` as one batch under ``precision_schedule``,
     choose one and certify it with ``certifier`` (``moment``: also the level-2 moment relaxation).
-
-    ``started_at`` (``time.perf_counter()``, default now) begins the ``"setup"`` phase.
-    ``certify_at="fit"`` runs the test here (phase ``"certificate"``); ``"access"`` defers it to the
-    first use of the result's certificates (:class:`RestartCertification`), keeping the certifier
-    and what it reads alive until then and calling ``release`` once after. A certifier that does not
-    apply gives its record here either way. Returns a :class:`FitResult`.
     """
     if certify_at not in CERTIFY_AT:
         raise ValueError(f"certify_at must be one of {CERTIFY_AT}; got {certify_at!r}.")
@@ -283,11 +239,7 @@ def _tied_certificate(reference, objective, best_index):
 
 
 def _dominated_certificate(reference, objective, best_index):
-    """Certificate of a restart that another restart beats: provably not global.
-
-    ``reference`` is the best restart's certificate; its upper bound on the global maximum
-    (when it has one) also bounds this restart's gap.
-    """
+    """Certificate of a restart that another restart beats: provably not global."""
     bound = reference.upper_bound
     gap = (bound - objective) / abs(objective) if np.isfinite(bound) and objective else np.nan
     return dataclasses.replace(

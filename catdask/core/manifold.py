@@ -1,14 +1,8 @@
-"""The Stiefel manifold St(D, K) = {W : W^T W = I_K}: points, the polar step, distances.
-
-Everything here is batched over a leading "restart" axis so that R random restarts share one
-call (docs/design.md §3, "Random restarts batch naturally").
-"""
+"""The Stiefel manifold St(D, K) = {W : W^T W = I_K}: points, the polar step, distances."""
 
 from __future__ import annotations
 
 import numpy as np
-
-__all__ = ["random_stiefel", "polar_factor", "inv_sqrt_spd"]
 
 
 def random_stiefel(n_points, n_rows, n_cols, rng):
@@ -29,25 +23,14 @@ def random_stiefel(n_points, n_rows, n_cols, rng):
 
 
 def polar_factor(Y, *, rank_rtol=1e-10):
-    """The W-step: the orthonormal polar factor of ``Y`` (..., D, K) (paper eq. (22)).
-
-    ``W = U V^T`` from the thin SVD ``Y = U S V^T`` maximises ``trace(W^T Y)`` over the Stiefel
-    manifold (paper eqs. (17)-(22)). Returns ``(W, rank_deficient)``: ``Y`` is rank deficient when
-    ``s_min <= rank_rtol * s_max``; the polar factor is then not unique (docs/design.md §3c) and the
-    caller should warn.
-    """
+    """The W-step: the orthonormal polar factor of ``Y`` (..., D, K) (paper eq. (22))."""
     U, s, Vt = np.linalg.svd(Y, full_matrices=False)
     rank_deficient = s[..., -1] <= rank_rtol * np.maximum(s[..., 0], np.finfo(float).tiny)
     return U @ Vt, rank_deficient
 
 
 def inv_sqrt_spd(S, *, rank_rtol=1e-12):
-    """Inverse square root of symmetric positive-definite (batched, small) matrices.
-
-    Used by the kernel W-step ``A = S^{-1/2} Z^T`` (docs/design.md §3). Eigenvalues below
-    ``rank_rtol * lambda_max`` are treated as zero (pseudo-inverse square root) and reported:
-    returns ``S^{-1/2}`` and a boolean ``rank_deficient`` of shape ``S.shape[:-2]``.
-    """
+    """Inverse square root of symmetric positive-definite (batched, small) matrices."""
     S = 0.5 * (S + np.swapaxes(S, -1, -2))
     lam, V = np.linalg.eigh(S)
     top = np.maximum(lam[..., -1:], np.finfo(float).tiny)

@@ -1,13 +1,4 @@
-"""Precision schedules: in which precision the fit engine's solver runs evaluate the Gram tiles.
-
-A schedule owns the whole iteration of a fit (:func:`catdask.core.engine.fit_restarts`): the
-evaluation of the starts and the solver runs. :data:`FLOAT64` is one run with exact products;
-:class:`Float32ThenFloat64` iterates with float32 Gram tiles (float64 accumulation) to a step of
-``float32_tol``, then polishes to ``tol`` on float32 tiles made exact by an anchor,
-``G z0 + G32 (z - z0)``, between two exact float64 iterations: the first anchors, the last
-gives the reported point and the stopping test (``KernelCategorySpace(precision="auto")``
-when G is recomputed by tiles; docs/design.md §3d).
-"""
+"""Precision schedules: in which precision the fit engine's solver runs evaluate the Gram tiles."""
 
 from __future__ import annotations
 
@@ -21,9 +12,6 @@ import numpy as np
 from .problems import put_restarts, take_restarts
 from .progress import SOLVER_PHASES, report_stage
 from .solver import solve
-
-__all__ = ["AnchoredProducts", "FLOAT32_PHASE_TOL", "FLOAT64", "Float64Throughout",
-           "Float32ThenFloat64", "PrecisionSchedule", "ScheduledRun"]
 
 # precision="auto": the float32 phase stops at this RKHS step (never below ``tol``), then the
 # polish iterates on anchored products to ``tol``. The float32 map's fixed point is about 1e-6
@@ -72,12 +60,7 @@ FLOAT64 = Float64Throughout()
 class AnchoredProducts:
     """A kernel ``problem`` whose ``G Z`` is ``G Z0 + G32 (Z - Z0)``: an exact anchor ``B0 = G Z0``
     (float64; anchors ``z0``, one per restart of the batch it serves) plus a float32 correction (the
-    polish of :class:`Float32ThenFloat64`).
-
-    The product is affine in z, so Anderson mixtures still cost no pass, and its error
-    ``(G32 - G) dz`` is float32 rounding times the small ``|dz|`` left by the float32 phase, far
-    below ``tol``; nothing is accepted on it (every restart ends with an exact float64 iteration).
-    """
+    polish of :class:`Float32ThenFloat64`)."""
 
     #: ``lift`` takes the batch's restart indices (catdask.core.acceleration).
     per_restart_products = True
@@ -106,13 +89,7 @@ class AnchoredProducts:
 class Float32ThenFloat64:
     """Float32 Gram tiles to a step of ``float32_tol`` (never below the solver's ``tol``), then the
     polish to ``tol`` (docs/design.md §3d); ``operator``'s tiles switch precision, float64 again
-    after the run.
-
-    The polish iterates on float32 tiles made exact by an anchor (:class:`AnchoredProducts`); when a
-    restart's step is below ``tol``, one exact float64 iteration from its point gives the reported
-    state and the stopping test (a restart that fails it is anchored again there, for free). Both
-    phases share ``max_iter``. Kernel problems only.
-    """
+    after the run."""
 
     operator: Any
     float32_tol: float = FLOAT32_PHASE_TOL

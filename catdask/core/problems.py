@@ -1,11 +1,4 @@
-"""The category-space problems: one alternating iteration (Z-step, then W-step) each.
-
-A problem owns the data through an operator and the objective (CQS / CAS, class or global
-origin). The solver only calls ``start``, ``step``, ``distance`` (and, accelerated,
-``coordinates``, ``lift``, ``point``) and never sees the data: one loop serves numpy and Dask,
-linear and kernel, one restart or a batch (pymanopt's problem/solver split). States carry a
-leading restart axis R and are plain dataclasses of arrays.
-"""
+"""The category-space problems: one alternating iteration (Z-step, then W-step) each."""
 
 from __future__ import annotations
 
@@ -19,16 +12,10 @@ from .manifold import inv_sqrt_spd, polar_factor
 from .protocols import DataOperator, GramOperator
 from .zstep import ZStep, absolute_zstep, quadratic_zstep
 
-__all__ = ["CategoryObjective", "LinearState", "KernelState", "LinearProblem",
-           "ClassMatrixProblem", "KernelProblem", "take_restarts", "put_restarts"]
-
 
 @dataclass(frozen=True)
 class CategoryObjective:
-    """The objective: ``"quadratic"`` (CQS) or ``"absolute"`` (CAS), and the origin.
-
-    ``eps`` is the absolute smoothing length of CAS (already scaled by the estimator).
-    """
+    """The objective: ``"quadratic"`` (CQS) or ``"absolute"`` (CAS), and the origin."""
 
     kind: str
     origin: str
@@ -66,12 +53,7 @@ class LinearState:
 
 
 class LinearProblem:
-    """CQS/CAS on data (paper Algorithm 1): two data passes per iteration.
-
-    Z-step from ``u = own_projections(W)``, then ``Y = X^T Z`` (paper eq. (17)) and the polar
-    step ``W = polar(Y)`` (paper eq. (22)). Works for every objective and streams the data,
-    so it is the form used when the class matrices do not fit in memory, and for CAS.
-    """
+    """CQS/CAS on data (paper Algorithm 1): two data passes per iteration."""
 
     def __init__(self, operator: DataOperator, objective: CategoryObjective):
         self.op = operator
@@ -115,14 +97,7 @@ class LinearProblem:
 
 
 class ClassMatrixProblem(LinearProblem):
-    """CQS with the class matrices R_k precomputed (one data pass in all).
-
-    For CQS the Z-step and ``X^T Z`` collapse to ``Y = [R_1 w_1, ..., R_K w_K]`` and
-    ``f = 1/2 sum_k w_k^T R_k w_k`` (paper eqs. (42), (43); docs/design.md §2), so every
-    iteration after the pass that builds the R_k costs O(K D^2) on the driver.
-    ``class_matrices`` (K, D, D): class scatter (class origin) or second moments about x0
-    (global origin).
-    """
+    """CQS with the class matrices R_k precomputed (one data pass in all)."""
 
     #: One O(K D^2) product on the driver per :meth:`point`, no pass over the data.
     point_is_free = True
@@ -165,14 +140,7 @@ class KernelPoint:
 
 
 class KernelProblem:
-    """K-CQS/K-CAS with the exact cheap W-step (docs/design.md §3).
-
-    ``B = G Z`` is the only O(N^2) work; then on the driver ``S = Z^T B`` (K x K),
-    ``A = S^{-1/2} Z^T`` and ``P = S^{-1/2} B^T``. This equals the paper's
-    ``A = U V^T G^{-1/2}`` (eq. (37)) without any N x N eigendecomposition. The Z-step
-    uses ``u_i = P[y_i, i]``. ``operator``: ``G`` for ``origin="class"``, the centred
-    ``H G H`` for ``origin="global"``.
-    """
+    """K-CQS/K-CAS with the exact cheap W-step (docs/design.md §3)."""
 
     def __init__(self, operator: GramOperator, objective: CategoryObjective):
         self.op = operator

@@ -1,18 +1,9 @@
-"""The solver's progress listener for the current context (a CLI bar, a Prefect task's log).
-
-:func:`catdask.core.solver.solve` calls the listener set here when it is given no ``callback`` of
-its own, so a caller several layers above the solver (a flow task, the CLI) can follow a fit
-without a parameter on every estimator in between. A :class:`contextvars.ContextVar` keeps
-concurrent fits in other threads or tasks apart.
-"""
+"""The solver's progress listener for the current context (a CLI bar, a Prefect task's log)."""
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
-
-__all__ = ["solver_progress", "current_solver_callback", "watch_solvers", "quiet_solvers",
-           "report_stage", "CONSOLE_NOTE", "CONSOLE_REPEATED", "SOLVER_PHASES"]
 
 #: The stages :class:`catdask.core.precision.Float32ThenFloat64` reports as its phases begin
 #: (the polish's loop counts its iterations from 1 again).

@@ -1,14 +1,4 @@
-"""What the solver side asks of the data: the two operator interfaces, spelled out.
-
-The solver, problems, starts and estimators never touch X or G directly; they call the methods
-below. The interfaces live with the code that calls them: every operator
-(:mod:`catdask.operators`) subclasses one, so the dependency runs one way and the type checker
-verifies each implementation. Every implementation provides every (abstract) member, so no
-caller probes for a method: a capability that differs is an explicit attribute
-(``matvec_without_class_block``, ``uses_tiles``).
-
-Shapes: N samples, D features, K classes, R restarts (products work on all restarts at once).
-"""
+"""What the solver side asks of the data: the two operator interfaces, spelled out."""
 
 from __future__ import annotations
 
@@ -18,8 +8,6 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from .classes import ClassIndex
-
-__all__ = ["DataOperator", "GramOperator"]
 
 
 class _SampleOperator(Protocol):
@@ -60,10 +48,7 @@ class DataOperator(_SampleOperator, Protocol):
 
     @abstractmethod
     def class_weighted_sums(self, z: np.ndarray) -> np.ndarray:
-        """``Y = X^T Z``: ``Y[r, :, k] = sum_{i in C_k} z[r, i] (x_i - x0)``; (R, N) -> (R, D, K).
-
-        One data pass (paper eq. (17)).
-        """
+        """``Y = X^T Z``: ``Y[r, :, k] = sum_{i in C_k} z[r, i] (x_i - x0)``; (R, N) -> (R, D, K)."""
 
     @abstractmethod
     def class_second_moments(self, origin: str) -> np.ndarray:
@@ -77,11 +62,7 @@ class DataOperator(_SampleOperator, Protocol):
 
 @runtime_checkable
 class GramOperator(_SampleOperator, Protocol):
-    """The kernel method's Gram matrix ``G`` (N, N), never required to exist in memory.
-
-    Every product returns rows in the operator's sample order (``classes``'s order), whatever
-    order the operator works in internally.
-    """
+    """The kernel method's Gram matrix ``G`` (N, N), never required to exist in memory."""
 
     #: True when :meth:`class_matvec` never forms the dense class block, so the decoupled start
     #: may use Lanczos on it for classes too large to hold ``G[C_k, C_k]``.
@@ -110,10 +91,7 @@ class GramOperator(_SampleOperator, Protocol):
 
     @abstractmethod
     def class_matmul(self, z: np.ndarray) -> np.ndarray:
-        """``B[r] = G Z_r`` with ``Z_r[i, y_i] = z[r, i]``: (R, N) -> (R, N, K).
-
-        Uses the block structure of Z (one non-zero per row), so it costs N^2 R, not N^2 R K.
-        """
+        """``B[r] = G Z_r`` with ``Z_r[i, y_i] = z[r, i]``: (R, N) -> (R, N, K)."""
 
     @abstractmethod
     def matmul(self, V: np.ndarray) -> np.ndarray:
@@ -142,13 +120,7 @@ class GramOperator(_SampleOperator, Protocol):
 
     @abstractmethod
     def class_block_matmul(self, V: np.ndarray) -> np.ndarray:
-        """``diag(G_11, ..., G_KK) V`` for V (N, m): every class block times its rows of V.
-
-        One pass over the class blocks' tiles when :attr:`uses_tiles` (all classes of the
-        decoupled start's Lanczos per round trip, :mod:`catdask.core.class_eigen`); otherwise
-        one :meth:`class_matvec` per class. Either way a fraction of G: not counted in
-        :attr:`gram_passes`.
-        """
+        """``diag(G_11, ..., G_KK) V`` for V (N, m): every class block times its rows of V."""
 
     @abstractmethod
     def diagonal(self) -> np.ndarray:

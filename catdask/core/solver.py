@@ -1,11 +1,4 @@
-"""The alternating solver: one loop for every problem, backend and batch of restarts.
-
-Each iteration is one exact block ascent (Z-step, then W-step), so the objective never
-decreases (docs/design.md §2). Every pass over the data serves all restarts still active.
-A restart stops when ``||W_new - W_old|| <= tol`` (kernel: RKHS norm; W_new the plain step
-even when accelerated), or, flagged as not converged, when the objective has stopped changing
-while the axes keep moving (centred data of rank < K: the polar factor is not unique).
-"""
+"""The alternating solver: one loop for every problem, backend and batch of restarts."""
 
 from __future__ import annotations
 
@@ -20,8 +13,6 @@ from .acceleration import make_stepper
 from .problems import put_restarts, take_restarts
 from .progress import current_solver_callback
 
-
-__all__ = ["RestartResult", "solve"]
 
 logger = logging.getLogger("catdask.core.solver")
 
@@ -73,18 +64,8 @@ def solve(
     memory=8,
 ):
     """Run the alternating iteration on a batch of restarts until each one stops.
-
-    ``problem`` provides ``step(state)`` and ``distance(new, old)``; ``state`` holds the evaluated
-    starting points (leading axis: restarts), labelled by ``starts`` in the results. A restart stops
-    when its step is within ``tol`` (paper: 1e-8), at ``max_iter``, or, flagged, when its relative
-    objective change stays below ``stall_rtol`` for ``stall_patience`` iterations while its step
-    does not (``"objective-stalled"``, or ``"rank-deficient"``). Progress is logged every
-    ``log_every`` iterations; ``acceleration`` and ``memory`` as in
-    :func:`catdask.core.acceleration.make_stepper`.
-
     Returns ``(state, results)``: the final state of every restart and one
-    :class:`RestartResult` each.
-    """
+    :class:`RestartResult` each."""
     callback = current_solver_callback()  # a listener set by the caller's context (progress)
     R = state.objective.shape[0]
     starts = list(starts) if starts is not None else ["given"] * R

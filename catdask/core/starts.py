@@ -1,10 +1,4 @@
-"""Starting points for the restarts (docs/design.md §3c: "Include the decoupled start").
-
-- ``decoupled``: each axis the top eigenvector of its own class matrix R_k, then the polar step
-  (on an RBF Gram close to the identity it reaches the optimum where random starts do not).
-- ``class-means`` (linear only): the polar factor of the class means measured from x0.
-- ``random``: Haar-random points of the Stiefel manifold (kernel: random Z, then the W-step).
-"""
+"""Starting points for the restarts (docs/design.md §3c: "Include the decoupled start")."""
 
 from __future__ import annotations
 
@@ -18,8 +12,6 @@ from .class_eigen import BLOCK, class_block_top_eigenpairs
 from .classes import ClassIndex
 from .manifold import polar_factor, random_stiefel
 from .protocols import GramOperator
-
-__all__ = ["start_labels", "linear_starts", "kernel_decoupled_z", "kernel_random_z"]
 
 _DENSE_EIG_MAX = 2000
 #: Dense matrices up to this order take their top pair from LAPACK (``evx``); larger ones from
@@ -111,13 +103,7 @@ def linear_starts(labels: list[str], *, class_matrices: np.ndarray | None,
 
 
 def kernel_decoupled_z(operator: GramOperator, classes: ClassIndex, origin: str) -> np.ndarray:
-    """Auxiliary variables whose W-step gives the decoupled kernel start.
-
-    The top eigenvector of R_k in feature space is ``Phi_k^T a / sqrt(lambda)`` with
-    ``(lambda, a)`` the top eigenpair of the class block of the (class- or globally) centred
-    Gram, so ``z`` on class k is ``a / sqrt(lambda)`` (the same unit-norm directions as the
-    linear decoupled start).
-    """
+    """Auxiliary variables whose W-step gives the decoupled kernel start."""
     z = np.zeros(classes.n_samples)
     batched = _batched_class_starts(operator, classes, origin)
     for k, a, b in classes.segments():

@@ -7,17 +7,9 @@ from numbers import Number
 
 import numpy as np
 
-__all__ = [
-    "CodedLabels", "check_data_scale", "check_missing_labels", "check_numeric_columns",
-    "check_value_range", "encode_class_labels", "explain_invalid_input",
-]
-
 
 class CodedLabels:
-    """Labels stored as codes into a list of classes (a data set's ``y`` and its attributes).
-
-    Kept coded so that a fit on N = 1e7 rows does not sort N label strings again.
-    """
+    """Labels stored as codes into a list of classes (a data set's ``y`` and its attributes)."""
 
     def __init__(self, classes, codes):
         self.classes = np.asarray(classes)
@@ -146,22 +138,7 @@ def check_missing_labels(y):
 
 
 def encode_class_labels(y, *, n_features=None, linear=False, origin="class"):
-    """Validate class labels and code them ``0..K-1``: returns ``(classes, codes)``.
-
-    ``y`` is an array of labels or :class:`CodedLabels`; coded labels with sorted distinct
-    classes, all present often enough, are used as they are (no sort of N labels).
-
-    ``origin="class"`` needs two samples per class: the Z-step centres each class (paper eq.
-    (24)), which leaves a lone sample at 0 and its class axis undetermined. With
-    ``origin="global"`` the Z-step is ``z = u`` (docs/design.md §3b) and a class of one sample
-    is well defined (it happens in stratified cross-validation on small classes).
-
-    Raises
-    ------
-    ValueError
-        Fewer than two classes, a class with too few samples, or (``linear=True``) more
-        classes than features.
-    """
+    """Validate class labels and code them ``0..K-1``: returns ``(classes, codes)``."""
     min_samples = 1 if origin == "global" else 2
     if isinstance(y, CodedLabels):
         coded = _usable_codes(y, n_features, linear, min_samples)

@@ -1,20 +1,10 @@
-"""The Z-step: optimal auxiliary variables for fixed axes (paper section "Estimation of Z").
-
-For fixed W the objective splits over samples; each sample only sees its projection on its
-own class axis, ``u_i = w_{y_i}^T x_i`` (kernel: ``u_i = P[y_i, i]``). Both Z-steps here are
-exact block maximisers, which is what makes the alternating algorithm monotone
-(docs/design.md §2).
-
-All functions are vectorised over a leading restart axis: ``u`` has shape (R, N).
-"""
+"""The Z-step: optimal auxiliary variables for fixed axes (paper section "Estimation of Z")."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
-
-__all__ = ["ZStep", "quadratic_zstep", "absolute_zstep", "class_multipliers"]
 
 
 @dataclass
@@ -27,13 +17,7 @@ class ZStep:
 
 
 def quadratic_zstep(u, classes, origin):
-    """CQS Z-step (paper eq. (24)): centre ``u`` within each class.
-
-    ``origin="global"`` (paper eq. 1 with x0 the training centroid, docs/design.md §3b): the data
-    are already centred at x0 and there is no per-class constraint, so ``z = u``.
-
-    The objective is ``f(W) = 1/2 sum_i z_i^2 = 1/2 sum_k w_k^T R_k w_k`` (paper eq. (42)).
-    """
+    """CQS Z-step (paper eq. (24)): centre ``u`` within each class."""
     if origin == "class":
         z = u - classes.expand(classes.mean(u))
     else:
@@ -42,14 +26,7 @@ def quadratic_zstep(u, classes, origin):
 
 
 def class_multipliers(u, classes, eps, *, max_iter=200):
-    """Per-class multipliers ``mu_k`` of the CAS Z-step (paper eq. (29)).
-
-    ``mu_k`` is the unique root of the strictly increasing function
-    ``g_k(mu) = sum_{i in C_k} (u_i + mu) / sqrt((u_i + mu)^2 + eps^2)``, bracketed by
-    ``[-max u - eps, -min u + eps]`` (docs/design.md §3c). Solved by Newton's method safeguarded by
-    bisection, vectorised over restarts and classes. The paper's closed form (eq. (26)) is
-    not the KKT solution and makes the iteration cycle; it is not used. Returns mu (R, K).
-    """
+    """Per-class multipliers ``mu_k`` of the CAS Z-step (paper eq. (29))."""
     R = u.shape[0]
     v = classes.sort(u)
     starts = classes.offsets[:-1]
@@ -82,14 +59,7 @@ def class_multipliers(u, classes, eps, *, max_iter=200):
 
 
 def absolute_zstep(u, classes, origin, eps):
-    """CAS Z-step, solved exactly (paper eqs. (28)-(29), docs/design.md §2).
-
-    ``z_i = (u_i + mu_k) / sqrt((u_i + mu_k)^2 + eps^2)`` with ``mu_k`` from
-    :func:`class_multipliers` (``origin="class"``), or ``mu = 0`` (``origin="global"``, no
-    sum-to-zero constraint). The objective is the Z-subproblem's maximum,
-    ``f(W) = sum_k sum_{i in C_k} sqrt((u_i + mu_k)^2 + eps^2)``, a smoothed sum of absolute
-    deviations from a smoothed class median.
-    """
+    """CAS Z-step, solved exactly (paper eqs. (28)-(29), docs/design.md §2)."""
     if origin == "class":
         t = u + classes.expand(class_multipliers(u, classes, eps))
     else:

@@ -5,8 +5,6 @@ intervals (catdask's clusters and clients use these; :mod:`.cluster`, :mod:`.wor
 
 from __future__ import annotations
 
-__all__ = ["MESSAGE_BATCH_SECONDS", "reduce_message_batching", "shorten_worker_batching"]
-
 #: Seconds between batched messages on catdask's client, embedded scheduler and local workers'
 #: streams (distributed's defaults: 10 ms, 5 ms, 2 ms). A Gram pass is a few tasks and one
 #: small result, latency-bound at small N, so each pass waited for those intervals.

@@ -1,11 +1,4 @@
-"""Where catdask's Dask work runs: an existing scheduler, or an embedded local cluster.
-
-:func:`dask_client_context` picks, in order: the ``address`` argument, ``$CATDASK_SCHEDULER``,
-the Dask client already current in this process, else an embedded
-:class:`distributed.LocalCluster` on 127.0.0.1 started once per process (dashboard on 8787 or a
-free port), closed at exit or by :func:`close_embedded_cluster`. Every worker thread gets one
-BLAS thread (docs/stack.md). See ``deploy/dask/README.md`` for a real cluster and TLS.
-"""
+"""Where catdask's Dask work runs: an existing scheduler, or an embedded local cluster."""
 
 from __future__ import annotations
 
@@ -30,29 +23,6 @@ from .preloads import (
 )
 from .probe import ENV_SCHEDULER, address_problem, connect_scheduler, probe_scheduler
 from .spawn_guard import SPAWN_GUARD_HINT, importing_main_in_a_child, started_with_hint
-
-__all__ = [
-    "ENV_SCHEDULER",
-    "BLAS_ENV",
-    "WORKER_CONFIG",
-    "default_threads_per_worker",
-    "dask_client_context",
-    "embedded_cluster",
-    "close_embedded_cluster",
-    "quiet_embedded_workers",
-    "start_local_cluster",
-    "connect_scheduler",
-    "probe_scheduler",
-    "address_problem",
-    "restore_embedded_workers",
-    "reduce_message_batching",
-    "shorten_worker_batching",
-    "MESSAGE_BATCH_SECONDS",
-    "add_worker_imports",
-    "worker_imports",
-    "worker_preloads",
-    "WORKER_PRELOAD",
-]
 
 logger = logging.getLogger("catdask.distributed")
 
@@ -299,13 +269,8 @@ def _current_client():
 def dask_client_context(address=None, *, security=None, **cluster_kwargs):
     """Context manager yielding the :class:`distributed.Client` that catdask computes on.
 
-    Inside the ``with`` block the client is the current one, so ``dask.compute`` and
-    ``.persist()`` run on it. A client connected here (``address`` / ``CATDASK_SCHEDULER``)
-    is closed on exit; a client that was already current and the embedded cluster are left
-    running. The workers of a scheduler connected here are checked to run the driver's
-    software before the block (:mod:`catdask.distributed.worker_check`), and those that
-    joined during it when it ends, so a block that ends normally may still raise
-    :class:`~catdask.errors.WorkerEnvironmentError`.
+    A client connected here is closed on exit; its workers are checked against the driver's
+    software before and after the block (:class:`~catdask.errors.WorkerEnvironmentError`).
 
     Parameters
     ----------

@@ -1,11 +1,4 @@
-"""Running one pass: a handful of block tasks as one small Dask graph.
-
-A fit runs dozens to thousands of passes, so the per-pass overhead matters: a plain dict of
-``(function, *args)`` tasks submitted with ``Client.get`` costs a fraction of ``dask.delayed``.
-Data that stays on the workers between passes (X, cached Gram blocks) is held as futures of a
-task (not a scattered copy), so a lost worker's share is recomputed, never lost. Without a
-distributed client the same graphs run on Dask's threaded scheduler.
-"""
+"""Running one pass: a handful of block tasks as one small Dask graph."""
 
 from __future__ import annotations
 
@@ -13,9 +6,6 @@ import itertools
 import uuid
 
 from .host import available_memory_bytes, usable_cores
-
-__all__ = ["BlockRunner", "current_client", "cluster_resources", "workers_with_resource",
-           "count_with_resource"]
 
 _COUNTER = itertools.count()
 
@@ -62,11 +52,7 @@ def _untokenized(graph):
 
 
 class BlockRunner:
-    """Submit graphs of block tasks to the current client (or local threads).
-
-    Tasks are ``(func, *args)`` tuples; an argument that is a key returned by :meth:`put`,
-    :meth:`persist` or :meth:`array_keys` is replaced by its value on the worker.
-    """
+    """Submit graphs of block tasks to the current client (or local threads)."""
 
     def __init__(self):
         self.client = current_client()
@@ -120,11 +106,7 @@ class BlockRunner:
         return keys
 
     def array_keys(self, X, persist=False):
-        """Keys of the row blocks of a 2-D Dask array (one column block).
-
-        ``persist=True`` computes and holds the blocks; otherwise their (lazy, e.g. zarr
-        reading) tasks are merged into every pass's graph.
-        """
+        """Keys of the row blocks of a 2-D Dask array (one column block)."""
         if persist:
             if self.client is not None:
                 from distributed import futures_of
@@ -139,11 +121,7 @@ class BlockRunner:
         return [(X.name, i, 0) for i in range(X.numblocks[0])]
 
     def run(self, tasks, name="task", extra=None, resources=None):
-        """Run a list of task tuples as one graph; returns their results in order.
-
-        ``extra`` maps keys (from :meth:`new_key`) to inputs shared by the tasks;
-        ``resources`` (e.g. ``{"GPU": 1}``) restricts the tasks to workers declaring them.
-        """
+        """Run a list of task tuples as one graph; returns their results in order."""
         keys = [self.new_key(name) for _ in tasks]
         return list(self._get({**(extra or {}), **dict(zip(keys, tasks))}, keys,
                               resources=resources))
@@ -197,11 +175,7 @@ class BlockRunner:
 
 
 def cluster_resources():
-    """``(threads, memory_bytes)`` of the cluster the current Dask client talks to.
-
-    Without a distributed client: the cores and available memory this process may use
-    (:mod:`.host`; the threaded scheduler runs in this process).
-    """
+    """``(threads, memory_bytes)`` of the cluster the current Dask client talks to."""
     try:
         from distributed import default_client
 

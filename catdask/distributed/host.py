@@ -1,13 +1,6 @@
-"""What this host lets the process use: cores and memory, as Dask itself counts them.
-
-``os.cpu_count()`` and ``psutil`` report the whole machine, not a container's limits. Dask's
-``CPU_COUNT`` (cores, affinity, cgroup quota) and ``MEMORY_LIMIT`` (memory, cgroup limit,
-``RLIMIT_RSS``) do: LocalCluster sizes its defaults from them, and so does catdask.
-"""
+"""What this host lets the process use: cores and memory, as Dask itself counts them."""
 
 from __future__ import annotations
-
-__all__ = ["usable_cores", "usable_memory_bytes", "available_memory_bytes", "limit_blas_threads"]
 
 
 def usable_cores() -> int:

@@ -1,14 +1,4 @@
-"""Inputs the Dask backend accepts, turned into row-chunked Dask arrays and labels on the driver.
-
-- a :class:`dask.array.Array` of shape (N, D), chunked by rows (column chunks are merged);
-- a :class:`zarr.Array` (opened lazily with :func:`dask.array.from_zarr`);
-- a zarr data set: a group (object or path) holding ``X`` (N, D) and ``y`` (N,) integer codes,
-  with the class labels in its attributes; a store's ``datasets/<name>`` pointer is resolved
-  through :func:`catdask.dataset_pointer.resolve_folder`, under the readers' lock;
-- any :class:`LabelledArrays` object (arrays ``X``, ``y_codes`` and ``classes``).
-
-Labels always come to the driver (docs/design.md §5); only X stays distributed.
-"""
+"""Inputs the Dask backend accepts, turned into row-chunked Dask arrays and labels on the driver."""
 
 from __future__ import annotations
 
@@ -22,13 +12,6 @@ import numpy as np
 
 from ..core.validation import CodedLabels
 from ..stored_arrays import checked_array, dask_array, is_checked
-
-__all__ = [
-    "is_distributed_input",
-    "as_row_chunked",
-    "load_training_data",
-    "LabelledArrays",
-]
 
 # Attribute names under which a data set may record its class labels (codes index into them).
 _LABEL_ATTRS = ("classes", "class_labels", "labels", "target_names")
@@ -177,11 +160,7 @@ def _local_folder(group) -> Path | None:
 
 
 def _open_dataset(group):
-    """``(X, y)`` of a zarr data set: X lazily (Dask), the labels on the driver.
-
-    The group needs arrays ``X`` and ``y`` (codes) and may list its labels in an attribute
-    (a catdask store's data sets record them as ``classes``).
-    """
+    """``(X, y)`` of a zarr data set: X lazily (Dask), the labels on the driver."""
     import zarr
 
     if isinstance(group, (str, os.PathLike)):
@@ -199,11 +178,7 @@ def _open_dataset(group):
 
 
 def load_training_data(X, y):
-    """``(X_dask, y)`` for a fit; ``y`` may be None when X is a zarr data set.
-
-    ``y`` comes back as an ndarray, or as :class:`CodedLabels` when read from a data set;
-    encode it with :func:`catdask.core.validation.encode_class_labels`.
-    """
+    """``(X_dask, y)`` for a fit; ``y`` may be None when X is a zarr data set."""
     import zarr
 
     if _is_dataset_arrays(X):

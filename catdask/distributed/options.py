@@ -5,8 +5,6 @@ block of code, :func:`gram_cache_settings` reads them as ``DaskGramOperator`` ar
 
 from __future__ import annotations
 
-__all__ = ["gram_options", "gram_cache_settings"]
-
 
 def gram_options(cache=None, store=None, dtype=None, block_rows=None):
     """Context manager setting the kernel backend's Gram cache (see ``DaskGramOperator``).

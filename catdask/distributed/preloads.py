@@ -1,15 +1,6 @@
-"""What the workers of catdask's local clusters load as they start: the preload and its modules.
-
-:mod:`.worker_setup` is the worker preload; :func:`worker_imports` the modules it imports (what
-catdask's tasks unpickle), which the layers above add with :func:`add_worker_imports`, so this
-package never imports them. ``dask.array`` is not among them: only a worker that reads a chunk
-of a Dask input needs it, and it costs every worker memory.
-"""
+"""What the workers of catdask's local clusters load as they start: the preload and its modules."""
 
 from __future__ import annotations
-
-__all__ = ["WORKER_PRELOAD", "add_worker_imports", "worker_imports", "worker_preloads",
-           "worker_preload_argv"]
 
 #: Worker preload of catdask's local clusters (:mod:`.worker_setup`): workers ignore a
 #: terminal's Ctrl-C, which the command that owns them handles.

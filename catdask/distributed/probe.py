@@ -1,11 +1,4 @@
-"""A user-given Dask scheduler: its address checked, probed under a deadline, connected.
-
-:func:`connect_scheduler` refuses an address Dask cannot use (:func:`address_problem`), asks
-whether a scheduler answers there (:func:`probe_scheduler`), then connects; each failure is one
-line. distributed's ``connect()`` waits for the handshake without a timeout (a port that
-accepts TCP and says nothing hangs it), so :func:`probe_scheduler` asks the server's
-``identity`` in its own event loop under ``asyncio.wait_for`` and names what answered instead.
-"""
+"""A user-given Dask scheduler: its address checked, probed under a deadline, connected."""
 
 from __future__ import annotations
 
@@ -17,9 +10,6 @@ import threading
 from .. import settings
 from ..errors import SchedulerConnectionError
 from .batching import reduce_message_batching
-
-__all__ = ["SCHEDULER_CONNECT_TIMEOUT", "address_problem", "connect_scheduler", "probe_scheduler",
-           "web_server_note"]
 
 ENV_SCHEDULER = settings.SCHEDULER.name
 

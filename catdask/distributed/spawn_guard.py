@@ -8,8 +8,6 @@ from __future__ import annotations
 import sys
 from types import FrameType
 
-__all__ = ["SPAWN_GUARD_HINT", "importing_main_in_a_child", "started_with_hint"]
-
 
 #: Why a script's fit must sit under ``if __name__ == "__main__":`` (said in both processes).
 SPAWN_GUARD_HINT = ("the local Dask cluster's worker processes start by importing your script "

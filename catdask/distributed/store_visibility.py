@@ -1,16 +1,4 @@
-"""Check that every Dask worker reads the stored data set the driver sees, before a fit reads it.
-
-A worker on another host that does not mount the store, or has no credentials for the bucket,
-would fail the fit only once it is under way. For a local store the driver writes a probe file
-with random content beside the snapshot (a locked ``.tmp-`` name, which the store's ``check``
-and ``gc`` treat as a running writer's temporary) and one ``Client.run`` asks every worker
-whether it reads the same bytes at the same path; a read-only store uses the snapshot's own
-``zarr.json``. A worker that does not see it stops the run in one line. For a store on object
-storage (``s3://``) each worker opens the snapshot's URL with the credentials and endpoint of
-its own environment (as its reads of X will) and returns the sha256 of the snapshot's
-``zarr.json``, or the one-line error of its request (refused credentials, an endpoint that does
-not answer): a worker without the bucket stops the run in one line naming the fix.
-"""
+"""Check that every Dask worker reads the stored data set the driver sees, before a fit reads it."""
 
 from __future__ import annotations
 
@@ -19,8 +7,6 @@ import hashlib
 import os
 import uuid
 from pathlib import Path
-
-__all__ = ["check_workers_see_store"]
 
 _PROBE_PREFIX = ".tmp-visibility-"
 #: How many worker addresses the message names.
@@ -102,11 +88,7 @@ def _write_probe(parent: Path):
 def check_workers_see_store(client, location) -> None:
     """Raise :class:`catdask.errors.WorkerEnvironmentError` when a worker of ``client`` cannot
     read the stored data set's snapshot at ``location`` (a local folder, or its ``s3://`` URL)
-    as the driver does.
-
-    No-op without a client, or for a location that is neither a folder here nor an object-store
-    URL.
-    """
+    as the driver does."""
     from ..object_store import is_object_store_url
 
     if client is None:

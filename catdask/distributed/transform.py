@@ -6,19 +6,13 @@ import numpy as np
 
 from .inputs import as_row_chunked
 
-__all__ = ["transform_blockwise"]
-
 
 def _transform_block(x, est):
     return est.transform(np.asarray(x, dtype=np.float64))
 
 
 def transform_blockwise(est, X):
-    """Lazy ``est.transform`` of a Dask / zarr input: one task per row block.
-
-    The fitted estimator goes into the graph once (one key), so each block's task only ships
-    its rows. Returns a Dask array of shape (N, K) chunked like X's rows.
-    """
+    """Lazy ``est.transform`` of a Dask / zarr input: one task per row block."""
     import dask
     from sklearn.utils.validation import check_is_fitted
 

@@ -1,16 +1,6 @@
-"""Check that a user-given cluster's workers run the driver's software, before any work.
-
-A worker from another environment fails the first task with an unrelated error, and one with
-another catdask, dask or numpy computes with code the model's ``code_version`` does not
-describe. One ``Client.run`` on every worker (which also sets their BLAS threads) reports what
-each runs; a difference, or catdask sources changed on disk under a running worker, is one line
-naming the workers (deploy/dask/README.md). Workers that join while the work runs are checked
-when it ends (:func:`check_workers_that_joined`).
-"""
+"""Check that a user-given cluster's workers run the driver's software, before any work."""
 
 from __future__ import annotations
-
-__all__ = ["software_versions", "check_worker_software", "check_workers_that_joined"]
 
 #: What must match between the driver and every worker.
 _COMPARED = ("python", "catdask", "catdask sources sha256", "dask", "distributed", "numpy")
@@ -61,12 +51,10 @@ def check_worker_software(client, address, n_threads=1, workers=None) -> dict:
     """Set every worker of ``client`` (or those in ``workers``: the ones that joined during
     the work) to ``n_threads`` BLAS threads and check that each runs the driver's Python and
     numpy (major.minor), catdask (version and sources), dask and distributed.
-
     Returns ``{worker address: versions}``. Raises
     :class:`catdask.errors.WorkerEnvironmentError` naming the workers that cannot import
     catdask, whose catdask sources changed on disk after they imported it, or the first
-    differing version and the workers that have it.
-    """
+    differing version and the workers that have it."""
     from ..errors import WorkerEnvironmentError
 
     where = (f"the {{}} Dask workers of {address}" if workers is None else

@@ -1,15 +1,7 @@
 """Dask worker preload of catdask's local clusters: a terminal's Ctrl-C does not kill workers.
 
-A terminal sends SIGINT to its whole process group, embedded workers included; a worker's life
-belongs to its nanny in the command, which gets the same SIGINT and closes the cluster. So a
-worker survives SIGINT (SIGTERM and SIGKILL still stop it) and mutes its logging below CRITICAL
-for :data:`QUIET_SECONDS`, so lost-heartbeat tracebacks do not follow the command's
-"interrupted".
-
-The preload also imports what catdask's tasks unpickle (the module names are its arguments,
-:func:`catdask.distributed.preloads.worker_imports`, so this package imports no layer above it)
-and shortens the worker's message batching (:func:`.batching.shorten_worker_batching`). Loaded
-by :func:`.cluster.start_local_cluster` through distributed's worker ``preload``.
+A worker's life belongs to its nanny, which gets the same SIGINT and closes the cluster; the
+preload also imports what catdask's tasks unpickle and shortens the worker's message batching.
 """
 
 from __future__ import annotations
@@ -20,8 +12,6 @@ import signal
 import threading
 
 import click
-
-__all__ = ["dask_setup", "survive_interrupts", "import_task_modules", "QUIET_SECONDS"]
 
 #: Seconds a worker's logging stays muted after SIGINT.
 QUIET_SECONDS = 60.0
@@ -58,6 +48,6 @@ def dask_setup(worker, modules: tuple[str, ...] = ()) -> None:
 
 
 def import_task_modules(modules) -> None:
-    """Import the modules catdask's tasks unpickle (see the module docstring)."""
+    """Import the modules catdask's tasks unpickle (named by the preload's arguments)."""
     for name in modules:
         importlib.import_module(name)

@@ -1,16 +1,10 @@
 """The certificate test on first access: ``certificate_`` and ``restarts_``.
 
-With ``certify_at="access"`` a fit keeps its pending
-:class:`~catdask.core.engine.RestartCertification` instead of running the test. The first
-access of ``certificate_`` or ``restarts_`` runs it once, sets both as ordinary attributes and
-drops the pending state; pickling (and ``copy``) runs it first, so a pickle never holds a
-certifier or an operator. The certificate is the one the test in ``fit`` gives (the test is a
-pure function of the certification, the certifiers' random numbers seeded).
+The first access (or pickling) runs the pending test once and keeps its result as ordinary
+attributes; it is the certificate ``fit`` would have given.
 """
 
 from __future__ import annotations
-
-__all__ = ["CERTIFIED_ATTRIBUTES", "CertificateOnAccess"]
 
 #: The fitted attributes that report the certificate test: set when it has run.
 CERTIFIED_ATTRIBUTES = ("certificate_", "restarts_")

@@ -23,10 +23,6 @@ import logging
 import numpy as np
 from scipy.special import log_softmax, softmax
 
-__all__ = ["CLASSIFIERS", "DEFAULT_CLASSIFIER", "ClassStatistics", "class_statistics",
-           "class_scores", "class_probabilities", "class_log_probabilities",
-           "check_class_count_memory"]
-
 logger = logging.getLogger("catdask.estimators")
 
 #: The rules ``predict`` can use; the first is the default.
@@ -95,13 +91,7 @@ _N_BY_K_COPIES = 8
 def check_class_count_memory(n_samples, n_classes, available=None):
     """Log what a fit on ``n_classes`` classes holds, and refuse it before it starts when that
     exceeds ``available`` bytes (default: the host's free memory). The cost grows as K^3: one K x K
-    covariance per class, besides N x K coordinates and iterates.
-
-    Raises
-    ------
-    ValueError
-        The estimate exceeds ``available``.
-    """
+    covariance per class, besides N x K coordinates and iterates (``ValueError`` above it)."""
     N, K = int(n_samples), int(n_classes)
     by_class = 8.0 * K**3
     by_sample = 8.0 * _N_BY_K_COPIES * N * K

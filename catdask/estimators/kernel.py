@@ -23,8 +23,6 @@ from .linear import _data_scale
 from .nystroem import fit_nystroem
 from .target import ComputeTarget
 
-__all__ = ["KernelCategorySpace"]
-
 # gamma=None for the RBF kernel means RBF_GAMMA_SCALE / n_features: on standardised data
 # (squared distances about 2 D) 1 / n_features classified worse on every data set measured.
 RBF_GAMMA_SCALE = 0.05

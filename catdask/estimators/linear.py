@@ -13,8 +13,6 @@ from .base import BaseCategorySpace, logs_when_verbose
 from .classify import ClassStatistics
 from .target import ComputeTarget
 
-__all__ = ["CategorySpace"]
-
 # Keep the K class matrices (K D^2 floats) when they fit in this many bytes; beyond it the
 # solver streams the data twice per iteration instead (docs/design.md §2).
 CLASS_MATRIX_BUDGET_BYTES = 1024**3
@@ -266,11 +264,7 @@ def _coordinate_class_statistics(est, op):
 
 
 def _training_coordinates(est, op):
-    """Training coordinates (K, N) as ``transform`` gives them, in one pass over the data.
-
-    ``own_projections`` with every class's axis set to ``w_r`` (batch entry r) gives
-    ``w_r^T (x_i - x0)`` for all i; the origin's own coordinates are then added back.
-    """
+    """Training coordinates (K, N) as ``transform`` gives them, in one pass over the data."""
     K = est.components_.shape[0]
     axes = np.repeat(est.components_[:, :, None], K, axis=2)  # axes[r, :, k] = w_r
     offset = est._transform_array(est.mean_[None])[0]

@@ -1,17 +1,9 @@
 """Nystroem approximation of the kernel method, for N too large for the exact fit.
 
-With m landmarks L and ``K_LL = U diag(lam) U^T``, the features
-``F(x) = k(x, L) U_r diag(lam_r)^{-1/2}`` (r eigenvalues above round-off) reproduce the kernel
-on span{phi(l)} (Williams & Seeger 2001). Fitting the *linear* method on F costs O(N m^2) per
-pass instead of O(N^2). The result is a kernel expansion, ``A = W^T diag(lam_r)^{-1/2} U_r^T``,
-orthonormal in the RKHS (``A K_LL A^T = W^T W = I``), so the fitted
-:class:`~catdask.KernelCategorySpace` keeps its usual attributes, and the same A on the
-training points warm-starts the exact fit: ``KernelCategorySpace(init=approx.training_coef_)``.
-
-``n_landmarks="auto"``: the landmarks are the pivots of a pivoted-Cholesky factor of the
-training Gram matrix, stopped once the left-out trace is at most ``AUTO_LANDMARK_RTOL`` of
-``tr G`` (it bounds the eigenvalues the approximation misses). Cost: N r kernel entries and
-N r^2 flops on the driver (plus one small graph per landmark on Dask input).
+The linear method runs on Nystroem features (Williams & Seeger 2001; O(N m^2) a pass) and the
+result is a kernel expansion orthonormal in the RKHS, so it also warm-starts the exact fit
+(``KernelCategorySpace(init=approx.training_coef_)``). ``n_landmarks="auto"``: pivoted-Cholesky
+pivots until the left-out trace is at most ``AUTO_LANDMARK_RTOL`` of ``tr G``.
 """
 
 from __future__ import annotations
@@ -21,9 +13,6 @@ import numpy as np
 from ..distributed.inputs import is_distributed_input
 from ..kernels.gram_factor import pivoted_cholesky
 from .linear import CategorySpace
-
-__all__ = ["fit_nystroem", "nystroem_map", "choose_landmarks", "DEFAULT_LANDMARKS",
-           "AUTO_LANDMARK_RTOL"]
 
 DEFAULT_LANDMARKS = 500
 

@@ -1,11 +1,8 @@
 """Where a fit computes, resolved once from its input: :class:`ComputeTarget`.
 
-numpy in this process; Dask workers (a Dask array, a zarr array or data set:
-:mod:`catdask.distributed.inputs`); a PyTorch device (``device=``, or a tensor's own); Dask
-workers with GPUs (Dask input and ``device=``; deploy/gpu-cluster.md). The target validates the
-input (:meth:`ComputeTarget.for_fit`), holds a distributed fit's Dask client (``with target:``),
-makes the operators and closes them as the fit ends, except the one a deferred certificate still
-reads (:meth:`~ComputeTarget.certification`), and picks the kernel fit's precision schedule.
+numpy here, Dask workers, a PyTorch device, or Dask workers with GPUs (deploy/gpu-cluster.md):
+the target validates the input, owns the Dask client and the operators' lifetimes (but the one a
+deferred certificate still reads) and picks the kernel fit's precision schedule.
 """
 
 from __future__ import annotations
@@ -23,8 +20,6 @@ from ..distributed.inputs import is_distributed_input, load_training_data
 from ..distributed.options import gram_cache_settings
 from ..operators import DaskDataOperator, DaskGramOperator, NumpyDataOperator, NumpyGramOperator
 
-__all__ = ["ComputeTarget"]
-
 #: ``dask.config`` schedulers that keep a fit off the distributed client when chosen explicitly
 #: (``dask.config.set(scheduler="threads")``).
 _LOCAL_SCHEDULERS = {"threads", "threading", "sync", "synchronous", "single-threaded",
@@ -37,7 +32,7 @@ def _is_tensor(a):
 
 
 class ComputeTarget:
-    """Where one fit computes (module docstring): its heavy products on Dask workers
+    """Where one fit computes: its heavy products on Dask workers
     (``distributed``), its Gram products with PyTorch on ``device`` (with ``distributed``: the
     workers' own GPUs). A context manager, used once.
     """

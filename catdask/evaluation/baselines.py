@@ -1,19 +1,4 @@
-"""The paper's comparison methods as scikit-learn transformers.
-
-=============  ===================================================================  ==========
-paper name     here                                                                 dims
-=============  ===================================================================  ==========
-PCA            :func:`make_pca` (``sklearn.decomposition.PCA``)                      K
-MC-FLD         :func:`make_mcfld` (``LinearDiscriminantAnalysis(solver="svd")``)     K - 1
-LS-LDA         :class:`LeastSquaresLDA` (Ye 2007)                                    K
-K-PCA          :func:`make_kernel_pca` (``sklearn.decomposition.KernelPCA``)          K
-K-MC-FLD       :class:`KernelFisherDiscriminant` (Mika 1999; Baudat & Anouar 2000)   K - 1
-=============  ===================================================================  ==========
-
-MC-FLD uses the SVD solver because it copes with singular within-class scatter (segmentation
-has a constant feature) without a shrinkage parameter; its ``transform`` is the classical
-multi-class Fisher projection (whitened within-class, then the K - 1 between-class directions).
-"""
+"""The paper's comparison methods as scikit-learn transformers."""
 
 from __future__ import annotations
 
@@ -29,9 +14,6 @@ from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
-
-__all__ = ["LeastSquaresLDA", "KernelFisherDiscriminant", "ye_indicator_matrix", "make_pca",
-           "make_mcfld", "make_kernel_pca"]
 
 
 def make_pca(n_classes, **params):
@@ -50,13 +32,7 @@ def make_kernel_pca(n_classes, *, gamma=None, **params):
 
 
 def ye_indicator_matrix(codes, n_classes):
-    """Ye's class-indicator matrix for least-squares LDA.
-
-    ``Y[i, j] = sqrt(n / n_j) - sqrt(n_j / n)`` if ``y_i = j``, else ``-sqrt(n_j / n)``.
-    Its columns sum to zero (Y is already centred) and ``Y^T Y`` is ``n`` times a projection,
-    which makes the regression equivalent to LDA (Ye 2007, Theorem 4.1). ``codes``: class codes
-    ``0 .. n_classes - 1`` (n_samples,); returns Y (n_samples, n_classes).
-    """
+    """Ye's class-indicator matrix for least-squares LDA."""
     codes = np.asarray(codes)
     n = codes.shape[0]
     counts = np.bincount(codes, minlength=n_classes).astype(float)

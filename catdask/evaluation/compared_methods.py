@@ -1,8 +1,4 @@
-"""The methods compared in the paper's tables: category space (ours) and the baselines.
-
-:func:`paper_methods` builds each :class:`Method`; category-space estimators come from the one
-method registry (:func:`catdask.methods.make_estimator`).
-"""
+"""The methods compared in the paper's tables: category space (ours) and the baselines."""
 
 from __future__ import annotations
 
@@ -11,8 +7,6 @@ from typing import Callable
 
 from ..methods import make_estimator, method_name
 from . import baselines
-
-__all__ = ["PROTOCOL_TOL", "SELECT_RESTARTS", "Method", "paper_methods"]
 
 #: Category-space stopping tolerance in the protocol (the paper's is 1e-8; see paper_methods).
 PROTOCOL_TOL = 1e-6
@@ -47,16 +41,7 @@ class Method:
 
 def paper_methods(*, n_restarts=5, select_restarts=SELECT_RESTARTS, tol=PROTOCOL_TOL,
                   certify=False, max_iter=2000):
-    """Every method of the paper's Tables 1-3, plus the variants we add.
-
-    Category-space methods come in both origins (docs/design.md 3b): ``-class`` is the paper's
-    Algorithm 1, ``-global`` its eq. (1) with x0 the training centroid. ``n_restarts`` and
-    ``max_iter`` are the final refit's (the model the test part scores), ``select_restarts``
-    those inside the inner cross-validation (None: ``n_restarts``). ``tol``: the paper's 1e-8
-    changes no SVM decision here and costs the slow tail of the convergence
-    (docs/reproduction.md). No certificates by default: accuracy needs none, and they cost time.
-    Returns name -> :class:`Method`.
-    """
+    """Every method of the paper's Tables 1-3, plus the variants we add."""
     methods = {}
 
     def add(m):

@@ -1,16 +1,8 @@
-"""The paper's eight UCI data sets as ``(X, y)`` arrays, for the evaluation protocol.
-
-:func:`load_xy` reads them through the catalog (:mod:`catdask.catalog`), from the original files
-checked against their sha256; a data set whose files are not there raises
-:class:`FileNotFoundError` saying what was looked for, so callers skip it with a message.
-The ``evaluate`` flow reads the same data sets from the zarr store instead.
-"""
+"""The paper's eight UCI data sets as ``(X, y)`` arrays, for the evaluation protocol."""
 
 from __future__ import annotations
 
 import numpy as np
-
-__all__ = ["PAPER_DATASETS", "load_xy"]
 
 #: The data sets of the paper's Tables 1-3, in the paper's row order.
 PAPER_DATASETS = ("vehicle", "wine", "iris", "seeds", "thyroid", "satellite", "segmentation",

@@ -1,9 +1,4 @@
-"""The paper's three tables as experiments: which methods, which preprocessing, and a runner.
-
-:func:`paper_experiments` says how each table is run; :func:`run_experiment` runs one table's
-methods (:mod:`~catdask.evaluation.compared_methods`) on each data set with the protocol of
-:mod:`~catdask.evaluation.protocol`.
-"""
+"""The paper's three tables as experiments: which methods, which preprocessing, and a runner."""
 
 from __future__ import annotations
 
@@ -14,8 +9,6 @@ import numpy as np
 
 from .compared_methods import paper_methods
 from .protocol import C_GRID, GAMMA_FACTORS, MethodResult, evaluate_method
-
-__all__ = ["Experiment", "ExperimentResult", "paper_experiments", "run_experiment"]
 
 
 @dataclass(frozen=True)
@@ -31,14 +24,7 @@ class Experiment:
 
 
 def paper_experiments(*, kernel_max_samples=2000):
-    """Our protocol for each of the paper's three tables.
-
-    Preprocessing (the paper does not state it): Table 1 ``"none"`` (raw features match the paper
-    in most cells; docs/reproduction.md); Tables 2 and 3 ``"standardise"`` (the paper's RBF width
-    range only makes sense on scaled data, and Table 3's LaTeX label is ``kernel-zscore-angle``;
-    ``"minmax"`` tests Table 2's ``kernel-norm`` reading). Kernel tables subsample data sets larger
-    than ``kernel_max_samples``. Table 3 also carries the linear angle-classifier variants.
-    """
+    """Our protocol for each of the paper's three tables."""
     t1 = ("CQS-global", "CQS-class", "CAS-global", "CAS-class", "LS-LDA", "PCA", "MC-FLD")
     t2 = ("K-CQS-global", "K-CQS-class", "K-CAS-global", "K-CAS-class", "K-PCA", "K-MC-FLD")
     t3 = ("K-CQS-A-global", "K-CQS-A-class", "K-CAS-A-global", "K-CAS-A-class",
@@ -66,13 +52,7 @@ class ExperimentResult:
 def run_experiment(experiment, datasets, *, loader=None, methods=None, n_splits=10,
                    random_state=0, inner_folds=3, n_jobs=1, progress=print, settings=None):
     """Run one table's methods (default :func:`paper_methods`) on the named data sets: an
-    :class:`ExperimentResult` whose ``settings["seconds"]`` is the experiment's wall time.
-
-    ``loader(name) -> (X, y)`` (default :func:`catdask.evaluation.data.load_xy`): a
-    FileNotFoundError skips the data set, said through ``progress`` (one line per step).
-    ``settings``: extra entries for ``ExperimentResult.settings`` (e.g. the estimators' ``tol``
-    and restarts), so the written tables say how they were made.
-    """
+    :class:`ExperimentResult` whose ``settings["seconds"]`` is the experiment's wall time."""
     if loader is None:
         from .data import load_xy as loader
     methods = paper_methods() if methods is None else methods

@@ -1,22 +1,10 @@
-"""The paper's Figures 1-3: K-CQS beside K-PCA and K-MC-FLD for three-class data sets.
-
-For small, medium and large RBF widths sigma (``gamma = 1 / (2 sigma^2)``), one row per
-three-class data set and the columns K-CQS (one per origin), K-PCA and K-MC-FLD:
-:func:`paper_figure` draws one grid, :func:`paper_figures` one PNG per sigma, named by the sigma
-used (the paper's captions and labels disagree).
-
-Every data set is scaled on all its rows (a picture, no test split) and subsampled above
-``max_samples`` rows. Scaling is min-max to [0, 1] by default: on z-scored data the paper's
-sigma range makes the Gram nearly the identity, so all three sigmas look alike.
-"""
+"""The paper's Figures 1-3: K-CQS beside K-PCA and K-MC-FLD for three-class data sets."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
-
-__all__ = ["SIGMAS", "sigma_to_gamma", "category_space_panels", "paper_figure", "paper_figures"]
 
 #: The three RBF widths drawn (the paper's range is [0.1, 0.8]).
 SIGMAS = {"small": 0.1, "medium": 0.4, "large": 0.8}
@@ -43,12 +31,7 @@ def _prepare(X, y, max_samples, seed, scaling="minmax"):
 
 def category_space_panels(X, y, sigma, axes, *, origins=("class",), n_restarts=3,
                           random_state=0, name=""):
-    """Fit K-CQS (one per origin), K-PCA and K-MC-FLD at one sigma and draw them.
-
-    ``axes`` holds ``len(origins) + 2`` Axes: the K-CQS ones first (3-D Axes give a 3-D
-    scatter, 2-D ones the view along (1, 1, 1)), then K-PCA and K-MC-FLD. Returns the fitted
-    ``{"K-CQS (class)": estimator, ..., "K-PCA": ..., "K-MC-FLD": ...}``.
-    """
+    """Fit K-CQS (one per origin), K-PCA and K-MC-FLD at one sigma and draw them."""
     from sklearn.decomposition import KernelPCA
 
     import catdask
@@ -85,13 +68,7 @@ def category_space_panels(X, y, sigma, axes, *, origins=("class",), n_restarts=3
 def paper_figure(data, sigma, path, *, origins=("class", "global"), n_restarts=3,
                  random_state=0, max_samples=600, dpi=80, scaling="minmax"):
     """One grid like the paper's figures, written as a PNG to ``path`` (returned): rows = the
-    three-class data sets of ``data`` (name -> (X, y)), columns = K-CQS, K-PCA, K-MC-FLD.
-
-    ``sigma``: the RBF width on the data scaled by ``scaling`` ("minmax" or "standardise"; see
-    the module docstring). ``origins``: one K-CQS column per origin (``"class"`` is the paper's
-    Algorithm 1, ``"global"`` the origin that reproduces Table 1; docs/design.md 3b). ``dpi=80``
-    with a 256-colour palette keeps a three-row grid near 150 KB.
-    """
+    three-class data sets of ``data`` (name -> (X, y)), columns = K-CQS, K-PCA, K-MC-FLD."""
     # A bare Figure renders with Agg without touching pyplot's global backend or state.
     from matplotlib.figure import Figure
 

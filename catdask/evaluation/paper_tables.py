@@ -1,16 +1,8 @@
-"""The paper's published accuracies (Tables 1-3 of Smith & Rangarajan), as data.
-
-Copied digit for digit from ``category_space.tex`` (labels ``tab:List-of-test-results``,
-``tab:List-of-test-results-kernel-norm``, ``tab:List-of-test-results-kernel-zscore-angle``).
-Values are percentages of correctly classified test patterns, averaged over test sets; the
-paper gives no standard deviations and no number of repeats.
-"""
+"""The paper's published accuracies (Tables 1-3 of Smith & Rangarajan), as data."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-__all__ = ["PaperTable", "PAPER_TABLES", "TABLE1", "TABLE2", "TABLE3", "DATASET_NAMES"]
 
 #: Row names as printed in the paper -> our data-set keys (see catdask.evaluation.data).
 DATASET_NAMES = {

@@ -1,24 +1,4 @@
-"""The paper's evaluation protocol: repeated 2/3 - 1/3 splits, reduce, then classify.
-
-For every split (stratified, seeded; default 10 repeats):
-
-1. preprocessing (``"none"``, ``"centre"``, ``"standardise"`` or ``"minmax"``) is fitted on
-   the training part only (per table: see :func:`~catdask.evaluation.experiments.paper_experiments`);
-2. hyper-parameters are chosen by an inner stratified K-fold on the training part only
-   (preprocessing refitted inside each inner fold): the SVM's ``C`` over ``C_GRID`` and, for
-   kernel methods, the RBF ``gamma`` over ``gamma_grid`` (``factor / (D * var)`` with ``var``
-   the preprocessed training variance, i.e. scikit-learn's ``gamma="scale"`` times
-   ``GAMMA_FACTORS``). The reduction is fitted once per (fold, gamma) and shared by all ``C``;
-3. the chosen pipeline is refitted on the whole training part and scored on the test part.
-
-Classifier: ``LinearSVC`` (one-vs-rest, squared hinge, liblinear) on the reduced coordinates
-standardised on the training part (so one ``C`` grid suits every reduction's scale). The
-angle-classifier methods (``...-A``) use the category-space estimator's own ``predict``
-(``argmax_k |p_k|``) instead, with only gamma (kernel) selected.
-
-Nothing here looks at the test part before step 3: ``tests/evaluation/test_evaluation.py`` checks
-this with a spy transformer.
-"""
+"""The paper's evaluation protocol: repeated 2/3 - 1/3 splits, reduce, then classify."""
 
 from __future__ import annotations
 
@@ -34,9 +14,6 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer, MinMaxScaler, StandardScaler
 from sklearn.svm import LinearSVC
 
-__all__ = ["C_GRID", "GAMMA_FACTORS", "PREPROCESSING", "MethodResult", "make_preprocessor",
-           "make_splits", "gamma_grid", "evaluate_split", "evaluate_method"]
-
 #: SVM ``C`` values tried by the inner cross-validation.
 C_GRID = (0.01, 0.1, 1.0, 10.0, 100.0, 1000.0)
 #: RBF gamma = factor / (D * var(X_train)) for these factors (kernel methods).
@@ -46,12 +23,7 @@ PREPROCESSING = ("none", "centre", "standardise", "minmax")
 
 # ---------------------------------------------------------------------------- pieces
 def make_preprocessor(preprocessing):
-    """Unfitted preprocessing transformer for a name in :data:`PREPROCESSING`.
-
-    A transformer instance is also accepted (it is cloned). Standardising leaves constant
-    features at zero (scikit-learn's ``StandardScaler`` uses scale 1 for them); ``"minmax"``
-    maps each training feature to [0, 1].
-    """
+    """Unfitted preprocessing transformer for a name in :data:`PREPROCESSING`."""
     if not isinstance(preprocessing, str):
         return clone(preprocessing)
     if preprocessing == "none":
@@ -105,16 +77,11 @@ def _svm(C, seed):
     return make_pipeline(StandardScaler(), LinearSVC(C=C, max_iter=10000, random_state=seed))
 
 
-def _candidates(method, X_train, preprocessing, gamma_factors):
-    if not method.kernel:
-        return [{}]
-    Xp = make_preprocessor(preprocessing).fit_transform(X_train)
-    return [{"gamma": g} for g in gamma_grid(Xp, gamma_factors)]
-
-
 def _select(method, X, y, n_classes, preprocessing, seed, *, inner_folds, C_grid, gamma_factors):
     """Inner stratified CV on the training part: the best (params, C) by mean accuracy."""
-    candidates = _candidates(method, X, preprocessing, gamma_factors)
+    candidates = [{}] if not method.kernel else [
+        {"gamma": g} for g in gamma_grid(make_preprocessor(preprocessing).fit_transform(X),
+                                         gamma_factors)]
     Cs = list(C_grid) if method.classifier == "svm" else [None]
     if len(candidates) * len(Cs) == 1:
         return candidates[0], Cs[0]
@@ -224,13 +191,7 @@ class MethodResult:
 def evaluate_method(method, X, y, *, dataset="", n_splits=10, test_size=1 / 3,
                     preprocessing="standardise", random_state=0, inner_folds=3,
                     C_grid=C_GRID, gamma_factors=GAMMA_FACTORS, max_samples=None, n_jobs=1):
-    """Run the protocol for one :class:`Method` on one data set: a :class:`MethodResult`.
-
-    ``preprocessing``: "none", "centre", "standardise", "minmax" or a transformer.
-    ``random_state`` seeds the outer splits (:func:`make_splits`), the inner folds and the
-    estimators. ``max_samples``: a stratified, seeded subsample before splitting (kernel methods
-    on large sets; recorded in ``note``). ``n_jobs > 1`` runs the outer splits with joblib.
-    """
+    """Run the protocol for one :class:`Method` on one data set: a :class:`MethodResult`."""
     X = np.asarray(X, dtype=float)
     y = np.asarray(y)
     n_total = len(y)

@@ -1,9 +1,4 @@
-"""Read written result tables back, and merge runs over different data sets into one table.
-
-:func:`read_experiment` is the inverse of :func:`catdask.evaluation.tables.write_experiment`;
-:func:`merge_experiments` lets a table gain data sets (e.g. ones whose files became available)
-without re-running the others, refusing runs made with a different protocol.
-"""
+"""Read written result tables back, and merge runs over different data sets into one table."""
 
 from __future__ import annotations
 
@@ -11,8 +6,6 @@ import json
 from pathlib import Path
 
 import numpy as np
-
-__all__ = ["PROTOCOL_SETTINGS", "read_experiment", "merge_experiments"]
 
 
 #: Settings that define the protocol: two runs can share a table only if these agree.
@@ -49,14 +42,8 @@ def _runs(exp_result):
 
 def merge_experiments(base, update, order=None):
     """``base`` with the data sets of ``update`` put in (replacing their rows and skip notes), so a
-    table gains data sets without re-running the others.
-
-    Both must be the same experiment run with the same protocol (``ValueError`` names the
-    :data:`PROTOCOL_SETTINGS` entry that differs). ``order``: the merged data-set order (default
-    the paper's, :data:`catdask.evaluation.data.PAPER_DATASETS`; others follow in their own order).
-    In the result, ``settings["seconds"]`` is the sum of the runs' wall times and
-    ``settings["runs"]`` lists each run's data sets and wall time.
-    """
+    table gains data sets without re-running the others. Both must be the same experiment and
+    protocol (``ValueError`` names the setting that differs); ``order``: the merged data-set order."""
     from .data import PAPER_DATASETS
     from .experiments import ExperimentResult
 

@@ -1,11 +1,4 @@
-"""Tables of our accuracies beside the paper's: CSV, Markdown and JSON.
-
-Per experiment (paper table) :func:`write_experiment` writes ``<key>.csv`` (one row per data
-set x method: ours mean and std, paper, difference, settings), ``<key>.md`` (the same as a
-Markdown table) and ``<key>.json`` (every split's accuracy, selected parameters and timings),
-under a results folder (default ``docs/results/``). Accuracies are percentages, like the paper's.
-Data sets of the paper that could not be run appear with the reason, never silently dropped.
-"""
+"""Tables of our accuracies beside the paper's: CSV, Markdown and JSON."""
 
 from __future__ import annotations
 
@@ -22,9 +15,6 @@ import numpy as np
 
 from .compared_methods import paper_methods
 from .paper_tables import PAPER_TABLES
-
-__all__ = ["CSV_COLUMNS", "DEFAULT_RESULTS_DIR", "result_rows", "markdown_table",
-           "write_experiment", "repository_relative"]
 
 DEFAULT_RESULTS_DIR = Path("docs") / "results"
 

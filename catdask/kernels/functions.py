@@ -1,8 +1,4 @@
-"""Kernel functions (RBF, linear, polynomial or a user callable) as picklable objects.
-
-A :class:`Kernel` is shipped to Dask workers, so it is a small frozen dataclass rather than a
-closure. Parameters follow :func:`sklearn.metrics.pairwise.pairwise_kernels`.
-"""
+"""Kernel functions (RBF, linear, polynomial or a user callable) as picklable objects."""
 
 from __future__ import annotations
 
@@ -11,8 +7,6 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import numpy as np
-
-__all__ = ["Kernel", "make_kernel", "rbf_kernel"]
 
 _BUILTIN = ("rbf", "linear", "poly")
 
@@ -69,15 +63,7 @@ class Kernel:
         return np.array([self(row[None, :], row[None, :])[0, 0] for row in X])
 
     def tile_factors(self, X, dtype):
-        """Row factors ``(left, right)`` in ``dtype`` whose products give Gram tiles.
-
-        A tile ``G[I, J]`` is ``finish_tile(left[I] @ right[J].T)``: one BLAS product of
-        (n_I, D + 2) by (D + 2, n_J) carries the norms too, so only the clip and ``exp`` (RBF)
-        or the power (polynomial) remain as elementwise passes over the tile. For the RBF
-        kernel X is centred first (the kernel does not change under a shift, and smaller norms
-        lose less to rounding in float32): ``left = [s x, -gamma ||x||^2, 1]``,
-        ``right = [s x, 1, -gamma ||x||^2]`` with ``s = sqrt(2 gamma)``. Built-in kernels only.
-        """
+        """Row factors ``(left, right)`` in ``dtype`` whose products give Gram tiles."""
         if not self.builtin:
             raise ValueError(f"Gram tiles need a built-in kernel; got {self.name}.")
         X = np.asarray(X, dtype=np.float64)
@@ -96,12 +82,7 @@ class Kernel:
         return (np.ascontiguousarray(left, dtype=dtype), np.ascontiguousarray(right, dtype=dtype))
 
     def finish_tile(self, T, clip=True):
-        """Turn ``left[I] @ right[J].T`` (see :meth:`tile_factors`) into ``G[I, J]`` in place.
-
-        RBF: ``clip`` caps the exponent at 0, which rounding can cross where x = y. Every exponent
-        carries rounding of the same order, so the tile pass clips diagonal tiles only (where every
-        x = y pair lies).
-        """
+        """Turn ``left[I] @ right[J].T`` (see :meth:`tile_factors`) into ``G[I, J]`` in place."""
         if self.metric == "rbf":
             if clip:
                 np.minimum(T, 0.0, out=T)
@@ -128,13 +109,7 @@ _RBF_SLAB_ENTRIES = 1 << 18
 
 
 def rbf_kernel(X, Y, gamma):
-    """``exp(-gamma ||x - y||^2)`` for every row pair of X (n, D) and Y (m, D): (n, m).
-
-    The same values as :func:`sklearn.metrics.pairwise.rbf_kernel` (to rounding), computed as
-    ``exp(min(0, 2 gamma x.y - gamma ||x||^2 - gamma ||y||^2))`` one row slab at a time, so that
-    the elementwise passes run on cache-resident data. This is the inner loop of every Gram
-    pass (recompute mode evaluates N^2 entries per iteration).
-    """
+    """``exp(-gamma ||x - y||^2)`` for every row pair of X (n, D) and Y (m, D): (n, m)."""
     gamma = _check_gamma(gamma)
     X = np.asarray(X, dtype=np.float64)
     Y = np.asarray(Y, dtype=np.float64)
@@ -189,10 +164,7 @@ def _rbf_slab(out, Xa, Yt, xxa, yy):
 
 
 def make_kernel(kernel, *, n_features, gamma=None, degree=3, coef0=1.0, kernel_params=None):
-    """Build a :class:`Kernel` from estimator parameters.
-
-    ``gamma=None`` means ``1 / n_features`` for ``"rbf"`` and ``"poly"``, as in scikit-learn.
-    """
+    """Build a :class:`Kernel` from estimator parameters."""
     if callable(kernel):
         return Kernel(kernel, dict(kernel_params or {}))
     if kernel not in _BUILTIN:

@@ -1,28 +1,17 @@
-"""Low-rank factorisation of a Gram matrix by pivoted Cholesky, ``G ~= L L^T``.
-
-Used to certify kernel fits: with ``G = L L^T`` the kernel problem is exactly the linear one on
-the rows of L (features in an r-dimensional isometric copy of the data span, docs/design.md
-§4 "Kernel version"), so the linear certificate applies to ``W = L^T A^T``. Pivoted
-Cholesky needs only the diagonal and r columns of G (N r kernel evaluations, N r^2 flops): no
-N x N eigendecomposition.
-"""
+"""Low-rank factorisation of a Gram matrix by pivoted Cholesky, ``G ~= L L^T``."""
 
 from __future__ import annotations
 
 import numpy as np
-
-__all__ = ["pivoted_cholesky"]
 
 
 def pivoted_cholesky(diagonal, columns, *, rtol=1e-12, max_rank=1000, return_pivots=False):
     """Greedy pivoted Cholesky factor ``L`` (N, r) of a PSD matrix G given by its ``diagonal`` and
     ``columns(idx) -> (N, len(idx))``, stopped when ``trace(G - L L^T) <= rtol * trace(G)``, or
     unconverged at rank ``max_rank``.
-
     Returns ``(L, residual_trace, converged)``, and with ``return_pivots`` the pivots too: the rows
     of G chosen in order, whose kernel columns span the factor (``L L^T = G[:, P] G[P, P]^{-1}
-    G[P, :]``, the Nystroem approximation on the landmarks P).
-    """
+    G[P, :]``, the Nystroem approximation on the landmarks P)."""
     d = np.array(diagonal, dtype=float)
     N = d.shape[0]
     total = max(float(d.sum()), np.finfo(float).tiny)

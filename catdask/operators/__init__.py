@@ -1,13 +1,4 @@
-"""The operator layer: the heavy products of the solver, and nothing else.
-
-Every operator here implements one of the two interfaces of :mod:`catdask.core.protocols` (the
-linear method's data, the kernel method's Gram matrix), so the same solver loop runs in memory,
-on Dask workers and on a GPU. ``blocks`` and ``gram_tiles`` hold each formula once;
-``in_memory``, ``gram_base``, ``dask_data``, ``dask_gram``, ``torch_gram`` (with ``fused_rbf``)
-and ``dask_torch_gram`` say where the products run; ``centred`` is ``H G H`` for the global
-origin. Which operator a fit uses is decided once, by
-:class:`catdask.estimators.target.ComputeTarget`.
-"""
+"""The operator layer: the heavy products of the solver, and nothing else."""
 
 from .centred import CentredGramOperator
 from .dask_data import DaskDataOperator

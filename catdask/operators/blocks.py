@@ -1,21 +1,8 @@
-"""The heavy products on one block of rows: every formula of the operator layer, once.
-
-Every heavy product is a sum (or a concatenation) over row blocks: the in-memory operators call
-these functions in a loop, the Dask operators put the same functions into a graph. Linear
-blocks receive ``x`` (n_b, D) in the stored dtype (promoted to float64 here) and the block's
-class codes; Gram blocks receive the class-sorted training matrix and a row range (the
-recompute-mode products of a built-in kernel use :mod:`.gram_tiles` instead).
-"""
+"""The heavy products on one block of rows: every formula of the operator layer, once."""
 
 from __future__ import annotations
 
 import numpy as np
-
-__all__ = ["column_blocks", "cross_product", "class_segments", "block_class_stats",
-           "combine_class_stats", "class_second_moments", "block_own_projections",
-           "block_weighted_sums", "sum_arrays", "gram_class_product", "gram_class_product_by_rows",
-           "gram_matmul", "gram_moments", "gram_rows", "gram_rows_to_zarr", "gram_range_matmul",
-           "gram_submatrix"]
 
 
 # ---------------------------------------------------------------------------------- linear
@@ -69,12 +56,7 @@ def _class_blocks(x, c, n_classes, center=None):
 
 
 def block_class_stats(x, c, n_classes):
-    """Per-class count, mean and scatter ``M2 = sum (x - mean)(x - mean)^T`` of one block.
-
-    Scatter about the block's own class means (not about zero) so that combining blocks
-    (:func:`combine_class_stats`) never subtracts large numbers (docs/design.md §3c). Also reports
-    whether every value is finite (input validation folded into the one pass).
-    """
+    """Per-class count, mean and scatter ``M2 = sum (x - mean)(x - mean)^T`` of one block."""
     D = x.shape[1]
     n = np.zeros(n_classes)
     mean = np.zeros((n_classes, D))
@@ -89,10 +71,7 @@ def block_class_stats(x, c, n_classes):
 
 
 def combine_class_stats(*parts):
-    """Merge per-class statistics of disjoint blocks (Chan, Golub & LeVeque's pairwise update).
-
-    ``M2 = M2_a + M2_b + n_a n_b / n * d d^T`` with ``d = mean_b - mean_a``: no cancellation.
-    """
+    """Merge per-class statistics of disjoint blocks (Chan, Golub & LeVeque's pairwise update)."""
     out = {k: np.array(v, copy=True) if k != "finite" else v for k, v in parts[0].items()}
     for p in parts[1:]:
         na, nb = out["n"], p["n"]
@@ -176,12 +155,7 @@ def _open_cache(cache):
 
 
 def gram_class_product(X, rows, offsets, z, kernel, col_block, cache=None):
-    """Rows ``rows`` of ``B = G Z`` for every restart, transposed: ``B^T`` (R, K, n_rows).
-
-    ``X`` and ``z`` (R, N) are sorted by class (class k at ``offsets[k]:offsets[k+1]``). Z has one
-    non-zero per row, so only the class-k columns of G feed column k of G Z (docs/design.md §3).
-    The result is C-contiguous, the layout the W-step reads and a worker sends without a copy.
-    """
+    """Rows ``rows`` of ``B = G Z`` for every restart, transposed: ``B^T`` (R, K, n_rows)."""
     if isinstance(cache, np.ndarray) and cache.flags.f_contiguous:
         return gram_class_product_by_rows(cache.T, offsets, z)
     a, b = rows
@@ -205,13 +179,7 @@ _SLAB_ENTRIES = 4 * 1024**2
 
 
 def gram_class_product_by_rows(GT, offsets, z):
-    """Rows ``I`` of ``B = G Z``, transposed (R, K, n_I), from ``GT = G[I, :]^T`` (N, n_I).
-
-    Column k of ``B[I]`` is ``(z_k^T GT[C_k, :])^T``: contiguous rows of ``GT`` instead of strided
-    columns of ``G[I, :]`` (a stored symmetric G is its own ``GT``). A class's rows go in slabs of
-    about :data:`_SLAB_ENTRIES` entries, and each product is written straight into its row of the
-    result.
-    """
+    """Rows ``I`` of ``B = G Z``, transposed (R, K, n_I), from ``GT = G[I, :]^T`` (N, n_I)."""
     R = z.shape[0]
     n_out = GT.shape[1]
     K = len(offsets) - 1
@@ -238,11 +206,7 @@ def gram_matmul(X, rows, V, kernel, col_block, cache=None):
 
 
 def gram_moments(X, rows, kernel, col_block, cache=None):
-    """One sweep over G's rows ``rows``: row sums ``G 1``, the diagonal and ``||G_rows||_F^2``.
-
-    These feed the centred operator (``g = G 1``) and the CAS scale (``tr G``, ``||G||_F``),
-    so a fit spends one Gram pass on them, not three.
-    """
+    """One sweep over G's rows ``rows``: row sums ``G 1``, the diagonal and ``||G_rows||_F^2``."""
     a, b = rows
     sums = np.zeros(b - a)
     diag = np.zeros(b - a)
@@ -259,11 +223,7 @@ def gram_moments(X, rows, kernel, col_block, cache=None):
 
 
 def gram_rows(X, rows, kernel, dtype, col_block):
-    """The row block ``G[rows, :]`` in ``dtype``, in Fortran order (the in-memory Gram cache).
-
-    Fortran order makes the block's transpose C-contiguous, so ``G Z`` reads it by rows
-    (:func:`gram_class_product_by_rows`); no symmetry of the kernel is assumed.
-    """
+    """The row block ``G[rows, :]`` in ``dtype``, in Fortran order (the in-memory Gram cache)."""
     a, b = rows
     N = X.shape[0]
     out = np.empty((b - a, N), dtype=dtype, order="F")
@@ -273,11 +233,7 @@ def gram_rows(X, rows, kernel, dtype, col_block):
 
 
 def gram_rows_to_zarr(X, rows, kernel, path, col_block):
-    """Write ``G[rows, :]`` into the zarr Gram cache at ``path``; returns ``rows``.
-
-    Row blocks are aligned with the store's chunks, so concurrent writers never share a chunk
-    and each chunk write is atomic (docs/stack.md, zarr 3): no lock needed.
-    """
+    """Write ``G[rows, :]`` into the zarr Gram cache at ``path``; returns ``rows``."""
     import zarr
 
     arr = zarr.open_array(path, mode="r+")

@@ -1,9 +1,4 @@
-"""The centred Gram ``H G H`` (x0 the feature-space centroid), without forming it.
-
-Wraps any Gram operator (:class:`~catdask.core.protocols.GramOperator`) for
-``origin="global"`` (docs/design.md §3b); each product costs one product with the base operator
-plus O(N R K).
-"""
+"""The centred Gram ``H G H`` (x0 the feature-space centroid), without forming it."""
 
 from __future__ import annotations
 
@@ -11,18 +6,12 @@ import numpy as np
 
 from ..core.protocols import GramOperator
 
-__all__ = ["CentredGramOperator"]
-
 #: Entries per slab of rows in :meth:`CentredGramOperator.class_gram` (4 MB of float64).
 _SLAB_ENTRIES = 512 * 1024
 
 
 class CentredGramOperator(GramOperator):
-    """``G_c = H G H`` (H = I - 11^T/N) on top of any Gram operator, without forming it.
-
-    Used for ``origin="global"``: x0 is the feature-space centroid (docs/design.md §3b). Each
-    product costs one product with the base operator plus O(N R K).
-    """
+    """``G_c = H G H`` (H = I - 11^T/N) on top of any Gram operator, without forming it."""
 
     def __init__(self, base: GramOperator):
         self.base = base

@@ -1,11 +1,4 @@
-"""The linear data operator on Dask workers: the :mod:`.blocks` functions, one task per row block.
-
-X stays a row-chunked Dask array (docs/design.md §2). One pass builds the class means,
-scatter matrices and the total covariance's moments; when the solver streams (CAS, or class
-matrices too big to keep), each iteration costs two passes, ``own_projections`` (X W) and
-``class_weighted_sums`` (X^T Z). Workers return arrays of size R x N or K x D x D; the driver
-does the Z-step and the polar step.
-"""
+"""The linear data operator on Dask workers: the :mod:`.blocks` functions, one task per row block."""
 
 from __future__ import annotations
 
@@ -19,8 +12,6 @@ from ..core.protocols import DataOperator
 from ..distributed.execute import BlockRunner, cluster_resources
 from . import blocks
 
-__all__ = ["DaskDataOperator"]
-
 logger = logging.getLogger("catdask.distributed")
 
 # Per-pass partial results are combined on the driver up to this many bytes in all.
@@ -28,14 +19,7 @@ _INLINE_BYTES = 8 * 1024**2
 
 
 class DaskDataOperator(DataOperator):
-    """Linear data operator on a row-chunked Dask array X (N, D) (mirrors ``NumpyDataOperator``).
-
-    Blocks of any real dtype are promoted to float64 on the workers (float32 storage halves I/O
-    without changing the arithmetic); the class codes stay on the driver; ``center`` is the origin
-    x0 (default the mean of X). ``persist`` keeps X in worker memory once the solver streams it
-    (``"auto"``: when it takes at most half the cluster's memory). ``passes`` counts the passes
-    over X.
-    """
+    """Linear data operator on a row-chunked Dask array X (N, D) (mirrors ``NumpyDataOperator``)."""
 
     def __init__(self, X, classes: ClassIndex, center: np.ndarray | None = None, *,
                  persist: bool | str = "auto"):

@@ -1,10 +1,4 @@
-"""The Gram operator on Dask workers: the :mod:`.blocks` functions, one task per row block.
-
-``G Z`` is computed row block by row block (docs/design.md §3), never materialising G; blocks
-are recomputed every pass, or cached once (worker memory or a zarr store) and streamed. The
-products are :class:`.gram_base.BlockGramOperator`'s; this module runs the passes on the
-cluster and builds the caches.
-"""
+"""The Gram operator on Dask workers: the :mod:`.blocks` functions, one task per row block."""
 
 from __future__ import annotations
 
@@ -27,8 +21,6 @@ from .gram_base import GRAM_PRECISIONS, BlockGramOperator
 if TYPE_CHECKING:
     from ..kernels import Kernel
 
-__all__ = ["DaskGramOperator", "GRAM_CACHE_MODES"]
-
 logger = logging.getLogger("catdask.distributed")
 
 GRAM_CACHE_MODES = ("auto", "recompute", "memory", "zarr")
@@ -45,24 +37,7 @@ _TILE_ENTRIES_PER_BAND_ENTRY = 100
 
 
 class DaskGramOperator(BlockGramOperator):
-    """Gram operator computed on Dask workers, block by block (mirrors ``NumpyGramOperator``).
-
-    X (N, D; in the order ``classes`` refers to) is small next to G: it is held on the driver and
-    once on every worker, sorted by class so that only class-k columns of G feed column k of
-    ``G Z``. Each product is one task per row block ``I`` (``block_rows`` rows; default one task per
-    worker thread, or more so that a task handles about 1e8 kernel entries) computing ``G[I, :]``.
-
-    ``cache``: ``"recompute"`` evaluates ``k(X_I, X_J)`` in every pass (no O(N^2) memory);
-    ``"memory"`` keeps the Gram row blocks in worker memory; ``"zarr"`` writes them once into the
-    zarr store ``store`` (reused when built from the same data, kernel and dtype; None: a temporary
-    folder removed by :meth:`close`) and streams them; ``"auto"``: ``"zarr"`` when ``store`` is
-    given, else ``"memory"`` when the cache fits ``max_gram_bytes`` and half the cluster's memory,
-    else ``"recompute"`` (the choice is ``cache_mode``). ``cache_dtype`` float32 halves a cache's
-    memory and I/O (products still accumulate in float64). Recomputed with a built-in kernel,
-    ``uses_tiles``: ``G Z`` is one pass over G's symmetric tiles of ``tile_rows``, in ``precision``,
-    split into balanced tasks whose partial sums the driver adds as they arrive. ``gram_passes``
-    counts full passes over G.
-    """
+    """Gram operator computed on Dask workers, block by block (mirrors ``NumpyGramOperator``)."""
 
     def __init__(self, X: np.ndarray, classes: ClassIndex, kernel: Kernel, *,
                  cache: str = "auto", store: str | os.PathLike | None = None,

@@ -1,12 +1,4 @@
-"""The device Gram operator split over the GPUs of a Dask cluster.
-
-:class:`DaskTorchGramOperator` is :class:`~catdask.operators.torch_gram.TorchGramOperator` with
-one method replaced: a batch of range products ``G[rows, cols] V`` runs as one Dask graph on
-the workers that declare a GPU (deploy/gpu-cluster.md), its rows cut into tasks per GPU. So
-every product is one scheduler round trip, whatever K (:attr:`round_trips` counts them). A
-worker builds its device copy of X once per fit (:func:`_worker_operator`, keyed by the fit's
-token); a pass ships V and gets back the rows' products.
-"""
+"""The device Gram operator split over the GPUs of a Dask cluster."""
 
 from __future__ import annotations
 
@@ -18,8 +10,6 @@ import numpy as np
 from ..core.classes import ClassIndex
 from ..distributed.execute import INLINE_BYTES, BlockRunner, workers_with_resource
 from .torch_gram import TorchGramOperator, import_torch
-
-__all__ = ["DaskTorchGramOperator", "GPU_RESOURCE"]
 
 #: The Dask worker resource a GPU worker declares (``--resources GPU=1``).
 GPU_RESOURCE = "GPU"
@@ -52,10 +42,7 @@ def worker_products(token, X_sorted, offsets, kernel, device, items, V, precisio
 
 def split_rows(requests, n_tasks):
     """The rows of a batch of range products cut into at most ``n_tasks`` groups of about equal
-    work (kernel entries), in order; each group a list of ``(request index, rows)``.
-
-    ``requests`` are ``(rows, cols, square)``; one with no rows or columns is in no group.
-    """
+    work (kernel entries), in order; each group a list of ``(request index, rows)``."""
     work = [max(b - a, 0) * max(d - c, 0) for (a, b), (c, d), _ in requests]
     total = sum(work)
     if total == 0:
@@ -97,13 +84,7 @@ def release_worker_operator(token):
 
 
 class DaskTorchGramOperator(TorchGramOperator):
-    """:class:`TorchGramOperator` whose Gram products run on the cluster's GPU workers.
-
-    ``worker_device`` is the device each GPU worker computes on (its own GPU, "cuda"; "cpu" runs the
-    same tasks on the workers' CPUs, the tests' stand-in). ``round_trips`` counts the Dask graphs
-    run for the products (placing and freeing X not counted). Raises ``ValueError`` when no worker
-    of the current cluster declares the ``GPU`` resource.
-    """
+    """:class:`TorchGramOperator` whose Gram products run on the cluster's GPU workers."""
 
     def __init__(self, X, classes, kernel, *, precision="float64", worker_device="cuda"):
         super().__init__(X, classes, kernel, device="cpu", precision=precision, fused=False)

@@ -1,26 +1,8 @@
-"""One fused GPU kernel for the RBF Gram products: ``G[I, J] V`` with G never in memory.
-
-As three library calls (distance product, ``exp``, product with V) every kernel entry goes
-through GPU memory three times. Fused, each program keeps a block of rows of the tile factors
-on chip and, per block of columns, computes the exponent, ``exp`` and the product with V:
-flash attention's loop without the softmax normalisation. It reads the tile factors of
-:meth:`catdask.kernels.Kernel.tile_factors`, zero-padded to a power of two.
-
-Precision: float64 products are IEEE float64. Float32 products run as ``"tf32x3"`` (three
-TF32 tensor-core products carrying float32's mantissa) or ``"ieee"``, and the running sum over
-column blocks is compensated (Kahan), so long row sums keep float32's relative precision; the
-anchored polish (:mod:`catdask.core.precision`) makes the result exact.
-
-Written in Triton, whose interpreter runs the same kernel on a CPU (``TRITON_INTERPRET=1``), so
-the tests check it against numpy without a GPU.
-"""
+"""One fused GPU kernel for the RBF Gram products: ``G[I, J] V`` with G never in memory."""
 
 from __future__ import annotations
 
 import functools
-
-__all__ = ["FLOAT32_DOT", "MAX_V_COLUMNS", "TUNING", "fused_available", "padded_width",
-           "rbf_matmul"]
 
 #: Products of the float32 phase: "tf32x3" (tensor cores) or "ieee" (FMA); chosen by
 #: benchmarks/bench_device.py.
@@ -103,14 +85,7 @@ def _kernel():
 
 def rbf_matmul(left, right, V, *, square=False, dot=None):
     """``T V`` with ``T[i, j] = exp(min(0, left[i] . right[j]))`` (``T**2`` when ``square``: the row
-    sums of the squared kernel give ``||G||_F^2``).
-
-    ``left`` (n, P) and ``right`` (m, P) are the tile factors of the rows I and columns J
-    (:meth:`~catdask.kernels.Kernel.tile_factors`, zero-padded to a power of two P >= 16), ``V``
-    (m, q <= :data:`MAX_V_COLUMNS`), all float32 or all float64 on one device. ``dot`` chooses the
-    float32 products (default :data:`FLOAT32_DOT`); float64 is always "ieee". Returns (n, q) in the
-    input dtype.
-    """
+    sums of the squared kernel give ``||G||_F^2``)."""
     import torch
     import triton
 

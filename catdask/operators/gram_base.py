@@ -1,13 +1,7 @@
 """The Gram operator's products, once, over row blocks of a class-sorted G.
 
-:class:`BlockGramOperator` holds X sorted by class; every product is one pass of a
-:mod:`.blocks` function over G's row blocks. Subclasses say how a pass runs (a loop here, or
-one task per block on Dask workers) and where a block of G comes from (recomputed, stored, a
-cache). Class k's columns are one contiguous slice; results go back to the caller's order.
-
-In recompute mode with a built-in kernel, ``G Z`` is one pass over the square tiles of G's
-upper triangle (:mod:`.gram_tiles`) in :attr:`BlockGramOperator.precision`; the centring
-moments come from one float64 pass over the same tiles.
+Every product is one pass of a :mod:`.blocks` function over G's row blocks; subclasses say how a
+pass runs and where a block comes from (recomputed, stored, a cache).
 """
 
 from __future__ import annotations
@@ -23,8 +17,6 @@ from . import blocks, gram_tiles
 if TYPE_CHECKING:
     from ..kernels import Kernel
 
-__all__ = ["BlockGramOperator", "GRAM_PRECISIONS", "GRAM_TILE"]
-
 #: Precisions of the recomputed Gram tiles in ``G Z``.
 GRAM_PRECISIONS = ("float64", "float32")
 
@@ -34,12 +26,7 @@ GRAM_TILE = 384
 
 
 class BlockGramOperator(GramOperator):
-    """Gram products as passes of block functions over row blocks (see module docstring).
-
-    Subclasses call :meth:`_init_blocks` and implement :meth:`_run`, :meth:`_pass_input`,
-    :meth:`_submatrix` and :meth:`_range_matmul`; ``self._cache`` holds, per row block, what
-    the block functions read instead of recomputing (None: recompute).
-    """
+    """Gram products as passes of block functions over row blocks."""
 
     matvec_without_class_block = False
     makes_class_gram_rows: bool = True  # class_gram_rows below
@@ -72,11 +59,7 @@ class BlockGramOperator(GramOperator):
         self._class_tile_pairs: np.ndarray | None = None
 
     def set_precision(self, precision: str) -> None:
-        """Evaluate the recomputed tiles of ``G Z`` in ``"float32"`` or ``"float64"``.
-
-        Only the tile pass (``uses_tiles``) has a float32 form; with a stored or cached G, or a
-        user's kernel, products stay as they are. Every other product is float64 throughout.
-        """
+        """Evaluate the recomputed tiles of ``G Z`` in ``"float32"`` or ``"float64"``."""
         if precision not in GRAM_PRECISIONS:
             raise ValueError(f"precision must be one of {GRAM_PRECISIONS}; got {precision!r}.")
         self.precision = precision
@@ -106,11 +89,7 @@ class BlockGramOperator(GramOperator):
             add(part)
 
     def _tiled_class_matmul(self, zs, pairs=None):
-        """``G Z`` from the symmetric tiles; ``zs`` (R, N) sorted, result (R, N, K) sorted.
-
-        ``pairs`` (default: all of G's upper triangle) may restrict the pass to some tiles
-        (the class-diagonal blocks for :meth:`class_block_matmul`).
-        """
+        """``G Z`` from the symmetric tiles; ``zs`` (R, N) sorted, result (R, N, K) sorted."""
         if pairs is None:
             self.gram_passes += 1
             pairs = self._tile_pairs
@@ -129,14 +108,7 @@ class BlockGramOperator(GramOperator):
         return np.ascontiguousarray(acc.transpose(2, 0, 1)).transpose(0, 2, 1)
 
     def class_block_matmul(self, V: np.ndarray) -> np.ndarray:
-        """``diag(G_11, ..., G_KK) V``: every class block times its rows of V.
-
-        ``V`` (N, m) in the caller's order. With ``uses_tiles``: one pass over the class
-        blocks' upper-triangle tiles (``sum n_k^2 / 2`` kernel entries, in :attr:`precision`),
-        so the decoupled start's Lanczos does all classes per round trip
-        (:func:`catdask.core.class_eigen.class_block_top_eigenpairs`). Otherwise one
-        :meth:`class_matvec` product per class.
-        """
+        """``diag(G_11, ..., G_KK) V``: every class block times its rows of V."""
         V = np.asarray(V, dtype=float)
         Vs = np.ascontiguousarray(self.classes.sort_rows(V))  # (N, m) sorted
         if not self.uses_tiles:

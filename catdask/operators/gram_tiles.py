@@ -1,12 +1,4 @@
-"""Square tiles of G's upper triangle: the recompute-mode products of a built-in kernel.
-
-The products ``G Z`` (:func:`gram_symmetric_class_product`) and the Gram moments
-(:func:`gram_symmetric_moments`) of a built-in kernel work on square tiles of the upper triangle
-of the class-sorted G: each off-diagonal tile is evaluated once, in float32 or float64, and
-serves both ``G[I, J] Z_J`` and ``G[J, I] Z_I``. Like :mod:`.blocks`, the functions know
-nothing about Dask: the in-memory and the Dask Gram operators (:mod:`.gram_base`) run the same
-ones, in this process or as tasks on the workers.
-"""
+"""Square tiles of G's upper triangle: the recompute-mode products of a built-in kernel."""
 
 from __future__ import annotations
 
@@ -14,28 +6,16 @@ import numpy as np
 
 from .blocks import column_blocks
 
-__all__ = ["symmetric_tile_pairs", "class_diagonal_tile_pairs", "gram_symmetric_class_product",
-           "add_class_product_part", "gram_symmetric_moments"]
-
 
 def symmetric_tile_pairs(N, tile):
-    """The tiles ``(a, b, c, d)`` (rows a:b, columns c:d, a <= c) of G's upper triangle.
-
-    Returned as an int array of shape (n_pairs, 4), ordered by row tile, so that a contiguous
-    run of pairs keeps one row panel in cache and a task's argument is one small array.
-    """
+    """The tiles ``(a, b, c, d)`` (rows a:b, columns c:d, a <= c) of G's upper triangle."""
     bounds = column_blocks(N, int(tile))
     pairs = [(*bounds[i], *bounds[j]) for i in range(len(bounds)) for j in range(i, len(bounds))]
     return np.asarray(pairs, dtype=np.int64).reshape(-1, 4)
 
 
 def class_diagonal_tile_pairs(offsets, tile):
-    """The upper-triangle tiles of the class blocks ``G[C_k, C_k]`` only (sorted positions).
-
-    A pass over them with :func:`gram_symmetric_class_product` gives the block-diagonal
-    product ``diag(G_11, ..., G_KK) V`` for all classes at once (the decoupled start's Lanczos,
-    docs/design.md §3c), at ``sum n_k^2 / 2`` kernel entries instead of ``N^2 / 2``.
-    """
+    """The upper-triangle tiles of the class blocks ``G[C_k, C_k]`` only (sorted positions)."""
     parts = [symmetric_tile_pairs(int(b) - int(a), tile) + int(a)
              for a, b in zip(offsets[:-1], offsets[1:]) if b > a]
     return np.concatenate(parts) if parts else np.zeros((0, 4), dtype=np.int64)
@@ -49,17 +29,7 @@ def _class_ranges(offsets, a, b):
 
 def gram_symmetric_class_product(left, right, pairs, offsets, zt, kernel):
     """The contribution of the tiles ``pairs`` to ``G Z``: a part ``(lo, hi, head, k0, tail)`` of
-    the (K, N, R) sum, in the tile dtype (:func:`add_class_product_part` adds it up).
-
-    ``left``, ``right`` (N, D') are the kernel's tile factors, ``zt`` (N, R) the restarts' z, rows
-    sorted by class. Each tile ``T = G[I, J]`` is one BLAS product plus the kernel's finish; an
-    off-diagonal tile adds ``T Z_J`` to rows I and ``T^T Z_I`` to rows J, so the upper triangle
-    gives all of ``G Z``, accumulated in float64 across tiles.
-
-    The part: rows ``lo:hi`` (the task's row tiles) get every class (``head``); rows ``hi:`` get
-    only the classes ``k0:k0 + len(tail)`` present in rows ``lo:hi`` (``tail``); the rest of that
-    band is exact zeros, never sent to the driver.
-    """
+    the (K, N, R) sum, in the tile dtype (:func:`add_class_product_part` adds it up)."""
     N, R = zt.shape
     K = len(offsets) - 1
     pairs = np.asarray(pairs).reshape(-1, 4)
@@ -106,13 +76,7 @@ def add_class_product_part(acc, part):
 
 
 def gram_symmetric_moments(left, right, pairs, kernel):
-    """The tiles ``pairs``' share of G's row sums, diagonal and squared Frobenius norm.
-
-    Same tiles as :func:`gram_symmetric_class_product` (each off-diagonal tile evaluated once,
-    counted for ``G[I, J]`` and ``G[J, I]``), in the factors' dtype, accumulated in float64.
-    Returns one float64 array ``[row sums (N), diagonal (N), ||G||_F^2 share]`` of length
-    ``2 N + 1``, so that partial results of several tasks simply add up.
-    """
+    """The tiles ``pairs``' share of G's row sums, diagonal and squared Frobenius norm."""
     N = left.shape[0]
     out = np.zeros(2 * N + 1)
     sums, diag = out[:N], out[N : 2 * N]

@@ -1,10 +1,4 @@
-"""In-memory (numpy) operators: the :mod:`.blocks` functions run in this process.
-
-- :class:`NumpyDataOperator`: the linear method's data, centred at x0 and sorted by class once,
-  so each product is one call of a block function on one (whole-data) block.
-- :class:`NumpyGramOperator`: the Gram products as passes over row blocks of G, which is either
-  precomputed and kept (when it fits ``max_gram_bytes``) or recomputed block by block.
-"""
+"""In-memory (numpy) operators: the :mod:`.blocks` functions run in this process."""
 
 from __future__ import annotations
 
@@ -19,8 +13,6 @@ from .gram_base import BlockGramOperator
 
 if TYPE_CHECKING:
     from ..kernels import Kernel
-
-__all__ = ["NumpyDataOperator", "NumpyGramOperator"]
 
 #: The covariance moments come from the class statistics when these (K D^2 floats) fit here.
 _STATS_FOR_MOMENTS_BYTES = 256 * 2**20
@@ -87,14 +79,7 @@ class NumpyDataOperator(DataOperator):
 
 
 class NumpyGramOperator(BlockGramOperator):
-    """Gram operator on in-memory data X (N, D; any order, ``classes`` gives the block structure).
-
-    G is precomputed and kept when it needs at most ``max_gram_bytes``; otherwise row blocks
-    ``k(X_I, X)`` of ``block_rows`` rows are recomputed in every product. With a built-in kernel and
-    G not stored, ``uses_tiles``: ``G Z`` is one pass over G's symmetric square tiles of
-    ``tile_rows`` (default ``GRAM_TILE``), each off-diagonal tile evaluated once for both its
-    products, in ``precision`` (:meth:`set_precision`).
-    """
+    """Gram operator on in-memory data X (N, D; any order, ``classes`` gives the block structure)."""
 
     def __init__(self, X: np.ndarray, classes: ClassIndex, kernel: Kernel, *,
                  max_gram_bytes: int = 2 * 1024**3, block_rows: int | None = None,

@@ -1,15 +1,8 @@
 """The Gram operator on a PyTorch device (a GPU, or the CPU): G recomputed, never stored.
 
-Every product is a batch of range products ``G[I, J] V`` with one V
-(:meth:`TorchGramOperator._products`; a Dask subclass runs a batch as one round trip), on
-class-sorted samples: ``G Z`` is K products (column k reads only the class-k columns of G), the
-decoupled start's ``diag(G_11, ..., G_KK) V`` the K class-diagonal products, ``G 1`` and
-``||G||_F^2`` two float64 products with a column of ones.
-
-The primitive runs the fused Triton kernel (:mod:`.fused_rbf`) for RBF on a GPU, otherwise
-PyTorch tiles computed as the numpy operator computes them, in the same two precisions, so the
-schedules of :mod:`catdask.core.precision` apply unchanged. Device memory: O(N (D + K R)) plus
-one tile of :data:`TILE_ENTRIES`.
+Every product is a batch of range products ``G[I, J] V`` on class-sorted samples, run by the fused
+Triton kernel (:mod:`.fused_rbf`) for RBF on a GPU, else by PyTorch tiles in the numpy operator's
+precisions. Device memory: O(N (D + K R)) plus one tile of :data:`TILE_ENTRIES`.
 """
 
 from __future__ import annotations
@@ -26,8 +19,6 @@ from .gram_base import GRAM_PRECISIONS
 
 if TYPE_CHECKING:
     from ..kernels import Kernel
-
-__all__ = ["TILE_ENTRIES", "TorchGramOperator", "import_torch", "torch_device"]
 
 logger = logging.getLogger("catdask.operators")
 
@@ -52,12 +43,10 @@ def import_torch():
 
 def torch_device(device, *, here=True):
     """``device`` ("cuda", "cuda:1", "cpu", a torch.device) as a torch.device, checked.
-
     Raises a ValueError naming the problem when the device does not exist here (no CUDA build
     of PyTorch, no GPU, an index beyond the GPUs present). ``here=False`` checks only that
     PyTorch is installed and knows the form: for a device of other machines (the GPU workers
-    of a Dask cluster, which compute on their own ``cuda``).
-    """
+    of a Dask cluster, which compute on their own ``cuda``)."""
     torch = import_torch()
     try:
         dev = torch.device(device)
@@ -97,7 +86,7 @@ def torch_device(device, *, here=True):
 
 
 class TorchGramOperator(GramOperator):
-    """Gram products on a PyTorch ``device`` (see the module docstring), for X (N, D) in the order
+    """Gram products on a PyTorch ``device`` (range products on class-sorted samples), for X (N, D) in the order
     of ``classes`` and a built-in ``kernel``. ``precision`` is that of ``G Z`` and the class-block
     products (:meth:`set_precision`); ``fused`` ("auto": where it runs, a CUDA device with Triton)
     uses the fused RBF kernel. ``gram_passes`` counts full passes over G (``G Z``, ``G V``, the two
@@ -226,7 +215,7 @@ class TorchGramOperator(GramOperator):
 
     # ------------------------------------------------------------------ the products
     def class_matmul(self, z: np.ndarray) -> np.ndarray:
-        """``B[r] = G Z_r``: (R, N) -> (R, N, K), one product per class (module docstring)."""
+        """``B[r] = G Z_r``: (R, N) -> (R, N, K), one range product per class."""
         self.gram_passes += 1
         zs = self.classes.sort(np.asarray(z, dtype=np.float64))  # (R, N) sorted
         R, N = zs.shape

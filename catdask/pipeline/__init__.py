@@ -1,8 +1,4 @@
-"""Library functions behind the Prefect flows: ingest, train-certify-register, reports.
-
-The flows in :mod:`catdask.orchestration` only orchestrate (retries, artifacts, logging);
-everything they run is here, importable and testable without Prefect.
-"""
+"""Library functions behind the Prefect flows: ingest, train-certify-register, reports."""
 
 from ..lazy import lazy_attributes
 

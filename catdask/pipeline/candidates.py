@@ -1,30 +1,9 @@
 """Rejected candidates: fits that a run's policy did not register, kept so that a decision
-can be overturned without a refit.
-
-A CQS / K-CQS fit that is not certified, with its gap above ``max_gap`` and
-``allow_uncertified`` off, registers nothing. Its fit is still good work (14 s for a CQS, minutes
-for a K-CQS on 30,000 rows): the train flow keeps it as a *candidate*, stored exactly like a
-model version (zarr arrays plus JSON, no pickle, written atomically) in the candidates' own
-registry ``<store>/candidates/models/<name>/v<N>/`` (a store inside the store, on a local
-folder or S3 alike: :func:`catdask.store.substore.sub_store`), which ``predict``, ``models list``, the
-MLflow export and the nightly retrain never read.
-
-When a later train asks for the same fit (same content, same spec identity, same code:
-:func:`catdask.pipeline.model_cache.same_fit`) under another policy, :func:`reconsider_candidate`
-decides again from the recorded certificate: registered now, in about a second (the candidate
-then leaves the candidates' registry), or rejected again, still without a refit.
-
-A candidate is garbage once nothing can use it: ``catdask gc`` removes (like an unreferenced
-data-set snapshot) those whose data set's current content or catdask's code has changed since,
-and those whose fit is already registered (:func:`gc_candidates`).
-"""
+can be overturned without a refit."""
 
 from __future__ import annotations
 
 from pathlib import Path
-
-__all__ = ["CANDIDATES_FOLDER", "candidates_root", "save_candidate", "reconsider_candidate",
-           "gc_candidates", "look_up_fit"]
 
 #: The candidates' registry, under the store root.
 CANDIDATES_FOLDER = "candidates"
@@ -69,12 +48,10 @@ def reconsider_candidate(store, model_name: str, dataset: str, dataset_sha256: s
                          spec: dict, *, run_key=None) -> dict | None:
     """The train cache's second look: a candidate fitted on this content with this spec's
     identity and code, decided again under ``spec``'s policy; None when there is none.
-
     Returns the summary of the version registered from it (``reused`` ``"candidate"``), or of
     the candidate rejected again (``version`` None, ``status`` ``"rejected-uncertified"``).
     ``run_key`` (default: one derived from the candidate) makes the registration idempotent,
-    so two runs promoting the same candidate at once register one version.
-    """
+    so two runs promoting the same candidate at once register one version."""
     from ..certificate import Certificate
     from ..store import load_model_version, register_model
     from .model_cache import find_stored_fit
@@ -109,7 +86,7 @@ def gc_candidates(store, *, dry_run: bool = False) -> list[tuple[Path | str, str
     storage): the data set's content or the code changed
     since (no train can ask for that fit again), or the fit is registered already."""
     from ..store import list_models
-    from .model_cache import CACHE_MISSES, current_content_sha256, find_stored_fit
+    from .model_cache import CACHE_MISSES, code_version, current_content_sha256, find_stored_fit
 
     root = candidates_root(store)
     doomed = []
@@ -123,7 +100,7 @@ def gc_candidates(store, *, dry_run: bool = False) -> list[tuple[Path | str, str
             why = f"unreadable ({candidate.problem})"
         elif sha != meta.get("dataset_sha256"):
             why = "its data set has new content (or is gone)"
-        elif not _same_code(meta):
+        elif meta.get("code_version") != code_version():
             why = "fitted by other catdask code"
         elif find_stored_fit(store, candidate.name, meta["dataset"], sha, meta["spec"]):
             why = "its fit is registered"
@@ -135,24 +112,11 @@ def gc_candidates(store, *, dry_run: bool = False) -> list[tuple[Path | str, str
     return doomed
 
 
-def _same_code(meta: dict) -> bool:
-    from .model_cache import code_version
-
-    return meta.get("code_version") == code_version()
-
-
 def look_up_fit(store, model_name: str, dataset: str, spec: dict, *, run_key=None):
     """The train cache's one lookup (the train flow's first task and the CLI make it):
     ``(current content sha256, summary or None)``.
-
-    The summary is a registered version's (``reused`` ``"registered"``), or a rejected
-    candidate's decided again under ``spec``'s policy: registered now (``reused``
-    ``"candidate"``, ``version`` set) or rejected again (``version`` None); ``cached`` is True
-    in all three (nothing was fitted). None: fit.
-
     Raises what reading the store raises (a missing data set, a damaged snapshot); callers
-    treat that as a miss and let the fit report it.
-    """
+    treat that as a miss and let the fit report it."""
     from .model_cache import cached_summary, current_content_sha256, find_cached_version
 
     sha = current_content_sha256(store, dataset)

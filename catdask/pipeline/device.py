@@ -1,18 +1,12 @@
 """Where a training run's Gram products run: ``ModelSpec.device`` (``catdask train --device``).
 
-The estimator picks its operator from its input (:class:`catdask.estimators.target.ComputeTarget`),
-so the pipeline only chooses the input's form (:func:`device_placement`): with workers declaring
-the ``GPU`` resource (deploy/gpu-cluster.md) the data set stays a Dask array and the products run
-on their GPUs (:data:`GPU_WORKERS`); otherwise X is read into this process (small next to the
-Gram matrix) and the products run on its device (:data:`HOST`). The device is checked before any
-data are read (:func:`check_device`). The linear methods take no device.
+With GPU workers (deploy/gpu-cluster.md) X stays a Dask array (:data:`GPU_WORKERS`); otherwise it
+is read into this process and the products run on its device (:data:`HOST`).
 """
 
 from __future__ import annotations
 
 from ..errors import ParameterError
-
-__all__ = ["HOST", "GPU_WORKERS", "check_device", "device_placement"]
 
 #: The products run on this process's device, on X read into memory.
 HOST = "host"
@@ -34,7 +28,7 @@ def check_device(device, *, here=True) -> None:
 
 def device_placement(device, client) -> str | None:
     """Where the products of a fit with ``device`` run on ``client``'s cluster (None: no cluster),
-    checked: None (no device), :data:`GPU_WORKERS` or :data:`HOST` (see the module docstring).
+    checked: None (no device), :data:`GPU_WORKERS` or :data:`HOST`.
     """
     if device is None:
         return None

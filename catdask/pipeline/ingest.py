@@ -13,8 +13,6 @@ from ..names import validate_name
 from ..store import write_dataset
 from ..store.root import open_store
 
-__all__ = ["ingest_dataset", "ingest_file"]
-
 
 def _report(info, source):
     out = {k: v for k, v in dataclasses.asdict(info).items() if k != "path"}
@@ -34,13 +32,6 @@ def _check_arithmetic_range(X):
 def ingest_dataset(name, store=None, *, source_dir=None, allow_download=False, cache_dir=None,
                    replace=False):
     """Ingest one catalog data set into the store; a no-op when the content is unchanged.
-
-    Different content under an existing name needs ``replace=True`` (CLI ``--replace``): it
-    becomes the name's new snapshot; models trained on the old one keep it until ``gc``.
-
-    Sources are looked up in ``source_dir``, ``$CATDASK_SOURCE_DIR`` and ``../shared/data/uci``;
-    downloads happen only with ``allow_download=True`` (HTTPS, checksum-verified when the
-    catalog knows the checksum).
 
     Returns
     -------
@@ -66,14 +57,7 @@ def ingest_dataset(name, store=None, *, source_dir=None, allow_download=False, c
 def ingest_file(path, name, label_column, store=None, *, delimiter=None, header="infer",
                 replace=False):
     """Ingest any CSV / whitespace table with a named (or indexed) label column, parsed by
-    :func:`catdask.catalog.parse_table`.
-
-    Raises
-    ------
-    ParseError
-        Naming file, line and column of the problem; also for what is not a text table, a file over
-        ``$CATDASK_MAX_TABLE_BYTES`` and a table whose array would not fit in memory.
-    """
+    :func:`catdask.catalog.parse_table`."""
     name = validate_name(name, kind="data set")
     X, y, label_names, provenance = parse_table(path, label_column, delimiter=delimiter, header=header)
     _check_arithmetic_range(X)

@@ -1,28 +1,4 @@
-"""The train cache: a stored fit stands for a fit of the same data, model and code.
-
-A fit is a function of three things: the data set's content (its snapshot's
-``content_sha256``), the spec's **identity** (:mod:`catdask.pipeline.model_identity`: every
-:class:`~catdask.pipeline.spec.ModelSpec` field except the registration policy and the device)
-and catdask's code. :func:`cache_key` hashes the three, and every stored fit records it
-(``meta["cache_key"]``, beside ``meta["code_version"]``). Before fitting, the train flow and
-the CLI ask :func:`catdask.pipeline.candidates.look_up_fit`, which looks at
-
-1. **any** registered version of the model (newest first) fitted on the same content with the
-   same identity and code: returned as is, nothing fitted (``reused`` ``"registered"``);
-2. else a **rejected candidate** (:mod:`catdask.pipeline.candidates`), a fit that an earlier
-   run's policy did not register: decided again under the policy asked for now (``--max-gap``,
-   ``--allow-uncertified``); registered without a refit when it passes (``reused``
-   ``"candidate"``), reported rejected again, still without a refit, when it does not.
-
-So the settings that only change registration never cause a refit. The registry is the source
-of truth, not a separate cache store: nothing is pickled, nothing can point at a version that
-was removed (the lookup loads the version with full verification; a damaged or missing version
-is a miss, and the flow refits), and a hit is re-checked field by field (data set, checksum,
-identity, code), not only by key.
-
-"Code" is catdask's version plus a sha256 of the package's Python sources
-(:func:`code_version`): editing any module of catdask, or upgrading it, invalidates every key.
-"""
+"""The train cache: a stored fit stands for a fit of the same data, model and code."""
 
 from __future__ import annotations
 
@@ -31,10 +7,6 @@ import json
 
 from ..errors import CatdaskError
 from ..versions import installed_version, source_sha256
-
-__all__ = ["CACHE_KEY_FORMAT", "code_version", "cache_key", "current_content_sha256",
-           "same_fit", "find_stored_fit", "find_cached_version", "cached_summary",
-           "CACHE_MISSES"]
 
 #: What a lookup may raise that counts as a miss (no such data set, a damaged snapshot or
 #: registry entry): the fit then runs and reports the problem itself.
@@ -104,21 +76,8 @@ def find_stored_fit(store, model_name: str, dataset: str, dataset_sha256: str, s
 def find_cached_version(store, model_name: str, dataset: str, dataset_sha256: str,
                         spec: dict):
     """Any registered version of the model fitted on this content with this spec's identity
-    and this code, intact (the newest such); else None.
-
-    Parameters
-    ----------
-    store : path or None
-    model_name, dataset : str
-    dataset_sha256 : str
-        The content the fit would be on (:func:`current_content_sha256`).
-    spec : dict
-        ``ModelSpec.to_dict()`` of the fit asked for.
-
-    Returns
-    -------
-    catdask.store.registry.ModelVersion or None
-    """
+    and this code, intact (the newest such ``ModelVersion``); else None. ``dataset_sha256``:
+    the content the fit would be on; ``spec``: ``ModelSpec.to_dict()`` of the fit asked for."""
     return find_stored_fit(store, model_name, dataset, dataset_sha256, spec)
 
 

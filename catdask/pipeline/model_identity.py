@@ -1,18 +1,6 @@
-"""A model's identity: which spec fields make a different model, and the name that says so.
-
-The fields of :class:`~catdask.pipeline.spec.ModelSpec` that change the fitted model or its
-certificate are the fit's **identity**, which the train cache compares; ``allow_uncertified``,
-``max_gap`` and ``device`` never cause a refit. The default name is ``<dataset>-<method>``,
-plus ``-<origin>`` for a non-default origin. A train under an existing name whose objective
-differs from the latest version's (method, origin, kernel gamma, standardisation, CAS smoothing)
-is refused (:func:`spec_conflict`) unless the caller replaces the spec, so ``predict NAME`` and
-the MLflow aliases never move to another model unasked; search settings may change under one
-name.
-"""
+"""A model's identity: which spec fields make a different model, and the name that says so."""
 
 from __future__ import annotations
-
-__all__ = ["NOT_IDENTITY_FIELDS", "identity", "default_model_name", "spec_conflict"]
 
 #: Spec fields that do not change the fitted model (registration policy, device placement).
 NOT_IDENTITY_FIELDS = ("allow_uncertified", "max_gap", "device")

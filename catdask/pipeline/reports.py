@@ -1,9 +1,4 @@
-"""What a run publishes: restart tables, summaries and category-space plots (as data).
-
-The Prefect artifacts are read in a browser: numbers are formatted here (objectives to 6
-significant digits, gaps as ``1.2e-13``, metrics to 4) and the certificate column of the
-restart table holds a short verdict, the full reason being in the summary.
-"""
+"""What a run publishes: restart tables, summaries and category-space plots (as data)."""
 
 from __future__ import annotations
 
@@ -12,11 +7,6 @@ import math
 from pathlib import Path
 
 import numpy as np
-
-__all__ = ["reported_gap", "restart_rows", "restart_verdict", "certificate_summary",
-           "metrics_table_rows", "metrics_markdown", "save_category_space_plot",
-           "check_feature_count", "plot_file_name", "plot_title", "rejection_note",
-           "class_names_of", "write_model_plot", "png_markdown", "summary_markdown", "PLOT_DPI"]
 
 # 150 dpi: a 3-D plot is about 740 x 710 px, readable in the Prefect UI (it was 370 x 361).
 PLOT_DPI = 150
@@ -37,11 +27,7 @@ def _fmt(v):
 
 
 def reported_gap(cert):
-    """The optimality gap to report: the verified margin when certified, else the bound's gap.
-
-    ``Certificate.gap`` is 0 for a certified fit, which hides the tolerance of the test;
-    ``verified_gap`` is what the verification proved. None when unknown (CAS, not tested).
-    """
+    """The optimality gap to report: the verified margin when certified, else the bound's gap."""
     if cert is None:
         return None
     return _fmt(float(cert.verified_gap if cert.certified else cert.gap))
@@ -158,13 +144,7 @@ def save_category_space_plot(model, X, y, path, *, title=None, class_names=None,
 
 def check_feature_count(model, n_features, *, model_label, data):
     """Refuse data whose feature count differs from the model's, naming both (scikit-learn's message
-    names neither); ``data`` says what the data is (``"file new.csv"``).
-
-    Raises
-    ------
-    ValueError
-        ``"model iris-cqs:v1 was trained on 4 features; data set wine has 13"``.
-    """
+    names neither); ``data`` says what the data is (``"file new.csv"``)."""
     expected = getattr(model, "n_features_in_", None)
     if expected is not None and int(expected) != int(n_features):
         raise ValueError(f"model {model_label} was trained on {int(expected)} features; "
@@ -184,11 +164,7 @@ def rejection_note(certificate):
 
 
 def plot_title(method, dataset, *, version=None, certificate=None, status=None):
-    """The title of a category-space plot: the paper's method name, the data set, the version.
-
-    A rejected model's plot (``status`` starting with "rejected") gets a second line with
-    :func:`rejection_note`, so the picture cannot be mistaken for a registered model's.
-    """
+    """The title of a category-space plot: the paper's method name, the data set, the version."""
     from ..methods import METHODS
 
     name = METHODS[method].paper_name if method in METHODS else (method.upper() or "model")
@@ -204,12 +180,7 @@ def class_names_of(dataset):
 
 
 def write_model_plot(store, outcome, *, version=None, status=None, run_id=None):
-    """The train run's category-space plot, in ``<store>/plots/``; returns its path.
-
-    Drawn on the snapshot the model was fitted on, with the classes' display names, titled
-    by :func:`plot_title` and named by :func:`plot_file_name` (a rejected model's plot by its
-    run, so rejected runs keep one plot each).
-    """
+    """The train run's category-space plot, in ``<store>/plots/``; returns its path."""
     from ..store import read_dataset
     from ..store.root import open_store
 
@@ -224,12 +195,7 @@ def write_model_plot(store, outcome, *, version=None, status=None, run_id=None):
 
 
 def plot_file_name(dataset, method, *, version=None, run_id=None, suffix="png"):
-    """The file name of a train run's plot: one per model version, or per run when rejected.
-
-    ``iris-cqs-v1.png`` for ``iris-cqs:v1`` (``NAME-vN`` with ``NAME:vN``'s name), and
-    ``iris-cas-rejected-run-1a2b3c4d.png`` for a rejected model, named by its flow run so two
-    rejected runs do not overwrite each other's plot.
-    """
+    """The file name of a train run's plot: one per model version, or per run when rejected."""
     if version:
         stem = str(version).replace(":", "-")
     elif run_id:

@@ -1,12 +1,7 @@
 """Flow-run names that say what a run does (``iris-kcqs``), instead of Prefect's generated
-ones (``chocolate-scallop``), which tell runs apart in the UI's list only by clicking them.
-
-Each flow builds its run's name from the run's parameters with one of these functions.
-"""
+ones (``chocolate-scallop``), which tell runs apart in the UI's list only by clicking them."""
 
 from __future__ import annotations
-
-__all__ = ["train_run_name", "ingest_run_name", "retrain_run_name", "evaluate_run_name"]
 
 # More names than this are counted, not listed: a run name is one line of the UI's table.
 MAX_LISTED = 3

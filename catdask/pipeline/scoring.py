@@ -1,11 +1,4 @@
-"""Predictions of a registered model on new data, as a table (``catdask predict``).
-
-One row per sample: the predicted class (the model's ``predict``, its ``classifier`` rule),
-its display name when the training data set has one, the true label when known, and the K
-category-space coordinates (``transform``), one column per class axis. The file is written
-under a temporary name and renamed into place, so a failed run never leaves a partial table
-where the output should be.
-"""
+"""Predictions of a registered model on new data, as a table (``catdask predict``)."""
 
 from __future__ import annotations
 
@@ -17,9 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-
-__all__ = ["Predictions", "align_features", "feature_names_of", "predict_table",
-           "write_predictions"]
 
 
 @dataclass
@@ -50,11 +40,9 @@ def align_features(X, names, expected, *, model_label, data):
     """``X``'s columns in the order of the model's training features (``expected``), matched by the
     names ``names`` (a file's header; either None: taken by position), so a header with the training
     features in another order is not predicted on mixed-up columns.
-
     Returns ``(X, note)``: ``X`` reordered where needed, and what was done, for the user (or None).
     Raises ``ValueError``, naming ``model_label`` and ``data``, when the header names some training
-    features but not all, or others beside them.
-    """
+    features but not all, or others beside them."""
     if not names or not expected or list(names) == list(expected):
         return X, None
     names, expected = [str(n) for n in names], [str(n) for n in expected]

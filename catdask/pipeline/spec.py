@@ -1,9 +1,4 @@
-"""What to train and on what terms to register it: :class:`ModelSpec`.
-
-Its own module, importing nothing heavy (the method names only; the estimators when a fit asks
-for one), so that the CLI can ask the train cache (:mod:`catdask.pipeline.model_cache`) before
-scikit-learn, Prefect or Dask is imported.
-"""
+"""What to train and on what terms to register it: :class:`ModelSpec`."""
 
 from __future__ import annotations
 
@@ -13,22 +8,10 @@ from numbers import Integral
 
 from ..method_names import CERTIFY_LEVELS, KERNEL_METHODS, MAX_RESTARTS, METHOD_NAMES
 
-__all__ = ["ModelSpec"]
-
 
 @dataclasses.dataclass(frozen=True)
 class ModelSpec:
-    """What to train and on what terms to register it (JSON round-trippable).
-
-    ``standardise`` fits a StandardScaler first (as in the paper's experiments). ``certify`` is the
-    strongest test to run on the best restart: ``"dual"`` (Rapcsák and the SDP dual) or
-    ``"moment"``. ``allow_uncertified`` registers a CQS / K-CQS model that cannot be certified
-    (marked so); ``max_gap`` one whose proved relative gap is at most that. ``device`` (kernel
-    methods) runs the Gram products with PyTorch (:mod:`catdask.pipeline.device`); the model is the
-    same either way. The spec is recorded whole with every version, and the nightly retrain fits
-    from that record: every field is also a parameter of the ``catdask-train`` flow (a test checks
-    it).
-    """
+    """What to train and on what terms to register it (JSON round-trippable)."""
 
     method: str = "cqs"
     origin: str = "global"
@@ -137,11 +120,7 @@ class ModelSpec:
 
     @classmethod
     def recorded(cls, meta):
-        """The spec a registered version was trained with (``meta["spec"]``).
-
-        A version registered before ``allow_uncertified`` was part of the spec records the
-        policy only in its status: ``"uncertified-allowed"`` means it was on.
-        """
+        """The spec a registered version was trained with (``meta["spec"]``)."""
         spec = dict(meta["spec"])
         if "allow_uncertified" not in spec:
             spec["allow_uncertified"] = meta.get("registration_status") == "uncertified-allowed"

@@ -1,9 +1,4 @@
-"""Train: fit restarts on a stored data set, test the best for global optimality, decide, register.
-
-The estimator tests its best restart for global optimality and marks the others tied with it or
-beaten (``certificate_``, ``restarts_``); :func:`registration_decision` then applies the caller's
-policy, and only then :func:`register_outcome` writes an immutable registry version.
-"""
+"""Train: fit restarts on a stored data set, test the best for global optimality, decide, register."""
 
 from __future__ import annotations
 
@@ -24,9 +19,6 @@ from ..store import open_dataset_arrays, register_estimator
 from .device import HOST, device_placement
 from .reports import reported_gap
 from .spec import ModelSpec
-
-__all__ = ["METHODS", "ModelSpec", "FitOutcome", "fit_on_dataset", "training_metrics",
-           "registration_decision", "register_outcome", "outcome_meta"]
 
 @dataclasses.dataclass
 class FitOutcome:
@@ -72,25 +64,10 @@ def _fitted_scaler(mean, scale, n_samples):
 
 def fit_on_dataset(store, dataset, spec, *, client=None):
     """Fit ``spec`` on a stored data set; the estimator tests its best restart for global
-    optimality.
-
-    Parameters
-    ----------
-    store : path or None
-    dataset : str
-    spec : ModelSpec
-    client : distributed.Client or None
-        With a client the data stay in zarr and are read as Dask arrays (blocked products on
-        the workers, docs/design.md section 5); without one they are read into memory. With
-        ``spec.device`` they are read into memory too unless the cluster has GPU workers
-        (:func:`catdask.pipeline.device.device_placement`, checked before any data are read).
-
-    Returns
-    -------
-    FitOutcome
-        Holding the snapshot it was fitted on (gc keeps it) until :func:`register_outcome`
-        registers it or :meth:`FitOutcome.release` is called.
-    """
+    optimality. With a ``client`` the data stay in zarr, read as Dask arrays (docs/design.md
+    section 5), unless ``spec.device`` runs on this host (:func:`.device.device_placement`).
+    The :class:`FitOutcome` holds its snapshot (gc keeps it) until :func:`register_outcome` or
+    :meth:`FitOutcome.release`."""
     t0 = time.perf_counter()
     placement = device_placement(spec.device, client)
     if placement == HOST:
@@ -258,26 +235,10 @@ def _cv_accuracy_of_predict(estimator, X, y, n_folds):
 
 
 def registration_decision(outcome, *, allow_uncertified=False, max_gap=None):
-    """Whether to register, and the status recorded with the version.
-
-    The gate guards against registering a local optimum where a test exists (CQS, K-CQS); CAS and
-    K-CAS have none and are registered, marked ``"certificate-not-applicable"``.
-
-    Parameters
-    ----------
-    outcome : FitOutcome
-    allow_uncertified : bool, default=False
-        Register a CQS / K-CQS model whatever its gap (marked so).
-    max_gap : float or None, default=None
-        Register a model that is not certified when its rigorous relative gap is at most this.
-
-    Returns
-    -------
-    register : bool
-    status : str
-        ``"certified"``, ``"certificate-not-applicable"``, ``"gap-within-tolerance"``,
-        ``"uncertified-allowed"`` or ``"rejected-uncertified"`` (not registered).
-    """
+    """``(register, status)``: whether to register ``outcome`` and the status recorded with it:
+    ``"certified"``, ``"certificate-not-applicable"`` (CAS, K-CAS), ``"gap-within-tolerance"``
+    (rigorous gap at most ``max_gap``), ``"uncertified-allowed"`` (``allow_uncertified``) or
+    ``"rejected-uncertified"`` (not registered)."""
     policy = dataclasses.replace(outcome.spec, allow_uncertified=allow_uncertified,
                                  max_gap=max_gap)
     return policy.registration_decision(outcome.certificate)
@@ -310,12 +271,7 @@ def outcome_meta(outcome, *, status, extra=None) -> dict:
 
 
 def register_outcome(store, name, outcome, *, status, run_key=None, extra=None):
-    """Register a fitted outcome as a new immutable version (idempotent per ``run_key``).
-
-    The version records the train cache's key of its fit (``cache_key``: data-set checksum,
-    the spec's identity, code version; :mod:`catdask.pipeline.model_cache`) and the code
-    version itself.
-    """
+    """Register a fitted outcome as a new immutable version (idempotent per ``run_key``)."""
     meta = outcome_meta(outcome, status=status, extra=extra)
     version = register_estimator(store, name, outcome.model, meta, run_key=run_key)
     outcome.release()  # the version refers to the snapshot now
