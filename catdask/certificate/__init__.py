@@ -1,4 +1,7 @@
-"""Global-optimality certificate for the quadratic objective (CQS, K-CQS; docs/design.md §4)."""
+"""Global-optimality certificate for the quadratic objective (CQS, K-CQS; docs/design.md §4).
+
+Why each bound and its rounding allowance are sound: docs/certificate-arguments.md, by function.
+"""
 
 from .budget import CertificateBudget
 from .certify import certify_global_optimum
