@@ -138,6 +138,11 @@ class BlockRunner:
             self._graphs.update(dict(X.__dask_graph__()))
         return [(X.name, i, 0) for i in range(X.numblocks[0])]
 
+    def forget(self, keys):
+        """Drop the persisted values of ``keys`` (None entries are skipped)."""
+        for key in keys:
+            self._data.pop(key, None)
+
     def run(self, tasks, name="task", extra=None, resources=None):
         """Run a list of task tuples as one graph; returns their results in order.
 
