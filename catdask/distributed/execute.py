@@ -9,6 +9,7 @@ distributed client the same graphs run on Dask's threaded scheduler.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import uuid
 
@@ -61,6 +62,17 @@ def _untokenized(graph):
         return graph
 
 
+def _keep_no_sent_messages(client):
+    """Stop ``client`` keeping the messages it sent the scheduler. distributed logs the last 1000
+    under 1 MB each (``recent_message_log``, ``distributed.admin.low-level-log-length``, a log for
+    its developers), and a pass's graph carries its inputs (z, Anderson's history entries): on
+    the driver, up to 1000 of them for the rest of the fit (measured: every iteration's z and
+    history entries at N = 10,000, benchmarks/driver_memory.py)."""
+    stream = getattr(client, "scheduler_comm", None)
+    if hasattr(stream, "recent_message_log"):
+        stream.recent_message_log = collections.deque(maxlen=0)
+
+
 class BlockRunner:
     """Submit graphs of block tasks to the current client (or local threads).
 
@@ -70,6 +82,8 @@ class BlockRunner:
 
     def __init__(self):
         self.client = current_client()
+        if self.client is not None:
+            _keep_no_sent_messages(self.client)
         self._data = {}  # persisted: key -> Future (distributed) or value (local)
         self._graphs = {}  # tasks of lazily read arrays (e.g. zarr chunks), merged per pass
 
