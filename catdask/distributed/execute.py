@@ -69,7 +69,7 @@ def _keep_no_sent_messages(client):
     the driver, up to 1000 of them for the rest of the fit (measured: every iteration's z and
     history entries at N = 10,000, benchmarks/driver_memory.py)."""
     stream = getattr(client, "scheduler_comm", None)
-    if hasattr(stream, "recent_message_log"):
+    if stream is not None and hasattr(stream, "recent_message_log"):
         stream.recent_message_log = collections.deque(maxlen=0)
 
 
