@@ -19,9 +19,11 @@ iterations more or fewer) are reported, and every fit's objective against the fi
 Driver memory: each driver's own peak RSS (``ru_maxrss``: imports, client, the fit) and its
 growth during the fit (peak minus the RSS just before it), at N = 20,000 and N = 50,000 from S3.
 X at N = 50,000 is 7.6 MiB, and the driver never holds it; it does hold the kernel solver's
-state, which is O(N): per restart, Anderson's history of 9 slots of three N x K arrays (g, G g
-and the residual, catdask/core/acceleration.py), about 5.4 KB a sample for 5 restarts and
-K = 5, against X's 160 bytes a sample (2026-12-02: the driver grew by 6.2-6.5 KB a sample).
+state, which is O(N): A, P (R x K x N) of the current, plain and mixed points and G Z, about
+1.6 KB a sample for 5 restarts and K = 5 (2026-12-02: the driver grew by 6.2-6.5 KB a sample
+while Anderson's history, 9 entries of z, G z and the residual per restart, was on the driver
+too; it is on the workers now, catdask/core/acceleration.py HeldHistory;
+benchmarks/driver_memory.py breaks the driver's memory down by allocation site).
 
 The workers are plain local processes, so the local side's workers see the folder (they must);
 tests/test_multi_host_s3.py is where workers that cannot see the driver's disk read from S3.

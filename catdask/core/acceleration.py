@@ -12,6 +12,12 @@ objective for free. The class-matrix problem pays one O(K D^2) product per evalu
 Monotone: each iteration takes the mixed point only when its objective is at least the plain
 step's (itself at least the current one); a rejected mixture clears the restart's history. The
 step reported to the solver is the plain step's, so both iterations stop by the same rule.
+
+Where the history lives: in the driver's memory (:class:`_History`), or, when the problem's
+operator runs on a cluster (``problem.solver_history``), on its workers (:class:`HeldHistory`):
+the history is ``memory + 1`` N-sized entries per restart, most of what a kernel fit would hold
+on the driver. Both keep the same slots and run the same two products (the residual differences'
+Gram matrix, the weighted sums); the weights are computed on the driver from the former.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import numpy as np
 
 from .problems import put_restarts, take_restarts
 
-__all__ = ["ACCELERATIONS", "AndersonStepper", "PlainStepper", "make_stepper"]
+__all__ = ["ACCELERATIONS", "AndersonStepper", "HeldHistory", "PlainStepper", "make_stepper"]
 
 #: Values of ``solve(acceleration=...)``.
 ACCELERATIONS = ("auto", "anderson", "none")
@@ -67,6 +73,13 @@ def _entries_like(capacity, like):
     return base, base.transpose(0, *(1 + np.argsort(outer_first)))
 
 
+def _normal_equations(res):
+    """Anderson's least-squares problem from residuals ``res`` (n, M), oldest first: the Gram
+    matrix of their differences and the differences' products with the newest residual."""
+    dres = np.diff(res, axis=0)  # (m, M)
+    return dres @ dres.T, dres @ res[-1]
+
+
 class _History:
     """One restart's last ``capacity`` map outputs ``(g, G g, residual)``, in preallocated buffers.
 
@@ -86,16 +99,8 @@ class _History:
         return len(self.order)
 
     def push(self, g, lifted, residual):
-        if self.g is None or self.residual is None:
-            self.g = np.empty((self.capacity, *np.shape(g)))
-            self.residual = np.empty((self.capacity, *np.shape(residual)))
-            if lifted is not None:
-                self.lifted_base, self.lifted = _entries_like(self.capacity, lifted)
         slot = len(self.order) if len(self.order) < self.capacity else self.order.pop(0)
-        self.g[slot] = g
-        self.residual[slot] = residual
-        if self.lifted is not None:
-            self.lifted[slot] = lifted
+        self._put(slot, g, lifted, residual)
         self.order.append(slot)
 
     def keep_latest(self):
@@ -104,10 +109,92 @@ class _History:
             return
         last = self.order[-1]
         if last != 0:
-            for buf in (self.g, self.lifted_base, self.residual):
-                if buf is not None:
-                    buf[0] = buf[last]
+            self._move(last, 0)
         self.order = [0]
+
+    def _put(self, slot, g, lifted, residual):
+        if self.g is None or self.residual is None:
+            self.g = np.empty((self.capacity, *np.shape(g)))
+            self.residual = np.empty((self.capacity, *np.shape(residual)))
+            if lifted is not None:
+                self.lifted_base, self.lifted = _entries_like(self.capacity, lifted)
+        self.g[slot] = g
+        self.residual[slot] = residual
+        if self.lifted is not None:
+            self.lifted[slot] = lifted
+
+    def _move(self, src, dst):
+        for buf in (self.g, self.lifted_base, self.residual):
+            if buf is not None:
+                buf[dst] = buf[src]
+
+    @staticmethod
+    def normal_equations(histories):
+        """:func:`_normal_equations` of each history (at least 2 entries each)."""
+        return [_normal_equations(h.residual[h.order].reshape(len(h), -1)) for h in histories]
+
+
+def _held_entry(g, lifted, residual):
+    return g, lifted, residual
+
+
+def _held_normal_equations(*entries):
+    """:func:`_normal_equations` of held entries (oldest first), on a worker."""
+    return _normal_equations(np.stack([e[2] for e in entries]).reshape(len(entries), -1))
+
+
+def _held_mixture(w, *entries):
+    """The weighted sums of held entries (in slot order) as :meth:`AndersonStepper._mixtures`
+    forms them, on a worker: ``(x, lifted)``, the product in the memory order it was pushed in."""
+    n = len(entries)
+    x = np.dot(w[None], np.stack([e[0] for e in entries]).reshape(n, -1))
+    x = x.reshape(np.shape(entries[0][0]))
+    if entries[0][1] is None:
+        return x, None
+    base, view = _entries_like(n, entries[0][1])
+    for j, e in enumerate(entries):
+        view[j] = e[1]
+    out_base, out = _entries_like(1, entries[0][1])
+    np.dot(w[None], base.reshape(n, -1), out=out_base.reshape(1, -1))
+    return x, out[0]
+
+
+class HeldHistory(_History):
+    """:class:`_History` whose entries a task runner holds where it runs tasks
+    (:class:`catdask.distributed.execute.BlockRunner`: futures on the workers, recomputed if a
+    worker is lost); the driver keeps only their keys. ``normal_equations`` and ``mixtures`` each
+    run one task per restart, all restarts of a batch in one round trip.
+    """
+
+    def __init__(self, runner, capacity):
+        super().__init__(capacity)
+        self.runner = runner
+        self.keys: list = [None] * self.capacity
+
+    def _put(self, slot, g, lifted, residual):
+        self.runner.forget([self.keys[slot]])
+        (self.keys[slot],) = self.runner.persist([(_held_entry, g, lifted, residual)],
+                                                 "anderson-entry")
+
+    def _move(self, src, dst):
+        self.runner.forget([self.keys[dst]])
+        self.keys[dst], self.keys[src] = self.keys[src], None
+
+    @staticmethod
+    def normal_equations(histories):
+        return histories[0].runner.run(
+            [(_held_normal_equations, *[h.keys[s] for s in h.order]) for h in histories],
+            "anderson-equations")
+
+    @staticmethod
+    def mixtures(histories, weights):
+        """The mixed inputs (m, ...) and products (or None) of ``histories`` with ``weights``
+        on their slots."""
+        parts = histories[0].runner.run(
+            [(_held_mixture, w, *h.keys[: len(w)]) for h, w in zip(histories, weights)],
+            "anderson-mixture")
+        x = np.stack([p[0] for p in parts])
+        return x, None if parts[0][1] is None else np.stack([p[1] for p in parts])
 
 
 class AndersonStepper:
@@ -129,31 +216,33 @@ class AndersonStepper:
         self.memory = int(memory)
         self.tol = float(tol)
         self._generator = [None] * n_restarts  # input x of each restart's current point
-        self._history = [_History(self.memory + 1) for _ in range(n_restarts)]
+        # On the cluster where the problem's operator keeps its data, if it says so.
+        held = getattr(problem, "solver_history", lambda capacity: None)
+        self._history = [held(self.memory + 1) for _ in range(n_restarts)]
+        self._history = [_History(self.memory + 1) if h is None else h for h in self._history]
         self._lifted_buffer = None  # (base, view) of the mixed products, reused
         self.accepted = np.zeros(n_restarts, dtype=int)
         self.rejected = np.zeros(n_restarts, dtype=int)
 
-    def _mixture_weights(self, r):
-        """Anderson's weights on restart ``r``'s history slots (None: too little history)."""
-        hist = self._history[r]
-        n = len(hist)
-        if n < 2:
-            return None
-        res = hist.residual[hist.order].reshape(n, -1)  # oldest first
-        dres = np.diff(res, axis=0)  # (m, n)
-        gram = dres @ dres.T
-        gram += RIDGE * np.trace(gram) * np.eye(gram.shape[0]) + np.finfo(float).tiny
-        gamma = np.linalg.solve(gram, dres @ res[-1])
-        # x = g_last - sum_j gamma_j (g_{j+1} - g_j), written as weights on the g_j (in time
-        # order), then placed on the slots that hold them (slots [0, n) are the ones in use).
-        weights = np.zeros(n)
-        weights[-1] = 1.0
-        weights[1:] -= gamma
-        weights[:-1] += gamma
-        on_slots = np.empty(n)
-        on_slots[hist.order] = weights
-        return on_slots
+    def _mixture_weights(self, restarts):
+        """Anderson's weights on the history slots of each of ``restarts`` (each with at least
+        2 entries)."""
+        histories = [self._history[r] for r in restarts]
+        out = []
+        for hist, (gram, rhs) in zip(histories, type(histories[0]).normal_equations(histories)):
+            n = len(hist)
+            gram += RIDGE * np.trace(gram) * np.eye(gram.shape[0]) + np.finfo(float).tiny
+            gamma = np.linalg.solve(gram, rhs)
+            # x = g_last - sum_j gamma_j (g_{j+1} - g_j), written as weights on the g_j (in
+            # time order), then placed on the slots that hold them (slots [0, n) are in use).
+            weights = np.zeros(n)
+            weights[-1] = 1.0
+            weights[1:] -= gamma
+            weights[:-1] += gamma
+            on_slots = np.empty(n)
+            on_slots[hist.order] = weights
+            out.append(on_slots)
+        return out
 
     def _mixtures(self, restarts, weights):
         """The mixed inputs (m, ...) of ``restarts`` and their products (None without), each one
@@ -161,6 +250,8 @@ class AndersonStepper:
         caller reads them only within the iteration).
         """
         first = self._history[restarts[0]]
+        if isinstance(first, HeldHistory):
+            return HeldHistory.mixtures([self._history[r] for r in restarts], weights)
         x = np.empty((len(restarts), *first.g.shape[1:]))
         lifted = None
         if first.lifted is not None:
@@ -186,20 +277,17 @@ class AndersonStepper:
         lifted = _lift(problem, g, idx)
         plain = problem.point(g, lifted)
         step = problem.distance(plain, old)
-        mixed_rows, weights = [], []
         for j, r in enumerate(idx):
             if self._generator[r] is not None:
                 self._history[r].push(g[j], None if lifted is None else lifted[j],
                                       g[j] - self._generator[r])
             self._generator[r] = g[j]
-            w = self._mixture_weights(r)
-            if w is not None:
-                mixed_rows.append(j)
-                weights.append(w)
+        # Restarts with too little history (fewer than 2 entries) keep the plain point.
+        rows = np.asarray([j for j, r in enumerate(idx) if len(self._history[r]) >= 2], dtype=int)
         new = plain
-        if mixed_rows:
-            rows = np.asarray(mixed_rows)
-            mixed_x, mixed_lifted = self._mixtures([idx[j] for j in rows], weights)
+        if rows.size:
+            restarts = [idx[j] for j in rows]
+            mixed_x, mixed_lifted = self._mixtures(restarts, self._mixture_weights(restarts))
             cand = problem.point(mixed_x, mixed_lifted)
             # The safeguard: the mixture must do at least as well as the plain step.
             good = np.isfinite(cand.objective) & (cand.objective >= plain.objective[rows])

@@ -72,6 +72,7 @@ class AnchoredProducts:
         self.coordinates = problem.coordinates
         self.point = problem.point
         self.distance = problem.distance
+        self.solver_history = problem.solver_history
 
     def lift(self, coords, restarts):
         """``G Z0 + G32 (Z - Z0)`` for restarts ``restarts`` (in the operator's precision,

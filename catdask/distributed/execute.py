@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import itertools
 import uuid
 
@@ -51,11 +52,24 @@ def _untokenized(graph):
         return graph
 
 
+def _keep_no_sent_messages(client):
+    """Stop ``client`` keeping the messages it sent the scheduler. distributed logs the last 1000
+    under 1 MB each (``recent_message_log``, ``distributed.admin.low-level-log-length``, a log for
+    its developers), and a pass's graph carries its inputs (z, Anderson's history entries): on
+    the driver, up to 1000 of them for the rest of the fit (measured: every iteration's z and
+    history entries at N = 10,000, benchmarks/driver_memory.py)."""
+    stream = getattr(client, "scheduler_comm", None)
+    if stream is not None and hasattr(stream, "recent_message_log"):
+        stream.recent_message_log = collections.deque(maxlen=0)
+
+
 class BlockRunner:
     """Submit graphs of block tasks to the current client (or local threads)."""
 
     def __init__(self):
         self.client = current_client()
+        if self.client is not None:
+            _keep_no_sent_messages(self.client)
         self._data = {}  # persisted: key -> Future (distributed) or value (local)
         self._graphs = {}  # tasks of lazily read arrays (e.g. zarr chunks), merged per pass
 
@@ -119,6 +133,11 @@ class BlockRunner:
         else:
             self._graphs.update(dict(X.__dask_graph__()))
         return [(X.name, i, 0) for i in range(X.numblocks[0])]
+
+    def forget(self, keys):
+        """Drop the persisted values of ``keys`` (None entries are skipped)."""
+        for key in keys:
+            self._data.pop(key, None)
 
     def run(self, tasks, name="task", extra=None, resources=None):
         """Run a list of task tuples as one graph; returns their results in order."""

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..core.acceleration import HeldHistory
 from ..core.classes import ClassIndex
 from ..distributed.execute import INLINE_BYTES, BlockRunner, cluster_resources
 from . import blocks
@@ -155,6 +156,11 @@ class DaskGramOperator(BlockGramOperator):
             os.replace(tmp, self.store)
             logger.info("wrote Gram cache %s in %.1f s", self.store, time.perf_counter() - t0)
         self._cache = [self.store] * len(self._rows)
+
+    def solver_history(self, capacity: int):
+        """Anderson's history on the workers, beside the Gram products (none without a
+        distributed client: the threaded scheduler runs in the driver's memory anyway)."""
+        return None if self._runner.client is None else HeldHistory(self._runner, capacity)
 
     def close(self):
         """Release cached blocks and remove a temporary zarr cache."""

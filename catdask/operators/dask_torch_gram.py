@@ -7,6 +7,7 @@ import uuid
 
 import numpy as np
 
+from ..core.acceleration import HeldHistory
 from ..core.classes import ClassIndex
 from ..distributed.execute import INLINE_BYTES, BlockRunner, workers_with_resource
 from .torch_gram import TorchGramOperator, import_torch
@@ -122,6 +123,11 @@ class DaskTorchGramOperator(TorchGramOperator):
                 a = requests[i][0][0]
                 outs[i][r0 - a : r1 - a] = torch.from_numpy(part)
         return outs
+
+    def solver_history(self, capacity: int):
+        """Anderson's history on the workers, beside the Gram products (none without a
+        distributed client: the threaded scheduler runs in the driver's memory anyway)."""
+        return None if self._runner.client is None else HeldHistory(self._runner, capacity)
 
     def close(self) -> None:
         """Free the workers' device copies and the cluster's copy of X."""

@@ -7,10 +7,12 @@ path's cost here is scheduler latency, not arithmetic.
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
 import time
 import warnings
+import weakref
 
 import numpy as np
 import pytest
@@ -22,10 +24,12 @@ zarr = pytest.importorskip("zarr")
 from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 
 from catdask import CategorySpace, KernelCategorySpace  # noqa: E402
+from catdask.core.acceleration import HeldHistory, make_stepper  # noqa: E402
 from catdask.core.classes import ClassIndex  # noqa: E402
 from catdask.core.progress import solver_progress  # noqa: E402
 from catdask.distributed import dask_client_context, gram_options  # noqa: E402
 from catdask.distributed.cluster import ENV_SCHEDULER, start_local_cluster  # noqa: E402
+from catdask.distributed.execute import BlockRunner  # noqa: E402
 from catdask.distributed.inputs import is_distributed_input  # noqa: E402
 from catdask.kernels import make_kernel  # noqa: E402
 from catdask.operators import DaskGramOperator, NumpyGramOperator  # noqa: E402
@@ -479,6 +483,46 @@ def test_restarts_share_gram_passes(client):
     before = op.gram_passes
     B8 = op.class_matmul(z8)
     assert op.gram_passes - before == 1 and B8.shape == (8, len(y), 3) and B1.shape[0] == 1
+
+
+def test_kernel_fit_keeps_andersons_history_on_the_workers(client, monkeypatch):
+    """Issue 40: on a cluster the driver holds no N-sized Anderson history (every restart's
+    entries are futures on the workers, the driver keeps their keys), and the iterates are those
+    of the same fit with the history in the driver's memory, mixtures taken and all."""
+    X, y = _data(n_per_class=20, seed=3)
+    kw = dict(gamma=0.1, n_restarts=2, max_iter=60, random_state=0, certify=False,
+              precision="float64")
+    made = []
+    real = make_stepper
+    monkeypatch.setattr("catdask.core.solver.make_stepper",
+                        lambda *a, **k: made.append(real(*a, **k)) or made[-1])
+    held = KernelCategorySpace(**kw).fit(da.from_array(X, chunks=(20, -1)), y)
+    stepper = made[-1]
+    assert stepper.accepted.sum() > 0
+    for hist in stepper._history:
+        assert isinstance(hist, HeldHistory) and len(hist) >= 1
+        assert hist.g is None and hist.residual is None and hist.lifted_base is None
+        assert all(isinstance(hist.keys[s], str) for s in hist.order)
+    with monkeypatch.context() as m:
+        m.setattr(DaskGramOperator, "solver_history", lambda self, capacity: None)
+        on_driver = KernelCategorySpace(**kw).fit(da.from_array(X, chunks=(20, -1)), y)
+    assert not any(isinstance(h, HeldHistory) for h in made[-1]._history)
+    _assert_same_fit(held, on_driver, "dual_coef_")
+    assert [r.history for r in held.restarts_] == [r.history for r in on_driver.restarts_]
+
+
+def test_the_driver_keeps_no_input_it_sent(client):
+    """distributed's client logs the messages it sends (the last 1000 under 1 MB each), each
+    pass's inputs with them; a BlockRunner's client keeps none (issue 40: on the driver, they
+    were every iteration's z and history entries for the rest of the fit)."""
+    runner = BlockRunner()
+    a = np.ones(50_000)
+    alive = weakref.ref(a)
+    (key,) = runner.persist([(np.sum, a)], "probe")
+    assert client.gather(runner._data[key]) == 50_000
+    del a
+    gc.collect()
+    assert alive() is None
 
 
 def test_gram_cache_modes_agree(client, tmp_path):
