@@ -109,17 +109,22 @@ def test_a_restart_failing_the_exact_check_is_anchored_again():
     """A hand-over far from the optimum and a tight tol: the anchored map's fixed point is
     off by float32 rounding times the distance travelled, the exact check fails, and the
     restart goes on from the check's exact product (a third float64 pass at least) to the
-    float64 fit's objective."""
-    op, _ = _operator(n_per_class=80, seed=5)
-    problem = KernelProblem(op, CategoryObjective("quadratic", "class"))
-    z0 = kernel_random_z(1, op.classes, "class", np.random.default_rng(4))
-    options = SolverOptions(tol=1e-13, max_iter=500)
-    exact = fit_restarts(problem, Starts(("random",), lambda: problem.start_from_z(z0)),
-                         solver_options=options, certifier=NoCertifier("off"))
-    seen = _counting(op)
-    mixed = fit_restarts(problem, Starts(("random",), lambda: problem.start_from_z(z0)),
-                         solver_options=options, certifier=NoCertifier("off"),
-                         precision_schedule=Float32ThenFloat64(op, float32_tol=1.0))
-    assert seen.count("float64") >= 3
-    assert mixed.best.converged and mixed.best.step <= 1e-13
-    assert mixed.best.objective == pytest.approx(exact.best.objective, rel=1e-12)
+    float64 fit's objective. Whether a given start's check fails depends on the CPU's float32
+    rounding (the check passed on one machine and failed on another), so several starts are
+    fitted: every one must reach the float64 optimum, and at least one must be anchored again."""
+    passes = []
+    for n_per_class, seed, z_seed in [(80, 5, 4), (80, 5, 1), (120, 5, 4), (80, 7, 2)]:
+        op, _ = _operator(n_per_class=n_per_class, seed=seed)
+        problem = KernelProblem(op, CategoryObjective("quadratic", "class"))
+        z0 = kernel_random_z(1, op.classes, "class", np.random.default_rng(z_seed))
+        options = SolverOptions(tol=1e-13, max_iter=500)
+        exact = fit_restarts(problem, Starts(("random",), lambda: problem.start_from_z(z0)),
+                             solver_options=options, certifier=NoCertifier("off"))
+        seen = _counting(op)
+        mixed = fit_restarts(problem, Starts(("random",), lambda: problem.start_from_z(z0)),
+                             solver_options=options, certifier=NoCertifier("off"),
+                             precision_schedule=Float32ThenFloat64(op, float32_tol=1.0))
+        passes.append(seen.count("float64"))
+        assert mixed.best.converged and mixed.best.step <= 1e-13
+        assert mixed.best.objective == pytest.approx(exact.best.objective, rel=1e-12)
+    assert max(passes) >= 3, passes
