@@ -48,33 +48,6 @@ from .errors import StoreCorruptError
 from .object_store import Backend, LocalBackend, NotFound, ObjectMeta
 from .object_store.lease import Lease, acquire, server_now
 
-__all__ = [
-    "POINTER_FORMAT",
-    "POINTER_KEY",
-    "DATASET_FORMAT_KEY",
-    "HOLDS",
-    "REMOVING",
-    "LEASE_TTL_S",
-    "Pointer",
-    "SnapshotHold",
-    "is_pointer_attrs",
-    "snapshot_number",
-    "location",
-    "parse_pointer",
-    "read_pointer",
-    "read_pointer_versioned",
-    "lease_is_live",
-    "holder_is_dead_here",
-    "read_lease",
-    "being_removed",
-    "store_now",
-    "hold_snapshot",
-    "hold_pointed",
-    "resolve_pointer",
-    "resolve_folder",
-    "read_zarr_json",
-]
-
 POINTER_FORMAT = 1
 #: The attribute that marks a group's ``zarr.json`` as a data-set pointer.
 POINTER_KEY = "catdask_dataset_pointer"

@@ -60,11 +60,6 @@ from __future__ import annotations
 import dataclasses
 import os
 
-__all__ = ["Setting", "SETTINGS", "STORE", "SCHEDULER", "SERVE_LIMIT", "CATALOG", "SOURCE_DIR",
-           "MAX_TABLE_BYTES", "PREFECT_API_URL", "PREFECT_HOME", "PREFECT_PROFILES_PATH",
-           "PREFECT_PROFILE", "HOME", "XDG_CACHE_HOME", "SERVED_STORE", "SERVED_SCHEDULER",
-           "PREFECT_API_AUTH_STRING", "TRITON_INTERPRET"]
-
 
 @dataclasses.dataclass(frozen=True)
 class Setting:

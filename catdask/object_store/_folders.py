@@ -9,8 +9,6 @@ from ._fs import is_temporary_name
 from ._keys import check_prefix
 from .errors import ObjectStoreError
 
-__all__ = ["s3_list_folders"]
-
 
 def s3_list_folders(backend: Any, prefix: str) -> list[str]:
     """The names one level below ``prefix`` with keys below them, without temporaries."""

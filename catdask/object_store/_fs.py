@@ -15,8 +15,6 @@ try:
 except ImportError:  # pragma: no cover - Windows: no flock
     _fcntl = None  # type: ignore[assignment]
 
-__all__ = ["TMP_PREFIX", "is_temporary_name", "fsync_dir", "flock_fd"]
-
 #: Everything a store writes privately starts with this prefix; listings skip it and cleanups
 #: remove it. Valid entry names never start with '.' (names.py).
 TMP_PREFIX = ".tmp-"

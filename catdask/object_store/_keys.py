@@ -3,8 +3,6 @@ on a local folder works on S3 and cannot escape the store's root (``..``) on eit
 
 from __future__ import annotations
 
-__all__ = ["check_key", "check_prefix"]
-
 
 def check_key(key: str) -> str:
     """``key`` if it is a valid object key (``a/b/c``: no leading, trailing or doubled ``/``,

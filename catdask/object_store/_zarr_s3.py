@@ -10,8 +10,6 @@ from typing import Any
 
 from .errors import ObjectStoreError
 
-__all__ = ["single_put_store_class"]
-
 # A DEBUG line per object read, so that a Dask worker's log shows what it read from where
 # (DASK_LOGGING='{"catdask.object_store": "debug"}' on the worker); the endpoint, never a secret.
 _reads = logging.getLogger("catdask.object_store")

@@ -14,8 +14,6 @@ import dataclasses
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["ObjectMeta", "Backend", "NotFound", "PreconditionFailed"]
-
 
 @dataclasses.dataclass(frozen=True)
 class ObjectMeta:

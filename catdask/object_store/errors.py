@@ -13,17 +13,6 @@ from __future__ import annotations
 
 from catdask.errors import CatdaskError
 
-__all__ = [
-    "ObjectStoreError",
-    "StoreURLError",
-    "BucketNotFoundError",
-    "AccessDeniedError",
-    "NotAnObjectStoreError",
-    "EndpointUnreachableError",
-    "ConditionalWritesUnsupportedError",
-    "ObjectStoreIOError",
-]
-
 
 class ObjectStoreError(CatdaskError):
     """Base of every error of opening or using a store's medium (a folder, a bucket)."""

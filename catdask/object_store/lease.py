@@ -38,9 +38,6 @@ from ._fs import TMP_PREFIX
 from .base import Backend, NotFound, PreconditionFailed
 from .errors import ObjectStoreError
 
-__all__ = ["Lease", "LeaseHeldError", "LeaseLostError", "acquire", "lease_record",
-           "server_now"]
-
 #: Seconds added to a lease's ttl before another may take it over (clock resolution, skew).
 MARGIN_S = 2.0
 

@@ -34,8 +34,6 @@ from ._fs import TMP_PREFIX, flock_fd, fsync_dir, is_temporary_name
 from ._keys import check_key, check_prefix
 from .base import NotFound, ObjectMeta, PreconditionFailed
 
-__all__ = ["LocalBackend"]
-
 _ANY = object()  # "replace whatever is there" (an unconditional put)
 
 

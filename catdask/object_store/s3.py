@@ -46,8 +46,6 @@ from .errors import (AccessDeniedError, BucketNotFoundError, ConditionalWritesUn
                      EndpointUnreachableError, NotAnObjectStoreError, ObjectStoreError,
                      ObjectStoreIOError, StoreURLError)
 
-__all__ = ["S3Backend", "WRITE_ID_ATTRIBUTE"]
-
 #: User metadata naming the write that produced an object (lost response vs lost race).
 WRITE_ID_ATTRIBUTE = "catdask-write-id"
 

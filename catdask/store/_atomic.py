@@ -21,20 +21,6 @@ from pathlib import Path
 # The file helpers the local object-store backend shares (it sits below the store).
 from ..object_store._fs import TMP_PREFIX, flock_fd, fsync_dir, is_temporary_name
 
-__all__ = [
-    "TMP_PREFIX",
-    "temporary_age",
-    "READ_ONLY_ERRNOS",
-    "fsync_tree",
-    "remove_tree",
-    "is_temporary",
-    "remove_temporaries",
-    "seam_write_in_flight",
-    "crash_point",
-    "try_lock",
-    "flock_fd",
-]
-
 # errno values of a store that cannot be written: a read-only mount, or files of another user.
 READ_ONLY_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
 

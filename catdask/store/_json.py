@@ -9,8 +9,6 @@ import math
 
 import numpy as np
 
-__all__ = ["to_json_safe", "json_sha256", "utc_now"]
-
 
 def utc_now() -> str:
     """Current UTC time as ISO 8601 with an explicit offset (e.g. ``2024-05-01T12:00:00+00:00``)."""

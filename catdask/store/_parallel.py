@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["in_parallel", "READ_THREADS"]
-
 #: Requests made at once (small GETs or HEADs).
 READ_THREADS = 16
 

@@ -19,19 +19,6 @@ from ..errors import StoreCorruptError
 from ..object_store import Backend
 from ..object_store.errors import ObjectStoreError
 
-__all__ = [
-    "NUMERIC_DTYPES",
-    "read_node",
-    "check_array_node",
-    "open_group_at",
-    "open_array_at",
-    "read_array",
-    "check_chunks",
-    "damage_as_corrupt",
-    "write_array",
-    "EntryArrays",
-]
-
 NUMERIC_DTYPES = frozenset(
     [
         "bool",

@@ -54,8 +54,6 @@ from .snapshots import (
     verify_snapshot,
 )
 
-__all__ = ["StoreProblem", "StoreReport", "check_store", "check_models"]
-
 
 def check_store(store=None, *, cleanup: bool = False, older_than_seconds: float = 0.0):
     """Check a store; with ``cleanup``, first repair what can be repaired safely.

@@ -8,8 +8,6 @@ from pathlib import Path
 
 from ._atomic import seam_write_in_flight, temporary_age, try_lock
 
-__all__ = ["StoreProblem", "StoreReport", "temporary_problem"]
-
 
 @dataclasses.dataclass(frozen=True)
 class StoreProblem:

@@ -17,20 +17,6 @@ import numpy as np
 from ..errors import StoreCorruptError
 from ._json import json_sha256
 
-__all__ = [
-    "FORMAT",
-    "encode_labels",
-    "classes_json",
-    "label_names_for",
-    "content_sha256",
-    "source_sha256",
-    "feature_names_in",
-    "check_data",
-    "check_attrs",
-    "classes_array",
-    "verify_content",
-]
-
 FORMAT = 1
 _REQUIRED_ATTRS = {
     "catdask_dataset_format": int,

@@ -5,8 +5,6 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-__all__ = ["DatasetInfo", "info_from_attrs"]
-
 
 @dataclasses.dataclass(frozen=True)
 class DatasetInfo:

@@ -58,8 +58,6 @@ from .snapshots import (
 )
 from .upgrade import is_old_layout, upgrade_old_layout
 
-__all__ = ["DatasetInfo", "write_dataset", "info_from_attrs"]
-
 
 def write_dataset(
     store, name: str, X, y, label_names=None, attrs=None, chunk_rows=None, *, replace=False

@@ -43,8 +43,6 @@ from .snapshots import (
 
 # The reading API (writing, content and snapshot helpers are imported here for callers that
 # use this module as the data-set entry point; the package lists the public names).
-__all__ = ["Dataset", "DatasetArrays", "read_dataset", "open_dataset_arrays", "verify_dataset",
-           "list_datasets"]
 
 # read_dataset(verify=None) verifies checksums when X is at most this big (in bytes).
 AUTO_VERIFY_BYTES = 256 * 2**20

@@ -53,9 +53,6 @@ from .snapshots import (
 )
 from .upgrade import upgrade_old_layout
 
-__all__ = ["GcResult", "gc_store", "cleanup_temporaries", "repair_dataset", "model_references", "removal_blocker", "remove_snapshot",
-           "live_leases", "sweep_leftovers", "GRACE_S"]
-
 #: How old an uncommitted prefix must be before cleanup or gc removes it (a writer's lease
 #: protects it while it runs; the grace period is a second guard).
 GRACE_S = 3600.0

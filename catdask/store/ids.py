@@ -21,8 +21,6 @@ from collections.abc import Callable, Iterable
 
 from ..object_store import Backend, NotFound, PreconditionFailed
 
-__all__ = ["read_counter", "take_next_id", "give_back"]
-
 #: Compare-and-swaps lost in a row before giving up (each loss is another writer's win).
 _MAX_ATTEMPTS = 10_000
 

@@ -33,25 +33,6 @@ from ._atomic import (
 )
 from .root import StoreRoot
 
-__all__ = [
-    "DEFAULT_STORE",
-    "STORE_ENV",
-    "resolve_store",
-    "datasets_dir",
-    "models_dir",
-    "evaluation_dir",
-    "entry_path",
-    "numbered_folders",
-    "local_temporaries",
-    "remove_local_temporaries",
-    "space_hint",
-    "require_writable",
-    "read_only_answer",
-    "changing_store",
-    "MODEL_COUNTER",
-    "SNAPSHOT_COUNTER",
-]
-
 DEFAULT_STORE = "catdask-store"
 #: The highest version number ever reserved under a model name (never given twice).
 MODEL_COUNTER = ".newest-version"

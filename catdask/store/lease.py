@@ -34,9 +34,6 @@ from ..object_store import lease as object_lease
 from ._json import utc_now
 from .root import open_store
 
-__all__ = ["TRAINING_LEASES", "TRAINING_LEASE_TTL_S", "training_lease", "training_lease_key",
-           "holder_description", "models_in_training", "lease_is_live", "release_if_dead_here"]
-
 #: The prefix, in the store's root, of the models' training leases.
 TRAINING_LEASES = ".training"
 #: Seconds a training lease lives without a renewal (its heartbeat renews it every third).

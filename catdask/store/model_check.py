@@ -28,8 +28,6 @@ from .model_index import entries_without_version, indexed_meta
 from .pointer import read_pointer
 from .root import StoreRoot, open_store
 
-__all__ = ["check_models", "check_models_into"]
-
 
 def check_models(store=None) -> StoreReport:
     """Check's model part alone, on any store :func:`~catdask.store.root.open_store` opens

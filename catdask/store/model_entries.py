@@ -33,11 +33,6 @@ from .lease import lease_is_live
 from .model_index import INDEX, forget_version
 from .root import StoreRoot
 
-__all__ = ["ModelListing", "model_listing", "model_names", "version_folders",
-           "committed_versions", "in_parallel", "version_number", "version_key",
-           "read_version_node", "checked_attrs", "remove_uncommitted_versions",
-           "remove_version", "FORMAT", "WRITING", "RUNS", "INDEX", "LEGACY_NAMES"]
-
 FORMAT = 1
 #: The writers' leases and the run keys' claims, inside a model's prefix.
 WRITING = ".writing"

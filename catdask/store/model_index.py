@@ -36,9 +36,6 @@ from ..object_store import NotFound, ObjectStoreError, PreconditionFailed
 from ._parallel import in_parallel
 from .root import StoreRoot
 
-__all__ = ["INDEX", "PAGE_SIZE", "indexed_meta", "entries_without_version", "record_versions",
-           "forget_version"]
-
 #: The index's pages, inside a model's prefix.
 INDEX = ".index"
 #: Versions per page.

@@ -29,21 +29,6 @@ from ..dataset_pointer import (
 from ..object_store import Backend
 from ._atomic import crash_point
 
-__all__ = [
-    "DATASET_FORMAT_KEY",
-    "POINTER_FORMAT",
-    "POINTER_KEY",
-    "Pointer",
-    "SnapshotHold",
-    "is_pointer_attrs",
-    "snapshot_number",
-    "read_pointer",
-    "read_pointer_versioned",
-    "write_pointer",
-    "hold_snapshot",
-    "resolve_pointer",
-]
-
 
 def write_pointer(backend: Backend, folder_key: str, name: str, snapshot: str,
                   content_sha256: str, previous, version: str | None) -> str:

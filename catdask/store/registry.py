@@ -70,16 +70,6 @@ from .model_entries import (
 from .model_index import record_versions
 from .root import StoreRoot, open_store
 
-__all__ = [
-    "ModelVersion",
-    "register_model",
-    "register_estimator",
-    "checked_attrs",
-    "version_number",
-    "array_sha256",
-    "WRITER_LEASE_TTL_S",
-]
-
 RESERVED_META = ("version", "created", "catdask_version", "run_key")
 _ALLOWED_KINDS = "biufc"  # bool, int, uint, float, complex: numbers only
 #: Seconds a registration's lease lives without a renewal (tests shorten it).

@@ -30,15 +30,6 @@ from .model_index import indexed_meta, record_versions
 from .registry import ModelVersion, array_sha256
 from .root import StoreRoot, open_store
 
-__all__ = [
-    "load_model_version",
-    "list_models",
-    "list_versions",
-    "compare_versions",
-    "load_estimator",
-    "registered_model_names",
-]
-
 COMPARE_FIELDS = (
     "objective",
     "gap",

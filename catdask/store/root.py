@@ -27,8 +27,6 @@ from ..names import validate_name
 from ..object_store import Backend, LocalBackend, open_backend
 from ..object_store._fs import TMP_PREFIX
 
-__all__ = ["StoreRoot", "open_store", "DEFAULT_STORE"]
-
 DEFAULT_STORE = "catdask-store"
 
 

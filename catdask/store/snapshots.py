@@ -41,22 +41,6 @@ from .ids import take_next_id
 from .layout import SNAPSHOT_COUNTER
 from .root import StoreRoot, open_store
 
-__all__ = [
-    "WRITING",
-    "Listing",
-    "name_key",
-    "list_dataset",
-    "dataset_names",
-    "next_snapshot_id",
-    "writer_lease",
-    "resolve",
-    "snapshot_attrs",
-    "open_snapshot",
-    "verify_snapshot",
-    "remove_entry",
-    "SnapshotHold",
-]
-
 WRITING = ".writing"
 _ARRAYS = {"X", "y"}
 _OWN_RECORDS = {"zarr.json", SNAPSHOT_COUNTER, ".lock"}  # .lock: the name lock of older versions

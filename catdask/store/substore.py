@@ -14,8 +14,6 @@ from typing import Any
 from ..object_store import Backend, LocalBackend, ObjectMeta
 from .root import StoreRoot, open_store
 
-__all__ = ["PrefixedBackend", "sub_store"]
-
 
 class PrefixedBackend:
     """Another backend's keys below ``prefix/``, seen as a backend of their own."""

@@ -19,8 +19,6 @@ from ._atomic import crash_point
 from .pointer import write_pointer
 from .snapshots import next_snapshot_id, remove_entry, verify_snapshot
 
-__all__ = ["is_old_layout", "upgrade_old_layout"]
-
 
 def is_old_layout(backend: Backend, folder_key: str) -> bool:
     """True if the data set holds the in-place layout of older catdask versions."""
