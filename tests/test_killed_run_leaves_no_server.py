@@ -84,24 +84,29 @@ def test_sigkill_of_a_suite_file_leaves_no_process_alive(path, seconds):
     assert not result.alive[GONE_WITHIN_SECONDS], result.line()
 
 
-def _run_waiting_for_its_lease(api, model_name, timeout):
-    """Start a served train run of iris (through the API, as the UI does) and wait until its
-    log says it waits for ``model_name``'s training lease: a run in flight for certain."""
+def _runs_in_flight(api, timeout, count=3):
+    """Start ``count`` served train runs of iris with many restarts (through the API, as the UI
+    does) and wait for the solver's progress artifact of one: runs in flight, one fitting and
+    talking to the API, the others waiting for its training lease."""
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
     from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from catdask.method_names import MAX_RESTARTS
 
     with temporary_settings(updates={PREFECT_API_URL: api}), \
             get_client(sync_client=True) as client:
         deployment = client.read_deployment_by_name("catdask-train/train")
-        run = client.create_flow_run_from_deployment(deployment.id, parameters={"dataset": "iris"})
+        runs = [client.create_flow_run_from_deployment(
+            deployment.id, parameters={"dataset": "iris", "n_restarts": MAX_RESTARTS})
+            for _ in range(count)]
+        mine = ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[r.id for r in runs]))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            logs = client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run.id])))
-            if any(f"model {model_name} is being trained by" in log.message for log in logs):
+            if any(a.type == "progress" for a in client.read_artifacts(artifact_filter=mine)):
                 return
             time.sleep(0.5)
-    raise AssertionError(f"the served run did not wait for {model_name}'s lease in {timeout} s")
+    raise AssertionError(f"no served run published progress in {timeout} s")
 
 
 @pytest.mark.slow
@@ -109,15 +114,12 @@ def _run_waiting_for_its_lease(api, model_name, timeout):
                          ids=["api-killed", "api-killed-and-serve-sigtermed"])
 def test_serve_and_its_runs_stop_within_seconds_once_their_api_is_killed(tmp_path,
                                                                          serve_gets_sigterm):
-    """The API's server SIGKILLed while a served run is in flight (it waits for its model's
-    training lease, held here); with ``serve_gets_sigterm``, serve gets SIGTERM at that moment
-    too, as from its guard when a test run dies. Before: Prefect's runner gave each run process
-    30 s after SIGTERM, one after the other, and the run spent them retrying its crash report
-    against the dead API (serve's tree alive 20 s later, 8 processes of 8)."""
+    """The API's server SIGKILLed while served runs are in flight; with ``serve_gets_sigterm``, serve
+    gets SIGTERM at that moment too, as from its guard when a test run dies. Before: Prefect's
+    runner gave each run process 30 s after SIGTERM, one after the other, and the run spent them
+    retrying against the dead API (serve's tree alive 20 s later, 8 processes of 8)."""
     from catdask.pipeline import ingest_dataset
-    from catdask.pipeline.model_identity import default_model_name
     from catdask.serve import API_LOST_SECONDS
-    from catdask.store.lease import training_lease
 
     store = tmp_path / "store"
     ingest_dataset("iris", store)
@@ -126,22 +128,20 @@ def test_serve_and_its_runs_stop_within_seconds_once_their_api_is_killed(tmp_pat
     serve = Managed([BIN / "catdask", "--store", store, "serve", "--dask-dashboard-port",
                      free_port()], log=tmp_path / "serve.log",
                     env=child_env(tmp_path / "serve-home", api_url=api,
-                                  PREFECT_RUNNER_POLL_FREQUENCY=1))
+                                  PREFECT_RUNNER_POLL_FREQUENCY=1, CATDASK_SERVE_LIMIT=3))
     try:
         serve.wait_for(r"being served", timeout=300)
-        model = default_model_name("iris", "cqs")
-        with training_lease(store, model, holder="this test"):
-            _run_waiting_for_its_lease(api, model, timeout=180)
-            tree = serve.tree()
-            server.kill()
-            if serve_gets_sigterm:
-                os.kill(serve.pid, signal.SIGTERM)
-            killed = time.monotonic()
-            deadline = killed + API_LOST_SECONDS + GONE_WITHIN_SECONDS
-            with contextlib.suppress(subprocess.TimeoutExpired):  # serve: waited by its Popen
-                serve.proc.wait(timeout=deadline - time.monotonic())
-            _, alive = psutil.wait_procs([p for p in tree if p.pid != serve.pid],
-                                         timeout=max(0.0, deadline - time.monotonic()))
+        _runs_in_flight(api, timeout=180)
+        tree = serve.tree()
+        server.kill()
+        if serve_gets_sigterm:
+            os.kill(serve.pid, signal.SIGTERM)
+        killed = time.monotonic()
+        deadline = killed + API_LOST_SECONDS + GONE_WITHIN_SECONDS
+        with contextlib.suppress(subprocess.TimeoutExpired):  # serve: waited by its Popen
+            serve.proc.wait(timeout=deadline - time.monotonic())
+        _, alive = psutil.wait_procs([p for p in tree if p.pid != serve.pid],
+                                     timeout=max(0.0, deadline - time.monotonic()))
         print(f"serve's tree ({len(tree)} processes): {len(alive)} alive "
               f"{time.monotonic() - killed:.1f} s after the API's kill; serve's exit code "
               f"{serve.proc.returncode}")
