@@ -30,7 +30,7 @@ from . import settings
 from .errors import ServiceLostError
 from .orchestration.api_auth import (UnauthenticatedBindError, api_auth_for_bind, is_loopback,
                                      serve_api_auth)
-from .orchestration.server import (api_answers_at_once, api_gone, default_log_file,
+from .orchestration.server import (api_answers_at_once, api_gone, api_health, default_log_file,
                                    start_prefect_server, stop_process)
 
 __all__ = ["serve", "served_deployments", "serving_summary", "default_run_limit",
@@ -51,6 +51,8 @@ STOP_WORKER_SECONDS = 1.0
 SERVER_WATCH_SECONDS = 1.0
 #: Seconds a Prefect API that serve did not start may refuse connections before serve stops.
 API_LOST_SECONDS = 5.0
+#: Seconds a run process gets after SIGTERM when the API is gone (its crash report cannot land).
+API_LOST_RUN_GRACE_SECONDS = 1.0
 _SIGTERM_SEEN = threading.Event()  # checked again: its KeyboardInterrupt is lost in gc callbacks
 
 
@@ -234,9 +236,13 @@ async def _serve_while_server_runs(runner, server, log_file=None, api_url=None):
     :data:`API_LOST_SECONDS`: then stop the runner without talking to the dead API and raise
     :class:`ServiceLostError`. Stopped otherwise (Ctrl-C, SIGTERM, also one whose
     KeyboardInterrupt a gc callback swallowed) while the API does not answer, the runner does not
-    try to pause the deployments either.
+    try to pause the deployments either. Either way without an API, the run processes are
+    stopped before the runner: Prefect's runner gives each 30 s after SIGTERM, one after the
+    other, and a run's crash report retries against the dead API all that time.
     """
     import time
+
+    from .orchestration.preloaded_runs import stop_run_processes
 
     run = asyncio.ensure_future(runner.start())
     if server is None and api_url is None:
@@ -265,13 +271,17 @@ async def _serve_while_server_runs(runner, server, log_file=None, api_url=None):
             if lost:
                 # Pausing the deployments needs the API: a runner that tried retried a minute.
                 runner.pause_on_shutdown = False
+                stop_run_processes(API_LOST_RUN_GRACE_SECONDS)
                 run.cancel()
                 with contextlib.suppress(BaseException):
                     await run
                 raise ServiceLostError(lost)
     except asyncio.CancelledError:  # Ctrl-C or SIGTERM: the runner stops after this
-        if api_url is not None and not await asyncio.to_thread(api_answers_at_once, api_url):
+        health = "ok" if api_url is None else await asyncio.to_thread(api_health, api_url, 2.0)
+        if health != "ok":
             runner.pause_on_shutdown = False
+        if health == "gone":  # a busy API still gets the runs' crash reports
+            stop_run_processes(API_LOST_RUN_GRACE_SECONDS)
         raise
     return run.result()
 
@@ -373,7 +383,8 @@ def serve(host="127.0.0.1", port=4200, dask_dashboard_port=8787, store=None, lim
         _note("stopping ...")
         quiet_embedded_workers()  # as Ctrl-C does (their logs would follow "stopping")
         # Before the server: the runs report their crash to it, unless it or serve's parent died.
-        stop_run_processes(RUN_STOP_GRACE_SECONDS if api_answers_at_once(api_url) else 1.0,
+        stop_run_processes(RUN_STOP_GRACE_SECONDS if api_answers_at_once(api_url)
+                           else API_LOST_RUN_GRACE_SECONDS,
                            lambda: os.getppid() == parent and api_answers_at_once(api_url))
         stop_fork_server()
         if owned_client is not None:

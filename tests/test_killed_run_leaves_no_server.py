@@ -12,20 +12,25 @@ touched. Two kinds of run:
 
 Before: Prefect's test server was alive 4 minutes later, ``catdask serve`` 75-80 s, and the
 deployment tests' Prefect server, busy in SQLAlchemy, more than 22 s.
+
+And the other side: ``catdask serve`` and its served runs stop within seconds once the API they
+serve is killed, with a run in flight.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import subprocess
 import sys
 import time
 
 import psutil
 import pytest
 
-from .helpers.kill_check import CHECKPOINTS, kill_run
-from .helpers.procs import Managed, child_env
+from .helpers.kill_check import CHECKPOINTS, describe, kill_run
+from .helpers.procs import BIN, Managed, child_env, free_port, start_prefect_server
 
 GONE_WITHIN_SECONDS = CHECKPOINTS[-1]
 
@@ -77,3 +82,71 @@ def test_sigkill_of_a_suite_file_leaves_no_process_alive(path, seconds):
     if result.ended_early is not None:
         pytest.skip(f"{path} ended before {seconds} s on this machine: nothing to kill")
     assert not result.alive[GONE_WITHIN_SECONDS], result.line()
+
+
+def _runs_in_flight(api, timeout, count=3):
+    """Start ``count`` served train runs of iris with many restarts (through the API, as the UI
+    does) and wait for the solver's progress artifact of one: runs in flight, one fitting and
+    talking to the API, the others waiting for its training lease."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from catdask.method_names import MAX_RESTARTS
+
+    with temporary_settings(updates={PREFECT_API_URL: api}), \
+            get_client(sync_client=True) as client:
+        deployment = client.read_deployment_by_name("catdask-train/train")
+        runs = [client.create_flow_run_from_deployment(
+            deployment.id, parameters={"dataset": "iris", "n_restarts": MAX_RESTARTS})
+            for _ in range(count)]
+        mine = ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[r.id for r in runs]))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if any(a.type == "progress" for a in client.read_artifacts(artifact_filter=mine)):
+                return
+            time.sleep(0.5)
+    raise AssertionError(f"no served run published progress in {timeout} s")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("serve_gets_sigterm", [False, True],
+                         ids=["api-killed", "api-killed-and-serve-sigtermed"])
+def test_serve_and_its_runs_stop_within_seconds_once_their_api_is_killed(tmp_path,
+                                                                         serve_gets_sigterm):
+    """The API's server SIGKILLed while served runs are in flight; with ``serve_gets_sigterm``, serve
+    gets SIGTERM at that moment too, as from its guard when a test run dies. Before: Prefect's
+    runner gave each run process 30 s after SIGTERM, one after the other, and the run spent them
+    retrying against the dead API (serve's tree alive 20 s later, 8 processes of 8)."""
+    from catdask.pipeline import ingest_dataset
+    from catdask.serve import API_LOST_SECONDS
+
+    store = tmp_path / "store"
+    ingest_dataset("iris", store)
+    server, api = start_prefect_server(tmp_path / "home", free_port(), tmp_path / "server.log",
+                                       catdask=True)
+    serve = Managed([BIN / "catdask", "--store", store, "serve", "--dask-dashboard-port",
+                     free_port()], log=tmp_path / "serve.log",
+                    env=child_env(tmp_path / "serve-home", api_url=api,
+                                  PREFECT_RUNNER_POLL_FREQUENCY=1, CATDASK_SERVE_LIMIT=3))
+    try:
+        serve.wait_for(r"being served", timeout=300)
+        _runs_in_flight(api, timeout=180)
+        tree = serve.tree()
+        server.kill()
+        if serve_gets_sigterm:
+            os.kill(serve.pid, signal.SIGTERM)
+        killed = time.monotonic()
+        deadline = killed + API_LOST_SECONDS + GONE_WITHIN_SECONDS
+        with contextlib.suppress(subprocess.TimeoutExpired):  # serve: waited by its Popen
+            serve.proc.wait(timeout=deadline - time.monotonic())
+        _, alive = psutil.wait_procs([p for p in tree if p.pid != serve.pid],
+                                     timeout=max(0.0, deadline - time.monotonic()))
+        print(f"serve's tree ({len(tree)} processes): {len(alive)} alive "
+              f"{time.monotonic() - killed:.1f} s after the API's kill; serve's exit code "
+              f"{serve.proc.returncode}")
+        assert serve.proc.returncode == (0 if serve_gets_sigterm else 3), serve.tail()
+        assert not alive, (describe(alive), serve.tail())
+    finally:
+        serve.kill()
+        server.kill()
