@@ -73,7 +73,6 @@ def test_sigkill_of_a_test_run_leaves_no_server_alive(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("path, seconds", [
     ("tests/orchestration/test_flows.py", 40),
-    ("tests/test_deployment.py", 40),
     ("tests/test_deployment.py", 95),
 ])
 def test_sigkill_of_a_suite_file_leaves_no_process_alive(path, seconds):
