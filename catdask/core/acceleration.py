@@ -159,6 +159,20 @@ def _held_mixture(w, *entries):
     return x, out[0]
 
 
+#: A restart's history smaller than this stays in the driver's memory even on a cluster: holding
+#: it on the workers costs round trips each iteration (0.086 -> 0.172 s an iteration at
+#: N = 3,000, K = 3 on 2 local workers), worth paying only where the history grows the driver.
+HELD_HISTORY_MIN_BYTES = 16 << 20
+
+
+def held_history(runner, capacity, n_samples, n_classes):
+    """A :class:`HeldHistory` on ``runner`` where a restart's entries (``z``, ``G z`` and the
+    residual: ``(K + 2) N`` floats each) reach :data:`HELD_HISTORY_MIN_BYTES`, else None."""
+    if runner.client is None or capacity * (n_classes + 2) * n_samples * 8 < HELD_HISTORY_MIN_BYTES:
+        return None
+    return HeldHistory(runner, capacity)
+
+
 class HeldHistory(_History):
     """:class:`_History` whose entries a task runner holds where it runs tasks
     (:class:`catdask.distributed.execute.BlockRunner`: futures on the workers, recomputed if a

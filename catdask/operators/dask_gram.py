@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..core.acceleration import HeldHistory
+from ..core.acceleration import held_history
 from ..core.classes import ClassIndex
 from ..distributed.execute import INLINE_BYTES, BlockRunner, cluster_resources
 from . import blocks
@@ -158,9 +158,9 @@ class DaskGramOperator(BlockGramOperator):
         self._cache = [self.store] * len(self._rows)
 
     def solver_history(self, capacity: int):
-        """Anderson's history on the workers, beside the Gram products (none without a
-        distributed client: the threaded scheduler runs in the driver's memory anyway)."""
-        return None if self._runner.client is None else HeldHistory(self._runner, capacity)
+        """Anderson's history on the workers, beside the Gram products, where it is large
+        (none without a distributed client: the threaded scheduler runs in the driver's memory)."""
+        return held_history(self._runner, capacity, self.n_samples, self.classes.n_classes)
 
     def close(self):
         """Release cached blocks and remove a temporary zarr cache."""

@@ -7,7 +7,7 @@ import uuid
 
 import numpy as np
 
-from ..core.acceleration import HeldHistory
+from ..core.acceleration import held_history
 from ..core.classes import ClassIndex
 from ..distributed.execute import INLINE_BYTES, BlockRunner, workers_with_resource
 from .torch_gram import TorchGramOperator, import_torch
@@ -125,9 +125,9 @@ class DaskTorchGramOperator(TorchGramOperator):
         return outs
 
     def solver_history(self, capacity: int):
-        """Anderson's history on the workers, beside the Gram products (none without a
-        distributed client: the threaded scheduler runs in the driver's memory anyway)."""
-        return None if self._runner.client is None else HeldHistory(self._runner, capacity)
+        """Anderson's history on the workers, beside the Gram products, where it is large
+        (none without a distributed client: the threaded scheduler runs in the driver's memory)."""
+        return held_history(self._runner, capacity, self.n_samples, self.classes.n_classes)
 
     def close(self) -> None:
         """Free the workers' device copies and the cluster's copy of X."""
