@@ -643,6 +643,7 @@ def _burst(served, prefect_server, store, tmp_path, n_runs: int, model_name: str
     return figures
 
 
+@pytest.mark.stress
 @pytest.mark.timeout(300 + 36 * LOAD_RUNS)
 def test_load_fifty_served_runs_at_once(served, prefect_server, store, tmp_path):
     """Issue 16's goal: 50 train runs triggered at once through the API all complete, at most

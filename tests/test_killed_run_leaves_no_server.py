@@ -70,7 +70,7 @@ def test_sigkill_of_a_test_run_leaves_no_server_alive(tmp_path):
     assert not result.alive[GONE_WITHIN_SECONDS], result.line()
 
 
-@pytest.mark.slow
+@pytest.mark.stress
 @pytest.mark.parametrize("path, seconds", [
     ("tests/orchestration/test_flows.py", 40),
     ("tests/test_deployment.py", 95),

@@ -264,6 +264,7 @@ def _trains_during_reingests(tmp_path, scheduler, *, n_trains, n_writers, concur
     assert check_store(store).ok, check_store(store).errors
 
 
+@pytest.mark.slow
 def test_trains_during_reingests_fit_one_content(tmp_path, dask_scheduler):
     """Fast variant: 2 trains at once, each with a re-ingest landing mid-fit (one before the
     moments pass, one mid-solve), 2 writer processes, gc running."""
@@ -447,7 +448,7 @@ def _ingest_file(csv):
 
 
 def _scenarios(csv):
-    """The ten kills of the slow test: five of train, five of ingest, at varied moments."""
+    """The ten kills of the stress test: five of train, five of ingest, at varied moments."""
     return [
         ("train", _train(), "server starting", _server_starting),
         ("train", _train(), "server up, flow starting", _server_up(0.5)),
@@ -580,6 +581,7 @@ def _kills(tmp_path, scenarios, template, *, concurrency, seeded):
     return results
 
 
+@pytest.mark.slow
 def test_kill_9_of_train_and_ingest_leaves_no_orphans(tmp_path):
     """Fast variant: `catdask train` killed while its Prefect server starts, `catdask ingest
     --file` killed mid-write; no descendant left after 30 s, the store passes check."""
@@ -590,7 +592,7 @@ def test_kill_9_of_train_and_ingest_leaves_no_orphans(tmp_path):
     assert results[0]["n_descendants"] >= 1  # the server (or its launcher) was there to kill
 
 
-@pytest.mark.slow
+@pytest.mark.stress
 @pytest.mark.timeout(480)
 def test_10_kill_9s_of_train_and_ingest_leave_no_orphans(tmp_path):
     """The issue's count: 10 `kill -9`s (5 train, 5 ingest; while the server starts, with

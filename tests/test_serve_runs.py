@@ -284,6 +284,7 @@ def test_unknown_parameter_names_are_refused_in_one_line():
     assert "\n" not in message
 
 
+@pytest.mark.slow
 def test_serve_stops_within_seconds_once_an_api_it_did_not_start_is_gone():
     """Issue 44: serve against ``PREFECT_API_URL`` kept retrying a dead API for 75-80 s."""
     import time

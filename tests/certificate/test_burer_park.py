@@ -134,6 +134,7 @@ def test_lift_has_the_block_diagonal_relaxations_value(problems, solved):
 
 
 @pytest.mark.parametrize("kronecker", [False, True])
+@pytest.mark.slow
 def test_lift_is_no_tighter_where_the_block_diagonal_relaxation_is_loose(kronecker):
     """Wine, class origin: the block-diagonal relaxation is 1.6e-3 above the optimum
     (docs/design.md section 4); the lift's value is the same, and its proved bound valid."""

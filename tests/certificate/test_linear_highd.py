@@ -223,6 +223,7 @@ def test_covariance_moments_from_class_statistics():
     assert fro2 == pytest.approx(np.sum(C * C), rel=1e-12)
 
 
+@pytest.mark.slow
 def test_relaxation_floor_lies_below_every_dual_bound():
     """The repaired primal point is feasible: its value is <= every dual bound and >= f(W)."""
     pytest.importorskip("cvxpy")

@@ -324,6 +324,7 @@ def test_models_list_shows_the_method_key_and_origin(capsys, two_versions):
 
 
 # ----------------------------------------------------------------------------- uncertified: 4
+@pytest.mark.slow
 def test_uncertified_model_exit_4_unless_allowed(capsys, iris_store, flows_env, monkeypatch):
     """Issue 43 changed the name (the class origin is wine-cqs-class) and what follows the
     first rejection: the fit is kept, so --max-gap and --allow-uncertified decide again
@@ -444,6 +445,7 @@ def test_a_repeated_train_answers_from_the_registry_before_prefect(capsys, iris_
 
 
 # ----------------------------------------------------------------------------- end to end
+@pytest.mark.slow
 def test_ingest_train_models_plot_datasets(capsys, tmp_path, flows_env):
     store = tmp_path / "store"
     code, out, err = run_cli(capsys, "ingest", "iris", "--store", store)
@@ -642,6 +644,7 @@ def _script(args, env, cwd, timeout=180):
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_console_script_train(iris_store, tmp_path, prefect_env, dask_scheduler):
     """`catdask train` as installed: a flow run on the given Prefect API and Dask scheduler.
 
@@ -693,6 +696,7 @@ def _flow_run_logs(run_id: str, until: str, timeout: float = 30.0) -> list[str]:
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_console_script_flow_failure_is_one_line(tmp_path, prefect_env):
     """An error inside a flow run is printed once, by the CLI: not also as Prefect's failed
     task and flow records (each repeated it, with tracebacks)."""
@@ -899,6 +903,7 @@ def test_models_compare_accepts_name_version(capsys, two_versions, versions):
     assert json.loads(out)["versions"] == [1, 2]
 
 
+@pytest.mark.slow
 def test_store_commands_never_import_prefect_or_dask(two_versions, tmp_path):
     """datasets, models, check and plot read the store only: no Prefect, no Dask."""
     script = (

@@ -66,6 +66,7 @@ def test_no_pytorch_says_what_to_install(capsys, iris_store, monkeypatch):
                            "install 'catdask[gpu]' (or any torch build with your GPU's CUDA).")
 
 
+@pytest.mark.slow
 def test_train_on_the_device_registers_the_default_runs_model(capsys, iris_store, flows_env):
     """End to end: the flow on the tests' cluster (no GPU workers), so the data set is read into
     memory and fitted on the device in the fit task's process (catdask.pipeline.device)."""

@@ -60,6 +60,7 @@ def _clean_env(**extra):
 
 
 @pytest.mark.parametrize("command", [["train", "iris"], ["serve"]], ids=" ".join)
+@pytest.mark.slow
 def test_a_scheduler_port_that_speaks_http_fails_fast_in_one_line(iris_store, tmp_path,
                                                                   http_server, command):
     address = f"tcp://{LOCALHOST}:{http_server}"
@@ -88,6 +89,7 @@ def test_connect_scheduler_gives_up_on_a_silent_port_within_its_timeout(http_ser
     assert time.monotonic() - start < 6
 
 
+@pytest.mark.slow
 def test_the_dashboard_port_names_the_scheduler_address(dask_scheduler):
     """The commonest wrong address: the dashboard's port (8787) for the scheduler's (8786).
     Both probes name the scheduler's address, which its HTTP server reports."""

@@ -585,6 +585,7 @@ def test_zarr_array_and_group_path_inputs(client, tmp_path):
     _assert_same_fit(lin3, ref_lin, "components_")
 
 
+@pytest.mark.slow
 def test_transform_is_lazy_blockwise_and_matches(client, tmp_path):
     X, y = _data(seed=9)
     Xn = np.random.default_rng(0).standard_normal((37, X.shape[1])) + 5.0
@@ -663,6 +664,7 @@ def test_nystroem_on_dask_input(client):
     np.testing.assert_array_equal(got.landmark_indices_, ref.landmark_indices_)
 
 
+@pytest.mark.slow
 def test_auto_landmarks_on_dask_input_are_the_numpy_ones(client):
     X, y = _data(n_per_class=30, seed=13)
     kw = dict(gamma=0.05, approximation="nystroem", n_landmarks="auto", n_restarts=1,
@@ -675,6 +677,7 @@ def test_auto_landmarks_on_dask_input_are_the_numpy_ones(client):
 
 
 @pytest.mark.parametrize("origin", ["global", "class"])
+@pytest.mark.slow
 def test_linear_class_statistics_on_dask_need_no_coordinates_pass(client, origin, monkeypatch):
     """The Gaussian rules' class statistics come from the class moments in closed form: they
     equal the statistics of ``transform(X)``, and the data are never projected for them
@@ -948,6 +951,7 @@ def test_fit_on_dataset_submits_each_key_once(client, tmp_path, caplog):
     assert "run_spec" not in caplog.text, caplog.text
 
 
+@pytest.mark.slow
 def test_fit_on_dataset_uses_the_given_client_when_another_is_the_default(client, tmp_path):
     """`fit_on_dataset(client=c)` computes on `c` even when `c` is not dask's default client
     (the standardised blocks are persisted on c's workers; computing them with another

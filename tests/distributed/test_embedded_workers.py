@@ -58,6 +58,7 @@ def _worker_pids(client):
     return set(client.run(os.getpid).values())
 
 
+@pytest.mark.slow
 def test_a_worker_lost_before_a_fit_is_replaced(embedded, caplog):
     client, cluster = embedded
     pids = _worker_pids(client)
@@ -76,6 +77,7 @@ def test_a_worker_lost_before_a_fit_is_replaced(embedded, caplog):
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.slow
 def test_a_worker_lost_mid_fit_the_fit_completes_says_so_and_the_cluster_recovers(embedded,
                                                                                    caplog):
     import dask.array as da
@@ -106,6 +108,7 @@ def test_a_worker_lost_mid_fit_the_fit_completes_says_so_and_the_cluster_recover
     assert len(_worker_pids(client)) == 2 and lost[0] not in _worker_pids(client)
 
 
+@pytest.mark.slow
 def test_a_cluster_that_cannot_replace_its_worker_says_it_runs_degraded(embedded, caplog,
                                                                         monkeypatch):
     client, cluster = embedded
@@ -135,7 +138,7 @@ def _restarting_worker(known_pids, timeout=30.0):
     return None
 
 
-@pytest.mark.slow
+@pytest.mark.stress
 @pytest.mark.timeout(900)
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_33_worker_kills_fits_identical_and_cluster_back_at_full_size(embedded, caplog):

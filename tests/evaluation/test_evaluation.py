@@ -390,6 +390,7 @@ def test_paper_methods_protocol_settings():
 
 
 @needs_estimators
+@pytest.mark.slow
 def test_reproduce_paper_quick_run(tmp_path, capsys):
     """The CI version of the reproduction: ``--quick`` (wine + iris, 2 splits, all three
     tables and one figure) end to end, well under a minute."""

@@ -78,6 +78,7 @@ def test_merge_refuses_a_different_protocol():
         merge_experiments(base, update)
 
 
+@pytest.mark.slow
 def test_reproduce_paper_merge_cli(tmp_path, capsys):
     spec = importlib.util.spec_from_file_location(
         "reproduce_paper", REPO / "benchmarks" / "reproduce_paper.py")

@@ -133,12 +133,16 @@ def _round_trip(store, name, url):
         ours = [r[j] for r in body]
         theirs = frame[column].to_numpy()
         if column.startswith("axis_"):
-            np.testing.assert_array_equal(np.array(ours, dtype=float), theirs)  # exactly
+            # The same arithmetic, but `catdask predict` may take X in row blocks and MLflow
+            # whole: BLAS may round a block's last bits differently on another CPU.
+            np.testing.assert_allclose(np.array(ours, dtype=float), theirs, rtol=1e-12,
+                                       atol=1e-12, err_msg=f"{name}: {column}")
         else:
-            assert ours == [str(v) for v in theirs], column
+            assert ours == [str(v) for v in theirs], f"{name}: {column}"
     return info, export_seconds, time.perf_counter() - t0
 
 
+@pytest.mark.slow
 def test_export_round_trip_metrics_alias_and_no_pickles(tmp_path, mlflow_server):
     url, artifacts = mlflow_server
     store = tmp_path / "store"
@@ -190,6 +194,7 @@ def test_export_refuses_a_bundle_that_was_altered(tmp_path):
         read_bundle(folder)
 
 
+@pytest.mark.slow
 def test_export_to_a_wrong_address_fails_fast(tmp_path):
     store = tmp_path / "store"
     _train(store, "iris")

@@ -136,6 +136,7 @@ def _race(n: int, attempt) -> list[object]:
     return outcomes
 
 
+@pytest.mark.slow
 def test_concurrent_compare_and_swaps_have_exactly_one_winner(backend):
     """The proof the store's pointer rests on: many writers CAS one key from the same version;
     exactly one wins each round, every other one is told it lost, and the winner's bytes are
@@ -153,6 +154,7 @@ def test_concurrent_compare_and_swaps_have_exactly_one_winner(backend):
         assert version == outcomes[winners[0]]
 
 
+@pytest.mark.slow
 def test_concurrent_creates_have_exactly_one_winner(backend):
     for round_ in range(ROUNDS):
         key = f"race/new-{round_}"

@@ -35,6 +35,7 @@ def test_a_held_lease_excludes_and_names_its_holder(backend):
         second.check()
 
 
+@pytest.mark.slow
 def test_heartbeat_keeps_the_lease_past_its_ttl(backend):
     with acquire(backend, "leases/hb", "holder", ttl_s=TTL, margin_s=MARGIN) as lease:
         time.sleep(3 * (TTL + MARGIN))
@@ -84,6 +85,7 @@ time.sleep(600)
 """
 
 
+@pytest.mark.slow
 def test_a_killed_holders_lease_expires(backend, request):
     if isinstance(backend, LocalBackend):
         args, env = ["local", str(backend.root), ""], {}
@@ -109,6 +111,7 @@ def test_a_killed_holders_lease_expires(backend, request):
 
 
 @pytest.mark.parametrize("state", ["free", "expired"])
+@pytest.mark.slow
 def test_concurrent_acquirers_have_exactly_one_winner(backend, state):
     key = f"leases/race-{state}"
     if state == "expired":

@@ -127,6 +127,7 @@ def test_closed_port(s3_server):
     _endpoint_error(s3_server, f"http://{LOCALHOST}:{free_port()}", EndpointUnreachableError)
 
 
+@pytest.mark.slow
 def test_endpoint_that_accepts_and_never_answers(s3_server):
     import socket
 

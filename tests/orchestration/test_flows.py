@@ -310,6 +310,7 @@ def test_ingest_flow_publishes_summary_and_is_idempotent(tmp_path):
 
 
 # ----------------------------------------------------------------------------- run_key
+@pytest.mark.slow
 def test_same_run_key_gives_the_same_version(iris_store, dask_scheduler):
     _, train_mod, _ = _flows()
     kw = dict(method="cqs", n_restarts=2, store=str(iris_store), scheduler=dask_scheduler,
@@ -329,6 +330,7 @@ def test_same_run_key_gives_the_same_version(iris_store, dask_scheduler):
     assert c["version"] == "iris-cqs:v2" and c["cached"] is False
 
 
+@pytest.mark.slow
 def test_retrain_registered_adds_one_version_per_model_and_is_idempotent(iris_store,
                                                                           dask_scheduler):
     """The nightly job retrains each registered model with its recorded spec; a rerun of the
@@ -358,6 +360,7 @@ def test_retrain_registered_adds_one_version_per_model_and_is_idempotent(iris_st
     assert versions[1].run_key.startswith("retrain:iris-cqs:")
 
 
+@pytest.mark.slow
 def test_one_models_failed_retrain_does_not_stop_the_others(iris_store, dask_scheduler,
                                                             monkeypatch):
     """A retrain that raises for one model (e.g. its recorded device missing here) still
@@ -384,6 +387,7 @@ def test_one_models_failed_retrain_does_not_stop_the_others(iris_store, dask_sch
                                                          "iris-cqs:v2"]
 
 
+@pytest.mark.slow
 def test_retrain_keeps_every_setting_of_the_recorded_spec(iris_store, dask_scheduler):
     """A model trained with certify="moment", non-default tolerances and its own
     allow_uncertified is retrained with every one of them (issue 25: the retrain rebuilt the
@@ -606,6 +610,7 @@ class _Collect(logging.Handler):
                 event.set()
 
 
+@pytest.mark.slow
 def test_concurrent_train_runs_register_distinct_versions(iris_store, dask_scheduler):
     _, train_mod, _ = _flows()
     # refit: the second run must not take the first one's version from the train cache
@@ -625,6 +630,7 @@ def test_concurrent_train_runs_register_distinct_versions(iris_store, dask_sched
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.slow
 def test_concurrent_train_runs_of_one_model_fit_it_once(iris_store, dask_scheduler,
                                                         monkeypatch):
     """Two runs of the same model at once (a scheduled retrain overlapping a triggered one):
@@ -924,6 +930,7 @@ def test_corrupt_registered_model_is_refused_on_load(trained, tmp_path):
 
 # ----------------------------------------------------------------------------- evaluate
 @pytest.mark.timeout(240)
+@pytest.mark.slow
 def test_evaluate_quick_writes_tables_and_artifact(tmp_path):
     ingest_mod, _, evaluate_mod = _flows()
     store, out = tmp_path / "store", tmp_path / "results"

@@ -61,6 +61,7 @@ def _events(name, store, *, expect=1, timeout=60.0):
             time.sleep(0.5)
 
 
+@pytest.mark.slow
 def test_a_repeated_train_is_a_cached_run_that_fits_nothing(iris_store, dask_scheduler,
                                                            monkeypatch):
     train_mod = _train_module()
@@ -101,6 +102,7 @@ def test_a_repeated_train_is_a_cached_run_that_fits_nothing(iris_store, dask_sch
     assert dataset.id == "catdask.dataset.iris"
 
 
+@pytest.mark.slow
 def test_ingest_emits_snapshot_created_for_a_new_snapshot_only(tmp_path):
     from catdask.orchestration.ingest import ingest
 
@@ -119,6 +121,7 @@ def test_ingest_emits_snapshot_created_for_a_new_snapshot_only(tmp_path):
     assert event.payload["n_samples"] == 150
 
 
+@pytest.mark.slow
 def test_a_rejected_model_emits_model_rejected(iris_store, dask_scheduler, monkeypatch):
     train_mod = _train_module()
     monkeypatch.setattr(train_mod, "registration_decision",
@@ -164,6 +167,7 @@ def test_events_never_fail_a_run(tmp_path, monkeypatch):
     assert events.snapshot_event_name({"written": False, "replaced": False}) is None
 
 
+@pytest.mark.slow
 def test_the_retrain_of_one_data_set_retrains_only_its_models(iris_store, dask_scheduler):
     train_mod = _train_module()
     X, y = make_blobs()

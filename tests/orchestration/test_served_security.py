@@ -77,6 +77,7 @@ def attacker_scheduler():
 
 @pytest.mark.usefixtures("prefect_api")
 @pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.slow
 def test_served_flows_refuse_another_store_or_scheduler_10_of_10(iris_store, tmp_path,
                                                                   monkeypatch, dask_scheduler,
                                                                   attacker_scheduler):

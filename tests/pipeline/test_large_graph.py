@@ -31,6 +31,7 @@ def _large_graph_warnings(caught):
     return [str(w.message)[:60] for w in caught if "large graph" in str(w.message)]
 
 
+@pytest.mark.slow
 def test_a_kernel_fit_on_the_cluster_sends_no_large_graph(tmp_path, dask_scheduler):
     store = tmp_path / "store"
     X, y = make_blobs(n_per_class=100, n_features=40, n_classes=4)

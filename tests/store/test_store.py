@@ -283,6 +283,7 @@ def test_concurrent_identical_writes(store):
     np.testing.assert_array_equal(read_dataset(store, "same").X, X)
 
 
+@pytest.mark.slow
 def test_readers_never_see_a_mixed_or_missing_data_set_during_replacement(store):
     write_dataset(store, "ds", np.zeros((10, 2)), [0, 1] * 5)
     errors, stop = [], threading.Event()

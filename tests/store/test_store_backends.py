@@ -165,13 +165,14 @@ def _kill_ingests_at_random(st, kills: int, rows: int, seed: int) -> list:
     return seen
 
 
+@pytest.mark.slow
 def test_kill_9_of_ingests_at_random_points(any_store):
-    """A few kills here; the slow test has more."""
+    """A few kills here; the stress test has more."""
     seen = _kill_ingests_at_random(any_store, kills=2, rows=64, seed=1)
     assert len(seen) == 2
 
 
-@pytest.mark.slow
+@pytest.mark.stress
 def test_kill_9_of_ingests_at_random_points_many(any_store):
     seen = _kill_ingests_at_random(any_store, kills=12, rows=256, seed=2)
     print(f"\n{any_store.kind}: 12 kills, values seen {seen}")
@@ -180,6 +181,7 @@ def test_kill_9_of_ingests_at_random_points_many(any_store):
 # --------------------------------------------------------------------------- concurrency
 
 
+@pytest.mark.slow
 def test_8_concurrent_ingests_in_threads_each_land(any_store):
     """The fast variant (threads of one process): 8 replacing ingests, 8 snapshots."""
     st = any_store
@@ -255,6 +257,7 @@ def test_8_concurrent_ingests_under_one_name(any_store):
     assert check_store(st.store).ok
 
 
+@pytest.mark.slow
 def test_reingests_never_mix_reads_while_gc_runs(any_store):
     st = any_store
     write_dataset(st.store, "ds", np.full((12, 3), 0.0), [0, 1] * 6, chunk_rows=3)

@@ -113,13 +113,14 @@ def _kill_removals_at_random(st, action: str, kills: int, seed: int,
 
 
 @pytest.mark.parametrize("action", ["gc", "cleanup"])
+@pytest.mark.slow
 def test_kill_9_of_gc_and_cleanup_at_random_points(any_store, action):
-    """One kill mid-removal here (up to 3 tries); the slow test has more."""
+    """One kill mid-removal here (up to 3 tries); the stress test has more."""
     landed, finished = _kill_removals_at_random(any_store, action, kills=3, seed=3, enough=1)
     assert landed >= 1, f"no kill landed mid-removal ({finished} finished first)"
 
 
-@pytest.mark.slow
+@pytest.mark.stress
 @pytest.mark.parametrize("action", ["gc", "cleanup"])
 def test_kill_9_of_gc_and_cleanup_at_random_points_many(any_store, action):
     landed, finished = _kill_removals_at_random(any_store, action, kills=8, seed=4)

@@ -115,6 +115,7 @@ def _concurrent_reingests(tmp_path, n_writers: int, commits: int, n_reads: int):
     assert check_store(store).ok
 
 
+@pytest.mark.slow
 def test_concurrent_reingests_never_mix_reads(tmp_path):
     """Writer processes replace the name again and again while threads read it eagerly and
     lazily (two passes over the lazy arrays, as a fit does) and gc runs: every one of >= 1000
@@ -267,6 +268,7 @@ def _run_crashes(tmp_path: Path, repeats: int, states=None) -> None:
         assert check_store(store).ok, where
 
 
+@pytest.mark.slow
 def test_a_crash_at_any_step_loses_no_data_set(tmp_path):
     """A kill at each step of a replacement and of gc (the slow test covers every point)."""
     _run_crashes(tmp_path, repeats=1, states={"one", "two"})

@@ -183,14 +183,15 @@ def _assert_truthful(checked, written, collected):
 
 
 @pytest.mark.parametrize("cleanup", [False, True], ids=["check", "cleanup"])
+@pytest.mark.slow
 def test_check_beside_writers_and_gc_finds_nothing_false(tmp_path, cleanup):
-    """A short run of both loops (the slow tests have the issue's counts)."""
+    """A short run of both loops (the stress tests have the issue's counts)."""
     result = _checks_under_load(tmp_path, checks_per_checker=30, n_checkers=1, cleanup=cleanup)
     _report_figures("cleanup" if cleanup else "check", *result)
     _assert_truthful(*result[:3])
 
 
-@pytest.mark.slow
+@pytest.mark.stress
 def test_1000_checks_beside_2_writers_and_gc_find_nothing_false(tmp_path):
     """Issue 28's goal: 0 false findings in >= 1,000 checks beside 2 re-ingesting writers
     (which also register models) and gc."""
@@ -200,7 +201,7 @@ def test_1000_checks_beside_2_writers_and_gc_find_nothing_false(tmp_path):
     _assert_truthful(*result[:3])
 
 
-@pytest.mark.slow
+@pytest.mark.stress
 def test_500_cleanups_beside_writers_fail_no_write(tmp_path):
     """Issue 28's goal: `check --cleanup` (older-than 0) in a loop beside writers: 0 failed
     writes in >= 500 cleanups (and no false finding in their reports)."""
@@ -356,6 +357,7 @@ def _tiny_model(store, dataset, X, y, info):
         "dataset_sha256": info.content_sha256})
 
 
+@pytest.mark.slow
 def test_100_alternating_reingests_keep_at_most_2_snapshots(tmp_path):
     """Issue 28's goal: 100 alternating A/B re-ingests of "x", with models of another data set
     "y" trained on A and on B, then gc: at most 2 snapshots of "x" on disk. The models of "y"

@@ -71,7 +71,12 @@ def _whole_after_kill(st, where: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_kill_9_of_train_on_s3_at_random_points(request, tmp_path, prefect_env, monkeypatch):
+@pytest.mark.parametrize("spread, at_registration", [
+    (2, 1),  # 3 kills: one in each half of a run, one as its registration starts
+    pytest.param(4, 2, marks=pytest.mark.stress),  # 6: one a quarter, two at registration
+], ids=["3-kills", "6-kills"])
+def test_kill_9_of_train_on_s3_at_random_points(request, tmp_path, prefect_env, monkeypatch,
+                                                spread, at_registration):
     from catdask.distributed.cluster import start_local_cluster
 
     st = make_store("s3", tmp_path, request)
@@ -90,9 +95,10 @@ def test_kill_9_of_train_on_s3_at_random_points(request, tmp_path, prefect_env, 
         assert _versions(st)[1] == {1, 2}
 
         kills = random.Random(39)
-        moments: list = [(i + kills.random()) / 4 * duration for i in range(4)]  # one a quarter
+        moments: list = [(i + kills.random()) / spread * duration for i in range(spread)]
         # As soon as it writes its first object under the model, and a little later.
-        moments += [("registration", 0.0), ("registration", kills.uniform(0.02, 0.5))]
+        moments += [("registration", 0.0),
+                    ("registration", kills.uniform(0.02, 0.5))][:at_registration]
         for i, moment in enumerate(moments):
             before = set(st.keys(f"models/{MODEL}/"))
             proc = _train(st, env, "--refit")
