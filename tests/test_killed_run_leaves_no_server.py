@@ -30,7 +30,7 @@ import psutil
 import pytest
 
 from .helpers.kill_check import CHECKPOINTS, describe, kill_run
-from .helpers.procs import BIN, Managed, child_env, free_port, start_prefect_server
+from .helpers.procs import Managed, child_env, serve_iris
 
 GONE_WITHIN_SECONDS = CHECKPOINTS[-1]
 
@@ -117,19 +117,11 @@ def test_serve_and_its_runs_stop_within_seconds_once_their_api_is_killed(tmp_pat
     gets SIGTERM at that moment too, as from its guard when a test run dies. Before: Prefect's
     runner gave each run process 30 s after SIGTERM, one after the other, and the run spent them
     retrying against the dead API (serve's tree alive 20 s later, 8 processes of 8)."""
-    from catdask.pipeline import ingest_dataset
     from catdask.serve import API_LOST_SECONDS
 
-    store = tmp_path / "store"
-    ingest_dataset("iris", store)
-    server, api = start_prefect_server(tmp_path / "home", free_port(), tmp_path / "server.log",
-                                       catdask=True)
-    serve = Managed([BIN / "catdask", "--store", store, "serve", "--dask-dashboard-port",
-                     free_port()], log=tmp_path / "serve.log",
-                    env=child_env(tmp_path / "serve-home", api_url=api,
-                                  PREFECT_RUNNER_POLL_FREQUENCY=1, CATDASK_SERVE_LIMIT=3))
+    server, api, serve, _ = serve_iris(tmp_path, PREFECT_RUNNER_POLL_FREQUENCY=1,
+                                       CATDASK_SERVE_LIMIT=3)
     try:
-        serve.wait_for(r"being served", timeout=300)
         _runs_in_flight(api, timeout=180)
         tree = serve.tree()
         server.kill()

@@ -46,6 +46,8 @@ class Backend(Protocol):
 
     #: The store's URL as users write it (a path, or ``s3://bucket/prefix``); never a secret.
     url: str
+    #: About how many bytes a chunk of a stored array holds (rows of X per chunk follow it).
+    chunk_bytes: int
 
     def get(self, key: str) -> tuple[bytes, str]:
         """The object's bytes and version tag; :class:`NotFound` if absent."""

@@ -49,6 +49,9 @@ def _meta(key: str, st: os.stat_result) -> ObjectMeta:
 class LocalBackend:
     """A store's root on a local folder (created on the first write)."""
 
+    # Few large row blocks suit the Dask engine (docs/design.md section 5).
+    chunk_bytes = 32 * 2**20
+
     def __init__(self, root: str | os.PathLike[str], url: str | None = None):
         self.root = Path(root).absolute()
         self.url = url if url is not None else str(self.root)

@@ -114,6 +114,11 @@ class S3Backend:
     """A store's root at ``s3://bucket/prefix``. ``environ`` (default ``os.environ``) supplies
     the AWS variables; tests pass their server's."""
 
+    # Smaller than a folder's: zarr PUTs a data set's chunks at once, and one 32 MiB PUT is
+    # the ingest's floor (200,000 x 30 on SeaweedFS: ingest 1.03 s with 32 MiB chunks, 0.80 s
+    # with 8 MiB, 0.89 s with 4 MiB; a folder's 0.52-0.57 s whatever the size).
+    chunk_bytes = 8 * 2**20
+
     def __init__(self, bucket: str, prefix: str = "", *,
                  environ: Mapping[str, str] | None = None):
         self.bucket = bucket

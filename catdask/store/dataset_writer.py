@@ -80,7 +80,7 @@ def write_dataset(
         Provenance (JSON-safe), e.g. the ``provenance`` returned by the catalog parsers; a
         ``files`` list with ``name``/``sha256`` entries is also recorded as ``source_sha256``.
     chunk_rows : int, optional
-        Rows per chunk of X (default: about 32 MiB per chunk).
+        Rows per chunk of X (default: about 32 MiB per chunk in a folder, 8 MiB on S3).
     replace : bool, default False
         Allow replacing different content stored under ``name``. The previous snapshot is
         kept (models trained on it refer to it) until gc removes it.
@@ -114,7 +114,7 @@ def write_dataset(
     want = _Wanted(name, content, {"label_names": names,
                                    "feature_names": feature_names_in(provenance)}, replace)
     if chunk_rows is None:
-        chunk_rows = _zarr_io.row_chunks(X.shape, 8)[0]
+        chunk_rows = _zarr_io.row_chunks(X.shape, 8, backend.chunk_bytes)[0]
     chunk_rows = int(chunk_rows)
     if chunk_rows < 1:
         raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows}.")

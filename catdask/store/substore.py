@@ -21,6 +21,7 @@ class PrefixedBackend:
     def __init__(self, inner: Backend, prefix: str):
         self.inner, self.prefix = inner, prefix.strip("/")
         self.url = f"{inner.url.rstrip('/')}/{self.prefix}"
+        self.chunk_bytes = inner.chunk_bytes
 
     def __repr__(self) -> str:
         return f"PrefixedBackend({self.url!r})"

@@ -264,3 +264,24 @@ def start_prefect_server(home: Path, port: int, log: Path, *, catdask: bool = Fa
         proc.stop()
         raise
     return proc, api
+
+
+def serve_iris(tmp_path: Path, **serve_env) -> tuple[Managed, str, Managed, Path]:
+    """iris ingested into ``tmp_path/store``, a Prefect server of ``catdask serve``'s kind and
+    ``catdask serve`` against it, serving; returns (server, api url, serve, store)."""
+    from catdask.pipeline import ingest_dataset
+
+    store = tmp_path / "store"
+    ingest_dataset("iris", store)
+    server, api = start_prefect_server(tmp_path / "home", free_port(), tmp_path / "server.log",
+                                       catdask=True)
+    serve = Managed([BIN / "catdask", "--store", store, "serve", "--dask-dashboard-port",
+                     free_port()], log=tmp_path / "serve.log",
+                    env=child_env(tmp_path / "serve-home", api_url=api, **serve_env))
+    try:
+        serve.wait_for(r"being served", timeout=300)
+    except BaseException:
+        serve.stop()
+        server.stop()
+        raise
+    return server, api, serve, store

@@ -13,19 +13,10 @@ import os
 import time
 from pathlib import Path
 
-from tests.helpers.procs import BIN, Managed, child_env, free_port, start_prefect_server
+from tests.helpers.procs import serve_iris
 
 
 def test_start_servers_and_wait_to_be_killed(prefect_api, dask_scheduler, tmp_path):
-    from catdask.pipeline import ingest_dataset
-
-    store = tmp_path / "store"
-    ingest_dataset("iris", store)
-    _, api = start_prefect_server(tmp_path / "home", free_port(), tmp_path / "server.log",
-                                  catdask=True)
-    serve = Managed([BIN / "catdask", "--store", store, "serve", "--dask-dashboard-port",
-                     free_port()], log=tmp_path / "serve.log",
-                    env=child_env(tmp_path / "serve-home", api_url=api))
-    serve.wait_for(r"being served", timeout=300)
+    serve_iris(tmp_path)
     Path(os.environ["CATDASK_KILL_READY"]).write_text(str(tmp_path))
     time.sleep(900)

@@ -178,6 +178,18 @@ def test_kill_9_of_ingests_at_random_points_many(any_store):
     print(f"\n{any_store.kind}: 12 kills, values seen {seen}")
 
 
+def test_default_chunks_follow_the_backend(any_store):
+    """About 32 MiB of X per chunk in a folder, 8 MiB on S3 (where zarr's concurrent PUTs of
+    smaller chunks ingest faster than one large PUT)."""
+    from catdask.store import open_dataset_arrays
+
+    rows = 40 * 2**20 // 64  # 40 MiB of 8 float64 columns
+    write_dataset(any_store.store, "ds", np.zeros((rows, 8)), np.arange(rows) % 2)
+    with open_dataset_arrays(any_store.store, "ds") as arrays:
+        chunk_rows = arrays.X.chunks[0]
+    assert chunk_rows == {"local": 32, "s3": 8}[any_store.kind] * 2**20 // 64
+
+
 # --------------------------------------------------------------------------- concurrency
 
 
