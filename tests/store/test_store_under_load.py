@@ -15,7 +15,7 @@
 - a store data set given to the Dask input path (a folder path) is read under the readers'
   lock, which lives as long as the arrays do.
 
-The fast variants run in the default suite; the ``slow`` ones have the issue's counts.
+The fast variants run in `make test`; the ``stress`` ones have the issues' counts.
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def _result(proc, timeout=600):
     return json.loads(out.strip().splitlines()[-1])
 
 
-def _seed_store(store: Path, model: Path):
+def _seed_store(store: str, model: Path):
     """A whole store: data set "ds" and a loadable model (so each check loads one); the
     model's export at ``model`` (.npz, .json) for the writers to register more versions."""
     from sklearn.datasets import load_iris
@@ -139,9 +139,10 @@ def _seed_store(store: Path, model: Path):
     model.with_suffix(".json").write_text(json.dumps(meta))
 
 
-def _checks_under_load(tmp_path, *, checks_per_checker, n_checkers, cleanup, gc=True):
-    """Writers, gc and checkers at once; returns (checker results, writer results, gc, s)."""
-    store, stop = tmp_path / "store", tmp_path / "stop"
+def _checks_under_load(st, tmp_path, *, checks_per_checker, n_checkers, cleanup, gc=True):
+    """Writers, gc and checkers at once on ``st`` (a StoreUnderTest: a folder or S3); returns
+    (checker results, writer results, gc, s)."""
+    store, stop = st.url, tmp_path / "stop"
     model = tmp_path / "model"
     _seed_store(store, model)
     t0 = time.perf_counter()
@@ -184,29 +185,32 @@ def _assert_truthful(checked, written, collected):
 
 @pytest.mark.parametrize("cleanup", [False, True], ids=["check", "cleanup"])
 @pytest.mark.slow
-def test_check_beside_writers_and_gc_finds_nothing_false(tmp_path, cleanup):
+def test_check_beside_writers_and_gc_finds_nothing_false(any_store, tmp_path, cleanup):
     """A short run of both loops (the stress tests have the issue's counts)."""
-    result = _checks_under_load(tmp_path, checks_per_checker=30, n_checkers=1, cleanup=cleanup)
-    _report_figures("cleanup" if cleanup else "check", *result)
+    result = _checks_under_load(any_store, tmp_path, checks_per_checker=30, n_checkers=1,
+                                cleanup=cleanup)
+    _report_figures(f"{any_store.kind} {'cleanup' if cleanup else 'check'}", *result)
     _assert_truthful(*result[:3])
 
 
 @pytest.mark.stress
-def test_1000_checks_beside_2_writers_and_gc_find_nothing_false(tmp_path):
-    """Issue 28's goal: 0 false findings in >= 1,000 checks beside 2 re-ingesting writers
-    (which also register models) and gc."""
-    result = _checks_under_load(tmp_path, checks_per_checker=500, n_checkers=2, cleanup=False)
-    _report_figures("check", *result)
+def test_1000_checks_beside_2_writers_and_gc_find_nothing_false(any_store, tmp_path):
+    """Issue 28's goal (issue 39's on S3): 0 false findings in >= 1,000 checks beside 2
+    re-ingesting writers (which also register models) and gc."""
+    result = _checks_under_load(any_store, tmp_path, checks_per_checker=500, n_checkers=2,
+                                cleanup=False)
+    _report_figures(f"{any_store.kind} check", *result)
     assert sum(c["checks"] for c in result[0]) >= 1000
     _assert_truthful(*result[:3])
 
 
 @pytest.mark.stress
-def test_500_cleanups_beside_writers_fail_no_write(tmp_path):
-    """Issue 28's goal: `check --cleanup` (older-than 0) in a loop beside writers: 0 failed
-    writes in >= 500 cleanups (and no false finding in their reports)."""
-    result = _checks_under_load(tmp_path, checks_per_checker=250, n_checkers=2, cleanup=True)
-    _report_figures("cleanup", *result)
+def test_500_cleanups_beside_writers_fail_no_write(any_store, tmp_path):
+    """Issue 28's goal (issue 39's on S3): `check --cleanup` (older-than 0) in a loop beside
+    writers: 0 failed writes in >= 500 cleanups (and no false finding in their reports)."""
+    result = _checks_under_load(any_store, tmp_path, checks_per_checker=250, n_checkers=2,
+                                cleanup=True)
+    _report_figures(f"{any_store.kind} cleanup", *result)
     assert sum(c["checks"] for c in result[0]) >= 500
     _assert_truthful(*result[:3])
 
