@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import _thread
 import logging
 import signal
+import sys
 import threading
 from contextlib import contextmanager
 
-_STATE = {"interrupted": False, "verbose": False}
+_STATE: dict = {"interrupted": False, "verbose": False,
+                "unraisablehook": sys.unraisablehook}
 #: Loggers whose own handlers print to the console besides the root's (distributed installs
 #: one when its logging configuration is the old style).
 _CONSOLE_LOGGERS = ("", "distributed")
@@ -41,6 +44,19 @@ def _on_sigint(signum, frame):
     raise KeyboardInterrupt
 
 
+def _redeliver_lost_interrupt(unraisable) -> None:
+    """``sys.unraisablehook`` within the block: a ``KeyboardInterrupt`` raised where Python
+    drops exceptions (a gc callback such as distributed's, a ``__del__``) is raised again a moment
+    later, from another thread (raised at once, it would land in the same callback). Lost, it
+    left ``catdask serve`` running after SIGTERM."""
+    if isinstance(unraisable.exc_value, KeyboardInterrupt):
+        timer = threading.Timer(0.1, _thread.interrupt_main)
+        timer.daemon = True
+        timer.start()
+    else:
+        _STATE["unraisablehook"](unraisable)
+
+
 @contextmanager
 def interrupt_handling(verbose: bool = False):
     """Within the block, SIGINT raises ``KeyboardInterrupt`` as usual and mutes console logging
@@ -53,7 +69,9 @@ def interrupt_handling(verbose: bool = False):
         yield
         return
     previous = signal.signal(signal.SIGINT, _on_sigint)
+    _STATE["unraisablehook"], sys.unraisablehook = sys.unraisablehook, _redeliver_lost_interrupt
     try:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+        sys.unraisablehook = _STATE["unraisablehook"]
