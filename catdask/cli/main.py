@@ -3,8 +3,10 @@ and an exit code (:mod:`.exits`)."""
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import os
+import signal
 import sys
 import traceback
 
@@ -109,6 +111,8 @@ def main(argv=None) -> int:
     """Run ``catdask ARGV``; returns the exit code (argparse exits 2 by ``SystemExit``)."""
     args = build_parser().parse_args(argv)
     _configure_logging(args.verbose, args.command)
+    # `kill -USR1 <pid>` prints every thread's stack to stderr: where a stuck command waits.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     command = " ".join(filter(None, (args.command, getattr(args, "models_cmd", None))))
     prefix = f"catdask {command}: error:"
     error = None

@@ -208,12 +208,22 @@ def test_export_to_a_wrong_address_fails_fast(tmp_path):
 
 
 @pytest.mark.slow
+def test_export_round_trip_on_two_uci_sets(tmp_path, mlflow_server, shared_dir):
+    """The smallest and the largest of the paper's sets (the stress tier runs all eight)."""
+    _round_trips(tmp_path, mlflow_server, shared_dir, ("wine", "satellite"))
+
+
+@pytest.mark.stress
 def test_export_round_trip_on_the_eight_uci_sets(tmp_path, mlflow_server, shared_dir):
+    _round_trips(tmp_path, mlflow_server, shared_dir, UCI_SETS)
+
+
+def _round_trips(tmp_path, mlflow_server, shared_dir, datasets):
     url, artifacts = mlflow_server
     store = tmp_path / "store"
     os.environ.setdefault("CATDASK_SOURCE_DIR", str(shared_dir / "data" / "uci"))
     times = {}
-    for dataset in UCI_SETS:
+    for dataset in datasets:
         _train(store, dataset)
         _, seconds, _ = _round_trip(store, f"{dataset}-cqs", url)
         times[dataset] = seconds

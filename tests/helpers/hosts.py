@@ -34,6 +34,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -160,8 +161,20 @@ class Host:
         """Run ``command`` on this host (in its mount namespace, from its working folder, with
         the host's environment and the variables ``env``)."""
         enter = ["nsenter", f"--target={self.pid}", "--mount", "--wd"]  # the host's own folder
-        done = subprocess.run([*enter, *map(str, command)], capture_output=True, text=True,
-                              timeout=timeout, env={**self.env, **env})
+        args = [*enter, *map(str, command)]
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**self.env, **env})
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            # A catdask command prints every thread's stack on SIGUSR1: the answer shows
+            # where it was stuck (nsenter execs the command: proc is the command itself).
+            proc.send_signal(signal.SIGUSR1)
+            time.sleep(2)
+            proc.kill()
+            out, err = proc.communicate()
+            err += f"\n[killed: still running after {timeout:g} s]"
+        done = subprocess.CompletedProcess(args, proc.returncode, out, err)
         if done.stderr.startswith("nsenter:"):  # not the command's answer: never read it as one
             raise AssertionError(f"could not enter host {self.name}: {done.stderr.strip()}")
         return done
