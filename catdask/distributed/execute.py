@@ -19,6 +19,9 @@ DRIVER_COMBINE_BYTES = 64 * 1024**2
 #: share.
 INLINE_BYTES = 8 * 1024**2
 
+#: Tries of :func:`scatter_everywhere` when workers are lost while it copies.
+SCATTER_ATTEMPTS = 3
+
 
 def current_client():
     """The current distributed client, or None (then the threaded scheduler is used)."""
@@ -63,6 +66,34 @@ def _keep_no_sent_messages(client):
         stream.recent_message_log = collections.deque(maxlen=0)
 
 
+def scatter_everywhere(client, data: dict) -> dict:
+    """``client.scatter(data, broadcast=True, hash=False)`` (``data``: key -> value; returns
+    key -> future) that a worker lost on the way cannot hang.
+
+    distributed's broadcast copies to the list of workers it started with and loops until each
+    holds a copy: a worker killed during the copies hung a fit for good (the multi-host test's
+    train, past 600 s, in CI). Here one copy is scattered, then replicated to the workers alive
+    (the scheduler's live set: a lost worker ends the copying with an error); on that error a
+    key still held somewhere is fine (tasks fetch what their worker lacks), one whose only copy
+    was lost is scattered again.
+    """
+    last: BaseException | None = None
+    for _ in range(SCATTER_ATTEMPTS):
+        futures = None
+        try:
+            futures = client.scatter(data, hash=False)
+            client.replicate(list(futures.values()))
+            return futures
+        except Exception as exc:  # noqa: BLE001 - distributed raises OSError, ValueError or
+            last = exc            # AssertionError when a worker goes during the copies
+        if futures is not None:
+            held = client.who_has(list(futures.values()))
+            if all(held.get(key) for key in data):
+                return futures
+    raise RuntimeError(f"could not place {len(data)} value(s) on the Dask workers: workers "
+                       f"were lost {SCATTER_ATTEMPTS} times in a row ({last!r})") from last
+
+
 class BlockRunner:
     """Submit graphs of block tasks to the current client (or local threads)."""
 
@@ -100,8 +131,7 @@ class BlockRunner:
         if self.client is not None and everywhere:
             # Scattered to every worker, not sent inside a graph (a large graph makes Dask warn);
             # the copies on every worker stand in for the graph's recomputability.
-            scattered = self.client.scatter(dict(zip(keys, values.values())), broadcast=True,
-                                            hash=False)
+            scattered = scatter_everywhere(self.client, dict(zip(keys, values.values())))
             self._data.update((key, scattered[key]) for key in keys)
         elif self.client is not None:
             graph = {key: (_identity, value) for key, value in zip(keys, values.values())}

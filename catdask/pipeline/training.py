@@ -176,10 +176,11 @@ def _coordinates_and_predictions(estimator, X):
         return np.asarray(estimator.transform(X)), np.asarray(estimator.predict(X))
     from dask.distributed import get_client
 
+    from ..distributed.execute import BlockRunner, scatter_everywhere
     from ..distributed.inputs import as_row_chunked
 
     X, client = as_row_chunked(X), get_client()
-    model = client.scatter(estimator, hash=False, broadcast=True)
+    (model,) = scatter_everywhere(client, {BlockRunner.new_key("model"): estimator}).values()
     K = len(estimator.classes_)
     both = X.map_blocks(_block_coordinates_and_codes, model, dtype=np.float64,
                         chunks=(X.chunks[0], (K + 1,)), meta=np.empty((0, K + 1)))
