@@ -108,7 +108,7 @@ def cmd_demo(args) -> int:
                                or "temporary local server (set PREFECT_API_URL, or run "
                                   "`catdask serve`, to keep runs in a UI)"))
     restarts = {} if args.restarts is None else {"n_restarts": args.restarts}
-    with runtime.prefect_server(), progress("demo") as bar:
+    with runtime.prefect_server("demo"), progress("demo") as bar:
         step = bar.step("ingest", total=len(names))
         reports = []
         for n in names:

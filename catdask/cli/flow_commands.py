@@ -53,7 +53,7 @@ def _ingest_catalog(args) -> list[dict]:
 
     ingest = runtime.flow(ingest)
     reports = []
-    with runtime.prefect_server(), progress("ingest") as bar:
+    with runtime.prefect_server("ingest"), progress("ingest") as bar:
         step = bar.step("ingest", total=len(names))
         for name in names:
             bar.update(step, f"ingest {name}")
@@ -224,7 +224,7 @@ def cmd_train(args) -> int:
 
     train = runtime.flow(run_train)
 
-    with runtime.prefect_server(), progress("train") as bar:
+    with runtime.prefect_server("train"), progress("train") as bar:
         step = bar.step(f"train {args.method} on {args.dataset}")
         with watch_solvers(_fit_progress(bar, step, f"train {args.method} on {args.dataset}")):
             result = train(**train_kwargs(args, args.dataset))
@@ -276,7 +276,7 @@ def cmd_evaluate(args) -> int:
     from catdask.orchestration.evaluate import evaluate
 
     evaluate = runtime.flow(evaluate)
-    with runtime.prefect_server(), progress("evaluate") as bar:
+    with runtime.prefect_server("evaluate"), progress("evaluate") as bar:
         step = bar.step("evaluate " + (", ".join(args.datasets) or "stored paper data sets"))
         out = evaluate(datasets=args.datasets or None, n_splits=args.splits, quick=args.quick,
                        out_dir=out_dir, store=args.store)

@@ -3,6 +3,7 @@ and an exit code (:mod:`.exits`)."""
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import logging
 import os
@@ -112,7 +113,8 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     _configure_logging(args.verbose, args.command)
     # `kill -USR1 <pid>` prints every thread's stack to stderr: where a stuck command waits.
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    with contextlib.suppress(OSError, ValueError):  # a stderr without a file (in-process use)
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
     command = " ".join(filter(None, (args.command, getattr(args, "models_cmd", None))))
     prefix = f"catdask {command}: error:"
     error = None

@@ -20,6 +20,7 @@ from pathlib import Path
 from catdask import settings
 
 from .exits import CliError
+from .output import note
 
 #: Seconds to wait for the TCP connection to a ``--scheduler`` address.
 SCHEDULER_PROBE_TIMEOUT = 3.0
@@ -71,11 +72,17 @@ def flow(function):
     return function
 
 
-def prefect_server():
+def prefect_server(command: str):
     """Context manager: the Prefect API the flows report to (``PREFECT_API_URL``, or a
-    temporary server on 127.0.0.1 that dies with this process, even on ``kill -9``)."""
+    temporary server on 127.0.0.1 that dies with this process, even on ``kill -9``). Starting
+    one takes 6-20 s, said in a line first: ``catdask <command>`` would be silent meanwhile."""
+    from prefect.settings import PREFECT_API_URL
+
     from catdask.orchestration.server import temporary_prefect_server
 
+    if not PREFECT_API_URL.value():
+        note(f"catdask {command}: starting a Prefect server for this run (PREFECT_API_URL "
+             "names yours) ...")
     return temporary_prefect_server()
 
 
@@ -237,10 +244,10 @@ def _greeting_problem(greeting: bytes | None, target: tuple[str, int]) -> str | 
     if greeting is None:
         from catdask.distributed.probe import web_server_note
 
-        note = web_server_note(*target)
+        hint = web_server_note(*target)
         return (f"it accepts connections but sends no Dask handshake within "
                 f"{SCHEDULER_GREETING_TIMEOUT:g} s"
-                + (f": {note}" if note else " (a web server or another service?)"))
+                + (f": {hint}" if hint else " (a web server or another service?)"))
     if greeting == b"":
         return "it closed the connection without a Dask handshake"
     if greeting[:1].isalpha() and greeting[:4].isascii():  # "HTTP/1.0 400", "SSH-2.0", "220 "
