@@ -150,8 +150,8 @@ def _checks_under_load(st, tmp_path, *, checks_per_checker, n_checkers, cleanup,
     collector = _spawn(_GC, store, stop) if gc else None
     checkers = [_spawn(_CHECKER, store, checks_per_checker, "cleanup" if cleanup else "check")
                 for _ in range(n_checkers)]
-    try:
-        checked = [_result(c) for c in checkers]
+    try:  # a check beside writers takes 2-7 s on S3: 500 of them in a row take most of an hour
+        checked = [_result(c, timeout=120 + 10 * checks_per_checker) for c in checkers]
     finally:
         stop.touch()
     written = [_result(w) for w in writers]
