@@ -83,21 +83,29 @@ def test_sigkill_of_a_suite_file_leaves_no_process_alive(path, seconds):
     assert not result.alive[GONE_WITHIN_SECONDS], result.line()
 
 
-def _runs_in_flight(api, timeout, count=3):
-    """Start ``count`` served train runs of iris with many restarts (through the API, as the UI
-    does) and wait for the solver's progress artifact of one: runs in flight, one fitting and
-    talking to the API, the others waiting for its training lease."""
+def _runs_in_flight(api, store, timeout, count=3):
+    """Start ``count`` served train runs of a kernel fit with many restarts (through the API, as
+    the UI does) and wait for the solver's progress artifact of one: runs in flight, one fitting
+    and talking to the API, the others waiting for its training lease. The fit must outlast the
+    artifact's first 3 s: iris's linear fit (1,000 restarts) took 7 s in all on a quiet
+    machine and published none."""
+    import numpy as np
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     from catdask.method_names import MAX_RESTARTS
+    from catdask.store import write_dataset
 
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((1000, 10)) + np.repeat(np.eye(4, 10) * 2, 250, axis=0)
+    write_dataset(store, "blobs", X, np.repeat(np.arange(4), 250))
     with temporary_settings(updates={PREFECT_API_URL: api}), \
             get_client(sync_client=True) as client:
         deployment = client.read_deployment_by_name("catdask-train/train")
         runs = [client.create_flow_run_from_deployment(
-            deployment.id, parameters={"dataset": "iris", "n_restarts": MAX_RESTARTS})
+            deployment.id, parameters={"dataset": "blobs", "method": "kcqs",
+                                       "n_restarts": MAX_RESTARTS})
             for _ in range(count)]
         mine = ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[r.id for r in runs]))
         deadline = time.monotonic() + timeout
@@ -119,10 +127,10 @@ def test_serve_and_its_runs_stop_within_seconds_once_their_api_is_killed(tmp_pat
     retrying against the dead API (serve's tree alive 20 s later, 8 processes of 8)."""
     from catdask.serve import API_LOST_SECONDS
 
-    server, api, serve, _ = serve_iris(tmp_path, PREFECT_RUNNER_POLL_FREQUENCY=1,
-                                       CATDASK_SERVE_LIMIT=3)
+    server, api, serve, store = serve_iris(tmp_path, PREFECT_RUNNER_POLL_FREQUENCY=1,
+                                           CATDASK_SERVE_LIMIT=3)
     try:
-        _runs_in_flight(api, timeout=180)
+        _runs_in_flight(api, store, timeout=180)
         tree = serve.tree()
         server.kill()
         if serve_gets_sigterm:
