@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
+from ._zarr_s3 import settle_writes
 from .base import Backend, NotFound, ObjectMeta, PreconditionFailed
 from .errors import (AccessDeniedError, BucketNotFoundError, ConditionalWritesUnsupportedError,
                      EndpointUnreachableError, NotAnObjectStoreError, ObjectStoreError,
@@ -29,7 +30,7 @@ __all__ = [
     "LocalBackend", "S3Backend", "open_backend", "is_object_store_url", "url_scheme",
     "ObjectStoreError", "StoreURLError", "BucketNotFoundError", "AccessDeniedError",
     "NotAnObjectStoreError", "EndpointUnreachableError", "ConditionalWritesUnsupportedError",
-    "ObjectStoreIOError",
+    "ObjectStoreIOError", "settle_writes",
 ]
 
 # "scheme:" of two or more characters: one letter is a Windows drive ("C:\\data").

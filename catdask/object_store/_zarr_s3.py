@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
@@ -13,6 +14,19 @@ from .errors import ObjectStoreError
 # A DEBUG line per object read, so that a Dask worker's log shows what it read from where
 # (DASK_LOGGING='{"catdask.object_store": "debug"}' on the worker); the endpoint, never a secret.
 _reads = logging.getLogger("catdask.object_store")
+
+#: How long a failed writer waits for its other chunk uploads (one upload's retries, 30 s,
+#: and a dead connection's timeout, 120 s, in s3.py).
+SETTLE_TIMEOUT_S = 180.0
+
+
+def settle_writes(zarr_store: Any) -> None:
+    """After a write through ``zarr_store`` failed: refuse its further writes and wait for
+    those in flight, so that nothing lands after the writer has cleaned up. On S3 only: a
+    failed upload is retried while zarr's other chunk uploads run on."""
+    store_class: Any = single_put_store_class()
+    if isinstance(zarr_store, store_class):
+        zarr_store.settle(SETTLE_TIMEOUT_S)
 
 
 @functools.cache
@@ -42,6 +56,12 @@ def single_put_store_class() -> type:
             # caller. Run while unpickling, it failed the worker's message handler and the
             # fit waited for ever.
             self._first_use = first_use
+            # Chunk PUTs in flight. zarr writes an array's chunks as concurrent tasks and
+            # raises the first failure while the others run on (obstore retries them): one
+            # could land after the writer has failed and its entry was removed, an object of
+            # no snapshot that `check` reports. settle() waits for them.
+            self._writes = threading.Condition()
+            self._writing, self._refusing = 0, False
 
         def _error(self, exc: Exception, op: str, key: str) -> Exception:
             if self._errors is None or isinstance(exc, ObjectStoreError):
@@ -86,10 +106,28 @@ def single_put_store_class() -> type:
             import obstore
 
             self._check_writable()
+            with self._writes:
+                if self._refusing:  # a chunk write failed: the writer is giving up
+                    raise self._error(RuntimeError("an earlier write of this array failed"),
+                                      "put", key)
+                self._writing += 1
             try:
                 await obstore.put_async(self.store, key, value.as_buffer_like(),
                                         use_multipart=False)
             except Exception as exc:  # noqa: BLE001 - classified
+                with self._writes:
+                    self._refusing = True
                 raise self._error(exc, "put", key) from None
+            finally:
+                with self._writes:
+                    self._writing -= 1
+                    self._writes.notify_all()
+
+        def settle(self, timeout_s: float) -> None:
+            """Refuse new writes and wait until none is in flight (after a failed write of
+            an array, before its writer removes what it wrote)."""
+            with self._writes:
+                self._refusing = True
+                self._writes.wait_for(lambda: self._writing == 0, timeout=timeout_s)
 
     return SinglePutObjectStore

@@ -16,7 +16,7 @@ import zarr
 
 from ..dataset_pointer import location, read_zarr_json
 from ..errors import StoreCorruptError
-from ..object_store import Backend
+from ..object_store import Backend, settle_writes
 from ..object_store.errors import ObjectStoreError
 
 NUMERIC_DTYPES = frozenset(
@@ -202,15 +202,19 @@ def write_array(group: zarr.Group, name: str, data: np.ndarray, chunks=None, fil
         config=_ARRAY_CONFIG,
     )
     if data.size:
-        arr[...] = data
+        try:
+            arr[...] = data
+        except BaseException:
+            settle_writes(arr.store)  # no chunk lands after the writer has cleaned up
+            raise
     return arr
 
 
 class EntryArrays:
-    """A writer's view of an entry that is not committed yet: each array is created as the root
-    array of its own zarr store (``<entry>/<name>``), so zarr writes no group document; the
-    entry's ``zarr.json``, written last, commits it. Duck-types the ``create_array`` of a group
-    for :func:`write_array`."""
+    """A writer's view of an entry that is not committed yet (a data set's snapshot, a model's
+    version): each array is created as the root array of its own zarr store
+    (``<entry>/<name>``), so zarr writes no group document; the entry's ``zarr.json``, written
+    last, commits it. Duck-types the ``create_array`` of a group for :func:`write_array`."""
 
     def __init__(self, backend: Backend, entry_key: str):
         self.backend, self.entry_key = backend, entry_key

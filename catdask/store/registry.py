@@ -41,7 +41,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import zarr
 
 from ..errors import StoreCorruptError, StoreWriteError
 from ..names import validate_name
@@ -291,22 +290,8 @@ def _let_go(root: StoreRoot, name: str, version: int, lease) -> None:
     root.backend.delete(writer_lease_key(name, version))
 
 
-class _VersionArrays:
-    """A version's prefix as :func:`_zarr_io.write_array` sees a group: each array is a root
-    array of its own prefix ``v<N>/<array>``, so zarr writes no group document (the
-    version's ``zarr.json`` is its commit, written last)."""
-
-    def __init__(self, root: StoreRoot, name: str, version: int):
-        self.root, self.name, self.version = root, name, version
-
-    def create_array(self, array_name: str, **kwargs):
-        store = self.root.backend.zarr_store(version_key(self.name, self.version, array_name),
-                                             read_only=False)
-        return zarr.create_array(store, **kwargs)
-
-
 def _write_arrays(root: StoreRoot, name: str, version: int, arrays: dict) -> dict:
-    group = _VersionArrays(root, name, version)
+    group = _zarr_io.EntryArrays(root.backend, version_key(name, version))
     info = {}
     for key, a in arrays.items():
         _zarr_io.write_array(group, key, a)
