@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import ParseError
 from .entries import CatalogEntry, _check_spec, get_entry
-from .lines import iter_lines
+from .lines import iter_lines, read_head
 from .sources import locate_sources
 from .tables import open_source, read_table
 
@@ -186,6 +186,17 @@ def parse_features(path, *, label_column=None, delimiter=None, header="infer"):
         raise ParseError(f"bad parse spec: {exc}") from None
     table = read_table(path, spec)
     return table.X, table.y, table.feature_names
+
+
+def table_columns(path, *, delimiter=None) -> tuple[list | None, int]:
+    """A table's header (None without one) and number of columns, by :func:`parse_table`'s
+    rules: what a person choosing the label column needs to see."""
+    path = Path(path)
+    fmt, delim = _format_for(path, delimiter, 0, None)
+    open_stream, _info, where = open_source(path)
+    with open_stream() as stream:
+        head = read_head(stream, {"format": fmt, "delimiter": delim, "header": "infer"}, where)
+    return head.header, head.n_columns
 
 
 def _format_for(path: Path, delimiter, skip_lines: int, member):

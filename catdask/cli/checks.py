@@ -308,9 +308,12 @@ CATALOG_ONLY_OPTIONS = {"source_dir": "--source-dir", "download": "--download"}
 
 def check_ingest_mode(args) -> None:
     """``ingest`` takes catalog names (or ``--all``) or one ``--file``, each with its own
-    options; a name beside ``--file`` would be silently ignored.
+    options; a name beside ``--file`` would be silently ignored. One name that is a file, not a
+    catalog set, is taken as ``--file``.
     Raises :class:`CliError`: exit code 2.
     """
+    if not args.file and not args.all and len(args.names) == 1:
+        _file_named_as_a_set(args)
     if args.file and (args.names or args.all):
         raise usage_error("give catalog names (or --all) or --file, not both")
     wrong = CATALOG_ONLY_OPTIONS if args.file else FILE_ONLY_OPTIONS
@@ -318,6 +321,22 @@ def check_ingest_mode(args) -> None:
         if getattr(args, dest) not in (None, False):
             raise usage_error(f"argument {option}: applies only to "
                               f"{'catalog data sets, not to --file' if args.file else '--file'}")
+
+
+def _file_named_as_a_set(args) -> None:
+    """``catdask ingest my.csv`` means ``--file my.csv``; a name with a folder or an extension
+    that is no file is a mistyped path, not a catalog set."""
+    name = args.names[0]
+    if name in catalog_names():
+        return
+    path = Path(name)
+    if path.is_file():
+        args.file, args.names = name, []
+    elif path.suffix or "/" in name:
+        folder = path.parent
+        files = [p.name for p in folder.iterdir() if p.is_file()] if folder.is_dir() else []
+        raise CliError(f"{name}: no such file{did_you_mean(path.name, files)} (and no catalog "
+                       "data set of that name)")
 
 
 def check_model_name(name: str | None) -> None:

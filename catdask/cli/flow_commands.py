@@ -27,16 +27,29 @@ def _ingest_file(args) -> list[dict]:
     """``ingest --file``: one table, no flow (and so no Prefect)."""
     if args.name is not None and not args.name.strip():
         raise usage_error("argument --name: the data-set name is empty")
-    if args.label_column is None:
-        raise usage_error("--file needs --label-column: the column of class labels (its "
-                          "header name, or its 0-based index)")
     args.name = checks.file_dataset_name(args.file, args.name)
     checks.check_table_file(args.file, args.name)
+    if args.label_column is None:
+        raise usage_error(f"{args.file}: which column holds the class labels? Say it with "
+                          f"--label-column ({_columns_hint(args.file, args.delimiter)})")
     writable.check_store_writable(args.store, INGEST_WRITES, ["datasets"])
     from catdask.pipeline import ingest_file
 
     return [ingest_file(args.file, args.name, _label_column(args.label_column), args.store,
                         delimiter=args.delimiter, replace=args.replace)]
+
+
+def _columns_hint(path, delimiter) -> str:
+    """``its columns: a, b, species; e.g. --label-column species`` (or indices without a
+    header), for the error on a missing --label-column."""
+    from catdask.catalog.assembly import table_columns
+
+    header, n_columns = table_columns(path, delimiter=delimiter)
+    if header is None:
+        return (f"no header: a 0-based index, 0 to {n_columns - 1}; e.g. --label-column "
+                f"{n_columns - 1} for the last")
+    last = header[-1] if " " not in header[-1] else f"'{header[-1]}'"
+    return f"its columns: {', '.join(header)}; e.g. --label-column {last}"
 
 
 def _ingest_catalog(args) -> list[dict]:

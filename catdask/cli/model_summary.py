@@ -3,8 +3,6 @@ lines from a model version's metadata (``--json`` prints the metadata itself).""
 
 from __future__ import annotations
 
-import re
-
 _CERTIFICATE_METHODS = {"sdp-dual": "SDP dual", "rapcsak": "Rapcsak's condition",
                         "moment": "moment relaxation"}
 
@@ -79,6 +77,19 @@ def _restart_rows(meta: dict) -> list[str]:
     return lines
 
 
+def _top_level_clauses(reason: str) -> list[str]:
+    """``reason`` split at each "; " outside parentheses ("certified (a; b): c; d" gives
+    "certified (a; b): c" and "d")."""
+    clauses, depth, start = [], 0, 0
+    for i, char in enumerate(reason):
+        depth += (char == "(") - (char == ")")
+        if char == ";" and depth == 0:
+            clauses.append(reason[start:i])
+            start = i + 1
+    clauses.append(reason[start:])
+    return [c.strip() for c in clauses if c.strip()]
+
+
 def model_summary(meta: dict, label: str) -> str:
     """``catdask models show``: one version of a model (its ``meta`` as ``load_model_version``
     returns it), for a person, headed by ``label`` (``NAME:vN``)."""
@@ -93,7 +104,7 @@ def model_summary(meta: dict, label: str) -> str:
     cert = meta.get("certificate") if isinstance(meta.get("certificate"), dict) else {}
     if cert.get("reason"):
         # One clause a line: a certificate that tried several levels says what each found.
-        clauses = [c for c in re.split(r";\s+", str(cert["reason"])) if c]
+        clauses = _top_level_clauses(str(cert["reason"]))
         lines += [f"  {'certificate:' if i == 0 else '':<12} {c}" for i, c in enumerate(clauses)]
     lines += _restart_rows(meta)
     metrics = meta.get("metrics") if isinstance(meta.get("metrics"), dict) else {}

@@ -252,6 +252,8 @@ def _store_commands(sub):
     s = _add(sub, "predict", "predicted classes and category-space coordinates of a "
                              "registered model on data, as CSV")
     s.add_argument("model", help="NAME or NAME:VERSION (default version: the latest)")
+    s.add_argument("data", nargs="?", help="a table file or a stored data set: the same as "
+                                           "--file FILE or --dataset NAME")
     s.add_argument("--dataset", help="stored data set to predict on (default: the snapshot the "
                                      "model was trained on)")
     s.add_argument("--file", help="a CSV or whitespace table of features to predict on, "

@@ -113,8 +113,6 @@ def run_cli(capsys, *args):
     (["train", "iris", "--name", ""], "the model name is empty"),
     (["evaluate", "--splits", "1"], "argument --splits: must be >= 2"),
     (["ingest"], "name data sets"),
-    (["ingest", "--file", "data.csv"], "--file needs --label-column: the column of class "
-                                       "labels (its header name, or its 0-based index)"),
     # Options that do not apply are refused, not silently ignored (and recorded).
     (["train", "iris", "--gamma", "0.5"],
      "argument --gamma: applies only to --method kcqs or kcas"),
@@ -172,7 +170,7 @@ def test_unknown_dataset_exit_3(capsys, tmp_path, flows_env):
     (["models", "list", ".."], "Invalid model name '..'"),
     (["models", "compare", "../x", "1", "2"], "Invalid model name '../x'"),
     (["plot", "/etc/passwd"], "Invalid model name '/etc/passwd'"),
-    (["ingest", "../iris"], "No data set '../iris' in the catalog"),
+    (["ingest", "../iris"], "../iris: no such file (and no catalog data set of that name)"),
 ])
 def test_names_that_would_escape_the_store_exit_3(capsys, iris_store, flows_env, args, expect):
     before = sorted(p.name for p in iris_store.parent.iterdir())
@@ -194,6 +192,32 @@ def test_ingest_file_with_unsafe_name_exit_3(capsys, tmp_path):
         assert f"Invalid data set name {name!r}" in err
     assert not (tmp_path / "escape").exists()
     assert not (store / "datasets").exists() or list((store / "datasets").iterdir()) == []
+
+
+def test_a_first_ingest_of_ones_own_table(capsys, tmp_path, monkeypatch):
+    """``catdask ingest flowers.csv`` (a file, as a new user writes it) is ``--file``; without
+    --label-column the error lists the columns to choose from; a mistyped file name is a
+    missing file, not an unknown catalog set."""
+    monkeypatch.chdir(tmp_path)
+    rows = "".join(f"{i % 3 + i / 50},{i % 5},{i % 7 / 3},{'abc'[i % 3]}\n" for i in range(30))
+    Path("flowers.csv").write_text("petal length,petal width,sepal length,species\n" + rows)
+    Path("bare.csv").write_text(rows)
+    code, _, err = run_cli(capsys, "ingest", "flowers.csv", "--store", "s")
+    assert code == EXIT_USAGE, err
+    assert ("flowers.csv: which column holds the class labels? Say it with --label-column (its "
+            "columns: petal length, petal width, sepal length, species; e.g. --label-column "
+            "species)") in err
+    code, _, err = run_cli(capsys, "ingest", "--file", "bare.csv", "--store", "s")
+    assert code == EXIT_USAGE and "(no header: a 0-based index, 0 to 3; e.g. --label-column 3 "\
+                                  "for the last)" in err, err
+    assert not Path("s").exists()
+    code, _, err = run_cli(capsys, "ingest", "flowrs.csv", "--store", "s")
+    assert code == EXIT_INPUT, err
+    assert "flowrs.csv: no such file; did you mean 'flowers.csv'?" in err
+    code, _, err = run_cli(capsys, "ingest", "flowers.csv", "--label-column", "species",
+                           "--store", "s")
+    assert code == EXIT_OK, err
+    assert "flowers: stored as snapshot s1 (30 x 3, 3 classes)" in err
 
 
 def test_bad_paths_exit_3(capsys, tmp_path, iris_store):
@@ -1365,6 +1389,15 @@ def test_predict_writes_predictions_and_coordinates(capsys, tmp_path, two_versio
     assert code == EXIT_OK, err
     assert f"150 rows, accuracy {accuracy:.4f}" in err
     assert _read_csv(stdout)[0][:3] == ["prediction", "class_name", "label"]
+    # The data as an argument: a file (--file), then a stored data set (--dataset).
+    code, again, err = run_cli(capsys, "predict", "iris-cqs", labelled, "--label-column",
+                               "species", "--store", two_versions)
+    assert (code, again) == (EXIT_OK, stdout), err
+    code, stored, err = run_cli(capsys, "predict", "iris-cqs", "iris", "--store", two_versions)
+    assert code == EXIT_OK and f"on data set iris: 150 rows, accuracy {accuracy:.4f}" in err
+    code, _, err = run_cli(capsys, "predict", "iris-cqs", "iris", "--dataset", "iris",
+                           "--store", two_versions)
+    assert code == EXIT_USAGE and "give the data once" in err, err
 
 
 @pytest.mark.parametrize("args, code, expect", [

@@ -81,3 +81,16 @@ def test_comparison_lists_what_changed_in_full_digits():
     same = comparison_summary({"name": "m", "versions": [1, 2], "changed": [],
                                "params_diff": {}, "metrics_diff": {}})
     assert same == "m: v1 -> v2: no difference in the compared fields"
+
+
+def test_the_certificate_has_one_clause_a_line_and_parentheses_stay_whole():
+    reason = ("certified by the low-rank test (docs/design.md §4c; 48 landmarks): every "
+              "orthonormal W' has f(W') <= f(W) + 2.4e-07 (dual lift; compressed test: "
+              "sdp-dual); the moment level was not needed")
+    cert = {**_meta()["certificate"], "reason": reason}
+    lines = [line for line in model_summary(_meta(certificate=cert), "w:v1").splitlines()
+             if line.startswith("  certificate:") or line.startswith("               ")]
+    assert [line.strip() for line in lines[:2]] == [
+        "certificate: certified by the low-rank test (docs/design.md §4c; 48 landmarks): every "
+        "orthonormal W' has f(W') <= f(W) + 2.4e-07 (dual lift; compressed test: sdp-dual)",
+        "the moment level was not needed"]
