@@ -137,6 +137,6 @@ def cmd_demo(args) -> int:
                     f"{DEMO_KERNEL_MAX_SAMPLES} samples; the demo keeps to seconds per fit; "
                     "`catdask train <name> --method kcqs` fits it).")
     notes.print(_outcome_line(results) + " Next: `catdask models list`, `catdask plot MODEL`, "
-                "`catdask predict MODEL --file new.csv`, `catdask serve` for the UI.",
+                "`catdask predict MODEL new.csv`, `catdask serve` for the UI.",
                 highlight=False)
     return EXIT_OK
