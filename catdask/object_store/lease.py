@@ -94,12 +94,15 @@ class Lease:
     manager, and call :meth:`check` before each step that must happen under the lease."""
 
     def __init__(self, backend: Backend, key: str, holder: str, ttl_s: float, version: str,
-                 token: str, on_lost: Callable[[Lease], None] | None = None):
+                 token: str, on_lost: Callable[[Lease], None] | None = None,
+                 taken_at: float | None = None):
         self.backend, self.key, self.holder, self.ttl_s = backend, key, holder, ttl_s
         self.version, self.token, self.on_lost = version, token, on_lost
         self.lost = threading.Event()
         self._seq = 0
-        self._last_renewal = time.monotonic()
+        # When the request of the last write that landed was sent (time.monotonic()): the
+        # server stamped it later, so others judge it expired no sooner than ttl_s after this.
+        self._last_renewal = time.monotonic() if taken_at is None else taken_at
         self._stop = threading.Event()
         self._lock = threading.Lock()  # renewals and release do not interleave
         self._thread: threading.Thread | None = None
@@ -116,7 +119,10 @@ class Lease:
         self._thread.start()
 
     def check(self) -> None:
-        """Raise :class:`LeaseLostError` if the lease is no longer ours."""
+        """Raise :class:`LeaseLostError` if the lease is no longer ours: taken over, or not
+        renewed for ``ttl_s`` (a renewal that hangs: others may take it over from then on)."""
+        if time.monotonic() - self._last_renewal > self.ttl_s:
+            self._mark_lost()
         if self.lost.is_set():
             raise LeaseLostError(f"{self.key}: the lease of {self.holder} was lost (taken over "
                                  "after it expired, or not renewed in time)")
@@ -126,6 +132,7 @@ class Lease:
         with self._lock:
             self.check()
             self._seq += 1
+            sent = time.monotonic()
             try:
                 self.version = self.backend.put_if_match(
                     self.key, _encode(self.holder, self.token, self.ttl_s, self._seq),
@@ -133,7 +140,7 @@ class Lease:
             except PreconditionFailed:
                 self._mark_lost()
                 self.check()
-            self._last_renewal = time.monotonic()
+            self._last_renewal = sent
 
     def release(self) -> None:
         """Stop renewing and mark the lease released, if it is still ours."""
@@ -191,9 +198,10 @@ def acquire(backend: Backend, key: str, holder: str, ttl_s: float, *, wait_s: fl
     payload = _encode(holder, token, ttl_s, 0)
     deadline = time.monotonic() + wait_s
     while True:
+        sent = time.monotonic()
         version = _try_take(backend, key, payload, margin_s)
         if isinstance(version, str):
-            lease = Lease(backend, key, holder, ttl_s, version, token, on_lost)
+            lease = Lease(backend, key, holder, ttl_s, version, token, on_lost, taken_at=sent)
             if heartbeat:
                 lease.start_heartbeat()
             return lease

@@ -32,6 +32,7 @@ from ..object_store import Backend
 from ..object_store.errors import ObjectStoreError
 from .check_report import StoreProblem, StoreReport, temporary_problem
 from .gc import (
+    abandoned_snapshots,
     cleanup_temporaries,
     live_leases,
     model_references,
@@ -160,17 +161,10 @@ def _report_strays(backend: Backend, folder_key: str, listing: Listing,
 
 
 def _dead_uncommitted(backend: Backend, folder_key: str, listing: Listing, now: float):
-    """The uncommitted snapshots no live writer or gc works on, still uncommitted and present
-    when looked at again after judging the leases."""
-    dead = []
-    for snapshot in listing.uncommitted:
-        key = f"{folder_key}/{snapshot}"
-        leases = listing.writing.get(snapshot, []) + listing.removing.get(snapshot, [])
-        if live_leases(backend, leases, now):
-            continue
-        if backend.head(f"{key}/zarr.json") is None and next(backend.list(key + "/"), None):
-            dead.append(snapshot)
-    return dead
+    """The uncommitted snapshots no live writer or gc works on (:func:`abandoned_snapshots`),
+    still holding objects when looked at again."""
+    return [s for s in abandoned_snapshots(backend, folder_key, listing.uncommitted, now)
+            if next(backend.list(f"{folder_key}/{s}/"), None)]
 
 
 def _hold_current(backend: Backend, folder_key: str):

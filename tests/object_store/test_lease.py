@@ -128,3 +128,16 @@ def test_concurrent_acquirers_have_exactly_one_winner(backend, state):
 def test_server_clock_is_close_to_ours(backend):
     assert abs(server_now(backend) - time.time()) < 2.0
     assert list(backend.list("")) == []  # the clock probe leaves nothing behind
+
+
+def test_a_lease_not_renewed_for_its_ttl_is_lost_to_its_holder_too(backend):
+    """Others may take a lease over once its ttl has passed since its last renewal; a holder
+    whose renewal hangs (an overloaded server: requests time out after 120 s) must not go on
+    to commit under it."""
+    lease = acquire(backend, "leases/hung", "holder", ttl_s=TTL, heartbeat=False,
+                    margin_s=MARGIN)
+    lease.check()  # renewed (taken) just now
+    time.sleep(TTL + 0.1)
+    with pytest.raises(LeaseLostError):
+        lease.check()
+    assert lease.lost.is_set()
