@@ -32,9 +32,22 @@ LOCALHOST = "127.0.0.1"
 
 def free_port(host: str = LOCALHOST) -> int:
     """A TCP port that was free a moment ago on ``host``."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    return free_ports(1, host)[0]
+
+
+def free_ports(count: int, host: str = LOCALHOST, avoid=()) -> list[int]:
+    """``count`` distinct TCP ports, free a moment ago on ``host``, none of ``avoid``: all are
+    held open until all are chosen (one at a time, the kernel gave the same port twice: weed's
+    S3 and master ports once collided, and the session's S3 server never started)."""
+    with contextlib.ExitStack() as held:
+        ports: list[int] = []
+        while len(ports) < count:
+            s = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            s.bind((host, 0))
+            port = s.getsockname()[1]
+            if port not in avoid:
+                ports.append(port)
+        return ports
 
 
 def child_env(home: Path, api_url: str | None = None, **extra) -> dict:

@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 
 from .paths import REPO
-from .procs import LOCALHOST, free_port
+from .procs import LOCALHOST, free_port, free_ports
 
 BUCKET = "catdask-test"
 ACCESS_KEY = "catdask-test-key"
@@ -142,9 +142,9 @@ def weed_server_args(binary: str, ip: str, workdir: Path, s3_port: int,
     """``(argv, filer port)`` of ``weed server -s3`` bound to ``ip``, its data in the folder
     ``workdir/data`` (made by the caller) and its sockets in ``workdir``, its other ports free
     ones of ``ip``."""
-    ports = {name: free_port(ip) for name in (
-        "master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port",
-        "filer.port.grpc", "s3.port.grpc")}
+    names = ("master.port", "master.port.grpc", "volume.port", "volume.port.grpc",
+             "filer.port", "filer.port.grpc", "s3.port.grpc")
+    ports = dict(zip(names, free_ports(len(names), ip, avoid={s3_port})))
     args = [binary, "server", "-s3", f"-ip={ip}", f"-ip.bind={ip}",
             f"-dir={workdir / 'data'}", f"-s3.port={s3_port}", f"-s3.config={config}",
             "-s3.port.iceberg=0", "-s3.port.lance=0", "-master.telemetry=false",
@@ -210,9 +210,19 @@ def running_s3_server(workdir: Path | None = None) -> Iterator[S3Server]:
     with contextlib.ExitStack() as stack:
         if workdir is None:
             workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="weed-")))
-        server = S3Server(workdir, binary)
+        for attempt in range(3):
+            folder = workdir if attempt == 0 else workdir / f"attempt-{attempt}"
+            folder.mkdir(exist_ok=True)
+            server = S3Server(folder, binary)
+            try:
+                server.wait_ready()
+                break
+            except RuntimeError as exc:
+                server.stop()
+                # A port chosen free was taken before weed bound it: new ports, once more.
+                if "address already in use" not in str(exc) or attempt == 2:
+                    raise
         try:
-            server.wait_ready()
             yield server
         finally:
             server.stop()
