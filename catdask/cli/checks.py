@@ -323,6 +323,17 @@ def check_ingest_mode(args) -> None:
                               f"{'catalog data sets, not to --file' if args.file else '--file'}")
 
 
+#: What a table file's name ends with: such a name is a file even where none exists, so that a
+#: mistyped file name is reported as one (a data-set name may hold dots too).
+TABLE_SUFFIXES = (".csv", ".tsv", ".txt", ".data", ".dat")
+
+
+def names_a_file(text: str) -> bool:
+    """Whether a command's data argument names a table file rather than a data set."""
+    return (Path(text).is_file() or "/" in text
+            or Path(text).suffix.lower() in TABLE_SUFFIXES)
+
+
 def _file_named_as_a_set(args) -> None:
     """``catdask ingest my.csv`` means ``--file my.csv``; a name with a folder or an extension
     that is no file is a mistyped path, not a catalog set."""
@@ -332,7 +343,7 @@ def _file_named_as_a_set(args) -> None:
     path = Path(name)
     if path.is_file():
         args.file, args.names = name, []
-    elif path.suffix or "/" in name:
+    elif names_a_file(name):
         folder = path.parent
         files = [p.name for p in folder.iterdir() if p.is_file()] if folder.is_dir() else []
         raise CliError(f"{name}: no such file{did_you_mean(path.name, files)} (and no catalog "

@@ -343,11 +343,6 @@ def _predict_input(args, meta, parsed=None):
     return X, y, names, f"file {args.file}", feature_names, trained_names
 
 
-#: What a table file's name ends with (``predict MODEL DATA``: a file, not a data set, even
-#: when absent, so that a mistyped file name is reported as one).
-TABLE_SUFFIXES = (".csv", ".tsv", ".txt", ".data", ".dat")
-
-
 def cmd_predict(args) -> int:
     """Write the predicted class and the category-space coordinates of every row of a table
     file or a stored data set (CSV, to ``--out`` or standard output); the accuracy goes to
@@ -356,9 +351,8 @@ def cmd_predict(args) -> int:
         if args.file or args.dataset:
             raise usage_error(f"{args.data}: give the data once (as an argument, or with "
                               "--file or --dataset)")
-        data_is_a_file = (os.path.isfile(args.data) or "/" in args.data
-                          or os.path.splitext(args.data)[1].lower() in TABLE_SUFFIXES)
-        args.file, args.dataset = (args.data, None) if data_is_a_file else (None, args.data)
+        args.file, args.dataset = ((args.data, None) if checks.names_a_file(args.data)
+                                   else (None, args.data))
     if args.file and args.dataset:
         raise usage_error("give --dataset or --file, not both")
     for option in ("label_column", "delimiter"):

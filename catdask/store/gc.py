@@ -192,13 +192,9 @@ def _must_stay(backend: Backend, folder_key: str, snapshot: str, blocker) -> str
 
 
 def abandoned_snapshots(backend: Backend, folder_key: str, uncommitted, now: float) -> list:
-    """Those of the ``uncommitted`` snapshots (a listing's) that no live writer or gc works on
-    and that are still uncommitted, judged again key by key. A listing on object storage is
-    not one moment: a writer takes its lease (``.writing/<id>``) before it writes anything of
-    its snapshot, yet a listing can show the objects without the lease, listed before it
-    (seen: `check --cleanup` removed a running writer's snapshot, then its commit, whose
-    pointer then named a missing snapshot: 2 in 500 cleanups on S3). So the leases are read
-    themselves, then the commit is looked for."""
+    """Those of a listing's ``uncommitted`` snapshots that no live writer or gc works on, and
+    still uncommitted: the leases are read themselves, since a listing on object storage can
+    miss a lease taken before the objects it shows (docs/operations.md, "Writers' leases")."""
     dead = []
     for snapshot in uncommitted:
         leases = [f"{folder_key}/{WRITING}/{snapshot}", f"{folder_key}/{REMOVING}/{snapshot}"]
