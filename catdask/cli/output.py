@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import io
 import json
 import math
+import os
+import re
 import shutil
 import sys
 import time
+import unicodedata
 from contextlib import contextmanager
 
 
@@ -40,11 +42,15 @@ def _cell(value) -> str:
     return "" if value is None else (f"{value:.3g}" if isinstance(value, float) else str(value))
 
 
+def _width(text: str) -> int:
+    """The terminal cells ``text`` takes: two for a wide (East Asian) character."""
+    return len(text) if text.isascii() else sum(
+        1 + (unicodedata.east_asian_width(ch) in "WF") for ch in text)
+
+
 def table_width() -> int | None:
     """The width a table must fit: ``$COLUMNS`` when set, else the terminal's; None (no limit:
     nothing cut) when stdout is a file or a pipe."""
-    import os
-
     columns = os.environ.get("COLUMNS", "")
     if columns.isdigit() and int(columns) > 0:
         return int(columns)
@@ -56,12 +62,12 @@ def fitted_columns(rows: list[dict], width: int | None, wrap: str | None = None)
     table fits ``width`` without cutting a cell (the ``wrap`` column may wrap, down to
     :data:`WRAP_MIN_WIDTH`). Callers put the essential columns first; the first is never
     left out."""
-    need = {c: max([len(str(c))] + [len(_cell(r[c])) for r in rows]) for c in rows[0]}
+    need = {c: max([_width(str(c))] + [_width(_cell(r[c])) for r in rows]) for c in rows[0]}
     if wrap in need:
         need[wrap] = min(need[wrap], WRAP_MIN_WIDTH)
     kept = list(need)
     left_out: list[str] = []
-    # rich's box: one border at each end and " | " between cells (3 per column).
+    # The box: one border at each end and " | " between cells (3 per column).
     while width is not None and len(kept) > 1 and sum(need[c] + 3 for c in kept) + 1 > width:
         drop = next((c for c in reversed(kept[1:]) if c != wrap), None)
         if drop is None:
@@ -71,27 +77,62 @@ def fitted_columns(rows: list[dict], width: int | None, wrap: str | None = None)
     return kept, left_out
 
 
-def print_table(rows: list[dict], *, wrap: str | None = None) -> None:
-    """Rows of one shape as a table on stdout; ``(none)`` when there are none."""
-    from rich.console import Console
-    from rich.table import Table
+def _wrapped(text: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width`` cells, broken at spaces as rich breaks them: a
+    word longer than a line starts a new line and is cut into pieces a line long."""
+    lines = []
+    for paragraph in text.split("\n"):
+        line = ""
+        for word in re.findall(r"\s*\S+\s*", paragraph):
+            if line and _width(line + word.rstrip()) > width:
+                lines.append(line.rstrip())
+                line = ""
+            while _width(word.rstrip()) > width:
+                lines.append(word[:width])
+                word = word[width:]
+            line += word
+        lines.append(line.rstrip())
+    return lines
 
+
+def print_table(rows: list[dict], *, wrap: str | None = None) -> None:
+    """Rows of one shape as a table on stdout; ``(none)`` when there are none. Drawn here in
+    the box rich's Table draws by default (a heavy head, cells left-aligned, one space either
+    side): rich's Table cost ~1 ms a row, most of ``models list`` on a store of 1,000 model
+    versions."""
     if not rows:
         print("(none)")
         return
     width = table_width()
     kept, left_out = fitted_columns(rows, width, wrap)
-    table = Table(show_lines=False)
-    for col in kept:
-        table.add_column(str(col), no_wrap=col != wrap, overflow="fold")
-    for r in rows:
-        table.add_row(*[_cell(r[c]) for c in kept])
-    # Rendered to a string and written here: rich would turn a closed pipe into exit 1.
-    tty = sys.stdout.isatty()
-    natural = sum(max([len(str(c))] + [len(_cell(r[c])) for r in rows]) + 3 for c in kept) + 1
-    buffer = io.StringIO()
-    Console(width=width or natural, file=buffer, force_terminal=tty).print(table)
-    sys.stdout.write(buffer.getvalue())
+    cells = [[_cell(r[c]).split("\n") for c in kept] for r in rows]
+    widths = [max([_width(str(c))] + [_width(text) for row in cells for text in row[i]])
+              for i, c in enumerate(kept)]
+    if wrap in kept:  # narrowed to what the box leaves it (not below WRAP_MIN_WIDTH), wrapped
+        i = kept.index(wrap)
+        room = widths[i] if width is None else width - 1 - sum(w + 3 for w in widths) + widths[i]
+        widths[i] = min(widths[i], max(room, WRAP_MIN_WIDTH, _width(str(wrap))))
+        for row in cells:
+            row[i] = _wrapped("\n".join(row[i]), widths[i])
+
+    def rule(left, middle, right, fill):
+        return left + middle.join(fill * (w + 2) for w in widths) + right + "\n"
+
+    def line(bar, texts, on="", off=""):
+        return bar + bar.join(f"{on} {t}{' ' * (w - _width(t))} {off}"
+                              for t, w in zip(texts, widths)) + bar + "\n"
+
+    # A bold header on a terminal, as rich printed it; no escapes in a file or a pipe.
+    bold = sys.stdout.isatty() and os.environ.get("TERM", "").lower() not in ("dumb", "unknown")
+    on, off = ("\x1b[1m", "\x1b[0m") if bold else ("", "")
+    out = [rule("┏", "┳", "┓", "━"), line("┃", map(str, kept), on, off), rule("┡", "╇", "┩", "━")]
+    for row in cells:  # a cell of several lines makes its row as many lines high
+        out += [line("│", [cell[n] if n < len(cell) else "" for cell in row])
+                for n in range(max(map(len, row)))]
+    out.append(rule("└", "┴", "┘", "─"))
+    # Written at once to sys.stdout, whose closed pipe main() catches (rich turned it into
+    # exit 1).
+    sys.stdout.write("".join(out))
     if left_out:
         sys.stdout.flush()  # the note (stderr) after the table, also when both go to one file
         note(f"(left out to fit {width} columns: {', '.join(map(str, left_out))}; a wider "
