@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.sparse.linalg import lsqr
@@ -15,7 +16,7 @@ from .eigen import NumericalFailure
 from .moment_dual import MomentDual, dual_bound, reduction_basis
 from .moment_polish import polish as slackness_polish
 from .moment_polish import slackness_system
-from .moment_sos import block_sizes, count_moments, identity
+from .moment_sos import Identity, block_sizes, count_moments, identity
 
 class RelaxationTooLarge(ValueError):
     """The relaxation would exceed the size guard; the message says what it would cost."""
@@ -175,6 +176,77 @@ def _anchor(anchor, W, K, r, min_block):
     return None if anchor == r else anchor
 
 
+@dataclass(frozen=True)
+class MomentProblem:
+    """The level-2 relaxation of class matrices R in conic form, as any solver gets it: the
+    moment side ``min c^T x  s.t.  A x + s = b`` with ``s`` in ``cones`` (``x[0] = 1`` and the
+    localising equalities in the zero cone, then ``svec(M_b(x))`` per Gram block in the PSD
+    cones), ``c = -f_vec``. Its dual variables ``z`` are the proof data: ``z[0]`` gamma,
+    ``-z[1:1 + n_mult]`` the multipliers, the rest ``svec(Q_b)`` (:meth:`proof_candidates`).
+    ``basis`` (D x r) and ``scale`` map R to the reduced, scaled problem."""
+
+    R: np.ndarray
+    scale: float
+    basis: np.ndarray
+    anchor: int | None
+    ident: Identity
+    f_vec: np.ndarray
+    A: Any
+    b: np.ndarray
+    cones: dict
+
+    def dual_data(self, z, gram=None, multipliers=None):
+        n_mult = self.ident.n_mult
+        gram = tuple(_unpack_gram(z[1 + n_mult:], self.ident)) if gram is None else gram
+        lam = -z[1:1 + n_mult] if multipliers is None else multipliers
+        return MomentDual(self.basis, self.scale, float(z[0]), tuple(gram), lam, self.anchor)
+
+    def proof_candidates(self, z):
+        """Three versions of a solver's dual iterate ``z`` (docs/design.md 4b, "Closing the
+        residual"): the Gram matrices projected onto the PSD cone with the multipliers refitted
+        by least squares, the raw data, and the first with its residual closed."""
+        ident, n = self.ident, self.ident.n
+        raw = self.dual_data(z)
+        gram = tuple(_project_psd(t, s) for t, s in zip(raw.gram, ident.sizes()))
+        target = raw.gamma * np.eye(1, n, 0).ravel() - self.f_vec - ident.gram_sum(gram)
+        fit = lsqr(ident.multipliers, target - ident.multipliers @ raw.multipliers, atol=1e-15,
+                   btol=1e-15, iter_lim=10 * ident.n_mult)[0]
+        projected = self.dual_data(z, gram, raw.multipliers + fit)
+        return [projected, raw, _closed(ident, projected, self.f_vec)]
+
+    def prove(self, z):
+        """The smallest bound ``dual_bound`` proves from the candidates of ``z``, and its data."""
+        proved = [(dual_bound(self.R, d, self.ident), d) for d in self.proof_candidates(z)]
+        return min(proved, key=lambda p: p[0].upper_bound)
+
+
+def moment_problem(R, W=None, anchor="auto", budget=DEFAULT_BUDGET):
+    """The :class:`MomentProblem` of R (K, D, D), its Gram basis anchored at W per ``anchor``
+    (docs/design.md 4b, "Which SOS family")."""
+    import scipy.sparse as sp
+
+    R = _as_stack(R)
+    K = R.shape[0]
+    scale = float(max(np.linalg.norm(Rk, 2) for Rk in R)) or 1.0
+    basis = reduction_basis(R, K)
+    r = basis.shape[1]
+    anchor = _anchor(anchor, W, K, r, budget.anchor_min_block)
+    if anchor is not None:
+        Y = basis.T @ np.asarray(W, dtype=float)
+        U = np.linalg.qr(np.column_stack([Y, np.eye(r)]))[0]
+        basis = basis @ U
+    # Batched products: an unoptimised einsum over "di,kde,ej" costs K D^2 r^2 (4 s at D = 178,
+    # K = 3, measured), the two products 2 K D^2 r.
+    ident = identity(K, r, anchor)
+    f_vec = ident.objective(basis.T @ (R / scale) @ basis)
+    e0 = sp.csr_matrix(([1.0], ([0], [0])), shape=(1, ident.n))
+    A = sp.vstack([e0, ident.multipliers.T, _svec_map(ident)]).tocsc()
+    b = np.zeros(A.shape[0])
+    b[0] = 1.0
+    return MomentProblem(R, scale, basis, anchor, ident, f_vec, A, b,
+                         {"z": 1 + ident.n_mult, "s": ident.sizes()})
+
+
 def moment_relaxation_bound(R, *, W=None, eps=1e-8, max_iters=20_000, budget=DEFAULT_BUDGET,
                             verbose=False, anchor="auto", scs_options=None, target_gap=None,
                             polish=True):
@@ -202,54 +274,26 @@ def moment_relaxation_bound(R, *, W=None, eps=1e-8, max_iters=20_000, budget=DEF
         import scs
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise ImportError("the moment relaxation needs SCS: pip install 'catdask[sdp]'") from exc
-    import scipy.sparse as sp
 
-    scale = float(max(np.linalg.norm(Rk, 2) for Rk in R)) or 1.0
-    basis = reduction_basis(R, K)
-    r = basis.shape[1]
-    anchor = _anchor(anchor, W, K, r, budget.anchor_min_block)
-    if anchor is not None:
-        Y = basis.T @ np.asarray(W, dtype=float)
-        U = np.linalg.qr(np.column_stack([Y, np.eye(r)]))[0]
-        basis = basis @ U
-    # Batched products: an unoptimised einsum over "di,kde,ej" costs K D^2 r^2 (4 s at D = 178,
-    # K = 3, measured), the two products 2 K D^2 r.
-    A = basis.T @ (R / scale) @ basis
-    ident = identity(K, r, anchor)
-    f_vec = ident.objective(A)
-    n, n_mult = ident.n, ident.n_mult
-
-    # Moment side in SCS form (min c^T y, A y + s = b): y_0 = 1 and the localising equalities
-    # (zero cone), svec(M_b(y)) PSD. Its dual variables are gamma, -lambda and svec(Q_b).
-    psd_map = _svec_map(ident)
-    e0 = sp.csr_matrix(([1.0], ([0], [0])), shape=(1, n))
-    A_scs = sp.vstack([e0, ident.multipliers.T, psd_map]).tocsc()
-    b = np.zeros(A_scs.shape[0])
-    b[0] = 1.0
-    cones = {"z": 1 + n_mult, "s": ident.sizes()}
-    settings = {"scale": budget.anchored_scs_scale if anchor is not None
+    problem = moment_problem(R, W, anchor, budget)
+    ident, r = problem.ident, problem.basis.shape[1]
+    A_scs, b, cones = problem.A, problem.b, problem.cones
+    settings = {"scale": budget.anchored_scs_scale if problem.anchor is not None
                 else budget.full_scs_scale,
                 **(scs_options or {})}
     if W is not None:
-        x0 = ident.moment_vector(basis.T @ np.asarray(W, dtype=float))
+        x0 = ident.moment_vector(problem.basis.T @ np.asarray(W, dtype=float))  # feasible
         start = {"x": x0, "y": np.zeros(A_scs.shape[0]), "s": b - A_scs @ x0}
     staged = bool(polish) and W is not None and target_gap is not None
     if staged:
-        W = np.asarray(W, dtype=float)
-        f_W = 0.5 * float(sum(W[:, k] @ R[k] @ W[:, k] for k in range(K)))
-        Yo = np.linalg.svd(basis.T @ W, full_matrices=False)
-        system = slackness_system(ident, Yo[0] @ Yo[2])  # the nearest orthonormal reduced point
-
-        def prove(data):
-            bound = dual_bound(R, data, ident)
-            return (bound.upper_bound - f_W) / abs(f_W) if f_W else math.inf, bound
+        prove, system = slackness_setup(problem, W)
 
     total, stage = 0, budget.polish_first_iters if staged else int(max_iters)
     while True:
         left = max(max_seconds - (time.perf_counter() - t0), 1e-3)
-        solver = scs.SCS({"A": A_scs, "b": b, "c": -f_vec}, cones, eps_abs=eps, eps_rel=eps,
-                         max_iters=int(min(stage, max_iters - total)), time_limit_secs=left,
-                         verbose=bool(verbose), **settings)
+        solver = scs.SCS({"A": A_scs, "b": b, "c": -problem.f_vec}, cones, eps_abs=eps,
+                         eps_rel=eps, max_iters=int(min(stage, max_iters - total)),
+                         time_limit_secs=left, verbose=bool(verbose), **settings)
         sol = solver.solve(warm_start=True, **start) if W is not None else solver.solve()
         info = sol["info"]
         total += int(info["iter"])
@@ -258,14 +302,12 @@ def moment_relaxation_bound(R, *, W=None, eps=1e-8, max_iters=20_000, budget=DEF
         z = np.asarray(sol["y"], dtype=float)
         if not staged or done or not np.all(np.isfinite(z)):
             break
-        raw = _unpack_gram(z[1 + n_mult:], ident)
         gap, best, data, rounds = slackness_polish(
-            ident, MomentDual(basis, scale, float(z[0]), tuple(raw), -z[1:1 + n_mult], anchor),
-            f_vec, system, prove, margin * target_gap)
+            ident, problem.dual_data(z), problem.f_vec, system, prove, margin * target_gap)
         report_stage(f"global-optimality test: moment relaxation, {total} SCS iterations, "
                      f"proved gap {gap:.1e} (target {target_gap:.0e})")
         if gap <= margin * target_gap:
-            return _result(best, data, ident, r, t0, solver_value=scale * float(z[0]),
+            return _result(best, data, ident, r, t0, solver_value=problem.scale * float(z[0]),
                            solver="SCS + slackness polish", iterations=total, polish_rounds=rounds,
                            status=f"stopped early, {rounds} polish rounds proved the target gap")
         # Continue from the iterate, at the scale SCS had adapted to.
@@ -275,23 +317,26 @@ def moment_relaxation_bound(R, *, W=None, eps=1e-8, max_iters=20_000, budget=DEF
     if not np.all(np.isfinite(z)):
         raise NumericalFailure(
             f"the moment relaxation solver returned no solution ({info['status']})")
+    best, dual = problem.prove(z)
+    return _result(best, dual, ident, r, t0, solver_value=problem.scale * float(z[0]),
+                   solver="SCS", status=str(info["status"]), iterations=total)
 
-    # Proof data: gamma, lambda refitted by least squares on the PSD-projected Gram matrices.
-    gamma = float(z[0])
-    raw = _unpack_gram(z[1 + n_mult:], ident)
-    gram = [_project_psd(t, s) for t, s in zip(raw, ident.sizes())]
-    lam0 = -z[1:1 + n_mult]
-    target = gamma * np.eye(1, n, 0).ravel() - f_vec - ident.gram_sum(gram)
-    fit = lsqr(ident.multipliers, target - ident.multipliers @ lam0, atol=1e-15, btol=1e-15,
-               iter_lim=10 * n_mult)[0]
-    candidates = [MomentDual(basis, scale, gamma, tuple(gram), lam0 + fit, anchor),
-                  MomentDual(basis, scale, gamma, tuple(raw), lam0, anchor),
-                  _closed(ident, MomentDual(basis, scale, gamma, tuple(gram), lam0 + fit,
-                                            anchor), f_vec)]
-    proved = [(dual_bound(R, d, ident), d) for d in candidates]
-    best, dual = min(proved, key=lambda p: p[0].upper_bound)
-    return _result(best, dual, ident, r, t0, solver_value=scale * gamma, solver="SCS",
-                   status=str(info["status"]), iterations=total)
+
+def slackness_setup(problem, W):
+    """``(prove, system)`` for :func:`slackness_polish` at W: ``prove(data)`` gives the relative
+    gap over ``f(W)`` that ``dual_bound`` proves from ``data``, and its bound; ``system`` the
+    complementary-slackness system at the nearest orthonormal reduced point."""
+    W = np.asarray(W, dtype=float)
+    R = problem.R
+    f_W = 0.5 * float(sum(W[:, k] @ R[k] @ W[:, k] for k in range(R.shape[0])))
+    Yo = np.linalg.svd(problem.basis.T @ W, full_matrices=False)
+    system = slackness_system(problem.ident, Yo[0] @ Yo[2])
+
+    def prove(data):
+        bound = dual_bound(R, data, problem.ident)
+        return (bound.upper_bound - f_W) / abs(f_W) if f_W else math.inf, bound
+
+    return prove, system
 
 
 def _result(best, dual, ident, r, t0, **how):
