@@ -3,18 +3,21 @@ against the low-rank augmented Lagrangian of ``benchmarks/lifted/moment_alm.py``
 item 2), on the same problems, interleaved, in one run.
 
     python benchmarks/bench_moment_alm.py [--only wine vehicle segmentation] [--rank 16 48]
-                                          [--repeats 1] [--max-seconds 300]
+                                          [--repeats 1] [--max-seconds 300] [--quick]
+                                          [--json out.json]
 
 For the class-origin optima that only the level-2 moment relaxation proves (standardised, best of
 8 CQS restarts), both solvers start from the fitted W and stop once ``dual_bound`` proves a gap
 of 1e-6 (relative to f), or at their limits. Printed per case and solver: the proved gap,
 iterations (SCS's, or the ALM's outer / L-BFGS ones), CPU and wall seconds (medians), the ALM's
 proved gap per outer iteration, and the load average before and after. Nothing is asserted.
+``--quick`` (what ``run_all.py --quick`` runs): wine, rank 16 only.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import time
@@ -47,8 +50,13 @@ def main(argv=None):
                     help="ALM factor ranks to try (each a row)")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--max-seconds", type=float, default=300.0)
+    ap.add_argument("--quick", action="store_true", help="wine, rank 16 (run_all.py --quick)")
+    ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     args.no_kernel = True
+    if args.quick:
+        args.only, args.rank = ["wine"], [16]
+    rows = []
     print(f"load average at start {os.getloadavg()}", flush=True)
     print(f"{'data':<13} {'solver':<16} {'gap':>9} {'iterations':>14} {'cpu s':>7} {'wall s':>7}",
           flush=True)
@@ -74,12 +82,19 @@ def main(argv=None):
                      else f"{out.outer_iterations} / {out.inner_iterations}")
             cpu = statistics.median(m["cpu"] for _, m in rs)
             wall = statistics.median(m["wall"] for _, m in rs)
-            print(f"{name:<13} {label:<16} {max(m['gap'] for _, m in rs):9.1e} {iters:>14} "
-                  f"{cpu:7.1f} {wall:7.1f}", flush=True)
+            gap = max(m["gap"] for _, m in rs)
+            rows.append(dict(dataset=name, solver=label, gap=gap, iterations=iters, cpu_s=cpu,
+                             wall_s=wall))
+            print(f"{name:<13} {label:<16} {gap:9.1e} {iters:>14} {cpu:7.1f} {wall:7.1f}",
+                  flush=True)
             if not label.startswith("SCS"):
                 print(f"{'':<13} {'':<16} gap per outer iteration: "
                       + ", ".join(f"{g:.1e}" for _, g, _ in out.history), flush=True)
     print(f"load average at end {os.getloadavg()}")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"benchmark": "bench_moment_alm", "quick": args.quick, "rows": rows,
+                       "load_average_end": os.getloadavg()}, fh, indent=2)
 
 
 if __name__ == "__main__":
