@@ -1,7 +1,7 @@
 """The lifted (Burer & Park) relaxation against the SDP dual on the linear class-origin cases.
 
     python benchmarks/bench_relaxations.py [--only wine vehicle segmentation] [--kronecker]
-        [--restarts 8] [--time-limit 120] [--json out.json]
+        [--restarts 8] [--time-limit 120] [--json out.json] [--kernel [--budget S]]
 
 For each data set (standardised, class origin; the UCI files of ``benchmarks/certificate_outcomes.py``,
 skipped, saying why, when they are not found), ``CategorySpace`` (CQS) is fitted without its
@@ -16,7 +16,11 @@ augmented Lagrangian of :mod:`benchmarks.lifted.lowrank_alm` (rank 2, warm-start
 fitted axes) on the same problem and prints its proved gap, iterations and seconds.
 ``--highd N`` runs instead the 784-pixel image set of ``bench_linear_highd.py`` (N rows, K = 10,
 default origin): the existing test and the ALM only (the lift's block, 7,840, is out of SCS's
-reach). Nothing is asserted.
+reach). ``--kernel`` runs instead the seven open kernel fits of ``bench_certificate_scale.py
+--quick`` (fitted and tested as it does) and, on the last compressed problem ``(R_S, W_S)`` of
+each kernel test, its SDP-dual bound (``full_sdp='auto'``) and the lift, smallest block first
+(one BLAS thread); a block over ``--max-block`` or one that cannot finish within ``--budget``
+seconds of the start is skipped. Nothing is asserted.
 """
 
 from __future__ import annotations
@@ -93,6 +97,73 @@ def run_highd(n_samples, seconds):
           f"{wall:.1f} s wall, {cpu:.1f} s cpu; load {os.getloadavg()[0]:.1f}", flush=True)
 
 
+KERNEL_OPEN = [("wine", "class"), ("vehicle", "class"), ("segmentation", "class"),
+               ("satellite", "class"), ("blobs-3000", "global"), ("blobs-3000", "class"),
+               ("highrank-1500", "global")]  # docs/design.md 4c, "Why the open gaps stay open"
+
+
+def run_kernel(args):
+    """The SDP dual and the lift on the last compressed problem of each open kernel fit's test."""
+    from types import SimpleNamespace
+    from unittest import mock
+
+    import numpy as np
+    import bench_certificate_scale as scale
+    import catdask.certificate.kernel_lowrank as kl
+    from catdask import KernelCategorySpace
+
+    start, problems = time.perf_counter(), []
+    for name, X, y in scale.cases(SimpleNamespace(no_uci=False, quick=True, only=[
+            "wine", "vehicle", "segmentation", "satellite", "blobs", "highrank"])):
+        for origin in [o for n, o in KERNEL_OPEN if n == name]:
+            Xs, ys = scale.sorted_by_class(X, y)
+            (est, fit_s, _) = _timed(KernelCategorySpace(origin=origin, n_restarts=5,
+                                                         random_state=0, certify=False).fit, Xs, ys)
+            base = scale.NumpyGramOperator(Xs, scale.ClassIndex(ys, int(ys.max()) + 1),
+                                           est.kernel_, max_gram_bytes=0)
+            op = scale.CentredGramOperator(base) if origin == "global" else base
+            seen, real = {}, kl.certify_global_optimum
+            with mock.patch.object(kl, "certify_global_optimum",
+                                   lambda R, W, **kw: seen.update(R=R, W=W) or real(R, W, **kw)):
+                cert = scale.certify_kernel_lowrank(
+                    op, origin, est.dual_coef_, projections=est.transform(Xs).T,
+                    rng=scale.CERTIFIER_SEED, fit_seconds=fit_s if len(ys) > 1500 else None,
+                    budget=scale.CertificateBudget(lowrank_max_rank=1024))
+            R, W = np.array(seen["R"]), np.array(seen["W"])
+            print(f"{name}/{origin}: N {len(ys)}, fit {fit_s:.1f} s, kernel test gap "
+                  f"{cert.gap:.1e} (certified {cert.certified}); last compressed problem K = "
+                  f"{R.shape[0]}, m = {R.shape[1]}", flush=True)
+            problems.append((f"{name}/{origin}", R, W))
+    print(f"{'fit':<20} {'K':>2} {'m':>5} {'f_S':>12} {'sdp gap':>9} {'lift val':>9} "
+          f"{'lift gap':>9} {'block':>5} {'iters':>6} {'wall s':>7} {'cpu s':>7} {'load':>5}",
+          flush=True)
+    rows = []
+    for label, R, W in sorted(problems, key=lambda p: p[1].shape[0] * p[1].shape[1]):
+        K, m, _ = R.shape
+        f = 0.5 * float(sum(W[:, k] @ R[k] @ W[:, k] for k in range(K)))
+        # the test's own bound (full_sdp='auto': Clarabel's full SDP at m = 131 took 23 GB, OOM)
+        cert, sdp_wall, _ = _timed(certify_global_optimum, R, W)
+        row = dict(fit=label, K=K, m=m, f=f, block=m * K, sdp_gap=(cert.upper_bound - f) / f,
+                   sdp_certified=bool(cert.certified), sdp_wall=sdp_wall)
+        rows.append(row)
+        left = args.budget - (time.perf_counter() - start)
+        # setup (cvxpy + SCS): about 5 s at block 1,000 here (2 cores), ~ block^2; twice that kept
+        if m * K > args.max_block or left < args.time_limit + 10.0 * (m * K / 1000) ** 2:
+            print(f"{label:<20} {K:>2} {m:>5} {f:12.6g} {row['sdp_gap']:9.2e} skipped: block "
+                  f"{m * K} (max {args.max_block}; {left:.0f} s left)", flush=True)
+            continue
+        dual, wall, cpu = _timed(solve_lifted_dual, R, time_limit=args.time_limit)
+        proved = lifted_bound(R, dual.Lam, dual.Z, dual.Xi)
+        row.update(status=dual.status, iterations=dual.iterations, lift_wall=wall, lift_cpu=cpu,
+                   lift_value_gap=(0.5 * dual.value - f) / f,
+                   lift_gap=(proved.upper_bound - f) / f, load=os.getloadavg()[0])
+        print(f"{label:<20} {K:>2} {m:>5} {f:12.6g} {row['sdp_gap']:9.2e} "
+              f"{row['lift_value_gap']:9.2e} {row['lift_gap']:9.2e} {m * K:>5} "
+              f"{dual.iterations!s:>6} {wall:7.1f} {cpu:7.1f} {row['load']:5.1f}  "
+              f"({dual.status}; SDP-dual test {sdp_wall:.2f} s)", flush=True)
+    return rows
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", nargs="*", default=DEFAULT)
@@ -101,6 +172,9 @@ def main(argv=None):
     ap.add_argument("--alm", action="store_true")
     ap.add_argument("--highd", type=int, default=None, metavar="N")
     ap.add_argument("--time-limit", type=float, default=120.0)
+    ap.add_argument("--kernel", action="store_true")
+    ap.add_argument("--max-block", type=int, default=4000)
+    ap.add_argument("--budget", type=float, default=float("inf"))
     ap.add_argument("--json", default=None)
     ap.add_argument("--quick", action="store_true", help="wine only (run_all.py --quick)")
     args = ap.parse_args(argv)
@@ -110,6 +184,17 @@ def main(argv=None):
     print(f"load average at start {os.getloadavg()}; gaps are (bound - f) / f", flush=True)
     if args.highd:
         return run_highd(args.highd, args.time_limit)
+    if args.kernel:
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(1):  # one BLAS thread, as the certificate runs
+            rows = run_kernel(args)
+        print(f"load average at end {os.getloadavg()}")
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump({"benchmark": "bench_relaxations", "kernel": True, "rows": rows}, fh,
+                          indent=1)
+        return rows
     print(f"{'data':<13} {'D':>3} {'K':>2} {'f':>12} {'sdp gap':>9} {'lift val':>9} "
           f"{'lift gap':>9} {'block':>5} {'iters':>6} {'wall s':>7} {'cpu s':>7} {'load':>5}",
           flush=True)
