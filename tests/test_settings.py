@@ -19,9 +19,10 @@ NOT_A_SETTING = {
     # previous value (None or not) when it stops: saved for a write, not read as a setting.
     ("orchestration/server.py", "PREFECT_API_URL"),
     # Other programs' conventions, read where they are used, never catdask settings: the
-    # terminal's width, and the AWS SDKs' credential and endpoint variables (an S3 store takes
+    # terminal's width and kind (no bold on a dumb one), and the AWS SDKs' credential and endpoint variables (an S3 store takes
     # them as every S3 client does; docs/operations.md, Object storage).
     ("cli/output.py", "COLUMNS"),
+    ("cli/output.py", "TERM"),
     ("object_store/s3.py", "env_key"),  # AWS_ACCESS_KEY_ID ... AWS_ENDPOINT_URL_S3, one loop
     ("object_store/s3.py", "AWS_ALLOW_HTTP"),
     ("object_store/s3.py", "AWS_PROFILE"),

@@ -111,7 +111,12 @@ def _concurrent_reingests(tmp_path, n_writers: int, commits: int, n_reads: int):
     assert not errors, errors
     assert len(reads) >= n_reads and sum(reads) > 0 and len(mixed) == 0
     final = read_dataset(store, "ds")
-    assert final.snapshot == f"s{1 + n_writers * commits}" and np.unique(final.X).size == 1
+    # The last writer to move the pointer wins, and it need not be the one that claimed the
+    # highest id (ids are claimed before the arrays are written; seen in CI under load: s8 of
+    # s9). Each writer writes in order, so the winner is some writer's last write.
+    last_values = {1000.0 * (i + 1) + commits - 1 for i in range(n_writers)}
+    assert np.unique(final.X).size == 1 and float(final.X[0, 0]) in last_values
+    assert 1 < int(final.snapshot.removeprefix("s")) <= 1 + n_writers * commits
     assert check_store(store).ok
 
 
