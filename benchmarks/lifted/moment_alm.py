@@ -38,7 +38,7 @@ import scipy.optimize
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from catdask.certificate.moment import moment_problem, slackness_setup
+from catdask.certificate.moment import _svec_blocks, moment_problem, slackness_setup
 from catdask.certificate.moment_polish import basis_values
 from catdask.certificate.moment_polish import polish as slackness_polish
 
@@ -60,17 +60,15 @@ class MomentAlmResult:
 
 
 class _Blocks:
-    """svec positions of each Gram block's upper triangle in A's PSD rows."""
+    """svec positions of each Gram block's upper triangle in A's PSD rows (``_svec_blocks``,
+    shifted past the zero-cone rows)."""
 
-    def __init__(self, sizes, first_row):
-        self.sizes = list(sizes)
+    def __init__(self, ident, first_row):
+        self.sizes = ident.sizes()
         self.tri = [np.triu_indices(s) for s in self.sizes]
-        self.rows, offset = [], first_row
-        for s, (iu, ju) in zip(self.sizes, self.tri):
-            # SCS's svec: lower triangle by columns; the entry (j, i), i <= j.
-            self.rows.append(offset + ju - iu + (iu * (2 * s - iu + 1)) // 2)
-            offset += s * (s + 1) // 2
-        self.weights = [np.where(iu == ju, 1.0, math.sqrt(2.0)) for iu, ju in self.tri]
+        pairs = list(_svec_blocks(ident))
+        self.rows = [first_row + rows for rows, _ in pairs]
+        self.weights = [weights for _, weights in pairs]
 
     def svec(self, V, out):
         for Vb, rows, w, (iu, ju) in zip(V, self.rows, self.weights, self.tri):
@@ -95,7 +93,7 @@ def alm_moment_bound(R, W, *, rank=2, sigma=10.0, outer=40, inner=200, target_ga
     problem = moment_problem(R, W, "full")
     ident, A, b, c = problem.ident, problem.A, problem.b, -problem.f_vec
     n_zero = problem.cones["z"]
-    blocks = _Blocks(problem.cones["s"], n_zero)
+    blocks = _Blocks(ident, n_zero)
     m, n = A.shape
     # A^T A = D + U U^T: D from the PSD rows (one entry each), U the zero-cone rows.
     psd = A[n_zero:]
