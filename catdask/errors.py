@@ -102,14 +102,17 @@ class ParseError(CatdaskError, ValueError):
     non_numeric : bool
         The problem is a cell that is not a number (often a label column): callers decide on
         this, never on the prose.
+    column : int or None
+        The 0-based column of that cell (None for other problems).
     """
 
     def __init__(self, problem: str, path=None, line: int | None = None, *,
-                 non_numeric: bool = False):
+                 non_numeric: bool = False, column: int | None = None):
         self.path = None if path is None else str(path)
         self.line = line
         self.problem = problem
         self.non_numeric = non_numeric
+        self.column = column
         where = ""
         if self.path is not None:
             where = self.path + (f", line {line}" if line is not None else "") + ": "

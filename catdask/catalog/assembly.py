@@ -174,12 +174,14 @@ def parse_table(
     return X, y, names, provenance
 
 
-def parse_features(path, *, label_column=None, delimiter=None, header="infer"):
+def parse_features(path, *, label_column=None, delimiter=None, header="infer",
+                   feature_columns=None):
     """Parse a delimited text table of features to predict on (:func:`parse_table`'s rules)."""
     path = Path(path)
     fmt, delim = _format_for(path, delimiter, 0, None)
     spec = {"format": fmt, "delimiter": delim, "skip_lines": 0, "header": header,
-            "label_column": label_column, "label_type": "auto"}
+            "label_column": label_column, "feature_columns": feature_columns,
+            "label_type": "auto"}
     try:  # the same checks as a labelled table's (a placeholder stands in for no label)
         _check_spec({**spec, "label_column": 0 if label_column is None else label_column})
     except ValueError as exc:

@@ -191,7 +191,7 @@ def _check_field_counts(open_stream, spec, head: Head, where) -> None:
             raise ParseError(f"expected {n} fields, found {len(cells)} ({why})", where, lineno)
 
 
-def _check_cell(cell: str, name: str, where, lineno: int) -> None:
+def _check_cell(cell: str, name: str, where, lineno: int, column: int) -> None:
     if is_missing(cell):
         raise ParseError(f"missing value {cell!r} in {name}; impute or drop it first", where,
                          lineno)
@@ -202,7 +202,7 @@ def _check_cell(cell: str, name: str, where, lineno: int) -> None:
         hint = ("; numbers need a decimal point, not a decimal comma"
                 if DECIMAL_COMMA.fullmatch(cell.strip()) else "")
         raise ParseError(f"non-numeric value {cell!r} in feature {name}{hint}", where,
-                         lineno, non_numeric=True) from None
+                         lineno, non_numeric=True, column=column) from None
     if not np.isfinite(value):
         raise ParseError(f"non-finite value {cell!r} in {name}", where, lineno)
 
@@ -221,7 +221,7 @@ def locate_problem(open_stream, spec: dict, head: Head, cols, label: int | None,
     with open_stream() as stream:
         for lineno, cells in _rows(stream, spec, head, where):
             for c in cols:
-                _check_cell(cells[c], names[c], where, lineno)
+                _check_cell(cells[c], names[c], where, lineno, c)
     if label is None:  # a table of features only
         return
     with open_stream() as stream:

@@ -302,7 +302,7 @@ def check_certify_level(certify: str) -> None:
 
 #: ``catdask ingest`` options by mode: a table (``--file``) or catalog sets (names, ``--all``).
 FILE_ONLY_OPTIONS = {"name": "--name", "label_column": "--label-column",
-                     "delimiter": "--delimiter"}
+                     "feature_columns": "--feature-columns", "delimiter": "--delimiter"}
 CATALOG_ONLY_OPTIONS = {"source_dir": "--source-dir", "download": "--download"}
 
 

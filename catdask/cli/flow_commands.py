@@ -5,6 +5,7 @@ prepares Prefect's environment (:mod:`.runtime`), then imports and runs the flow
 
 from __future__ import annotations
 
+import shlex
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -32,11 +33,49 @@ def _ingest_file(args) -> list[dict]:
     if args.label_column is None:
         raise usage_error(f"{args.file}: which column holds the class labels? Say it with "
                           f"--label-column ({_columns_hint(args.file, args.delimiter)})")
+    features = _feature_columns(args.feature_columns)
     writable.check_store_writable(args.store, INGEST_WRITES, ["datasets"])
+    from catdask.errors import ParseError
     from catdask.pipeline import ingest_file
 
-    return [ingest_file(args.file, args.name, _label_column(args.label_column), args.store,
-                        delimiter=args.delimiter, replace=args.replace)]
+    label = _label_column(args.label_column)
+    try:
+        return [ingest_file(args.file, args.name, label, args.store, delimiter=args.delimiter,
+                            feature_columns=features, replace=args.replace)]
+    except ParseError as exc:
+        if exc.non_numeric and exc.column is not None:
+            raise CliError(f"{exc}; {_leave_out_hint(args, label, features, exc.column)}") \
+                from None
+        raise
+
+
+def _feature_columns(text):
+    """``--feature-columns a,b,3`` -> ``["a", "b", 3]`` (None when not given)."""
+    if text is None:
+        return None
+    columns = [_label_column(c.strip()) for c in text.split(",")]
+    if not all(str(c) for c in columns):
+        raise usage_error(f"argument --feature-columns: {text!r} has an empty name; give "
+                          "comma-separated column names or 0-based indices, e.g. a,b,c")
+    return columns
+
+
+def _leave_out_hint(args, label, features, column: int) -> str:
+    """How to train without a non-numeric column: the --feature-columns that leave it out (by
+    name with a header, else by index), or encoding it first."""
+    from catdask.catalog.assembly import table_columns
+
+    header, n_columns = table_columns(args.file, delimiter=args.delimiter)
+    names = header or list(range(n_columns))
+
+    def index(c):
+        return names.index(c) if c in names else int(c) % n_columns
+
+    kept = ([c for c in range(n_columns) if c != index(label)] if features is None
+            else [index(c) for c in features])
+    rest = shlex.quote(",".join(str(names[c]) for c in kept if c != column))
+    return ("catdask trains on numbers only: encode that column as numbers first"
+            + (f", or leave it out with --feature-columns {rest}" if rest != "''" else ""))
 
 
 def _columns_hint(path, delimiter) -> str:

@@ -141,6 +141,9 @@ def _ingest(sub):
     s.add_argument("--name", help="data-set name for --file (default: the file's name "
                                   "without its extension)")
     s.add_argument("--label-column", help="label column (name or 0-based index) for --file")
+    s.add_argument("--feature-columns", metavar="COLUMNS",
+                   help="with --file: the feature columns, comma-separated names or 0-based "
+                        "indices (default: every column but the label)")
     s.add_argument("--delimiter", help="column delimiter for --file (default: detected)")
     return s
 

@@ -290,25 +290,49 @@ def _require_training_data(args, meta, options):
         raise usage_error(f"model {args.model} records no training data set: give {options}")
 
 
-def _parse_predict_file(args):
-    """``(X, y)`` of ``predict --file``, read and validated before scikit-learn, zarr and
-    matplotlib are imported."""
+def _parse_predict_file(args, columns=None, *, early=False):
+    """``(X, y, names)`` of ``predict --file``, only the feature ``columns`` where given.
+    ``early``: parsed before scikit-learn, zarr and matplotlib are imported; returns None where a
+    cell of a headed table is not a number: that column may be one the model was not trained
+    on, left out once its features are known (:func:`_predict_input`)."""
     from catdask.catalog import parse_features
+    from catdask.catalog.assembly import table_columns
+    from catdask.errors import ParseError
 
     from .flow_commands import _label_column
 
-    from catdask.errors import ParseError
-
     column = None if args.label_column is None else _label_column(args.label_column)
     try:
-        X, y, names = parse_features(args.file, label_column=column, delimiter=args.delimiter)
+        return parse_features(args.file, label_column=column, delimiter=args.delimiter,
+                              feature_columns=columns)
     except ParseError as exc:
+        if early and exc.non_numeric and table_columns(args.file, delimiter=args.delimiter)[0]:
+            return None
         # Most often the table the model was trained from, labels included: say how to skip them.
         if column is None and exc.non_numeric:
             raise CliError(f"{exc}; if that column holds the labels, pass --label-column "
                            "COLUMN (its name or index)") from None
         raise
-    return X, y, names
+
+
+def _trained_columns(args, trained_names):
+    """The model's features by name, where the file's header has them all and other columns
+    beside them (a table with the label and columns left out of training): ``(columns,
+    note)``, else ``(None, None)``."""
+    from catdask.catalog.assembly import table_columns
+
+    header = table_columns(args.file, delimiter=args.delimiter)[0]
+    if not header or not trained_names or not set(trained_names) <= set(header):
+        return None, None
+    label = args.label_column
+    others = [c for c in header if c not in trained_names and c != label
+              and not (label is not None and label.lstrip("-").isdigit()
+                       and header.index(c) == int(label) % len(header))]
+    if not others:
+        return None, None
+    return list(trained_names), (f"left out column{'s' * (len(others) > 1)} "
+                                 f"{', '.join(others)} of {args.file}: not a feature the model "
+                                 "was trained on")
 
 
 def _predict_input(args, meta, parsed=None):
@@ -336,10 +360,14 @@ def _predict_input(args, meta, parsed=None):
     if not args.file:
         return (trained_on.X, trained_on.y, class_names_of(trained_on),
                 f"data set {trained_on.name}", None, None)
-    X, y, feature_names = parsed if parsed is not None else _parse_predict_file(args)
-    names = class_names_of(trained_on) if trained_on is not None else None
     if trained_names is None and trained_on is not None:
         trained_names = feature_names_of(trained_on)
+    columns, left_out = _trained_columns(args, trained_names)
+    if columns is not None:
+        note(left_out)
+        parsed = _parse_predict_file(args, columns)
+    X, y, feature_names = parsed if parsed is not None else _parse_predict_file(args)
+    names = class_names_of(trained_on) if trained_on is not None else None
     return X, y, names, f"file {args.file}", feature_names, trained_names
 
 
@@ -366,7 +394,7 @@ def cmd_predict(args) -> int:
     if args.out and args.out != "-":
         writable.check_output_writable(args.out, f"--out {args.out}")
     name, version = _checked_model_and_data(args)
-    parsed = _parse_predict_file(args) if args.file else None
+    parsed = _parse_predict_file(args, early=True) if args.file else None
     from catdask.pipeline.reports import check_feature_count
     from catdask.pipeline.scoring import align_features, predict_table, write_predictions
     from catdask.store import load_model_version

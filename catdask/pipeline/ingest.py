@@ -55,11 +55,13 @@ def ingest_dataset(name, store=None, *, source_dir=None, allow_download=False, c
 
 
 def ingest_file(path, name, label_column, store=None, *, delimiter=None, header="infer",
-                replace=False):
+                feature_columns=None, replace=False):
     """Ingest any CSV / whitespace table with a named (or indexed) label column, parsed by
-    :func:`catdask.catalog.parse_table`."""
+    :func:`catdask.catalog.parse_table` (``feature_columns``: names or indices; default every
+    column but the label)."""
     name = validate_name(name, kind="data set")
-    X, y, label_names, provenance = parse_table(path, label_column, delimiter=delimiter, header=header)
+    X, y, label_names, provenance = parse_table(path, label_column, delimiter=delimiter,
+                                                header=header, feature_columns=feature_columns)
     _check_arithmetic_range(X)
     info = write_dataset(open_store(store), name, X, y, label_names=label_names,
                          attrs=provenance, replace=replace)

@@ -349,3 +349,54 @@ def test_a_damaged_pointer_is_flagged_by_datasets_and_refused_by_ingest(capsys, 
         "damaged" in err and "`catdask check --cleanup`" in err, err
     assert sorted(p.name for p in (store / "datasets" / "t").iterdir()) == [
         ".newest-snapshot", "s1", "zarr.json"]  # (no name lock since issue 39)
+
+
+def test_a_text_column_is_left_out_at_ingest_and_at_predict(capsys, tmp_path):
+    """Was: a table with a text column (penguins' island) could not be ingested at all, and the
+    error did not say how to go on; a model trained without it could not predict on the same
+    table. Now the error names the --feature-columns that leave it out, ingest takes them, and
+    predict takes the model's columns by name, leaving the others out."""
+    import numpy as np
+
+    from catdask import CategorySpace
+    from catdask.store import load_estimator, read_dataset, register_estimator
+
+    rng = np.random.default_rng(1)
+    X = np.vstack([rng.normal(c, 0.5, size=(20, 3)) * [1, 3, 9] for c in range(3)])
+    y = np.repeat(["p", "q", "r"], 20)
+    islands = np.array(["Biscoe", "Dream", "Torgersen"])[np.arange(60) % 3]
+    table = tmp_path / "birds.csv"
+    table.write_text("a,island,b,c,species\n" + "".join(
+        f"{a!r},{i},{b!r},{c!r},{t}\n" for (a, b, c), i, t in zip(X.tolist(), islands, y)))
+    store = tmp_path / "store"
+    code, out, err = run_cli(capsys, "--store", store, "ingest", table,
+                             "--label-column", "species")
+    assert code == EXIT_INPUT and out == "" and not (store / "datasets" / "birds").exists()
+    assert err.splitlines() == [
+        f"catdask ingest: error: {table}, line 2: non-numeric value 'Biscoe' in feature column 1 "
+        "('island'); catdask trains on numbers only: encode that column as numbers first, or "
+        "leave it out with --feature-columns a,b,c"]
+    code, out, err = run_cli(capsys, "--store", store, "ingest", table, "--label-column",
+                             "species", "--feature-columns", "a,b,c")
+    assert code == 0, err
+    ds = read_dataset(store, "birds")
+    np.testing.assert_array_equal(ds.X, X)
+    assert ds.attrs["provenance"]["feature_names"] == ["a", "b", "c"]
+    code, _, err = run_cli(capsys, "--store", store, "ingest", "--file", table, "--label-column",
+                           "species", "--feature-columns", "a,,c", "--name", "other")
+    assert code == 2 and "--feature-columns: 'a,,c' has an empty name" in err
+
+    register_estimator(store, "birds-cqs", CategorySpace(n_restarts=1, random_state=0).fit(X, y),
+                       meta={"dataset": "birds"})
+    expected = load_estimator(store, "birds-cqs").predict(X).tolist()
+    code, out, err = run_cli(capsys, "--store", store, "predict", "birds-cqs", table,
+                             "--label-column", "species")
+    assert code == 0, err
+    assert [line.split(",")[0] for line in out.splitlines()[1:]] == expected
+    assert err.splitlines()[0] == (f"left out column island of {table}: not a feature the model "
+                                   "was trained on")
+    # Without the header's names, a text column stays an error, as before.
+    bare = tmp_path / "bare.csv"
+    bare.write_text("".join(f"{a!r},{i},{b!r}\n" for (a, b, _), i in zip(X.tolist(), islands)))
+    code, out, err = run_cli(capsys, "--store", store, "predict", "birds-cqs", bare)
+    assert code == EXIT_INPUT and "non-numeric value 'Biscoe' in feature column 1" in err
