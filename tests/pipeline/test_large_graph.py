@@ -16,10 +16,12 @@ import pytest
 pytest.importorskip("distributed")
 
 import dask  # noqa: E402
+import dask.array  # noqa: E402
 from distributed import Client  # noqa: E402
 
 from catdask.pipeline import ModelSpec, fit_on_dataset  # noqa: E402
-from catdask.pipeline.training import training_metrics  # noqa: E402
+from catdask.pipeline.training import (  # noqa: E402
+    _coordinates_and_predictions, training_metrics)
 from catdask.store import write_dataset  # noqa: E402
 
 from tests.helpers.data import make_blobs  # noqa: E402
@@ -43,13 +45,20 @@ def test_a_kernel_fit_on_the_cluster_sends_no_large_graph(tmp_path, dask_schedul
         warnings.simplefilter("always")
         outcome = fit_on_dataset(store, "blobs", spec, client=client)
         outcome.release()
+        est = outcome.estimator
         assert _large_graph_warnings(caught) == []
         # The cause, shown: the model inside a graph trips the lowered threshold.
-        est = outcome.estimator
         Xd = dask.array.from_array(X, chunks=(100, 40))
         client.compute(Xd.map_blocks(lambda b, m: b[:, :1] * 0, est, dtype=float,
                                      chunks=(Xd.chunks[0], (1,))), sync=True)
         assert _large_graph_warnings(caught) != []
+    # The metrics of a set this small predict on the driver; a large one's on the workers,
+    # with the model scattered once: the same coordinates and classes.
+    Xs = outcome.model[:-1].transform(X)
+    with Client(dask_scheduler):
+        P, predicted = _coordinates_and_predictions(est, dask.array.from_array(Xs, chunks=100))
+    np.testing.assert_allclose(P, est.transform(Xs), rtol=1e-12, atol=1e-12)
+    assert (predicted == est.predict(Xs)).all()
     # The metrics are those of the in-memory model on the same (standardised) rows.
     local = training_metrics(est, outcome.model[:-1].transform(X), y)
     assert local["train_accuracy_predict"] == pytest.approx(
