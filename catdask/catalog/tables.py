@@ -162,11 +162,45 @@ def _read_member(path: Path, member: str) -> bytes:
         raise ParseError(f"damaged zip archive: {exc}", path) from exc
 
 
+#: What other data files start with (their "magic" bytes), and the pandas reader that can turn
+#: one into a CSV: the error on such a file says how, instead of "NUL bytes" or "no data rows".
+_OTHER_FORMATS = {b"PAR1": ("a Parquet file", "read_parquet"),
+                  b"ARROW1": ("an Arrow / Feather file", "read_feather"),
+                  b"\x89HDF": ("an HDF5 file", "read_hdf"),
+                  b"\xd0\xcf\x11\xe0": ("an Excel workbook", "read_excel"),
+                  b"\x93NUMPY": ("a NumPy array file", None)}
+
+
+def _refuse_other_formats(fh, path: Path, is_zip: bool) -> None:
+    """Refuse a Parquet, Arrow, HDF5, Excel, NumPy or JSON file in one line saying how to make
+    a CSV of it."""
+    start = fh.read(8)
+    fh.seek(0)
+    kind, reader = next((v for magic, v in _OTHER_FORMATS.items() if start.startswith(magic)),
+                        (None, None))
+    if is_zip and kind is None:
+        with zipfile.ZipFile(fh) as zf:
+            if "xl/workbook.xml" in zf.namelist():
+                kind, reader = "an Excel workbook", "read_excel"
+        fh.seek(0)
+    if kind is None and path.suffix.lower() in (".json", ".jsonl", ".ndjson") \
+            and start.lstrip()[:1] in (b"{", b"["):
+        kind, reader = "a JSON file", "read_json"
+    if kind is None:
+        return
+    how = (f"e.g. pandas.{reader}({str(path)!r}).to_csv({path.stem + '.csv'!r}, index=False)"
+           if reader else "e.g. with numpy.savetxt")
+    raise ParseError(f"is {kind}, not a text table: catdask reads CSV and whitespace tables; "
+                     f"write it as CSV first ({how})", path)
+
+
 def open_source(path, member: str | None = None):
     """Check a source and return ``(open_stream, info, where)``."""
     path = Path(path)
     with _open_regular(path) as fh:
         is_zip = zipfile.is_zipfile(fh)
+        fh.seek(0)
+        _refuse_other_formats(fh, path, is_zip)
         # A file small enough for one read needs no line count (_parse_rows preallocates
         # only for the chunked parse).
         whole = not is_zip and os.fstat(fh.fileno()).st_size <= WHOLE_READ_MAX_BYTES

@@ -598,6 +598,34 @@ def test_binary_file(tmp_path):
     bad(tmp_path, b"\x89PNG\r\n\x1a\n\x00\x00", "NUL bytes")
 
 
+def _xlsx():
+    import io
+    import zipfile
+
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as zf:
+        zf.writestr("[Content_Types].xml", "<Types/>")
+        zf.writestr("xl/workbook.xml", "<workbook/>")
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("fname, content, match", [
+    ("t.parquet", b"PAR1\x15\x04\x00", r"is a Parquet file, not a text table: catdask reads CSV "
+     r"and whitespace tables; write it as CSV first \(e.g. pandas.read_parquet\('.*t.parquet'\)"
+     r".to_csv\('t.csv', index=False\)\)$"),
+    ("t.feather", b"ARROW1\x00\x00", r"is an Arrow / Feather file, .* pandas.read_feather"),
+    ("t.h5", b"\x89HDF\r\n\x1a\n", r"is an HDF5 file, .* pandas.read_hdf"),
+    ("t.xls", b"\xd0\xcf\x11\xe0\xa1\xb1", r"is an Excel workbook, .* pandas.read_excel"),
+    ("t.xlsx", _xlsx(), r"is an Excel workbook, .* pandas.read_excel"),
+    ("t.npy", b"\x93NUMPY\x01\x00", r"is a NumPy array file, .* \(e.g. with numpy.savetxt\)$"),
+    ("t.json", b' [{"a": 1, "label": "x"}]', r"is a JSON file, .* pandas.read_json"),
+])
+def test_other_data_formats_say_how_to_make_a_csv(tmp_path, fname, content, match):
+    """Was: "contains NUL bytes" for Parquet, "is a zip archive; say which member" for Excel,
+    "malformed CSV" for JSON: true, but no way on for a user with a Parquet file."""
+    bad(tmp_path, content, match, fname=fname)
+
+
 def test_bad_bytes_past_the_first_block_name_their_line(tmp_path):
     """A file read whole is not line-counted while it is scanned: an error's line is counted
     when the error is found, also past the first read block (1 MiB)."""
