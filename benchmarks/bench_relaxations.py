@@ -20,7 +20,9 @@ reach). ``--kernel`` runs instead the seven open kernel fits of ``bench_certific
 --quick`` (fitted and tested as it does) and, on the last compressed problem ``(R_S, W_S)`` of
 each kernel test, its SDP-dual bound (``full_sdp='auto'``) and the lift, smallest block first
 (one BLAS thread); a block over ``--max-block`` or one that cannot finish within ``--budget``
-seconds of the start is skipped. Nothing is asserted.
+seconds of the start is skipped. ``--kernel --subspace`` prints instead, per r, the charge
+that a moment level on r of the m coordinates (a sublevel) pays for the rest (Lemma 3 of
+docs/design.md 4b), against the Gram block r needs. Nothing is asserted.
 """
 
 from __future__ import annotations
@@ -134,6 +136,8 @@ def run_kernel(args):
                   f"{cert.gap:.1e} (certified {cert.certified}); last compressed problem K = "
                   f"{R.shape[0]}, m = {R.shape[1]}", flush=True)
             problems.append((f"{name}/{origin}", R, W))
+    if args.subspace:
+        return [subspace_charges(label, R, W) for label, R, W in problems]
     print(f"{'fit':<20} {'K':>2} {'m':>5} {'f_S':>12} {'sdp gap':>9} {'lift val':>9} "
           f"{'lift gap':>9} {'block':>5} {'iters':>6} {'wall s':>7} {'cpu s':>7} {'load':>5}",
           flush=True)
@@ -164,6 +168,51 @@ def run_kernel(args):
     return rows
 
 
+def subspace_charges(label, R, W, targets=(1e-2, 1e-3)):
+    """The moment level on an r-dimensional subspace of a compressed kernel problem (a sublevel
+    of the level-2 relaxation: degree-4 moments in r coordinates only) pays Lemma 3's charge
+    for the rest (docs/design.md 4b): even if it proved the reduced problem exactly (U = f),
+    its gap is at least ``(sqrt(f) + sqrt(e_r / 2))^2 / f - 1``, ``e_r`` the sum of the K
+    largest eigenvalues of ``E T E``, ``T = sum_k R_k``, ``E`` the projector off the subspace.
+    Printed per r for two subspaces, span(W) plus the top eigenvectors of ``T`` off it, and the
+    top r eigenvectors of ``T``, with the anchored Gram block that r needs (block_sizes)."""
+    import numpy as np
+
+    from catdask.certificate.moment_sos import block_sizes
+
+    K, m, _ = R.shape
+    f = 0.5 * float(sum(W[:, k] @ R[k] @ W[:, k] for k in range(K)))
+    T = R.sum(axis=0)
+    T = (T + T.T) / 2
+    Q = np.linalg.qr(W)[0]
+    P = np.eye(m) - Q @ Q.T
+    off = np.linalg.eigh(P @ T @ P)[1][:, ::-1]
+    top = np.linalg.eigh(T)[1][:, ::-1]
+
+    def charge(B):
+        E = np.eye(m) - B @ B.T
+        e = float(np.sort(np.linalg.eigvalsh(E @ T @ E))[-K:].sum())
+        return (np.sqrt(f) + np.sqrt(max(e, 0.0) / 2)) ** 2 / f - 1
+
+    rows, first = [], {}
+    for r in sorted({*range(K, min(m, 12 * K) + 1, K), m}):
+        with_w = charge(np.linalg.qr(np.column_stack([Q, off[:, :r - K]]))[0])
+        by_t = charge(top[:, :r])
+        best = min(with_w, by_t)
+        rows.append({"r": r, "charge_with_W": with_w, "charge_top_T": by_t,
+                     "anchored_block": block_sizes(K, r, K)[0], "full_block": block_sizes(K, r)[0]})
+        for t in targets:
+            first.setdefault(t, None if best > t else r)
+    print(f"{label}: K = {K}, m = {m}, f_S = {f:.6g}", flush=True)
+    for row in rows:
+        print(f"  r = {row['r']:>4}: charge >= {min(row['charge_with_W'], row['charge_top_T']):.2e}"
+              f" (span W + T: {row['charge_with_W']:.2e}, top of T: {row['charge_top_T']:.2e}); "
+              f"anchored block {row['anchored_block']:,}, full {row['full_block']:,}",
+              flush=True)
+    return {"fit": label, "K": K, "m": m, "f": f, "rows": rows,
+            "smallest_r_for": {str(t): r for t, r in first.items()}}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", nargs="*", default=DEFAULT)
@@ -173,6 +222,9 @@ def main(argv=None):
     ap.add_argument("--highd", type=int, default=None, metavar="N")
     ap.add_argument("--time-limit", type=float, default=120.0)
     ap.add_argument("--kernel", action="store_true")
+    ap.add_argument("--subspace", action="store_true",
+                    help="with --kernel: Lemma 3's charge of a moment level on r of the m "
+                         "coordinates, per r, instead of the lift")
     ap.add_argument("--max-block", type=int, default=4000)
     ap.add_argument("--budget", type=float, default=float("inf"))
     ap.add_argument("--json", default=None)
