@@ -290,10 +290,14 @@ def read_table(path, spec: dict, member: str | None = None, *, feature_columns=N
         if fc is None
         else [resolve_column(c, n, head.header, where, "feature column") for c in fc]
     )
+    def named(c):
+        return f"column {c}" + (f" ({head.header[c]!r})" if head.header else "")
+
     if label in cols:
-        raise ParseError(f"column {label} is both the label and a feature", where)
-    if len(set(cols)) != len(cols):
-        raise ParseError("feature_columns lists a column twice", where)
+        raise ParseError(f"{named(label)} is both the label and a feature", where)
+    twice = next((c for i, c in enumerate(cols) if c in cols[:i]), None)
+    if twice is not None:
+        raise ParseError(f"the feature columns list {named(twice)} twice", where)
     try:
         X, labels = _parse_rows(open_stream, spec, head, cols, label, info, where)
     except _NeedsLocating as exc:

@@ -385,6 +385,12 @@ def test_a_text_column_is_left_out_at_ingest_and_at_predict(capsys, tmp_path):
     code, _, err = run_cli(capsys, "--store", store, "ingest", "--file", table, "--label-column",
                            "species", "--feature-columns", "a,,c", "--name", "other")
     assert code == 2 and "--feature-columns: 'a,,c' has an empty name" in err
+    for columns, why in [("a,species", "column 4 ('species') is both the label and a feature"),
+                         ("b,2", "the feature columns list column 2 ('b') twice")]:
+        code, _, err = run_cli(capsys, "--store", store, "ingest", "--file", table,
+                               "--label-column", "species", "--feature-columns", columns,
+                               "--name", "other")
+        assert (code, err.strip()) == (EXIT_INPUT, f"catdask ingest: error: {table}: {why}")
 
     register_estimator(store, "birds-cqs", CategorySpace(n_restarts=1, random_state=0).fit(X, y),
                        meta={"dataset": "birds"})
