@@ -290,6 +290,7 @@ def read_table(path, spec: dict, member: str | None = None, *, feature_columns=N
         if fc is None
         else [resolve_column(c, n, head.header, where, "feature column") for c in fc]
     )
+
     def named(c):
         return f"column {c}" + (f" ({head.header[c]!r})" if head.header else "")
 
