@@ -64,12 +64,13 @@ def _leave_out_hint(args, label, features, column: int) -> str:
     """How to train without a non-numeric column: the --feature-columns that leave it out (by
     name with a header, else by index), or encoding it first."""
     from catdask.catalog.assembly import table_columns
+    from catdask.catalog.lines import resolve_column
 
     header, n_columns = table_columns(args.file, delimiter=args.delimiter)
     names = header or list(range(n_columns))
 
     def index(c):
-        return names.index(c) if c in names else int(c) % n_columns
+        return resolve_column(c, n_columns, header, args.file, "column")
 
     kept = ([c for c in range(n_columns) if c != index(label)] if features is None
             else [index(c) for c in features])

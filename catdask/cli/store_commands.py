@@ -320,14 +320,14 @@ def _trained_columns(args, trained_names):
     beside them (a table with the label and columns left out of training): ``(columns,
     note)``, else ``(None, None)``."""
     from catdask.catalog.assembly import table_columns
+    from catdask.catalog.lines import resolve_column
 
     header = table_columns(args.file, delimiter=args.delimiter)[0]
     if not header or not trained_names or not set(trained_names) <= set(header):
         return None, None
-    label = args.label_column
-    others = [c for c in header if c not in trained_names and c != label
-              and not (label is not None and label.lstrip("-").isdigit()
-                       and header.index(c) == int(label) % len(header))]
+    label = (None if args.label_column is None else resolve_column(
+        args.label_column, len(header), header, args.file, "label column"))
+    others = [c for i, c in enumerate(header) if c not in trained_names and i != label]
     if not others:
         return None, None
     return list(trained_names), (f"left out column{'s' * (len(others) > 1)} "
