@@ -165,7 +165,7 @@ def fit_restarts(problem, starts: Starts, *, solver_options: SolverOptions,
     setup = time.perf_counter() - started_at
     run = precision_schedule.run(problem, state0, list(starts.labels), solver_options)
     best = choose_restart(run.restarts)
-    point = (_chosen_point(run.state, best, time.perf_counter() - started_at)
+    point = (_chosen_point(problem, run.state, best, time.perf_counter() - started_at)
              if certifier.applies else None)
     deferred = certify_at == "access" and certifier.applies
     certification = RestartCertification(run.restarts, best, point, certifier, moment=moment,
@@ -194,13 +194,13 @@ def choose_restart(restarts):
     return max(near, key=lambda r: (r.converged, r.objective)).index
 
 
-def _chosen_point(state, best_index, fit_seconds=None):
+def _chosen_point(problem, state, best_index, fit_seconds=None):
     """The chosen restart's axes: ``W`` (D, K), or a :class:`~.problems.KernelPoint` (kernel
     coefficients ``A`` and projections ``P``, (K, N) each, and the fit's seconds); copies, so
     a deferred test does not keep every restart's state alive."""
     if isinstance(state, KernelState):
-        return KernelPoint(np.array(state.A[best_index]), np.array(state.P[best_index]),
-                           fit_seconds)
+        A, P = problem.axes(state, best_index)
+        return KernelPoint(A, P, fit_seconds)
     return np.array(state.W[best_index])
 
 

@@ -38,7 +38,10 @@ def take_restarts(state: State, idx) -> State:
 def put_restarts(state: State, idx, sub: State) -> State:
     """Write ``sub`` into the restarts ``idx`` of ``state`` (in place) and return ``state``."""
     for f in fields(state):
-        getattr(state, f.name)[idx] = getattr(sub, f.name)
+        into, value = getattr(state, f.name), getattr(sub, f.name)
+        if into.ndim != value.ndim:  # e.g. a kernel start's coefficients into z's: no broadcast
+            raise ValueError(f"cannot put a {value.ndim}-D {f.name} into a {into.ndim}-D one")
+        into[idx] = value
     return state
 
 
@@ -113,12 +116,26 @@ class ClassMatrixProblem(LinearProblem):
         return LinearState(W=W, Y=Y, objective=f, rank_deficient=rank_deficient)
 
 
+#: Samples per block where a restart's (K, N) coefficients and projections are formed from its
+#: stored state (:meth:`KernelProblem.distance`): (K, 32,768) temporaries, never (R, K, N) ones.
+AXES_BLOCK = 1 << 15
+
+
 @dataclass
 class KernelState:
-    """Kernel point: coefficients A (R, K, N), projections P = A G (R, K, N), Z, f(A)."""
+    """The kernel points of every restart, kept as what makes them instead of their (R, K, N)
+    coefficients A and projections P: the driver holds this state, also when G lives on a
+    cluster, and A and P would be two more (R, K, N) arrays per state (docs/design.md §3).
 
-    A: np.ndarray
-    P: np.ndarray
+    ``source``: the W-step's input, the auxiliary variables z' (R, N), or a start's explicit
+    coefficients C (R, K, N); ``B = G Z'`` (or ``G C^T``), (R, N, K); ``M = S^{-1/2}``
+    (R, K, K). Then ``A = M Z'^T`` (``M C``) and ``P = A G = M B^T``
+    (:meth:`KernelProblem.axes`). ``z``: the Z-step at this point, f(A), the rank flag.
+    """
+
+    source: np.ndarray
+    B: np.ndarray
+    M: np.ndarray
     z: np.ndarray
     objective: np.ndarray
     rank_deficient: np.ndarray
@@ -147,13 +164,10 @@ class KernelProblem:
         self.objective = objective
         self.classes = operator.classes
 
-    def _axes_from_z(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The W-step for fixed Z: returns A, P and a rank flag (batched over restarts)."""
-        return self._axes_from_product(z, self.op.class_matmul(z))
-
-    def _axes_from_product(self, z: np.ndarray, B: np.ndarray
-                           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The W-step for fixed Z given ``B = G Z`` (R, N, K): no product with G."""
+    def _inv_sqrt_class_product(self, z: np.ndarray, B: np.ndarray
+                                ) -> tuple[np.ndarray, np.ndarray]:
+        """The W-step for fixed Z given ``B = G Z`` (R, N, K): ``M = S^{-1/2}`` of
+        ``S = Z^T G Z`` (R, K, K) and a rank flag; no product with G."""
         classes = self.classes
         # S[r, k, l] = sum_{i in C_k} z_i B[i, l]   (S = Z^T G Z, symmetric PSD): one contraction
         # per class of the class-sorted samples. einsum, not matmul: these products are too small
@@ -164,37 +178,62 @@ class KernelProblem:
                 S[:, k, :] = np.einsum("rn,rnl->rl", z[:, a:b], B[:, a:b, :])
         else:
             S = np.swapaxes(classes.sum(np.swapaxes(z[:, :, None] * B, 1, 2)), 1, 2)
-        S_inv_sqrt, rank_deficient = inv_sqrt_spd(S)
-        P = S_inv_sqrt @ np.swapaxes(B, 1, 2)  # (R, K, N)
-        # A = S^{-1/2} Z^T: column i is S^{-1/2}[:, y_i] * z_i (np.take, much faster than fancy
-        # indexing on the last axis; scaled in place).
-        A = np.take(S_inv_sqrt, classes.codes, axis=2)
-        A *= z[:, None, :]
-        return A, P, rank_deficient
+        return inv_sqrt_spd(S)
 
-    def _evaluate(self, A: np.ndarray, P: np.ndarray, rank_deficient: np.ndarray
-                  ) -> KernelState:
-        zs = self.objective.zstep(self.classes.own(np.swapaxes(P, 1, 2)), self.classes)
-        return KernelState(A=A, P=P, z=zs.z, objective=zs.objective, rank_deficient=rank_deficient)
+    def _own_projections(self, B: np.ndarray, M: np.ndarray) -> np.ndarray:
+        """``u[r, i] = P[r, y_i, i] = sum_l M[r, y_i, l] B[r, i, l]`` (R, N), P not formed."""
+        classes = self.classes
+        if classes.order is None:
+            u = np.empty(B.shape[:2])
+            for k, a, b in classes.segments():
+                u[:, a:b] = np.einsum("rl,rnl->rn", M[:, k, :], B[:, a:b, :])
+            return u
+        return np.einsum("rnl,rnl->rn", np.take(M, classes.codes, axis=1), B)
+
+    def _evaluate(self, source: np.ndarray, B: np.ndarray, M: np.ndarray,
+                  rank_deficient: np.ndarray) -> KernelState:
+        zs = self.objective.zstep(self._own_projections(B, M), self.classes)
+        return KernelState(source=source, B=B, M=M, z=zs.z, objective=zs.objective,
+                           rank_deficient=rank_deficient)
+
+    def _point_from_z(self, z: np.ndarray, B: np.ndarray) -> KernelState:
+        # A copy of z: the state never shares its arrays with the iterate that made it.
+        return self._evaluate(np.array(z, dtype=float), B, *self._inv_sqrt_class_product(z, B))
+
+    def axes_block(self, state: KernelState, r: int, start: int, stop: int
+                   ) -> tuple[np.ndarray, np.ndarray]:
+        """Samples ``start:stop`` of restart ``r``'s coefficients A and projections P,
+        (K, stop - start) each, fresh arrays."""
+        M, source = state.M[r], state.source[r]
+        P = M @ state.B[r, start:stop].T
+        if source.ndim == 2:  # a start's explicit coefficients C: A = M C
+            return M @ source[:, start:stop], P
+        # A = M Z'^T: column i is M[:, y_i] z'_i
+        return M[:, self.classes.codes[start:stop]] * source[start:stop], P
+
+    def axes(self, state: KernelState, r: int) -> tuple[np.ndarray, np.ndarray]:
+        """Restart ``r``'s coefficients A and projections P = A G, (K, N) each."""
+        return self.axes_block(state, r, 0, state.z.shape[1])
 
     def start_from_z(self, z0: np.ndarray) -> KernelState:
         """Start at the axes that the W-step produces from auxiliary variables ``z0``."""
-        return self._evaluate(*self._axes_from_z(np.asarray(z0, dtype=float)))
+        z0 = np.asarray(z0, dtype=float)
+        return self._point_from_z(z0, self.op.class_matmul(z0))
 
     def start_from_coefficients(self, A0: np.ndarray) -> KernelState:
         """Start at arbitrary coefficients A0 (R, K, N), G-orthonormalised first."""
-        A0 = np.asarray(A0, dtype=float)
+        A0 = np.array(A0, dtype=float)
         R, K, N = A0.shape
         V = self.op.matmul(A0.transpose(2, 0, 1).reshape(N, R * K))  # G A0^T for every restart
-        P0 = V.reshape(N, R, K).transpose(1, 2, 0)
-        S0 = A0 @ np.swapaxes(P0, 1, 2)
-        S_inv_sqrt, rank_deficient = inv_sqrt_spd(S0)
-        return self._evaluate(S_inv_sqrt @ A0, S_inv_sqrt @ P0, rank_deficient)
+        B0 = V.reshape(N, R, K).transpose(1, 0, 2)  # (R, N, K): P0 = A0 G = B0^T
+        S0 = A0 @ B0
+        M, rank_deficient = inv_sqrt_spd(S0)
+        return self._evaluate(A0, B0, M, rank_deficient)
 
     start = start_from_z
 
     def step(self, state: KernelState) -> KernelState:
-        return self._evaluate(*self._axes_from_z(state.z))
+        return self._point_from_z(state.z, self.op.class_matmul(state.z))
 
     # Hooks of the accelerated solver (catdask.core.acceleration). The mixed coordinates are the
     # auxiliary variables z; since ``G Z`` is linear in z, the product of a mixture is the same
@@ -211,21 +250,28 @@ class KernelProblem:
         """``G Z`` for auxiliary variables ``coords``: the one Gram pass of an iteration."""
         return self.op.class_matmul(coords)
 
-    def solver_history(self, capacity: int):
+    def solver_history(self, capacity: int, n_restarts: int):
         """Where Anderson's history of z and ``G Z`` is kept: the operator's choice."""
-        return self.op.solver_history(capacity)
+        return self.op.solver_history(capacity, n_restarts)
 
     def point(self, coords: np.ndarray, lifted: np.ndarray) -> KernelState:
-        """The state that the W-step produces from ``coords`` with ``lifted = G Z``."""
-        return self._evaluate(*self._axes_from_product(coords, lifted))
+        """The state that the W-step produces from ``coords`` with ``lifted = G Z`` (kept as
+        the state's ``B``: the caller hands over a fresh array)."""
+        return self._point_from_z(coords, lifted)
 
-    @staticmethod
-    def distance(new: KernelState, old: KernelState) -> np.ndarray:
+    def distance(self, new: KernelState, old: KernelState) -> np.ndarray:
         # RKHS norm of the change: tr(dA G dA^T) = <dA, dP> because G dA^T = dP^T. Forming
         # the differences first avoids the cancellation of 2K - 2 tr(A_new G A_old^T).
-        # One restart at a time: two (K, N) differences instead of two (R, K, N) temporaries
-        # (einsum, not a BLAS dot: see _axes_from_product).
-        inner = np.empty(new.A.shape[0])
-        for r in range(inner.size):
-            inner[r] = np.einsum("kn,kn->", new.A[r] - old.A[r], new.P[r] - old.P[r])
+        # One restart and AXES_BLOCK samples at a time: (K, AXES_BLOCK) temporaries (einsum,
+        # not a BLAS dot: see _inv_sqrt_class_product).
+        R, N = new.z.shape
+        inner = np.zeros(R)
+        for r in range(R):
+            for a in range(0, N, AXES_BLOCK):
+                b = min(a + AXES_BLOCK, N)
+                dA, dP = self.axes_block(new, r, a, b)
+                A_old, P_old = self.axes_block(old, r, a, b)
+                dA -= A_old
+                dP -= P_old
+                inner[r] += np.einsum("kn,kn->", dA, dP)
         return np.sqrt(np.maximum(inner, 0.0))

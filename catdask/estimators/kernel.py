@@ -252,7 +252,7 @@ class KernelCategorySpace(BaseCategorySpace):
                 moment=self.certify == "moment", started_at=t_start,
                 **target.certification(self.certify_at, certifier, reads=base),
             )
-            A, offset, coordinates = self._chosen_axes(result, centred)
+            A, offset, coordinates = self._chosen_axes(problem, result, centred)
         self.kernel_ = kernel
         self.dual_coef_ = caller_classes.unsort(A)
         self.projection_offset_ = offset
@@ -307,12 +307,11 @@ class KernelCategorySpace(BaseCategorySpace):
 
         return Starts(tuple(labels), evaluate)
 
-    def _chosen_axes(self, result, centred):
+    def _chosen_axes(self, problem, result, centred):
         """The chosen restart's ``(A, offset, coordinates)``: coefficients and the projection
         offset, and the training coordinates (K, N) as transform gives them; sorted samples,
         signs fixed."""
-        state, r = result.state, result.best_index
-        A = state.A[r]
+        A, projections = problem.axes(result.state, result.best_index)
         if self.origin == "global":
             # Coefficients on uncentred features (A H) and the centroid's coordinates.
             A = A - A.mean(axis=1, keepdims=True)
@@ -320,10 +319,9 @@ class KernelCategorySpace(BaseCategorySpace):
         else:
             # The paper's coordinates A k(X, x), measured from the feature-space origin.
             offset = np.zeros(A.shape[0])
-        P = state.P[r]
-        P = P - P.mean(axis=1, keepdims=True)  # signs from the centroid, as in the linear case
-        signs = self._fix_signs(P, centred.classes.codes)
-        coordinates = state.P[r] * signs[:, None]  # what transform gives (sorted)
+        P = projections - projections.mean(axis=1, keepdims=True)  # signs from the centroid,
+        signs = self._fix_signs(P, centred.classes.codes)  # as in the linear case
+        coordinates = projections * signs[:, None]  # what transform gives (sorted)
         return A * signs[:, None], offset * signs, coordinates
 
     def _transform_array(self, X):

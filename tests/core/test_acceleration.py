@@ -261,7 +261,6 @@ def test_history_mixtures_are_the_weighted_sums_in_the_products_memory_order(tra
     R, N, K, n = 3, 50, 4, 4
     stepper = AndersonStepper.__new__(AndersonStepper)
     stepper._history = [_History(n) for _ in range(R)]
-    stepper._lifted_buffer = None
     pushed = {r: ([], []) for r in range(R)}
     for _ in range(n + 2):  # wraps around: the oldest slots are overwritten
         g = rng.standard_normal((R, N))

@@ -114,6 +114,62 @@ def test_kernel_wstep_equals_paper_g_inverse_sqrt_form():
     assert classes.n_classes == 3
 
 
+@pytest.mark.parametrize("shuffled", [False, True])
+def test_kernel_state_forms_its_axes_and_distance_like_the_explicit_gram(shuffled, monkeypatch):
+    """The kernel state keeps z', G Z' and S^{-1/2}; the A, P, own projections and RKHS
+    distance it forms (in blocks of samples) are those of the explicit formulas, for a
+    W-step's point and for a start's arbitrary coefficients."""
+    from catdask.core import problems
+    from catdask.core.problems import CategoryObjective, KernelProblem
+    from catdask.operators import NumpyGramOperator
+
+    monkeypatch.setattr(problems, "AXES_BLOCK", 7)  # several blocks, a ragged last one
+    X, y = make_blobs(n_per_class=10, n_features=3, seed=6)
+    rng = np.random.default_rng(1)
+    if shuffled:
+        perm = rng.permutation(len(y))
+        X, y = X[perm], y[perm]
+    classes = ClassIndex(y, 3)
+    from catdask.kernels import make_kernel
+
+    op = NumpyGramOperator(X, classes, make_kernel("rbf", n_features=3, gamma=0.3))
+    problem = KernelProblem(op, CategoryObjective("quadratic", "class"))
+    G = rbf_kernel(X, gamma=0.3)
+    N = len(y)
+
+    def explicit_from_z(z):
+        Z = np.zeros((N, 3))
+        Z[np.arange(N), y] = z
+        A = inv_sqrt_spd((Z.T @ G @ Z)[None])[0][0] @ Z.T
+        return A, A @ G
+
+    z = rng.standard_normal((2, N))
+    state = problem.start_from_z(z)
+    A0 = rng.standard_normal((2, 3, N))
+    start = problem.start_from_coefficients(A0)
+    for r in range(2):
+        A, P = explicit_from_z(z[r])
+        got_A, got_P = problem.axes(state, r)
+        np.testing.assert_allclose(got_A, A, atol=1e-10)
+        np.testing.assert_allclose(got_P, P, atol=1e-10)
+        np.testing.assert_allclose(got_A @ G @ got_A.T, np.eye(3), atol=1e-10)
+        # the Z-step read the own projections P[y_i, i]
+        u = P[y, np.arange(N)]
+        np.testing.assert_allclose(state.z[r], quadratic_zstep(u[None], classes, "class").z[0],
+                                   atol=1e-10)
+        # a start's coefficients, G-orthonormalised: (A0 G A0^T)^{-1/2} A0
+        S0 = A0[r] @ G @ A0[r].T
+        A_start = inv_sqrt_spd(S0[None])[0][0] @ A0[r]
+        got_A, got_P = problem.axes(start, r)
+        np.testing.assert_allclose(got_A, A_start, atol=1e-9)
+        np.testing.assert_allclose(got_P, A_start @ G, atol=1e-9)
+    # the RKHS distance tr(dA G dA^T), between the two forms and after one step
+    for new, old in ((state, start), (problem.step(state), state)):
+        want = [np.sqrt(np.trace((a - b) @ G @ (a - b).T)) for a, b in
+                ((problem.axes(new, r)[0], problem.axes(old, r)[0]) for r in range(2))]
+        np.testing.assert_allclose(problem.distance(new, old), want, rtol=1e-8, atol=1e-10)
+
+
 # ----------------------------------------------------------------------------- solver
 @pytest.mark.parametrize("objective", ["quadratic", "absolute"])
 @pytest.mark.parametrize("origin", ["class", "global"])
