@@ -97,15 +97,17 @@ class BlockGramOperator(GramOperator):
         tasks, extra = self._tile_tasks(gram_tiles.gram_symmetric_class_product, pairs,
                                         self.precision, self._offsets, zt=zt)
         K, (R, N) = len(self._offsets) - 1, zs.shape
-        acc = np.zeros((K, N, R))  # (K, N, R) float64, whatever the tiles' dtype
+        # The sum in float64 whatever the tiles' dtype, added into its (K, N, R) view of an
+        # (R, K, N) array, the layout of the stored-Gram product (blocks.
+        # gram_class_product_by_rows; the W-step reads rows of B^T): no second array.
+        out = np.zeros((R, K, N))
+        acc = out.transpose(1, 2, 0)
 
         def add(part):  # a task's rows and classes of the sum, in the tile dtype
             gram_tiles.add_class_product_part(acc, part)
 
         self._add_results(tasks, "gram-tiles", add, extra)
-        # (R, N, K) as a view of an (R, K, N) array, the layout of the stored-Gram product
-        # (blocks.gram_class_product_by_rows): the W-step reads rows of B^T.
-        return np.ascontiguousarray(acc.transpose(2, 0, 1)).transpose(0, 2, 1)
+        return out.transpose(0, 2, 1)  # (R, N, K)
 
     def class_block_matmul(self, V: np.ndarray) -> np.ndarray:
         """``diag(G_11, ..., G_KK) V``: every class block times its rows of V."""
