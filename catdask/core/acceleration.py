@@ -159,18 +159,16 @@ def _held_mixture(w, *entries):
     return x, out[0]
 
 
-#: A batch's history smaller than this stays in the driver's memory even on a cluster: holding
+#: A restart's history smaller than this stays in the driver's memory even on a cluster: holding
 #: it on the workers costs round trips each iteration (0.086 -> 0.172 s an iteration at
 #: N = 3,000, K = 3 on 2 local workers), worth paying only where the history grows the driver.
 HELD_HISTORY_MIN_BYTES = 16 << 20
 
 
-def held_history(runner, capacity, n_restarts, n_samples, n_classes):
-    """A :class:`HeldHistory` on ``runner`` where the entries of the batch of ``n_restarts``
-    (``z``, ``G z`` and the residual: ``(K + 2) N`` floats each) reach
-    :data:`HELD_HISTORY_MIN_BYTES`, else None."""
-    nbytes = n_restarts * capacity * (n_classes + 2) * n_samples * 8
-    if runner.client is None or nbytes < HELD_HISTORY_MIN_BYTES:
+def held_history(runner, capacity, n_samples, n_classes):
+    """A :class:`HeldHistory` on ``runner`` where a restart's entries (``z``, ``G z`` and the
+    residual: ``(K + 2) N`` floats each) reach :data:`HELD_HISTORY_MIN_BYTES`, else None."""
+    if runner.client is None or capacity * (n_classes + 2) * n_samples * 8 < HELD_HISTORY_MIN_BYTES:
         return None
     return HeldHistory(runner, capacity)
 
@@ -233,8 +231,8 @@ class AndersonStepper:
         self.tol = float(tol)
         self._generator = [None] * n_restarts  # input x of each restart's current point
         # On the cluster where the problem's operator keeps its data, if it says so.
-        held = getattr(problem, "solver_history", lambda capacity, n_restarts: None)
-        self._history = [held(self.memory + 1, n_restarts) for _ in range(n_restarts)]
+        held = getattr(problem, "solver_history", lambda capacity: None)
+        self._history = [held(self.memory + 1) for _ in range(n_restarts)]
         self._history = [_History(self.memory + 1) if h is None else h for h in self._history]
         self.accepted = np.zeros(n_restarts, dtype=int)
         self.rejected = np.zeros(n_restarts, dtype=int)

@@ -250,9 +250,9 @@ class KernelProblem:
         """``G Z`` for auxiliary variables ``coords``: the one Gram pass of an iteration."""
         return self.op.class_matmul(coords)
 
-    def solver_history(self, capacity: int, n_restarts: int):
+    def solver_history(self, capacity: int):
         """Where Anderson's history of z and ``G Z`` is kept: the operator's choice."""
-        return self.op.solver_history(capacity, n_restarts)
+        return self.op.solver_history(capacity)
 
     def point(self, coords: np.ndarray, lifted: np.ndarray) -> KernelState:
         """The state that the W-step produces from ``coords`` with ``lifted = G Z`` (kept as

@@ -102,11 +102,11 @@ class GramOperator(_SampleOperator, Protocol):
         """The dense class block ``G[C_k, C_k]`` (n_k, n_k), rows in ``classes.members(k)``
         order."""
 
-    def solver_history(self, capacity: int, n_restarts: int):
-        """Where the solver keeps its N-sized history (Anderson's ``capacity`` entries for each
-        of ``n_restarts``, :mod:`catdask.core.acceleration`): None, in the driver's memory,
-        here; an operator on a cluster returns a :class:`~catdask.core.acceleration.HeldHistory`
-        that keeps it on the workers, so that the driver's memory does not grow with it."""
+    def solver_history(self, capacity: int):
+        """Where the solver keeps its N-sized history (Anderson's ``capacity`` entries a
+        restart, :mod:`catdask.core.acceleration`): None, in the driver's memory, here; an
+        operator on a cluster returns a :class:`~catdask.core.acceleration.HeldHistory` that
+        keeps it on the workers, so that the driver's memory does not grow with it."""
         return None
 
     @property

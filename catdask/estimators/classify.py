@@ -27,7 +27,6 @@ logger = logging.getLogger("catdask.estimators")
 
 #: The rules ``predict`` can use; the first is the default.
 CLASSIFIERS = ("qda", "lda", "nearest-mean", "angle")
-DEFAULT_CLASSIFIER = CLASSIFIERS[0]
 #: Rules with class probabilities (``predict_proba``).
 PROBABILISTIC = ("qda", "lda", "nearest-mean")
 

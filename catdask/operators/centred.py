@@ -53,8 +53,8 @@ class CentredGramOperator(GramOperator):
         HV = self._centre_columns(V, axis=0)
         return self._centre_columns(self.base.matmul(HV), axis=0)
 
-    def solver_history(self, capacity: int, n_restarts: int):
-        return self.base.solver_history(capacity, n_restarts)
+    def solver_history(self, capacity: int):
+        return self.base.solver_history(capacity)
 
     def class_gram(self, k: int) -> np.ndarray:
         return self._centred_rows(self.base.class_gram(k), k, 0)

@@ -157,11 +157,10 @@ class DaskGramOperator(BlockGramOperator):
             logger.info("wrote Gram cache %s in %.1f s", self.store, time.perf_counter() - t0)
         self._cache = [self.store] * len(self._rows)
 
-    def solver_history(self, capacity: int, n_restarts: int):
+    def solver_history(self, capacity: int):
         """Anderson's history on the workers, beside the Gram products, where it is large
         (none without a distributed client: the threaded scheduler runs in the driver's memory)."""
-        return held_history(self._runner, capacity, n_restarts, self.n_samples,
-                            self.classes.n_classes)
+        return held_history(self._runner, capacity, self.n_samples, self.classes.n_classes)
 
     def close(self):
         """Release cached blocks and remove a temporary zarr cache."""

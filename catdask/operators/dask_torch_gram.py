@@ -124,11 +124,10 @@ class DaskTorchGramOperator(TorchGramOperator):
                 outs[i][r0 - a : r1 - a] = torch.from_numpy(part)
         return outs
 
-    def solver_history(self, capacity: int, n_restarts: int):
+    def solver_history(self, capacity: int):
         """Anderson's history on the workers, beside the Gram products, where it is large
         (none without a distributed client: the threaded scheduler runs in the driver's memory)."""
-        return held_history(self._runner, capacity, n_restarts, self.n_samples,
-                            self.classes.n_classes)
+        return held_history(self._runner, capacity, self.n_samples, self.classes.n_classes)
 
     def close(self) -> None:
         """Free the workers' device copies and the cluster's copy of X."""

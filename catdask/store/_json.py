@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
-import math
 
 import numpy as np
 
@@ -67,6 +66,3 @@ def json_sha256(value) -> str:
     """sha256 of a canonical JSON encoding (sorted keys, no spaces) of ``value``."""
     return hashlib.sha256(_canonical(value)).hexdigest()
 
-
-def is_finite_number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)

@@ -21,7 +21,6 @@ from urllib.parse import urlsplit
 
 from .. import settings
 from ..object_store import LocalBackend, is_object_store_url, open_backend, url_scheme
-from ..names import validate_name
 from ..errors import StoreWriteError
 from ._atomic import (
     READ_ONLY_ERRNOS,
@@ -120,27 +119,6 @@ def evaluation_dir(store=None, when=None) -> Path:
 
     when = datetime.now(timezone.utc) if when is None else when.astimezone(timezone.utc)
     return open_store(store).local_folder / "evaluations" / when.strftime("%Y%m%dT%H%M%SZ")
-
-
-def entry_path(parent: Path, name: str, kind: str) -> Path:
-    """``parent/name`` after validating ``name`` (so it cannot leave ``parent``)."""
-    return parent / validate_name(name, kind=kind)
-
-
-def list_entries(parent: Path) -> list[str]:
-    """Sorted names of the visible (non-dot) directories under ``parent``."""
-    if not parent.is_dir():
-        return []
-    return sorted(p.name for p in parent.iterdir() if p.is_dir() and not p.name.startswith("."))
-
-
-def numbered_folders(parent: Path, number) -> list[str]:
-    """Names of the folders under ``parent`` that ``number(name)`` numbers (snapshots ``s<N>``,
-    model versions ``v<N>``), lowest number first; none if ``parent`` does not exist."""
-    if not parent.is_dir():
-        return []
-    found = [p.name for p in parent.iterdir() if number(p.name) is not None and p.is_dir()]
-    return sorted(found, key=number)
 
 
 def local_temporaries(root: Path) -> list[Path]:

@@ -285,3 +285,4 @@ def test_history_mixtures_are_the_weighted_sums_in_the_products_memory_order(tra
         want_lifted = sum(weights[i][s] * last[1][by_slot[s]] for s in range(n))
         np.testing.assert_allclose(x[i], want_x, rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(mixed[i], want_lifted, rtol=1e-12, atol=1e-12)
+
