@@ -168,6 +168,9 @@ def test_kernel_state_forms_its_axes_and_distance_like_the_explicit_gram(shuffle
         want = [np.sqrt(np.trace((a - b) @ G @ (a - b).T)) for a, b in
                 ((problem.axes(new, r)[0], problem.axes(old, r)[0]) for r in range(2))]
         np.testing.assert_allclose(problem.distance(new, old), want, rtol=1e-8, atol=1e-10)
+    # a start's coefficients never broadcast into a W-step's z' (one restart would)
+    with pytest.raises(ValueError, match="cannot put a 3-D source into a 2-D one"):
+        problems.put_restarts(state, [0], problems.take_restarts(start, [0]))
 
 
 # ----------------------------------------------------------------------------- solver
