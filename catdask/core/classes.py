@@ -64,7 +64,3 @@ class ClassIndex:
     def expand(self, per_class):
         """Broadcast a per-class value to every sample: ``(..., K) -> (..., N)``."""
         return np.take(per_class, self.codes, axis=-1)
-
-    def own(self, M):
-        """Pick each sample's own-class entry: ``(..., N, K) -> (..., N)`` (``M[i, y_i]``)."""
-        return M[..., np.arange(self.n_samples), self.codes]

@@ -200,7 +200,7 @@ class KernelProblem:
         # A copy of z: the state never shares its arrays with the iterate that made it.
         return self._evaluate(np.array(z, dtype=float), B, *self._inv_sqrt_class_product(z, B))
 
-    def axes_block(self, state: KernelState, r: int, start: int, stop: int
+    def _axes_block(self, state: KernelState, r: int, start: int, stop: int
                    ) -> tuple[np.ndarray, np.ndarray]:
         """Samples ``start:stop`` of restart ``r``'s coefficients A and projections P,
         (K, stop - start) each, fresh arrays."""
@@ -208,12 +208,14 @@ class KernelProblem:
         P = M @ state.B[r, start:stop].T
         if source.ndim == 2:  # a start's explicit coefficients C: A = M C
             return M @ source[:, start:stop], P
-        # A = M Z'^T: column i is M[:, y_i] z'_i
-        return M[:, self.classes.codes[start:stop]] * source[start:stop], P
+        # A = M Z'^T: column i is M[:, y_i] z'_i (np.take: faster than fancy indexing here)
+        A = np.take(M, self.classes.codes[start:stop], axis=1)
+        A *= source[start:stop]
+        return A, P
 
     def axes(self, state: KernelState, r: int) -> tuple[np.ndarray, np.ndarray]:
         """Restart ``r``'s coefficients A and projections P = A G, (K, N) each."""
-        return self.axes_block(state, r, 0, state.z.shape[1])
+        return self._axes_block(state, r, 0, state.z.shape[1])
 
     def start_from_z(self, z0: np.ndarray) -> KernelState:
         """Start at the axes that the W-step produces from auxiliary variables ``z0``."""
@@ -269,8 +271,8 @@ class KernelProblem:
         for r in range(R):
             for a in range(0, N, AXES_BLOCK):
                 b = min(a + AXES_BLOCK, N)
-                dA, dP = self.axes_block(new, r, a, b)
-                A_old, P_old = self.axes_block(old, r, a, b)
+                dA, dP = self._axes_block(new, r, a, b)
+                A_old, P_old = self._axes_block(old, r, a, b)
                 dA -= A_old
                 dP -= P_old
                 inner[r] += np.einsum("kn,kn->", dA, dP)
