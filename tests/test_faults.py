@@ -113,7 +113,7 @@ def test_scheduler_lost_mid_fit_raises_and_registers_nothing(tmp_path):
         assert waited < 60
         # distributed names the cause when it knows it; when the scheduler dies mid-graph the
         # futures may be cancelled "for reason: unknown" (seen once in a clean-clone CI run).
-        assert re.search(r"scheduler-connection-lost|closed|Timed out|cancelled", message), message
+        assert re.search(r"scheduler-connection-lost|clos(ed|ing)|Timed out|cancelled", message), message
     finally:
         if client is not None:
             client.close(timeout=10)

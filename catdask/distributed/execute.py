@@ -75,7 +75,7 @@ def scatter_everywhere(client, data: dict) -> dict:
     train, past 600 s, in CI). Here one copy is scattered, then replicated to the workers alive
     (the scheduler's live set: a lost worker ends the copying with an error); on that error a
     key still held somewhere is fine (tasks fetch what their worker lacks), one whose only copy
-    was lost is scattered again.
+    was lost is scattered again. A lost scheduler is not retried: its own error is raised.
     """
     last: BaseException | None = None
     for _ in range(SCATTER_ATTEMPTS):
@@ -86,6 +86,8 @@ def scatter_everywhere(client, data: dict) -> dict:
             return futures
         except Exception as exc:  # noqa: BLE001 - distributed raises OSError, ValueError or
             last = exc            # AssertionError when a worker goes during the copies
+        if client.status != "running":  # the scheduler, not a worker, is gone (CI, 12-03:
+            raise last                  # 'workers were lost' was said of a killed scheduler)
         if futures is not None:
             held = client.who_has(list(futures.values()))
             if all(held.get(key) for key in data):

@@ -47,3 +47,30 @@ def test_a_worker_lost_during_the_copies_does_not_hang_the_put(client_losing_a_w
     holders = client.who_has([future])["catdask-test-value"]
     assert holders and lost[0] not in holders
     np.testing.assert_array_equal(client.submit(lambda x: x, future).result(timeout=30), value)
+
+
+class _ClientWithoutScheduler:
+    """What ``distributed.Client`` is once its scheduler died: every call fails, status not
+    running."""
+
+    status = "closed"
+
+    def __init__(self):
+        self.scatters = 0
+
+    def scatter(self, data, hash=False):
+        from distributed.comm.core import CommClosedError
+
+        self.scatters += 1
+        raise CommClosedError("ConnectionPool closing.")
+
+
+def test_a_lost_scheduler_is_raised_at_once_not_retried_as_lost_workers():
+    from distributed.comm.core import CommClosedError
+
+    from catdask.distributed.execute import scatter_everywhere
+
+    client = _ClientWithoutScheduler()
+    with pytest.raises(CommClosedError, match="closing"):
+        scatter_everywhere(client, {"catdask-test-value": np.zeros(3)})
+    assert client.scatters == 1
