@@ -75,9 +75,9 @@ class DaskGramOperator(BlockGramOperator):
                 cache = "recompute"
         self.cache_mode = cache
         self.uses_tiles = cache == "recompute" and kernel.builtin
+        self.cache_dtype = cache_dtype
         self._place_inputs()
         self.set_precision(precision)
-        self.cache_dtype = cache_dtype
         self.store: str | None = None if store is None else str(os.fspath(store))
         self._tmpdir: str | None = None
         if cache == "memory":
@@ -88,27 +88,27 @@ class DaskGramOperator(BlockGramOperator):
                     len(self._rows), self.block_rows, cache, cache_dtype, gram_bytes / 1e9)
 
     def _place_inputs(self):
-        """What every pass reads, put on every worker in one round trip: for the tile pass the tile
-        factors in both precisions, otherwise X sorted by class. A tile operator puts X only when a
-        product that reads it is first asked for (:meth:`_x_key`), so workers do not each hold it
-        for nothing.
-        """
-        self._Xd: str | None = None
-        if not self.uses_tiles:
-            self._x_key()
-            return
-        values = {}
-        for dtype in GRAM_PRECISIONS:
-            values[f"left-{dtype}"], values[f"right-{dtype}"] = self.kernel.tile_factors(
-                self._Xs, dtype)
+        """What every pass reads, put on every worker in one round trip: X sorted by class and,
+        for the tile pass, the tile factors in both precisions. The driver then keeps no copy of
+        X (:meth:`columns` runs on the workers)."""
+        values = {"X-sorted": self._Xs}
+        if self.uses_tiles:
+            for dtype in GRAM_PRECISIONS:
+                values[f"left-{dtype}"], values[f"right-{dtype}"] = self.kernel.tile_factors(
+                    self._Xs, dtype)
         keys = self._runner.put_many(values, everywhere=True)
-        for i, dtype in enumerate(GRAM_PRECISIONS):
-            self._tile_factors[dtype] = (keys[2 * i], keys[2 * i + 1])
+        self._Xd = keys[0]
+        if self.uses_tiles:
+            for i, dtype in enumerate(GRAM_PRECISIONS):
+                self._tile_factors[dtype] = (keys[1 + 2 * i], keys[2 + 2 * i])
+        self._token = self._cache_token() if self.cache_mode == "zarr" else None
+        # The inverse of the class sort, for columns given in the operator's input order.
+        order = self.classes.order
+        self._sorted_position = None if order is None else np.argsort(order)
+        del self.X, self._Xs
 
     def _x_key(self):
-        """The key of X sorted by class on every worker, put on first use."""
-        if self._Xd is None:
-            self._Xd = self._runner.put(self._Xs, "X-sorted", everywhere=True)
+        """The key of X sorted by class on the workers."""
         return self._Xd
 
     # ------------------------------------------------------------------ the Gram cache
@@ -130,7 +130,7 @@ class DaskGramOperator(BlockGramOperator):
         if self.store is None:
             self._tmpdir = tempfile.mkdtemp(prefix="catdask-gram-")
             self.store = os.path.join(self._tmpdir, "gram.zarr")
-        token = self._cache_token()
+        token = self._token
         N = self.n_samples
         try:
             existing = zarr.open_array(self.store, mode="r")
@@ -166,7 +166,6 @@ class DaskGramOperator(BlockGramOperator):
         """Release cached blocks and remove a temporary zarr cache."""
         super().close()
         self._runner.release()
-        self._Xd = None
         if self._tmpdir is not None:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
             self._tmpdir = None
@@ -239,6 +238,15 @@ class DaskGramOperator(BlockGramOperator):
                 r0 = a + t * step
                 out[r0 - a : r0 - a + piece.shape[0]] = piece
         return out
+
+    def columns(self, idx: np.ndarray) -> np.ndarray:
+        """``G[:, idx]`` (N, len(idx)) in the operator's input order, computed on the workers
+        (the driver holds no X), one task per row block."""
+        idx = np.asarray(idx)
+        pos = idx if self._sorted_position is None else self._sorted_position[idx]
+        tasks = [(blocks.gram_columns, self._x_key(), rows, pos, self.kernel)
+                 for rows in self._rows]
+        return self.classes.unsort(np.concatenate(self._runner.run(tasks, "columns")), axis=0)
 
     def _range_matmul(self, rows, cols, V):
         """``G[rows, cols] @ V`` in row pieces on the workers, never forming the block (a

@@ -309,42 +309,40 @@ def test_gram_operator_products_match_numpy(client):
     np.testing.assert_allclose(op.covariance_moments(), ref.covariance_moments(), rtol=1e-12)
 
 
-def test_tile_operator_puts_x_on_the_workers_only_when_a_product_reads_it(client):
-    """The tile pass reads the tile factors only: X (sorted) is replicated on every worker the
-    first time a product that reads it runs (a class block here), not when the operator is
-    made (issue 27: a replica per worker), and the products are the same either way."""
+def test_dask_operator_keeps_x_on_the_workers_not_the_driver(client):
+    """X (sorted) is on every worker from the start, so a lost worker cannot take the only copy,
+    and the driver keeps none (issue 40): G's columns for the certificate are computed on the
+    workers, in the operator's input order whether or not the classes come sorted; the
+    workers drop X when the operator is closed."""
     X, y = _data(n_per_class=30, seed=9)
+    shuffled = np.random.default_rng(1).permutation(len(y))
+    X, y = X[shuffled], y[shuffled]
     classes = ClassIndex(y, 3)
+    assert classes.order is not None
     kern = make_kernel("rbf", n_features=X.shape[1], gamma=0.1)
     ref = NumpyGramOperator(X, classes, kern)
     op = DaskGramOperator(X, classes, kern, cache="recompute", tile_rows=16)
     assert op.uses_tiles
+    assert not hasattr(op, "X") and not hasattr(op, "_Xs")
 
     def held(dask_worker):
         return sorted(str(k).split("-")[1] for k in dask_worker.data.keys()
                       if str(k).startswith("catdask-"))
 
+    assert all("X" in names for names in client.run(held).values())  # every worker
+    idx = np.array([5, 0, 77, 31])
+    np.testing.assert_allclose(op.columns(idx), kern(X, X[idx]), atol=1e-14)
+    np.testing.assert_allclose(op.columns(idx), ref.columns(idx), atol=1e-14)
     z = np.random.default_rng(0).standard_normal((3, len(y)))
     np.testing.assert_allclose(op.class_matmul(z), ref.class_matmul(z), rtol=1e-12,
                                atol=1e-12)
-    assert all("X" not in names for names in client.run(held).values())
     np.testing.assert_allclose(op.class_gram(1), ref.class_gram(1), atol=1e-14)
-    assert all("X" in names for names in client.run(held).values())  # every worker
-    key = op._x_key()
-    np.testing.assert_allclose(op.class_gram(2), ref.class_gram(2), atol=1e-14)
-    assert op._x_key() == key  # put once
     op.close()
     deadline = time.monotonic() + 10  # the workers drop released keys asynchronously
     while (any("X" in names for names in client.run(held).values())
            and time.monotonic() < deadline):
         time.sleep(0.05)
     assert all("X" not in names for names in client.run(held).values())
-    # an operator without tiles (a user's kernel) still puts X at once
-    rows = DaskGramOperator(X, classes, make_kernel(lambda a, b: float(a @ b),
-                                                     n_features=X.shape[1]),
-                            cache="recompute")
-    assert not rows.uses_tiles and rows._Xd is not None
-    rows.close()
 
 
 @pytest.mark.parametrize("precision", ["float64", "float32"])
