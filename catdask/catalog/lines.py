@@ -103,6 +103,14 @@ def _looks_numeric(cell: str) -> bool:
     return True
 
 
+def _looks_like_header(cells: list) -> bool:
+    """A first line of names: most cells neither numbers nor missing-value marks (a header may
+    hold a numeric-looking name such as '1.0'; a data row with a text label has one such
+    cell)."""
+    names = sum(not _looks_numeric(c) and not is_missing(c) for c in cells)
+    return not any(_looks_numeric(c) for c in cells) or 2 * names > len(cells)
+
+
 def _check_header(header: list, where, lineno: int) -> None:
     seen = {}
     for i, name in enumerate(header):
@@ -126,7 +134,7 @@ def read_head(stream, spec: dict, where) -> Head:
     header = None
     for lineno, cells in _data_lines(stream, spec, where):
         if header is None and header_mode is not False:
-            if header_mode is True or not any(_looks_numeric(c) for c in cells):
+            if header_mode is True or _looks_like_header(cells):
                 header = cells
                 _check_header(header, where, lineno)
                 n_columns = n_columns or len(header)
@@ -150,6 +158,15 @@ def read_head(stream, spec: dict, where) -> Head:
     )
 
 
+def _one_column_hint(header: list) -> str:
+    """A header read as one column that holds another delimiter: the likely cause."""
+    if len(header) == 1:
+        for mark, name in ((",", "','"), (";", "';'"), ("\t", "a tab"), ("|", "'|'")):
+            if mark in header[0]:
+                return f" (one column: the file looks delimited by {name}; check --delimiter)"
+    return ""
+
+
 def resolve_column(col, n_columns: int, header: list | None, where, what: str) -> int:
     """0-based index of a column given by index (negative from the end) or header name."""
     if isinstance(col, str):
@@ -165,7 +182,7 @@ def resolve_column(col, n_columns: int, header: list | None, where, what: str) -
             )
         else:
             raise ParseError(f"{what} {col!r} not found in the header; columns are {header}"
-                             f"{did_you_mean(col, header)}", where)
+                             f"{_one_column_hint(header) or did_you_mean(col, header)}", where)
     if not -n_columns <= col < n_columns:
         raise ParseError(f"{what} index {col} is out of range for {n_columns} columns", where)
     return col % n_columns

@@ -104,11 +104,22 @@ def missing_store_note(root) -> str:
     return ""
 
 
+def _refuse_a_file_for_a_name(name: str, kind: str, fix: str) -> None:
+    """A path to an existing file given where a stored name goes (``train data.csv``,
+    ``predict new.csv MODEL``): say what the name is and how to get one, not only that a name
+    holds no '/'."""
+    if ("/" in name or "\\" in name or "." in name) and Path(name).is_file():
+        raise CliError(f"Invalid {kind} name {name!r}: it is a file, not a name; {fix}")
+
+
 def check_registered_model(store, name: str) -> None:
     """``name`` must be a safe name and a registered model (``models``, ``plot``)."""
     from catdask.names import validate_name
     from catdask.store import registered_model_names
 
+    _refuse_a_file_for_a_name(name, "model", "give a registered model's name (`catdask models "
+                              "list`); a file to predict on comes after it (`catdask predict "
+                              "MODEL FILE`)")
     validate_name(name, kind="model")
     known = registered_model_names(store)
     if name in known:
@@ -145,8 +156,13 @@ def check_stored_dataset(store, name: str) -> None:
     from catdask.names import validate_name
     from catdask.store.root import open_store
 
-    validate_name(name, kind="data set")
     stored = stored_names(store)
+    stem = Path(name).stem
+    _refuse_a_file_for_a_name(name, "data set", (
+        f"the store holds a data set {stem!r} (ingested from a file of that name?): use "
+        f"{stem!r}" if stem in stored else f"ingest it first (`catdask ingest {name} "
+        f"--label-column COLUMN`), then use its name ({stem!r})"))
+    validate_name(name, kind="data set")
     if name in stored:
         return
     hint = did_you_mean(name, stored)

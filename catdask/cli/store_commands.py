@@ -330,9 +330,11 @@ def _trained_columns(args, trained_names):
     others = [c for i, c in enumerate(header) if c not in trained_names and i != label]
     if not others:
         return None, None
+    hint = (f" (if it holds the labels, --label-column {others[0]} reports the accuracy)"
+            if label is None and len(others) == 1 else "")
     return list(trained_names), (f"left out column{'s' * (len(others) > 1)} "
                                  f"{', '.join(others)} of {args.file}: not a feature the model "
-                                 "was trained on")
+                                 f"was trained on{hint}")
 
 
 def _predict_input(args, meta, parsed=None):

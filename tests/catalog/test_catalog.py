@@ -896,3 +896,22 @@ def test_an_unnamed_first_column_suggests_the_pandas_index(tmp_path):
     bad(tmp_path, ",a,label\n0,1,x\n1,2,x\n2,3,y\n3,4,y\n",
         r"line 1: header column 0 has an empty name \(the index column pandas' to_csv writes\? "
         r"write the file with index=False, or name the column\)", label="label", fname="i.csv")
+
+
+def test_a_header_read_as_one_column_names_the_delimiter(tmp_path):
+    """Was: "label column 'kind' not found in the header; columns are ['a,b,kind']; did you
+    mean 'a,b,kind'?" for a comma-separated file read with --delimiter ';'."""
+    bad(tmp_path, "a,b,kind\n1,2,x\n3,4,x\n5,6,y\n7,8,y\n",
+        r"columns are \['a,b,kind'\] \(one column: the file looks delimited by ','; check "
+        r"--delimiter\)$", label="kind", delimiter=";", fname="c.csv")
+
+
+def test_a_header_with_a_numeric_looking_name_is_a_header(tmp_path):
+    """Was: the line 'a,b,1.0,label' taken for data ("non-numeric value 'a'"); a data row whose
+    only text is its label stays data."""
+    p = write(tmp_path / "h.csv", "a,b,1.0,label\n1,2,3,x\n4,5,6,x\n7,8,9,y\n1,1,1,y\n")
+    X, _, _, prov = parse_table(p, "label")
+    assert X.shape == (4, 3) and prov["feature_names"] == ["a", "b", "1.0"]
+    p = write(tmp_path / "d.csv", "1,2,x\n4,5,x\n7,8,y\n1,1,y\n")
+    X, _, names, _ = parse_table(p, -1)
+    assert X.shape == (4, 2) and names == ["x", "y"]

@@ -1400,6 +1400,36 @@ def test_predict_writes_predictions_and_coordinates(capsys, tmp_path, two_versio
     assert code == EXIT_USAGE and "give the data once" in err, err
 
 
+def test_a_file_given_where_a_name_goes_says_what_to_do(capsys, tmp_path, two_versions):
+    """Was: "Invalid data set name 'mydata/flowers.csv': it contains a path separator ..." for
+    `train FILE` and for `predict FILE MODEL` (arguments swapped), and no word of the label
+    column for `predict MODEL TRAINING.csv`."""
+    from sklearn.datasets import load_iris
+
+    iris = load_iris()
+    table = tmp_path / "iris.csv"
+    table.write_text(",".join(iris.feature_names) + ",species\n" + "\n".join(
+        ",".join(map(repr, row.tolist())) + f",{t}" for row, t in zip(iris.data, iris.target)))
+    mine = tmp_path / "mine.csv"
+    mine.write_text("a,b\n1,x\n")
+    for args, expect in [
+        (["train", str(table)], f"Invalid data set name {str(table)!r}: it is a file, not a "
+         "name; the store holds a data set 'iris' (ingested from a file of that name?): use "
+         "'iris'"),
+        (["train", str(mine)], f"ingest it first (`catdask ingest {mine} --label-column "
+         "COLUMN`), then use its name ('mine')"),
+        (["predict", str(table), "iris-cqs"], f"Invalid model name {str(table)!r}: it is a "
+         "file, not a name; give a registered model's name (`catdask models list`)"),
+    ]:
+        code, out, err = run_cli(capsys, *args, "--store", two_versions)
+        assert code == EXIT_INPUT and out == "" and expect in err, err
+        assert len(err.strip().splitlines()) == 1, err
+    code, out, err = run_cli(capsys, "predict", "iris-cqs", str(table), "--store", two_versions)
+    assert code == EXIT_OK, err
+    assert ("left out column species of " f"{table}: not a feature the model was trained on "
+            "(if it holds the labels, --label-column species reports the accuracy)") in err
+
+
 @pytest.mark.parametrize("args, code, expect", [
     (["--label-column", "0"], EXIT_USAGE, "--label-column applies to --file only"),
     (["--dataset", "iris", "--file", "x.csv"], EXIT_USAGE, "give --dataset or --file, not both"),
