@@ -60,7 +60,7 @@ def _summary_row(r: dict) -> dict:
             "action": _action(r), "certified": r["certified"],
             "gap": r["gap"], "cv_acc": round(cv, 3) if cv is not None and cv == cv else None,
             "train_acc": round(metrics["train_accuracy_predict"], 3),
-            "fit_s": round(r["seconds"], 2), "iterations": r["n_iter"],
+            "fit_s": round(r["fit_seconds"], 2), "iterations": r["n_iter"],
             "objective": round(r["objective"], 6),
             "linsvc_on_coords_cv": round(metrics["cv_accuracy_linear_svm_on_category_space"], 3),
             "plot": r["plot"]}

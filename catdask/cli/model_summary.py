@@ -67,14 +67,31 @@ def _restart_rows(meta: dict) -> list[str]:
     if not restarts:
         return []
     best = meta.get("best_restart")
-    lines = ["  restarts:    #  start              objective      iterations  stopped"]
+    lines = ["  restarts:    #  start              objective      iterations  stopped  "
+             "test                  gap"]
     for r in restarts:
         mark = "*" if r.get("restart") == best else " "
         lines.append(f"             {mark}{_num(r.get('restart')):>2}  {str(r.get('start', '')):<17}"
                      f"  {_num(r.get('objective'), 12):<13}  {_num(r.get('n_iter')):>10}  "
-                     f"{r.get('stopping_reason', '')}")
-    lines.append("             (* the registered restart)")
+                     f"{str(r.get('stopping_reason', '')):<7}  {_verdict(r, best, meta):<20}  "
+                     f"{_num(r.get('gap'), 2) if r.get('gap') is not None else ''}".rstrip())
+    lines.append("             (* the registered restart: the one tested; the others' gaps "
+                 "are against its bound)")
     return lines
+
+
+def _verdict(restart: dict, best, meta: dict) -> str:
+    """The restart table's test column (reports.restart_verdict, from the stored record)."""
+    from catdask.core.engine import ties_with
+
+    if "certified" not in restart:  # no test (CAS, or certify=False)
+        return ""
+    if restart.get("restart") == best:
+        return "certified" if restart["certified"] else "not certified"
+    top = meta.get("objective")
+    if top is None or restart.get("objective") is None:
+        return ""
+    return f"{'tied with' if ties_with(restart['objective'], top) else 'beaten by'} #{best}"
 
 
 def _top_level_clauses(reason: str) -> list[str]:

@@ -316,7 +316,7 @@ def train(
         "why_not_certified": None if cert.certified else cert.reason,
         "next_level": cert.next_level,  # "moment": the opt-in level that may prove it
         "objective": float(outcome.estimator.objective_),
-        "n_iter": int(outcome.estimator.n_iter_), "seconds": outcome.seconds, "plot": plot,
+        "n_iter": int(outcome.estimator.n_iter_), "fit_seconds": outcome.seconds, "plot": plot,
         "metrics": outcome.metrics, "max_gap": spec.max_gap, "cached": False, "reused": None,
         "device": spec.device, "device_placement": outcome.device_placement,
     }

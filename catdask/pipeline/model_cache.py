@@ -99,7 +99,7 @@ def cached_summary(version, store=None) -> dict:
         "why_not_certified": None if certified else (meta.get("certificate") or {}).get("reason"),
         "next_level": (meta.get("certificate") or {}).get("next_level"),
         "objective": meta.get("objective"), "n_iter": meta.get("n_iter"),
-        "seconds": meta.get("fit_seconds"), "plot": str(plot) if plot.is_file() else None,
+        "fit_seconds": meta.get("fit_seconds"), "plot": str(plot) if plot.is_file() else None,
         "metrics": meta.get("metrics"), "cached": True,
         "device": spec.get("device"), "device_placement": meta.get("device_placement"),
     }

@@ -485,7 +485,7 @@ def test_uncertified_model_is_rejected_unless_allowed(iris_store, dask_scheduler
     assert again["version"] is None and again["status"] == "rejected-uncertified"
     assert again["cached"] and again["reused"] == "candidate"
     assert again["plot"] == rejected["plot"] and Path(again["plot"]).is_file()
-    assert again["seconds"] == pytest.approx(rejected["seconds"])  # the kept fit's
+    assert again["fit_seconds"] == pytest.approx(rejected["fit_seconds"])  # the kept fit's
 
     allowed = train_mod.train("wine", allow_uncertified=True, **kw)
     assert allowed["status"] == "uncertified-allowed"

@@ -303,7 +303,7 @@ def test_demo_table_names_what_each_accuracy_is():
 
     row = _summary_row({
         "dataset": "iris", "method": "cqs", "version": "iris-cqs:v1", "certified": True,
-        "gap": 2.6e-13, "objective": 169.3116, "n_iter": 14, "seconds": 0.1, "plot": "p.png",
+        "gap": 2.6e-13, "objective": 169.3116, "n_iter": 14, "fit_seconds": 0.1, "plot": "p.png",
         "metrics": {"train_accuracy_predict": 0.97333, "train_accuracy_angle": 0.44,
                     "cv_accuracy_predict": 0.96, "cv_accuracy_linear_svm_on_category_space": 0.92667},
     })
