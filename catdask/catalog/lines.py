@@ -107,8 +107,9 @@ def _looks_like_header(cells: list) -> bool:
     """A first line of names: most cells neither numbers nor missing-value marks (a header may
     hold a numeric-looking name such as '1.0'; a data row with a text label has one such
     cell)."""
-    names = sum(not _looks_numeric(c) and not is_missing(c) for c in cells)
-    return not any(_looks_numeric(c) for c in cells) or 2 * names > len(cells)
+    numeric = [_looks_numeric(c) for c in cells]
+    names = sum(not n and not is_missing(c) for c, n in zip(cells, numeric))
+    return not any(numeric) or 2 * names > len(cells)
 
 
 def _check_header(header: list, where, lineno: int) -> None:

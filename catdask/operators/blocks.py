@@ -253,10 +253,6 @@ def gram_range_matmul(X, rows, cols, V, kernel, col_block):
 
 
 def gram_submatrix(X, rows, cols, kernel):
-    """``G[rows, cols]`` for two index ranges (class blocks, for the decoupled start)."""
-    return kernel(X[rows[0] : rows[1]], X[cols[0] : cols[1]])
-
-
-def gram_columns(X, rows, idx, kernel):
-    """``G[rows, idx]``: a row range against chosen columns (the certificate's pivots)."""
-    return kernel(X[rows[0] : rows[1]], X[idx])
+    """``G[rows, cols]`` for a row range and columns ``cols``, a slice (class blocks, for the
+    decoupled start) or an index array (the certificate's pivots)."""
+    return kernel(X[rows[0] : rows[1]], X[cols])

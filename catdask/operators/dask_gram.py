@@ -107,13 +107,9 @@ class DaskGramOperator(BlockGramOperator):
         self._sorted_position = None if order is None else np.argsort(order)
         del self.X, self._Xs
 
-    def _x_key(self):
-        """The key of X sorted by class on the workers."""
-        return self._Xd
-
     # ------------------------------------------------------------------ the Gram cache
     def _build_memory_cache(self):
-        Xd = self._x_key()
+        Xd = self._Xd
         tasks = [(blocks.gram_rows, Xd, rows, self.kernel, self.cache_dtype, self.col_block)
                  for rows in self._rows]
         self._cache = self._runner.persist(tasks, "gram-rows")
@@ -146,7 +142,7 @@ class DaskGramOperator(BlockGramOperator):
                 store=tmp, shape=(N, N), chunks=(self.block_rows, min(N, self.col_block)),
                 dtype=self.cache_dtype, compressors=None, overwrite=True,
             )
-            Xd = self._x_key()
+            Xd = self._Xd
             tasks = [(blocks.gram_rows_to_zarr, Xd, rows, self.kernel, tmp, self.col_block)
                      for rows in self._rows]
             self._runner.run(tasks, "gram-to-zarr")
@@ -179,7 +175,7 @@ class DaskGramOperator(BlockGramOperator):
     tile_entries_per_band_entry: int = _TILE_ENTRIES_PER_BAND_ENTRY
 
     def _x_argument(self):
-        return self._x_key()
+        return self._Xd
 
     def _tile_tasks(self, func, pairs, dtype, *args, zt=None):
         """Tile pairs in contiguous groups of about equal work, one task per group: one per
@@ -228,7 +224,8 @@ class DaskGramOperator(BlockGramOperator):
         """``G[rows, cols]`` (sorted positions), computed on workers in row pieces."""
         a, b = rows
         step = max(1, _GRAM_BLOCK_ENTRIES // max(1, cols[1] - cols[0]))
-        tasks = [(blocks.gram_submatrix, self._x_key(), (r, min(r + step, b)), cols, self.kernel)
+        tasks = [(blocks.gram_submatrix, self._Xd, (r, min(r + step, b)), slice(*cols),
+                  self.kernel)
                  for r in range(a, b, step)]
         out = np.empty((b - a, cols[1] - cols[0]))
         # Gather a few pieces at a time so the driver never holds the block twice.
@@ -244,7 +241,7 @@ class DaskGramOperator(BlockGramOperator):
         (the driver holds no X), one task per row block."""
         idx = np.asarray(idx)
         pos = idx if self._sorted_position is None else self._sorted_position[idx]
-        tasks = [(blocks.gram_columns, self._x_key(), rows, pos, self.kernel)
+        tasks = [(blocks.gram_submatrix, self._Xd, rows, pos, self.kernel)
                  for rows in self._rows]
         return self.classes.unsort(np.concatenate(self._runner.run(tasks, "columns")), axis=0)
 
@@ -253,7 +250,7 @@ class DaskGramOperator(BlockGramOperator):
         Lanczos matvec for the decoupled start of large classes)."""
         a, b = rows
         step = max(1, math.ceil((b - a) / self._threads))
-        tasks = [(blocks.gram_range_matmul, self._x_key(), (r, min(r + step, b)), cols, V,
+        tasks = [(blocks.gram_range_matmul, self._Xd, (r, min(r + step, b)), cols, V,
                   self.kernel, self.col_block) for r in range(a, b, step)]
         return np.concatenate(self._runner.run(tasks, "class-matvec"), axis=0)
 

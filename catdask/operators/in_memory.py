@@ -117,7 +117,7 @@ class NumpyGramOperator(BlockGramOperator):
     def _submatrix(self, rows, cols):
         if self._G is not None:
             return self._G[rows[0] : rows[1], cols[0] : cols[1]].copy()
-        return blocks.gram_submatrix(self._Xs, rows, cols, self.kernel)
+        return blocks.gram_submatrix(self._Xs, rows, slice(*cols), self.kernel)
 
     def _range_matmul(self, rows, cols, V):
         if self._G is not None:
